@@ -1,0 +1,632 @@
+/*
+ * consumer.c — Kafka consumer thread: poll, batch, apply, resume from the
+ * caller's offsets.
+ *
+ * DESIGN. One thread (consumer_main) loops: collect up to CONSUMER_BATCH_MAX
+ * messages (the first poll waits up to POLL_WAIT_MS, later ones take only
+ * what librdkafka already fetched), hand them to cb->apply(), retrying the
+ * same batch with a growing backoff until it succeeds or the consumer is
+ * stopped. Rebalances are served by librdkafka inside rd_kafka_consumer_poll()
+ * on this same thread: an assignment asks cb->stored_offset() for each
+ * partition and assigns with that offset; a revocation first applies the
+ * batch being collected, so nothing polled is lost or applied twice.
+ * The fields under "consumer thread only" are never touched elsewhere; the
+ * readiness flags and the last error are shared with consumer_wait_ready()
+ * under c->lock.
+ */
+#include "events/consumer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "gateway/log.h"
+#include "gateway/stats.h"
+
+#define POLL_WAIT_MS      50      /* first poll of a round: bounds stop latency */
+#define BACKOFF_MIN_MS    100
+#define BACKOFF_MAX_MS    5000
+#define LAG_INTERVAL_NS   1000000000LL
+
+struct part_pos {
+	int32_t partition;
+	int64_t next;                 /* next offset to apply; < 0: not known yet */
+};
+
+struct consumer {
+	rd_kafka_t *rk;
+	char *brokers, *topic, *group;
+	struct consumer_cb cb;
+	struct stats *st;
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+
+	/* consumer thread only */
+	rd_kafka_message_t *batch[CONSUMER_BATCH_MAX];
+	struct consumer_msg msgs[CONSUMER_BATCH_MAX];
+	size_t n;
+	struct part_pos *parts;
+	size_t n_parts, cap_parts;
+	int64_t lag_at_ns;
+
+	pthread_mutex_t lock;         /* protects the fields below */
+	pthread_cond_t cond;
+	bool assigned;                /* a rebalance assigned partitions (maybe none) */
+	char last_err[256];           /* last error librdkafka reported */
+};
+
+static int64_t consumer_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Sleep ms in short slices; false if the consumer was stopped meanwhile. */
+static bool consumer_sleep(struct consumer *c, unsigned ms)
+{
+	while (ms > 0 && !atomic_load(&c->stop)) {
+		unsigned slice = ms < 20 ? ms : 20;
+		struct timespec ts = { 0, (long)slice * 1000000L };
+
+		nanosleep(&ts, NULL);
+		ms -= slice;
+	}
+	return !atomic_load(&c->stop);
+}
+
+/* Remember an error for consumer_wait_ready(); log it when it changes. */
+static void consumer_note_error(struct consumer *c, bool fatal, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void consumer_note_error(struct consumer *c, bool fatal, const char *fmt, ...)
+{
+	char buf[sizeof c->last_err];
+	va_list ap;
+	bool changed;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&c->lock);
+	changed = strcmp(buf, c->last_err) != 0;
+	if (changed)
+		memcpy(c->last_err, buf, sizeof buf);
+	pthread_mutex_unlock(&c->lock);
+	if (fatal)
+		log_error("kafka %s: %s", c->brokers, buf);
+	else if (changed)
+		log_warn("kafka %s: %s", c->brokers, buf);
+}
+
+static void consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	struct consumer *c = opaque;
+
+	(void)rk;
+	consumer_note_error(c, err == RD_KAFKA_RESP_ERR__FATAL, "%s", reason);
+}
+
+static void consumer_on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	/* syslog levels; errors (3) also reach consumer_on_error(), which logs
+	   them once, so here they are debug lines. */
+	(void)rk;
+	if (level <= 2)
+		log_error("librdkafka %s: %s", fac, buf);
+	else if (level == 4)
+		log_warn("librdkafka %s: %s", fac, buf);
+	else if (level == 5)
+		log_info("librdkafka %s: %s", fac, buf);
+	else
+		log_debug("librdkafka %s: %s", fac, buf);
+}
+
+/* ---- partition positions (consumer thread only) ---- */
+
+static struct part_pos *consumer_part_find(struct consumer *c, int32_t partition)
+{
+	for (size_t i = 0; i < c->n_parts; i++)
+		if (c->parts[i].partition == partition)
+			return &c->parts[i];
+	return NULL;
+}
+
+static void consumer_part_set(struct consumer *c, int32_t partition, int64_t next)
+{
+	struct part_pos *p = consumer_part_find(c, partition);
+
+	if (!p) {
+		if (c->n_parts == c->cap_parts) {
+			size_t cap = c->cap_parts ? 2 * c->cap_parts : 16;
+			struct part_pos *np = realloc(c->parts, cap * sizeof *np);
+
+			if (!np)
+				return;       /* only lag reporting suffers */
+			c->parts = np;
+			c->cap_parts = cap;
+		}
+		p = &c->parts[c->n_parts++];
+		p->partition = partition;
+	}
+	p->next = next;
+}
+
+static void consumer_part_drop(struct consumer *c, int32_t partition)
+{
+	struct part_pos *p = consumer_part_find(c, partition);
+
+	if (p)
+		*p = c->parts[--c->n_parts];
+}
+
+/* Per-partition lag from the cached high watermarks: no broker round trip. */
+static void consumer_lag_update(struct consumer *c)
+{
+	int64_t now = consumer_now_ns();
+
+	if (!c->st || now - c->lag_at_ns < LAG_INTERVAL_NS)
+		return;
+	c->lag_at_ns = now;
+	for (size_t i = 0; i < c->n_parts; i++) {
+		int64_t lo = -1, hi = -1, next = c->parts[i].next, lag;
+		char name[96];
+
+		if (rd_kafka_get_watermark_offsets(c->rk, c->topic, c->parts[i].partition,
+		                                   &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR || hi < 0)
+			continue;
+		if (next < 0)
+			next = lo;
+		if (next < 0)
+			continue;
+		lag = hi > next ? hi - next : 0;
+		snprintf(name, sizeof name, "%s/%" PRId32, c->topic, c->parts[i].partition);
+		stats_lag_set(c->st, name, lag);
+	}
+}
+
+/* ---- batches (consumer thread only) ---- */
+
+static void consumer_batch_release(struct consumer *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		rd_kafka_message_destroy(c->batch[i]);
+	c->n = 0;
+}
+
+static void consumer_batch_add(struct consumer *c, rd_kafka_message_t *rkm)
+{
+	struct consumer_msg *m = &c->msgs[c->n];
+	rd_kafka_timestamp_type_t tstype;
+
+	m->topic = c->topic;          /* the only topic subscribed */
+	m->partition = rkm->partition;
+	m->offset = rkm->offset;
+	m->timestamp_ms = rd_kafka_message_timestamp(rkm, &tstype);
+	m->payload = rkm->payload;
+	m->len = rkm->len;
+	c->batch[c->n++] = rkm;
+	if (c->st)
+		stats_inc(c->st, ev_consumed);
+}
+
+/* Tell Kafka how far we got (for tools; our own offsets are already durable). */
+static void consumer_batch_store(struct consumer *c)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
+	rd_kafka_resp_err_t err;
+
+	for (size_t i = 0; i < c->n; i++) {
+		const struct consumer_msg *m = &c->msgs[i];
+		rd_kafka_topic_partition_t *tp =
+			rd_kafka_topic_partition_list_find(l, c->topic, m->partition);
+
+		if (!tp)
+			tp = rd_kafka_topic_partition_list_add(l, c->topic, m->partition);
+		tp->offset = m->offset + 1;
+		consumer_part_set(c, m->partition, m->offset + 1);
+	}
+	err = rd_kafka_offsets_store(c->rk, l);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)    /* e.g. partition revoked meanwhile */
+		log_debug("kafka: storing offsets to the group: %s", rd_kafka_err2str(err));
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Apply the pending batch, retrying until it succeeds. Returns 0, or the
+   last error if the consumer was stopped first (the batch is then dropped:
+   it was not applied, so it will be consumed again after a restart). */
+static int consumer_batch_apply(struct consumer *c)
+{
+	unsigned backoff = BACKOFF_MIN_MS;
+	int rc;
+
+	if (c->n == 0)
+		return 0;
+	for (;;) {
+		rc = c->cb.apply(c->cb.ctx, c->msgs, c->n);
+		if (rc == 0) {
+			consumer_batch_store(c);
+			break;
+		}
+		log_error("kafka %s: applying %zu messages from %s/%" PRId32 " offset %" PRId64
+		          " failed: %s; retrying in %u ms", c->brokers, c->n, c->topic,
+		          c->msgs[0].partition, c->msgs[0].offset, strerror(-rc), backoff);
+		if (!consumer_sleep(c, backoff))
+			break;
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	consumer_batch_release(c);
+	return rc;
+}
+
+/* ---- rebalancing (consumer thread, inside rd_kafka_consumer_poll) ---- */
+
+/* The caller's next offset for a partition; false if stopped before one
+   could be read (then the partition must not be assigned). */
+static bool consumer_resume_offset(struct consumer *c, int32_t partition, int64_t *offset)
+{
+	unsigned backoff = BACKOFF_MIN_MS;
+
+	for (;;) {
+		int64_t next = 0;
+		int rc = c->cb.stored_offset(c->cb.ctx, c->topic, partition, &next);
+
+		if (rc == 0 && next >= 0) {
+			*offset = next;
+			return true;
+		}
+		if (rc == -ENOENT) {
+			*offset = RD_KAFKA_OFFSET_BEGINNING;
+			return true;
+		}
+		log_error("kafka: reading the stored offset of %s/%" PRId32 " failed: %s; "
+		          "retrying in %u ms", c->topic, partition,
+		          rc ? strerror(-rc) : "negative offset", backoff);
+		if (!consumer_sleep(c, backoff))
+			return false;
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+}
+
+static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t *parts, bool coop)
+{
+	rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	rd_kafka_error_t *error = NULL;
+
+	for (int i = 0; i < parts->cnt; i++) {
+		rd_kafka_topic_partition_t *tp = &parts->elems[i];
+
+		if (!consumer_resume_offset(c, tp->partition, &tp->offset))
+			return;
+		log_info("kafka: %s/%" PRId32 " assigned, resuming at %s%" PRId64, tp->topic,
+		         tp->partition, tp->offset < 0 ? "the beginning " : "offset ",
+		         tp->offset < 0 ? (int64_t)0 : tp->offset);
+	}
+	if (coop)
+		error = rd_kafka_incremental_assign(c->rk, parts);
+	else
+		err = rd_kafka_assign(c->rk, parts);
+	if (error) {
+		log_error("kafka: incremental assign: %s", rd_kafka_error_string(error));
+		rd_kafka_error_destroy(error);
+		return;
+	}
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		log_error("kafka: assign: %s", rd_kafka_err2str(err));
+		return;
+	}
+	if (!coop)
+		c->n_parts = 0;
+	for (int i = 0; i < parts->cnt; i++)
+		consumer_part_set(c, parts->elems[i].partition,
+		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
+	c->lag_at_ns = 0;
+	pthread_mutex_lock(&c->lock);
+	c->assigned = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t *parts, bool coop)
+{
+	rd_kafka_error_t *error = NULL;
+
+	consumer_batch_apply(c);      /* what was polled before the revocation */
+	if (coop) {
+		error = rd_kafka_incremental_unassign(c->rk, parts);
+		if (error) {
+			log_error("kafka: incremental unassign: %s", rd_kafka_error_string(error));
+			rd_kafka_error_destroy(error);
+		}
+		for (int i = 0; i < parts->cnt; i++)
+			consumer_part_drop(c, parts->elems[i].partition);
+	} else {
+		rd_kafka_assign(c->rk, NULL);
+		c->n_parts = 0;
+	}
+}
+
+static void consumer_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                  rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+	struct consumer *c = opaque;
+	bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+
+	switch (err) {
+	case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+		consumer_assign(c, parts, coop);
+		break;
+	case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+		consumer_revoke(c, parts, coop);
+		break;
+	default:
+		log_error("kafka: rebalance failed: %s", rd_kafka_err2str(err));
+		consumer_revoke(c, parts, false);
+		break;
+	}
+}
+
+/* ---- the thread ---- */
+
+/* Fill the batch: wait a little for the first message, then take only what
+   is already fetched. */
+static void consumer_collect(struct consumer *c)
+{
+	while (c->n < CONSUMER_BATCH_MAX && !atomic_load(&c->stop)) {
+		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(c->rk, c->n ? 0 : POLL_WAIT_MS);
+
+		if (!rkm)
+			return;
+		if (rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+			consumer_batch_add(c, rkm);
+			continue;
+		}
+		if (rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			consumer_note_error(c, rkm->err == RD_KAFKA_RESP_ERR__FATAL,
+			                    "%s/%" PRId32 ": %s",
+			                    rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : c->topic,
+			                    rkm->partition, rd_kafka_message_errstr(rkm));
+		rd_kafka_message_destroy(rkm);
+		if (c->n == 0)
+			return;
+	}
+}
+
+static void *consumer_main(void *arg)
+{
+	struct consumer *c = arg;
+	rd_kafka_resp_err_t err;
+
+	while (!atomic_load(&c->stop)) {
+		consumer_collect(c);
+		consumer_batch_apply(c);
+		consumer_lag_update(c);
+	}
+	consumer_batch_release(c);
+	err = rd_kafka_consumer_close(c->rk);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		log_warn("kafka %s: closing the consumer: %s", c->brokers, rd_kafka_err2str(err));
+	return NULL;
+}
+
+/* ---- public ---- */
+
+static int consumer_conf_set(rd_kafka_conf_t *kc, const char *name, const char *value,
+                             char *err, size_t errlen)
+{
+	char why[256];
+
+	if (rd_kafka_conf_set(kc, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+		snprintf(err, errlen, "kafka option %s=%s: %s", name, value, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int consumer_new(const struct consumer_conf *conf, const struct consumer_cb *cb,
+                 struct stats *st, struct consumer **out, char *err, size_t errlen)
+{
+	/* Ours, set after the user's options so that they always win. */
+	static const char *const forced[] = {
+		"enable.auto.offset.store", "false",
+		"enable.partition.eof", "false",
+	};
+	char why[256];
+	struct consumer *c;
+	rd_kafka_conf_t *kc = NULL;
+	int rc = -EINVAL;
+
+	*out = NULL;
+	if (!conf->brokers || !conf->topic || !conf->group || !cb->apply || !cb->stored_offset) {
+		snprintf(err, errlen, "kafka: brokers, topic, group and both callbacks are required");
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	atomic_init(&c->stop, false);
+	c->cb = *cb;
+	c->st = st;
+	c->brokers = strdup(conf->brokers);
+	c->topic = strdup(conf->topic);
+	c->group = strdup(conf->group);
+	if (!c->brokers || !c->topic || !c->group) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto fail;
+	}
+
+	kc = rd_kafka_conf_new();
+	if ((rc = consumer_conf_set(kc, "client.id", "facetfs", err, errlen)) ||
+	    (rc = consumer_conf_set(kc, "auto.offset.reset", "earliest", err, errlen)))
+		goto fail;
+	for (size_t i = 0; i < conf->n_options; i++)
+		if ((rc = consumer_conf_set(kc, conf->options[2 * i], conf->options[2 * i + 1],
+		                            err, errlen)))
+			goto fail;
+	for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i += 2)
+		if ((rc = consumer_conf_set(kc, forced[i], forced[i + 1], err, errlen)))
+			goto fail;
+	if ((rc = consumer_conf_set(kc, "bootstrap.servers", c->brokers, err, errlen)) ||
+	    (rc = consumer_conf_set(kc, "group.id", c->group, err, errlen)))
+		goto fail;
+	rd_kafka_conf_set_opaque(kc, c);
+	rd_kafka_conf_set_rebalance_cb(kc, consumer_on_rebalance);
+	rd_kafka_conf_set_error_cb(kc, consumer_on_error);
+	rd_kafka_conf_set_log_cb(kc, consumer_on_log);
+
+	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, why, sizeof why);
+	if (!c->rk) {
+		snprintf(err, errlen, "kafka: creating the consumer: %s", why);
+		rc = -EINVAL;
+		goto fail;
+	}
+	kc = NULL;                    /* rd_kafka_new() took ownership */
+	rd_kafka_poll_set_consumer(c->rk);
+	*out = c;
+	return 0;
+
+fail:
+	if (kc)
+		rd_kafka_conf_destroy(kc);
+	free(c->brokers);
+	free(c->topic);
+	free(c->group);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return rc;
+}
+
+int consumer_start(struct consumer *c)
+{
+	rd_kafka_topic_partition_list_t *l;
+	rd_kafka_resp_err_t err;
+	int rc;
+
+	if (c->started || atomic_load(&c->stop))
+		return -EALREADY;         /* a stopped consumer is not restarted: make a new one */
+	l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, c->topic, RD_KAFKA_PARTITION_UA);
+	err = rd_kafka_subscribe(c->rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		log_error("kafka %s: subscribing to %s: %s", c->brokers, c->topic,
+		          rd_kafka_err2str(err));
+		return -EINVAL;
+	}
+	rc = pthread_create(&c->thread, NULL, consumer_main, c);
+	if (rc) {
+		log_error("kafka: starting the consumer thread: %s", strerror(rc));
+		return -rc;
+	}
+	c->started = true;
+	return 0;
+}
+
+int consumer_wait_ready(struct consumer *c, int timeout_ms)
+{
+	int64_t deadline = consumer_now_ns() + (int64_t)timeout_ms * 1000000LL;
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, c->topic, NULL);
+	const char *stage = "metadata";
+	char last[sizeof c->last_err];
+	bool ready = false;
+
+	if (!rkt) {
+		log_error("kafka: topic %s: %s", c->topic, rd_kafka_err2str(rd_kafka_last_error()));
+		return -EINVAL;
+	}
+	for (;;) {
+		const struct rd_kafka_metadata *md = NULL;
+		int64_t left = (deadline - consumer_now_ns()) / 1000000LL;
+		rd_kafka_resp_err_t err;
+
+		if (left <= 0)
+			break;
+		err = rd_kafka_metadata(c->rk, 0, rkt, &md, (int)left);
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+			err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+			rd_kafka_metadata_destroy(md);
+			if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+				break;
+			stage = "topic";
+			consumer_note_error(c, false, "topic %s: %s", c->topic, rd_kafka_err2str(err));
+		}
+		consumer_sleep(c, 100);
+	}
+	rd_kafka_topic_destroy(rkt);
+
+	pthread_mutex_lock(&c->lock);
+	if (consumer_now_ns() < deadline) {
+		struct timespec ts;
+		int64_t dl_rt;
+
+		stage = "assignment";
+		clock_gettime(CLOCK_REALTIME, &ts);
+		dl_rt = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec +
+		        (deadline - consumer_now_ns());
+		ts.tv_sec = dl_rt / 1000000000LL;
+		ts.tv_nsec = dl_rt % 1000000000LL;
+		while (!c->assigned && c->started &&
+		       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+			;
+		ready = c->assigned;
+	}
+	memcpy(last, c->last_err, sizeof last);
+	pthread_mutex_unlock(&c->lock);
+	if (ready)
+		return 0;
+	if (strcmp(stage, "metadata") == 0)
+		log_error("kafka brokers %s unreachable: no metadata for topic %s within %d ms%s%s",
+		          c->brokers, c->topic, timeout_ms, last[0] ? "; last error: " : "", last);
+	else if (strcmp(stage, "topic") == 0)
+		log_error("kafka brokers %s: topic %s not available within %d ms: %s",
+		          c->brokers, c->topic, timeout_ms, last);
+	else
+		log_error("kafka brokers %s: no partitions of %s assigned to group %s within %d ms%s%s",
+		          c->brokers, c->topic, c->group, timeout_ms,
+		          last[0] ? "; last error: " : "", last);
+	return -ETIMEDOUT;
+}
+
+void consumer_stop(struct consumer *c)
+{
+	if (!c || !c->started)
+		return;
+	atomic_store(&c->stop, true);
+	pthread_join(c->thread, NULL);
+	c->started = false;
+	pthread_mutex_lock(&c->lock);
+	c->assigned = false;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void consumer_free(struct consumer *c)
+{
+	if (!c)
+		return;
+	consumer_stop(c);
+	rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	free(c->parts);
+	free(c->brokers);
+	free(c->topic);
+	free(c->group);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
