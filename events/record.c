@@ -1,0 +1,708 @@
+/*
+ * record.c — see record.h.
+ *
+ * One parse with cJSON per document, then each element of Records is read
+ * into a struct obj_meta by record_fill(). Which store sent a record is
+ * told by its eventSource: "ceph:s3" keys are raw and its sequencer is a
+ * (seconds, ns) pair; anything else (aws:s3, minio:s3) has form-escaped keys
+ * and hex sequencers. Reasons for malformed records are string literals so
+ * the hot path formats nothing unless something is wrong.
+ */
+#include "events/record.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum rec_result { REC_OK, REC_IGNORED, REC_MALFORMED };
+
+enum ev_kind { KIND_OTHER, KIND_PUT, KIND_DELETE };
+
+/* What an eventName means for the index. MinIO prefixes names with "s3:".
+ * Lifecycle expiry of the current version (AWS, and RGW 18+) removes the
+ * object as a DELETE does; expiry of non-current versions, restores,
+ * replication, tagging, ACL events change nothing we index. */
+static enum ev_kind kind_of(const char *name)
+{
+	if (strncmp(name, "s3:", 3) == 0)
+		name += 3;
+	if (strncmp(name, "ObjectCreated:", 14) == 0)
+		return KIND_PUT;
+	if (strncmp(name, "ObjectRemoved:", 14) == 0)
+		return KIND_DELETE;
+	if (strcmp(name, "LifecycleExpiration:Delete") == 0 ||
+	    strcmp(name, "LifecycleExpiration:DeleteMarkerCreated") == 0 ||
+	    strcmp(name, "ObjectLifecycle:Expiration:Current") == 0 ||
+	    strcmp(name, "ObjectLifecycle:Expiration:DeleteMarker") == 0)
+		return KIND_DELETE;
+	return KIND_OTHER;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Child `name` of obj as a string: 0 with *out (NULL when absent or null),
+ * -1 when present with another type. */
+static int get_str(const cJSON *obj, const char *name, const char **out)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	*out = NULL;
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsString(it) || !it->valuestring)
+		return -1;
+	*out = it->valuestring;
+	return 0;
+}
+
+/* Undo form-URL encoding ('+' is a space, %XX a byte) into a new string.
+ * 0, -EINVAL (bad escape or an escaped NUL), -ENOMEM. */
+static int form_decode(const char *s, char **out)
+{
+	size_t len = strlen(s);
+	char *d = malloc(len + 1), *w = d;
+
+	*out = NULL;
+	if (!d)
+		return -ENOMEM;
+	for (const char *p = s; *p; p++) {
+		if (*p == '+') {
+			*w++ = ' ';
+		} else if (*p == '%') {
+			int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+			if (lo < 0 || (hi == 0 && lo == 0)) {
+				free(d);
+				return -EINVAL;
+			}
+			*w++ = (char)(hi << 4 | lo);
+			p += 2;
+		} else {
+			*w++ = *p;
+		}
+	}
+	*w = '\0';
+	*out = d;
+	return 0;
+}
+
+int record_seq_normalise(const char *seq, int ceph, char *out, size_t outlen)
+{
+	static const char digit[] = "0123456789ABCDEF";
+	size_t len = seq ? strlen(seq) : 0;
+
+	if (outlen == 0)
+		return -EINVAL;
+	out[0] = '\0';
+	if (len == 0)
+		return -EINVAL;
+	if (ceph) {
+		uint8_t b[8];
+		if (len != 16 || outlen < 17)
+			return -EINVAL;
+		for (int i = 0; i < 8; i++) {
+			int hi = hexval(seq[2 * i]), lo = hexval(seq[2 * i + 1]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			b[i] = (uint8_t)(hi << 4 | lo);
+		}
+		uint32_t sec = (uint32_t)b[0] | (uint32_t)b[1] << 8 |
+			       (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+		uint32_t nsec = (uint32_t)b[4] | (uint32_t)b[5] << 8 |
+				(uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+		if (nsec >= 1000000000u)
+			return -EINVAL;
+		uint64_t v = (uint64_t)sec * 1000000000u + nsec;
+		for (int i = 15; i >= 0; i--, v >>= 4)
+			out[i] = digit[v & 15];
+		out[16] = '\0';
+		return 0;
+	}
+	if (len >= outlen)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		int v = hexval(seq[i]);
+		if (v < 0) {
+			out[0] = '\0';
+			return -EINVAL;
+		}
+		out[i] = digit[v];
+	}
+	out[len] = '\0';
+	return 0;
+}
+
+/* ---- eventTime ---- */
+
+static int take_digits(const char **p, int n, int *v)
+{
+	int x = 0;
+
+	for (int i = 0; i < n; i++) {
+		char c = (*p)[i];
+		if (c < '0' || c > '9')
+			return -1;
+		x = x * 10 + (c - '0');
+	}
+	*p += n;
+	*v = x;
+	return 0;
+}
+
+static bool is_leap(int y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* Leap years in 1..y, for y > 0. */
+static int64_t leaps_upto(int y)
+{
+	return y / 4 - y / 100 + y / 400;
+}
+
+int record_time_parse(const char *s, int64_t *ns)
+{
+	static const int cum[12] = { 0, 31, 59, 90, 120, 151, 181, 212, 243,
+				     273, 304, 334 };
+	static const int mdays[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31,
+				       30, 31 };
+	int y, mo, d, h, mi, se, off = 0;
+	int64_t frac = 0;
+	const char *p = s;
+
+	if (!s)
+		return -EINVAL;
+	if (take_digits(&p, 4, &y) || *p++ != '-' || take_digits(&p, 2, &mo) ||
+	    *p++ != '-' || take_digits(&p, 2, &d))
+		return -EINVAL;
+	if (*p != 'T' && *p != 't' && *p != ' ')
+		return -EINVAL;
+	p++;
+	if (take_digits(&p, 2, &h) || *p++ != ':' || take_digits(&p, 2, &mi) ||
+	    *p++ != ':' || take_digits(&p, 2, &se))
+		return -EINVAL;
+	if (*p == '.' || *p == ',') {
+		int64_t scale = 100000000;
+		p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
+			frac += (*p - '0') * scale;   /* scale reaches 0 after 9 digits */
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1, oh, om;
+		if (take_digits(&p, 2, &oh))
+			return -EINVAL;
+		if (*p == ':')
+			p++;
+		if (take_digits(&p, 2, &om) || oh > 23 || om > 59)
+			return -EINVAL;
+		off = sign * (oh * 3600 + om * 60);
+	} else {
+		return -EINVAL;
+	}
+	if (*p != '\0')
+		return -EINVAL;
+	if (y < 1900 || y > 2261 || mo < 1 || mo > 12 || d < 1 ||
+	    d > mdays[mo - 1] + (mo == 2 && is_leap(y)) || h > 23 || mi > 59 ||
+	    se > 60)
+		return -EINVAL;
+	int64_t days = 365 * (int64_t)(y - 1970) + leaps_upto(y - 1) -
+		       leaps_upto(1969) + cum[mo - 1] +
+		       (mo > 2 && is_leap(y)) + d - 1;
+	int64_t secs = days * 86400 + h * 3600 + mi * 60 + se - off;
+	*ns = secs * 1000000000 + frac;
+	return 0;
+}
+
+/* ---- one record ---- */
+
+static int kv_push(struct obj_kv **arr, size_t *n, char *name, char *value)
+{
+	struct obj_kv *grown;
+
+	if (!name || !value)
+		goto fail;
+	grown = realloc(*arr, (*n + 1) * sizeof **arr);
+	if (!grown)
+		goto fail;
+	*arr = grown;
+	grown[*n].name = name;
+	grown[*n].value = value;
+	(*n)++;
+	return 0;
+fail:
+	free(name);
+	free(value);
+	return -ENOMEM;
+}
+
+static char *dup_lower(const char *s)
+{
+	size_t len = strlen(s);
+	char *d = malloc(len + 1);
+
+	if (!d)
+		return NULL;
+	for (size_t i = 0; i <= len; i++)
+		d[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
+	return d;
+}
+
+/* One stored header: x-amz-meta-NAME is user metadata "name" (the first of
+ * names equal but for case wins); content-type fills content_type unless the
+ * record said it already. Anything else is not user metadata. */
+static int meta_entry(struct obj_meta *o, const char *name, const char *val)
+{
+	static const char pfx[] = "x-amz-meta-";
+	const size_t plen = sizeof pfx - 1;
+
+	if (strncasecmp(name, pfx, plen) == 0) {
+		const char *n = name + plen;
+		if (!*n)
+			return 0;
+		for (size_t i = 0; i < o->n_meta; i++)
+			if (strcasecmp(o->meta[i].name, n) == 0)
+				return 0;
+		return kv_push(&o->meta, &o->n_meta, dup_lower(n), strdup(val));
+	}
+	if (strcasecmp(name, "content-type") == 0 && !o->content_type) {
+		o->content_type = strdup(val);
+		if (!o->content_type)
+			return -ENOMEM;
+		o->flags |= OBJ_HAS_CTYPE;
+	}
+	return 0;
+}
+
+static int tag_entry(struct obj_meta *o, const char *name, const char *val)
+{
+	return kv_push(&o->tags, &o->n_tags, strdup(name), strdup(val));
+}
+
+/* Feed name/value pairs to fn from a list of {"key","val"} (RGW) or a map of
+ * strings (MinIO). 0, -EINVAL for another shape, or fn's error. */
+static int walk_pairs(const cJSON *it, struct obj_meta *o,
+		      int (*fn)(struct obj_meta *, const char *, const char *))
+{
+	const cJSON *e;
+	int rc;
+
+	if (cJSON_IsArray(it)) {
+		cJSON_ArrayForEach(e, it) {
+			const char *k, *v;
+			if (!cJSON_IsObject(e) || get_str(e, "key", &k) ||
+			    get_str(e, "val", &v) || !k || !v)
+				return -EINVAL;
+			if ((rc = fn(o, k, v)))
+				return rc;
+		}
+		return 0;
+	}
+	if (cJSON_IsObject(it)) {
+		cJSON_ArrayForEach(e, it) {
+			if (!cJSON_IsString(e) || !e->valuestring || !e->string)
+				return -EINVAL;
+			if ((rc = fn(o, e->string, e->valuestring)))
+				return rc;
+		}
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* size: a non-negative integer as a JSON number (exact up to 2^53) or a
+ * decimal string; absent means 0. 0 or -1. */
+static int parse_size(const cJSON *it, uint64_t *out)
+{
+	*out = 0;
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (cJSON_IsNumber(it)) {
+		double v = it->valuedouble;
+		if (!(v >= 0 && v <= 9007199254740992.0) ||
+		    v != (double)(uint64_t)v)
+			return -1;
+		*out = (uint64_t)v;
+		return 0;
+	}
+	if (cJSON_IsString(it) && it->valuestring && it->valuestring[0]) {
+		uint64_t v = 0;
+		for (const char *p = it->valuestring; *p; p++) {
+			if (*p < '0' || *p > '9')
+				return -1;
+			unsigned dig = (unsigned)(*p - '0');
+			if (v > (UINT64_MAX - dig) / 10)
+				return -1;
+			v = v * 10 + dig;
+		}
+		*out = v;
+		return 0;
+	}
+	return -1;
+}
+
+/* The s3.bucket.name and decoded s3.object.key of a record. 0 with *bucket
+ * (borrowed from the tree) and *key (malloc'ed); REC_MALFORMED with *why;
+ * -ENOMEM. *s3obj gets the "object" member. */
+static int rec_locate(const cJSON *rec, const char **bucket, char **key,
+		      const cJSON **s3obj, const char **why)
+{
+	const cJSON *s3, *b, *o;
+	const char *src, *raw;
+	int rc;
+
+	*key = NULL;
+	if (!cJSON_IsObject(rec))
+		return *why = "record is not an object", REC_MALFORMED;
+	if (get_str(rec, "eventSource", &src))
+		return *why = "eventSource is not a string", REC_MALFORMED;
+	s3 = cJSON_GetObjectItemCaseSensitive(rec, "s3");
+	if (!cJSON_IsObject(s3))
+		return *why = "s3 missing or not an object", REC_MALFORMED;
+	b = cJSON_GetObjectItemCaseSensitive(s3, "bucket");
+	if (!cJSON_IsObject(b))
+		return *why = "s3.bucket missing or not an object", REC_MALFORMED;
+	if (get_str(b, "name", bucket))
+		return *why = "s3.bucket.name is not a string", REC_MALFORMED;
+	if (!*bucket || !**bucket)
+		return *why = "s3.bucket.name missing", REC_MALFORMED;
+	o = cJSON_GetObjectItemCaseSensitive(s3, "object");
+	if (!cJSON_IsObject(o))
+		return *why = "s3.object missing or not an object", REC_MALFORMED;
+	if (get_str(o, "key", &raw))
+		return *why = "s3.object.key is not a string", REC_MALFORMED;
+	if (!raw || !*raw)
+		return *why = "s3.object.key missing", REC_MALFORMED;
+	*s3obj = o;
+	if (src && strcmp(src, "ceph:s3") == 0) {
+		*key = strdup(raw);
+		return *key ? 0 : -ENOMEM;
+	}
+	rc = form_decode(raw, key);
+	if (rc == -EINVAL)
+		return *why = "s3.object.key has a bad %-escape", REC_MALFORMED;
+	return rc;
+}
+
+/* Read one element of Records into o (zeroed on entry). REC_OK,
+ * REC_IGNORED, REC_MALFORMED with *why, or -ENOMEM. On anything but REC_OK
+ * the caller releases o. */
+static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
+{
+	const cJSON *obj, *it;
+	const char *name, *bucket, *s;
+	enum ev_kind kind;
+	int rc;
+
+	if (!cJSON_IsObject(rec))
+		return *why = "record is not an object", REC_MALFORMED;
+	if (get_str(rec, "eventName", &name))
+		return *why = "eventName is not a string", REC_MALFORMED;
+	if (!name)
+		return *why = "eventName missing", REC_MALFORMED;
+	kind = kind_of(name);
+	if (kind == KIND_OTHER)
+		return REC_IGNORED;
+	if ((rc = rec_locate(rec, &bucket, &o->key, &obj, why)) != 0)
+		return rc;
+	if (!(o->bucket = strdup(bucket)))
+		return -ENOMEM;
+	if (kind == KIND_DELETE)
+		o->flags |= OBJ_DELETED;
+
+	if (get_str(rec, "eventTime", &s))
+		return *why = "eventTime is not a string", REC_MALFORMED;
+	if (s && record_time_parse(s, &o->mtime_ns))
+		return *why = "eventTime is not an ISO-8601 UTC time", REC_MALFORMED;
+
+	if (parse_size(cJSON_GetObjectItemCaseSensitive(obj, "size"), &o->size))
+		return *why = "s3.object.size is not a non-negative integer",
+		       REC_MALFORMED;
+
+	if (get_str(obj, "eTag", &s))
+		return *why = "s3.object.eTag is not a string", REC_MALFORMED;
+	if (s) {
+		size_t len = strlen(s);
+		if (len >= 2 && s[0] == '"' && s[len - 1] == '"') {
+			s++;
+			len -= 2;
+		}
+		if (len >= sizeof o->etag)
+			return *why = "s3.object.eTag too long", REC_MALFORMED;
+		memcpy(o->etag, s, len);
+		o->etag[len] = '\0';
+	}
+
+	if (get_str(obj, "sequencer", &s))
+		return *why = "s3.object.sequencer is not a string", REC_MALFORMED;
+	if (s) {
+		const char *src = NULL;
+		(void)get_str(rec, "eventSource", &src);   /* type checked in rec_locate */
+		/* unusable sequencer: stays "" (unknown), the record still counts */
+		(void)record_seq_normalise(s, src && strcmp(src, "ceph:s3") == 0,
+					   o->seq, sizeof o->seq);
+	}
+
+	if (get_str(obj, "contentType", &s))
+		return *why = "s3.object.contentType is not a string", REC_MALFORMED;
+	if (s) {
+		if (!(o->content_type = strdup(s)))
+			return -ENOMEM;
+		o->flags |= OBJ_HAS_CTYPE;
+	}
+
+	static const char *const meta_fields[] = { "metadata", "userMetadata" };
+	for (size_t i = 0; i < 2; i++) {
+		it = cJSON_GetObjectItemCaseSensitive(obj, meta_fields[i]);
+		if (!it || cJSON_IsNull(it))
+			continue;
+		rc = walk_pairs(it, o, meta_entry);
+		if (rc == -EINVAL)
+			return *why = i == 0 ? "s3.object.metadata is not a list of {key,val}"
+					     : "s3.object.userMetadata is not a map of strings",
+			       REC_MALFORMED;
+		if (rc)
+			return rc;
+		o->flags |= OBJ_HAS_META;
+	}
+
+	it = cJSON_GetObjectItemCaseSensitive(obj, "tags");
+	if (it && !cJSON_IsNull(it)) {
+		rc = walk_pairs(it, o, tag_entry);
+		if (rc == -EINVAL)
+			return *why = "s3.object.tags is not a list of {key,val}",
+			       REC_MALFORMED;
+		if (rc)
+			return rc;
+		o->flags |= OBJ_HAS_TAGS;
+	}
+	return REC_OK;
+}
+
+/* ---- documents ---- */
+
+/* Parse a document and find its Records array. 0 (*root to delete, *records
+ * inside it), 1 for an AWS test event (*root set), -EINVAL with err. */
+static int doc_parse(const void *buf, size_t len, cJSON **root,
+		     const cJSON **records, char *err, size_t errlen)
+{
+	const char *text = buf, *end = NULL;
+	const cJSON *r, *ev;
+
+	*root = NULL;
+	*records = NULL;
+	if (!buf || len == 0) {
+		snprintf(err, errlen, "empty document");
+		return -EINVAL;
+	}
+	*root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (!*root) {
+		snprintf(err, errlen, "not JSON (error near byte %zu)",
+			 end && end >= text && end <= text + len ? (size_t)(end - text) : 0);
+		return -EINVAL;
+	}
+	for (const char *p = end; p && p < text + len; p++) {
+		if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\0') {
+			snprintf(err, errlen, "trailing data after the JSON value at byte %zu",
+				 (size_t)(p - text));
+			goto invalid;
+		}
+	}
+	if (!cJSON_IsObject(*root)) {
+		snprintf(err, errlen, "document is not a JSON object");
+		goto invalid;
+	}
+	r = cJSON_GetObjectItemCaseSensitive(*root, "Records");
+	if (!r) {
+		ev = cJSON_GetObjectItemCaseSensitive(*root, "Event");
+		if (cJSON_IsString(ev) && ev->valuestring &&
+		    strcmp(ev->valuestring, "s3:TestEvent") == 0)
+			return 1;
+		snprintf(err, errlen, "no Records in the document");
+		goto invalid;
+	}
+	if (!cJSON_IsArray(r)) {
+		snprintf(err, errlen, "Records is not an array");
+		goto invalid;
+	}
+	*records = r;
+	return 0;
+invalid:
+	cJSON_Delete(*root);
+	*root = NULL;
+	return -EINVAL;
+}
+
+void ev_doc_release(struct ev_doc *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		obj_meta_release(&d->ev[i]);
+	free(d->ev);
+	memset(d, 0, sizeof *d);
+}
+
+int record_decode(const void *buf, size_t len, struct ev_doc *out)
+{
+	cJSON *root;
+	const cJSON *records, *rec;
+	size_t idx = 0, cap;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	rc = doc_parse(buf, len, &root, &records, out->err, sizeof out->err);
+	if (rc == -EINVAL) {
+		out->n_malformed = 1;
+		return rc;
+	}
+	if (rc == 1) {
+		out->n_ignored = 1;
+		rc = 0;
+		goto done;
+	}
+	cap = (size_t)cJSON_GetArraySize(records);
+	out->ev = calloc(cap ? cap : 1, sizeof *out->ev);
+	if (!out->ev) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	cJSON_ArrayForEach(rec, records) {
+		struct obj_meta *o = &out->ev[out->n];
+		const char *why = NULL;
+		int r = record_fill(rec, o, &why);
+
+		if (r == REC_OK) {
+			out->n++;
+		} else {
+			obj_meta_release(o);
+			if (r < 0) {
+				rc = r;
+				goto done;
+			}
+			if (r == REC_IGNORED) {
+				out->n_ignored++;
+			} else {
+				if (out->n_malformed++ == 0)
+					snprintf(out->err, sizeof out->err,
+						 "Records[%zu]: %s", idx, why);
+			}
+		}
+		idx++;
+	}
+done:
+	cJSON_Delete(root);
+	if (rc < 0)
+		ev_doc_release(out);
+	return rc;
+}
+
+void ev_parts_free(struct ev_part *parts, size_t n)
+{
+	if (!parts)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(parts[i].key);
+		cJSON_free(parts[i].json);
+	}
+	free(parts);
+}
+
+/* "bucket/key" of a record, or NULL (with rc 0) when it has none. */
+static int part_key(const cJSON *rec, char **out)
+{
+	const cJSON *obj;
+	const char *bucket, *why;
+	char *key;
+	int rc;
+
+	*out = NULL;
+	rc = rec_locate(rec, &bucket, &key, &obj, &why);
+	if (rc == REC_MALFORMED)
+		return 0;
+	if (rc < 0)
+		return rc;
+	size_t lb = strlen(bucket), lk = strlen(key);
+	*out = malloc(lb + lk + 2);
+	if (*out) {
+		memcpy(*out, bucket, lb);
+		(*out)[lb] = '/';
+		memcpy(*out + lb + 1, key, lk + 1);
+	}
+	free(key);
+	return *out ? 0 : -ENOMEM;
+}
+
+int record_split(const void *buf, size_t len, struct ev_part **parts, size_t *n,
+		 char *err, size_t errlen)
+{
+	cJSON *root, *wrap = NULL, *list;
+	const cJSON *records, *rec;
+	struct ev_part *arr = NULL;
+	size_t cnt = 0, cap;
+	char why[256];
+	int rc;
+
+	*parts = NULL;
+	*n = 0;
+	rc = doc_parse(buf, len, &root, &records, why, sizeof why);
+	if (rc == -EINVAL) {
+		snprintf(err, errlen, "%s", why);
+		return rc;
+	}
+	if (rc == 1) {
+		snprintf(err, errlen, "test event (s3:TestEvent): nothing to split");
+		rc = -EINVAL;
+		goto done;
+	}
+	cap = (size_t)cJSON_GetArraySize(records);
+	arr = calloc(cap ? cap : 1, sizeof *arr);
+	wrap = cJSON_CreateObject();
+	list = wrap ? cJSON_AddArrayToObject(wrap, "Records") : NULL;
+	if (!arr || !list) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	cJSON_ArrayForEach(rec, records) {
+		struct ev_part *p = &arr[cnt];
+		/* the tree is ours: a reference node borrows rec without copying */
+		if ((rc = part_key(rec, &p->key)) != 0)
+			goto done;
+		cnt++;
+		if (!cJSON_AddItemReferenceToArray(list, (cJSON *)rec)) {
+			rc = -ENOMEM;
+			goto done;
+		}
+		p->json = cJSON_PrintUnformatted(wrap);
+		cJSON_DeleteItemFromArray(list, 0);   /* frees the reference only */
+		if (!p->json) {
+			rc = -ENOMEM;
+			goto done;
+		}
+		p->json_len = strlen(p->json);
+	}
+	*parts = arr;
+	*n = cnt;
+	arr = NULL;
+	rc = 0;
+done:
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	ev_parts_free(arr, cnt);
+	cJSON_Delete(wrap);
+	cJSON_Delete(root);
+	return rc;
+}
