@@ -1,0 +1,614 @@
+/*
+ * bridge.c — facetfs-bridge: S3 event notifications over HTTP -> Kafka.
+ *
+ * Ceph RGW push endpoints, MinIO webhooks and AWS SNS HTTP subscriptions POST
+ * event documents here (any path). Each document is split with record_split()
+ * into one message per record, produced keyed "bucket/key" (so one object's
+ * events stay in one partition, in order), and the sender gets 200 only when
+ * Kafka acknowledged every record (acks=all, idempotent producer); otherwise
+ * 500, so a persistent RGW topic delivers again. Not an event document: 400;
+ * body over --max-body: 413; AWS test event and SNS (un)subscription
+ * confirmations: logged, 200.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (a request blocks
+ * until its deliveries are reported); one poll thread serves librdkafka's
+ * delivery reports. Requests wait on their own counters under bridge.lock.
+ * SIGTERM/SIGINT: stop accepting, finish requests, flush the producer, exit 0.
+ * All state lives in struct bridge, owned by main().
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
+#include <microhttpd.h>
+
+#include "events/record.h"
+#include "gateway/log.h"
+
+#define DEFAULT_MAX_BODY   (1024 * 1024)
+#define DEFAULT_TIMEOUT_MS 10000
+
+struct bridge {
+	const char *listen, *brokers, *topic;
+	size_t max_body;
+	int timeout_ms;
+	rd_kafka_t *rk;
+	pthread_t poller;
+	atomic_bool stop_poll;
+	atomic_bool fatal;            /* the producer hit a fatal error */
+	pthread_mutex_t lock;         /* protects every struct delivery */
+	pthread_cond_t cond;          /* a delivery report arrived */
+	struct MHD_Daemon *httpd;
+};
+
+/* One request's outstanding deliveries (under bridge.lock). */
+struct delivery {
+	size_t pending, failed;
+	char err[256];                /* first failure: key and reason */
+};
+
+/* One request's body (per connection, freed when the request completes). */
+struct request {
+	char *body;
+	size_t len, cap;
+	bool too_big;
+};
+
+static const char usage[] =
+	"usage: facetfs-bridge --listen HOST:PORT --brokers HOST:PORT[,...] --topic TOPIC\n"
+	"                      [--max-body BYTES] [--timeout-ms MS] [-X PROP=VALUE]... [-v]...\n"
+	"\n"
+	"Receives S3 event notifications (Ceph RGW http push endpoints, MinIO webhooks,\n"
+	"AWS SNS HTTP subscriptions) as POSTs on any path, and produces each record of a\n"
+	"document as one Kafka message keyed \"bucket/key\". Answers:\n"
+	"  200  every record was acknowledged by Kafka (acks=all), or nothing to produce\n"
+	"       (AWS test event, empty Records, SNS subscription confirmation: logged)\n"
+	"  400  the body is not an S3 event document\n"
+	"  405  not a POST\n"
+	"  413  the body is larger than --max-body\n"
+	"  500  Kafka did not acknowledge every record within --timeout-ms (the sender\n"
+	"       should retry: RGW persistent topics do)\n"
+	"\n"
+	"  --listen HOST:PORT   address to listen on (port 0: any free port; the\n"
+	"                       address used is printed on stdout)\n"
+	"  --brokers LIST       Kafka bootstrap servers\n"
+	"  --topic TOPIC        Kafka topic to produce to\n"
+	"  --max-body BYTES     largest accepted body (default 1048576)\n"
+	"  --timeout-ms MS      how long Kafka may take to acknowledge (default 10000)\n"
+	"  -X PROP=VALUE        extra librdkafka producer property (e.g. security.protocol)\n"
+	"  -v                   log each request (-vv: librdkafka's informational lines too)\n"
+	"  -h, --help           this text\n"
+	"\n"
+	"SIGTERM or SIGINT: finish pending requests, flush the producer, exit 0.\n";
+
+/* ---- producer ---- */
+
+static void bridge_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	struct bridge *b = opaque;
+	struct delivery *d = m->_private;
+
+	(void)rk;
+	if (!d)
+		return;
+	pthread_mutex_lock(&b->lock);
+	if (m->err) {
+		if (d->failed++ == 0)
+			snprintf(d->err, sizeof d->err, "record %.*s: %s",
+			         m->key ? (int)(m->key_len > 120 ? 120 : m->key_len) : 6,
+			         m->key ? (const char *)m->key : "(none)", rd_kafka_err2str(m->err));
+	}
+	d->pending--;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void bridge_on_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	struct bridge *b = opaque;
+	char why[256];
+
+	if (err == RD_KAFKA_RESP_ERR__FATAL) {
+		rd_kafka_fatal_error(rk, why, sizeof why);
+		log_error("kafka %s: fatal producer error, exiting: %s", b->brokers, why);
+		atomic_store(&b->fatal, true);
+		kill(getpid(), SIGTERM);
+		return;
+	}
+	log_warn("kafka %s: %s", b->brokers, reason);
+}
+
+static void bridge_on_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	(void)rk;
+	if (level <= 2)
+		log_error("librdkafka %s: %s", fac, buf);
+	else if (level == 4)
+		log_warn("librdkafka %s: %s", fac, buf);
+	else
+		log_debug("librdkafka %s: %s", fac, buf);   /* errors also reach error_cb */
+}
+
+static void *bridge_poll_main(void *arg)
+{
+	struct bridge *b = arg;
+
+	while (!atomic_load(&b->stop_poll))
+		rd_kafka_poll(b->rk, 100);
+	return NULL;
+}
+
+static int bridge_producer_new(struct bridge *b, char **props, size_t n_props)
+{
+	char why[512], tmo[32];
+	rd_kafka_conf_t *kc = rd_kafka_conf_new();
+	const char *set[][2] = {
+		{ "client.id", "facetfs-bridge" },
+		{ "linger.ms", "0" },
+		{ "acks", "all" },
+		{ "enable.idempotence", "true" },
+		{ "message.timeout.ms", tmo },
+	};
+
+	snprintf(tmo, sizeof tmo, "%d", b->timeout_ms);
+	for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+		if (rd_kafka_conf_set(kc, set[i][0], set[i][1], why, sizeof why) != RD_KAFKA_CONF_OK)
+			goto bad;
+	for (size_t i = 0; i < n_props; i++) {
+		char *eq = strchr(props[i], '=');
+
+		if (!eq) {
+			snprintf(why, sizeof why, "-X %s: expected PROP=VALUE", props[i]);
+			goto bad;
+		}
+		*eq = '\0';
+		if (rd_kafka_conf_set(kc, props[i], eq + 1, why, sizeof why) != RD_KAFKA_CONF_OK)
+			goto bad;
+	}
+	if (rd_kafka_conf_set(kc, "bootstrap.servers", b->brokers, why, sizeof why) != RD_KAFKA_CONF_OK)
+		goto bad;
+	rd_kafka_conf_set_opaque(kc, b);
+	rd_kafka_conf_set_dr_msg_cb(kc, bridge_on_delivery);
+	rd_kafka_conf_set_error_cb(kc, bridge_on_kafka_error);
+	rd_kafka_conf_set_log_cb(kc, bridge_on_kafka_log);
+	b->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, why, sizeof why);
+	if (!b->rk)
+		goto bad;
+	return 0;                     /* rd_kafka_new() took ownership of kc */
+bad:
+	log_error("kafka producer: %s", why);
+	rd_kafka_conf_destroy(kc);
+	return -EINVAL;
+}
+
+/* Produce every part and wait for all delivery reports. 0, or -EIO with the
+   reason in err. */
+static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t n,
+                          char *err, size_t errlen)
+{
+	struct delivery d = { 0, 0, "" };
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < n; i++) {
+		rd_kafka_resp_err_t e;
+		int waited = 0;
+
+		pthread_mutex_lock(&b->lock);
+		d.pending++;
+		pthread_mutex_unlock(&b->lock);
+		for (;;) {
+			e = rd_kafka_producev(b->rk, RD_KAFKA_V_TOPIC(b->topic),
+			                      RD_KAFKA_V_KEY(parts[i].key,
+			                                     parts[i].key ? strlen(parts[i].key) : 0),
+			                      RD_KAFKA_V_VALUE(parts[i].json, parts[i].json_len),
+			                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+			                      RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
+			if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || waited >= b->timeout_ms)
+				break;
+			usleep(10000);        /* the poll thread drains the queue */
+			waited += 10;
+		}
+		if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+			pthread_mutex_lock(&b->lock);
+			d.pending--;
+			pthread_mutex_unlock(&b->lock);
+			snprintf(err, errlen, "producing record %s: %s",
+			         parts[i].key ? parts[i].key : "(no key)", rd_kafka_err2str(e));
+			rc = -EIO;
+			break;
+		}
+	}
+	/* Every produced message gets exactly one report (message.timeout.ms). */
+	pthread_mutex_lock(&b->lock);
+	while (d.pending > 0)
+		pthread_cond_wait(&b->cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+	if (rc == 0 && d.failed) {
+		snprintf(err, errlen, "%zu of %zu records not acknowledged, first %s",
+		         d.failed, n, d.err);
+		rc = -EIO;
+	}
+	return rc;
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result bridge_reply(struct MHD_Connection *conn, unsigned status, const char *text)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text,
+	                                                         MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static void bridge_peer(struct MHD_Connection *conn, char *out, size_t outlen)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+
+	if (ci && ci->client_addr) {
+		socklen_t sl = ci->client_addr->sa_family == AF_INET6 ?
+		               sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+
+		getnameinfo(ci->client_addr, sl, host, sizeof host, port, sizeof port,
+		            NI_NUMERICHOST | NI_NUMERICSERV);
+	}
+	snprintf(out, outlen, "%s:%s", host, port);
+}
+
+/* An SNS envelope? Returns 1 for a confirmation (handled: log and 200),
+   2 with *message (malloc'ed) for a Notification whose Message is the S3
+   document, 0 if the body is not SNS. */
+static int bridge_sns(const char *body, size_t len, const char *who, char **message)
+{
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "Type");
+	int rc = 0;
+
+	*message = NULL;
+	if (!cJSON_IsString(type))
+		goto out;
+	if (strcmp(type->valuestring, "SubscriptionConfirmation") == 0 ||
+	    strcmp(type->valuestring, "UnsubscribeConfirmation") == 0) {
+		const cJSON *topic = cJSON_GetObjectItemCaseSensitive(root, "TopicArn");
+		const cJSON *url = cJSON_GetObjectItemCaseSensitive(root, "SubscribeURL");
+
+		log_warn("%s: SNS %s for %s acknowledged; to confirm, GET %s", who,
+		         type->valuestring, cJSON_IsString(topic) ? topic->valuestring : "?",
+		         cJSON_IsString(url) ? url->valuestring : "(no SubscribeURL)");
+		rc = 1;
+	} else if (strcmp(type->valuestring, "Notification") == 0) {
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(root, "Message");
+
+		if (cJSON_IsString(msg) && (*message = strdup(msg->valuestring)))
+			rc = 2;
+	}
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *conn,
+                                     const char *url, struct request *req)
+{
+	char who[600], err[512] = "", peer[128];
+	struct ev_part *parts = NULL;
+	size_t n = 0;
+	char *inner = NULL;
+	enum MHD_Result ret;
+	int rc;
+
+	bridge_peer(conn, peer, sizeof peer);
+	snprintf(who, sizeof who, "POST %.400s from %s", url, peer);
+	rc = record_split(req->body, req->len, &parts, &n, err, sizeof err);
+	if (rc == -EINVAL && strncmp(err, "test event", 10) == 0) {
+		log_info("%s: 200, ignored: %s", who, err);
+		return bridge_reply(conn, MHD_HTTP_OK, "test event ignored\n");
+	}
+	if (rc == -EINVAL) {
+		switch (bridge_sns(req->body, req->len, who, &inner)) {
+		case 1:
+			return bridge_reply(conn, MHD_HTTP_OK, "confirmation noted\n");
+		case 2:
+			rc = record_split(inner, strlen(inner), &parts, &n, err, sizeof err);
+			free(inner);
+			if (rc == -EINVAL && strncmp(err, "test event", 10) == 0) {
+				log_info("%s: 200, ignored (in an SNS notification): %s", who, err);
+				return bridge_reply(conn, MHD_HTTP_OK, "test event ignored\n");
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	if (rc == -EINVAL) {
+		log_warn("%s: 400, not an S3 event document (%zu bytes): %s", who, req->len, err);
+		return bridge_reply(conn, MHD_HTTP_BAD_REQUEST, "not an S3 event document\n");
+	}
+	if (rc < 0) {
+		log_error("%s: 500, splitting the document: %s", who, strerror(-rc));
+		return bridge_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	}
+	if (n == 0) {
+		log_info("%s: 200, no records", who);
+		ev_parts_free(parts, n);
+		return bridge_reply(conn, MHD_HTTP_OK, "no records\n");
+	}
+	rc = bridge_produce(b, parts, n, err, sizeof err);
+	if (rc < 0) {
+		log_error("%s: 500, %s", who, err);
+		ret = bridge_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "kafka did not acknowledge\n");
+	} else {
+		log_info("%s: 200, %zu record%s produced to %s (first key %s)", who, n,
+		         n == 1 ? "" : "s", b->topic, parts[0].key ? parts[0].key : "(none)");
+		ret = bridge_reply(conn, MHD_HTTP_OK, "ok\n");
+	}
+	ev_parts_free(parts, n);
+	return ret;
+}
+
+static enum MHD_Result bridge_on_request(void *cls, struct MHD_Connection *conn,
+                                         const char *url, const char *method,
+                                         const char *version, const char *upload,
+                                         size_t *upload_size, void **con_cls)
+{
+	struct bridge *b = cls;
+	struct request *req = *con_cls;
+
+	(void)version;
+	if (!req) {
+		const char *cl;
+		char peer[128];
+
+		if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+			bridge_peer(conn, peer, sizeof peer);
+			log_warn("%s %.400s from %s: 405, only POST is accepted", method, url, peer);
+			return bridge_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "POST only\n");
+		}
+		req = calloc(1, sizeof *req);
+		if (!req)
+			return MHD_NO;
+		*con_cls = req;
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > b->max_body)
+			req->too_big = true;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!req->too_big && req->len + *upload_size > b->max_body)
+			req->too_big = true;
+		if (!req->too_big) {
+			if (req->len + *upload_size > req->cap) {
+				size_t cap = req->cap ? req->cap : 4096;
+				char *nb;
+
+				while (cap < req->len + *upload_size)
+					cap *= 2;
+				nb = realloc(req->body, cap);
+				if (!nb)
+					return MHD_NO;
+				req->body = nb;
+				req->cap = cap;
+			}
+			memcpy(req->body + req->len, upload, *upload_size);
+			req->len += *upload_size;
+		}
+		*upload_size = 0;     /* consumed (or discarded when too big) */
+		return MHD_YES;
+	}
+	if (req->too_big) {
+		char peer[128];
+
+		bridge_peer(conn, peer, sizeof peer);
+		log_warn("POST %.400s from %s: 413, body over %zu bytes", url, peer, b->max_body);
+		return bridge_reply(conn, MHD_HTTP_CONTENT_TOO_LARGE, "body too large\n");
+	}
+	return bridge_handle(b, conn, url, req);
+}
+
+static void bridge_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                                enum MHD_RequestTerminationCode why)
+{
+	struct request *req = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)why;
+	if (req) {
+		free(req->body);
+		free(req);
+		*con_cls = NULL;
+	}
+}
+
+static void bridge_on_httpd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t len;
+
+	(void)cls;
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	len = strlen(buf);
+	while (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	log_warn("http: %s", buf);
+}
+
+/* "HOST:PORT" or "[V6]:PORT" -> address; 0 or -EINVAL (logged). */
+static int bridge_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	char host[256];
+	const char *colon = strrchr(spec, ':');
+	struct addrinfo hints = { .ai_flags = AI_NUMERICSERV | AI_PASSIVE, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai = NULL;
+	size_t hl;
+	int e;
+
+	if (!colon || colon == spec || !colon[1] || (size_t)(colon - spec) >= sizeof host) {
+		log_error("--listen %s: expected HOST:PORT", spec);
+		return -EINVAL;
+	}
+	hl = (size_t)(colon - spec);
+	if (spec[0] == '[' && spec[hl - 1] == ']') {
+		memcpy(host, spec + 1, hl - 2);
+		host[hl - 2] = '\0';
+	} else {
+		memcpy(host, spec, hl);
+		host[hl] = '\0';
+	}
+	e = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (e) {
+		log_error("--listen %s: %s", spec, gai_strerror(e));
+		return -EINVAL;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*sl = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "brokers", required_argument, NULL, 'b' },
+		{ "topic", required_argument, NULL, 't' },
+		{ "max-body", required_argument, NULL, 'm' },
+		{ "timeout-ms", required_argument, NULL, 'T' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bridge b = { .max_body = DEFAULT_MAX_BODY, .timeout_ms = DEFAULT_TIMEOUT_MS };
+	char *props[64];
+	size_t n_props = 0;
+	int verbosity = 0, opt, sig, rc = 1;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	sigset_t sigs;
+	char *end;
+	const union MHD_DaemonInfo *di;
+
+	while ((opt = getopt_long(argc, argv, "hvX:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'l': b.listen = optarg; break;
+		case 'b': b.brokers = optarg; break;
+		case 't': b.topic = optarg; break;
+		case 'm':
+			errno = 0;
+			b.max_body = strtoull(optarg, &end, 10);
+			if (errno || *end || b.max_body == 0) {
+				fprintf(stderr, "facetfs-bridge: --max-body %s: expected a byte count\n", optarg);
+				return 2;
+			}
+			break;
+		case 'T':
+			b.timeout_ms = atoi(optarg);
+			if (b.timeout_ms <= 0) {
+				fprintf(stderr, "facetfs-bridge: --timeout-ms %s: expected milliseconds\n", optarg);
+				return 2;
+			}
+			break;
+		case 'X':
+			if (n_props == sizeof props / sizeof props[0]) {
+				fprintf(stderr, "facetfs-bridge: too many -X options\n");
+				return 2;
+			}
+			props[n_props++] = optarg;
+			break;
+		case 'v': verbosity++; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: fputs(usage, stderr); return 2;
+		}
+	}
+	if (optind < argc || !b.listen || !b.brokers || !b.topic) {
+		fprintf(stderr, "facetfs-bridge: --listen, --brokers and --topic are required\n%s", usage);
+		return 2;
+	}
+	log_init("facetfs-bridge", verbosity);
+	if (bridge_parse_listen(b.listen, &ss, &sl) < 0)
+		return 2;
+
+	/* Signals go to main's sigwait(), never to the worker threads. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	pthread_mutex_init(&b.lock, NULL);
+	pthread_cond_init(&b.cond, NULL);
+	atomic_init(&b.stop_poll, false);
+	atomic_init(&b.fatal, false);
+
+	if (bridge_producer_new(&b, props, n_props) < 0)
+		goto out;
+	if (pthread_create(&b.poller, NULL, bridge_poll_main, &b)) {
+		log_error("starting the delivery-report thread failed");
+		goto out_rk;
+	}
+	b.httpd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	                           MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+	                           0, NULL, NULL, bridge_on_request, &b,
+	                           MHD_OPTION_EXTERNAL_LOGGER, bridge_on_httpd_log, NULL,
+	                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	                           MHD_OPTION_NOTIFY_COMPLETED, bridge_on_completed, NULL,
+	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+	                           MHD_OPTION_END);
+	if (!b.httpd) {
+		log_error("cannot listen on %s: %s", b.listen, strerror(errno));
+		goto out_poll;
+	}
+	di = MHD_get_daemon_info(b.httpd, MHD_DAEMON_INFO_BIND_PORT);
+	{
+		char host[NI_MAXHOST] = "?";
+
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, NULL, 0, NI_NUMERICHOST);
+		printf("facetfs-bridge listening on %s%s%s:%u, producing to %s at %s\n",
+		       ss.ss_family == AF_INET6 ? "[" : "", host, ss.ss_family == AF_INET6 ? "]" : "",
+		       di ? (unsigned)di->port : 0u, b.topic, b.brokers);
+		fflush(stdout);
+	}
+
+	sig = 0;
+	sigwait(&sigs, &sig);
+	log_info("signal %d: stopping", sig);
+	rc = atomic_load(&b.fatal) ? 1 : 0;
+	MHD_stop_daemon(b.httpd);     /* joins the connection threads */
+out_poll:
+	if (rd_kafka_flush(b.rk, b.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		log_error("kafka %s: %d messages not delivered at exit", b.brokers,
+		          rd_kafka_outq_len(b.rk));
+		rc = 1;
+	}
+	atomic_store(&b.stop_poll, true);
+	pthread_join(b.poller, NULL);
+out_rk:
+	rd_kafka_destroy(b.rk);
+out:
+	pthread_cond_destroy(&b.cond);
+	pthread_mutex_destroy(&b.lock);
+	return rc;
+}
