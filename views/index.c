@@ -1,0 +1,640 @@
+/*
+ * index.c — opening the LevelDB index and the write path: events and scan
+ * pages go through ix_run(), which reads each key's record (from the batch
+ * overlay if the key occurred earlier in the same call, else from LevelDB),
+ * decides stale/keep/apply, recomputes the key's membership in every view
+ * of its bucket, and writes records, memberships, counters, offsets and scan
+ * state in one WriteBatch. See index.h for the key schema.
+ */
+#include "views/index_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gateway/log.h"
+
+struct ix_slot {
+	const char *okey;          /* 'O' key (arena) */
+	size_t oklen;
+	uint64_t h;
+	bool exists;               /* a record (live or tombstone) is stored */
+	struct obj_meta rec;       /* current record; strings in arena or caller's */
+	const char *enc;           /* its encoding (arena) */
+	size_t enclen;
+};
+
+struct ix_change {
+	size_t view;
+	const char *path;          /* arena */
+	int what;
+};
+
+enum run_mode { RUN_EVENTS, RUN_SCAN };
+
+#define SCAN_SLACK_NS 1000000000LL   /* Last-Modified vs eventTime slack */
+
+/* ---- LevelDB helpers -------------------------------------------------- */
+
+int ix_write(struct index *ix, const char *what)
+{
+	char *err = NULL;
+	leveldb_write(ix->db, ix->wo, ix->wb, &err);
+	leveldb_writebatch_clear(ix->wb);
+	if (err) {
+		log_error("index: write of %s failed: %s", what, err);
+		leveldb_free(err);
+		return -EIO;
+	}
+	return 0;
+}
+
+int ix_get(struct index *ix, const leveldb_readoptions_t *ro,
+	   const char *k, size_t kl, char **val, size_t *vl)
+{
+	char *err = NULL;
+	*val = leveldb_get(ix->db, ro ? ro : ix->ro, k, kl, vl, &err);
+	if (err) {
+		log_error("index: read failed: %s", err);
+		leveldb_free(err);
+		return -EIO;
+	}
+	return *val ? 0 : -ENOENT;
+}
+
+const struct ixbucket *ix_bucket_find(const struct index *ix, const char *bucket)
+{
+	for (size_t i = 0; i < ix->n_buckets; i++)
+		if (strcmp(ix->buckets[i].name, bucket) == 0)
+			return &ix->buckets[i];
+	return NULL;
+}
+
+int ix_member_path(const struct index *ix, size_t vi, const char *bucket,
+		   const char *key, char *out, size_t outlen)
+{
+	const struct ixview *xv = &ix->views[vi];
+	size_t off = 0;
+	if (xv->multi) {
+		size_t bl = strlen(bucket);
+		if (bl + 2 > outlen)
+			return -ENAMETOOLONG;
+		memcpy(out, bucket, bl);
+		out[bl] = '/';
+		off = bl + 1;
+	}
+	return view_key_path(xv->v, key, out + off, outlen - off);
+}
+
+/* ---- open / close ----------------------------------------------------- */
+
+int index_open(const char *state_dir, struct stats *st, struct index **out,
+	       char *err, size_t errlen)
+{
+	*out = NULL;
+	if (mkdir(state_dir, 0755) < 0 && errno != EEXIST) {
+		int e = errno;
+		snprintf(err, errlen, "cannot create %s: %s", state_dir, strerror(e));
+		return -e;
+	}
+	struct index *ix = calloc(1, sizeof *ix);
+	char *path = NULL;
+	if (!ix || asprintf(&path, "%s/index", state_dir) < 0) {
+		free(ix);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (!st) {
+		stats_init(&ix->own_st);
+		st = &ix->own_st;
+	}
+	ix->st = st;
+	pthread_mutex_init(&ix->wmu, NULL);
+	pthread_rwlock_init(&ix->vlock, NULL);
+
+	ix->opts = leveldb_options_create();
+	ix->bloom = leveldb_filterpolicy_create_bloom(10);
+	ix->cache = leveldb_cache_create_lru(64u << 20);
+	leveldb_options_set_create_if_missing(ix->opts, 1);
+	leveldb_options_set_filter_policy(ix->opts, ix->bloom);
+	leveldb_options_set_cache(ix->opts, ix->cache);
+	leveldb_options_set_write_buffer_size(ix->opts, 32u << 20);
+	leveldb_options_set_max_file_size(ix->opts, 8u << 20);
+	leveldb_options_set_compression(ix->opts, leveldb_snappy_compression);
+	ix->ro = leveldb_readoptions_create();
+	ix->wo = leveldb_writeoptions_create();
+	leveldb_writeoptions_set_sync(ix->wo, 0);
+	ix->wb = leveldb_writebatch_create();
+
+	char *lerr = NULL;
+	ix->db = leveldb_open(ix->opts, path, &lerr);
+	if (lerr) {
+		snprintf(err, errlen, "cannot open %s: %s", path, lerr);
+		leveldb_free(lerr);
+		free(path);
+		ix->db = NULL;
+		index_close(ix);
+		return -EIO;
+	}
+	free(path);
+
+	char *v;
+	size_t vl;
+	int rc = ix_get(ix, NULL, "Co", 2, &v, &vl);
+	if (rc == 0) {
+		if (vl == 8)
+			atomic_store(&ix->objects, be64_get(v));
+		leveldb_free(v);
+	} else if (rc != -ENOENT) {
+		snprintf(err, errlen, "cannot read the index counters");
+		index_close(ix);
+		return rc;
+	}
+	*out = ix;
+	return 0;
+}
+
+void index_close(struct index *ix)
+{
+	if (!ix)
+		return;
+	if (ix->db)
+		leveldb_close(ix->db);
+	leveldb_writebatch_destroy(ix->wb);
+	leveldb_writeoptions_destroy(ix->wo);
+	leveldb_readoptions_destroy(ix->ro);
+	leveldb_options_destroy(ix->opts);
+	leveldb_cache_destroy(ix->cache);
+	leveldb_filterpolicy_destroy(ix->bloom);
+	ix_table_free(ix->views, ix->n_views, ix->buckets, ix->n_buckets);
+	arena_release(&ix->ar);
+	ibuf_release(&ix->kbuf);
+	ibuf_release(&ix->vbuf);
+	ibuf_release(&ix->tbuf);
+	free(ix->slots);
+	free(ix->tab);
+	free(ix->chg);
+	free(ix->mdelta);
+	if (ix->st == &ix->own_st)
+		stats_release(&ix->own_st);
+	pthread_rwlock_destroy(&ix->vlock);
+	pthread_mutex_destroy(&ix->wmu);
+	free(ix);
+}
+
+void index_set_sync(struct index *ix, bool sync)
+{
+	pthread_mutex_lock(&ix->wmu);
+	leveldb_writeoptions_set_sync(ix->wo, sync);
+	pthread_mutex_unlock(&ix->wmu);
+}
+
+/* ---- the batch overlay ------------------------------------------------ */
+
+static uint64_t fnv64(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static int scratch_prepare(struct index *ix, size_t n)
+{
+	arena_reset(&ix->ar);
+	leveldb_writebatch_clear(ix->wb);
+	ix->n_chg = 0;
+	if (n > ix->slots_cap) {
+		struct ix_slot *s = realloc(ix->slots, n * sizeof *s);
+		if (!s)
+			return -ENOMEM;
+		ix->slots = s;
+		ix->slots_cap = n;
+	}
+	size_t tc = 16;
+	while (tc < 2 * n)
+		tc *= 2;
+	if (tc > ix->tab_cap) {
+		int32_t *t = realloc(ix->tab, tc * sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		ix->tab = t;
+		ix->tab_cap = tc;
+	}
+	/* only the part sized for this call is used (and cleared) */
+	memset(ix->tab, 0xff, tc * sizeof *ix->tab);
+	if (ix->n_views > ix->mdelta_cap) {
+		int64_t *d = realloc(ix->mdelta, ix->n_views * sizeof *d);
+		if (!d)
+			return -ENOMEM;
+		ix->mdelta = d;
+		ix->mdelta_cap = ix->n_views;
+	}
+	if (ix->n_views)
+		memset(ix->mdelta, 0, ix->n_views * sizeof *ix->mdelta);
+	return 0;
+}
+
+static size_t tab_mask(size_t n)
+{
+	size_t tc = 16;
+	while (tc < 2 * n)
+		tc *= 2;
+	return tc - 1;
+}
+
+/* Find the slot of the 'O' key in ix->kbuf, loading it from LevelDB the
+ * first time the call sees the key. */
+static int overlay_get(struct index *ix, size_t mask, size_t *nslots,
+		       const struct obj_meta *o, struct ix_slot **out)
+{
+	const char *k = ix->kbuf.p;
+	size_t kl = ix->kbuf.len;
+	uint64_t h = fnv64(k, kl);
+	size_t i = h & mask;
+	while (ix->tab[i] >= 0) {
+		struct ix_slot *s = &ix->slots[ix->tab[i]];
+		if (s->h == h && s->oklen == kl && memcmp(s->okey, k, kl) == 0) {
+			*out = s;
+			return 0;
+		}
+		i = (i + 1) & mask;
+	}
+	struct ix_slot *s = &ix->slots[*nslots];
+	memset(s, 0, sizeof *s);
+	s->okey = arena_dup(&ix->ar, k, kl);
+	if (!s->okey)
+		return -ENOMEM;
+	s->oklen = kl;
+	s->h = h;
+	char *v;
+	size_t vl;
+	int rc = ix_get(ix, NULL, k, kl, &v, &vl);
+	if (rc == 0) {
+		char *copy = arena_dup(&ix->ar, v, vl);
+		leveldb_free(v);
+		if (!copy)
+			return -ENOMEM;
+		if (rec_decode(copy, vl, &ix->ar, &s->rec) == 0) {
+			s->exists = true;
+			s->enc = copy;
+			s->enclen = vl;
+		} else {
+			log_warn("index: undecodable record of %s/%s replaced",
+				 o->bucket, o->key);
+		}
+	} else if (rc != -ENOENT) {
+		return rc;
+	}
+	s->rec.bucket = o->bucket;
+	s->rec.key = o->key;
+	ix->tab[i] = (int32_t)*nslots;
+	(*nslots)++;
+	*out = s;
+	return 0;
+}
+
+/* ---- decisions -------------------------------------------------------- */
+
+/* Events: is ev provably older than the stored record? */
+static bool event_is_stale(const struct obj_meta *rec, const struct obj_meta *ev)
+{
+	int c = seq_cmp(ev->seq, rec->seq);
+	if (c != SEQ_INCOMPARABLE)
+		return c < 0;
+	if ((rec->flags & OBJ_FROM_SCAN) && !(rec->flags & OBJ_DELETED))
+		return ev->mtime_ns < rec->mtime_ns - SCAN_SLACK_NS;
+	return false;
+}
+
+/* Scan pages: keep the stored record instead of the listed one? */
+static bool scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed)
+{
+	if (rec->flags & OBJ_DELETED)
+		return rec->mtime_ns >= listed->mtime_ns;
+	return !(rec->flags & OBJ_FROM_SCAN);
+}
+
+static bool is_live(const struct ix_slot *s)
+{
+	return s->exists && !(s->rec.flags & OBJ_DELETED);
+}
+
+static int change_add(struct index *ix, size_t vi, const char *path, int what)
+{
+	if (ix->n_chg == ix->chg_cap) {
+		size_t cap = ix->chg_cap ? 2 * ix->chg_cap : 256;
+		struct ix_change *c = realloc(ix->chg, cap * sizeof *c);
+		if (!c)
+			return -ENOMEM;
+		ix->chg = c;
+		ix->chg_cap = cap;
+	}
+	char *p = arena_dup(&ix->ar, path, strlen(path));
+	if (!p)
+		return -ENOMEM;
+	ix->chg[ix->n_chg++] = (struct ix_change){ vi, p, what };
+	return 0;
+}
+
+/* Recompute the memberships of one key: old record in s, new record nr. */
+static int members_update(struct index *ix, const struct ix_slot *s,
+			  const struct obj_meta *nr, bool new_live)
+{
+	const struct ixbucket *bk = ix_bucket_find(ix, nr->bucket);
+	if (!bk)
+		return 0;
+	bool old_live = is_live(s);
+	char path[IX_PATH_MAX];
+	for (size_t j = 0; j < bk->n; j++) {
+		size_t vi = bk->views[j];
+		const struct ixview *xv = &ix->views[vi];
+		bool om = old_live && view_match(xv->v, &s->rec);
+		bool nm = new_live && view_match(xv->v, nr);
+		if (!om && !nm)
+			continue;
+		int rc = ix_member_path(ix, vi, nr->bucket, nr->key, path, sizeof path);
+		if (rc == -ENOENT)
+			continue;
+		if (rc < 0) {
+			if (nm && !om)
+				stats_inc(ix->st, bad_keys);
+			continue;
+		}
+		ix->tbuf.len = 0;
+		if (ibuf_add(&ix->tbuf, xv->prefix, xv->plen) < 0 ||
+		    key_add_path(&ix->tbuf, path) < 0)
+			return -ENOMEM;
+		int what;
+		if (om && !nm) {
+			leveldb_writebatch_delete(ix->wb, ix->tbuf.p, ix->tbuf.len);
+			ix->mdelta[vi]--;
+			what = INDEX_REMOVED;
+		} else {
+			ix->vbuf.len = 0;
+			if (member_encode(&ix->vbuf, nr) < 0)
+				return -ENOMEM;
+			leveldb_writebatch_put(ix->wb, ix->tbuf.p, ix->tbuf.len,
+					       ix->vbuf.p, ix->vbuf.len);
+			if (!om)
+				ix->mdelta[vi]++;
+			what = om ? INDEX_CHANGED : INDEX_ADDED;
+		}
+		if (change_add(ix, vi, path, what) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Process one object/event; *applied says whether it changed anything. */
+static int run_one(struct index *ix, enum run_mode mode, size_t mask,
+		   size_t *nslots, const struct obj_meta *o, int64_t *obj_delta,
+		   bool *skipped)
+{
+	*skipped = false;
+	ix->kbuf.len = 0;
+	if (key_object(&ix->kbuf, o->bucket, o->key) < 0)
+		return -ENOMEM;
+	struct ix_slot *s = NULL;
+	int rc = overlay_get(ix, mask, nslots, o, &s);
+	if (rc < 0)
+		return rc;
+	if (s->exists) {
+		bool skip = mode == RUN_EVENTS ? event_is_stale(&s->rec, o)
+					       : scan_keeps_record(&s->rec, o);
+		if (skip) {
+			*skipped = true;
+			return 0;
+		}
+	}
+	struct obj_meta nr;
+	if (o->flags & OBJ_DELETED) {
+		memset(&nr, 0, sizeof nr);
+		nr.bucket = o->bucket;
+		nr.key = o->key;
+		nr.flags = OBJ_DELETED;
+		nr.mtime_ns = o->mtime_ns;
+		memcpy(nr.seq, o->seq, sizeof nr.seq);
+		nr.seq[sizeof nr.seq - 1] = '\0';
+	} else {
+		nr = *o;
+		nr.flags &= ~(uint32_t)(OBJ_DELETED | OBJ_FROM_SCAN);
+		if (mode == RUN_SCAN)
+			nr.flags |= OBJ_FROM_SCAN;
+	}
+	bool new_live = !(nr.flags & OBJ_DELETED);
+	ix->vbuf.len = 0;
+	if (rec_encode(&ix->vbuf, &nr) < 0)
+		return -ENOMEM;
+	if (s->exists && s->enclen == ix->vbuf.len &&
+	    memcmp(s->enc, ix->vbuf.p, s->enclen) == 0)
+		return 0;   /* same record again (redelivery): nothing to do */
+	char *enc = arena_dup(&ix->ar, ix->vbuf.p, ix->vbuf.len);
+	if (!enc)
+		return -ENOMEM;
+	size_t enclen = ix->vbuf.len;
+	leveldb_writebatch_put(ix->wb, s->okey, s->oklen, enc, enclen);
+	rc = members_update(ix, s, &nr, new_live);
+	if (rc < 0)
+		return rc;
+	*obj_delta += (int64_t)new_live - (int64_t)is_live(s);
+	/* the slot now holds the new record; its strings must outlive the
+	 * call's later events: nr points into o (caller's, valid for the call)
+	 * or is fixed-size. */
+	s->rec = nr;
+	s->exists = true;
+	s->enc = enc;
+	s->enclen = enclen;
+	return 0;
+}
+
+static int put_counters(struct index *ix, int64_t obj_delta)
+{
+	char v[8];
+	if (obj_delta) {
+		be64_put(v, atomic_load(&ix->objects) + (uint64_t)obj_delta);
+		leveldb_writebatch_put(ix->wb, "Co", 2, v, 8);
+	}
+	for (size_t vi = 0; vi < ix->n_views; vi++) {
+		if (!ix->mdelta[vi])
+			continue;
+		ix->tbuf.len = 0;
+		if (key_count_view(&ix->tbuf, ix->views[vi].name) < 0)
+			return -ENOMEM;
+		be64_put(v, atomic_load(&ix->views[vi].members) + (uint64_t)ix->mdelta[vi]);
+		leveldb_writebatch_put(ix->wb, ix->tbuf.p, ix->tbuf.len, v, 8);
+	}
+	return 0;
+}
+
+static int put_scan_state(struct index *ix, const char *bucket,
+			  const struct index_scan_state *ss)
+{
+	ix->tbuf.len = 0;
+	ix->vbuf.len = 0;
+	if (key_scan(&ix->tbuf, bucket) < 0 || ibuf_addc(&ix->vbuf, ss->done) < 0 ||
+	    ibuf_add_varint(&ix->vbuf, ss->objects) < 0 ||
+	    ibuf_add_str(&ix->vbuf, ss->token) < 0)
+		return -ENOMEM;
+	leveldb_writebatch_put(ix->wb, ix->tbuf.p, ix->tbuf.len, ix->vbuf.p, ix->vbuf.len);
+	return 0;
+}
+
+static int put_offsets(struct index *ix, const struct index_pos *pos, size_t npos)
+{
+	char v[8];
+	for (size_t i = 0; i < npos; i++) {
+		ix->tbuf.len = 0;
+		if (key_offset(&ix->tbuf, pos[i].topic, pos[i].partition) < 0)
+			return -ENOMEM;
+		be64_put(v, (uint64_t)pos[i].next_offset);
+		leveldb_writebatch_put(ix->wb, ix->tbuf.p, ix->tbuf.len, v, 8);
+	}
+	return 0;
+}
+
+static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *objs,
+		  size_t n, const struct index_pos *pos, size_t npos,
+		  const char *scan_bucket, const struct index_scan_state *ss,
+		  index_change_fn fn, void *ctx)
+{
+	size_t nslots = 0, skipped = 0, applied = 0;
+	int64_t obj_delta = 0;
+	pthread_mutex_lock(&ix->wmu);
+	int rc = scratch_prepare(ix, n);
+	size_t mask = tab_mask(n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const struct obj_meta *o = &objs[i];
+		if (!o->bucket || !o->key || !*o->bucket || !*o->key) {
+			skipped++;
+			continue;
+		}
+		bool skip;
+		rc = run_one(ix, mode, mask, &nslots, o, &obj_delta, &skip);
+		if (skip)
+			skipped++;
+		else
+			applied++;
+	}
+	if (rc == 0)
+		rc = put_offsets(ix, pos, npos);
+	if (rc == 0 && ss)
+		rc = put_scan_state(ix, scan_bucket, ss);
+	if (rc == 0)
+		rc = put_counters(ix, obj_delta);
+	if (rc == 0)
+		rc = ix_write(ix, mode == RUN_EVENTS ? "events" : "a scan page");
+	if (rc < 0) {
+		leveldb_writebatch_clear(ix->wb);
+		if (rc == -ENOMEM)
+			log_error("index: out of memory applying %zu records", n);
+		goto out;
+	}
+	atomic_fetch_add(&ix->objects, (uint64_t)obj_delta);
+	for (size_t vi = 0; vi < ix->n_views; vi++)
+		if (ix->mdelta[vi])
+			atomic_fetch_add(&ix->views[vi].members, (uint64_t)ix->mdelta[vi]);
+	if (mode == RUN_EVENTS) {
+		stats_add(ix->st, ev_applied, applied);
+		stats_add(ix->st, ev_ignored, skipped);
+	}
+	for (size_t i = 0; fn && i < ix->n_chg; i++)
+		fn(ctx, ix->chg[i].view, ix->chg[i].path, ix->chg[i].what);
+	rc = (int)skipped;
+out:
+	pthread_mutex_unlock(&ix->wmu);
+	return rc;
+}
+
+int index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
+		const struct index_pos *pos, size_t npos,
+		index_change_fn fn, void *ctx)
+{
+	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, fn, ctx);
+}
+
+int index_scan_apply(struct index *ix, const char *bucket,
+		     const struct obj_meta *objs, size_t n,
+		     const struct index_scan_state *after,
+		     index_change_fn fn, void *ctx)
+{
+	return ix_run(ix, RUN_SCAN, objs, n, NULL, 0, bucket, after, fn, ctx);
+}
+
+/* ---- offsets and scan state ------------------------------------------- */
+
+int index_offset_get(struct index *ix, const char *topic, int32_t partition,
+		     int64_t *next)
+{
+	struct ibuf k = { 0 };
+	char *v;
+	size_t vl;
+	if (key_offset(&k, topic, partition) < 0)
+		return -ENOMEM;
+	int rc = ix_get(ix, NULL, k.p, k.len, &v, &vl);
+	ibuf_release(&k);
+	if (rc < 0)
+		return rc;
+	if (vl == 8)
+		*next = (int64_t)be64_get(v);
+	else
+		rc = -EIO;
+	leveldb_free(v);
+	return rc;
+}
+
+int index_scan_state_get(struct index *ix, const char *bucket,
+			 struct index_scan_state *out)
+{
+	struct ibuf k = { 0 };
+	char *v;
+	size_t vl;
+	memset(out, 0, sizeof *out);
+	if (key_scan(&k, bucket) < 0)
+		return -ENOMEM;
+	int rc = ix_get(ix, NULL, k.p, k.len, &v, &vl);
+	ibuf_release(&k);
+	if (rc < 0)
+		return rc;
+	/* u8 done, varint objects, str token */
+	const unsigned char *p = (const unsigned char *)v, *end = p + vl;
+	rc = -EIO;
+	if (vl >= 1) {
+		out->done = p[0] != 0;
+		p++;
+		uint64_t x = 0, tl = 0;
+		int shift = 0;
+		while (p < end && shift < 64) {
+			x |= (uint64_t)(*p & 0x7f) << shift;
+			shift += 7;
+			if (!(*p++ & 0x80))
+				break;
+		}
+		out->objects = x;
+		shift = 0;
+		while (p < end && shift < 64) {
+			tl |= (uint64_t)(*p & 0x7f) << shift;
+			shift += 7;
+			if (!(*p++ & 0x80))
+				break;
+		}
+		if ((uint64_t)(end - p) == tl + 1 && tl < sizeof out->token) {
+			memcpy(out->token, p, tl);
+			out->token[tl] = '\0';
+			rc = 0;
+		}
+	}
+	leveldb_free(v);
+	if (rc < 0)
+		log_error("index: scan state of bucket %s is corrupt", bucket);
+	return rc;
+}
+
+uint64_t index_objects(struct index *ix)
+{
+	return atomic_load(&ix->objects);
+}

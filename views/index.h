@@ -1,0 +1,126 @@
+/*
+ * index.h — the persistent index of facetfs (LevelDB under STATE_DIR/index):
+ * object records, view membership, consumed Kafka offsets, scan progress.
+ *
+ * Keys ("\0" is a zero byte; every value is a compact binary record,
+ * views/index_codec.h):
+ *   'O' bucket \0 key            object record (obj_meta minus bucket/key);
+ *                                tombstones keep OBJ_DELETED, seq, mtime
+ *   'M' view \0 path             membership: attrs (size, mtime, etag) +
+ *                                bucket, key. In `path` every '/' is stored
+ *                                as \0, so a name sorts just before its own
+ *                                subtree and readdir skips a subtree with
+ *                                one Seek (to name \x01). A view with more
+ *                                than one bucket shows "BUCKET/" + path.
+ *   'K' topic \0 partition(be32) next offset to consume (int64 be)
+ *   'S' bucket                   scan state (done flag, objects, token)
+ *   'V' view                     view_hash the membership was built from
+ *   'C' 'o' / 'C' 'v' view       live objects / members of view (u64 be)
+ * A name that is both an object and a directory is shown as the directory
+ * (lookup and readdir agree); the object stays reachable by its key in S3.
+ *
+ * Threads: writers (index_apply, index_scan_apply, index_set_views) take
+ * the index's write mutex; readers (lookup, readdir, object, offset, stats)
+ * never do, they use LevelDB's own thread safety (a readdir iterates one
+ * implicit snapshot). Change callbacks run on the writer's thread with the
+ * write mutex held, after the batch is written: they may call readers, never
+ * writers. Views passed to index_set_views are borrowed until the next
+ * index_set_views or index_close. Errors: 0 or a negative errno; LevelDB
+ * failures are logged once here and returned as -EIO.
+ */
+#ifndef FACETFS_INDEX_H
+#define FACETFS_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/stats.h"
+#include "views/filter.h"
+#include "views/object.h"
+
+struct index;
+
+/* Open (create) STATE_DIR/index. st may be NULL. On error err holds why. */
+int  index_open(const char *state_dir, struct stats *st, struct index **out,
+		char *err, size_t errlen);
+/* Close; no other call may be running. NULL is a no-op. */
+void index_close(struct index *ix);
+/* Write batches with fsync (power-loss safe) or not (default: a process
+ * crash, even kill -9, never loses a written batch; a power loss may). */
+void index_set_sync(struct index *ix, bool sync);
+
+/* Install the view set (borrowed, see above); view_idx below is an index
+ * into this array. For every view that is new or whose view_hash changed,
+ * its membership is dropped and rebuilt from the stored object records (no
+ * S3 request); memberships of views no longer present are dropped. Holds
+ * the write lock for the rebuild; readers meanwhile see it half built. */
+int  index_set_views(struct index *ix, struct view *const *views, size_t n);
+
+enum index_change { INDEX_ADDED = 1, INDEX_REMOVED = 2, INDEX_CHANGED = 3 };
+typedef void (*index_change_fn)(void *ctx, size_t view_idx, const char *path,
+				int what);
+
+struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
+
+/* Apply events (obj_meta as decoded; deletes carry OBJ_DELETED) in order,
+ * and store the offsets, in ONE WriteBatch. Per key an event is skipped as
+ * stale only when provably older than the stored record: seq_cmp < 0, or
+ * (sequencers incomparable) the record came from a scan and the event's
+ * time is more than 1 s before its Last-Modified. Deletes leave tombstones.
+ * Events without bucket or key are skipped (counted as stale).
+ * Returns the number of stale events (>= 0) or a negative errno (nothing
+ * written). Bumps st->ev_applied / ev_ignored / bad_keys itself. */
+int  index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
+		 const struct index_pos *pos, size_t npos,
+		 index_change_fn fn, void *ctx);
+
+/* Stored next offset of a partition; -ENOENT if none. */
+int  index_offset_get(struct index *ix, const char *topic, int32_t partition,
+		      int64_t *next);
+
+/* Scan progress of a bucket (views/scan.c). */
+struct index_scan_state {
+	bool done;             /* the first complete listing finished */
+	uint64_t objects;      /* objects listed so far */
+	char token[1024];      /* continuation token of the next page, "" = start */
+};
+int  index_scan_state_get(struct index *ix, const char *bucket,
+			  struct index_scan_state *out);  /* -ENOENT: never started */
+/* Insert one listed page (objects with OBJ_FROM_SCAN; HEAD fields if known)
+ * and the state after it in one batch. Rule per object: no record -> insert;
+ * a live record written by an event -> kept; a tombstone at or after the
+ * listed Last-Modified -> kept; otherwise (older scan record or older
+ * tombstone) -> replaced. Returns the number kept (>= 0) or -errno. */
+int  index_scan_apply(struct index *ix, const char *bucket,
+		      const struct obj_meta *objs, size_t n,
+		      const struct index_scan_state *after,
+		      index_change_fn fn, void *ctx);
+
+/* What a listing shows of one name. */
+struct index_attr { bool is_dir; uint64_t size; int64_t mtime_ns; char etag[72]; };
+
+/* path is relative to the view root ("a/b", "" = the root, which always
+ * exists). -ENOENT if nothing is there; -EINVAL for a bad view_idx. */
+int  index_lookup(struct index *ix, size_t view_idx, const char *path,
+		  struct index_attr *out);
+/* Children of dir, in byte order of their names, with names > after (NULL
+ * or "" = from the start), until fn returns nonzero. 0, or -ENOENT when a
+ * non-root dir has no children at all (and after is empty). */
+typedef int (*index_dir_fn)(void *ctx, const char *name, const struct index_attr *a);
+int  index_readdir(struct index *ix, size_t view_idx, const char *dir,
+		   const char *after, index_dir_fn fn, void *ctx);
+/* Full record of the object shown at path (deep copy: obj_meta_release it).
+ * -ENOENT if no object is there (also for a directory). */
+int  index_object(struct index *ix, size_t view_idx, const char *path,
+		  struct obj_meta *out);
+/* Record by bucket/key, tombstones included (check OBJ_DELETED). */
+int  index_object_get(struct index *ix, const char *bucket, const char *key,
+		      struct obj_meta *out);
+
+/* Counters for `facetfs status` (cheap: kept up to date by the writers). */
+uint64_t index_objects(struct index *ix);                     /* live objects */
+uint64_t index_members(struct index *ix, size_t view_idx);    /* 0 if bad idx */
+size_t   index_n_views(struct index *ix);
+
+#endif

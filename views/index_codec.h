@@ -1,0 +1,74 @@
+/*
+ * index_codec.h — byte-level pieces of the index (views/index*.c only):
+ * growable buffers, a bump arena, varints, and the binary encodings of the
+ * LevelDB keys and values listed in index.h.
+ *
+ * Record value ('O'), version 1:
+ *   u8 1, varint flags, varint size, varint zigzag(mtime_ns),
+ *   str etag, str seq, ostr content_type, varint n_meta {str name, str value},
+ *   varint n_tags {str name, str value}
+ * Membership value ('M'), version 1:
+ *   u8 1, varint size, varint zigzag(mtime_ns), str etag, str bucket, str key
+ * str = varint length, bytes, \0 (so decoded strings point into the value);
+ * ostr = varint (length + 1), 0 meaning NULL, then as str.
+ *
+ * Ownership: decoders never allocate except obj_kv arrays from the arena;
+ * decoded strings point into the decoded buffer, which must outlive them.
+ * Nothing here is thread-safe by itself; each buffer has one owner.
+ */
+#ifndef FACETFS_INDEX_CODEC_H
+#define FACETFS_INDEX_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "views/object.h"
+
+/* A growable byte buffer; zero-initialise, ibuf_release() when done. */
+struct ibuf { char *p; size_t len, cap; };
+int  ibuf_reserve(struct ibuf *b, size_t extra);    /* 0 / -ENOMEM */
+int  ibuf_add(struct ibuf *b, const void *p, size_t n);
+int  ibuf_addc(struct ibuf *b, char c);
+int  ibuf_add_varint(struct ibuf *b, uint64_t v);
+int  ibuf_add_str(struct ibuf *b, const char *s);   /* str; NULL as "" */
+void ibuf_release(struct ibuf *b);
+
+/* Bump allocator: blocks never move; arena_reset() keeps the first block. */
+struct arena_blk;
+struct arena { struct arena_blk *head; };
+void *arena_alloc(struct arena *a, size_t n);       /* 8-aligned; NULL = ENOMEM */
+char *arena_dup(struct arena *a, const void *p, size_t n); /* adds a \0 */
+void  arena_reset(struct arena *a);
+void  arena_release(struct arena *a);
+
+/* Keys. Each appends to b (which the caller cleared). */
+int  key_object(struct ibuf *b, const char *bucket, const char *key);
+int  key_view_prefix(struct ibuf *b, const char *view);   /* 'M' view \0 */
+/* Append path with every '/' written as \0. */
+int  key_add_path(struct ibuf *b, const char *path);
+int  key_offset(struct ibuf *b, const char *topic, int32_t partition);
+int  key_scan(struct ibuf *b, const char *bucket);
+int  key_vhash(struct ibuf *b, const char *view);
+int  key_count_objects(struct ibuf *b);
+int  key_count_view(struct ibuf *b, const char *view);
+
+/* Record value. obj's bucket/key are not encoded. */
+int  rec_encode(struct ibuf *b, const struct obj_meta *o);
+/* Decode into *o (bucket/key left NULL); strings point into buf, obj_kv
+ * arrays come from ar. -EINVAL when malformed. */
+int  rec_decode(const char *buf, size_t len, struct arena *ar, struct obj_meta *o);
+
+/* Membership value. */
+struct member_val {
+	uint64_t size;
+	int64_t mtime_ns;
+	const char *etag, *bucket, *key;   /* point into the value */
+};
+int  member_encode(struct ibuf *b, const struct obj_meta *o);
+int  member_decode(const char *buf, size_t len, struct member_val *out);
+
+void be64_put(char out[8], uint64_t v);
+uint64_t be64_get(const char in[8]);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * index_int.h — the inside of struct index, shared by index.c (open, apply,
+ * offsets, scan pages), index_views.c (view set, membership rebuild) and
+ * index_read.c (lookup, readdir, records). Not for other modules.
+ *
+ * Locks: wmu serialises every writer and guards the scratch fields;
+ * vlock guards the view table (views, buckets): readers take it shared for a
+ * few instructions (copying a prefix), index_set_views takes it exclusive
+ * while swapping tables. Order: wmu before vlock.
+ */
+#ifndef FACETFS_INDEX_INT_H
+#define FACETFS_INDEX_INT_H
+
+#include <leveldb/c.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "views/index.h"
+#include "views/index_codec.h"
+
+struct ix_slot;
+struct ix_change;
+
+struct ixview {
+	const struct view *v;
+	char *name;
+	char *prefix;          /* 'M' name \0 */
+	size_t plen;
+	bool multi;            /* more than one bucket: paths start "BUCKET/" */
+	_Atomic uint64_t members;
+};
+
+struct ixbucket {          /* a bucket and the views that use it */
+	char *name;
+	size_t *views;
+	size_t n;
+};
+
+struct index {
+	leveldb_t *db;
+	leveldb_options_t *opts;
+	leveldb_filterpolicy_t *bloom;
+	leveldb_cache_t *cache;
+	leveldb_readoptions_t *ro;
+	leveldb_writeoptions_t *wo;
+	struct stats *st;
+	struct stats own_st;   /* used when the caller gave none */
+
+	pthread_mutex_t wmu;
+	pthread_rwlock_t vlock;
+	struct ixview *views;
+	size_t n_views;
+	struct ixbucket *buckets;
+	size_t n_buckets;
+	_Atomic uint64_t objects;
+
+	/* writer scratch, under wmu (index.c) */
+	leveldb_writebatch_t *wb;
+	struct arena ar;
+	struct ibuf kbuf, vbuf, tbuf;
+	struct ix_slot *slots;     /* in-batch overlay: records by 'O' key */
+	size_t slots_cap;
+	int32_t *tab;              /* open addressing into slots, -1 = empty */
+	size_t tab_cap;
+	struct ix_change *chg;     /* changes to report after the write */
+	size_t n_chg, chg_cap;
+	int64_t *mdelta;           /* member count change per view */
+	size_t mdelta_cap;
+};
+
+/* Write the batch ix->wb (then clears it). 0 or -EIO (logged). */
+int  ix_write(struct index *ix, const char *what);
+/* Get a value: 0 with *val (leveldb_free it), -ENOENT, or -EIO. */
+int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
+	    const char *k, size_t kl, char **val, size_t *vl);
+/* The bucket entry of a name, or NULL if no view uses it (under wmu or vlock). */
+const struct ixbucket *ix_bucket_find(const struct index *ix, const char *bucket);
+/* Membership path of key in view vi into out (with "BUCKET/" for multi-
+ * bucket views): 0, -ENOENT (not in the view's namespace), -EINVAL (key
+ * cannot be a path), -ENAMETOOLONG. */
+int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
+		    const char *key, char *out, size_t outlen);
+/* Free a view table (index_views.c). */
+void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb);
+/* Delete every key starting with prefix, in batches. */
+int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
+
+#define IX_PATH_MAX 4096
+
+#endif

@@ -1,0 +1,248 @@
+/*
+ * index_read.c — the read side of the index, for FUSE threads: lookup,
+ * readdir, records. Never takes the write mutex; holds the view-table lock
+ * only to copy a view's key prefix. Directories are implicit: a path is a
+ * directory when some membership key continues it with \0 (index.h).
+ */
+#include "views/index_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+
+#define KEY_MAX (IX_PATH_MAX + 512)
+
+/* 'M' view \0 + encoded path into k. */
+static int member_key(struct index *ix, size_t vi, const char *path, char *k, size_t *kl)
+{
+	size_t pl = strlen(path);
+	pthread_rwlock_rdlock(&ix->vlock);
+	if (vi >= ix->n_views) {
+		pthread_rwlock_unlock(&ix->vlock);
+		return -EINVAL;
+	}
+	size_t plen = ix->views[vi].plen;
+	if (plen + pl + 2 > KEY_MAX) {
+		pthread_rwlock_unlock(&ix->vlock);
+		return -ENAMETOOLONG;
+	}
+	memcpy(k, ix->views[vi].prefix, plen);
+	pthread_rwlock_unlock(&ix->vlock);
+	for (size_t i = 0; i < pl; i++)
+		k[plen + i] = path[i] == '/' ? '\0' : path[i];
+	*kl = plen + pl;
+	return 0;
+}
+
+static bool has_prefix(const char *k, size_t kl, const char *p, size_t pl)
+{
+	return kl >= pl && memcmp(k, p, pl) == 0;
+}
+
+static void attr_from_value(const char *v, size_t vl, struct index_attr *a)
+{
+	struct member_val mv;
+	memset(a, 0, sizeof *a);
+	if (member_decode(v, vl, &mv) < 0)
+		return;   /* shows as an empty file; never expected */
+	a->size = mv.size;
+	a->mtime_ns = mv.mtime_ns;
+	size_t n = strlen(mv.etag);
+	if (n >= sizeof a->etag)
+		n = sizeof a->etag - 1;
+	memcpy(a->etag, mv.etag, n);
+	a->etag[n] = '\0';
+}
+
+int index_lookup(struct index *ix, size_t view_idx, const char *path,
+		 struct index_attr *out)
+{
+	char k[KEY_MAX];
+	size_t kl;
+	int rc = member_key(ix, view_idx, path, k, &kl);
+	if (rc < 0)
+		return rc;
+	memset(out, 0, sizeof *out);
+	if (!*path) {
+		out->is_dir = true;
+		return 0;
+	}
+	leveldb_iterator_t *it = leveldb_create_iterator(ix->db, ix->ro);
+	leveldb_iter_seek(it, k, kl);
+	rc = -ENOENT;
+	if (leveldb_iter_valid(it)) {
+		size_t l;
+		const char *key = leveldb_iter_key(it, &l);
+		if (l == kl && memcmp(key, k, kl) == 0) {
+			size_t vl;
+			const char *v = leveldb_iter_value(it, &vl);
+			attr_from_value(v, vl, out);
+			rc = 0;
+			leveldb_iter_next(it);
+			if (!leveldb_iter_valid(it))
+				goto done;
+			key = leveldb_iter_key(it, &l);
+		}
+		k[kl] = '\0';
+		if (has_prefix(key, l, k, kl + 1)) {   /* the directory wins */
+			memset(out, 0, sizeof *out);
+			out->is_dir = true;
+			rc = 0;
+		}
+	}
+done:
+	leveldb_iter_destroy(it);
+	return rc;
+}
+
+int index_readdir(struct index *ix, size_t view_idx, const char *dir,
+		  const char *after, index_dir_fn fn, void *ctx)
+{
+	char k[KEY_MAX], name[IX_PATH_MAX];
+	size_t pl;
+	int rc = member_key(ix, view_idx, dir, k, &pl);
+	if (rc < 0)
+		return rc;
+	if (*dir)
+		k[pl++] = '\0';
+	size_t al = after ? strlen(after) : 0;
+	if (pl + al + 2 > KEY_MAX)
+		return -ENAMETOOLONG;
+	/* seek target: prefix, or prefix + after + \x01 (past after's subtree) */
+	char seek[KEY_MAX];
+	memcpy(seek, k, pl);
+	size_t sl = pl;
+	if (al) {
+		memcpy(seek + sl, after, al);
+		sl += al;
+		seek[sl++] = '\x01';
+	}
+	leveldb_iterator_t *it = leveldb_create_iterator(ix->db, ix->ro);
+	leveldb_iter_seek(it, seek, sl);
+	bool any = false;
+	rc = 0;
+	while (leveldb_iter_valid(it)) {
+		size_t kl;
+		const char *key = leveldb_iter_key(it, &kl);
+		if (!has_prefix(key, kl, k, pl))
+			break;
+		any = true;
+		const char *rest = key + pl;
+		size_t rl = kl - pl;
+		const char *z = memchr(rest, '\0', rl);
+		size_t nl = z ? (size_t)(z - rest) : rl;
+		if (nl >= sizeof name || nl == 0) {
+			leveldb_iter_next(it);
+			continue;
+		}
+		memcpy(name, rest, nl);
+		name[nl] = '\0';
+		struct index_attr a;
+		bool is_dir = z != NULL;
+		if (!is_dir) {
+			size_t vl;
+			const char *v = leveldb_iter_value(it, &vl);
+			attr_from_value(v, vl, &a);
+			leveldb_iter_next(it);
+			/* the same name continued by \0: also a directory, which wins */
+			if (leveldb_iter_valid(it)) {
+				const char *nk = leveldb_iter_key(it, &kl);
+				is_dir = kl > pl + nl && memcmp(nk, k, pl) == 0 &&
+					 memcmp(nk + pl, name, nl) == 0 &&
+					 nk[pl + nl] == '\0';
+			}
+		}
+		if (is_dir) {
+			memset(&a, 0, sizeof a);
+			a.is_dir = true;
+			/* skip the subtree: seek to prefix + name + \x01 */
+			memcpy(seek, k, pl);
+			memcpy(seek + pl, name, nl);
+			seek[pl + nl] = '\x01';
+			leveldb_iter_seek(it, seek, pl + nl + 1);
+		}
+		if (fn(ctx, name, &a) != 0)
+			break;
+	}
+	char *err = NULL;
+	leveldb_iter_get_error(it, &err);
+	leveldb_iter_destroy(it);
+	if (err) {
+		log_error("index: readdir of %s failed: %s", dir, err);
+		leveldb_free(err);
+		return -EIO;
+	}
+	if (!any && *dir && al == 0)
+		return -ENOENT;
+	return 0;
+}
+
+/* Decode a stored record into a deep copy owned by out. */
+static int record_copy(const char *v, size_t vl, const char *bucket, const char *key,
+		       struct obj_meta *out)
+{
+	struct arena ar = { 0 };
+	struct obj_meta o;
+	int rc = rec_decode(v, vl, &ar, &o);
+	if (rc == 0) {
+		o.bucket = (char *)bucket;
+		o.key = (char *)key;
+		rc = obj_meta_copy(out, &o);
+	} else {
+		log_error("index: undecodable record of %s/%s", bucket, key);
+		rc = -EIO;
+	}
+	arena_release(&ar);
+	return rc;
+}
+
+int index_object_get(struct index *ix, const char *bucket, const char *key,
+		     struct obj_meta *out)
+{
+	struct ibuf k = { 0 };
+	char *v;
+	size_t vl;
+	memset(out, 0, sizeof *out);
+	if (key_object(&k, bucket, key) < 0)
+		return -ENOMEM;
+	int rc = ix_get(ix, NULL, k.p, k.len, &v, &vl);
+	ibuf_release(&k);
+	if (rc < 0)
+		return rc;
+	rc = record_copy(v, vl, bucket, key, out);
+	leveldb_free(v);
+	return rc;
+}
+
+int index_object(struct index *ix, size_t view_idx, const char *path,
+		 struct obj_meta *out)
+{
+	char k[KEY_MAX];
+	size_t kl;
+	memset(out, 0, sizeof *out);
+	if (!*path)
+		return -ENOENT;
+	int rc = member_key(ix, view_idx, path, k, &kl);
+	if (rc < 0)
+		return rc;
+	char *v;
+	size_t vl;
+	rc = ix_get(ix, NULL, k, kl, &v, &vl);
+	if (rc < 0)
+		return rc;
+	struct member_val mv;
+	if (member_decode(v, vl, &mv) < 0) {
+		log_error("index: undecodable membership of %s", path);
+		leveldb_free(v);
+		return -EIO;
+	}
+	rc = index_object_get(ix, mv.bucket, mv.key, out);
+	leveldb_free(v);
+	if (rc == 0 && (out->flags & OBJ_DELETED)) {
+		obj_meta_release(out);
+		rc = -ENOENT;
+	}
+	return rc;
+}
