@@ -1,0 +1,948 @@
+/* fs.c — see fs.h. The low-level FUSE operations.
+ *
+ * Every handler follows one shape: a worker computes a result or a negative
+ * errno; the handler replies exactly once (fuse_reply_err(req, -rc) on
+ * error). No lock is held across an index or S3 call; the inode table has
+ * its own short critical sections.
+ *
+ * Readdir offsets: "." is 1, ".." is 2, the i-th entry after them is i + 3.
+ * A directory handle remembers the name of the last entry it returned and
+ * the offset after it, so the usual sequential readdir continues with an
+ * index seek past that name; any other offset restarts and skips.
+ */
+#define FUSE_USE_VERSION 314
+#include "fuse/fs.h"
+
+#include "fuse/inode.h"
+#include "gateway/log.h"
+#include "gateway/stats.h"
+#include "sync/reader.h"
+#include "views/filter.h"
+#include "views/index.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FS_TIMEOUT 3600.0   /* entry/attr timeout; made correct by invalidation */
+#define NAME_MAX_BYTES 255
+
+struct fs {
+	struct fs_deps d;
+	struct fuse_session *se;
+	struct inode_table *it;
+	char *mountpoint;
+	bool mounted;
+	uid_t uid;
+	gid_t gid;
+	struct timespec start;
+};
+
+enum fh_kind { FH_OBJECT, FH_TEXT, FH_CONTROL };
+
+struct fh {
+	enum fh_kind kind;
+	struct reader *rd;           /* FH_OBJECT */
+	char *text;                  /* FH_TEXT: snapshot; FH_CONTROL: last answer */
+	size_t text_len;
+	pthread_mutex_t lock;        /* FH_CONTROL: protects text */
+};
+
+struct dh {
+	uint64_t ino;
+	size_t view;                 /* INODE_NO_VIEW for fixed directories */
+	char *path;
+	off_t next_off;              /* offset after last_name */
+	char last_name[NAME_MAX_BYTES + 1];
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static const char *const meta_names[] = { "control", "stats", "views" };
+static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_STATS,
+				      INODE_META_VIEWS };
+
+/* ---------- attributes ---------- */
+
+static void attr_fill_dir(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = ino;
+	st->st_mode = S_IFDIR | 0555;
+	st->st_nlink = 2;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_blksize = 4096;
+	st->st_mtim = st->st_ctim = st->st_atim = fs->start;
+}
+
+static void attr_fill_file(struct fs *fs, uint64_t ino, uint64_t size,
+			   int64_t mtime_ns, mode_t perm, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = ino;
+	st->st_mode = S_IFREG | perm;
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	st->st_blksize = 4096;
+	st->st_mtim.tv_sec = mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = mtime_ns % 1000000000;
+	st->st_ctim = st->st_atim = st->st_mtim;
+}
+
+static void attr_fill_index(struct fs *fs, uint64_t ino, const struct index_attr *a,
+			    struct stat *st)
+{
+	if (a->is_dir)
+		attr_fill_dir(fs, ino, st);
+	else
+		attr_fill_file(fs, ino, a->size, a->mtime_ns, 0444, st);
+}
+
+static int view_by_name(struct fs *fs, const char *name, size_t *out)
+{
+	for (size_t i = 0; i < fs->d.n_views; i++)
+		if (strcmp(view_name(fs->d.views[i]), name) == 0) {
+			*out = i;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* Path of child `name` under `dir` ("" is a view's root). */
+static int path_join(const char *dir, const char *name, char *out, size_t outlen)
+{
+	int n = *dir ? snprintf(out, outlen, "%s/%s", dir, name)
+		     : snprintf(out, outlen, "%s", name);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+/* Attributes of an inode the kernel holds. */
+static int attr_of(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	switch (ino) {
+	case INODE_ROOT:
+	case INODE_META_DIR:
+		attr_fill_dir(fs, ino, st);
+		return 0;
+	case INODE_META_STATS:
+	case INODE_META_VIEWS:
+		attr_fill_file(fs, ino, 0, 0, 0444, st);
+		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
+		return 0;
+	case INODE_META_CONTROL:
+		attr_fill_file(fs, ino, 0, 0, 0600, st);
+		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
+		return 0;
+	}
+	struct inode_info info;
+	int rc = inode_get(fs->it, ino, &info);
+	if (rc < 0)
+		return rc;
+	if (!*info.path) {
+		attr_fill_dir(fs, ino, st);
+	} else {
+		struct index_attr a;
+		rc = index_lookup(fs->d.ix, info.view, info.path, &a);
+		if (rc == 0)
+			attr_fill_index(fs, ino, &a, st);
+	}
+	free(info.path);
+	return rc;
+}
+
+/* ---------- lookup, getattr, forget ---------- */
+
+static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
+		     struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof *e);
+	e->attr_timeout = FS_TIMEOUT;
+	e->entry_timeout = FS_TIMEOUT;
+	if (strlen(name) > NAME_MAX_BYTES)
+		return -ENAMETOOLONG;
+
+	if (parent == INODE_ROOT) {
+		if (strcmp(name, ".facetfs") == 0) {
+			e->ino = INODE_META_DIR;
+			return attr_of(fs, e->ino, &e->attr);
+		}
+		size_t v;
+		int rc = view_by_name(fs, name, &v);
+		if (rc < 0)
+			return rc;
+		e->ino = inode_ref(fs->it, name, v, "", true);
+		if (!e->ino)
+			return -ENOMEM;
+		attr_fill_dir(fs, e->ino, &e->attr);
+		return 0;
+	}
+	if (parent == INODE_META_DIR) {
+		for (size_t i = 0; i < 3; i++)
+			if (strcmp(name, meta_names[i]) == 0) {
+				e->ino = meta_inos[i];
+				/* Generated files: never cache their attributes. */
+				e->attr_timeout = 0;
+				return attr_of(fs, e->ino, &e->attr);
+			}
+		return -ENOENT;
+	}
+
+	struct inode_info info;
+	int rc = inode_get(fs->it, parent, &info);
+	if (rc < 0)
+		return rc;
+	char path[PATH_MAX];
+	struct index_attr a;
+	if (!info.is_dir)
+		rc = -ENOTDIR;
+	else
+		rc = path_join(info.path, name, path, sizeof path);
+	if (rc == 0)
+		rc = index_lookup(fs->d.ix, info.view, path, &a);
+	if (rc == 0) {
+		e->ino = inode_ref(fs->it, view_name(fs->d.views[info.view]),
+				   info.view, path, a.is_dir);
+		if (!e->ino)
+			rc = -ENOMEM;
+		else
+			attr_fill_index(fs, e->ino, &a, &e->attr);
+	}
+	free(info.path);
+	return rc;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	stats_inc(fs->d.st, fuse_lookup);
+	int rc = do_lookup(fs, parent, name, &e);
+	if (rc == -ENOENT) {
+		/* A negative entry, cached until an event adds the name (the
+		 * change notifier invalidates it). */
+		memset(&e, 0, sizeof e);
+		e.entry_timeout = FS_TIMEOUT;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = fs_of(req);
+	struct stat st;
+	stats_inc(fs->d.st, fuse_getattr);
+	int rc = attr_of(fs, ino, &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, ino >= INODE_META_STATS && ino <= INODE_META_CONTROL
+						 ? 0 : FS_TIMEOUT);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = fs_of(req);
+	if (ino >= INODE_FIRST_DYNAMIC)
+		inode_unref(fs->it, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct fs *fs = fs_of(req);
+	for (size_t i = 0; i < count; i++)
+		if (forgets[i].ino >= INODE_FIRST_DYNAMIC)
+			inode_unref(fs->it, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* ---------- directories ---------- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct dh *dh = calloc(1, sizeof *dh);
+	if (!dh) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	dh->ino = ino;
+	dh->view = INODE_NO_VIEW;
+	if (ino >= INODE_FIRST_DYNAMIC) {
+		struct inode_info info;
+		int rc = inode_get(fs->it, ino, &info);
+		if (rc == 0 && !info.is_dir) {
+			free(info.path);
+			rc = -ENOTDIR;
+		}
+		if (rc < 0) {
+			free(dh);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		dh->view = info.view;
+		dh->path = info.path;
+	} else if (ino != INODE_ROOT && ino != INODE_META_DIR) {
+		free(dh);
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fi->fh = (uintptr_t)dh;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct dh *dh = (struct dh *)(uintptr_t)fi->fh;
+	free(dh->path);
+	free(dh);
+	fuse_reply_err(req, 0);
+}
+
+/* The state of one readdir reply being filled. */
+struct rd {
+	struct fs *fs;
+	fuse_req_t req;
+	struct dh *dh;
+	bool plus;
+	char *buf;
+	size_t size, pos;
+	off_t off;                   /* offset of the next entry to add */
+	off_t skip_until;            /* entries with offset below this are skipped */
+	bool full;
+};
+
+/* Add one entry. Returns 1 when the buffer is full (entry not added). */
+static int rd_add(struct rd *r, const char *name, uint64_t ino, const struct stat *st,
+		  const char *child_path, bool is_dir)
+{
+	off_t next = r->off + 1;
+	if (r->off < r->skip_until) {
+		r->off = next;
+		return 0;
+	}
+	size_t room = r->size - r->pos;
+	size_t need;
+	if (!r->plus) {
+		need = fuse_add_direntry(r->req, r->buf + r->pos, room, name, st, next);
+	} else {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof e);
+		e.attr = *st;
+		e.attr_timeout = FS_TIMEOUT;
+		e.entry_timeout = FS_TIMEOUT;
+		bool counted = child_path != NULL;
+		if (counted) {
+			e.ino = inode_ref(r->fs->it, view_name(r->fs->d.views[r->dh->view]),
+					  r->dh->view, child_path, is_dir);
+			e.attr.st_ino = e.ino;
+		} else if (ino >= INODE_FIRST_DYNAMIC) {
+			/* a view directory listed in the root */
+			e.ino = inode_ref(r->fs->it, name, ino - INODE_FIRST_DYNAMIC, "", true);
+			e.attr.st_ino = e.ino;
+			counted = true;
+		} else if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+			e.ino = ino;
+		}
+		need = fuse_add_direntry_plus(r->req, r->buf + r->pos, room, name, &e, next);
+		if (need > room && counted && e.ino)
+			inode_unref(r->fs->it, e.ino, 1);
+	}
+	if (need > room) {
+		r->full = true;
+		return 1;
+	}
+	r->pos += need;
+	r->off = next;
+	snprintf(r->dh->last_name, sizeof r->dh->last_name, "%s", name);
+	r->dh->next_off = next;
+	return 0;
+}
+
+static int rd_index_entry(void *ctx, const char *name, const struct index_attr *a)
+{
+	struct rd *r = ctx;
+	char child[PATH_MAX];
+	if (path_join(r->dh->path, name, child, sizeof child) < 0)
+		return 0;
+	struct stat st;
+	uint64_t ino = inode_number(view_name(r->fs->d.views[r->dh->view]), child);
+	attr_fill_index(r->fs, ino, a, &st);
+	return rd_add(r, name, ino, &st, child, a->is_dir);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct fs *fs = fs_of(req);
+	struct dh *dh = (struct dh *)(uintptr_t)fi->fh;
+	stats_inc(fs->d.st, fuse_readdir);
+	struct rd r = { .fs = fs, .req = req, .dh = dh, .plus = plus, .size = size };
+	r.buf = malloc(size);
+	if (!r.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* Continue after the remembered name, or restart and skip. */
+	bool resume = off > 2 && off == dh->next_off && dh->last_name[0];
+	const char *after = NULL;
+	if (resume) {
+		r.off = off;
+		after = dh->last_name;
+	} else {
+		r.off = 0;
+		r.skip_until = off;
+	}
+	char after_copy[NAME_MAX_BYTES + 1] = "";
+	if (after) {
+		snprintf(after_copy, sizeof after_copy, "%s", after);
+		after = after_copy;
+	}
+
+	struct stat st;
+	int rc = 0;
+	if (!resume) {
+		attr_fill_dir(fs, ino, &st);
+		if (rd_add(&r, ".", ino, &st, NULL, true) == 0) {
+			attr_fill_dir(fs, INODE_ROOT, &st);
+			rd_add(&r, "..", INODE_ROOT, &st, NULL, true);
+		}
+	}
+	if (r.full)
+		goto reply;
+
+	if (ino == INODE_ROOT) {
+		/* .facetfs, then the views in their configured order. */
+		size_t first = 0;
+		if (!resume || strcmp(after, ".facetfs") == 0) {
+			if (!resume) {
+				attr_fill_dir(fs, INODE_META_DIR, &st);
+				if (rd_add(&r, ".facetfs", INODE_META_DIR, &st, NULL, true))
+					goto reply;
+			}
+		} else {
+			size_t v;
+			if (view_by_name(fs, after, &v) == 0)
+				first = v + 1;
+		}
+		for (size_t v = first; v < fs->d.n_views; v++) {
+			const char *name = view_name(fs->d.views[v]);
+			attr_fill_dir(fs, inode_number(name, ""), &st);
+			if (rd_add(&r, name, INODE_FIRST_DYNAMIC + v, &st, NULL, true))
+				break;
+		}
+	} else if (ino == INODE_META_DIR) {
+		for (size_t i = 0; i < 3; i++) {
+			if (resume && strcmp(meta_names[i], after) <= 0)
+				continue;
+			if (attr_of(fs, meta_inos[i], &st) == 0 &&
+			    rd_add(&r, meta_names[i], meta_inos[i], &st, NULL, false))
+				break;
+		}
+	} else {
+		rc = index_readdir(fs->d.ix, dh->view, dh->path, after, rd_index_entry, &r);
+		if (rc > 0)
+			rc = 0;
+	}
+reply:
+	if (rc < 0 && r.pos == 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, r.buf, r.pos);
+	free(r.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+/* ---------- files ---------- */
+
+static void fh_free(struct fh *h)
+{
+	if (!h)
+		return;
+	reader_close(h->rd);
+	free(h->text);
+	if (h->kind == FH_CONTROL)
+		pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static int open_meta(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct fh *h)
+{
+	int acc = fi->flags & O_ACCMODE;
+	if (ino == INODE_META_CONTROL) {
+		h->kind = FH_CONTROL;
+		pthread_mutex_init(&h->lock, NULL);
+	} else {
+		if (acc != O_RDONLY)
+			return -EACCES;
+		h->kind = FH_TEXT;
+		h->text = ino == INODE_META_STATS ? fs->d.stats_json(fs->d.ctx)
+						  : fs->d.views_json(fs->d.ctx);
+		if (!h->text)
+			return -ENOMEM;
+		h->text_len = strlen(h->text);
+	}
+	fi->direct_io = 1;       /* generated: size unknown until read */
+	return 0;
+}
+
+static int open_object(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		       struct fh *h)
+{
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		return -EROFS;
+	struct inode_info info;
+	int rc = inode_get(fs->it, ino, &info);
+	if (rc < 0)
+		return rc;
+	struct obj_meta o = { 0 };
+	if (info.is_dir)
+		rc = -EISDIR;
+	else
+		rc = index_object(fs->d.ix, info.view, info.path, &o);
+	if (rc == 0)
+		rc = reader_open(fs->d.s3, fs->d.st, o.bucket, o.key, o.etag, o.size,
+				 &h->rd);
+	if (rc == 0) {
+		h->kind = FH_OBJECT;
+		/* Keep the page cache only if this is the version it holds. */
+		fi->keep_cache = inode_set_etag(fs->it, ino, o.etag);
+	}
+	obj_meta_release(&o);
+	free(info.path);
+	return rc;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	stats_inc(fs->d.st, fuse_open);
+	struct fh *h = calloc(1, sizeof *h);
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc;
+	if (ino == INODE_ROOT || ino == INODE_META_DIR)
+		rc = -EISDIR;
+	else if (ino < INODE_FIRST_DYNAMIC)
+		rc = open_meta(fs, ino, fi, h);
+	else
+		rc = open_object(fs, ino, fi, h);
+	if (rc < 0) {
+		fh_free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		fh_free(h);      /* the open was interrupted */
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fh_free((struct fh *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void reply_text(fuse_req_t req, const char *text, size_t len, size_t size,
+		       off_t off)
+{
+	if (!text || off < 0 || (size_t)off >= len)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, text + off, len - (size_t)off < size
+							? len - (size_t)off : size);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	stats_inc(fs->d.st, fuse_read);
+	if (h->kind == FH_TEXT) {
+		reply_text(req, h->text, h->text_len, size, off);
+		return;
+	}
+	if (h->kind == FH_CONTROL) {
+		pthread_mutex_lock(&h->lock);
+		reply_text(req, h->text, h->text_len, size, off);
+		pthread_mutex_unlock(&h->lock);
+		return;
+	}
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = reader_read(h->rd, buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	(void)off;
+	struct fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	if (ino != INODE_META_CONTROL || h->kind != FH_CONTROL) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	char *cmd = strndup(buf, size);
+	if (!cmd) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	cmd[strcspn(cmd, "\r\n")] = '\0';
+	char *answer = fs->d.control ? fs->d.control(fs->d.ctx, cmd) : NULL;
+	free(cmd);
+	if (!answer)
+		answer = strdup("error: no answer\n");
+	pthread_mutex_lock(&h->lock);
+	free(h->text);
+	h->text = answer;
+	h->text_len = answer ? strlen(answer) : 0;
+	pthread_mutex_unlock(&h->lock);
+	fuse_reply_write(req, size);
+}
+
+/* ---------- xattrs ---------- */
+
+static bool is_user_xattr(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0;
+}
+
+/* Load the user metadata of an object inode into *o (released by caller). */
+static int xattr_object(struct fs *fs, fuse_ino_t ino, struct obj_meta *o)
+{
+	if (ino < INODE_FIRST_DYNAMIC)
+		return -ENOENT;
+	struct inode_info info;
+	int rc = inode_get(fs->it, ino, &info);
+	if (rc < 0)
+		return rc;
+	rc = info.is_dir ? -ENOENT : index_object(fs->d.ix, info.view, info.path, o);
+	free(info.path);
+	return rc;
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	stats_inc(fs->d.st, fuse_getxattr);
+	if (!is_user_xattr(name)) {
+		/* security.*, system.*, trusted.*: not supported. ls -l asks for
+		 * them on every entry; EOPNOTSUPP is much cheaper for it than
+		 * ENODATA (TESTBED.md). */
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	struct obj_meta o = { 0 };
+	int rc = xattr_object(fs, ino, &o);
+	const char *val = rc == 0 ? obj_meta_get(&o, name + 5) : NULL;
+	if (rc == -ENOENT || (rc == 0 && !val)) {
+		fuse_reply_err(req, ENODATA);
+	} else if (rc < 0) {
+		fuse_reply_err(req, -rc);
+	} else {
+		size_t len = strlen(val);
+		if (size == 0)
+			fuse_reply_xattr(req, len);
+		else if (size < len)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, val, len);
+	}
+	obj_meta_release(&o);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	struct obj_meta o = { 0 };
+	int rc = xattr_object(fs, ino, &o);
+	if (rc == -ENOENT) {
+		rc = 0;
+	} else if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < o.n_meta; i++)
+		total += 5 + strlen(o.meta[i].name) + 1;
+	if (size == 0) {
+		fuse_reply_xattr(req, total);
+	} else if (size < total) {
+		fuse_reply_err(req, ERANGE);
+	} else {
+		char *buf = malloc(total ? total : 1), *p = buf;
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+		} else {
+			for (size_t i = 0; i < o.n_meta; i++)
+				p += sprintf(p, "user.%s", o.meta[i].name) + 1;
+			fuse_reply_buf(req, buf, total);
+			free(buf);
+		}
+	}
+	obj_meta_release(&o);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct statvfs sv;
+	memset(&sv, 0, sizeof sv);
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = 1ULL << 40;  /* an object store has no fixed size */
+	sv.f_bfree = sv.f_bavail = 1ULL << 40;
+	sv.f_files = 1ULL << 32;
+	sv.f_ffree = sv.f_favail = 1ULL << 32;
+	sv.f_namemax = NAME_MAX_BYTES;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* readdirplus for every listing: `ls -l` then needs no lookups. */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* Page cache contents stay until we invalidate them explicitly. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_readahead = 1024 * 1024;
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.release = op_release,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.statfs = op_statfs,
+};
+
+/* ---------- change notification ---------- */
+
+struct inval {
+	uint64_t parent;         /* 0: invalidate inode `ino` instead */
+	uint64_t ino;
+	char name[NAME_MAX_BYTES + 1];
+};
+
+void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
+{
+	if (!fs->mounted || view >= fs->d.n_views)
+		return;
+	const char *vname = view_name(fs->d.views[view]);
+	struct inval todo[64];
+	size_t n = 0;
+	char prefix[PATH_MAX];
+	size_t plen = strlen(path);
+	if (plen >= sizeof prefix)
+		return;
+
+	/* Each level (parent dir, component) the kernel may have cached. For
+	 * a change of contents only the leaf matters; names appear and vanish
+	 * at every level when objects are added or removed (implicit dirs). */
+	size_t start = 0;
+	for (;;) {
+		const char *slash = strchr(path + start, '/');
+		size_t end = slash ? (size_t)(slash - path) : plen;
+		bool leaf = !slash;
+		if (what != INDEX_CHANGED || leaf) {
+			memcpy(prefix, path, start ? start - 1 : 0);
+			prefix[start ? start - 1 : 0] = '\0';
+			uint64_t parent;
+			if (n < 64 && end - start <= NAME_MAX_BYTES &&
+			    inode_find(fs->it, vname, prefix, &parent)) {
+				todo[n].parent = parent;
+				memcpy(todo[n].name, path + start, end - start);
+				todo[n].name[end - start] = '\0';
+				n++;
+			}
+		}
+		if (leaf)
+			break;
+		start = end + 1;
+	}
+	uint64_t ino;
+	if (what != INDEX_ADDED && n < 64 && inode_find(fs->it, vname, path, &ino)) {
+		todo[n].parent = 0;
+		todo[n].ino = ino;
+		n++;
+	}
+	/* No lock is held here: the kernel may call back into us. */
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+		if (todo[i].parent && what == INDEX_CHANGED)
+			continue;    /* the name itself did not change */
+		if (todo[i].parent)
+			rc = fuse_lowlevel_notify_inval_entry(fs->se, todo[i].parent,
+							      todo[i].name,
+							      strlen(todo[i].name));
+		else
+			rc = fuse_lowlevel_notify_inval_inode(fs->se, todo[i].ino, 0, 0);
+		if (rc == 0)
+			stats_inc(fs->d.st, fuse_inval);
+		else if (rc != -ENOENT)
+			log_debug("invalidate %s/%s: %s", vname, path, strerror(-rc));
+	}
+}
+
+/* ---------- mount, run, unmount ---------- */
+
+/* A gateway that died leaves its mountpoint answering ENOTCONN. */
+static void unmount_stale(const char *mountpoint)
+{
+	struct stat st;
+	if (stat(mountpoint, &st) == 0 || errno != ENOTCONN)
+		return;
+	log_warn("%s: stale mount of a stopped gateway; unmounting it", mountpoint);
+	if (umount2(mountpoint, MNT_DETACH) == 0)
+		return;
+	char cmd[PATH_MAX + 64];
+	snprintf(cmd, sizeof cmd, "fusermount3 -u -z '%s' 2>/dev/null", mountpoint);
+	if (system(cmd) != 0)
+		log_error("%s: could not unmount the stale mount", mountpoint);
+}
+
+int fs_mount(const char *mountpoint, const char *fuse_opts,
+	     const struct fs_deps *deps, struct fs **out)
+{
+	int rc = -ENOMEM;
+	struct fs *fs = calloc(1, sizeof *fs);
+	if (!fs)
+		return -ENOMEM;
+	fs->d = *deps;
+	fs->uid = getuid();
+	fs->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->start);
+	fs->mountpoint = strdup(mountpoint);
+	if (!fs->mountpoint || inode_table_new(&fs->it) < 0)
+		goto fail;
+
+	unmount_stale(mountpoint);
+	struct stat st;
+	if (stat(mountpoint, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		rc = stat(mountpoint, &st) < 0 ? -errno : -ENOTDIR;
+		log_error("%s: not a directory: %s", mountpoint, strerror(-rc));
+		goto fail;
+	}
+
+	char *argv[] = { "facetfs", "-o",
+			 "fsname=facetfs,subtype=facetfs,default_permissions",
+			 fuse_opts ? "-o" : NULL, (char *)fuse_opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(fuse_opts ? 5 : 3, argv);
+	fs->se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, fs);
+	fuse_opt_free_args(&args);
+	if (!fs->se) {
+		rc = -EINVAL;
+		log_error("bad FUSE options: %s", fuse_opts ? fuse_opts : "");
+		goto fail;
+	}
+	if (fuse_set_signal_handlers(fs->se) != 0) {
+		rc = -EIO;
+		goto fail;
+	}
+	if (fuse_session_mount(fs->se, mountpoint) != 0) {
+		rc = -EIO;
+		log_error("%s: mount failed (is /dev/fuse there, and fuse3 installed?)",
+			  mountpoint);
+		goto fail;
+	}
+	fs->mounted = true;
+	*out = fs;
+	return 0;
+fail:
+	fs_free(fs);
+	return rc;
+}
+
+int fs_run(struct fs *fs)
+{
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	fuse_loop_cfg_set_idle_threads(cfg, 4);
+	int rc = fuse_session_loop_mt(fs->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc < 0 ? rc : 0;
+}
+
+void fs_free(struct fs *fs)
+{
+	if (!fs)
+		return;
+	if (fs->se) {
+		if (fs->mounted)
+			fuse_session_unmount(fs->se);
+		fs->mounted = false;
+		fuse_remove_signal_handlers(fs->se);
+		fuse_session_destroy(fs->se);
+	}
+	inode_table_free(fs->it);
+	free(fs->mountpoint);
+	free(fs);
+}

@@ -1,0 +1,242 @@
+/* inode.c — see inode.h. A chained hash map from inode number to node. */
+#include "fuse/inode.h"
+
+#include "gateway/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct inode_node {
+	uint64_t ino;
+	uint64_t nlookup;
+	size_t view;
+	char *view_name;     /* borrowed identity: copied so hashing is self-contained */
+	char *path;
+	bool is_dir;
+	char etag[72];
+	struct inode_node *next;
+};
+
+struct inode_table {
+	pthread_mutex_t lock;    /* protects everything below */
+	struct inode_node **slots;
+	size_t n_slots;          /* power of two */
+	size_t count;
+};
+
+/* FNV-1a over "view\0path", mixed, kept above the fixed inode range. */
+uint64_t inode_number(const char *view_name, const char *path)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (const unsigned char *p = (const unsigned char *)view_name; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h = (h ^ 0xff) * 1099511628211ULL;
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 32;
+	if (h < INODE_FIRST_DYNAMIC)
+		h += INODE_FIRST_DYNAMIC;
+	return h;
+}
+
+int inode_table_new(struct inode_table **out)
+{
+	struct inode_table *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->n_slots = 4096;
+	t->slots = calloc(t->n_slots, sizeof *t->slots);
+	if (!t->slots) {
+		free(t);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	*out = t;
+	return 0;
+}
+
+static void node_free(struct inode_node *n)
+{
+	free(n->view_name);
+	free(n->path);
+	free(n);
+}
+
+void inode_table_free(struct inode_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n_slots; i++) {
+		struct inode_node *n = t->slots[i], *next;
+		for (; n; n = next) {
+			next = n->next;
+			node_free(n);
+		}
+	}
+	free(t->slots);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+static struct inode_node **slot_of(struct inode_table *t, uint64_t ino)
+{
+	return &t->slots[(ino * 0x9e3779b97f4a7c15ULL >> 20) & (t->n_slots - 1)];
+}
+
+static struct inode_node *node_by_ino(struct inode_table *t, uint64_t ino)
+{
+	for (struct inode_node *n = *slot_of(t, ino); n; n = n->next)
+		if (n->ino == ino)
+			return n;
+	return NULL;
+}
+
+/* Walk the probe sequence of (view, path): the node holding it, or NULL with
+ * *free_ino set to the first number not in use. */
+static struct inode_node *node_by_name(struct inode_table *t, const char *view_name,
+				       const char *path, uint64_t *free_ino)
+{
+	uint64_t ino = inode_number(view_name, path);
+	for (;;) {
+		struct inode_node *n = node_by_ino(t, ino);
+		if (!n) {
+			*free_ino = ino;
+			return NULL;
+		}
+		if (strcmp(n->view_name, view_name) == 0 && strcmp(n->path, path) == 0)
+			return n;
+		log_warn("inode %llu: hash collision between %s/%s and %s/%s",
+			 (unsigned long long)ino, n->view_name, n->path, view_name, path);
+		ino++;
+		if (ino < INODE_FIRST_DYNAMIC)
+			ino = INODE_FIRST_DYNAMIC;
+	}
+}
+
+static void table_grow(struct inode_table *t)
+{
+	size_t n_new = t->n_slots * 2;
+	struct inode_node **slots = calloc(n_new, sizeof *slots);
+	if (!slots)
+		return;              /* keep the longer chains; still correct */
+	struct inode_node **old = t->slots;
+	size_t n_old = t->n_slots;
+	t->slots = slots;
+	t->n_slots = n_new;
+	for (size_t i = 0; i < n_old; i++) {
+		struct inode_node *n = old[i], *next;
+		for (; n; n = next) {
+			next = n->next;
+			struct inode_node **s = slot_of(t, n->ino);
+			n->next = *s;
+			*s = n;
+		}
+	}
+	free(old);
+}
+
+uint64_t inode_ref(struct inode_table *t, const char *view_name, size_t view,
+		   const char *path, bool is_dir)
+{
+	uint64_t ino = 0;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_name(t, view_name, path, &ino);
+	if (n) {
+		n->nlookup++;
+		n->is_dir = is_dir;
+		ino = n->ino;
+		goto out;
+	}
+	n = calloc(1, sizeof *n);
+	if (!n || !(n->view_name = strdup(view_name)) || !(n->path = strdup(path))) {
+		if (n)
+			node_free(n);
+		ino = 0;
+		goto out;
+	}
+	n->ino = ino;
+	n->nlookup = 1;
+	n->view = view;
+	n->is_dir = is_dir;
+	struct inode_node **s = slot_of(t, ino);
+	n->next = *s;
+	*s = n;
+	if (++t->count > t->n_slots)
+		table_grow(t);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ino;
+}
+
+void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode_node **pp = slot_of(t, ino);
+	for (; *pp; pp = &(*pp)->next) {
+		struct inode_node *node = *pp;
+		if (node->ino != ino)
+			continue;
+		node->nlookup = node->nlookup > n ? node->nlookup - n : 0;
+		if (node->nlookup == 0) {
+			*pp = node->next;
+			node_free(node);
+			t->count--;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	if (n) {
+		out->path = strdup(n->path);
+		rc = out->path ? 0 : -ENOMEM;
+		out->view = n->view;
+		out->is_dir = n->is_dir;
+		memcpy(out->etag, n->etag, sizeof out->etag);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+bool inode_find(struct inode_table *t, const char *view_name, const char *path,
+		uint64_t *ino)
+{
+	uint64_t unused;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_name(t, view_name, path, &unused);
+	if (n)
+		*ino = n->ino;
+	pthread_mutex_unlock(&t->lock);
+	return n != NULL;
+}
+
+bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
+{
+	bool same = false;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	if (n) {
+		same = n->etag[0] && strcmp(n->etag, etag) == 0;
+		snprintf(n->etag, sizeof n->etag, "%s", etag);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return same;
+}
+
+size_t inode_count(struct inode_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->count;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}

@@ -1,0 +1,69 @@
+/*
+ * inode.h — the mount's inode table: which (view, path) each inode number
+ * the kernel holds stands for, and how many lookups it holds.
+ *
+ * Inode numbers are stable across restarts: they are a 64-bit hash of the
+ * view name and the path inside the view (inode_number()), so a kernel or an
+ * NFS client that remembers one finds the same file after a remount. The
+ * fixed inodes of the root and of .facetfs/ are below INODE_FIRST_DYNAMIC.
+ * On the (astronomically rare) hash collision the next free number is used
+ * and the collision is logged.
+ *
+ * Lookup counts follow the FUSE rule: every entry reply adds one
+ * (inode_ref()), forget subtracts (inode_unref()), the node is freed at zero.
+ * All functions take the table's own mutex; none calls out while holding it.
+ * Returned paths are copies the caller frees.
+ */
+#ifndef FACETFS_INODE_H
+#define FACETFS_INODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+	INODE_ROOT = 1,
+	INODE_META_DIR,      /* .facetfs/ */
+	INODE_META_STATS,    /* .facetfs/stats */
+	INODE_META_VIEWS,    /* .facetfs/views */
+	INODE_META_CONTROL,  /* .facetfs/control */
+	INODE_FIRST_DYNAMIC = 64,
+};
+
+#define INODE_NO_VIEW ((size_t)-1)
+
+struct inode_table;
+
+struct inode_info {
+	size_t view;         /* index of the view, INODE_NO_VIEW for fixed inodes */
+	char *path;          /* path inside the view, "" for the view's root; caller frees */
+	bool is_dir;
+	char etag[72];       /* ETag seen at the last open (for keep_cache) */
+};
+
+int inode_table_new(struct inode_table **out);
+void inode_table_free(struct inode_table *t);
+
+/* The stable number for (view name, path); does not touch the table. */
+uint64_t inode_number(const char *view_name, const char *path);
+
+/* Add one lookup to the inode of (view, path), creating it; returns the
+ * inode number actually used (0 on allocation failure). */
+uint64_t inode_ref(struct inode_table *t, const char *view_name, size_t view,
+		   const char *path, bool is_dir);
+/* Subtract n lookups; the node is freed at zero. */
+void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n);
+
+/* Copy out what ino stands for: 0, or -ENOENT if the kernel holds no such
+ * inode. Fixed inodes are not in the table. */
+int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
+/* Is (view, path) currently known to the kernel? Sets *ino. */
+bool inode_find(struct inode_table *t, const char *view_name, const char *path,
+		uint64_t *ino);
+/* Remember the ETag seen at open; returns true if it equals the previous one
+ * (the kernel's page cache for this inode may be kept). */
+bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
+
+size_t inode_count(struct inode_table *t);
+
+#endif

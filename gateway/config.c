@@ -1,0 +1,260 @@
+/* config.c — see config.h. */
+#include "gateway/config.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Accumulates error lines into the caller's buffer. */
+struct errs {
+	const char *file;
+	char *buf;
+	size_t len, used;
+	int count;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void err_add(struct errs *e, const char *path, const char *fmt, ...)
+{
+	e->count++;
+	if (e->used + 1 >= e->len)
+		return;
+	int n = snprintf(e->buf + e->used, e->len - e->used, "%s%s: %s: ",
+			 e->used ? "\n" : "", e->file, path);
+	if (n < 0 || (size_t)n >= e->len - e->used) {
+		e->used = e->len - 1;
+		return;
+	}
+	e->used += (size_t)n;
+	va_list ap;
+	va_start(ap, fmt);
+	n = vsnprintf(e->buf + e->used, e->len - e->used, fmt, ap);
+	va_end(ap);
+	e->used = n < 0 || (size_t)n >= e->len - e->used ? e->len - 1 : e->used + (size_t)n;
+}
+
+int config_parse_size(const char *text, uint64_t *out)
+{
+	static const struct { const char *unit; uint64_t mul; } units[] = {
+		{ "", 1 }, { "B", 1 },
+		{ "KB", 1000ULL }, { "MB", 1000000ULL }, { "GB", 1000000000ULL },
+		{ "TB", 1000000000000ULL },
+		{ "KiB", 1ULL << 10 }, { "MiB", 1ULL << 20 }, { "GiB", 1ULL << 30 },
+		{ "TiB", 1ULL << 40 },
+	};
+	errno = 0;
+	char *end;
+	double v = strtod(text, &end);
+	if (errno || end == text || v < 0)
+		return -EINVAL;
+	while (isspace((unsigned char)*end))
+		end++;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (strcmp(end, units[i].unit) == 0) {
+			double bytes = v * (double)units[i].mul;
+			if (bytes > 1.8e19)
+				return -EINVAL;
+			*out = (uint64_t)bytes;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* Fetch an optional string member; wrong type is an error. */
+static char *get_str(struct errs *e, const cJSON *obj, const char *name,
+		     const char *path, const char *dflt)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+	if (!it)
+		return dflt ? strdup(dflt) : NULL;
+	if (!cJSON_IsString(it)) {
+		err_add(e, path, "must be a string");
+		return NULL;
+	}
+	return strdup(it->valuestring);
+}
+
+static void check_known(struct errs *e, const cJSON *obj, const char *where,
+			const char *const *known)
+{
+	for (const cJSON *it = obj ? obj->child : NULL; it; it = it->next) {
+		bool ok = false;
+		for (const char *const *k = known; *k; k++)
+			ok |= strcmp(*k, it->string) == 0;
+		if (!ok)
+			err_add(e, where[0] ? where : it->string, "unknown field \"%s\"",
+				it->string);
+	}
+}
+
+static const cJSON *get_obj(struct errs *e, const cJSON *root, const char *name)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, name);
+	if (it && !cJSON_IsObject(it)) {
+		err_add(e, name, "must be an object");
+		return NULL;
+	}
+	return it;
+}
+
+static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
+{
+	static const char *const known[] = { "endpoint", "region", "access_key",
+					     "secret_key", "https", NULL };
+	check_known(e, s3, "s3", known);
+	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
+	if (!c->s3_endpoint)
+		err_add(e, "s3.endpoint", "missing (HOST:PORT of the S3 store)");
+	c->s3_region = get_str(e, s3, "region", "s3.region", "default");
+	c->s3_access_key = get_str(e, s3, "access_key", "s3.access_key",
+				   getenv("AWS_ACCESS_KEY_ID"));
+	c->s3_secret_key = get_str(e, s3, "secret_key", "s3.secret_key",
+				   getenv("AWS_SECRET_ACCESS_KEY"));
+	if (!c->s3_access_key || !c->s3_secret_key)
+		err_add(e, "s3.access_key",
+			"no credentials (set them here or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)");
+	const cJSON *https = cJSON_GetObjectItemCaseSensitive(s3, "https");
+	if (https && !cJSON_IsBool(https))
+		err_add(e, "s3.https", "must be true or false");
+	c->s3_https = cJSON_IsTrue(https);
+}
+
+static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)
+{
+	static const char *const known[] = { "brokers", "topic", "group", "options", NULL };
+	check_known(e, k, "kafka", known);
+	c->kafka_brokers = get_str(e, k, "brokers", "kafka.brokers", NULL);
+	if (!c->kafka_brokers)
+		err_add(e, "kafka.brokers", "missing (HOST:PORT[,HOST:PORT...])");
+	c->kafka_topic = get_str(e, k, "topic", "kafka.topic", "s3events");
+	char host[128] = "localhost", group[200];
+	gethostname(host, sizeof host - 1);
+	snprintf(group, sizeof group, "facetfs-%s", host);
+	c->kafka_group = get_str(e, k, "group", "kafka.group", group);
+	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(k, "options");
+	if (!opts)
+		return;
+	if (!cJSON_IsObject(opts)) {
+		err_add(e, "kafka.options", "must be an object of librdkafka settings");
+		return;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(opts);
+	c->kafka_options = calloc(2 * n + 1, sizeof *c->kafka_options);
+	for (const cJSON *it = opts->child; it && c->kafka_options; it = it->next) {
+		char path[256];
+		snprintf(path, sizeof path, "kafka.options.%s", it->string);
+		if (!cJSON_IsString(it)) {
+			err_add(e, path, "must be a string (librdkafka takes strings)");
+			continue;
+		}
+		c->kafka_options[c->n_kafka_options++] = strdup(it->string);
+		c->kafka_options[c->n_kafka_options++] = strdup(it->valuestring);
+	}
+}
+
+int config_load(const char *path, struct config *c, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof *c);
+	struct errs e = { .file = path, .buf = err, .len = errlen };
+	if (errlen)
+		err[0] = '\0';
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	char *text = NULL;
+	size_t cap = 0, len = 0, n;
+	char chunk[65536];
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		if (len + n + 1 > cap) {
+			cap = (len + n + 1) * 2;
+			char *grown = realloc(text, cap);
+			if (!grown) {
+				free(text);
+				fclose(f);
+				return -ENOMEM;
+			}
+			text = grown;
+		}
+		memcpy(text + len, chunk, n);
+		len += n;
+	}
+	fclose(f);
+	if (!text) {
+		snprintf(err, errlen, "%s: empty file", path);
+		return -EINVAL;
+	}
+	text[len] = '\0';
+	const char *bad = NULL;
+	cJSON *root = cJSON_ParseWithOpts(text, &bad, 0);
+	if (!root || !cJSON_IsObject(root)) {
+		size_t off = bad ? (size_t)(bad - text) : 0, line = 1;
+		for (size_t i = 0; i < off && i < len; i++)
+			line += text[i] == '\n';
+		snprintf(err, errlen, "%s: (root): not a JSON object (error near line %zu)",
+			 path, line);
+		cJSON_Delete(root);
+		free(text);
+		return -EINVAL;
+	}
+	static const char *const known[] = { "s3", "kafka", "state_dir", "views_dir",
+					     "cache", NULL };
+	check_known(&e, root, "", known);
+	const cJSON *s3 = get_obj(&e, root, "s3");
+	const cJSON *kafka = get_obj(&e, root, "kafka");
+	const cJSON *cache = get_obj(&e, root, "cache");
+	if (!s3)
+		err_add(&e, "s3", "missing");
+	else
+		parse_s3(&e, s3, c);
+	if (!kafka)
+		err_add(&e, "kafka", "missing");
+	else
+		parse_kafka(&e, kafka, c);
+	c->state_dir = get_str(&e, root, "state_dir", "state_dir", "/var/lib/facetfs");
+	c->views_dir = get_str(&e, root, "views_dir", "views_dir", "/etc/facetfs/views.d");
+	static const char *const cache_known[] = { "dir", "max_bytes", NULL };
+	check_known(&e, cache, "cache", cache_known);
+	c->cache_dir = get_str(&e, cache, "dir", "cache.dir", "/var/cache/facetfs");
+	c->cache_max_bytes = 1ULL << 30;
+	const cJSON *mb = cache ? cJSON_GetObjectItemCaseSensitive(cache, "max_bytes") : NULL;
+	if (cJSON_IsNumber(mb) && mb->valuedouble >= 0)
+		c->cache_max_bytes = (uint64_t)mb->valuedouble;
+	else if (cJSON_IsString(mb) && config_parse_size(mb->valuestring, &c->cache_max_bytes) < 0)
+		err_add(&e, "cache.max_bytes", "bad size \"%s\" (units: B, KB, MB, GB, KiB, MiB, GiB, TiB)",
+			mb->valuestring);
+	else if (mb && !cJSON_IsNumber(mb) && !cJSON_IsString(mb))
+		err_add(&e, "cache.max_bytes", "must be a number or a size string");
+
+	cJSON_Delete(root);
+	free(text);
+	if (e.count) {
+		config_release(c);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void config_release(struct config *c)
+{
+	free(c->s3_endpoint);
+	free(c->s3_region);
+	free(c->s3_access_key);
+	free(c->s3_secret_key);
+	free(c->kafka_brokers);
+	free(c->kafka_topic);
+	free(c->kafka_group);
+	for (size_t i = 0; i < c->n_kafka_options; i++)
+		free(c->kafka_options[i]);
+	free(c->kafka_options);
+	free(c->state_dir);
+	free(c->views_dir);
+	free(c->cache_dir);
+	memset(c, 0, sizeof *c);
+}

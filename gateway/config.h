@@ -1,0 +1,35 @@
+/*
+ * config.h — the gateway configuration file (JSON, DESIGN.md).
+ *
+ * config_load() reads and validates the whole file and reports every
+ * problem as "FILE: JSON.PATH: reason" lines in the error buffer (several
+ * lines separated by '\n'). Credentials missing from the file are taken
+ * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Sizes accept units
+ * ("20GiB"). Defaults: region "default", https false, group
+ * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB.
+ * The struct owns all its strings; config_release() frees them.
+ */
+#ifndef FACETFS_CONFIG_H
+#define FACETFS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct config {
+	char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+	bool s3_https;
+	char *kafka_brokers, *kafka_topic, *kafka_group;
+	char **kafka_options;        /* key, value, key, value, ... */
+	size_t n_kafka_options;      /* number of strings (2 per option) */
+	char *state_dir, *views_dir;
+	char *cache_dir;
+	uint64_t cache_max_bytes;
+};
+
+int config_load(const char *path, struct config *out, char *err, size_t errlen);
+void config_release(struct config *c);
+/* "20GiB", "1000", "5 MB" -> bytes; -EINVAL on a bad number or unit. */
+int config_parse_size(const char *text, uint64_t *out);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * ingest.h — the event pipeline between the Kafka consumer and the index:
+ * decode each message (events/record.h), fetch with one HEAD what an event
+ * lacks and a view needs (AWS events carry no metadata), apply the batch and
+ * its offsets in one index write, then invalidate the mount's kernel caches
+ * for what changed and record event-to-visible latency.
+ *
+ * Threads: the consumer callbacks run on the consumer thread;
+ * ingest_change_fn() is also called by scan threads. ingest_set_fs() may be
+ * called from main at any time (the fs pointer is atomic): changes before
+ * the mount exists need no invalidation.
+ */
+#ifndef FACETFS_INGEST_H
+#define FACETFS_INGEST_H
+
+#include <stddef.h>
+
+struct index;
+struct s3;
+struct view;
+struct stats;
+struct fs;
+struct consumer_cb;
+struct ingest;
+
+int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
+	       size_t n_views, struct stats *st, struct ingest **out);
+void ingest_free(struct ingest *g);
+/* Fill the consumer's callbacks (apply, stored_offset) bound to g. */
+void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
+void ingest_set_fs(struct ingest *g, struct fs *fs);
+/* An index_change_fn: forwards a membership change to the mount. */
+void ingest_change_fn(void *ctx, size_t view, const char *path, int what);
+
+#endif

@@ -1,0 +1,294 @@
+/* main.c — the facetfs command line: mount, check, status, rescan. */
+#include "gateway/gateway.h"
+#include "gateway/log.h"
+#include "views/filter.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef FACETFS_VERSION
+#define FACETFS_VERSION "0.1.0"
+#endif
+
+static const char usage_text[] =
+	"usage: facetfs COMMAND [ARGS]\n"
+	"\n"
+	"  facetfs mount -c gateway.json MOUNTPOINT [-f] [-o fuse_options] [-v]\n"
+	"      Mount the views defined in the config's views_dir at MOUNTPOINT.\n"
+	"      Exits 0 once the mount works (or, with -f, when it is unmounted);\n"
+	"      non-zero with a message if the config, a filter file, S3 or Kafka\n"
+	"      is not right (nothing is mounted then). Without -f the gateway\n"
+	"      runs in the background and logs to STATE_DIR/facetfs.log.\n"
+	"      Stop it with `fusermount3 -u MOUNTPOINT`, SIGTERM or Ctrl-C.\n"
+	"  facetfs check [--explain] FILTER.json...\n"
+	"      Validate filter files; print each problem as FILE: JSON.PATH: reason.\n"
+	"      --explain prints each filter normalised. Exit 1 if any is wrong.\n"
+	"  facetfs status MOUNTPOINT [--json]\n"
+	"      Counters, Kafka lag, scan progress and event-to-visible latency\n"
+	"      of a running gateway (read from MOUNTPOINT/.facetfs/).\n"
+	"  facetfs rescan MOUNTPOINT [VIEW]\n"
+	"      Ask the running gateway to list the bucket(s) again and reconcile.\n"
+	"\n"
+	"  facetfs --help | --version\n";
+
+static int usage(FILE *f, int code)
+{
+	fputs(usage_text, f);
+	return code;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct mount_opts o = { .verbosity = 1 };
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:fo:vqh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': o.config_path = optarg; break;
+		case 'f': o.foreground = true; break;
+		case 'o': o.fuse_opts = optarg; break;
+		case 'v': o.verbosity++; break;
+		case 'q': o.verbosity = 0; break;
+		case 'h': return usage(stdout, 0);
+		default: return usage(stderr, 2);
+		}
+	}
+	if (!o.config_path || optind != argc - 1) {
+		fprintf(stderr, "facetfs mount: need -c CONFIG and one MOUNTPOINT\n");
+		return usage(stderr, 2);
+	}
+	o.mountpoint = argv[optind];
+	log_init("facetfs", o.verbosity);
+	return gateway_mount(&o);
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	bool explain = false;
+	int first = 1, bad = 0;
+	if (first < argc && strcmp(argv[first], "--explain") == 0) {
+		explain = true;
+		first++;
+	}
+	if (first >= argc) {
+		fprintf(stderr, "facetfs check: name at least one filter file\n");
+		return 2;
+	}
+	/* Names must be unique across the files checked together. */
+	struct view **loaded = calloc((size_t)argc, sizeof *loaded);
+	if (!loaded)
+		return 1;
+	for (int i = first; i < argc; i++) {
+		struct diag d = { 0 };
+		struct view *v = NULL;
+		int rc = view_load_file(argv[i], &v, &d);
+		for (size_t k = 0; k < d.n; k++)
+			fprintf(stderr, "%s\n", d.lines[k]);
+		if (rc < 0 || d.n)
+			bad++;
+		diag_release(&d);
+		if (!v)
+			continue;
+		for (int j = first; j < i; j++)
+			if (loaded[j] && strcmp(view_name(loaded[j]), view_name(v)) == 0) {
+				fprintf(stderr, "%s: name: duplicate view name \"%s\" (also in %s)\n",
+					argv[i], view_name(v), argv[j]);
+				bad++;
+			}
+		if (explain) {
+			char *text = view_explain(v);
+			printf("%s: %s\n", argv[i], text ? text : "(out of memory)");
+			free(text);
+		}
+		loaded[i] = v;
+	}
+	for (int i = first; i < argc; i++)
+		view_free(loaded[i]);
+	free(loaded);
+	if (!bad && !explain)
+		printf("%d filter file(s) OK\n", argc - first);
+	return bad ? 1 : 0;
+}
+
+/* Read a whole .facetfs/ file of a mount. */
+static char *read_meta(const char *mountpoint, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/.facetfs/%s", mountpoint, name);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0) {
+		fprintf(stderr, "facetfs: %s: %s (is a facetfs gateway mounted there?)\n",
+			path, strerror(errno));
+		return NULL;
+	}
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	ssize_t n;
+	while (buf && (n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += (size_t)n;
+		if (cap - len < 2) {
+			char *g = realloc(buf, cap * 2);
+			if (!g) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = g;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	if (buf)
+		buf[len] = '\0';
+	return buf;
+}
+
+static double num(const cJSON *o, const char *a, const char *b)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
+	if (b)
+		x = cJSON_GetObjectItemCaseSensitive(x, b);
+	return cJSON_IsNumber(x) ? x->valuedouble : 0;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	bool json = false;
+	const char *mp = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = true;
+		else if (!mp)
+			mp = argv[i];
+		else
+			return usage(stderr, 2);
+	}
+	if (!mp)
+		return usage(stderr, 2);
+	char *stats = read_meta(mp, "stats");
+	if (!stats)
+		return 1;
+	char *views = read_meta(mp, "views");
+	if (json) {
+		printf("{\"stats\":%s,\"views\":%s}\n", stats, views ? views : "null");
+		free(stats);
+		free(views);
+		return 0;
+	}
+	cJSON *s = cJSON_Parse(stats), *v = views ? cJSON_Parse(views) : NULL;
+	if (!s) {
+		fprintf(stderr, "facetfs status: %s/.facetfs/stats is not JSON\n", mp);
+		free(stats);
+		free(views);
+		return 1;
+	}
+	printf("events    consumed %.0f  applied %.0f  ignored %.0f  malformed %.0f\n",
+	       num(s, "events", "consumed"), num(s, "events", "applied"),
+	       num(s, "events", "ignored"), num(s, "events", "malformed"));
+	printf("kafka lag ");
+	const cJSON *lag = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(s, "kafka"), "lag");
+	int nlag = 0;
+	for (const cJSON *p = lag ? lag->child : NULL; p; p = p->next, nlag++)
+		printf("%s %.0f  ", p->string, p->valuedouble);
+	printf("%s\n", nlag ? "" : "(no partitions assigned)");
+	printf("s3        list %.0f  head %.0f  get %.0f  put %.0f  copy %.0f  delete %.0f  errors %.0f\n",
+	       num(s, "s3", "list"), num(s, "s3", "head"), num(s, "s3", "get"),
+	       num(s, "s3", "put"), num(s, "s3", "copy"), num(s, "s3", "delete"),
+	       num(s, "s3", "errors"));
+	printf("scans     running %.0f  completed %.0f  objects listed %.0f\n",
+	       num(s, "scans", "running"), num(s, "scans", "completed"),
+	       num(s, "scans", "objects"));
+	printf("fuse      lookup %.0f  getattr %.0f  readdir %.0f  read %.0f\n",
+	       num(s, "fuse", "lookup"), num(s, "fuse", "getattr"),
+	       num(s, "fuse", "readdir"), num(s, "fuse", "read"));
+	printf("latency   event->visible ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f\n",
+	       num(s, "visible_latency_ms", "count"), num(s, "visible_latency_ms", "p50"),
+	       num(s, "visible_latency_ms", "p99"), num(s, "visible_latency_ms", "max"));
+	printf("keys      not mappable to a path: %.0f\n", num(s, "keys", "not_a_path"));
+	for (const cJSON *x = v ? v->child : NULL; x; x = x->next) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "state");
+		printf("view %-20s %-9s objects %.0f", x->string,
+		       cJSON_IsString(st) ? st->valuestring : "?", num(x, "objects", NULL));
+		const cJSON *bs = cJSON_GetObjectItemCaseSensitive(x, "buckets");
+		for (const cJSON *b = bs ? bs->child : NULL; b; b = b->next) {
+			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(b, "name");
+			const cJSON *sc = cJSON_GetObjectItemCaseSensitive(b, "scan");
+			printf("  [%s: %s, %.0f listed]", cJSON_IsString(nm) ? nm->valuestring : "?",
+			       cJSON_IsString(sc) ? sc->valuestring : "?",
+			       num(b, "scanned_objects", NULL));
+		}
+		printf("\n");
+	}
+	cJSON_Delete(s);
+	cJSON_Delete(v);
+	free(stats);
+	free(views);
+	return 0;
+}
+
+static int cmd_rescan(int argc, char **argv)
+{
+	if (argc < 2 || argc > 3)
+		return usage(stderr, 2);
+	char path[4096], cmd[512];
+	snprintf(path, sizeof path, "%s/.facetfs/control", argv[1]);
+	int n = snprintf(cmd, sizeof cmd, "rescan%s%s\n", argc == 3 ? " " : "",
+			 argc == 3 ? argv[2] : "");
+	int fd = open(path, O_RDWR);
+	if (fd < 0) {
+		fprintf(stderr, "facetfs rescan: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (write(fd, cmd, (size_t)n) != n) {
+		fprintf(stderr, "facetfs rescan: %s: %s\n", path, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	char answer[65536];
+	ssize_t got = pread(fd, answer, sizeof answer - 1, 0);
+	close(fd);
+	if (got < 0) {
+		fprintf(stderr, "facetfs rescan: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	answer[got] = '\0';
+	fputs(answer, stdout);
+	return strncmp(answer, "error", 5) == 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage(stderr, 2);
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0)
+		return usage(stdout, 0);
+	if (strcmp(cmd, "--version") == 0) {
+		printf("facetfs %s\n", FACETFS_VERSION);
+		return 0;
+	}
+	log_init("facetfs", 1);
+	if (strcmp(cmd, "mount") == 0)
+		return cmd_mount(argc - 1, argv + 1);
+	if (strcmp(cmd, "check") == 0)
+		return cmd_check(argc - 1, argv + 1);
+	if (strcmp(cmd, "status") == 0)
+		return cmd_status(argc - 1, argv + 1);
+	if (strcmp(cmd, "rescan") == 0)
+		return cmd_rescan(argc - 1, argv + 1);
+	fprintf(stderr, "facetfs: unknown command \"%s\"\n", cmd);
+	return usage(stderr, 2);
+}

@@ -1,0 +1,37 @@
+/*
+ * reader.h — reading one object version through the mount.
+ *
+ * A reader belongs to one open file descriptor and one object version (its
+ * ETag): every ranged GET it sends carries If-Match, so a descriptor never
+ * mixes two versions: once the object changed in S3, reads that need bytes
+ * the reader does not hold fail with -ESTALE.
+ *
+ * Sequential reads are detected and served from a read-ahead window that
+ * grows from 256 KiB to 8 MiB; the next window is fetched by a helper
+ * thread while the caller copies from the current one. Random reads fetch
+ * just what they need (rounded up to 64 KiB).
+ *
+ * Threads: reader_read() may be called from several FUSE worker threads at
+ * once; the reader's mutex is never held across an S3 request.
+ * Ownership: reader_open() copies bucket, key and etag.
+ */
+#ifndef FACETFS_READER_H
+#define FACETFS_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct s3;
+struct stats;
+struct reader;
+
+int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
+		const char *key, const char *etag, uint64_t size,
+		struct reader **out);
+/* Up to len bytes at off; returns the count (0 at or past the end) or a
+ * negative errno (-ESTALE when the object changed, -EIO, -ENOENT). */
+ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off);
+void reader_close(struct reader *r);
+
+#endif
