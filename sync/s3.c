@@ -1,0 +1,887 @@
+/*
+ * s3.c — the request engine of the S3 client and its operations (s3.h).
+ *
+ * DESIGN. Every operation fills a struct s3_req (method, URL parts, extra
+ * headers, where the body goes or comes from) and hands it to s3_req_run(),
+ * which does the attempts: borrow a curl handle from the pool, set it up,
+ * perform, return the handle, classify the outcome (s3_retryable(),
+ * s3_errno_map() in s3_wire.c), and sleep with jittered exponential backoff
+ * before the next attempt. Attempts stop after S3_TRIES or when the next
+ * sleep would pass S3_RETRY_BUDGET_MS since the first attempt. The final
+ * failure is logged once, here, with method, bucket, key and HTTP status.
+ *
+ * The pool: up to S3_POOL_MAX idle curl handles under s->lock, taken LIFO so
+ * the handle with the freshest keep-alive connection is reused. The lock is
+ * held only to push or pop; never across a request. curl_easy_reset() at
+ * each use clears options but keeps the handle's live connections.
+ */
+#include "sync/s3.h"
+#include "sync/s3_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+
+#define S3_POOL_MAX          32
+#define S3_TRIES             5
+#define S3_RETRY_BUDGET_MS   7000
+#define S3_CONNECT_MS        2000
+#define S3_STALL_S           60      /* no byte for this long: timeout */
+#define S3_ERRBODY_MAX       (64u << 10)
+#define S3_BODY_MAX          (64u << 20)
+
+struct s3 {
+	char *base;                  /* "http://host:port", no trailing '/' */
+	char *sigv4;                 /* "aws:amz:REGION:s3" */
+	char *access_key, *secret_key;
+	struct stats *st;
+	pthread_mutex_t lock;        /* protects pool[] and n_pool */
+	CURL *pool[S3_POOL_MAX];
+	int n_pool;
+};
+
+enum s3_sink { SINK_NONE, SINK_BUF, SINK_GROW };
+
+/* One request and, after s3_req_run(), its answer. */
+struct s3_req {
+	/* what to send */
+	const char *method;          /* for logs: GET HEAD PUT DELETE */
+	const char *bucket, *key;    /* key NULL: a bucket request */
+	const char *query;           /* encoded, sorted; NULL for none */
+	struct curl_slist *hdrs;
+	bool head, del, upload;
+	int fd;                      /* upload source (-1: empty body) */
+	uint64_t up_size;
+	long stall_s;
+	enum s3_sink sink;
+	char *buf;                   /* SINK_BUF: [off, off+len) of the object */
+	size_t len;
+	uint64_t off;
+	bool want_meta;              /* collect x-amz-meta-* */
+
+	/* what came back; cleared at every attempt by req_attempt_reset() */
+	long status;
+	size_t got;                  /* SINK_BUF: bytes stored */
+	uint64_t body_seen;
+	bool full;                   /* SINK_BUF filled; we stopped curl */
+	char *body;                  /* SINK_GROW body, or an error body */
+	size_t body_len, body_cap;
+	char etag[72];
+	uint64_t clen;
+	bool has_clen;
+	int64_t mtime_ns;
+	char *ctype;
+	struct obj_kv *meta;
+	size_t n_meta;
+	int cb_err;                  /* a callback's own failure (-errno) */
+	uint64_t up_pos;
+	EVP_MD_CTX *md5;             /* upload digest, NULL unless upload */
+	char s3code[64];
+};
+
+static pthread_once_t s3_curl_once = PTHREAD_ONCE_INIT;
+
+static void s3_curl_global(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int s3_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
+{
+	*out = NULL;
+	if (!c || !c->endpoint || !*c->endpoint || !c->access_key ||
+	    !c->secret_key)
+		return -EINVAL;
+	pthread_once(&s3_curl_once, s3_curl_global);
+	struct s3 *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	const char *scheme = strstr(c->endpoint, "://") ? "" :
+			     c->https ? "https://" : "http://";
+	const char *region = c->region && *c->region ? c->region : "us-east-1";
+	if (asprintf(&s->base, "%s%s", scheme, c->endpoint) < 0)
+		s->base = NULL;
+	if (asprintf(&s->sigv4, "aws:amz:%s:s3", region) < 0)
+		s->sigv4 = NULL;
+	s->access_key = strdup(c->access_key);
+	s->secret_key = strdup(c->secret_key);
+	if (!s->base || !s->sigv4 || !s->access_key || !s->secret_key)
+		goto nomem;
+	size_t bl = strlen(s->base);
+	while (bl > 0 && s->base[bl - 1] == '/')
+		s->base[--bl] = '\0';
+	s->st = st;
+	pthread_mutex_init(&s->lock, NULL);
+	*out = s;
+	return 0;
+nomem:
+	free(s->base);
+	free(s->sigv4);
+	free(s->access_key);
+	free(s->secret_key);
+	free(s);
+	return -ENOMEM;
+}
+
+void s3_free(struct s3 *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->n_pool; i++)
+		curl_easy_cleanup(s->pool[i]);
+	pthread_mutex_destroy(&s->lock);
+	free(s->base);
+	free(s->sigv4);
+	if (s->secret_key)
+		memset(s->secret_key, 0, strlen(s->secret_key));
+	free(s->access_key);
+	free(s->secret_key);
+	free(s);
+}
+
+static CURL *s3_pool_get(struct s3 *s)
+{
+	CURL *h = NULL;
+	pthread_mutex_lock(&s->lock);
+	if (s->n_pool > 0)
+		h = s->pool[--s->n_pool];
+	pthread_mutex_unlock(&s->lock);
+	if (h)
+		curl_easy_reset(h);
+	else
+		h = curl_easy_init();
+	return h;
+}
+
+static void s3_pool_put(struct s3 *s, CURL *h)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->n_pool < S3_POOL_MAX) {
+		s->pool[s->n_pool++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+#define S3_STAT(s, f) do { if ((s)->st) stats_inc((s)->st, f); } while (0)
+#define S3_STAT_ADD(s, f, n) do { if ((s)->st) stats_add((s)->st, f, n); } while (0)
+
+/* ---- callbacks ---------------------------------------------------------- */
+
+static void req_meta_clear(struct s3_req *r)
+{
+	for (size_t i = 0; i < r->n_meta; i++) {
+		free(r->meta[i].name);
+		free(r->meta[i].value);
+	}
+	free(r->meta);
+	r->meta = NULL;
+	r->n_meta = 0;
+	free(r->ctype);
+	r->ctype = NULL;
+}
+
+/* Forget what a previous attempt (or a 100 Continue) left behind. */
+static void req_answer_reset(struct s3_req *r)
+{
+	r->got = 0;
+	r->body_seen = 0;
+	r->full = false;
+	r->body_len = 0;
+	r->etag[0] = '\0';
+	r->clen = 0;
+	r->has_clen = false;
+	r->mtime_ns = 0;
+	req_meta_clear(r);
+}
+
+static bool req_grow(struct s3_req *r, const char *p, size_t n, size_t max)
+{
+	if (r->body_len + n > max)
+		return false;
+	if (r->body_len + n + 1 > r->body_cap) {
+		size_t cap = r->body_cap ? r->body_cap : 16384;
+		while (cap < r->body_len + n + 1)
+			cap *= 2;
+		char *nb = realloc(r->body, cap);
+		if (!nb)
+			return false;
+		r->body = nb;
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, p, n);
+	r->body_len += n;
+	r->body[r->body_len] = '\0';
+	return true;
+}
+
+static size_t s3_cb_write(char *p, size_t sz, size_t nm, void *ud)
+{
+	struct s3_req *r = ud;
+	size_t n = sz * nm;
+	if (r->status >= 300) {          /* an error document: keep its head */
+		size_t room = S3_ERRBODY_MAX - r->body_len;
+		req_grow(r, p, n < room ? n : room, S3_ERRBODY_MAX);
+		return n;
+	}
+	if (r->sink == SINK_GROW) {
+		if (!req_grow(r, p, n, S3_BODY_MAX)) {
+			r->cb_err = -ENOMEM;
+			return 0;
+		}
+		return n;
+	}
+	if (r->sink != SINK_BUF)
+		return n;
+	/* A 200 to a ranged GET is the whole object: skip up to off. */
+	uint64_t skip = r->status == 200 ? r->off : 0;
+	uint64_t pos = r->body_seen;
+	r->body_seen += n;
+	if (pos + n <= skip)
+		return n;
+	size_t from = pos < skip ? (size_t)(skip - pos) : 0;
+	size_t take = n - from;
+	if (take > r->len - r->got)
+		take = r->len - r->got;
+	memcpy(r->buf + r->got, p + from, take);
+	r->got += take;
+	if (r->got == r->len && take < n - from) {
+		r->full = true;          /* more than asked for: stop here */
+		return 0;
+	}
+	return n;
+}
+
+static void hdr_trim(const char **v, size_t *n)
+{
+	while (*n && (**v == ' ' || **v == '\t')) {
+		(*v)++;
+		(*n)--;
+	}
+	while (*n && ((*v)[*n - 1] == '\r' || (*v)[*n - 1] == '\n' ||
+		      (*v)[*n - 1] == ' ' || (*v)[*n - 1] == '\t'))
+		(*n)--;
+}
+
+static bool hdr_is(const char *line, size_t nlen, const char *name)
+{
+	return strlen(name) == nlen && strncasecmp(line, name, nlen) == 0;
+}
+
+static int hdr_meta(struct s3_req *r, const char *name, size_t nlen,
+		    const char *v, size_t vn)
+{
+	char *k = strndup(name, nlen), *val = strndup(v, vn);
+	struct obj_kv *m = realloc(r->meta, (r->n_meta + 1) * sizeof *m);
+	if (!k || !val || !m) {
+		free(k);
+		free(val);
+		if (m)
+			r->meta = m;
+		return -ENOMEM;
+	}
+	for (char *c = k; *c; c++)
+		if (*c >= 'A' && *c <= 'Z')
+			*c = (char)(*c - 'A' + 'a');
+	r->meta = m;
+	m[r->n_meta].name = k;
+	m[r->n_meta].value = val;
+	r->n_meta++;
+	return 0;
+}
+
+static size_t s3_cb_header(char *line, size_t sz, size_t nm, void *ud)
+{
+	struct s3_req *r = ud;
+	size_t n = sz * nm;
+	if (n >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+		const char *sp = memchr(line, ' ', n);
+		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		req_answer_reset(r);     /* a new response (after 100 Continue) */
+		return n;
+	}
+	const char *colon = memchr(line, ':', n);
+	if (!colon)
+		return n;
+	size_t nlen = (size_t)(colon - line);
+	const char *v = colon + 1;
+	size_t vn = n - nlen - 1;
+	hdr_trim(&v, &vn);
+	if (hdr_is(line, nlen, "etag")) {
+		s3_etag_copy(r->etag, v, vn);
+	} else if (hdr_is(line, nlen, "content-length")) {
+		char tmp[24];
+		if (vn < sizeof tmp) {
+			memcpy(tmp, v, vn);
+			tmp[vn] = '\0';
+			r->clen = strtoull(tmp, NULL, 10);
+			r->has_clen = true;
+		}
+	} else if (hdr_is(line, nlen, "last-modified")) {
+		int64_t ns = s3_time_http(v, vn);
+		r->mtime_ns = ns < 0 ? 0 : ns;
+	} else if (r->want_meta && hdr_is(line, nlen, "content-type")) {
+		free(r->ctype);
+		r->ctype = strndup(v, vn);
+		if (!r->ctype)
+			r->cb_err = -ENOMEM;
+	} else if (r->want_meta && nlen > 11 &&
+		   strncasecmp(line, "x-amz-meta-", 11) == 0) {
+		if (hdr_meta(r, line + 11, nlen - 11, v, vn) < 0)
+			r->cb_err = -ENOMEM;
+	}
+	return n;
+}
+
+static size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud)
+{
+	struct s3_req *r = ud;
+	size_t n = sz * nm;
+	if (r->fd < 0 || r->up_pos >= r->up_size)
+		return 0;
+	if (n > r->up_size - r->up_pos)
+		n = (size_t)(r->up_size - r->up_pos);
+	ssize_t k;
+	do
+		k = pread(r->fd, p, n, (off_t)r->up_pos);
+	while (k < 0 && errno == EINTR);
+	if (k <= 0) {
+		r->cb_err = k < 0 ? -errno : -EIO;   /* file shrank under us */
+		log_error("s3: PUT %s/%s: reading the source at %" PRIu64 ": %s",
+			  r->bucket, r->key, r->up_pos,
+			  k < 0 ? strerror(errno) : "unexpected end of file");
+		return CURL_READFUNC_ABORT;
+	}
+	if (r->md5 && EVP_DigestUpdate(r->md5, p, (size_t)k) != 1) {
+		r->cb_err = -EIO;
+		return CURL_READFUNC_ABORT;
+	}
+	r->up_pos += (uint64_t)k;
+	return (size_t)k;
+}
+
+/* ---- the engine --------------------------------------------------------- */
+
+static char *req_url(const struct s3 *s, const struct s3_req *r)
+{
+	size_t kl = r->key ? strlen(r->key) : 0, bl = strlen(r->bucket);
+	size_t cap = strlen(s->base) + 3 * (bl + kl) + 8 +
+		     (r->query ? strlen(r->query) : 0);
+	char *u = malloc(cap);
+	if (!u)
+		return NULL;
+	size_t o = (size_t)snprintf(u, cap, "%s/", s->base);
+	int k = s3_url_encode(r->bucket, false, u + o, cap - o);
+	if (k < 0)
+		goto fail;
+	o += (size_t)k;
+	if (r->key) {
+		u[o++] = '/';
+		k = s3_url_encode(r->key, true, u + o, cap - o);
+		if (k < 0)
+			goto fail;
+		o += (size_t)k;
+	}
+	if (r->query)
+		snprintf(u + o, cap - o, "?%s", r->query);
+	return u;
+fail:
+	free(u);
+	return NULL;
+}
+
+static CURLcode req_setup(const struct s3 *s, CURL *h, struct s3_req *r,
+			  const char *url, char *errbuf)
+{
+	CURLcode c = CURLE_OK;
+#define SET(opt, val) do { if (!c) c = curl_easy_setopt(h, opt, val); } while (0)
+	SET(CURLOPT_URL, url);
+	SET(CURLOPT_PATH_AS_IS, 1L);         /* keys may hold "./" or "../" */
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_TCP_NODELAY, 1L);
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)S3_CONNECT_MS);
+	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+	SET(CURLOPT_LOW_SPEED_TIME, r->stall_s);
+	SET(CURLOPT_AWS_SIGV4, s->sigv4);
+	SET(CURLOPT_USERNAME, s->access_key);
+	SET(CURLOPT_PASSWORD, s->secret_key);
+	SET(CURLOPT_HTTPHEADER, r->hdrs);
+	SET(CURLOPT_ERRORBUFFER, errbuf);
+	SET(CURLOPT_HEADERFUNCTION, s3_cb_header);
+	SET(CURLOPT_HEADERDATA, r);
+	SET(CURLOPT_WRITEFUNCTION, s3_cb_write);
+	SET(CURLOPT_WRITEDATA, r);
+	if (r->sink == SINK_BUF && r->len >= (256u << 10))
+		SET(CURLOPT_BUFFERSIZE, 512L << 10);
+	if (r->head)
+		SET(CURLOPT_NOBODY, 1L);
+	if (r->del)
+		SET(CURLOPT_CUSTOMREQUEST, "DELETE");
+	if (r->upload) {
+		SET(CURLOPT_UPLOAD, 1L);
+		SET(CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->up_size);
+		SET(CURLOPT_READFUNCTION, s3_cb_read);
+		SET(CURLOPT_READDATA, r);
+		if (r->up_size >= (256u << 10))
+			SET(CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
+	}
+#undef SET
+	return c;
+}
+
+static int req_attempt_reset(struct s3_req *r)
+{
+	req_answer_reset(r);
+	r->status = 0;
+	r->cb_err = 0;
+	r->up_pos = 0;
+	r->s3code[0] = '\0';
+	if (r->md5 && EVP_DigestInit_ex(r->md5, EVP_md5(), NULL) != 1)
+		return -EIO;
+	return 0;
+}
+
+static void req_release(struct s3_req *r)
+{
+	req_meta_clear(r);
+	free(r->body);
+	r->body = NULL;
+	curl_slist_free_all(r->hdrs);
+	r->hdrs = NULL;
+	if (r->md5)
+		EVP_MD_CTX_free(r->md5);
+	r->md5 = NULL;
+}
+
+/* Append "name: value" to the request's headers. */
+static int req_header(struct s3_req *r, const char *name, const char *value)
+{
+	char line[8192];
+	int n = snprintf(line, sizeof line, "%s: %s", name, value);
+	if (n < 0 || (size_t)n >= sizeof line)
+		return -EINVAL;
+	struct curl_slist *l = curl_slist_append(r->hdrs, line);
+	if (!l)
+		return -ENOMEM;
+	r->hdrs = l;
+	return 0;
+}
+
+static int req_init(struct s3_req *r, const char *method, const char *bucket,
+		    const char *key)
+{
+	memset(r, 0, sizeof *r);
+	r->method = method;
+	r->bucket = bucket;
+	r->key = key;
+	r->fd = -1;
+	r->stall_s = S3_STALL_S;
+	if (!bucket || !*bucket || (key && !*key))
+		return -EINVAL;
+	return req_header(r, "x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+}
+
+static int64_t s3_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Perform r with retries; 0 or -errno (already logged). quiet_404 makes a
+ * missing key a debug line, not an error. */
+static int s3_req_run(struct s3 *s, struct s3_req *r)
+{
+	char errbuf[CURL_ERROR_SIZE];
+	char *url = req_url(s, r);
+	if (!url) {
+		log_error("s3: %s %s/%s: key too long or out of memory",
+			  r->method, r->bucket, r->key ? r->key : "");
+		return -ENAMETOOLONG;
+	}
+	int64_t t0 = s3_now_ms();
+	uint64_t rng = (uint64_t)t0 * 0x9E3779B97F4A7C15ull ^ (uintptr_t)r;
+	int err = 0, attempt;
+	CURLcode cc = CURLE_OK;
+	for (attempt = 0;; attempt++) {
+		errbuf[0] = '\0';
+		err = req_attempt_reset(r);
+		if (err)
+			break;
+		CURL *h = s3_pool_get(s);
+		if (!h) {
+			err = -ENOMEM;
+			break;
+		}
+		cc = req_setup(s, h, r, url, errbuf);
+		if (cc == CURLE_OK)
+			cc = curl_easy_perform(h);
+		long status = 0;
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		s3_pool_put(s, h);
+		r->status = status;
+		if (cc == CURLE_WRITE_ERROR && r->full)
+			cc = CURLE_OK;           /* we stopped it: buffer full */
+		if (r->cb_err) {                 /* our side failed: no retry */
+			err = r->cb_err;
+			break;
+		}
+		const char *t;
+		size_t tl;
+		if (status >= 300 && r->body_len &&
+		    s3_xml_find(r->body, r->body_len, "Code", &t, &tl) &&
+		    tl < sizeof r->s3code) {
+			memcpy(r->s3code, t, tl);
+			r->s3code[tl] = '\0';
+		}
+		err = s3_errno_map((int)cc, status, r->s3code);
+		if (!err || !s3_retryable((int)cc, status, r->s3code))
+			break;
+		unsigned delay = s3_backoff_ms((unsigned)attempt, &rng);
+		if (attempt + 1 >= S3_TRIES ||
+		    s3_now_ms() - t0 + delay > S3_RETRY_BUDGET_MS)
+			break;
+		S3_STAT(s, s3_retries);
+		log_debug("s3: %s %s/%s: HTTP %ld %s%s, retry in %u ms",
+			  r->method, r->bucket, r->key ? r->key : "", status,
+			  r->s3code, cc ? curl_easy_strerror(cc) : "", delay);
+		struct timespec ts = { delay / 1000, (long)(delay % 1000) * 1000000 };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	free(url);
+	if (err == 0 || err == -ERANGE)
+		return err;
+	const char *why = cc ? (errbuf[0] ? errbuf : curl_easy_strerror(cc)) : "";
+	if (err == -ENOENT || err == -ESTALE) {
+		log_debug("s3: %s %s/%s: HTTP %ld %s", r->method, r->bucket,
+			  r->key ? r->key : "", r->status, r->s3code);
+		return err;
+	}
+	S3_STAT(s, s3_errors);
+	log_error("s3: %s %s/%s: HTTP %ld %s%s%s (%s) after %d attempt%s",
+		  r->method, r->bucket, r->key ? r->key : "", r->status,
+		  r->s3code, *why ? " " : "", why, strerror(-err), attempt + 1,
+		  attempt ? "s" : "");
+	return err;
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+int s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+	   size_t len, const char *if_match, void *buf, size_t *got)
+{
+	*got = 0;
+	if (len == 0)
+		return 0;
+	struct s3_req r;
+	int err = req_init(&r, "GET", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	char range[64];
+	uint64_t last = len - 1 > UINT64_MAX - off ? UINT64_MAX : off + (len - 1);
+	snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, last);
+	if (!err)
+		err = req_header(&r, "Range", range);
+	if (!err && if_match && *if_match) {
+		char q[80];
+		snprintf(q, sizeof q, "\"%s\"", if_match);
+		err = req_header(&r, "If-Match", q);
+	}
+	if (err)
+		goto out;
+	r.sink = SINK_BUF;
+	r.buf = buf;
+	r.len = len;
+	r.off = off;
+	S3_STAT(s, s3_get);
+	err = s3_req_run(s, &r);
+	if (err == -ERANGE) {            /* 416: wholly past the end */
+		err = 0;
+		r.got = 0;
+	}
+	if (!err) {
+		*got = r.got;
+		S3_STAT_ADD(s, s3_bytes_read, r.got);
+	}
+out:
+	req_release(&r);
+	return err;
+}
+
+int s3_head(struct s3 *s, const char *bucket, const char *key,
+	    struct obj_meta *out)
+{
+	memset(out, 0, sizeof *out);
+	struct s3_req r;
+	int err = req_init(&r, "HEAD", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	if (err)
+		goto out;
+	r.head = true;
+	r.want_meta = true;
+	S3_STAT(s, s3_head);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	out->bucket = strdup(bucket);
+	out->key = strdup(key);
+	if (!out->bucket || !out->key) {
+		err = -ENOMEM;
+		goto out;
+	}
+	out->size = r.clen;
+	out->mtime_ns = r.mtime_ns;
+	memcpy(out->etag, r.etag, sizeof out->etag);
+	out->flags = OBJ_HAS_META;
+	if (r.ctype) {
+		out->content_type = r.ctype;
+		r.ctype = NULL;
+		out->flags |= OBJ_HAS_CTYPE;
+	}
+	out->meta = r.meta;              /* you now own them */
+	out->n_meta = r.n_meta;
+	r.meta = NULL;
+	r.n_meta = 0;
+out:
+	if (err)
+		obj_meta_release(out);
+	req_release(&r);
+	return err;
+}
+
+int s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
+		 const char *token, s3_list_fn fn, void *ctx,
+		 char *next_token, size_t ntlen, bool *truncated)
+{
+	*truncated = false;
+	if (ntlen)
+		next_token[0] = '\0';
+	struct s3_req r;
+	char *query = NULL;
+	int err = req_init(&r, "LIST", bucket, NULL);
+	if (err)
+		goto out;
+	/* Parameters in sorted order: curl 7.88 signs the query as given. */
+	size_t tl = token ? strlen(token) : 0, pl = prefix ? strlen(prefix) : 0;
+	size_t cap = 3 * (tl + pl) + 96;
+	query = malloc(cap);
+	if (!query) {
+		err = -ENOMEM;
+		goto out;
+	}
+	size_t o = 0;
+	if (tl) {
+		o += (size_t)snprintf(query, cap, "continuation-token=");
+		o += (size_t)s3_url_encode(token, false, query + o, cap - o);
+		query[o++] = '&';
+	}
+	o += (size_t)snprintf(query + o, cap - o, "list-type=2&max-keys=1000");
+	if (pl) {
+		o += (size_t)snprintf(query + o, cap - o, "&prefix=");
+		s3_url_encode(prefix, false, query + o, cap - o);
+	}
+	r.query = query;
+	r.sink = SINK_GROW;
+	S3_STAT(s, s3_list);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	err = s3_xml_list_parse(r.body ? r.body : "", r.body_len, bucket, fn,
+				ctx, next_token, ntlen, truncated);
+	if (err < 0 && err != -EOVERFLOW)
+		log_error("s3: LIST %s prefix '%s': cannot read the answer: %s",
+			  bucket, prefix ? prefix : "", strerror(-err));
+out:
+	free(query);
+	req_release(&r);
+	return err;
+}
+
+/* x-amz-meta-* headers; -EINVAL for names/values that cannot be headers. */
+static int req_meta_headers(struct s3_req *r, const struct obj_kv *meta,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *k = meta[i].name, *v = meta[i].value ? meta[i].value : "";
+		if (!k || !*k || strpbrk(k, ":\r\n \t") || strpbrk(v, "\r\n"))
+			return -EINVAL;
+		char name[300];
+		int l = snprintf(name, sizeof name, "x-amz-meta-%s", k);
+		if (l < 0 || (size_t)l >= sizeof name)
+			return -EINVAL;
+		int err = req_header(r, name, v);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
+		uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		const char *content_type, char etag_out[72])
+{
+	etag_out[0] = '\0';
+	struct s3_req r;
+	int err = req_init(&r, "PUT", bucket, key);
+	if (!key || fd < 0 ||
+	    (content_type && strpbrk(content_type, "\r\n")))
+		err = err ? err : -EINVAL;
+	if (!err)
+		err = req_meta_headers(&r, meta, n_meta);
+	if (!err && content_type && *content_type)
+		err = req_header(&r, "Content-Type", content_type);
+	if (!err && size < (1u << 20))   /* small: skip the 100-continue trip */
+		err = req_header(&r, "Expect", "");
+	if (err)
+		goto out;
+	r.md5 = EVP_MD_CTX_new();
+	if (!r.md5) {
+		err = -ENOMEM;
+		goto out;
+	}
+	r.upload = true;
+	r.fd = fd;
+	r.up_size = size;
+	S3_STAT(s, s3_put);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	unsigned char d[16];
+	unsigned dl = 0;
+	if (r.up_pos != size || EVP_DigestFinal_ex(r.md5, d, &dl) != 1 ||
+	    dl != 16) {
+		log_error("s3: PUT %s/%s: sent %" PRIu64 " of %" PRIu64 " bytes",
+			  bucket, key, r.up_pos, size);
+		err = -EIO;
+		goto out;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(etag_out + 2 * i, 3, "%02x", d[i]);
+	if (r.etag[0] && strlen(r.etag) == 32 && strcasecmp(r.etag, etag_out)) {
+		log_error("s3: PUT %s/%s: server ETag %s, data MD5 %s", bucket,
+			  key, r.etag, etag_out);
+		S3_STAT(s, s3_errors);
+		etag_out[0] = '\0';
+		err = -EIO;
+	}
+out:
+	req_release(&r);
+	return err;
+}
+
+int s3_delete(struct s3 *s, const char *bucket, const char *key)
+{
+	struct s3_req r;
+	int err = req_init(&r, "DELETE", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	if (!err) {
+		r.del = true;
+		S3_STAT(s, s3_delete);
+		err = s3_req_run(s, &r);
+	}
+	req_release(&r);
+	return err;
+}
+
+int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
+	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
+	    char etag_out[72])
+{
+	etag_out[0] = '\0';
+	struct s3_req r;
+	char *src = NULL;
+	int err = req_init(&r, "COPY", bucket, dst_key);
+	if (!dst_key || !src_key || !*src_key)
+		err = err ? err : -EINVAL;
+	if (err)
+		goto out;
+	size_t cap = 3 * (strlen(bucket) + strlen(src_key)) + 4;
+	src = malloc(cap);
+	if (!src) {
+		err = -ENOMEM;
+		goto out;
+	}
+	src[0] = '/';
+	int k = s3_url_encode(bucket, false, src + 1, cap - 1);
+	if (k < 0) {
+		err = k;
+		goto out;
+	}
+	src[1 + k] = '/';
+	k = s3_url_encode(src_key, true, src + 2 + k, cap - 2 - (size_t)k);
+	if (k < 0)
+		err = k;
+	if (!err)
+		err = req_header(&r, "x-amz-copy-source", src);
+	if (!err && meta) {
+		err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
+		if (!err)
+			err = req_meta_headers(&r, meta, n_meta);
+	}
+	if (!err)
+		err = req_header(&r, "Expect", "");
+	if (err)
+		goto out;
+	r.upload = true;                 /* a PUT with an empty body */
+	r.up_size = 0;
+	r.sink = SINK_GROW;
+	r.stall_s = 5 * S3_STALL_S;      /* the server copies before answering */
+	S3_STAT(s, s3_copy);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	/* S3 may answer 200 and still fail the copy: the body says. */
+	const char *t;
+	size_t tl;
+	if (r.body_len && memmem(r.body, r.body_len, "<Error>", 7)) {
+		if (s3_xml_find(r.body, r.body_len, "Code", &t, &tl) &&
+		    tl < sizeof r.s3code) {
+			memcpy(r.s3code, t, tl);
+			r.s3code[tl] = '\0';
+		}
+		log_error("s3: COPY %s/%s -> %s: %s", bucket, src_key, dst_key,
+			  r.s3code);
+		S3_STAT(s, s3_errors);
+		err = -EIO;
+		goto out;
+	}
+	if (r.body_len && s3_xml_find(r.body, r.body_len, "ETag", &t, &tl)) {
+		char raw[160];
+		int n = s3_xml_decode(t, tl, raw, sizeof raw);
+		if (n > 0)
+			s3_etag_copy(etag_out, raw, (size_t)n);
+	}
+out:
+	free(src);
+	req_release(&r);
+	return err;
+}
+
+int s3_bucket_check(struct s3 *s, const char *bucket)
+{
+	struct s3_req r;
+	int err = req_init(&r, "HEAD", bucket, NULL);
+	if (!err) {
+		r.head = true;
+		err = s3_req_run(s, &r);
+	}
+	req_release(&r);
+	return err;
+}

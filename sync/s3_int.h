@@ -1,0 +1,63 @@
+/*
+ * s3_int.h — internals of the S3 client shared by its files (s3.c, the
+ * request engine; s3_wire.c, what goes on the wire) and its unit test. No
+ * other module includes this. Every function here is pure: no I/O, no
+ * locks, no curl handles, so any thread may call them.
+ */
+#ifndef FACETFS_S3_INT_H
+#define FACETFS_S3_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sync/s3.h"
+
+/* Percent-encode in (AWS rules: A-Za-z0-9-._~ kept, '/' kept when
+ * keep_slash, every other byte %XX upper-case) into out, NUL-terminated.
+ * Returns the length, or -ENAMETOOLONG if out is too small. */
+int s3_url_encode(const char *in, bool keep_slash, char *out, size_t outlen);
+
+/* Decode XML character data in[0..n) (&amp; &lt; &gt; &quot; &apos; &#N;
+ * &#xH;) into out, NUL-terminated. Returns the length, -EOVERFLOW if out is
+ * too small, -EINVAL on a malformed entity. */
+int s3_xml_decode(const char *in, size_t n, char *out, size_t outlen);
+
+/* Find the first <tag>text</tag> in xml[0..len): *text points at the raw
+ * (still encoded) text, *tlen its length. false if absent. */
+bool s3_xml_find(const char *xml, size_t len, const char *tag,
+		 const char **text, size_t *tlen);
+
+/* Parse one ListObjectsV2 answer, calling fn per <Contents> (see s3.h).
+ * Sets *truncated and next_token before the first call of fn. Returns 0,
+ * fn's nonzero value, -EOVERFLOW (token too long), -EPROTO (bad document)
+ * or -ENOMEM. */
+int s3_xml_list_parse(const char *xml, size_t len, const char *bucket,
+		      s3_list_fn fn, void *ctx, char *next_token, size_t ntlen,
+		      bool *truncated);
+
+/* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad */
+int64_t s3_time_http(const char *s, size_t n);
+/* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad */
+int64_t s3_time_iso(const char *s, size_t n);
+
+/* Copy an ETag without surrounding quotes (and without a W/ prefix) into
+ * out[72]; too long -> "" */
+void s3_etag_copy(char out[72], const char *in, size_t n);
+
+/* What a finished attempt means. curl_code is a CURLcode (0 = a response
+ * came), status the HTTP status, s3_code the <Code> of an error body ("" if
+ * none). */
+bool s3_retryable(int curl_code, long status, const char *s3_code);
+/* The one place HTTP/curl failures become errnos: 0 for 2xx, else -errno
+ * (-ERANGE for 416, which s3_get() reads as "past the end"). */
+int  s3_errno_map(int curl_code, long status, const char *s3_code);
+
+/* Delay before retry number attempt (0 = first retry): exponential from
+ * S3_BACKOFF_BASE_MS, capped at S3_BACKOFF_CAP_MS, with jitter drawn from
+ * *rng (any nonzero seed): the result is in [d/2, d]. */
+#define S3_BACKOFF_BASE_MS 100u
+#define S3_BACKOFF_CAP_MS  2000u
+unsigned s3_backoff_ms(unsigned attempt, uint64_t *rng);
+
+#endif

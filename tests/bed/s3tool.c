@@ -1,0 +1,317 @@
+/*
+ * s3tool — a command-line driver of the S3 client (sync/s3.h), for the
+ * integration tests (tests/integration/t_s3.sh) and measurements.
+ *
+ * Endpoint and credentials come from the environment: S3_ENDPOINT,
+ * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and S3_REGION or
+ * AWS_DEFAULT_REGION. On failure it prints "s3tool: OP: ERRNO-TEXT" to
+ * stderr and exits with the errno number (ENOENT 2, EACCES 13, ESTALE 116,
+ * EHOSTUNREACH 113), so tests can tell failures apart.
+ *
+ *   s3tool get [-t] [-i ETAG] BUCKET KEY [OFF [LEN]]  bytes to stdout; no LEN:
+ *                                      to the end (one request); -t: MiB/s
+ *   s3tool head BUCKET KEY             size=, mtime_ns=, etag=, ctype=, meta.N=
+ *   s3tool list [-l] [-c] BUCKET [PREFIX]  keys, one a line (-l: "size etag
+ *                                      mtime_ns key"; -c: count and keys/s)
+ *   s3tool put [-c CTYPE] [-m N=V]... BUCKET KEY FILE   prints the ETag
+ *   s3tool copy [-R] [-m N=V]... BUCKET SRC DST  -m/-R: replace metadata
+ *   s3tool delete BUCKET KEY
+ *   s3tool check BUCKET
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+#include "sync/s3.h"
+
+#define MAX_META 64
+
+struct tool {
+	struct s3 *s3;
+	struct stats st;
+	bool timing, longfmt, count, replace;
+	const char *if_match, *ctype;
+	struct obj_kv meta[MAX_META];
+	size_t n_meta;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int fail(const char *op, int err)
+{
+	fprintf(stderr, "s3tool: %s: %s\n", op, strerror(-err));
+	return -err;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -errno;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int cmd_get(struct tool *t, char **a, int n)
+{
+	if (n < 2)
+		return fail("get", -EINVAL);
+	uint64_t off = n > 2 ? strtoull(a[2], NULL, 10) : 0;
+	uint64_t len;
+	if (n > 3) {
+		len = strtoull(a[3], NULL, 10);
+	} else {
+		struct obj_meta o;
+		int err = s3_head(t->s3, a[0], a[1], &o);
+		if (err)
+			return fail("get (head)", err);
+		len = o.size > off ? o.size - off : 0;
+		obj_meta_release(&o);
+	}
+	char *buf = malloc(len ? len : 1);
+	if (!buf)
+		return fail("get", -ENOMEM);
+	size_t got = 0;
+	double t0 = now_s();
+	int err = s3_get(t->s3, a[0], a[1], off, len, t->if_match, buf, &got);
+	double dt = now_s() - t0;
+	if (!err)
+		err = write_all(1, buf, got);
+	free(buf);
+	if (err)
+		return fail("get", err);
+	if (t->timing)
+		fprintf(stderr, "get: %zu bytes in %.3f s = %.1f MiB/s\n", got,
+			dt, got / 1048576.0 / (dt > 0 ? dt : 1e-9));
+	return 0;
+}
+
+static int cmd_head(struct tool *t, char **a, int n)
+{
+	if (n < 2)
+		return fail("head", -EINVAL);
+	struct obj_meta o;
+	int err = s3_head(t->s3, a[0], a[1], &o);
+	if (err)
+		return fail("head", err);
+	printf("size=%" PRIu64 "\nmtime_ns=%" PRId64 "\netag=%s\n", o.size,
+	       o.mtime_ns, o.etag);
+	if (o.flags & OBJ_HAS_CTYPE)
+		printf("ctype=%s\n", o.content_type);
+	for (size_t i = 0; i < o.n_meta; i++)
+		printf("meta.%s=%s\n", o.meta[i].name, o.meta[i].value);
+	obj_meta_release(&o);
+	return 0;
+}
+
+static int list_one(void *ctx, const struct obj_meta *o)
+{
+	struct tool *t = ctx;
+	if (!(o->flags & OBJ_FROM_SCAN))
+		return -EPROTO;
+	if (t->count)
+		return 0;
+	if (t->longfmt)
+		printf("%" PRIu64 " %s %" PRId64 " %s\n", o->size, o->etag,
+		       o->mtime_ns, o->key);
+	else
+		printf("%s\n", o->key);
+	return 0;
+}
+
+static int list_count(void *ctx, const struct obj_meta *o)
+{
+	(void)o;
+	(*(uint64_t *)ctx)++;
+	return 0;
+}
+
+static int cmd_list(struct tool *t, char **a, int n)
+{
+	if (n < 1)
+		return fail("list", -EINVAL);
+	char token[4096] = "";
+	bool more = true;
+	uint64_t keys = 0, pages = 0;
+	double t0 = now_s();
+	while (more) {
+		char next[4096];
+		int err = t->count ?
+			s3_list_page(t->s3, a[0], n > 1 ? a[1] : NULL, token,
+				     list_count, &keys, next, sizeof next, &more) :
+			s3_list_page(t->s3, a[0], n > 1 ? a[1] : NULL, token,
+				     list_one, t, next, sizeof next, &more);
+		if (err)
+			return fail("list", err);
+		memcpy(token, next, sizeof token);
+		pages++;
+	}
+	double dt = now_s() - t0;
+	if (t->count)
+		printf("%" PRIu64 " keys, %" PRIu64 " pages, %.3f s, %.0f keys/s\n",
+		       keys, pages, dt, keys / (dt > 0 ? dt : 1e-9));
+	return 0;
+}
+
+static int cmd_put(struct tool *t, char **a, int n)
+{
+	if (n < 3)
+		return fail("put", -EINVAL);
+	int fd = open(a[2], O_RDONLY);
+	if (fd < 0)
+		return fail("put (open)", -errno);
+	struct stat sb;
+	fstat(fd, &sb);
+	char etag[72];
+	double t0 = now_s();
+	int err = s3_put_file(t->s3, a[0], a[1], fd, (uint64_t)sb.st_size,
+			      t->meta, t->n_meta, t->ctype, etag);
+	double dt = now_s() - t0;
+	close(fd);
+	if (err)
+		return fail("put", err);
+	printf("%s\n", etag);
+	if (t->timing)
+		fprintf(stderr, "put: %jd bytes in %.3f s = %.1f MiB/s\n",
+			(intmax_t)sb.st_size, dt,
+			sb.st_size / 1048576.0 / (dt > 0 ? dt : 1e-9));
+	return 0;
+}
+
+static int cmd_copy(struct tool *t, char **a, int n)
+{
+	if (n < 3)
+		return fail("copy", -EINVAL);
+	char etag[72];
+	int err = s3_copy(t->s3, a[0], a[1], a[2],
+			  t->replace || t->n_meta ? t->meta : NULL, t->n_meta,
+			  etag);
+	if (err)
+		return fail("copy", err);
+	printf("%s\n", etag);
+	return 0;
+}
+
+static int cmd_delete(struct tool *t, char **a, int n)
+{
+	int err = n < 2 ? -EINVAL : s3_delete(t->s3, a[0], a[1]);
+	return err ? fail("delete", err) : 0;
+}
+
+static int cmd_check(struct tool *t, char **a, int n)
+{
+	int err = n < 1 ? -EINVAL : s3_bucket_check(t->s3, a[0]);
+	return err ? fail("check", err) : 0;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check "
+		"[options] BUCKET ... (see tests/bed/s3tool.c)\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct tool t = { 0 };
+	if (argc < 2)
+		return usage();
+	const char *cmd = argv[1];
+	int opt;
+	optind = 2;
+	while ((opt = getopt(argc, argv, "tlcRi:m:C:")) != -1) {
+		switch (opt) {
+		case 't': t.timing = true; break;
+		case 'l': t.longfmt = true; break;
+		case 'c':
+			if (strcmp(cmd, "list") == 0)
+				t.count = true;
+			else
+				return usage();
+			break;
+		case 'C': t.ctype = optarg; break;
+		case 'R': t.replace = true; break;
+		case 'i': t.if_match = optarg; break;
+		case 'm': {
+			char *eq = strchr(optarg, '=');
+			if (!eq || t.n_meta == MAX_META)
+				return usage();
+			*eq = '\0';
+			t.meta[t.n_meta].name = optarg;
+			t.meta[t.n_meta].value = eq + 1;
+			t.n_meta++;
+			break;
+		}
+		default:
+			return usage();
+		}
+	}
+	const char *ep = getenv("S3_ENDPOINT");
+	const char *region = getenv("S3_REGION");
+	if (!region)
+		region = getenv("AWS_DEFAULT_REGION");
+	struct s3_conf c = {
+		.endpoint = ep, .region = region,
+		.access_key = getenv("AWS_ACCESS_KEY_ID"),
+		.secret_key = getenv("AWS_SECRET_ACCESS_KEY"),
+	};
+	log_init("s3tool", getenv("S3TOOL_DEBUG") ? 2 : 0);
+	stats_init(&t.st);
+	int err = s3_new(&c, &t.st, &t.s3);
+	if (err) {
+		fprintf(stderr, "s3tool: set S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
+			"AWS_SECRET_ACCESS_KEY\n");
+		return -err;
+	}
+	char **a = argv + optind;
+	int n = argc - optind, rc;
+	if (strcmp(cmd, "get") == 0)
+		rc = cmd_get(&t, a, n);
+	else if (strcmp(cmd, "head") == 0)
+		rc = cmd_head(&t, a, n);
+	else if (strcmp(cmd, "list") == 0)
+		rc = cmd_list(&t, a, n);
+	else if (strcmp(cmd, "put") == 0)
+		rc = cmd_put(&t, a, n);
+	else if (strcmp(cmd, "copy") == 0)
+		rc = cmd_copy(&t, a, n);
+	else if (strcmp(cmd, "delete") == 0)
+		rc = cmd_delete(&t, a, n);
+	else if (strcmp(cmd, "check") == 0)
+		rc = cmd_check(&t, a, n);
+	else
+		rc = usage();
+	fflush(stdout);
+	if (getenv("S3TOOL_STATS"))
+		fprintf(stderr, "stats: get=%ju head=%ju list=%ju put=%ju "
+			"copy=%ju delete=%ju errors=%ju retries=%ju read=%ju\n",
+			(uintmax_t)stats_get(&t.st, s3_get),
+			(uintmax_t)stats_get(&t.st, s3_head),
+			(uintmax_t)stats_get(&t.st, s3_list),
+			(uintmax_t)stats_get(&t.st, s3_put),
+			(uintmax_t)stats_get(&t.st, s3_copy),
+			(uintmax_t)stats_get(&t.st, s3_delete),
+			(uintmax_t)stats_get(&t.st, s3_errors),
+			(uintmax_t)stats_get(&t.st, s3_retries),
+			(uintmax_t)stats_get(&t.st, s3_bytes_read));
+	s3_free(t.s3);
+	stats_release(&t.st);
+	return rc;
+}
