@@ -1,0 +1,71 @@
+/*
+ * filter_int.h — the inside of a struct view, shared by filter_parse.c
+ * (builds it), filter_match.c (reads it), filter_path.c (key <-> path) and
+ * filter_explain.c (prints it). Not for other modules: use filter.h.
+ *
+ * A match node holds the conditions of one `match` object (or one element
+ * of `any`, or the object of `not`). Absent conditions are NULL / have
+ * their has_* flag false. All strings are malloc'ed and owned by the node.
+ */
+#ifndef FACETFS_FILTER_INT_H
+#define FACETFS_FILTER_INT_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "views/filter.h"
+
+/* metadata / tags condition on one name */
+struct fl_kv_cond {
+	char *name;      /* lower case for metadata, as written for tags */
+	char **values;   /* one-of list; empty when `any_value` */
+	size_t n_values;
+	bool any_value;  /* "*" given: the name is present */
+};
+
+struct fl_match {
+	char *prefix, *suffix, *glob;
+	size_t prefix_len, suffix_len;
+	char *regex_src;
+	pcre2_code *regex;
+	bool has_size_min, has_size_max;
+	uint64_t size_min, size_max;
+	bool has_after, has_before;
+	int64_t after_ns, before_ns;
+	char **ctypes;   /* lower case; "type/" + "*" for a wildcard */
+	size_t n_ctypes;
+	struct fl_kv_cond *meta;
+	size_t n_meta;
+	struct fl_kv_cond *tags;
+	size_t n_tags;
+	struct fl_match *any;  /* array of sub-matches */
+	size_t n_any;
+	bool has_any;
+	struct fl_match *not_; /* one sub-match or NULL */
+};
+
+struct view {
+	char *name;
+	char *source;
+	char **buckets;
+	size_t n_buckets;
+	struct fl_match match;
+	char *strip_prefix; /* "" if none */
+	size_t strip_len;
+	bool flat;
+	bool commit;        /* visibility "commit" (else "session") */
+	bool writable;
+	struct obj_kv *on_create;
+	size_t n_on_create;
+	unsigned needs;
+	uint64_t hash;
+};
+
+void fl_match_release(struct fl_match *m);
+unsigned fl_match_needs(const struct fl_match *m);
+/* Normalised definition as a cJSON-free compact or pretty JSON text. */
+char *fl_explain(const struct view *v, bool pretty);
+/* ISO-8601 UTC text of ns since the epoch into buf (>= 40 bytes). */
+void fl_time_format(int64_t ns, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,932 @@
+/*
+ * filter_parse.c — JSON filter text -> struct view, with diagnostics.
+ *
+ * Walks the cJSON tree in document order, so errors come out in the order
+ * they appear in the file, and keeps going after an error so one run of
+ * `facetfs check` shows every problem. A node with an error is still
+ * released cleanly: the partially built view is freed at the end when any
+ * error was reported. Lists (buckets, content types, values) are sorted and
+ * de-duplicated here, which makes view_explain() (and view_hash()) the same
+ * for every spelling of one definition.
+ */
+#include "views/filter_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#define PATH_MAX_LEN 512
+#define NAME_MAX_LEN 255
+
+struct pctx {
+	const char *file;
+	struct diag *d;
+	int n_err;
+	int n_oom;
+};
+
+static void perr(struct pctx *c, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void perr(struct pctx *c, const char *path, const char *fmt, ...)
+{
+	char reason[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof reason, fmt, ap);
+	va_end(ap);
+	diag_add(c->d, "%s: %s: %s", c->file, path, reason);
+	c->n_err++;
+}
+
+static void *pc_oom(struct pctx *c)
+{
+	c->n_oom++;
+	return NULL;
+}
+
+static char *pc_strdup(struct pctx *c, const char *s)
+{
+	char *r = strdup(s);
+	return r ? r : pc_oom(c);
+}
+
+/* Paths longer than PATH_MAX_LEN end in "..." (only absurd files get there). */
+static void path_fix(char *out, int n)
+{
+	if (n >= PATH_MAX_LEN)
+		memcpy(out + PATH_MAX_LEN - 4, "...", 4);
+}
+
+static void path_key(char *out, const char *parent, const char *key)
+{
+	if (!parent[0])
+		path_fix(out, snprintf(out, PATH_MAX_LEN, "%s", key));
+	else
+		path_fix(out, snprintf(out, PATH_MAX_LEN, "%s.%s", parent, key));
+}
+
+static void path_idx(char *out, const char *parent, size_t i)
+{
+	path_fix(out, snprintf(out, PATH_MAX_LEN, "%s[%zu]", parent, i));
+}
+
+static const char *json_type(const cJSON *j)
+{
+	if (cJSON_IsString(j))
+		return "string";
+	if (cJSON_IsNumber(j))
+		return "number";
+	if (cJSON_IsBool(j))
+		return "boolean";
+	if (cJSON_IsNull(j))
+		return "null";
+	if (cJSON_IsArray(j))
+		return "array";
+	if (cJSON_IsObject(j))
+		return "object";
+	return "invalid";
+}
+
+static bool want(struct pctx *c, const cJSON *j, const char *path,
+		 cJSON_bool (*is)(const cJSON *const), const char *what)
+{
+	if (is(j))
+		return true;
+	perr(c, path, "expected %s, got %s", what, json_type(j));
+	return false;
+}
+
+/* Reports a duplicate field (cJSON keeps both); returns true if `it` repeats
+ * an earlier sibling's name. */
+static bool dup_field(struct pctx *c, const cJSON *obj, const cJSON *it, const char *path)
+{
+	for (const cJSON *p = obj->child; p && p != it; p = p->next) {
+		if (strcmp(p->string, it->string) == 0) {
+			perr(c, path, "duplicate field");
+			return true;
+		}
+	}
+	return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort and drop repeats. */
+static void str_list_normalise(char **v, size_t *n)
+{
+	if (*n < 2)
+		return;
+	qsort(v, *n, sizeof *v, cmp_str);
+	size_t w = 1;
+	for (size_t r = 1; r < *n; r++) {
+		if (strcmp(v[r], v[w - 1]) == 0)
+			free(v[r]);
+		else
+			v[w++] = v[r];
+	}
+	*n = w;
+}
+
+static void str_list_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* A string or a non-empty list of strings, in document order. */
+static int parse_str_list(struct pctx *c, const cJSON *j, const char *path,
+			  char ***out, size_t *n)
+{
+	char p[PATH_MAX_LEN];
+	*out = NULL;
+	*n = 0;
+	if (cJSON_IsString(j)) {
+		*out = calloc(1, sizeof **out);
+		if (!*out || !(**out = pc_strdup(c, j->valuestring))) {
+			free(*out);
+			*out = NULL;
+			pc_oom(c);
+			return -1;
+		}
+		*n = 1;
+		return 0;
+	}
+	if (!cJSON_IsArray(j)) {
+		perr(c, path, "expected a string or a list of strings, got %s", json_type(j));
+		return -1;
+	}
+	int cnt = cJSON_GetArraySize(j);
+	if (cnt == 0) {
+		perr(c, path, "empty list");
+		return -1;
+	}
+	char **v = calloc((size_t)cnt, sizeof *v);
+	if (!v) {
+		pc_oom(c);
+		return -1;
+	}
+	size_t i = 0;
+	int bad = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, j) {
+		path_idx(p, path, i);
+		if (!cJSON_IsString(e)) {
+			perr(c, p, "expected a string, got %s", json_type(e));
+			bad = 1;
+		} else if (!(v[*n] = pc_strdup(c, e->valuestring))) {
+			bad = 1;
+		} else {
+			(*n)++;
+		}
+		i++;
+	}
+	*out = v;
+	return bad ? -1 : 0;
+}
+
+/* ---- names ---- */
+
+static void check_view_name(struct pctx *c, const char *name)
+{
+	if (!name[0])
+		perr(c, "name", "empty view name");
+	else if (strlen(name) > NAME_MAX_LEN)
+		perr(c, "name", "view name longer than %d bytes", NAME_MAX_LEN);
+	else if (strchr(name, '/'))
+		perr(c, "name", "view name \"%s\" contains '/'", name);
+	else if (!strcmp(name, ".") || !strcmp(name, ".."))
+		perr(c, "name", "view name \"%s\" cannot be a directory name", name);
+	else if (name[0] == '.')
+		perr(c, "name", "view name \"%s\" starts with '.' (reserved)", name);
+}
+
+/* An HTTP header token: what can follow "x-amz-meta-". */
+static bool is_token(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (!isalnum(ch) && !strchr("!#$%&'*+-.^_`|~", ch))
+			return false;
+	}
+	return true;
+}
+
+static void str_lower(char *s)
+{
+	for (; *s; s++)
+		*s = (char)tolower((unsigned char)*s);
+}
+
+/* ---- sizes ---- */
+
+struct unit { const char *name; uint64_t mult; };
+static const struct unit units[] = {
+	{ "B", 1 },
+	{ "KB", 1000ull }, { "MB", 1000000ull }, { "GB", 1000000000ull },
+	{ "TB", 1000000000000ull },
+	{ "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 },
+	{ "TiB", 1ull << 40 },
+};
+
+static int parse_size(struct pctx *c, const cJSON *j, const char *path, uint64_t *out)
+{
+	if (cJSON_IsNumber(j)) {
+		double x = j->valuedouble;
+		if (!isfinite(x) || x >= 18446744073709551616.0) {
+			perr(c, path, "size too large");
+			return -1;
+		}
+		if (x < 0) {
+			perr(c, path, "negative size");
+			return -1;
+		}
+		if (x != floor(x)) {
+			perr(c, path, "not a whole number of bytes");
+			return -1;
+		}
+		*out = (uint64_t)x;
+		return 0;
+	}
+	if (!cJSON_IsString(j)) {
+		perr(c, path, "expected a number or a string like \"10GiB\", got %s", json_type(j));
+		return -1;
+	}
+	const char *s = j->valuestring, *p = s;
+	while (*p == ' ')
+		p++;
+	if (*p == '-') {
+		perr(c, path, "negative size");
+		return -1;
+	}
+	uint64_t ip = 0, frac = 0, fscale = 1;
+	bool digits = false, over = false;
+	for (; isdigit((unsigned char)*p); p++, digits = true) {
+		if (ip > (UINT64_MAX - 9) / 10)
+			over = true;
+		else
+			ip = ip * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.') {
+		p++;
+		for (; isdigit((unsigned char)*p); p++, digits = true) {
+			if (fscale >= 100000000000000000ull)
+				continue; /* beyond 1e-17: cannot change a whole result */
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			fscale *= 10;
+		}
+	}
+	if (!digits) {
+		perr(c, path, "bad size \"%s\" (want bytes, or a number with a unit like \"10GiB\")", s);
+		return -1;
+	}
+	while (*p == ' ')
+		p++;
+	uint64_t mult = 1;
+	if (*p) {
+		const char *u = p;
+		while (*p && *p != ' ')
+			p++;
+		size_t ul = (size_t)(p - u);
+		while (*p == ' ')
+			p++;
+		bool found = false;
+		for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+			if (strlen(units[i].name) == ul && !strncasecmp(units[i].name, u, ul)) {
+				mult = units[i].mult;
+				found = true;
+			}
+		}
+		if (!found || *p) {
+			perr(c, path, "unknown unit \"%.*s\"", (int)(found ? strlen(u) : ul), u);
+			return -1;
+		}
+	}
+	/* value = ip * mult + frac * mult / fscale, exactly */
+	unsigned __int128 whole = (unsigned __int128)ip * mult;
+	unsigned __int128 fpart = (unsigned __int128)frac * mult;
+	if (fpart % fscale) {
+		perr(c, path, "not a whole number of bytes");
+		return -1;
+	}
+	whole += fpart / fscale;
+	if (over || whole > UINT64_MAX) {
+		perr(c, path, "size too large");
+		return -1;
+	}
+	*out = (uint64_t)whole;
+	return 0;
+}
+
+/* ---- times ---- */
+
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	unsigned yoe = (unsigned)(y - era * 400);
+	unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static bool leap(int y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static int num(const char **p, int n)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (!isdigit((unsigned char)**p))
+			return -1;
+		v = v * 10 + (**p - '0');
+	}
+	return v;
+}
+
+/* "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM:SS[.fffffffff]Z" -> ns since the epoch. */
+static int time_parse(const char *s, int64_t *out)
+{
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	const char *p = s;
+	int y = num(&p, 4);
+	if (y < 1970 || *p++ != '-')
+		return -1;
+	int mo = num(&p, 2);
+	if (mo < 1 || mo > 12 || *p++ != '-')
+		return -1;
+	int d = num(&p, 2);
+	if (d < 1 || d > mdays[mo - 1] + (mo == 2 && leap(y)))
+		return -1;
+	int h = 0, mi = 0, se = 0;
+	int64_t ns = 0;
+	if (*p) {
+		if (*p++ != 'T')
+			return -1;
+		h = num(&p, 2);
+		if (h < 0 || h > 23 || *p++ != ':')
+			return -1;
+		mi = num(&p, 2);
+		if (mi < 0 || mi > 59 || *p++ != ':')
+			return -1;
+		se = num(&p, 2);
+		if (se < 0 || se > 59)
+			return -1;
+		if (*p == '.') {
+			p++;
+			int nd = 0;
+			while (isdigit((unsigned char)*p)) {
+				if (++nd > 9)
+					return -1;
+				ns = ns * 10 + (*p++ - '0');
+			}
+			if (!nd)
+				return -1;
+			for (; nd < 9; nd++)
+				ns *= 10;
+		}
+		if (*p++ != 'Z' || *p)
+			return -1;
+	}
+	int64_t days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+	int64_t secs = days * 86400 + h * 3600 + mi * 60 + se;
+	if (secs > INT64_MAX / 1000000000 - 1)
+		return -1;
+	*out = secs * 1000000000 + ns;
+	return 0;
+}
+
+static int parse_time(struct pctx *c, const cJSON *j, const char *path, int64_t *out)
+{
+	if (!want(c, j, path, cJSON_IsString, "a string"))
+		return -1;
+	if (time_parse(j->valuestring, out) < 0) {
+		perr(c, path, "bad time \"%s\" (want UTC ISO-8601 like 2026-01-01T00:00:00Z)",
+		     j->valuestring);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- match ---- */
+
+static void parse_match(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m);
+
+static void parse_size_obj(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
+{
+	char p[PATH_MAX_LEN];
+	const cJSON *it;
+	if (!want(c, j, path, cJSON_IsObject, "an object like {\"min\": 1, \"max\": \"10GiB\"}"))
+		return;
+	cJSON_ArrayForEach(it, j) {
+		path_key(p, path, it->string);
+		if (dup_field(c, j, it, p))
+			continue;
+		if (!strcmp(it->string, "min"))
+			m->has_size_min = parse_size(c, it, p, &m->size_min) == 0;
+		else if (!strcmp(it->string, "max"))
+			m->has_size_max = parse_size(c, it, p, &m->size_max) == 0;
+		else
+			perr(c, p, "unknown field");
+	}
+	if (m->has_size_min && m->has_size_max && m->size_min > m->size_max)
+		perr(c, path, "min (%llu) is greater than max (%llu)",
+		     (unsigned long long)m->size_min, (unsigned long long)m->size_max);
+}
+
+static void parse_modified_obj(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
+{
+	char p[PATH_MAX_LEN];
+	const cJSON *it;
+	if (!want(c, j, path, cJSON_IsObject, "an object like {\"after\": \"2026-01-01T00:00:00Z\"}"))
+		return;
+	cJSON_ArrayForEach(it, j) {
+		path_key(p, path, it->string);
+		if (dup_field(c, j, it, p))
+			continue;
+		if (!strcmp(it->string, "after"))
+			m->has_after = parse_time(c, it, p, &m->after_ns) == 0;
+		else if (!strcmp(it->string, "before"))
+			m->has_before = parse_time(c, it, p, &m->before_ns) == 0;
+		else
+			perr(c, p, "unknown field");
+	}
+	if (m->has_after && m->has_before && m->after_ns > m->before_ns)
+		perr(c, path, "after is later than before");
+}
+
+static void parse_ctypes(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
+{
+	char p[PATH_MAX_LEN];
+	if (parse_str_list(c, j, path, &m->ctypes, &m->n_ctypes) < 0)
+		return;
+	for (size_t i = 0; i < m->n_ctypes; i++) {
+		char *t = m->ctypes[i];
+		const char *sl = strchr(t, '/');
+		bool ok = sl && sl != t && sl[1] && !strchr(sl + 1, '/') &&
+			  !strpbrk(t, " ;,\t") &&
+			  (!strchr(t, '*') || (strchr(t, '*') == sl + 1 && !sl[2]));
+		if (!ok) {
+			if (cJSON_IsArray(j))
+				path_idx(p, path, i);
+			else
+				snprintf(p, sizeof p, "%s", path);
+			perr(c, p, "bad content type \"%s\" (want TYPE/SUBTYPE or TYPE/*)", t);
+		}
+		str_lower(t);
+	}
+	str_list_normalise(m->ctypes, &m->n_ctypes);
+}
+
+static int cmp_kv_cond(const void *a, const void *b)
+{
+	return strcmp(((const struct fl_kv_cond *)a)->name, ((const struct fl_kv_cond *)b)->name);
+}
+
+static void parse_kv_conds(struct pctx *c, const cJSON *j, const char *path, bool is_meta,
+			   struct fl_kv_cond **out, size_t *n)
+{
+	char p[PATH_MAX_LEN];
+	const cJSON *it;
+	if (!want(c, j, path, cJSON_IsObject,
+		  is_meta ? "an object like {\"color\": [\"black\", \"green\"]}"
+			  : "an object like {\"stage\": \"raw\"}"))
+		return;
+	int cnt = cJSON_GetArraySize(j);
+	if (cnt == 0)
+		return;
+	struct fl_kv_cond *v = calloc((size_t)cnt, sizeof *v);
+	if (!v) {
+		pc_oom(c);
+		return;
+	}
+	*out = v;
+	cJSON_ArrayForEach(it, j) {
+		path_key(p, path, it->string);
+		if (dup_field(c, j, it, p))
+			continue;
+		struct fl_kv_cond *k = &v[*n];
+		if (!(k->name = pc_strdup(c, it->string)))
+			continue;
+		(*n)++;
+		if (is_meta) {
+			str_lower(k->name);
+			if (!strncmp(k->name, "x-amz-meta-", 11)) {
+				perr(c, p, "write the metadata name without \"x-amz-meta-\"");
+				continue;
+			}
+			if (!is_token(k->name)) {
+				perr(c, p, "bad metadata name \"%s\"", it->string);
+				continue;
+			}
+			for (size_t i = 0; i + 1 < *n; i++) {
+				if (!strcmp(v[i].name, k->name)) {
+					perr(c, p, "duplicate metadata name (names ignore case)");
+					break;
+				}
+			}
+		} else if (!k->name[0]) {
+			perr(c, p, "empty tag name");
+			continue;
+		}
+		if (parse_str_list(c, it, p, &k->values, &k->n_values) < 0)
+			continue;
+		str_list_normalise(k->values, &k->n_values);
+		for (size_t i = 0; i < k->n_values; i++)
+			if (!strcmp(k->values[i], "*"))
+				k->any_value = true;
+		if (k->any_value) {
+			str_list_free(k->values, k->n_values);
+			k->values = NULL;
+			k->n_values = 0;
+		}
+	}
+	qsort(v, *n, sizeof *v, cmp_kv_cond);
+}
+
+static void parse_regex(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
+{
+	if (!want(c, j, path, cJSON_IsString, "a string"))
+		return;
+	int errcode;
+	PCRE2_SIZE off;
+	m->regex_src = pc_strdup(c, j->valuestring);
+	if (!m->regex_src)
+		return;
+	m->regex = pcre2_compile((PCRE2_SPTR)m->regex_src, PCRE2_ZERO_TERMINATED,
+				 PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &errcode, &off, NULL);
+	if (!m->regex) {
+		PCRE2_UCHAR msg[256];
+		if (pcre2_get_error_message(errcode, msg, sizeof msg) < 0)
+			snprintf((char *)msg, sizeof msg, "error %d", errcode);
+		perr(c, path, "bad regex at offset %zu: %s", (size_t)off, (char *)msg);
+		return;
+	}
+	/* JIT is an optimisation: without it pcre2_match() interprets. */
+	(void)pcre2_jit_compile(m->regex, PCRE2_JIT_COMPLETE);
+}
+
+static void parse_string_field(struct pctx *c, const cJSON *j, const char *path, char **out)
+{
+	if (want(c, j, path, cJSON_IsString, "a string"))
+		*out = pc_strdup(c, j->valuestring);
+}
+
+static void parse_any(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
+{
+	char p[PATH_MAX_LEN];
+	if (!want(c, j, path, cJSON_IsArray, "a list of match objects"))
+		return;
+	m->has_any = true;
+	int cnt = cJSON_GetArraySize(j);
+	if (cnt == 0) {
+		perr(c, path, "empty list (needs at least one match object)");
+		return;
+	}
+	m->any = calloc((size_t)cnt, sizeof *m->any);
+	if (!m->any) {
+		pc_oom(c);
+		return;
+	}
+	const cJSON *e;
+	cJSON_ArrayForEach(e, j) {
+		path_idx(p, path, m->n_any);
+		parse_match(c, e, p, &m->any[m->n_any++]);
+	}
+}
+
+static void parse_match(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
+{
+	char p[PATH_MAX_LEN];
+	const cJSON *it;
+	if (!want(c, j, path, cJSON_IsObject, "an object"))
+		return;
+	cJSON_ArrayForEach(it, j) {
+		const char *k = it->string;
+		path_key(p, path, k);
+		if (dup_field(c, j, it, p))
+			continue;
+		if (!strcmp(k, "prefix")) {
+			parse_string_field(c, it, p, &m->prefix);
+			m->prefix_len = m->prefix ? strlen(m->prefix) : 0;
+		} else if (!strcmp(k, "suffix")) {
+			parse_string_field(c, it, p, &m->suffix);
+			m->suffix_len = m->suffix ? strlen(m->suffix) : 0;
+		} else if (!strcmp(k, "glob")) {
+			parse_string_field(c, it, p, &m->glob);
+		} else if (!strcmp(k, "regex")) {
+			parse_regex(c, it, p, m);
+		} else if (!strcmp(k, "size")) {
+			parse_size_obj(c, it, p, m);
+		} else if (!strcmp(k, "modified")) {
+			parse_modified_obj(c, it, p, m);
+		} else if (!strcmp(k, "content_type")) {
+			parse_ctypes(c, it, p, m);
+		} else if (!strcmp(k, "metadata")) {
+			parse_kv_conds(c, it, p, true, &m->meta, &m->n_meta);
+		} else if (!strcmp(k, "tags")) {
+			parse_kv_conds(c, it, p, false, &m->tags, &m->n_tags);
+		} else if (!strcmp(k, "any")) {
+			parse_any(c, it, p, m);
+		} else if (!strcmp(k, "not")) {
+			if (!(m->not_ = calloc(1, sizeof *m->not_)))
+				pc_oom(c);
+			else
+				parse_match(c, it, p, m->not_);
+		} else {
+			perr(c, p, "unknown field");
+		}
+	}
+}
+
+/* ---- top level ---- */
+
+static void parse_bool(struct pctx *c, const cJSON *j, const char *path, bool *out)
+{
+	if (want(c, j, path, cJSON_IsBool, "true or false"))
+		*out = cJSON_IsTrue(j);
+}
+
+static void parse_layout(struct pctx *c, const cJSON *j, struct view *v)
+{
+	char p[PATH_MAX_LEN];
+	const cJSON *it;
+	if (!want(c, j, "layout", cJSON_IsObject, "an object"))
+		return;
+	cJSON_ArrayForEach(it, j) {
+		path_key(p, "layout", it->string);
+		if (dup_field(c, j, it, p))
+			continue;
+		if (!strcmp(it->string, "strip_prefix")) {
+			char *s = NULL;
+			parse_string_field(c, it, p, &s);
+			if (s) {
+				free(v->strip_prefix);
+				v->strip_prefix = s;
+			}
+		} else if (!strcmp(it->string, "flat")) {
+			parse_bool(c, it, p, &v->flat);
+		} else {
+			perr(c, p, "unknown field");
+		}
+	}
+}
+
+static void parse_on_create(struct pctx *c, const cJSON *j, struct view *v)
+{
+	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+	const cJSON *it, *kv;
+	if (!want(c, j, "on_create", cJSON_IsObject, "an object"))
+		return;
+	cJSON_ArrayForEach(it, j) {
+		path_key(p, "on_create", it->string);
+		if (dup_field(c, j, it, p))
+			continue;
+		if (strcmp(it->string, "metadata")) {
+			perr(c, p, "unknown field");
+			continue;
+		}
+		if (!want(c, it, p, cJSON_IsObject, "an object like {\"color\": \"black\"}"))
+			continue;
+		cJSON_ArrayForEach(kv, it) {
+			path_key(q, p, kv->string);
+			if (dup_field(c, it, kv, q))
+				continue;
+			char lname[NAME_MAX_LEN + 1];
+			snprintf(lname, sizeof lname, "%s", kv->string);
+			str_lower(lname);
+			if (!is_token(kv->string) || strlen(kv->string) > NAME_MAX_LEN) {
+				perr(c, q, "bad metadata name \"%s\"", kv->string);
+				continue;
+			}
+			if (!strncmp(lname, "x-amz-meta-", 11)) {
+				perr(c, q, "write the metadata name without \"x-amz-meta-\"");
+				continue;
+			}
+			if (!want(c, kv, q, cJSON_IsString, "a string"))
+				continue;
+			bool dup = false;
+			for (size_t i = 0; i < v->n_on_create; i++)
+				dup |= !strcmp(v->on_create[i].name, lname);
+			if (dup) {
+				perr(c, q, "duplicate metadata name (names ignore case)");
+				continue;
+			}
+			if (obj_kv_add(&v->on_create, &v->n_on_create, lname, kv->valuestring) < 0)
+				pc_oom(c);
+		}
+	}
+}
+
+static void parse_buckets(struct pctx *c, const cJSON *j, struct view *v)
+{
+	char p[PATH_MAX_LEN];
+	if (parse_str_list(c, j, "bucket", &v->buckets, &v->n_buckets) < 0)
+		return;
+	for (size_t i = 0; i < v->n_buckets; i++) {
+		const char *b = v->buckets[i];
+		if (cJSON_IsArray(j))
+			path_idx(p, "bucket", i);
+		else
+			snprintf(p, sizeof p, "bucket");
+		if (!b[0])
+			perr(c, p, "empty bucket name");
+		else if (strchr(b, '/'))
+			perr(c, p, "bucket name \"%s\" contains '/'", b);
+	}
+	str_list_normalise(v->buckets, &v->n_buckets);
+}
+
+static void parse_top(struct pctx *c, const cJSON *root, struct view *v)
+{
+	const cJSON *it;
+	bool has_name = false, has_bucket = false;
+	cJSON_ArrayForEach(it, root) {
+		const char *k = it->string;
+		if (dup_field(c, root, it, k))
+			continue;
+		if (!strcmp(k, "name")) {
+			has_name = true;
+			parse_string_field(c, it, k, &v->name);
+			if (v->name)
+				check_view_name(c, v->name);
+		} else if (!strcmp(k, "bucket")) {
+			has_bucket = true;
+			parse_buckets(c, it, v);
+		} else if (!strcmp(k, "match")) {
+			parse_match(c, it, "match", &v->match);
+		} else if (!strcmp(k, "layout")) {
+			parse_layout(c, it, v);
+		} else if (!strcmp(k, "visibility")) {
+			if (!want(c, it, k, cJSON_IsString, "\"session\" or \"commit\""))
+				continue;
+			if (!strcmp(it->valuestring, "commit"))
+				v->commit = true;
+			else if (strcmp(it->valuestring, "session"))
+				perr(c, k, "bad visibility \"%s\" (want \"session\" or \"commit\")",
+				     it->valuestring);
+		} else if (!strcmp(k, "writable")) {
+			parse_bool(c, it, k, &v->writable);
+		} else if (!strcmp(k, "on_create")) {
+			parse_on_create(c, it, v);
+		} else {
+			perr(c, k, "unknown field");
+		}
+	}
+	if (!has_name)
+		perr(c, "name", "missing required field");
+	if (!has_bucket)
+		perr(c, "bucket", "missing required field");
+}
+
+/* Line and column (1-based, columns in bytes) of offset `off` in buf. */
+static void line_col(const char *buf, size_t off, size_t *line, size_t *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off; i++) {
+		if (buf[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
+}
+
+int view_load_buf(const char *file, const char *buf, size_t len,
+		  struct view **out, struct diag *d)
+{
+	struct pctx c = { .file = file, .d = d };
+	struct view *v = NULL;
+	cJSON *root = NULL;
+	int rc = -EINVAL;
+	*out = NULL;
+
+	size_t i = 0;
+	while (i < len && strchr(" \t\r\n", buf[i]))
+		i++;
+	if (i == len) {
+		perr(&c, "$", "not JSON: empty file");
+		goto out;
+	}
+	const char *end = NULL;
+	root = cJSON_ParseWithLengthOpts(buf, len, &end, false);
+	if (root) { /* only white space may follow */
+		size_t off = (size_t)(end - buf);
+		while (off < len && (strchr(" \t\r\n", buf[off]) || !buf[off]))
+			off++;
+		if (off < len) {
+			size_t ln, col;
+			line_col(buf, off, &ln, &col);
+			perr(&c, "$", "not JSON: unexpected text after the document at line %zu, column %zu",
+			     ln, col);
+			goto out;
+		}
+	} else {
+		size_t ln, col;
+		line_col(buf, end ? (size_t)(end - buf) : 0, &ln, &col);
+		perr(&c, "$", "not JSON: syntax error at line %zu, column %zu", ln, col);
+		goto out;
+	}
+	if (!cJSON_IsObject(root)) {
+		perr(&c, "$", "expected an object, got %s", json_type(root));
+		goto out;
+	}
+	v = calloc(1, sizeof *v);
+	if (!v || !(v->source = strdup(file)) || !(v->strip_prefix = strdup(""))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	parse_top(&c, root, v);
+	if (c.n_oom) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (c.n_err)
+		goto out;
+	v->strip_len = strlen(v->strip_prefix);
+	v->needs = fl_match_needs(&v->match);
+	char *compact = fl_explain(v, false);
+	if (!compact) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const unsigned char *p = (const unsigned char *)compact; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ull;
+	}
+	free(compact);
+	v->hash = h;
+	*out = v;
+	v = NULL;
+	rc = 0;
+out:
+	if (rc == -ENOMEM)
+		diag_add(d, "%s: $: out of memory", file);
+	cJSON_Delete(root);
+	view_free(v);
+	return rc;
+}
+
+static void kv_cond_free(struct fl_kv_cond *k, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(k[i].name);
+		str_list_free(k[i].values, k[i].n_values);
+	}
+	free(k);
+}
+
+void fl_match_release(struct fl_match *m)
+{
+	free(m->prefix);
+	free(m->suffix);
+	free(m->glob);
+	free(m->regex_src);
+	pcre2_code_free(m->regex);
+	str_list_free(m->ctypes, m->n_ctypes);
+	kv_cond_free(m->meta, m->n_meta);
+	kv_cond_free(m->tags, m->n_tags);
+	for (size_t i = 0; i < m->n_any; i++)
+		fl_match_release(&m->any[i]);
+	free(m->any);
+	if (m->not_) {
+		fl_match_release(m->not_);
+		free(m->not_);
+	}
+	memset(m, 0, sizeof *m);
+}
+
+void view_free(struct view *v)
+{
+	if (!v)
+		return;
+	free(v->name);
+	free(v->source);
+	str_list_free(v->buckets, v->n_buckets);
+	fl_match_release(&v->match);
+	free(v->strip_prefix);
+	for (size_t i = 0; i < v->n_on_create; i++) {
+		free(v->on_create[i].name);
+		free(v->on_create[i].value);
+	}
+	free(v->on_create);
+	free(v);
+}
