@@ -332,12 +332,42 @@ static void test_malformed_docs(void)
 	}
 	g[0] = '{';
 	expect_invalid("1 MiB garbage", g, big);
+	memset(g, '[', big);
+	expect_invalid("1 MiB of '['", g, big);
 	/* 1 MiB document truncated mid-way */
 	size_t len;
 	char *b = load("mixed-batch.json", &len);
 	expect_invalid("truncated document", b, len / 2);
 	free(b);
 	free(g);
+
+	/* A 1 MiB string where a record should be: counted, neighbours decode. */
+	{
+		size_t rl;
+		char *r = load("ceph-put.json", &rl);
+		const char *s = memchr(r, '[', rl), *e = r + rl;
+		while (e > s && *--e != ']')
+			;
+		size_t one = (size_t)(e - s - 1);
+		char *doc = malloc(2 * one + big + 64), *w = doc;
+		w += sprintf(w, "{\"Records\":[");
+		memcpy(w, s + 1, one);
+		w += one;
+		w += sprintf(w, ",\"");
+		memset(w, 'x', big);
+		w += big;
+		w += sprintf(w, "\",");
+		memcpy(w, s + 1, one);
+		w += one;
+		w += sprintf(w, "]}");
+		struct ev_doc d;
+		int rc = record_decode(doc, (size_t)(w - doc), &d);
+		check(rc == 0 && d.n == 2 && d.n_malformed == 1 && d.n_ignored == 0 &&
+		      strstr(d.err, "Records[1]"), "1 MiB string record: malformed, 2 neighbours decode (%s)", d.err);
+		ev_doc_release(&d);
+		free(doc);
+		free(r);
+	}
 
 	/* A valid document followed by NULs and whitespace is fine. */
 	struct ev_doc d;
@@ -556,9 +586,12 @@ static void test_rate(void)
 
 	printf("# decode: %.0f records/s (1-record RGW docs of %zu bytes), "
 	       "%.0f records/s (100-record doc); split: %.0f records/s\n", r1, len, r100, rs);
-	/* a floor far below the target, so slow CI machines pass but a
-	   pathological regression does not */
-	check(r1 > 20000 && r100 > 20000 && rs > 10000, "decode rate above the 20K/s floor");
+	/* a floor far below the target (sanitizer builds pass), so slow CI
+	   machines pass but a pathological regression does not */
+	const char *env = getenv("RECORD_RATE_FLOOR");   /* e.g. 0 under valgrind */
+	double floor = env ? atof(env) : 5000;
+	check(r1 > floor && r100 > floor && rs > floor / 2,
+	      "decode rate above the %.0f/s floor (RECORD_RATE_FLOOR)", floor);
 	free(many);
 	free(one);
 }
