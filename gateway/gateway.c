@@ -215,11 +215,28 @@ static int start_consumer(struct gateway *gw)
 	return rc;
 }
 
-static void start_scans(struct gateway *gw)
+/* The scanner's source: sync/s3.h's LIST and HEAD. */
+static int src_list_page(void *ctx, const char *bucket, const char *token,
+			 scan_obj_fn fn, void *fnctx, char *next_token, size_t ntlen,
+			 bool *truncated)
 {
-	for (size_t i = 0; i < gw->n_views; i++)
-		for (size_t b = 0; b < view_n_buckets(gw->views[i]); b++)
-			scanner_ensure(gw->scan, view_bucket(gw->views[i], b));
+	return s3_list_page(ctx, bucket, NULL, token, fn, fnctx, next_token, ntlen,
+			    truncated);
+}
+
+static int src_head(void *ctx, const char *bucket, const char *key, struct obj_meta *out)
+{
+	return s3_head(ctx, bucket, key, out);
+}
+
+static int start_scanner(struct gateway *gw)
+{
+	struct scan_source src = { .ctx = gw->s3, .list_page = src_list_page,
+				   .head = src_head };
+	int rc = scan_new(gw->ix, &src, &gw->st, ingest_change_fn, gw->ing, &gw->scan);
+	if (rc < 0)
+		log_error("scanner: %s", strerror(-rc));
+	return rc;
 }
 
 /* Tell the waiting parent how start-up went (background mode). */
@@ -239,7 +256,13 @@ static void report_ready(struct gateway *gw, int status)
 			dup2(fd, STDOUT_FILENO);
 			close(fd);
 		}
-		/* stderr stays: it is the log file set up by daemonize(). */
+		char log[4096];
+		snprintf(log, sizeof log, "%s/facetfs.log", gw->cfg.state_dir);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, STDERR_FILENO);
+			close(fd);
+		}
 	}
 }
 
@@ -269,7 +292,7 @@ static void gateway_stop(struct gateway *gw)
 {
 	if (gw->cons)
 		consumer_stop(gw->cons);
-	scanner_free(gw->scan);
+	scan_free(gw->scan);
 	gw->scan = NULL;
 	consumer_free(gw->cons);
 	gw->cons = NULL;
@@ -312,7 +335,7 @@ int gateway_mount(const struct mount_opts *o)
 	if (open_index(&gw) < 0 || check_s3(&gw) < 0)
 		goto out;
 	if (ingest_new(gw.ix, gw.s3, gw.views, gw.n_views, &gw.st, &gw.ing) < 0 ||
-	    scanner_new(gw.ix, gw.s3, &gw.st, ingest_change_fn, gw.ing, &gw.scan) < 0)
+	    start_scanner(&gw) < 0)
 		goto out;
 	if (start_consumer(&gw) < 0)
 		goto out;
@@ -325,7 +348,7 @@ int gateway_mount(const struct mount_opts *o)
 	if (fs_mount(o->mountpoint, o->fuse_opts, &deps, &gw.fs) < 0)
 		goto out;
 	ingest_set_fs(gw.ing, gw.fs);
-	start_scans(&gw);
+	scan_start_views(gw.scan, gw.views, gw.n_views);
 	log_info("mounted %s: %zu view(s), kafka %s topic %s group %s", o->mountpoint,
 		 gw.n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);
 	report_ready(&gw, 0);

@@ -1,0 +1,33 @@
+# tests/lib/gateway.sh — helpers for tests that run a facetfs gateway.
+# Source after common.sh.
+
+FACETFS=$FACETFS_BUILD/gateway/exe/facetfs
+
+# gw_config FILE STATE_DIR VIEWS_DIR [GROUP]: a gateway config for the bed.
+gw_config() {
+	local file=$1 state=$2 views=$3 group=${4:-facetfs-$TEST_NAME-$$-$RANDOM}
+	cat >"$file" <<JSON
+{ "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
+             "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
+  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "$KAFKA_TOPIC", "group": "$group",
+             "options": { "fetch.wait.max.ms": "5", "session.timeout.ms": "6000",
+                          "heartbeat.interval.ms": "1000" } },
+  "state_dir": "$state",
+  "views_dir": "$views",
+  "cache": { "dir": "$state/cache", "max_bytes": "1GiB" } }
+JSON
+}
+
+# view_file DIR NAME BUCKET MATCH_JSON [EXTRA_JSON]: write DIR/NAME.json.
+view_file() {
+	local dir=$1 name=$2 bucket=$3 match=$4 extra=${5:-}
+	mkdir -p "$dir"
+	printf '{ "name": "%s", "bucket": "%s", "match": %s%s }\n' \
+		"$name" "$bucket" "$match" "${extra:+, $extra}" >"$dir/$name.json"
+}
+
+# A field of .facetfs/stats: stat_field MOUNT '.events.applied'
+stat_field() { jq -r "$2" "$1/.facetfs/stats"; }
+
+# Sorted list of the files under a directory, relative to it.
+list_files() { (cd "$1" && find . -type f | sed 's|^\./||' | LC_ALL=C sort); }
