@@ -15,49 +15,6 @@
 
 #include <cjson/cJSON.h>
 
-static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
-{
-	z += 719468;
-	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-	unsigned doe = (unsigned)(z - era * 146097);
-	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	unsigned mp = (5 * doy + 2) / 153;
-	*d = doy - (153 * mp + 2) / 5 + 1;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = (int64_t)yoe + era * 400 + (*m <= 2);
-}
-
-void fl_time_format(int64_t ns, char *buf, size_t len)
-{
-	int64_t secs = ns / 1000000000, frac = ns % 1000000000;
-	if (frac < 0) {
-		frac += 1000000000;
-		secs--;
-	}
-	int64_t days = secs / 86400, rem = secs % 86400;
-	if (rem < 0) {
-		rem += 86400;
-		days--;
-	}
-	int64_t y;
-	unsigned m, d;
-	civil_from_days(days, &y, &m, &d);
-	int n = snprintf(buf, len, "%04lld-%02u-%02uT%02d:%02d:%02d", (long long)y, m, d,
-			 (int)(rem / 3600), (int)(rem / 60 % 60), (int)(rem % 60));
-	if (n < 0 || (size_t)n >= len)
-		return;
-	if (frac) {
-		char f[16];
-		snprintf(f, sizeof f, "%09lld", (long long)frac);
-		for (int i = 8; i > 0 && f[i] == '0'; i--)
-			f[i] = '\0';
-		snprintf(buf + n, len - (size_t)n, ".%sZ", f);
-	} else {
-		snprintf(buf + n, len - (size_t)n, "Z");
-	}
-}
-
 static bool add_str_list(cJSON *obj, const char *name, char *const *v, size_t n)
 {
 	cJSON *a = cJSON_AddArrayToObject(obj, name);

@@ -3,6 +3,8 @@
  * (builds it), filter_match.c (reads it), filter_path.c (key <-> path) and
  * filter_explain.c (prints it). Not for other modules: use filter.h.
  *
+ * filter_value.c reads and writes size and time values.
+ *
  * A match node holds the conditions of one `match` object (or one element
  * of `any`, or the object of `not`). Absent conditions are NULL / have
  * their has_* flag false. All strings are malloc'ed and owned by the node.
@@ -63,9 +65,15 @@ struct view {
 
 void fl_match_release(struct fl_match *m);
 unsigned fl_match_needs(const struct fl_match *m);
-/* Normalised definition as a cJSON-free compact or pretty JSON text. */
+/* Normalised definition as compact or pretty JSON text (malloc'ed). */
 char *fl_explain(const struct view *v, bool pretty);
-/* ISO-8601 UTC text of ns since the epoch into buf (>= 40 bytes). */
+
+/* filter_value.c */
+/* Size text -> bytes; 0, or -1 with the reason for a diagnostic in why. */
+int fl_size_parse(const char *s, uint64_t *out, char *why, size_t whylen);
+/* UTC ISO-8601 text -> ns since the epoch; 0 or -1. */
+int fl_time_parse(const char *s, int64_t *out);
+/* ns since the epoch -> ISO-8601 UTC text, into buf (>= 40 bytes). */
 void fl_time_format(int64_t ns, char *buf, size_t len);
 
 #endif

@@ -231,27 +231,18 @@ static void str_lower(char *s)
 		*s = (char)tolower((unsigned char)*s);
 }
 
-/* ---- sizes ---- */
-
-struct unit { const char *name; uint64_t mult; };
-static const struct unit units[] = {
-	{ "B", 1 },
-	{ "KB", 1000ull }, { "MB", 1000000ull }, { "GB", 1000000000ull },
-	{ "TB", 1000000000000ull },
-	{ "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 },
-	{ "TiB", 1ull << 40 },
-};
+/* ---- sizes and times (the text forms are in filter_value.c) ---- */
 
 static int parse_size(struct pctx *c, const cJSON *j, const char *path, uint64_t *out)
 {
 	if (cJSON_IsNumber(j)) {
 		double x = j->valuedouble;
-		if (!isfinite(x) || x >= 18446744073709551616.0) {
-			perr(c, path, "size too large");
-			return -1;
-		}
 		if (x < 0) {
 			perr(c, path, "negative size");
+			return -1;
+		}
+		if (!isfinite(x) || x >= 18446744073709551616.0) {
+			perr(c, path, "size too large");
 			return -1;
 		}
 		if (x != floor(x)) {
@@ -265,149 +256,11 @@ static int parse_size(struct pctx *c, const cJSON *j, const char *path, uint64_t
 		perr(c, path, "expected a number or a string like \"10GiB\", got %s", json_type(j));
 		return -1;
 	}
-	const char *s = j->valuestring, *p = s;
-	while (*p == ' ')
-		p++;
-	if (*p == '-') {
-		perr(c, path, "negative size");
+	char why[160];
+	if (fl_size_parse(j->valuestring, out, why, sizeof why) < 0) {
+		perr(c, path, "%s", why);
 		return -1;
 	}
-	uint64_t ip = 0, frac = 0, fscale = 1;
-	bool digits = false, over = false;
-	for (; isdigit((unsigned char)*p); p++, digits = true) {
-		if (ip > (UINT64_MAX - 9) / 10)
-			over = true;
-		else
-			ip = ip * 10 + (uint64_t)(*p - '0');
-	}
-	if (*p == '.') {
-		p++;
-		for (; isdigit((unsigned char)*p); p++, digits = true) {
-			if (fscale >= 100000000000000000ull)
-				continue; /* beyond 1e-17: cannot change a whole result */
-			frac = frac * 10 + (uint64_t)(*p - '0');
-			fscale *= 10;
-		}
-	}
-	if (!digits) {
-		perr(c, path, "bad size \"%s\" (want bytes, or a number with a unit like \"10GiB\")", s);
-		return -1;
-	}
-	while (*p == ' ')
-		p++;
-	uint64_t mult = 1;
-	if (*p) {
-		const char *u = p;
-		while (*p && *p != ' ')
-			p++;
-		size_t ul = (size_t)(p - u);
-		while (*p == ' ')
-			p++;
-		bool found = false;
-		for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-			if (strlen(units[i].name) == ul && !strncasecmp(units[i].name, u, ul)) {
-				mult = units[i].mult;
-				found = true;
-			}
-		}
-		if (!found || *p) {
-			perr(c, path, "unknown unit \"%.*s\"", (int)(found ? strlen(u) : ul), u);
-			return -1;
-		}
-	}
-	/* value = ip * mult + frac * mult / fscale, exactly */
-	unsigned __int128 whole = (unsigned __int128)ip * mult;
-	unsigned __int128 fpart = (unsigned __int128)frac * mult;
-	if (fpart % fscale) {
-		perr(c, path, "not a whole number of bytes");
-		return -1;
-	}
-	whole += fpart / fscale;
-	if (over || whole > UINT64_MAX) {
-		perr(c, path, "size too large");
-		return -1;
-	}
-	*out = (uint64_t)whole;
-	return 0;
-}
-
-/* ---- times ---- */
-
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	y -= m <= 2;
-	int64_t era = (y >= 0 ? y : y - 399) / 400;
-	unsigned yoe = (unsigned)(y - era * 400);
-	unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
-static bool leap(int y)
-{
-	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static int num(const char **p, int n)
-{
-	int v = 0;
-	for (int i = 0; i < n; i++, (*p)++) {
-		if (!isdigit((unsigned char)**p))
-			return -1;
-		v = v * 10 + (**p - '0');
-	}
-	return v;
-}
-
-/* "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM:SS[.fffffffff]Z" -> ns since the epoch. */
-static int time_parse(const char *s, int64_t *out)
-{
-	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	const char *p = s;
-	int y = num(&p, 4);
-	if (y < 1970 || *p++ != '-')
-		return -1;
-	int mo = num(&p, 2);
-	if (mo < 1 || mo > 12 || *p++ != '-')
-		return -1;
-	int d = num(&p, 2);
-	if (d < 1 || d > mdays[mo - 1] + (mo == 2 && leap(y)))
-		return -1;
-	int h = 0, mi = 0, se = 0;
-	int64_t ns = 0;
-	if (*p) {
-		if (*p++ != 'T')
-			return -1;
-		h = num(&p, 2);
-		if (h < 0 || h > 23 || *p++ != ':')
-			return -1;
-		mi = num(&p, 2);
-		if (mi < 0 || mi > 59 || *p++ != ':')
-			return -1;
-		se = num(&p, 2);
-		if (se < 0 || se > 59)
-			return -1;
-		if (*p == '.') {
-			p++;
-			int nd = 0;
-			while (isdigit((unsigned char)*p)) {
-				if (++nd > 9)
-					return -1;
-				ns = ns * 10 + (*p++ - '0');
-			}
-			if (!nd)
-				return -1;
-			for (; nd < 9; nd++)
-				ns *= 10;
-		}
-		if (*p++ != 'Z' || *p)
-			return -1;
-	}
-	int64_t days = days_from_civil(y, (unsigned)mo, (unsigned)d);
-	int64_t secs = days * 86400 + h * 3600 + mi * 60 + se;
-	if (secs > INT64_MAX / 1000000000 - 1)
-		return -1;
-	*out = secs * 1000000000 + ns;
 	return 0;
 }
 
@@ -415,7 +268,7 @@ static int parse_time(struct pctx *c, const cJSON *j, const char *path, int64_t 
 {
 	if (!want(c, j, path, cJSON_IsString, "a string"))
 		return -1;
-	if (time_parse(j->valuestring, out) < 0) {
+	if (fl_time_parse(j->valuestring, out) < 0) {
 		perr(c, path, "bad time \"%s\" (want UTC ISO-8601 like 2026-01-01T00:00:00Z)",
 		     j->valuestring);
 		return -1;
