@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tests/deps.sh — install every Debian 12 package facetfs needs to build and
+# test (build tools, -dev libraries, the test bed's Ceph, Kafka and S3
+# clients). Does nothing (no apt-get update) when all are installed already,
+# so it is fast on a dev machine and complete on a brand-new one (CI).
+# Needs root, or sudo, only when something is missing.
+set -euo pipefail
+
+PKGS=(
+	# build
+	gcc libc6-dev pkg-config meson ninja-build
+	# libraries (meson.build says what each is for)
+	libfuse3-dev librdkafka-dev libleveldb-dev libcjson-dev libcurl4-gnutls-dev
+	libmicrohttpd-dev libssl-dev libpcre2-dev
+	# the mount at run time
+	fuse3
+	# test bed: Ceph mon + OSD + radosgw (ceph-common: the ceph CLI)
+	ceph-mon ceph-osd ceph-common radosgw
+	# test tools
+	awscli s3cmd kcat jq curl python3 util-linux procps coreutils
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	if [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) != installed ]]; then
+		missing+=("$p")
+	fi
+done
+if ((${#missing[@]} == 0)); then
+	echo "deps: all ${#PKGS[@]} packages installed"
+	exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+SUDO=()
+if ((EUID != 0)); then
+	command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+	SUDO=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
