@@ -245,7 +245,7 @@ static int parse_size(struct pctx *c, const cJSON *j, const char *path, uint64_t
 			perr(c, path, "size too large");
 			return -1;
 		}
-		if (x != floor(x)) {
+		if (x != (double)(uint64_t)x) {
 			perr(c, path, "not a whole number of bytes");
 			return -1;
 		}
