@@ -138,6 +138,10 @@ PRED(p_five, a->b == 0 && a->d == 0 && a->ext == 0 && a->sc >= 1 && a->meta >= 2
 PRED(p_nested, a->b == 0 && ((a->d != 1 && a->ext == 1) || a->tg == 2))
 PRED(p_strip, a->b == 0 && a->d == 0)
 PRED(p_strip_contradict, false)
+PRED(p_none, false)
+PRED(p_other, a->b == 1)
+PRED(p_tags_any, a->b == 0 && a->tg >= 1)
+PRED(p_regex_txt, a->b == 0 && a->ext == 1)
 PRED(p_not_any, a->b == 0 && !(a->cc == 1 || a->tg == 1))
 
 struct mcase {
@@ -178,6 +182,12 @@ static const struct mcase mcases[] = {
 	{ "metadata color one-of", V("{\"metadata\":{\"color\":[\"black\",\"green\"]}}"), p_meta_color, OBJ_HAS_META },
 	{ "metadata two names", V("{\"metadata\":{\"owner\":\"ann\",\"color\":\"green\"}}"), p_meta_green, OBJ_HAS_META },
 	{ "metadata name in upper case", V("{\"metadata\":{\"COLOR\":\"black\"}}"), p_meta_black, OBJ_HAS_META },
+	{ "bucket other only", "{\"name\":\"t\",\"bucket\":[\"other\"]}", p_other, 0 },
+	{ "regex searches (unanchored)", V("{\"regex\":\"f[0-9]+[.]txt\"}"), p_regex_txt, 0 },
+	{ "tags stage *", V("{\"tags\":{\"stage\":\"*\"}}"), p_tags_any, OBJ_HAS_TAGS },
+	{ "tags stage one-of", V("{\"tags\":{\"stage\":[\"raw\",\"done\"]}}"), p_tags_any, OBJ_HAS_TAGS },
+	{ "tag names are case-sensitive", V("{\"tags\":{\"Stage\":\"*\"}}"), p_none, OBJ_HAS_TAGS },
+	{ "metadata list holding * means present", V("{\"metadata\":{\"color\":[\"x\",\"*\"]}}"), p_meta_color, OBJ_HAS_META },
 	{ "tags stage raw", V("{\"tags\":{\"stage\":\"raw\"}}"), p_tags_raw, OBJ_HAS_TAGS },
 	{ "not prefix", V("{\"not\":{\"prefix\":\"runs/\"}}"), p_not_runs, 0 },
 	{ "not metadata (unknown metadata: inner fails, not holds)",
