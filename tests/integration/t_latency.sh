@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# t_latency.sh — event-to-visible latency over 200 PUTs through the real
+# path (RGW -> bridge -> Kafka -> gateway). Prints the median and p99 two
+# ways: the gateway's own histogram (eventTime -> index shows it) and, from
+# the outside, PUT returned -> stat succeeds in the mount. Figures only: the
+# checks are that every object became visible and the counts add up.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/gateway.sh"
+require_bed
+
+B=$(new_bucket latency)
+bed_cmd notify "$B" >/dev/null || { not_ok "notify"; exit 1; }
+T=$(test_tmp)
+view_file "$T/views" all "$B" '{ "prefix": "" }'
+gw_config "$T/gw.json" "$T/state" "$T/views"
+M=$T/mnt
+start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts"; exit 1; }
+c0=$(stat_field "$M" .visible_latency_ms.count)
+
+python3 - "$B" "$M/all" "$FACETFS_BUILD/sync/s3tool" >"$T/outside" <<'PY'
+import os, subprocess, sys, time
+bucket, view, s3tool = sys.argv[1:]
+lat = []
+missing = 0
+for i in range(200):
+    key = "lat-%03d" % i
+    subprocess.run([s3tool, "put", bucket, key, "/etc/hostname"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    path = os.path.join(view, key)
+    while not os.path.exists(path):
+        if time.monotonic() - t0 > 10:
+            missing += 1
+            break
+        time.sleep(0.0005)
+    lat.append((time.monotonic() - t0) * 1000)
+lat.sort()
+print("outside: PUT returned -> visible in the mount: median %.1f ms, p99 %.1f ms, max %.1f ms (200 PUTs, %d missing)"
+      % (lat[100], lat[197], lat[-1], missing))
+sys.exit(1 if missing else 0)
+PY
+rc=$?
+diag <"$T/outside"
+check_eq "all 200 PUTs became visible" 0 "$rc"
+count=$(( $(stat_field "$M" .visible_latency_ms.count) - c0 ))
+check "gateway measured every event (count $count)" test "$count" -ge 200
+printf '# gateway: eventTime -> visible in the index: p50 %s ms, p99 %s ms, max %s ms (histogram, %s events)\n' \
+	"$(stat_field "$M" .visible_latency_ms.p50)" "$(stat_field "$M" .visible_latency_ms.p99)" \
+	"$(stat_field "$M" .visible_latency_ms.max)" "$(stat_field "$M" .visible_latency_ms.count)"
+stop_gateway A
