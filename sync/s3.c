@@ -10,6 +10,10 @@
  * sleep would pass S3_RETRY_BUDGET_MS since the first attempt. The final
  * failure is logged once, here, with method, bucket, key and HTTP status.
  *
+ * Each attempt is signed afresh (SigV4, s3_sign.c) over every header we
+ * add plus Host and x-amz-date; the payload is never hashed
+ * (x-amz-content-sha256: UNSIGNED-PAYLOAD).
+ *
  * The pool: up to S3_POOL_MAX idle curl handles under s->lock, taken LIFO so
  * the handle with the freshest keep-alive connection is reused. The lock is
  * held only to push or pop; never across a request. curl_easy_reset() at
@@ -42,7 +46,8 @@
 
 struct s3 {
 	char *base;                  /* "http://host:port", no trailing '/' */
-	char *sigv4;                 /* "aws:amz:REGION:s3" */
+	char *host;                  /* "Host: host:port" as sent and signed */
+	char *region;
 	char *access_key, *secret_key;
 	struct stats *st;
 	pthread_mutex_t lock;        /* protects pool[] and n_pool */
@@ -55,10 +60,11 @@ enum s3_sink { SINK_NONE, SINK_BUF, SINK_GROW };
 /* One request and, after s3_req_run(), its answer. */
 struct s3_req {
 	/* what to send */
-	const char *method;          /* for logs: GET HEAD PUT DELETE */
+	const char *method;          /* for logs: GET HEAD LIST PUT COPY DELETE */
+	const char *verb;            /* HTTP method: GET HEAD PUT DELETE */
 	const char *bucket, *key;    /* key NULL: a bucket request */
 	const char *query;           /* encoded, sorted; NULL for none */
-	struct curl_slist *hdrs;
+	struct curl_slist *hdrs;     /* "Name: value" lines, all signed */
 	bool head, del, upload;
 	int fd;                      /* upload source (-1: empty body) */
 	uint64_t up_size;
@@ -111,22 +117,35 @@ int s3_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 	const char *region = c->region && *c->region ? c->region : "us-east-1";
 	if (asprintf(&s->base, "%s%s", scheme, c->endpoint) < 0)
 		s->base = NULL;
-	if (asprintf(&s->sigv4, "aws:amz:%s:s3", region) < 0)
-		s->sigv4 = NULL;
+	s->region = strdup(region);
 	s->access_key = strdup(c->access_key);
 	s->secret_key = strdup(c->secret_key);
-	if (!s->base || !s->sigv4 || !s->access_key || !s->secret_key)
+	if (!s->base || !s->region || !s->access_key || !s->secret_key)
 		goto nomem;
 	size_t bl = strlen(s->base);
 	while (bl > 0 && s->base[bl - 1] == '/')
 		s->base[--bl] = '\0';
+	const char *hs = strstr(s->base, "://") + 3;
+	if (strchr(hs, '/') || !*hs) {
+		free(s->base);     /* a path after the host is not supported */
+		free(s->region);
+		free(s->access_key);
+		free(s->secret_key);
+		free(s);
+		return -EINVAL;
+	}
+	if (asprintf(&s->host, "Host: %s", hs) < 0) {
+		s->host = NULL;
+		goto nomem;
+	}
 	s->st = st;
 	pthread_mutex_init(&s->lock, NULL);
 	*out = s;
 	return 0;
 nomem:
 	free(s->base);
-	free(s->sigv4);
+	free(s->host);
+	free(s->region);
 	free(s->access_key);
 	free(s->secret_key);
 	free(s);
@@ -141,7 +160,8 @@ void s3_free(struct s3 *s)
 		curl_easy_cleanup(s->pool[i]);
 	pthread_mutex_destroy(&s->lock);
 	free(s->base);
-	free(s->sigv4);
+	free(s->host);
+	free(s->region);
 	if (s->secret_key)
 		memset(s->secret_key, 0, strlen(s->secret_key));
 	free(s->access_key);
@@ -374,7 +394,9 @@ static size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud)
 
 /* ---- the engine --------------------------------------------------------- */
 
-static char *req_url(const struct s3 *s, const struct s3_req *r)
+/* "BASE/bucket/key?query" with bucket and key encoded; *path points at
+ * the "/bucket/key" part inside it (what is signed). */
+static char *req_url(const struct s3 *s, const struct s3_req *r, size_t *path)
 {
 	size_t kl = r->key ? strlen(r->key) : 0, bl = strlen(r->bucket);
 	size_t cap = strlen(s->base) + 3 * (bl + kl) + 8 +
@@ -382,6 +404,7 @@ static char *req_url(const struct s3 *s, const struct s3_req *r)
 	char *u = malloc(cap);
 	if (!u)
 		return NULL;
+	*path = strlen(s->base);
 	size_t o = (size_t)snprintf(u, cap, "%s/", s->base);
 	int k = s3_url_encode(r->bucket, false, u + o, cap - o);
 	if (k < 0)
@@ -394,6 +417,7 @@ static char *req_url(const struct s3 *s, const struct s3_req *r)
 			goto fail;
 		o += (size_t)k;
 	}
+	u[o] = '\0';
 	if (r->query)
 		snprintf(u + o, cap - o, "?%s", r->query);
 	return u;
@@ -402,8 +426,8 @@ fail:
 	return NULL;
 }
 
-static CURLcode req_setup(const struct s3 *s, CURL *h, struct s3_req *r,
-			  const char *url, char *errbuf)
+static CURLcode req_setup(CURL *h, struct s3_req *r, const char *url,
+			  struct curl_slist *hdrs, char *errbuf)
 {
 	CURLcode c = CURLE_OK;
 #define SET(opt, val) do { if (!c) c = curl_easy_setopt(h, opt, val); } while (0)
@@ -416,10 +440,7 @@ static CURLcode req_setup(const struct s3 *s, CURL *h, struct s3_req *r,
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)S3_CONNECT_MS);
 	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
 	SET(CURLOPT_LOW_SPEED_TIME, r->stall_s);
-	SET(CURLOPT_AWS_SIGV4, s->sigv4);
-	SET(CURLOPT_USERNAME, s->access_key);
-	SET(CURLOPT_PASSWORD, s->secret_key);
-	SET(CURLOPT_HTTPHEADER, r->hdrs);
+	SET(CURLOPT_HTTPHEADER, hdrs);
 	SET(CURLOPT_ERRORBUFFER, errbuf);
 	SET(CURLOPT_HEADERFUNCTION, s3_cb_header);
 	SET(CURLOPT_HEADERDATA, r);
@@ -436,6 +457,7 @@ static CURLcode req_setup(const struct s3 *s, CURL *h, struct s3_req *r,
 		SET(CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->up_size);
 		SET(CURLOPT_READFUNCTION, s3_cb_read);
 		SET(CURLOPT_READDATA, r);
+		SET(CURLOPT_EXPECT_100_TIMEOUT_MS, 300L);
 		if (r->up_size >= (256u << 10))
 			SET(CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
 	}
@@ -486,6 +508,8 @@ static int req_init(struct s3_req *r, const char *method, const char *bucket,
 {
 	memset(r, 0, sizeof *r);
 	r->method = method;
+	r->verb = strcmp(method, "LIST") == 0 ? "GET" :
+		  strcmp(method, "COPY") == 0 ? "PUT" : method;
 	r->bucket = bucket;
 	r->key = key;
 	r->fd = -1;
@@ -502,12 +526,63 @@ static int64_t s3_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Perform r with retries; 0 or -errno (already logged). quiet_404 makes a
- * missing key a debug line, not an error. */
+/* The headers of one attempt: r->hdrs, Host, x-amz-date and the SigV4
+ * Authorization over all of them. NULL on failure (logged). */
+static struct curl_slist *req_signed_headers(const struct s3 *s,
+					     const struct s3_req *r,
+					     const char *path)
+{
+	char date[40], amzdate[17], auth[1024];
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(amzdate, sizeof amzdate, "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(date, sizeof date, "x-amz-date: %s", amzdate);
+
+	size_t n = 2;
+	for (const struct curl_slist *l = r->hdrs; l; l = l->next)
+		n++;
+	const char **lines = malloc(n * sizeof *lines);
+	struct curl_slist *out = NULL;
+	if (!lines)
+		return NULL;
+	size_t i = 0;
+	lines[i++] = s->host;
+	lines[i++] = date;
+	for (const struct curl_slist *l = r->hdrs; l; l = l->next)
+		lines[i++] = l->data;
+	int err = s3_sign_v4(r->verb, path, r->query ? r->query : "", lines, n,
+			     amzdate, s->region, s->access_key, s->secret_key,
+			     auth, sizeof auth - 16);
+	if (err) {
+		log_error("s3: %s %s/%s: cannot sign: %s", r->method, r->bucket,
+			  r->key ? r->key : "", strerror(-err));
+		free(lines);
+		return NULL;
+	}
+	char authline[1040];
+	snprintf(authline, sizeof authline, "Authorization: %s", auth);
+	for (i = 0; i < n + 1; i++) {
+		struct curl_slist *l = curl_slist_append(out, i < n ? lines[i] : authline);
+		if (!l) {
+			curl_slist_free_all(out);
+			out = NULL;
+			break;
+		}
+		out = l;
+	}
+	free(lines);
+	return out;
+}
+
+/* Perform r with retries; 0 or -errno (already logged; a missing key or a
+ * failed If-Match only as a debug line: callers expect those). */
 static int s3_req_run(struct s3 *s, struct s3_req *r)
 {
 	char errbuf[CURL_ERROR_SIZE];
-	char *url = req_url(s, r);
+	size_t path_at = 0;
+	char *url = req_url(s, r, &path_at);
 	if (!url) {
 		log_error("s3: %s %s/%s: key too long or out of memory",
 			  r->method, r->bucket, r->key ? r->key : "");
@@ -522,17 +597,26 @@ static int s3_req_run(struct s3 *s, struct s3_req *r)
 		err = req_attempt_reset(r);
 		if (err)
 			break;
-		CURL *h = s3_pool_get(s);
+		/* The path ends where the query begins: sign it alone. */
+		char *q = strchr(url + path_at, '?');
+		if (q)
+			*q = '\0';
+		struct curl_slist *hdrs = req_signed_headers(s, r, url + path_at);
+		if (q)
+			*q = '?';
+		CURL *h = hdrs ? s3_pool_get(s) : NULL;
 		if (!h) {
+			curl_slist_free_all(hdrs);
 			err = -ENOMEM;
 			break;
 		}
-		cc = req_setup(s, h, r, url, errbuf);
+		cc = req_setup(h, r, url, hdrs, errbuf);
 		if (cc == CURLE_OK)
 			cc = curl_easy_perform(h);
 		long status = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		s3_pool_put(s, h);
+		curl_slist_free_all(hdrs);
 		r->status = status;
 		if (cc == CURLE_WRITE_ERROR && r->full)
 			cc = CURLE_OK;           /* we stopped it: buffer full */
@@ -746,8 +830,6 @@ int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
 		err = req_meta_headers(&r, meta, n_meta);
 	if (!err && content_type && *content_type)
 		err = req_header(&r, "Content-Type", content_type);
-	if (!err && size < (1u << 20))   /* small: skip the 100-continue trip */
-		err = req_header(&r, "Expect", "");
 	if (err)
 		goto out;
 	r.md5 = EVP_MD_CTX_new();
@@ -806,6 +888,7 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 {
 	etag_out[0] = '\0';
 	struct s3_req r;
+	struct obj_meta src_meta = { 0 };
 	char *src = NULL;
 	int err = req_init(&r, "COPY", bucket, dst_key);
 	if (!dst_key || !src_key || !*src_key)
@@ -831,12 +914,21 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	if (!err)
 		err = req_header(&r, "x-amz-copy-source", src);
 	if (!err && meta) {
-		err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
+		/* REPLACE would drop the content type too: keep the source's,
+		 * and copy only the version whose content type we read. */
+		err = s3_head(s, bucket, src_key, &src_meta);
+		if (!err && src_meta.content_type)
+			err = req_header(&r, "Content-Type", src_meta.content_type);
+		if (!err && src_meta.etag[0]) {
+			char q[80];
+			snprintf(q, sizeof q, "\"%s\"", src_meta.etag);
+			err = req_header(&r, "x-amz-copy-source-if-match", q);
+		}
+		if (!err)
+			err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
 		if (!err)
 			err = req_meta_headers(&r, meta, n_meta);
 	}
-	if (!err)
-		err = req_header(&r, "Expect", "");
 	if (err)
 		goto out;
 	r.upload = true;                 /* a PUT with an empty body */
@@ -869,6 +961,7 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 			s3_etag_copy(etag_out, raw, (size_t)n);
 	}
 out:
+	obj_meta_release(&src_meta);
 	free(src);
 	req_release(&r);
 	return err;

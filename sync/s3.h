@@ -2,12 +2,14 @@
  * s3.h — the S3 client of facetfs: the only code that talks to the object
  * store (GET/HEAD/LIST/PUT/COPY/DELETE, path-style URLs, AWS SigV4).
  *
- * Built on libcurl (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3", every request
- * carries x-amz-content-sha256: UNSIGNED-PAYLOAD, without which RGW answers
- * SignatureDoesNotMatch). Not libs3: Debian's libs3 2.0 encodes a space in a
- * key as '+', which RGW and MinIO take literally; it returns no ETag for PUT
- * and COPY; it has no tagging calls. Keys are percent-encoded here (A-Za-z0-9
- * -._~ kept, '/' kept in the path, every other UTF-8 byte as %XX).
+ * Built on libcurl, which keeps connections alive; requests are signed
+ * here (SigV4, sync/s3_sign.c, x-amz-content-sha256: UNSIGNED-PAYLOAD),
+ * not with CURLOPT_AWS_SIGV4: curl 7.88 orders signed headers wrongly when
+ * one name extends another ("x-amz-meta-a", "x-amz-meta-a-b"), and RGW
+ * answers SignatureDoesNotMatch. Not libs3: Debian's libs3 2.0 encodes a
+ * space in a key as '+' (RGW and MinIO take it literally), returns no ETag
+ * for PUT and COPY, and has no tagging calls. Keys are percent-encoded
+ * (A-Za-z0-9-._~ kept, '/' kept in the path, other UTF-8 bytes as %XX).
  *
  * Threads: any thread may call any function on one struct s3 at the same
  * time, except s3_free(). Each call borrows a curl handle from a small pool
@@ -86,9 +88,11 @@ int  s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
 int  s3_delete(struct s3 *s, const char *bucket, const char *key);
 
 /* Server-side copy inside bucket. meta == NULL keeps the source's metadata
- * and content type; meta != NULL replaces the user metadata with meta[]
- * (x-amz-metadata-directive: REPLACE; n_meta may be 0 to clear it — the
- * content type then falls back to the store's default). */
+ * and content type. meta != NULL replaces the user metadata with meta[]
+ * (n_meta may be 0 to clear it): a HEAD of the source first, then a COPY
+ * with x-amz-metadata-directive REPLACE that re-sends the source's content
+ * type and carries x-amz-copy-source-if-match (-ESTALE if the source
+ * changed in between). etag_out: the new object's ETag. */
 int  s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	     const char *dst_key, const struct obj_kv *meta, size_t n_meta,
 	     char etag_out[72]);

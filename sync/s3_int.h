@@ -1,7 +1,7 @@
 /*
  * s3_int.h — internals of the S3 client shared by its files (s3.c, the
- * request engine; s3_wire.c, what goes on the wire) and its unit test. No
- * other module includes this. Every function here is pure: no I/O, no
+ * request engine; s3_wire.c, what goes on the wire; s3_sign.c, SigV4)
+ * and its unit test. No other module includes this. Every function here is pure: no I/O, no
  * locks, no curl handles, so any thread may call them.
  */
 #ifndef FACETFS_S3_INT_H
@@ -12,6 +12,17 @@
 #include <stdint.h>
 
 #include "sync/s3.h"
+
+/* AWS SigV4 (s3_sign.c): the Authorization value of a request. path is
+ * the encoded path as sent, query the encoded query with parameters in
+ * sorted order ("" for none); lines are the "Name: value" headers to sign
+ * and must include Host, x-amz-date (amzdate, "YYYYMMDDTHHMMSSZ") and
+ * x-amz-content-sha256 (its value is the payload hash signed). 0, -EINVAL,
+ * -ENOMEM, -EOVERFLOW (auth too small) or -EIO. */
+int s3_sign_v4(const char *method, const char *path, const char *query,
+	       const char *const *lines, size_t n, const char *amzdate,
+	       const char *region, const char *access_key,
+	       const char *secret_key, char *auth, size_t authlen);
 
 /* Percent-encode in (AWS rules: A-Za-z0-9-._~ kept, '/' kept when
  * keep_slash, every other byte %XX upper-case) into out, NUL-terminated.
