@@ -53,12 +53,10 @@ static int hexval(char c)
 	return -1;
 }
 
-/* Child `name` of obj as a string: 0 with *out (NULL when absent or null),
- * -1 when present with another type. */
-static int get_str(const cJSON *obj, const char *name, const char **out)
+/* A member as a string: 0 with *out (NULL when absent or null), -1 when it
+ * has another type. */
+static int item_str(const cJSON *it, const char **out)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
-
 	*out = NULL;
 	if (!it || cJSON_IsNull(it))
 		return 0;
@@ -66,6 +64,12 @@ static int get_str(const cJSON *obj, const char *name, const char **out)
 		return -1;
 	*out = it->valuestring;
 	return 0;
+}
+
+/* Member `name` of obj as a string, as item_str(). */
+static int get_str(const cJSON *obj, const char *name, const char **out)
+{
+	return item_str(cJSON_GetObjectItemCaseSensitive(obj, name), out);
 }
 
 /* Undo form-URL encoding ('+' is a space, %XX a byte) into a new string.
@@ -356,40 +360,77 @@ static int parse_size(const cJSON *it, uint64_t *out)
 	return -1;
 }
 
-/* The s3.bucket.name and decoded s3.object.key of a record. 0 with *bucket
- * (borrowed from the tree) and *key (malloc'ed); REC_MALFORMED with *why;
- * -ENOMEM. *s3obj gets the "object" member. */
-static int rec_locate(const cJSON *rec, const char **bucket, char **key,
-		      const cJSON **s3obj, const char **why)
+/* The members of a record this module reads, each the first member of its
+ * name or NULL; found in one pass over each object's children (cheaper than
+ * a cJSON_GetObjectItem() walk per name). */
+enum { R_NAME, R_SOURCE, R_TIME, R_S3, R_N };
+static const char *const rec_names[R_N] = { "eventName", "eventSource",
+					     "eventTime", "s3" };
+enum { O_KEY, O_SIZE, O_ETAG, O_SEQ, O_CTYPE, O_META, O_UMETA, O_TAGS, O_N };
+static const char *const obj_names[O_N] = { "key", "size", "eTag", "sequencer",
+					     "contentType", "metadata",
+					     "userMetadata", "tags" };
+
+struct rec_view {
+	const cJSON *r[R_N];     /* members of the record */
+	const cJSON *o[O_N];     /* members of s3.object (after rec_locate) */
+	const char *bucket;      /* s3.bucket.name (after rec_locate) */
+	bool ceph;               /* eventSource is "ceph:s3" */
+};
+
+static void pick(const cJSON *obj, const char *const *names, size_t n,
+		 const cJSON **out)
 {
-	const cJSON *s3, *b, *o;
+	for (size_t i = 0; i < n; i++)
+		out[i] = NULL;
+	for (const cJSON *c = obj->child; c; c = c->next) {
+		const char *nm = c->string;
+		if (!nm)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			if (!out[i] && nm[0] == names[i][0] && strcmp(nm, names[i]) == 0) {
+				out[i] = c;
+				break;
+			}
+		}
+	}
+}
+
+/* Fill v for record rec: its members, s3.bucket.name, s3.object's members,
+ * and the decoded key (*key, malloc'ed). 0, REC_MALFORMED with *why, or
+ * -ENOMEM. */
+static int rec_locate(const cJSON *rec, struct rec_view *v, char **key,
+		      const char **why)
+{
+	const cJSON *b, *o;
 	const char *src, *raw;
 	int rc;
 
 	*key = NULL;
 	if (!cJSON_IsObject(rec))
 		return *why = "record is not an object", REC_MALFORMED;
-	if (get_str(rec, "eventSource", &src))
+	pick(rec, rec_names, R_N, v->r);
+	if (item_str(v->r[R_SOURCE], &src))
 		return *why = "eventSource is not a string", REC_MALFORMED;
-	s3 = cJSON_GetObjectItemCaseSensitive(rec, "s3");
-	if (!cJSON_IsObject(s3))
+	v->ceph = src && strcmp(src, "ceph:s3") == 0;
+	if (!cJSON_IsObject(v->r[R_S3]))
 		return *why = "s3 missing or not an object", REC_MALFORMED;
-	b = cJSON_GetObjectItemCaseSensitive(s3, "bucket");
+	b = cJSON_GetObjectItemCaseSensitive(v->r[R_S3], "bucket");
 	if (!cJSON_IsObject(b))
 		return *why = "s3.bucket missing or not an object", REC_MALFORMED;
-	if (get_str(b, "name", bucket))
+	if (item_str(cJSON_GetObjectItemCaseSensitive(b, "name"), &v->bucket))
 		return *why = "s3.bucket.name is not a string", REC_MALFORMED;
-	if (!*bucket || !**bucket)
+	if (!v->bucket || !v->bucket[0])
 		return *why = "s3.bucket.name missing", REC_MALFORMED;
-	o = cJSON_GetObjectItemCaseSensitive(s3, "object");
+	o = cJSON_GetObjectItemCaseSensitive(v->r[R_S3], "object");
 	if (!cJSON_IsObject(o))
 		return *why = "s3.object missing or not an object", REC_MALFORMED;
-	if (get_str(o, "key", &raw))
+	pick(o, obj_names, O_N, v->o);
+	if (item_str(v->o[O_KEY], &raw))
 		return *why = "s3.object.key is not a string", REC_MALFORMED;
 	if (!raw || !*raw)
 		return *why = "s3.object.key missing", REC_MALFORMED;
-	*s3obj = o;
-	if (src && strcmp(src, "ceph:s3") == 0) {
+	if (v->ceph) {
 		*key = strdup(raw);
 		return *key ? 0 : -ENOMEM;
 	}
@@ -404,37 +445,46 @@ static int rec_locate(const cJSON *rec, const char **bucket, char **key,
  * the caller releases o. */
 static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 {
-	const cJSON *obj, *it;
-	const char *name, *bucket, *s;
+	static const char *const meta_why[2] = {
+		"s3.object.metadata is not a list of {key,val} or a map",
+		"s3.object.userMetadata is not a map of strings",
+	};
+	struct rec_view v;
+	const cJSON *it;
+	const char *name, *s;
 	enum ev_kind kind;
 	int rc;
 
 	if (!cJSON_IsObject(rec))
 		return *why = "record is not an object", REC_MALFORMED;
-	if (get_str(rec, "eventName", &name))
+	/* eventName first: other kinds are ignored whatever else they hold */
+	for (it = rec->child; it; it = it->next)
+		if (it->string && strcmp(it->string, "eventName") == 0)
+			break;
+	if (item_str(it, &name))
 		return *why = "eventName is not a string", REC_MALFORMED;
 	if (!name)
 		return *why = "eventName missing", REC_MALFORMED;
 	kind = kind_of(name);
 	if (kind == KIND_OTHER)
 		return REC_IGNORED;
-	if ((rc = rec_locate(rec, &bucket, &o->key, &obj, why)) != 0)
+	if ((rc = rec_locate(rec, &v, &o->key, why)) != 0)
 		return rc;
-	if (!(o->bucket = strdup(bucket)))
+	if (!(o->bucket = strdup(v.bucket)))
 		return -ENOMEM;
 	if (kind == KIND_DELETE)
 		o->flags |= OBJ_DELETED;
 
-	if (get_str(rec, "eventTime", &s))
+	if (item_str(v.r[R_TIME], &s))
 		return *why = "eventTime is not a string", REC_MALFORMED;
 	if (s && record_time_parse(s, &o->mtime_ns))
 		return *why = "eventTime is not an ISO-8601 UTC time", REC_MALFORMED;
 
-	if (parse_size(cJSON_GetObjectItemCaseSensitive(obj, "size"), &o->size))
+	if (parse_size(v.o[O_SIZE], &o->size))
 		return *why = "s3.object.size is not a non-negative integer",
 		       REC_MALFORMED;
 
-	if (get_str(obj, "eTag", &s))
+	if (item_str(v.o[O_ETAG], &s))
 		return *why = "s3.object.eTag is not a string", REC_MALFORMED;
 	if (s) {
 		size_t len = strlen(s);
@@ -448,17 +498,13 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 		o->etag[len] = '\0';
 	}
 
-	if (get_str(obj, "sequencer", &s))
+	if (item_str(v.o[O_SEQ], &s))
 		return *why = "s3.object.sequencer is not a string", REC_MALFORMED;
-	if (s) {
-		const char *src = NULL;
-		(void)get_str(rec, "eventSource", &src);   /* type checked in rec_locate */
-		/* unusable sequencer: stays "" (unknown), the record still counts */
-		(void)record_seq_normalise(s, src && strcmp(src, "ceph:s3") == 0,
-					   o->seq, sizeof o->seq);
-	}
+	/* an unusable sequencer stays "" (unknown); the record still counts */
+	if (s)
+		(void)record_seq_normalise(s, v.ceph, o->seq, sizeof o->seq);
 
-	if (get_str(obj, "contentType", &s))
+	if (item_str(v.o[O_CTYPE], &s))
 		return *why = "s3.object.contentType is not a string", REC_MALFORMED;
 	if (s) {
 		if (!(o->content_type = strdup(s)))
@@ -466,22 +512,19 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 		o->flags |= OBJ_HAS_CTYPE;
 	}
 
-	static const char *const meta_fields[] = { "metadata", "userMetadata" };
 	for (size_t i = 0; i < 2; i++) {
-		it = cJSON_GetObjectItemCaseSensitive(obj, meta_fields[i]);
+		it = v.o[i == 0 ? O_META : O_UMETA];
 		if (!it || cJSON_IsNull(it))
 			continue;
 		rc = walk_pairs(it, o, meta_entry);
 		if (rc == -EINVAL)
-			return *why = i == 0 ? "s3.object.metadata is not a list of {key,val}"
-					     : "s3.object.userMetadata is not a map of strings",
-			       REC_MALFORMED;
+			return *why = meta_why[i], REC_MALFORMED;
 		if (rc)
 			return rc;
 		o->flags |= OBJ_HAS_META;
 	}
 
-	it = cJSON_GetObjectItemCaseSensitive(obj, "tags");
+	it = v.o[O_TAGS];
 	if (it && !cJSON_IsNull(it)) {
 		rc = walk_pairs(it, o, tag_entry);
 		if (rc == -EINVAL)
@@ -624,17 +667,18 @@ void ev_parts_free(struct ev_part *parts, size_t n)
 /* "bucket/key" of a record, or NULL (with rc 0) when it has none. */
 static int part_key(const cJSON *rec, char **out)
 {
-	const cJSON *obj;
+	struct rec_view v;
 	const char *bucket, *why;
 	char *key;
 	int rc;
 
 	*out = NULL;
-	rc = rec_locate(rec, &bucket, &key, &obj, &why);
+	rc = rec_locate(rec, &v, &key, &why);
 	if (rc == REC_MALFORMED)
 		return 0;
 	if (rc < 0)
 		return rc;
+	bucket = v.bucket;
 	size_t lb = strlen(bucket), lk = strlen(key);
 	*out = malloc(lb + lk + 2);
 	if (*out) {
