@@ -1,0 +1,505 @@
+/* test_index.c — unit tests of views/index.h (no services: LevelDB in a
+ * temporary directory, real filter files from strings). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "views/filter.h"
+#include "views/index.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+	if (cond) { printf("ok - "); } else { printf("not ok - "); failures++; } \
+	printf(__VA_ARGS__); printf("\n"); } while (0)
+
+#define S 1000000000LL
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static struct obj_meta mk(const char *bucket, const char *key, uint64_t size,
+			  int64_t mtime_s, const char *etag, const char *seq)
+{
+	struct obj_meta o;
+	memset(&o, 0, sizeof o);
+	o.bucket = strdup(bucket);
+	o.key = strdup(key);
+	o.size = size;
+	o.mtime_ns = mtime_s * S;
+	snprintf(o.etag, sizeof o.etag, "%s", etag ? etag : "");
+	snprintf(o.seq, sizeof o.seq, "%s", seq ? seq : "");
+	o.flags = OBJ_HAS_META;
+	return o;
+}
+
+static struct obj_meta mkdel(const char *bucket, const char *key, int64_t t, const char *seq)
+{
+	struct obj_meta o = mk(bucket, key, 0, t, "", seq);
+	o.flags = OBJ_DELETED;
+	return o;
+}
+
+static void release_all(struct obj_meta *o, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		obj_meta_release(&o[i]);
+}
+
+static struct view *load(const char *json)
+{
+	struct view *v = NULL;
+	struct diag d = { 0 };
+	int rc = view_load_buf("t.json", json, strlen(json), &v, &d);
+	if (rc < 0) {
+		printf("# view load failed (%d): %s\n", rc, d.n ? d.lines[0] : "");
+		exit(2);
+	}
+	diag_release(&d);
+	return v;
+}
+
+struct changes { char log[8192]; size_t len; int n; };
+
+static void on_change(void *ctx, size_t vi, const char *path, int what)
+{
+	struct changes *c = ctx;
+	const char *w = what == INDEX_ADDED ? "+" : what == INDEX_REMOVED ? "-" : "~";
+	c->len += snprintf(c->log + c->len, sizeof c->log - c->len, "%s%zu:%s ", w, vi, path);
+	c->n++;
+}
+
+struct listing { char names[16384]; size_t len; int n; int stop_after; };
+
+static int on_entry(void *ctx, const char *name, const struct index_attr *a)
+{
+	struct listing *l = ctx;
+	if (l->len < sizeof l->names - 1) {
+		int w = snprintf(l->names + l->len, sizeof l->names - l->len, "%s%s%s",
+				 l->n ? " " : "", name, a->is_dir ? "/" : "");
+		l->len += (size_t)w;
+		if (l->len > sizeof l->names - 1)
+			l->len = sizeof l->names - 1;
+	}
+	l->n++;
+	return l->stop_after && l->n >= l->stop_after;
+}
+
+static const char *ls(struct index *ix, size_t vi, const char *dir, const char *after,
+		      int *rc)
+{
+	static struct listing l;
+	memset(&l, 0, sizeof l);
+	*rc = index_readdir(ix, vi, dir, after, on_entry, &l);
+	return l.names;
+}
+
+static char *tmpdir(void)
+{
+	char *t = strdup("/tmp/facetfs-test-index-XXXXXX");
+	if (!mkdtemp(t)) {
+		perror("mkdtemp");
+		exit(2);
+	}
+	return t;
+}
+
+static void rmtree(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+}
+
+static struct index *open_ix(const char *dir, struct stats *st)
+{
+	struct index *ix;
+	char err[256];
+	int rc = index_open(dir, st, &ix, err, sizeof err);
+	if (rc < 0) {
+		printf("# index_open: %s\n", err);
+		exit(2);
+	}
+	return ix;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_round_trip(void)
+{
+	char *dir = tmpdir();
+	struct stats st;
+	stats_init(&st);
+	struct index *ix = open_ix(dir, &st);
+	struct view *v[2] = {
+		load("{\"name\":\"all\",\"bucket\":\"b1\"}"),
+		load("{\"name\":\"runs\",\"bucket\":\"b1\",\"match\":{\"prefix\":\"runs/\"},"
+		     "\"layout\":{\"strip_prefix\":\"runs/\"}}"),
+	};
+	CHECK(index_set_views(ix, v, 2) == 0, "set_views on an empty index");
+	struct obj_meta ev[5] = {
+		mk("b1", "runs/a/x.fa", 10, 100, "e1", NULL),
+		mk("b1", "runs/a/y.fa", 20, 101, "e2", NULL),
+		mk("b1", "runs/top.txt", 30, 102, "e3", NULL),
+		mk("b1", "logs/l1", 40, 103, "e4", NULL),
+		mk("b2", "other", 50, 104, "e5", NULL),
+	};
+	struct index_pos pos[2] = { { "s3events", 0, 17 }, { "s3events", 3, 5 } };
+	struct changes c = { 0 };
+	int rc = index_apply(ix, ev, 5, pos, 2, on_change, &c);
+	CHECK(rc == 0, "apply 5 events: %d stale", rc);
+	CHECK(c.n == 7, "7 membership changes reported (%d: %s)", c.n, c.log);
+	CHECK(strstr(c.log, "+1:a/x.fa") && strstr(c.log, "+0:runs/a/x.fa") &&
+	      strstr(c.log, "+0:logs/l1") && !strstr(c.log, "other"),
+	      "changes name view and path: %s", c.log);
+	CHECK(stats_get(&st, ev_applied) == 5, "ev_applied counts applied events");
+	CHECK(index_objects(ix) == 5, "5 live objects (%llu)", (unsigned long long)index_objects(ix));
+	CHECK(index_members(ix, 0) == 4 && index_members(ix, 1) == 3, "member counts 4 and 3");
+
+	int64_t off = -1;
+	CHECK(index_offset_get(ix, "s3events", 0, &off) == 0 && off == 17, "offset p0 = 17");
+	CHECK(index_offset_get(ix, "s3events", 3, &off) == 0 && off == 5, "offset p3 = 5");
+	CHECK(index_offset_get(ix, "s3events", 1, &off) == -ENOENT, "offset p1 unknown");
+	CHECK(index_offset_get(ix, "other", 0, &off) == -ENOENT, "offset of another topic unknown");
+
+	struct index_attr a;
+	CHECK(index_lookup(ix, 1, "a/x.fa", &a) == 0 && !a.is_dir && a.size == 10 &&
+	      a.mtime_ns == 100 * S && strcmp(a.etag, "e1") == 0, "lookup file attrs");
+	CHECK(index_lookup(ix, 1, "a", &a) == 0 && a.is_dir, "lookup implicit directory");
+	CHECK(index_lookup(ix, 1, "", &a) == 0 && a.is_dir, "lookup root");
+	CHECK(index_lookup(ix, 1, "b", &a) == -ENOENT, "lookup missing");
+	CHECK(index_lookup(ix, 1, "a/x", &a) == -ENOENT, "lookup of a name prefix is not a hit");
+	CHECK(index_lookup(ix, 1, "logs", &a) == -ENOENT, "other view's object not visible");
+	CHECK(index_lookup(ix, 9, "a", &a) == -EINVAL, "bad view index");
+
+	const char *l = ls(ix, 1, "", NULL, &rc);
+	CHECK(rc == 0 && strcmp(l, "a/ top.txt") == 0, "readdir root: '%s'", l);
+	l = ls(ix, 1, "a", NULL, &rc);
+	CHECK(rc == 0 && strcmp(l, "x.fa y.fa") == 0, "readdir a: '%s'", l);
+	l = ls(ix, 1, "a", "x.fa", &rc);
+	CHECK(rc == 0 && strcmp(l, "y.fa") == 0, "readdir a after x.fa: '%s'", l);
+	l = ls(ix, 1, "zz", NULL, &rc);
+	CHECK(rc == -ENOENT, "readdir of a missing dir: -ENOENT");
+	l = ls(ix, 0, "", NULL, &rc);
+	CHECK(rc == 0 && strcmp(l, "logs/ runs/") == 0, "readdir root of view all: '%s'", l);
+
+	struct obj_meta o;
+	CHECK(index_object(ix, 1, "a/y.fa", &o) == 0 && strcmp(o.bucket, "b1") == 0 &&
+	      strcmp(o.key, "runs/a/y.fa") == 0 && o.size == 20 && strcmp(o.etag, "e2") == 0,
+	      "index_object gives the full record");
+	obj_meta_release(&o);
+	CHECK(index_object(ix, 1, "a", &o) == -ENOENT, "index_object of a directory");
+
+	index_close(ix);
+	view_free(v[0]);
+	view_free(v[1]);
+	release_all(ev, 5);
+	stats_release(&st);
+	rmtree(dir);
+	free(dir);
+}
+
+static void test_tombstones_and_order(void)
+{
+	char *dir = tmpdir();
+	struct stats st;
+	stats_init(&st);
+	struct index *ix = open_ix(dir, &st);
+	struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+	index_set_views(ix, &v, 1);
+	struct index_attr a;
+	int rc;
+
+	/* put (seq 10), delete (seq 20), then a late put with seq 15 */
+	struct obj_meta e1 = mk("b", "k", 1, 100, "e1", "0000000A");
+	struct obj_meta e2 = mkdel("b", "k", 101, "14");
+	struct obj_meta e3 = mk("b", "k", 3, 99, "e3", "0F");
+	index_apply(ix, &e1, 1, NULL, 0, NULL, NULL);
+	CHECK(index_lookup(ix, 0, "k", &a) == 0, "put visible");
+	index_apply(ix, &e2, 1, NULL, 0, NULL, NULL);
+	CHECK(index_lookup(ix, 0, "k", &a) == -ENOENT, "delete removes it");
+	CHECK(index_objects(ix) == 0 && index_members(ix, 0) == 0, "counts back to 0");
+	rc = index_apply(ix, &e3, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 1 && index_lookup(ix, 0, "k", &a) == -ENOENT,
+	      "late older put does not resurrect (stale=%d)", rc);
+	struct obj_meta o;
+	CHECK(index_object_get(ix, "b", "k", &o) == 0 && (o.flags & OBJ_DELETED) &&
+	      strcmp(o.seq, "14") == 0, "tombstone keeps seq");
+	obj_meta_release(&o);
+
+	/* a delete of a never-seen key still leaves a tombstone */
+	struct obj_meta d2 = mkdel("b", "never", 200, "50");
+	struct obj_meta p2 = mk("b", "never", 5, 199, "x", "40");
+	index_apply(ix, &d2, 1, NULL, 0, NULL, NULL);
+	rc = index_apply(ix, &p2, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 1 && index_lookup(ix, 0, "never", &a) == -ENOENT,
+	      "tombstone of an unseen key holds");
+
+	/* Ceph-normalised sequencers (ns since epoch as hex): a newer one
+	 * with the same length but a smaller first digit than a stale one
+	 * would compare wrong as RGW's raw little-endian hex. */
+	struct obj_meta c1 = mk("b", "ceph", 1, 300, "c1", "18E7A43F2B0A1C00");
+	struct obj_meta c2 = mk("b", "ceph", 2, 301, "c2", "18E7A43F2B0A1C01");
+	struct obj_meta c0 = mk("b", "ceph", 9, 299, "c0", "18E7A43F2B0A1BFF");
+	index_apply(ix, &c1, 1, NULL, 0, NULL, NULL);
+	index_apply(ix, &c2, 1, NULL, 0, NULL, NULL);
+	rc = index_apply(ix, &c0, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 1 && index_lookup(ix, 0, "ceph", &a) == 0 && a.size == 2,
+	      "older sequencer skipped, newer kept");
+	/* unknown sequencer: applied in partition order */
+	struct obj_meta c3 = mk("b", "ceph", 3, 250, "c3", NULL);
+	rc = index_apply(ix, &c3, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 0 && index_lookup(ix, 0, "ceph", &a) == 0 && a.size == 3,
+	      "event without sequencer applies");
+	/* redelivery of the same event: applied, no change reported */
+	struct changes ch = { 0 };
+	rc = index_apply(ix, &c3, 1, NULL, 0, on_change, &ch);
+	CHECK(rc == 0 && ch.n == 0, "identical redelivery changes nothing");
+
+	/* from-scan records: events >1 s older than Last-Modified are stale */
+	struct obj_meta s1 = mk("b", "scanned", 7, 1000, "s", NULL);
+	s1.flags |= OBJ_FROM_SCAN;
+	struct index_scan_state ss = { .done = false, .objects = 1, .token = "t1" };
+	index_scan_apply(ix, "b", &s1, 1, &ss, NULL, NULL);
+	struct obj_meta old = mk("b", "scanned", 8, 998, "o", "AB");
+	struct obj_meta nearly = mk("b", "scanned", 9, 999, "n", "AC");
+	rc = index_apply(ix, &old, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 1 && index_lookup(ix, 0, "scanned", &a) == 0 && a.size == 7,
+	      "event 2 s older than the scanned Last-Modified is stale");
+	rc = index_apply(ix, &nearly, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 0 && index_lookup(ix, 0, "scanned", &a) == 0 && a.size == 9,
+	      "event within 1 s of Last-Modified applies");
+	CHECK(stats_get(&st, ev_ignored) == 4, "ev_ignored counts stale events (%llu)",
+	      (unsigned long long)stats_get(&st, ev_ignored));
+
+	index_close(ix);
+	view_free(v);
+	struct obj_meta all[] = { e1, e2, e3, d2, p2, c1, c2, c0, c3, s1, old, nearly };
+	release_all(all, sizeof all / sizeof all[0]);
+	stats_release(&st);
+	rmtree(dir);
+	free(dir);
+}
+
+static void test_batch_duplicates(void)
+{
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir, NULL);
+	struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+	index_set_views(ix, &v, 1);
+	struct obj_meta ev[6] = {
+		mk("b", "k", 1, 10, "v1", "01"),
+		mk("b", "k", 2, 11, "v2", "02"),
+		mkdel("b", "k", 12, "03"),
+		mk("b", "k", 4, 13, "v4", "02"),   /* older than the delete: stale */
+		mk("b", "k", 5, 14, "v5", "04"),
+		mk("b", "j", 6, 14, "j", NULL),
+	};
+	struct changes c = { 0 };
+	int rc = index_apply(ix, ev, 6, NULL, 0, on_change, &c);
+	struct index_attr a;
+	CHECK(rc == 1, "one stale event inside the batch (%d)", rc);
+	CHECK(index_lookup(ix, 0, "k", &a) == 0 && a.size == 5 && strcmp(a.etag, "v5") == 0,
+	      "last event of the key wins");
+	CHECK(strcmp(c.log, "+0:k ~0:k -0:k +0:k +0:j ") == 0,
+	      "changes in order: '%s'", c.log);
+	CHECK(index_objects(ix) == 2 && index_members(ix, 0) == 2, "counts after the batch");
+	index_close(ix);
+	view_free(v);
+	release_all(ev, 6);
+	rmtree(dir);
+	free(dir);
+}
+
+static void test_membership_moves(void)
+{
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir, NULL);
+	struct view *v[2] = {
+		load("{\"name\":\"black\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"black\"}}}"),
+		load("{\"name\":\"green\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
+	};
+	index_set_views(ix, v, 2);
+	struct obj_meta e1 = mk("b", "d/f", 1, 10, "x", "01");
+	obj_kv_add(&e1.meta, &e1.n_meta, "color", "black");
+	struct obj_meta e2 = mk("b", "d/f", 1, 11, "y", "02");
+	obj_kv_add(&e2.meta, &e2.n_meta, "color", "green");
+	struct obj_meta e3 = mk("b", "d/f", 1, 12, "z", "03");
+	e3.flags = 0;   /* metadata unknown (AWS event): matches neither */
+	struct changes c = { 0 };
+	struct index_attr a;
+	index_apply(ix, &e1, 1, NULL, 0, on_change, &c);
+	CHECK(index_lookup(ix, 0, "d/f", &a) == 0 && index_lookup(ix, 1, "d/f", &a) == -ENOENT,
+	      "black object in view black only");
+	index_apply(ix, &e2, 1, NULL, 0, on_change, &c);
+	CHECK(index_lookup(ix, 0, "d/f", &a) == -ENOENT && index_lookup(ix, 1, "d/f", &a) == 0,
+	      "after the metadata change it moved to view green");
+	CHECK(index_lookup(ix, 0, "d", &a) == -ENOENT, "its directory left view black too");
+	index_apply(ix, &e3, 1, NULL, 0, on_change, &c);
+	CHECK(index_lookup(ix, 1, "d/f", &a) == -ENOENT, "unknown metadata matches neither");
+	CHECK(strcmp(c.log, "+0:d/f -0:d/f +1:d/f -1:d/f ") == 0, "changes: '%s'", c.log);
+	struct obj_meta o;
+	index_apply(ix, &e2, 1, NULL, 0, NULL, NULL);   /* stale now (seq 02 < 03) */
+	CHECK(index_object_get(ix, "b", "d/f", &o) == 0 && o.n_meta == 0 &&
+	      !(o.flags & OBJ_HAS_META), "record replaced wholesale");
+	obj_meta_release(&o);
+	index_close(ix);
+	view_free(v[0]);
+	view_free(v[1]);
+	obj_meta_release(&e1);
+	obj_meta_release(&e2);
+	obj_meta_release(&e3);
+	rmtree(dir);
+	free(dir);
+}
+
+static void test_bad_keys_and_dirs(void)
+{
+	char *dir = tmpdir();
+	struct stats st;
+	stats_init(&st);
+	struct index *ix = open_ix(dir, &st);
+	struct view *v[2] = {
+		load("{\"name\":\"all\",\"bucket\":\"b\"}"),
+		load("{\"name\":\"multi\",\"bucket\":[\"b\",\"c\"]}"),
+	};
+	index_set_views(ix, v, 2);
+	char big[300];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	char longkey[320];
+	snprintf(longkey, sizeof longkey, "d/%s", big);
+	struct obj_meta ev[] = {
+		mk("b", "a//b", 1, 1, "", NULL),
+		mk("b", "a/../b", 1, 1, "", NULL),
+		mk("b", "dir/", 1, 1, "", NULL),
+		mk("b", longkey, 1, 1, "", NULL),
+		mk("b", "same", 1, 1, "file", NULL),       /* both a file ... */
+		mk("b", "same/inner", 2, 1, "", NULL),     /* ... and a directory */
+		mk("b", "same.txt", 3, 1, "", NULL),
+		mk("b", "same0", 4, 1, "", NULL),
+		mk("c", "same", 5, 1, "", NULL),
+	};
+	size_t n = sizeof ev / sizeof ev[0];
+	index_apply(ix, ev, n, NULL, 0, NULL, NULL);
+	CHECK(stats_get(&st, bad_keys) == 8, "4 bad keys x 2 views counted (%llu)",
+	      (unsigned long long)stats_get(&st, bad_keys));
+	int rc;
+	const char *l = ls(ix, 0, "", NULL, &rc);
+	CHECK(strcmp(l, "same/ same.txt same0") == 0, "bad keys left out; dir wins: '%s'", l);
+	struct index_attr a;
+	CHECK(index_lookup(ix, 0, "same", &a) == 0 && a.is_dir, "lookup agrees: directory");
+	l = ls(ix, 1, "", NULL, &rc);
+	CHECK(strcmp(l, "b/ c/") == 0, "multi-bucket view shows bucket dirs: '%s'", l);
+	l = ls(ix, 1, "c", NULL, &rc);
+	CHECK(strcmp(l, "same") == 0, "multi-bucket view bucket c: '%s'", l);
+	CHECK(index_lookup(ix, 1, "b/same.txt", &a) == 0 && a.size == 3, "multi lookup");
+	CHECK(index_objects(ix) == 9, "bad-key objects are still recorded (%llu)",
+	      (unsigned long long)index_objects(ix));
+
+	/* a directory of 5,000 subdirectories of 20 files: listing stays
+	 * one entry per subdirectory */
+	struct obj_meta *many = calloc(100000, sizeof *many);
+	char key[64];
+	for (int i = 0; i < 100000; i++) {
+		snprintf(key, sizeof key, "big/s%04d/f%02d", i / 20, i % 20);
+		many[i] = mk("b", key, 1, 1, "", NULL);
+	}
+	CHECK(index_apply(ix, many, 100000, NULL, 0, NULL, NULL) == 0, "apply 100K objects");
+	struct listing lst = { 0 };
+	rc = index_readdir(ix, 0, "big", NULL, on_entry, &lst);
+	CHECK(rc == 0 && lst.n == 5000, "readdir big: 5000 subdirs (%d)", lst.n);
+	memset(&lst, 0, sizeof lst);
+	lst.stop_after = 3;
+	index_readdir(ix, 0, "big", "s0100", on_entry, &lst);
+	CHECK(strcmp(lst.names, "s0101/ s0102/ s0103/") == 0, "resume after s0100 + stop: '%s'",
+	      lst.names);
+	memset(&lst, 0, sizeof lst);
+	index_readdir(ix, 0, "big/s0042", NULL, on_entry, &lst);
+	CHECK(lst.n == 20, "a subdirectory lists its 20 files");
+	release_all(many, 100000);
+	free(many);
+
+	index_close(ix);
+	view_free(v[0]);
+	view_free(v[1]);
+	release_all(ev, n);
+	stats_release(&st);
+	rmtree(dir);
+	free(dir);
+}
+
+static void test_view_changes_and_reopen(void)
+{
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir, NULL);
+	struct view *v1 = load("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".fa\"}}");
+	index_set_views(ix, &v1, 1);
+	struct obj_meta ev[4] = {
+		mk("b", "x/1.fa", 1, 1, "", NULL),
+		mk("b", "x/2.fa", 2, 1, "", NULL),
+		mk("b", "x/3.txt", 3, 1, "", NULL),
+		mkdel("b", "x/4.txt", 1, "05"),
+	};
+	struct index_pos pos = { "t", 0, 4 };
+	index_apply(ix, ev, 4, &pos, 1, NULL, NULL);
+	CHECK(index_members(ix, 0) == 2, "view fa has 2 members");
+	int rc;
+
+	/* same name, new definition; plus a new view; no events, no scan */
+	struct view *v2[2] = {
+		load("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
+		load("{\"name\":\"x\",\"bucket\":\"b\",\"layout\":{\"strip_prefix\":\"x/\"}}"),
+	};
+	CHECK(index_set_views(ix, v2, 2) == 0, "set_views with a changed and a new view");
+	view_free(v1);
+	const char *l = ls(ix, 0, "x", NULL, &rc);
+	CHECK(strcmp(l, "3.txt") == 0, "changed view rebuilt from records: '%s'", l);
+	l = ls(ix, 1, "", NULL, &rc);
+	CHECK(strcmp(l, "1.fa 2.fa 3.txt") == 0, "new view built from records: '%s'", l);
+	CHECK(index_members(ix, 0) == 1 && index_members(ix, 1) == 3, "rebuilt member counts");
+	index_close(ix);
+
+	/* reopen: everything is still there, nothing is rebuilt */
+	ix = open_ix(dir, NULL);
+	CHECK(index_set_views(ix, v2, 2) == 0, "reopen + same views");
+	CHECK(index_objects(ix) == 3, "objects count survives (%llu)",
+	      (unsigned long long)index_objects(ix));
+	CHECK(index_members(ix, 0) == 1 && index_members(ix, 1) == 3, "member counts survive");
+	int64_t off = 0;
+	CHECK(index_offset_get(ix, "t", 0, &off) == 0 && off == 4, "offset survives");
+	l = ls(ix, 1, "", NULL, &rc);
+	CHECK(strcmp(l, "1.fa 2.fa 3.txt") == 0, "membership survives: '%s'", l);
+	struct obj_meta late = mk("b", "x/4.txt", 9, 0, "", "04");
+	rc = index_apply(ix, &late, 1, NULL, 0, NULL, NULL);
+	CHECK(rc == 1, "tombstone survives reopen");
+
+	/* a view removed: its membership goes, the view that stays keeps its */
+	struct view *only = v2[1];
+	CHECK(index_set_views(ix, &only, 1) == 0, "set_views with one view removed");
+	l = ls(ix, 0, "", NULL, &rc);
+	CHECK(strcmp(l, "1.fa 2.fa 3.txt") == 0, "remaining view intact (now index 0)");
+	/* re-adding the removed view rebuilds it (its V entry was dropped) */
+	CHECK(index_set_views(ix, v2, 2) == 0 && index_members(ix, 0) == 1,
+	      "re-added view rebuilt");
+	index_close(ix);
+	view_free(v2[0]);
+	view_free(v2[1]);
+	obj_meta_release(&late);
+	release_all(ev, 4);
+	rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	test_round_trip();
+	test_tombstones_and_order();
+	test_batch_duplicates();
+	test_membership_moves();
+	test_bad_keys_and_dirs();
+	test_view_changes_and_reopen();
+	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,451 @@
+/*
+ * scan.c — see scan.h.
+ *
+ * DESIGN: one struct scan_job per bucket (never freed before scan_free, so
+ * pointers stay valid); a job in SCAN_RUNNING owns one thread running
+ * job_main(): list a page into a page buffer (deep copies), HEAD its
+ * objects with a pool of short-lived threads if needed, then
+ * index_scan_apply() the page together with the state after it. The
+ * scanner's mutex guards the job list and each job's counters; `stop`
+ * and the condition variable end backoff waits and wake scan_wait().
+ */
+#include "views/scan.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/log.h"
+
+struct scan_job {
+	struct scanner *s;
+	char *bucket;
+	unsigned needs;
+	pthread_t thread;
+	bool has_thread;
+	struct scan_info info;   /* under s->mu */
+};
+
+struct scanner {
+	struct index *ix;
+	struct scan_source src;
+	struct stats *st;
+	struct stats own_st;
+	index_change_fn fn;
+	void *fnctx;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	atomic_bool stop;
+	struct scan_job **jobs;
+	size_t n_jobs;
+};
+
+struct page {
+	struct obj_meta *o;
+	size_t n, cap;
+	const char *bucket;
+	int err;
+};
+
+/* ---- listing ---------------------------------------------------------- */
+
+static int page_collect(void *ctx, const struct obj_meta *o)
+{
+	struct page *pg = ctx;
+	if (!o->key || !*o->key)
+		return 0;
+	if (pg->n == pg->cap) {
+		size_t cap = pg->cap ? 2 * pg->cap : 1024;
+		struct obj_meta *g = realloc(pg->o, cap * sizeof *g);
+		if (!g)
+			return pg->err = -ENOMEM;
+		pg->o = g;
+		pg->cap = cap;
+	}
+	struct obj_meta *d = &pg->o[pg->n];
+	if (obj_meta_copy(d, o) < 0)
+		return pg->err = -ENOMEM;
+	if (!d->bucket && !(d->bucket = strdup(pg->bucket))) {
+		obj_meta_release(d);
+		return pg->err = -ENOMEM;
+	}
+	d->flags = (d->flags | OBJ_FROM_SCAN) & ~(uint32_t)OBJ_DELETED;
+	pg->n++;
+	return 0;
+}
+
+static void page_clear(struct page *pg)
+{
+	for (size_t i = 0; i < pg->n; i++)
+		obj_meta_release(&pg->o[i]);
+	pg->n = 0;
+	pg->err = 0;
+}
+
+/* ---- HEAD pool -------------------------------------------------------- */
+
+struct head_pool {
+	struct scan_job *job;
+	struct page *pg;
+	atomic_size_t next;
+	atomic_int err;
+	atomic_uint_fast64_t heads;
+	bool *gone;              /* per object: HEAD said it no longer exists */
+};
+
+static void *head_worker(void *arg)
+{
+	struct head_pool *hp = arg;
+	const struct scan_source *src = &hp->job->s->src;
+	for (;;) {
+		size_t i = atomic_fetch_add(&hp->next, 1);
+		if (i >= hp->pg->n || atomic_load(&hp->err) != 0)
+			break;
+		struct obj_meta *o = &hp->pg->o[i], h;
+		memset(&h, 0, sizeof h);
+		int rc = src->head(src->ctx, o->bucket, o->key, &h);
+		atomic_fetch_add(&hp->heads, 1);
+		if (rc == -ENOENT) {
+			hp->gone[i] = true;
+			continue;
+		}
+		if (rc < 0) {
+			int zero = 0;
+			atomic_compare_exchange_strong(&hp->err, &zero, rc);
+			break;
+		}
+		/* keep the listed identity; take everything HEAD knows */
+		free(h.bucket);
+		free(h.key);
+		h.bucket = o->bucket;
+		h.key = o->key;
+		o->bucket = o->key = NULL;
+		if (!h.mtime_ns)
+			h.mtime_ns = o->mtime_ns;
+		if (!h.etag[0])
+			memcpy(h.etag, o->etag, sizeof h.etag);
+		h.flags = (h.flags | OBJ_FROM_SCAN) & ~(uint32_t)OBJ_DELETED;
+		obj_meta_release(o);
+		*o = h;
+	}
+	return NULL;
+}
+
+static int head_page(struct scan_job *job, struct page *pg)
+{
+	if (pg->n == 0)
+		return 0;
+	struct head_pool hp = { .job = job, .pg = pg };
+	atomic_init(&hp.next, 0);
+	atomic_init(&hp.err, 0);
+	atomic_init(&hp.heads, 0);
+	hp.gone = calloc(pg->n, sizeof *hp.gone);
+	if (!hp.gone)
+		return -ENOMEM;
+	pthread_t th[SCAN_HEAD_THREADS];
+	size_t nt = pg->n < SCAN_HEAD_THREADS ? pg->n : SCAN_HEAD_THREADS, started = 0;
+	for (; started < nt; started++)
+		if (pthread_create(&th[started], NULL, head_worker, &hp) != 0)
+			break;
+	if (started == 0)
+		head_worker(&hp);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	int rc = atomic_load(&hp.err);
+	pthread_mutex_lock(&job->s->mu);
+	job->info.heads += atomic_load(&hp.heads);
+	pthread_mutex_unlock(&job->s->mu);
+	if (rc == 0) {   /* drop objects deleted since the listing */
+		size_t w = 0;
+		for (size_t i = 0; i < pg->n; i++) {
+			if (hp.gone[i])
+				obj_meta_release(&pg->o[i]);
+			else
+				pg->o[w++] = pg->o[i];
+		}
+		pg->n = w;
+	}
+	free(hp.gone);
+	return rc;
+}
+
+/* ---- the scan thread -------------------------------------------------- */
+
+/* Sleep up to ms unless stopped; true if stopped. */
+static bool backoff(struct scanner *s, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->mu);
+	while (!atomic_load(&s->stop) &&
+	       pthread_cond_timedwait(&s->cv, &s->mu, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->mu);
+	return atomic_load(&s->stop);
+}
+
+static void *job_main(void *arg)
+{
+	struct scan_job *job = arg;
+	struct scanner *s = job->s;
+	struct page pg = { .bucket = job->bucket };
+	struct index_scan_state cur, next;
+	int fails = 0;
+	bool done = false;
+
+	stats_inc(s->st, scans_running);
+	if (index_scan_state_get(s->ix, job->bucket, &cur) < 0)
+		memset(&cur, 0, sizeof cur);
+	log_info("scan: bucket %s: %s", job->bucket,
+		 cur.token[0] ? "resuming the listing" : "listing");
+	while (!atomic_load(&s->stop)) {
+		bool truncated = false;
+		memset(&next, 0, sizeof next);
+		int rc = s->src.list_page(s->src.ctx, job->bucket, cur.token, page_collect,
+					  &pg, next.token, sizeof next.token, &truncated);
+		if (rc == 0 && pg.err)
+			rc = pg.err;
+		if (rc == 0 && job->needs && s->src.head)
+			rc = head_page(job, &pg);
+		if (rc == 0) {
+			next.done = !truncated;
+			next.objects = cur.objects + pg.n;
+			if (!truncated)
+				next.token[0] = '\0';
+			int k = index_scan_apply(s->ix, job->bucket, pg.o, pg.n, &next,
+						 s->fn, s->fnctx);
+			rc = k < 0 ? k : 0;
+		}
+		if (rc < 0) {
+			page_clear(&pg);
+			pthread_mutex_lock(&s->mu);
+			job->info.last_error = rc;
+			pthread_mutex_unlock(&s->mu);
+			if (fails++ == 0)
+				log_warn("scan: bucket %s: page failed (%s); retrying",
+					 job->bucket, strerror(-rc));
+			int ms = 100 << (fails < 9 ? fails : 9);
+			if (backoff(s, ms > 30000 ? 30000 : ms))
+				break;
+			continue;
+		}
+		fails = 0;
+		stats_add(s->st, scan_objects, pg.n);
+		page_clear(&pg);
+		cur = next;
+		pthread_mutex_lock(&s->mu);
+		job->info.objects = cur.objects;
+		job->info.pages++;
+		job->info.last_error = 0;
+		pthread_mutex_unlock(&s->mu);
+		if (!truncated) {
+			done = true;
+			break;
+		}
+	}
+	free(pg.o);
+	if (done) {
+		stats_inc(s->st, scans_completed);
+		log_info("scan: bucket %s: complete, %llu objects", job->bucket,
+			 (unsigned long long)cur.objects);
+	}
+	stats_sub(s->st, scans_running, 1);
+	pthread_mutex_lock(&s->mu);
+	job->info.state = done ? SCAN_DONE : SCAN_STOPPED;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+int scan_new(struct index *ix, const struct scan_source *src, struct stats *st,
+	     index_change_fn fn, void *fnctx, struct scanner **out)
+{
+	*out = NULL;
+	if (!src || !src->list_page)
+		return -EINVAL;
+	struct scanner *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	if (!st) {
+		stats_init(&s->own_st);
+		st = &s->own_st;
+	}
+	s->ix = ix;
+	s->src = *src;
+	s->st = st;
+	s->fn = fn;
+	s->fnctx = fnctx;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	atomic_init(&s->stop, false);
+	*out = s;
+	return 0;
+}
+
+void scan_free(struct scanner *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	atomic_store(&s->stop, true);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	for (size_t i = 0; i < s->n_jobs; i++) {
+		if (s->jobs[i]->has_thread)
+			pthread_join(s->jobs[i]->thread, NULL);
+		free(s->jobs[i]->bucket);
+		free(s->jobs[i]);
+	}
+	free(s->jobs);
+	if (s->st == &s->own_st)
+		stats_release(&s->own_st);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+static struct scan_job *job_find(struct scanner *s, const char *bucket)
+{
+	for (size_t i = 0; i < s->n_jobs; i++)
+		if (strcmp(s->jobs[i]->bucket, bucket) == 0)
+			return s->jobs[i];
+	return NULL;
+}
+
+int scan_start(struct scanner *s, const char *bucket, unsigned needs)
+{
+	if (!bucket || !*bucket || strlen(bucket) >= sizeof ((struct scan_info *)0)->bucket)
+		return -EINVAL;
+	struct index_scan_state ss;
+	int rc = index_scan_state_get(s->ix, bucket, &ss);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	pthread_mutex_lock(&s->mu);
+	rc = 0;
+	struct scan_job *job = job_find(s, bucket);
+	if (job && (job->info.state == SCAN_RUNNING || job->info.state == SCAN_DONE))
+		goto out;
+	if (atomic_load(&s->stop)) {
+		rc = -ECANCELED;
+		goto out;
+	}
+	if (!job) {
+		struct scan_job **g = realloc(s->jobs, (s->n_jobs + 1) * sizeof *g);
+		job = calloc(1, sizeof *job);
+		if (!g || !job || !(job->bucket = strdup(bucket))) {
+			if (g)
+				s->jobs = g;
+			free(job);
+			rc = -ENOMEM;
+			goto out;
+		}
+		s->jobs = g;
+		s->jobs[s->n_jobs++] = job;
+		job->s = s;
+		strcpy(job->info.bucket, bucket);
+	}
+	job->needs = needs;
+	job->info.objects = ss.objects;
+	if (ss.done) {
+		job->info.state = SCAN_DONE;   /* never listed again */
+		goto out;
+	}
+	if (job->has_thread) {   /* a stopped run: reap it first */
+		pthread_join(job->thread, NULL);
+		job->has_thread = false;
+	}
+	job->info.state = SCAN_RUNNING;
+	rc = -pthread_create(&job->thread, NULL, job_main, job);
+	if (rc < 0) {
+		job->info.state = SCAN_STOPPED;
+		log_error("scan: cannot start the scan of bucket %s: %s", bucket, strerror(-rc));
+	} else {
+		job->has_thread = true;
+	}
+out:
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int scan_start_views(struct scanner *s, struct view *const *views, size_t n)
+{
+	int first_err = 0;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t b = 0; b < view_n_buckets(views[i]); b++) {
+			const char *bucket = view_bucket(views[i], b);
+			unsigned needs = 0;
+			for (size_t j = 0; j < n; j++)
+				if (view_uses_bucket(views[j], bucket))
+					needs |= view_needs(views[j]);
+			int rc = scan_start(s, bucket, needs);
+			if (rc < 0 && !first_err)
+				first_err = rc;
+		}
+	}
+	return first_err;
+}
+
+int scan_wait(struct scanner *s, const char *bucket, int timeout_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (timeout_ms >= 0) {
+		ts.tv_sec += timeout_ms / 1000;
+		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+	}
+	int rc;
+	pthread_mutex_lock(&s->mu);
+	struct scan_job *job = job_find(s, bucket);
+	for (;;) {
+		if (!job) {
+			rc = -ENOENT;
+			break;
+		}
+		if (job->info.state == SCAN_DONE) {
+			rc = 0;
+			break;
+		}
+		if (job->info.state == SCAN_STOPPED) {
+			rc = -ECANCELED;
+			break;
+		}
+		int w = timeout_ms < 0 ? pthread_cond_wait(&s->cv, &s->mu)
+				       : pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+		if (w == ETIMEDOUT) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int scan_status(struct scanner *s, struct scan_info **out, size_t *n)
+{
+	pthread_mutex_lock(&s->mu);
+	struct scan_info *a = calloc(s->n_jobs ? s->n_jobs : 1, sizeof *a);
+	if (!a) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->n_jobs; i++)
+		a[i] = s->jobs[i]->info;
+	*n = s->n_jobs;
+	pthread_mutex_unlock(&s->mu);
+	*out = a;
+	return 0;
+}

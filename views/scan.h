@@ -1,0 +1,77 @@
+/*
+ * scan.h — first listings of buckets into the index. The first time a view
+ * references a bucket, a background thread lists it page by page
+ * (ListObjectsV2, 1,000 keys a page) and inserts each page, with the
+ * continuation token of the next page, in one index batch
+ * (index_scan_apply, whose keep rule makes events that arrive during the
+ * scan neither lost nor undone). An interrupted scan resumes from the stored
+ * token; a bucket whose scan completed is never listed again by scan_start.
+ * When a view of the bucket needs metadata, tags or the content type
+ * (view_needs), every listed object is HEADed first by SCAN_HEAD_THREADS
+ * threads. A failing page is retried with backoff until it works or the
+ * scanner is freed.
+ *
+ * Seam: struct scan_source (sync/s3.h's s3_list_page/s3_head fit it; tests
+ * use fakes). Threads: all functions may be called from any thread except
+ * scan_free, which stops and joins every scan thread. Change callbacks run on
+ * scan threads (index.h says under which lock).
+ */
+#ifndef FACETFS_SCAN_H
+#define FACETFS_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/stats.h"
+#include "views/filter.h"
+#include "views/index.h"
+#include "views/object.h"
+
+#define SCAN_HEAD_THREADS 8
+
+/* Called per listed object (key, size, mtime_ns, etag; bucket may be NULL);
+ * *o lives only during the call. Nonzero stops the page. */
+typedef int (*scan_obj_fn)(void *fnctx, const struct obj_meta *o);
+
+struct scan_source {
+	void *ctx;
+	/* One page after token (NULL or "" = the first). 0 with next_token
+	 * and *truncated set, or a negative errno. */
+	int (*list_page)(void *ctx, const char *bucket, const char *token,
+			 scan_obj_fn fn, void *fnctx, char *next_token, size_t ntlen,
+			 bool *truncated);
+	/* HEAD: fills *out (caller releases it); -ENOENT if gone. */
+	int (*head)(void *ctx, const char *bucket, const char *key, struct obj_meta *out);
+};
+
+enum scan_state { SCAN_RUNNING = 1, SCAN_DONE, SCAN_STOPPED };
+
+struct scan_info {
+	char bucket[256];
+	int state;              /* enum scan_state */
+	uint64_t objects;       /* listed and inserted so far (all runs) */
+	uint64_t pages;         /* pages inserted by this process */
+	uint64_t heads;         /* HEAD requests made by this process */
+	int last_error;         /* last failure (0 if none); retried */
+};
+
+struct scanner;
+
+/* The scanner borrows ix and src->ctx; st may be NULL. */
+int  scan_new(struct index *ix, const struct scan_source *src, struct stats *st,
+	      index_change_fn fn, void *fnctx, struct scanner **out);
+/* Stop every scan (they resume at the next start) and free. NULL: no-op. */
+void scan_free(struct scanner *s);
+/* Start scanning bucket unless its first scan completed (then 0 and nothing
+ * is listed) or a scan of it runs. needs: OBJ_HAS_* fields to HEAD for. */
+int  scan_start(struct scanner *s, const char *bucket, unsigned needs);
+/* scan_start for every bucket of the views, with the needs of its views. */
+int  scan_start_views(struct scanner *s, struct view *const *views, size_t n);
+/* Wait until the bucket's scan is done: 0, -ETIMEDOUT, -ENOENT (never
+ * started here), -ECANCELED (stopped). timeout_ms < 0 waits for ever. */
+int  scan_wait(struct scanner *s, const char *bucket, int timeout_ms);
+/* Per-bucket state; *out is malloc'ed (free it), *n entries. */
+int  scan_status(struct scanner *s, struct scan_info **out, size_t *n);
+
+#endif
