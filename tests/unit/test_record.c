@@ -382,6 +382,26 @@ static void test_malformed_docs(void)
 		ev_doc_release(&d);
 	}
 
+	/* Lifecycle expiry of the current version deletes; of others is ignored. */
+	{
+		static const char *names[] = { "LifecycleExpiration:Delete",
+			"ObjectLifecycle:Expiration:Current", "ObjectLifecycle:Expiration:NonCurrent",
+			"s3:ObjectAccessed:Head", "ObjectTagging:Put" };
+		int good = 1;
+		for (size_t i = 0; i < 5; i++) {
+			char doc[512];
+			int n = snprintf(doc, sizeof doc, "{\"Records\":[{\"eventName\":\"%s\","
+					 "\"s3\":{\"bucket\":{\"name\":\"b\"},\"object\":{\"key\":\"k\"}}}]}",
+					 names[i]);
+			struct ev_doc d;
+			if (record_decode(doc, (size_t)n, &d) != 0 ||
+			    (i < 2 ? !(d.n == 1 && (d.ev[0].flags & OBJ_DELETED)) : !(d.n == 0 && d.n_ignored == 1)))
+				good = 0;
+			ev_doc_release(&d);
+		}
+		check(good, "lifecycle expiry of the current version -> OBJ_DELETED; other kinds ignored");
+	}
+
 	/* A valid document followed by NULs and whitespace is fine. */
 	struct ev_doc d;
 	const char ok[] = "{\"Records\":[]}\n\0\0";
