@@ -942,7 +942,7 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	/* S3 may answer 200 and still fail the copy: the body says. */
 	const char *t;
 	size_t tl;
-	if (r.body_len && memmem(r.body, r.body_len, "<Error>", 7)) {
+	if (r.body && r.body_len && memmem(r.body, r.body_len, "<Error>", 7)) {
 		if (s3_xml_find(r.body, r.body_len, "Code", &t, &tl) &&
 		    tl < sizeof r.s3code) {
 			memcpy(r.s3code, t, tl);
@@ -954,7 +954,7 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 		err = -EIO;
 		goto out;
 	}
-	if (r.body_len && s3_xml_find(r.body, r.body_len, "ETag", &t, &tl)) {
+	if (r.body && s3_xml_find(r.body, r.body_len, "ETag", &t, &tl)) {
 		char raw[160];
 		int n = s3_xml_decode(t, tl, raw, sizeof raw);
 		if (n > 0)

@@ -17,8 +17,12 @@
  *   s3tool copy [-R] [-m N=V]... BUCKET SRC DST  -m/-R: replace metadata
  *   s3tool delete BUCKET KEY
  *   s3tool check BUCKET
+ *   s3tool par [-n THREADS] [-r ROUNDS] BUCKET KEY   THREADS threads share one
+ *                                      client, each GETs and HEADs KEY ROUNDS
+ *                                      times, every copy compared; prints req/s
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +41,7 @@ struct tool {
 	struct s3 *s3;
 	struct stats st;
 	bool timing, longfmt, count, replace;
+	int threads, rounds;
 	const char *if_match, *ctype;
 	struct obj_kv meta[MAX_META];
 	size_t n_meta;
@@ -223,22 +228,94 @@ static int cmd_check(struct tool *t, char **a, int n)
 	return err ? fail("check", err) : 0;
 }
 
+struct par_job {
+	struct tool *t;
+	const char *bucket, *key;
+	const char *want;
+	size_t size;
+	int bad, failed;
+};
+
+static void *par_main(void *arg)
+{
+	struct par_job *j = arg;
+	char *buf = malloc(j->size ? j->size : 1);
+	for (int r = 0; buf && r < j->t->rounds; r++) {
+		size_t got = 0;
+		struct obj_meta o;
+		if (s3_get(j->t->s3, j->bucket, j->key, 0, j->size, NULL, buf, &got))
+			j->failed++;
+		else if (got != j->size || memcmp(buf, j->want, got) != 0)
+			j->bad++;
+		if (s3_head(j->t->s3, j->bucket, j->key, &o))
+			j->failed++;
+		else if (o.size != j->size)
+			j->bad++;
+		obj_meta_release(&o);
+	}
+	if (!buf)
+		j->failed++;
+	free(buf);
+	return NULL;
+}
+
+static int cmd_par(struct tool *t, char **a, int n)
+{
+	if (n < 2 || t->threads < 1 || t->threads > 256 || t->rounds < 1)
+		return fail("par", -EINVAL);
+	struct obj_meta o;
+	int err = s3_head(t->s3, a[0], a[1], &o);
+	if (err)
+		return fail("par (head)", err);
+	size_t size = o.size, got = 0;
+	obj_meta_release(&o);
+	char *want = malloc(size ? size : 1);
+	if (!want)
+		return fail("par", -ENOMEM);
+	err = s3_get(t->s3, a[0], a[1], 0, size, NULL, want, &got);
+	if (err || got != size) {
+		free(want);
+		return fail("par (get)", err ? err : -EIO);
+	}
+	struct par_job jobs[256];
+	pthread_t th[256];
+	double t0 = now_s();
+	for (int i = 0; i < t->threads; i++) {
+		jobs[i] = (struct par_job){ .t = t, .bucket = a[0], .key = a[1],
+					    .want = want, .size = size };
+		pthread_create(&th[i], NULL, par_main, &jobs[i]);
+	}
+	int bad = 0, failed = 0;
+	for (int i = 0; i < t->threads; i++) {
+		pthread_join(th[i], NULL);
+		bad += jobs[i].bad;
+		failed += jobs[i].failed;
+	}
+	double dt = now_s() - t0;
+	long reqs = 2L * t->threads * t->rounds;
+	printf("par: %d threads, %ld requests in %.3f s = %.0f req/s, %d failed, "
+	       "%d wrong\n", t->threads, reqs, dt, reqs / (dt > 0 ? dt : 1e-9),
+	       failed, bad);
+	free(want);
+	return bad || failed ? EIO : 0;
+}
+
 static int usage(void)
 {
-	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check "
+	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check|par "
 		"[options] BUCKET ... (see tests/bed/s3tool.c)\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	struct tool t = { 0 };
+	struct tool t = { .threads = 8, .rounds = 100 };
 	if (argc < 2)
 		return usage();
 	const char *cmd = argv[1];
 	int opt;
 	optind = 2;
-	while ((opt = getopt(argc, argv, "tlcRi:m:C:")) != -1) {
+	while ((opt = getopt(argc, argv, "tlcRi:m:C:n:r:")) != -1) {
 		switch (opt) {
 		case 't': t.timing = true; break;
 		case 'l': t.longfmt = true; break;
@@ -251,6 +328,8 @@ int main(int argc, char **argv)
 		case 'C': t.ctype = optarg; break;
 		case 'R': t.replace = true; break;
 		case 'i': t.if_match = optarg; break;
+		case 'n': t.threads = atoi(optarg); break;
+		case 'r': t.rounds = atoi(optarg); break;
 		case 'm': {
 			char *eq = strchr(optarg, '=');
 			if (!eq || t.n_meta == MAX_META)
@@ -298,6 +377,8 @@ int main(int argc, char **argv)
 		rc = cmd_delete(&t, a, n);
 	else if (strcmp(cmd, "check") == 0)
 		rc = cmd_check(&t, a, n);
+	else if (strcmp(cmd, "par") == 0)
+		rc = cmd_par(&t, a, n);
 	else
 		rc = usage();
 	fflush(stdout);

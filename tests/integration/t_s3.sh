@@ -108,6 +108,15 @@ done
 echo "# 64 MiB GET, s3_get: $(grep -o '[0-9.]* MiB/s' "$tmp/rate.ours" | tr '\n' ' ')" \
 	"curl: $(awk '{ printf "%.1f MiB/s ", $1 / 1048576 }' "$tmp/rate.curl")"
 
+# --- one client, 8 threads: GETs and HEADs all return the same bytes ------
+if "$S3TOOL" par -n 8 -r 50 "$b" blob/5m >"$tmp/par" 2>&1; then
+	ok "8 threads share one client: 800 GET/HEAD of 5 MiB, all equal"
+	diag <"$tmp/par"
+else
+	not_ok "8 threads share one client" "$(tail -n 1 "$tmp/par")"
+fi
+check_eq "8 threads on a 1 KiB object: every copy equal" 0 "$(s3rc par -n 8 -r 100 "$b" "$long")"
+
 # --- HEAD: metadata and content type written by aws ------------------------
 aws_s3 s3api put-object --bucket "$b" --key "meta/m 1.txt" --body "$tmp/in.1" \
 	--content-type text/plain --metadata color=black,Shape=round >/dev/null
