@@ -88,8 +88,13 @@ s3cmd_bed() { s3cmd -c "$S3CMD_CFG" "$@"; }
 # The bed's own commands on this bed: bed_cmd notify BUCKET, bed_cmd rgw-stop...
 bed_cmd() { local c=$1; shift; "$BED" "$c" "$BED_DIR" "$@"; }
 
-# Keys of every message now in the topic (kcat -e stops at the end).
-kafka_keys() { kcat -C -b "$KAFKA_BROKERS" -t "${1:-$KAFKA_TOPIC}" -e -q -f '%k\n'; }
+# Keys of every message now in the topic (default $KAFKA_TOPIC); kcat -e
+# stops at the end; a short fetch wait because the mock holds every fetch
+# for all of it.
+kafka_keys() {
+	kcat -C -b "$KAFKA_BROKERS" -t "${1:-$KAFKA_TOPIC}" -e -q \
+		-X fetch.wait.max.ms=10 -f '%k\n'
+}
 
 # A bucket name no other script uses: new_bucket PREFIX.
 new_bucket() {
