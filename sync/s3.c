@@ -40,7 +40,8 @@
 #define S3_TRIES             5
 #define S3_RETRY_BUDGET_MS   7000
 #define S3_CONNECT_MS        2000
-#define S3_STALL_S           60      /* no byte for this long: timeout */
+#define S3_STALL_S           30      /* no byte for this long: timeout */
+#define S3_CHECK_MS          2000    /* whole-attempt limit of a bucket check */
 #define S3_ERRBODY_MAX       (64u << 10)
 #define S3_BODY_MAX          (64u << 20)
 
@@ -69,6 +70,7 @@ struct s3_req {
 	int fd;                      /* upload source (-1: empty body) */
 	uint64_t up_size;
 	long stall_s;
+	long timeout_ms;             /* whole attempt; 0: none (stall_s only) */
 	enum s3_sink sink;
 	char *buf;                   /* SINK_BUF: [off, off+len) of the object */
 	size_t len;
@@ -440,6 +442,8 @@ static CURLcode req_setup(CURL *h, struct s3_req *r, const char *url,
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)S3_CONNECT_MS);
 	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
 	SET(CURLOPT_LOW_SPEED_TIME, r->stall_s);
+	if (r->timeout_ms)
+		SET(CURLOPT_TIMEOUT_MS, r->timeout_ms);
 	SET(CURLOPT_HTTPHEADER, hdrs);
 	SET(CURLOPT_ERRORBUFFER, errbuf);
 	SET(CURLOPT_HEADERFUNCTION, s3_cb_header);
@@ -556,8 +560,8 @@ static struct curl_slist *req_signed_headers(const struct s3 *s,
 			     amzdate, s->region, s->access_key, s->secret_key,
 			     auth, sizeof auth - 16);
 	if (err) {
-		log_error("s3: %s %s/%s: cannot sign: %s", r->method, r->bucket,
-			  r->key ? r->key : "", strerror(-err));
+		log_error("s3: %s %s%s%s: cannot sign: %s", r->method, r->bucket,
+			  r->key ? "/" : "", r->key ? r->key : "", strerror(-err));
 		free(lines);
 		return NULL;
 	}
@@ -584,8 +588,8 @@ static int s3_req_run(struct s3 *s, struct s3_req *r)
 	size_t path_at = 0;
 	char *url = req_url(s, r, &path_at);
 	if (!url) {
-		log_error("s3: %s %s/%s: key too long or out of memory",
-			  r->method, r->bucket, r->key ? r->key : "");
+		log_error("s3: %s %s%s%s: key too long or out of memory",
+			  r->method, r->bucket, r->key ? "/" : "", r->key ? r->key : "");
 		return -ENAMETOOLONG;
 	}
 	int64_t t0 = s3_now_ms();
@@ -614,8 +618,12 @@ static int s3_req_run(struct s3 *s, struct s3_req *r)
 		if (cc == CURLE_OK)
 			cc = curl_easy_perform(h);
 		long status = 0;
+		curl_off_t connected_us = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connected_us);
 		s3_pool_put(s, h);
+		if (cc == CURLE_OPERATION_TIMEDOUT && connected_us == 0)
+			cc = CURLE_COULDNT_CONNECT;  /* never connected: unreachable */
 		curl_slist_free_all(hdrs);
 		r->status = status;
 		if (cc == CURLE_WRITE_ERROR && r->full)
@@ -640,8 +648,8 @@ static int s3_req_run(struct s3 *s, struct s3_req *r)
 		    s3_now_ms() - t0 + delay > S3_RETRY_BUDGET_MS)
 			break;
 		S3_STAT(s, s3_retries);
-		log_debug("s3: %s %s/%s: HTTP %ld %s%s, retry in %u ms",
-			  r->method, r->bucket, r->key ? r->key : "", status,
+		log_debug("s3: %s %s%s%s: HTTP %ld %s%s, retry in %u ms",
+			  r->method, r->bucket, r->key ? "/" : "", r->key ? r->key : "", status,
 			  r->s3code, cc ? curl_easy_strerror(cc) : "", delay);
 		struct timespec ts = { delay / 1000, (long)(delay % 1000) * 1000000 };
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -652,15 +660,20 @@ static int s3_req_run(struct s3 *s, struct s3_req *r)
 		return err;
 	const char *why = cc ? (errbuf[0] ? errbuf : curl_easy_strerror(cc)) : "";
 	if (err == -ENOENT || err == -ESTALE) {
-		log_debug("s3: %s %s/%s: HTTP %ld %s", r->method, r->bucket,
-			  r->key ? r->key : "", r->status, r->s3code);
+		log_debug("s3: %s %s%s%s: HTTP %ld %s", r->method, r->bucket,
+			  r->key ? "/" : "", r->key ? r->key : "", r->status, r->s3code);
 		return err;
 	}
 	S3_STAT(s, s3_errors);
-	log_error("s3: %s %s/%s: HTTP %ld %s%s%s (%s) after %d attempt%s",
-		  r->method, r->bucket, r->key ? r->key : "", r->status,
-		  r->s3code, *why ? " " : "", why, strerror(-err), attempt + 1,
-		  attempt ? "s" : "");
+	char what[CURL_ERROR_SIZE + 96];
+	if (cc)
+		snprintf(what, sizeof what, "%s", why);
+	else
+		snprintf(what, sizeof what, "HTTP %ld%s%s", r->status,
+			 r->s3code[0] ? " " : "", r->s3code);
+	log_error("s3: %s %s%s%s: %s (%s) after %d attempt%s", r->method,
+		  r->bucket, r->key ? "/" : "", r->key ? r->key : "", what,
+		  strerror(-err), attempt + 1, attempt ? "s" : "");
 	return err;
 }
 
@@ -973,6 +986,7 @@ int s3_bucket_check(struct s3 *s, const char *bucket)
 	int err = req_init(&r, "HEAD", bucket, NULL);
 	if (!err) {
 		r.head = true;
+		r.timeout_ms = S3_CHECK_MS;  /* start-up must fail in ~10 s */
 		err = s3_req_run(s, &r);
 	}
 	req_release(&r);
