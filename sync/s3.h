@@ -14,11 +14,15 @@
  * Threads: any thread may call any function on one struct s3 at the same
  * time, except s3_free(). Each call borrows a curl handle from a small pool
  * (keep-alive connections are reused); no lock is held during a request.
- * Errors: 0 or a negative errno. -ENOENT no such key or bucket, -EACCES
- * refused (403), -ESTALE If-Match failed (412), -EHOSTUNREACH the endpoint
- * cannot be reached, -EIO anything else after retries (5xx, 429, timeouts,
- * connection errors are retried with backoff, about 8 s at most in all).
- * Each failure is logged once here, with bucket, key and HTTP status.
+ * Errors: 0 or a negative errno, mapped in one place (s3_errno_map()):
+ * -ENOENT no such key or bucket, -EACCES refused (403), -ESTALE If-Match
+ * failed (412), -EHOSTUNREACH endpoint unreachable (refused, no connect),
+ * -EINVAL bad request (400), -ENAMETOOLONG key too long, -EIO the rest.
+ * Connection errors, timeouts, 500/502/503/504, 429 and SlowDown are
+ * retried (5 attempts, jittered exponential backoff, no new attempt after
+ * 7 s). Failures are logged once here with bucket, key and HTTP status
+ * (-ENOENT and -ESTALE only at debug level: callers expect them); stats
+ * count requests by kind, retries, errors (not ENOENT/ESTALE), bytes read.
  * Ownership: results are copied into caller memory; nothing returned needs
  * freeing except what s3_head() puts into *out (obj_meta_release()).
  */
