@@ -20,6 +20,7 @@
 
 struct ix_slot;
 struct ix_change;
+struct ix_op;
 
 struct ixview {
 	const struct view *v;
@@ -66,6 +67,11 @@ struct index {
 	size_t n_chg, chg_cap;
 	int64_t *mdelta;           /* member count change per view */
 	size_t mdelta_cap;
+	int32_t *evslot;           /* slot of each input record, -1 = skipped */
+	int32_t *order;            /* slots sorted by key */
+	size_t ev_cap;
+	struct ix_op *ops;         /* membership puts/deletes, sorted before writing */
+	size_t n_ops, ops_cap;
 };
 
 /* Write the batch ix->wb (then clears it). 0 or -EIO (logged). */
