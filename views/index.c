@@ -125,10 +125,10 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 	pthread_rwlock_init(&ix->vlock, NULL);
 
 	ix->opts = leveldb_options_create();
-	ix->bloom = leveldb_filterpolicy_create_bloom(10);
+	ix->fpolicy = leveldb_filterpolicy_create_bloom(10);
 	ix->cache = leveldb_cache_create_lru(64u << 20);
 	leveldb_options_set_create_if_missing(ix->opts, 1);
-	leveldb_options_set_filter_policy(ix->opts, ix->bloom);
+	leveldb_options_set_filter_policy(ix->opts, ix->fpolicy);
 	leveldb_options_set_cache(ix->opts, ix->cache);
 	leveldb_options_set_write_buffer_size(ix->opts, 32u << 20);
 	leveldb_options_set_max_file_size(ix->opts, 8u << 20);
@@ -162,6 +162,9 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 		index_close(ix);
 		return rc;
 	}
+	pthread_mutex_lock(&ix->wmu);
+	ix_bloom_maybe_rebuild(ix, 2 * atomic_load(&ix->objects));
+	pthread_mutex_unlock(&ix->wmu);
 	*out = ix;
 	return 0;
 }
@@ -170,6 +173,7 @@ void index_close(struct index *ix)
 {
 	if (!ix)
 		return;
+	ix_bloom_stop(ix);
 	if (ix->db)
 		leveldb_close(ix->db);
 	leveldb_writebatch_destroy(ix->wb);
@@ -177,7 +181,7 @@ void index_close(struct index *ix)
 	leveldb_readoptions_destroy(ix->ro);
 	leveldb_options_destroy(ix->opts);
 	leveldb_cache_destroy(ix->cache);
-	leveldb_filterpolicy_destroy(ix->bloom);
+	leveldb_filterpolicy_destroy(ix->fpolicy);
 	ix_table_free(ix->views, ix->n_views, ix->buckets, ix->n_buckets);
 	arena_release(&ix->ar);
 	ibuf_release(&ix->kbuf);
@@ -205,16 +209,6 @@ void index_set_sync(struct index *ix, bool sync)
 }
 
 /* ---- the batch overlay ------------------------------------------------ */
-
-static uint64_t fnv64(const char *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
 
 static int scratch_prepare(struct index *ix, size_t n)
 {
@@ -276,7 +270,7 @@ static int slot_find_add(struct index *ix, size_t mask, size_t *nslots, int32_t 
 {
 	const char *k = ix->kbuf.p;
 	size_t kl = ix->kbuf.len;
-	uint64_t h = fnv64(k, kl);
+	uint64_t h = ix_key_hash(k, kl);
 	size_t i = h & mask;
 	while (ix->tab[i] >= 0) {
 		struct ix_slot *s = &ix->slots[ix->tab[i]];
@@ -327,6 +321,8 @@ static int slots_load(struct index *ix, size_t nslots)
 	qsort_r(ix->order, nslots, sizeof *ix->order, slot_cmp, ix->slots);
 	for (size_t j = 0; j < nslots; j++) {
 		struct ix_slot *s = &ix->slots[ix->order[j]];
+		if (ix->bloom && !ix_bloom_maybe(ix->bloom, s->h))
+			continue;   /* surely never stored */
 		char *v;
 		size_t vl;
 		int rc = ix_get(ix, NULL, s->okey, s->oklen, &v, &vl);
@@ -376,8 +372,13 @@ static void ops_flush(struct index *ix, size_t nslots)
 {
 	for (size_t j = 0; j < nslots; j++) {
 		const struct ix_slot *s = &ix->slots[ix->order[j]];
-		if (s->dirty)
-			leveldb_writebatch_put(ix->wb, s->okey, s->oklen, s->enc, s->enclen);
+		if (!s->dirty)
+			continue;
+		leveldb_writebatch_put(ix->wb, s->okey, s->oklen, s->enc, s->enclen);
+		if (ix->bloom)
+			ix_bloom_add(ix->bloom, s->h);
+		if (ix->bloom_building)
+			ix_bloom_add(ix->bloom_building, s->h);
 	}
 	qsort(ix->ops, ix->n_ops, sizeof *ix->ops, op_cmp);
 	for (size_t i = 0; i < ix->n_ops; i++) {
@@ -643,6 +644,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		stats_add(ix->st, ev_applied, applied);
 		stats_add(ix->st, ev_ignored, skipped);
 	}
+	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)
 		fn(ctx, ix->chg[i].view, ix->chg[i].path, ix->chg[i].what);
 	rc = (int)skipped;

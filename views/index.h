@@ -122,5 +122,8 @@ int  index_object_get(struct index *ix, const char *bucket, const char *key,
 uint64_t index_objects(struct index *ix);                     /* live objects */
 uint64_t index_members(struct index *ix, size_t view_idx);    /* 0 if bad idx */
 size_t   index_n_views(struct index *ix);
+/* Is the in-memory key filter complete (applies then skip the read of keys
+ * never stored)? Built in the background after index_open; for status/tests. */
+bool     index_filter_ready(struct index *ix);
 
 #endif

@@ -21,6 +21,7 @@
 struct ix_slot;
 struct ix_change;
 struct ix_op;
+struct ix_bloom;
 
 struct ixview {
 	const struct view *v;
@@ -40,7 +41,7 @@ struct ixbucket {          /* a bucket and the views that use it */
 struct index {
 	leveldb_t *db;
 	leveldb_options_t *opts;
-	leveldb_filterpolicy_t *bloom;
+	leveldb_filterpolicy_t *fpolicy;
 	leveldb_cache_t *cache;
 	leveldb_readoptions_t *ro;
 	leveldb_writeoptions_t *wo;
@@ -72,6 +73,14 @@ struct index {
 	size_t ev_cap;
 	struct ix_op *ops;         /* membership puts/deletes, sorted before writing */
 	size_t n_ops, ops_cap;
+
+	/* key filter (index_bloom.c): bloom answers "surely absent" once
+	 * complete; bloom_building is being filled by the builder thread.
+	 * Pointers and flags under wmu. */
+	struct ix_bloom *bloom, *bloom_building;
+	pthread_t bloom_thread;
+	bool bloom_running, bloom_joinable;
+	atomic_bool bloom_stop;
 };
 
 /* Write the batch ix->wb (then clears it). 0 or -EIO (logged). */
@@ -90,6 +99,26 @@ int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
 void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb);
 /* Delete every key starting with prefix, in batches. */
 int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
+
+/* FNV-1a 64 of an 'O' key: the overlay's and the key filter's hash. */
+static inline uint64_t ix_key_hash(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* Key filter (index_bloom.c). add/maybe: any thread; the rest under wmu,
+ * except ix_bloom_stop (index_close, no writer running). */
+void ix_bloom_add(struct ix_bloom *b, uint64_t h);
+bool ix_bloom_maybe(const struct ix_bloom *b, uint64_t h);
+void ix_bloom_free(struct ix_bloom *b);
+/* Start building a filter if there is none or it is over capacity. */
+void ix_bloom_maybe_rebuild(struct index *ix, uint64_t capacity);
+void ix_bloom_stop(struct index *ix);
 
 #define IX_PATH_MAX 4096
 
