@@ -69,7 +69,7 @@ check_eq() {
 # TIMEOUT_S seconds (may be fractional) pass (1).
 wait_for() {
 	local end now
-	end=$(($(date +%s%N) + $(awk -v t="$1" 'BEGIN { printf "%d", t * 1000000000 }')))
+	end=$(($(date +%s%N) + $(awk -v t="$1" 'BEGIN { printf "%.0f", t * 1000000000 }')))
 	shift
 	while true; do
 		"$@" >/dev/null 2>&1 && return 0
