@@ -45,6 +45,11 @@ struct scan_source {
 	int (*head)(void *ctx, const char *bucket, const char *key, struct obj_meta *out);
 };
 
+/* The source for the real store: ListObjectsV2 and HEAD through sync/s3.h
+ * (s3 is borrowed; it is thread-safe). */
+struct s3;
+void scan_source_s3(struct s3 *s3, struct scan_source *out);
+
 enum scan_state { SCAN_RUNNING = 1, SCAN_DONE, SCAN_STOPPED };
 
 struct scan_info {

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "views/filter.h"
@@ -501,6 +503,58 @@ static void test_view_changes_and_reopen(void)
 	free(dir);
 }
 
+/* A batch acknowledged (index_apply returned) survives kill -9 of the
+ * process right after, without fsync. */
+static void test_kill9(void)
+{
+	char *dir = tmpdir();
+	int p[2];
+	if (pipe(p) < 0)
+		exit(2);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		struct index *ix = open_ix(dir, NULL);
+		struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+		index_set_views(ix, &v, 1);
+		struct obj_meta *ev = calloc(1000, sizeof *ev);
+		char key[32];
+		for (int i = 0; i < 1000; i++) {
+			snprintf(key, sizeof key, "d/k%04d", i);
+			ev[i] = mk("b", key, (uint64_t)i, 1, "", NULL);
+		}
+		struct index_pos pos = { "t", 2, 1000 };
+		int rc = index_apply(ix, ev, 1000, &pos, 1, NULL, NULL);
+		char ack = rc == 0 ? 'y' : 'n';
+		if (write(p[1], &ack, 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	char ack = 0;
+	if (read(p[0], &ack, 1) != 1)
+		ack = 0;
+	kill(pid, SIGKILL);
+	int status;
+	waitpid(pid, &status, 0);
+	close(p[0]);
+	CHECK(ack == 'y' && WIFSIGNALED(status), "child applied a batch and was killed -9");
+	struct index *ix = open_ix(dir, NULL);
+	struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+	index_set_views(ix, &v, 1);
+	int64_t off = 0;
+	struct index_attr a;
+	CHECK(index_offset_get(ix, "t", 2, &off) == 0 && off == 1000, "offset survived kill -9");
+	CHECK(index_objects(ix) == 1000 && index_members(ix, 0) == 1000 &&
+	      index_lookup(ix, 0, "d/k0999", &a) == 0 && a.size == 999,
+	      "records and membership survived kill -9");
+	index_close(ix);
+	view_free(v);
+	rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -509,6 +563,7 @@ int main(void)
 	test_membership_moves();
 	test_bad_keys_and_dirs();
 	test_view_changes_and_reopen();
+	test_kill9();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }
