@@ -25,8 +25,11 @@
  * implicit snapshot). Change callbacks run on the writer's thread with the
  * write mutex held, after the batch is written: they may call readers, never
  * writers. Views passed to index_set_views are borrowed until the next
- * index_set_views or index_close. Errors: 0 or a negative errno; LevelDB
- * failures are logged once here and returned as -EIO.
+ * index_set_views or index_close. index_open starts one background thread
+ * that builds an in-memory filter of the stored 'O' keys (index_bloom.c:
+ * applies then skip the read of keys never stored); index_close joins it.
+ * Errors: 0 or a negative errno; LevelDB failures are logged once here and
+ * returned as -EIO.
  */
 #ifndef FACETFS_INDEX_H
 #define FACETFS_INDEX_H
