@@ -318,7 +318,8 @@ static int slots_load(struct index *ix, size_t nslots)
 {
 	for (size_t i = 0; i < nslots; i++)
 		ix->order[i] = (int32_t)i;
-	qsort_r(ix->order, nslots, sizeof *ix->order, slot_cmp, ix->slots);
+	if (nslots > 1)
+		qsort_r(ix->order, nslots, sizeof *ix->order, slot_cmp, ix->slots);
 	for (size_t j = 0; j < nslots; j++) {
 		struct ix_slot *s = &ix->slots[ix->order[j]];
 		if (ix->bloom && !ix_bloom_maybe(ix->bloom, s->h))
@@ -380,7 +381,8 @@ static void ops_flush(struct index *ix, size_t nslots)
 		if (ix->bloom_building)
 			ix_bloom_add(ix->bloom_building, s->h);
 	}
-	qsort(ix->ops, ix->n_ops, sizeof *ix->ops, op_cmp);
+	if (ix->n_ops > 1)
+		qsort(ix->ops, ix->n_ops, sizeof *ix->ops, op_cmp);
 	for (size_t i = 0; i < ix->n_ops; i++) {
 		const struct ix_op *op = &ix->ops[i];
 		/* of several ops on one key only the last matters */

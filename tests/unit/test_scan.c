@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "views/filter.h"
@@ -367,11 +368,83 @@ static void test_scan_head(void)
 	free(dir);
 }
 
+struct reader { struct index *ix; atomic_bool stop; long reads; };
+
+static void *reader_main(void *p)
+{
+	struct reader *r = p;
+	while (!atomic_load(&r->stop)) {
+		int n = 0;
+		index_readdir(r->ix, 0, "", NULL, count_fn, &n);
+		struct index_attr a;
+		index_lookup(r->ix, 0, "d5/k00500", &a);
+		r->reads++;
+	}
+	return NULL;
+}
+
+/* A scan thread, the applying thread and a reader at the same time. */
+static void test_scan_concurrent(void)
+{
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir, NULL);
+	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	index_set_views(ix, &v, 1);
+	struct fake f = { .bucket = "bk", .n = 20000, .fail_from_page = -1 };
+	struct scan_source src = { &f, fake_list, NULL };
+	struct scanner *sc;
+	scan_new(ix, &src, NULL, NULL, NULL, &sc);
+	struct reader rd = { .ix = ix };
+	atomic_init(&rd.stop, false);
+	pthread_t th;
+	pthread_create(&th, NULL, reader_main, &rd);
+	scan_start(sc, "bk", 0);
+	/* events on every 10th key, newer than the listing: deletes on odd
+	 * tens, size changes on even tens */
+	char key[64];
+	for (int i = 0; i < 20000; i += 10) {
+		fake_key(i, key, sizeof key);
+		struct obj_meta e = mk(key, 5, 2000, (i / 10) % 2 == 1);
+		index_apply(ix, &e, 1, NULL, 0, NULL, NULL);
+		obj_meta_release(&e);
+	}
+	CHECK(scan_wait(sc, "bk", 30000) == 0, "concurrent scan completed");
+	atomic_store(&rd.stop, true);
+	pthread_join(th, NULL);
+	int bad = 0;
+	struct index_attr a;
+	for (int i = 0; i < 20000; i++) {
+		fake_key(i, key, sizeof key);
+		int rc = index_lookup(ix, 0, key, &a);
+		bool want_gone = i % 10 == 0 && (i / 10) % 2 == 1;
+		uint64_t want_size = i % 10 == 0 ? 5 : (uint64_t)i;
+		if (want_gone ? rc != -ENOENT : (rc != 0 || a.size != want_size))
+			bad++;
+	}
+	CHECK(bad == 0, "every key as its last event or the listing says (%d wrong)", bad);
+	CHECK(index_objects(ix) == 19000 && index_members(ix, 0) == 19000,
+	      "counts agree: %llu objects", (unsigned long long)index_objects(ix));
+	int n = 0;
+	for (int d = 0; d < 200; d++) {
+		char dd[16];
+		snprintf(dd, sizeof dd, "d%d", d);
+		n += ls_count(ix, dd);
+	}
+	CHECK(n == 19000, "listing agrees with the counters (%d)", n);
+	CHECK(rd.reads > 0, "reader ran alongside (%ld listings)", rd.reads);
+	scan_free(sc);
+	index_close(ix);
+	view_free(v);
+	rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_scan_with_events();
 	test_scan_resume();
 	test_scan_head();
+	test_scan_concurrent();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }
