@@ -113,8 +113,9 @@ int  index_lookup(struct index *ix, size_t view_idx, const char *path,
 typedef int (*index_dir_fn)(void *ctx, const char *name, const struct index_attr *a);
 int  index_readdir(struct index *ix, size_t view_idx, const char *dir,
 		   const char *after, index_dir_fn fn, void *ctx);
-/* Full record of the object shown at path (deep copy: obj_meta_release it).
- * -ENOENT if no object is there (also for a directory). */
+/* Full record of the object stored at path (deep copy: obj_meta_release it).
+ * -ENOENT if no object is there (a pure directory); a name that is both an
+ * object and a directory still gives the object here. */
 int  index_object(struct index *ix, size_t view_idx, const char *path,
 		  struct obj_meta *out);
 /* Record by bucket/key, tombstones included (check OBJ_DELETED). */
