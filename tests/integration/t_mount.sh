@@ -101,7 +101,7 @@ check_eq "DELETE: not in black either" "" "$(ls "$M/black/data" 2>/dev/null | gr
 
 # ---- tricky keys ----
 printf 'tricky\n' >"$T/tricky"
-long=$(python3 -c 'print("/".join(["k" * 240] * 4) + "/" + "z" * 35)')   # 1000 bytes
+long=$(python3 -c 'print("/".join(["k" * 240] * 4) + "/" + "z" * 36)')   # 1000 bytes
 keys=("sp ace/a b+c%d(e)ü~*.txt" "plus+sign.txt" "pct%41.txt" "amp&lt;<x>.txt" "$long")
 for k in "${keys[@]}"; do
 	"$AWS" --endpoint-url "$S3_URL" s3api put-object --bucket "$B" --key "$k" \
