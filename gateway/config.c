@@ -197,7 +197,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		size_t off = bad ? (size_t)(bad - text) : 0, line = 1;
 		for (size_t i = 0; i < off && i < len; i++)
 			line += text[i] == '\n';
-		snprintf(err, errlen, "%s: (root): not a JSON object (error near line %zu)",
+		snprintf(err, errlen, "%s: $: not a JSON object (error near line %zu)",
 			 path, line);
 		cJSON_Delete(root);
 		free(text);

@@ -103,7 +103,7 @@ static int cmd_check(int argc, char **argv)
 			continue;
 		for (int j = first; j < i; j++)
 			if (loaded[j] && strcmp(view_name(loaded[j]), view_name(v)) == 0) {
-				fprintf(stderr, "%s: name: duplicate view name \"%s\" (also in %s)\n",
+				fprintf(stderr, "%s: name: duplicate view name \"%s\" (also defined in %s)\n",
 					argv[i], view_name(v), argv[j]);
 				bad++;
 			}

@@ -23,7 +23,7 @@ expect_check() {
 		not_ok "check: $name" "exit $rc, output: ${out//$'\n'/ | }"
 	fi
 }
-expect_check not-json '{ "name": "x", ' "(root)"
+expect_check not-json '{ "name": "x", ' "$: not JSON"
 expect_check unknown-field '{ "name": "x", "bucket": "b", "match": { "prefx": "a" } }' 'match.prefx: unknown field'
 expect_check wrong-type '{ "name": "x", "bucket": "b", "match": { "prefix": 5 } }' 'match.prefix:'
 expect_check bad-unit '{ "name": "x", "bucket": "b", "match": { "size": { "max": "10XB" } } }' 'match.size.max: unknown unit'
