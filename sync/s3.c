@@ -762,6 +762,29 @@ out:
 	return err;
 }
 
+int s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
+		   struct obj_kv **tags, size_t *n)
+{
+	struct s3_req r;
+	int err = req_init(&r, "GET", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	if (err)
+		goto out;
+	r.query = "tagging=";            /* RGW refuses a valueless "?tagging" */
+	r.sink = SINK_GROW;
+	S3_STAT(s, s3_head);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	err = s3_xml_tagging_parse(r.body ? r.body : "", r.body_len, tags, n);
+	if (err == -EPROTO)
+		log_error("s3: GET %s/%s?tagging: cannot read the answer", bucket, key);
+out:
+	req_release(&r);
+	return err;
+}
+
 int s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
 		 const char *token, s3_list_fn fn, void *ctx,
 		 char *next_token, size_t ntlen, bool *truncated)

@@ -24,7 +24,8 @@
  * (-ENOENT and -ESTALE only at debug level: callers expect them); stats
  * count requests by kind, retries, errors (not ENOENT/ESTALE), bytes read.
  * Ownership: results are copied into caller memory; nothing returned needs
- * freeing except what s3_head() puts into *out (obj_meta_release()).
+ * freeing except what s3_head() puts into *out (obj_meta_release()) and
+ * the tags s3_get_tagging() returns.
  */
 #ifndef FACETFS_S3_H
 #define FACETFS_S3_H
@@ -65,6 +66,15 @@ int  s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
  * *out is overwritten; on success the caller owns it (obj_meta_release). */
 int  s3_head(struct s3 *s, const char *bucket, const char *key,
 	     struct obj_meta *out);
+
+/* GetObjectTagging (GET ?tagging=): the object's tags as a malloc'ed
+ * array of name/value pairs (*tags NULL and *n 0 when it has none); the
+ * caller frees each name and value and the array (or hands them to an
+ * obj_meta, whose release frees them). *tags and *n are set only on success;
+ * -ENOENT if the object is gone, -EPROTO for an unreadable answer. Counted
+ * as a HEAD in the stats (it is the per-object metadata request of tags). */
+int  s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
+		    struct obj_kv **tags, size_t *n);
 
 /* Called once per listed object with bucket, key, size, mtime_ns, etag and
  * OBJ_FROM_SCAN; *o and its strings live only during the call (copy them).

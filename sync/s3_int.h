@@ -47,6 +47,15 @@ int s3_xml_list_parse(const char *xml, size_t len, const char *bucket,
 		      s3_list_fn fn, void *ctx, char *next_token, size_t ntlen,
 		      bool *truncated);
 
+/* Parse a GetObjectTagging answer (<Tagging><TagSet><Tag><Key>k</Key>
+ * <Value>v</Value></Tag>...</TagSet></Tagging>) into a malloc'ed array of
+ * decoded name/value pairs in document order (a missing or empty <Value>
+ * gives ""). *tags and *n are set only on success (*tags NULL when there is no
+ * tag); the caller frees each name and value and the array. 0, -EPROTO (not
+ * a Tagging document, a Tag without Key, a bad entity) or -ENOMEM. */
+int s3_xml_tagging_parse(const char *xml, size_t len, struct obj_kv **tags,
+			 size_t *n);
+
 /* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad */
 int64_t s3_time_http(const char *s, size_t n);
 /* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad */

@@ -477,3 +477,79 @@ unsigned s3_backoff_ms(unsigned attempt, uint64_t *rng)
 		d = S3_BACKOFF_BASE_MS << attempt;
 	return d / 2 + (unsigned)(x % (d / 2 + 1));
 }
+
+/* ---- GetObjectTagging ---------------------------------------------------- */
+
+/* Decode the text of the first <tag> inside [p, end) into a new string;
+ * absent -> "" (a <Value/> written as an empty element). */
+static int wire_tag_text(const char *p, const char *end, const char *tag,
+			 bool required, char **out)
+{
+	const char *t;
+	size_t tl;
+	*out = NULL;
+	if (!s3_xml_find(p, (size_t)(end - p), tag, &t, &tl)) {
+		if (required)
+			return -EPROTO;
+		t = "";
+		tl = 0;
+	}
+	char *s = malloc(tl + 1);
+	if (!s)
+		return -ENOMEM;
+	int k = s3_xml_decode(t, tl, s, tl + 1);   /* decoding never grows */
+	if (k < 0 || (required && k == 0)) {
+		free(s);
+		return -EPROTO;
+	}
+	*out = s;
+	return 0;
+}
+
+int s3_xml_tagging_parse(const char *xml, size_t len, struct obj_kv **tags,
+			 size_t *n)
+{
+	if (!memmem(xml, len, "<Tagging", 8))
+		return -EPROTO;
+	struct obj_kv *a = NULL;
+	size_t na = 0;
+	int rc = 0;
+	const char *p = xml, *end = xml + len;
+	for (;;) {
+		const char *open = memmem(p, (size_t)(end - p), "<Tag>", 5);
+		if (!open)
+			break;
+		open += 5;
+		const char *close = memmem(open, (size_t)(end - open), "</Tag>", 6);
+		if (!close) {
+			rc = -EPROTO;
+			break;
+		}
+		struct obj_kv kv = { 0 };
+		rc = wire_tag_text(open, close, "Key", true, &kv.name);
+		if (rc == 0)
+			rc = wire_tag_text(open, close, "Value", false, &kv.value);
+		struct obj_kv *g = rc == 0 ? realloc(a, (na + 1) * sizeof *a) : NULL;
+		if (!g) {
+			free(kv.name);
+			free(kv.value);
+			if (rc == 0)
+				rc = -ENOMEM;
+			break;
+		}
+		a = g;
+		a[na++] = kv;
+		p = close + 6;
+	}
+	if (rc < 0) {
+		for (size_t i = 0; i < na; i++) {
+			free(a[i].name);
+			free(a[i].value);
+		}
+		free(a);
+		return rc;
+	}
+	*tags = a;
+	*n = na;
+	return 0;
+}
