@@ -1,0 +1,686 @@
+/*
+ * stage.c — staged files: writes, reads, the byte budget and the commit
+ * (upload whole). Journal I/O and crash recovery are in stage_journal.c.
+ *
+ * State of one file (f->lock): `dirty` says the next commit uploads;
+ * `uploading` says a commit owns the file: writers (pwrite, truncate,
+ * set_meta, rename) wait on f->cond until it clears, so the bytes, size and
+ * metadata cannot change during an upload and the fields may be read
+ * without the lock by the owner. `n_active` counts pwrites running outside
+ * the lock; a commit (and a truncate) waits for it to reach 0.
+ * Transitions: stage_file_new -> dirty; stage_file_fill -> clean;
+ * a write -> dirty (journal "dirty" first); stage_file_commit -> journal
+ * "commit", upload, then clean and journal removed, or dirty on failure.
+ */
+#include "sync/stage_int.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+#include "sync/s3.h"
+
+#define FILL_CHUNK (8u << 20)
+
+static int put_s3(void *ctx, const char *bucket, const char *key, int fd,
+		  uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		  const char *content_type, char etag[72])
+{
+	return s3_put_file(ctx, bucket, key, fd, size, meta, n_meta,
+			   content_type, etag);
+}
+
+struct stage_uploader stage_uploader_s3(struct s3 *s)
+{
+	return (struct stage_uploader){ .ctx = s, .put = put_s3 };
+}
+
+/* ---- the stage -------------------------------------------------------- */
+
+static int charge(struct stage *st, uint64_t n)
+{
+	int err = 0;
+	pthread_mutex_lock(&st->lock);
+	if (n > st->max_bytes - st->used) {
+		st->cnt.enospc++;
+		err = -ENOSPC;
+	} else {
+		st->used += n;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return err;
+}
+
+void stage_uncharge(struct stage *st, uint64_t n)
+{
+	pthread_mutex_lock(&st->lock);
+	assert(st->used >= n);
+	st->used -= n;
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void count_efbig(struct stage *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->cnt.efbig++;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* Charges what is already staged and finds the next free id. */
+static int stage_scan(struct stage *st)
+{
+	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return -errno;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		uint64_t id = strtoull(de->d_name, &end, 16);
+		if (end != de->d_name + 16)
+			continue;
+		if (id >= st->next_id)
+			st->next_id = id + 1;
+		struct stat sb;
+		if (strcmp(end, ".data") == 0 &&
+		    fstatat(st->dir_fd, de->d_name, &sb, 0) == 0)
+			st->used += (uint64_t)sb.st_size;
+		if (strcmp(end, ".jnl") == 0)
+			st->cnt.pending_files++;
+	}
+	closedir(d);
+	return 0;
+}
+
+static int open_dir(const char *path, int *fd)
+{
+	if (mkdir(path, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? -errno : 0;
+}
+
+int stage_open(const struct stage_conf *conf, struct stage **out)
+{
+	*out = NULL;
+	if (!conf || !conf->dir || !*conf->dir || !conf->up.put)
+		return -EINVAL;
+	struct stage *st = calloc(1, sizeof *st);
+	if (!st)
+		return -ENOMEM;
+	st->dir_fd = st->rec_fd = -1;
+	pthread_mutex_init(&st->lock, NULL);
+	st->max_bytes = conf->max_bytes;
+	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
+	st->up = conf->up;
+	st->next_id = 1;
+	int err = -ENOMEM;
+	st->dir = strdup(conf->dir);
+	if (!st->dir || asprintf(&st->rec_dir, "%s/recovered", conf->dir) < 0) {
+		st->rec_dir = NULL;
+		goto fail;
+	}
+	err = open_dir(st->dir, &st->dir_fd);
+	if (!err)
+		err = open_dir(st->rec_dir, &st->rec_fd);
+	if (!err)
+		err = stage_scan(st);
+	if (err) {
+		log_error("stage: cannot open staging directory %s: %s", conf->dir,
+			  strerror(-err));
+		goto fail;
+	}
+	if (st->used > st->max_bytes)
+		log_warn("stage: %s already holds %" PRIu64 " bytes, over its budget "
+			 "of %" PRIu64, st->dir, st->used, st->max_bytes);
+	*out = st;
+	return 0;
+fail:
+	stage_close(st);
+	return err;
+}
+
+void stage_close(struct stage *st)
+{
+	if (!st)
+		return;
+	assert(!st->open);
+	if (st->dir_fd >= 0)
+		close(st->dir_fd);
+	if (st->rec_fd >= 0)
+		close(st->rec_fd);
+	pthread_mutex_destroy(&st->lock);
+	free(st->dir);
+	free(st->rec_dir);
+	free(st);
+}
+
+const char *stage_recovered_dir(const struct stage *st)
+{
+	return st->rec_dir;
+}
+
+void stage_counters_get(struct stage *st, struct stage_counters *out)
+{
+	pthread_mutex_lock(&st->lock);
+	*out = st->cnt;
+	out->used_bytes = st->used;
+	out->max_bytes = st->max_bytes;
+	out->open_files = 0;
+	for (struct stage_file *f = st->open; f; f = f->next)
+		out->open_files++;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- one staged file -------------------------------------------------- */
+
+static void kv_free(struct obj_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].name);
+		free(kv[i].value);
+	}
+	free(kv);
+}
+
+static int kv_copy(struct obj_kv **dst, size_t *n, const struct obj_kv *src,
+		   size_t n_src)
+{
+	*dst = NULL;
+	*n = 0;
+	for (size_t i = 0; i < n_src; i++) {
+		if (obj_kv_add(dst, n, src[i].name, src[i].value)) {
+			kv_free(*dst, *n);
+			*dst = NULL;
+			*n = 0;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static char *strdup_opt(const char *s, int *err)
+{
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		*err = -ENOMEM;
+	return d;
+}
+
+static void file_free(struct stage_file *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->bucket);
+	free(f->key);
+	free(f->ctype);
+	kv_free(f->meta, f->n_meta);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+}
+
+int stage_file_new(struct stage *st, const char *bucket, const char *key,
+		   const struct obj_kv *meta, size_t n_meta,
+		   const char *content_type, struct stage_file **out)
+{
+	*out = NULL;
+	if (!bucket || !*bucket || !key || !*key)
+		return -EINVAL;
+	struct stage_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	f->st = st;
+	f->fd = -1;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	int err = 0;
+	f->bucket = strdup_opt(bucket, &err);
+	f->key = strdup_opt(key, &err);
+	f->ctype = strdup_opt(content_type, &err);
+	if (!err)
+		err = kv_copy(&f->meta, &f->n_meta, meta, n_meta);
+	if (err)
+		goto fail;
+	f->dirty = true;
+	pthread_mutex_lock(&st->lock);
+	f->id = st->next_id++;
+	pthread_mutex_unlock(&st->lock);
+	char name[32];
+	stage_name(f->id, ".data", name);
+	f->fd = openat(st->dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+		       0600);
+	if (f->fd < 0) {
+		err = -errno;
+		log_error("stage: cannot create %s/%s for %s/%s: %s", st->dir, name,
+			  bucket, key, strerror(-err));
+		goto fail;
+	}
+	pthread_mutex_lock(&st->lock);
+	f->next = st->open;
+	if (st->open)
+		st->open->prev = f;
+	st->open = f;
+	pthread_mutex_unlock(&st->lock);
+	*out = f;
+	return 0;
+fail:
+	file_free(f);
+	return err;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int stage_file_fill(struct stage_file *f,
+		    int (*fetch)(void *ctx, uint64_t off, void *buf, size_t len,
+				 size_t *got),
+		    void *ctx, uint64_t size, const char *etag)
+{
+	struct stage *st = f->st;
+	assert(f->size == 0 && !f->uploading && f->js == STAGE_JS_NONE);
+	if (size > st->max_object) {
+		count_efbig(st);
+		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
+			  "-byte single-PUT limit: cannot be written", f->bucket,
+			  f->key, size, st->max_object);
+		return -EFBIG;
+	}
+	int err = charge(st, size);
+	if (err)
+		return err;
+	size_t chunk = size < FILL_CHUNK ? (size_t)size : FILL_CHUNK;
+	char *buf = size ? malloc(chunk) : NULL;
+	if (size && !buf)
+		err = -ENOMEM;
+	for (uint64_t off = 0; !err && off < size;) {
+		size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
+		size_t got = 0;
+		err = fetch(ctx, off, buf, want, &got);
+		if (!err && got != want) {
+			log_error("stage: %s/%s: fetch at %" PRIu64 " gave %zu of %zu "
+				  "bytes", f->bucket, f->key, off, got, want);
+			err = -EIO;
+		}
+		if (!err)
+			err = pwrite_all(f->fd, buf, want, off);
+		off += want;
+	}
+	free(buf);
+	if (err) {
+		if (ftruncate(f->fd, 0) != 0)
+			log_error("stage: %s/%s: cannot empty staged file: %s",
+				  f->bucket, f->key, strerror(errno));
+		stage_uncharge(st, size);
+		return err;
+	}
+	pthread_mutex_lock(&f->lock);
+	f->size = size;
+	f->dirty = false;
+	snprintf(f->etag, sizeof f->etag, "%s", etag ? etag : "");
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+/* Journal the file as "dirty" unless it already is (force: rewrite it, the
+ * metadata or name changed). f->lock held. */
+static int mark_dirty_locked(struct stage_file *f, bool force)
+{
+	if (f->js != STAGE_JS_DIRTY || force) {
+		struct stage_jnl j = {
+			.state = STAGE_JS_DIRTY, .size = f->size,
+			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
+			.meta = f->meta, .n_meta = f->n_meta,
+		};
+		int err = stage_jnl_write(f->st, f->id, &j);
+		if (err)
+			return err;
+		f->js = STAGE_JS_DIRTY;
+	}
+	f->dirty = true;
+	return 0;
+}
+
+/* Lock f and wait until no commit owns it (and, if idle, no pwrite runs). */
+static void writer_lock(struct stage_file *f, bool idle)
+{
+	pthread_mutex_lock(&f->lock);
+	while (f->uploading || (idle && f->n_active))
+		pthread_cond_wait(&f->cond, &f->lock);
+}
+
+ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
+			  uint64_t off)
+{
+	struct stage *st = f->st;
+	if (len == 0)
+		return 0;
+	if (len > (size_t)SSIZE_MAX || off > st->max_object ||
+	    len > st->max_object - off) {
+		count_efbig(st);
+		return -EFBIG;
+	}
+	uint64_t end = off + len;
+	writer_lock(f, false);
+	uint64_t old = f->size;
+	int err = end > old ? charge(st, end - old) : 0;
+	if (!err && end > old)
+		f->size = end;
+	if (!err) {
+		err = mark_dirty_locked(f, false);
+		if (err && end > old) {
+			f->size = old;
+			stage_uncharge(st, end - old);
+		}
+	}
+	if (err) {
+		pthread_mutex_unlock(&f->lock);
+		return err;
+	}
+	f->n_active++;
+	pthread_mutex_unlock(&f->lock);
+
+	err = pwrite_all(f->fd, buf, len, off);
+
+	pthread_mutex_lock(&f->lock);
+	if (err) {
+		/* The file must stay as long as f->size says (holes read 0). */
+		log_error("stage: write of %zu bytes at %" PRIu64 " to %s/%s: %s",
+			  len, off, f->bucket, f->key, strerror(-err));
+		struct stat sb;
+		if (fstat(f->fd, &sb) == 0 && (uint64_t)sb.st_size < f->size &&
+		    ftruncate(f->fd, (off_t)f->size) != 0)
+			err = -EIO;
+	}
+	if (--f->n_active == 0)
+		pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return err ? err : (ssize_t)len;
+}
+
+ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
+			 uint64_t off)
+{
+	pthread_mutex_lock(&f->lock);
+	uint64_t size = f->size;
+	pthread_mutex_unlock(&f->lock);
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if (len > (size_t)SSIZE_MAX)
+		len = (size_t)SSIZE_MAX;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(f->fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+			log_error("stage: read of %zu bytes at %" PRIu64 " from %s/%s: %s",
+				  len, off, f->bucket, f->key, strerror(-err));
+			return err;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+int stage_file_truncate(struct stage_file *f, uint64_t size)
+{
+	struct stage *st = f->st;
+	if (size > st->max_object) {
+		count_efbig(st);
+		return -EFBIG;
+	}
+	writer_lock(f, true);
+	uint64_t old = f->size;
+	int err = size > old ? charge(st, size - old) : 0;
+	bool charged = !err && size > old;
+	if (!err)
+		err = mark_dirty_locked(f, false);
+	if (!err && ftruncate(f->fd, (off_t)size) != 0) {
+		err = -errno;
+		log_error("stage: truncate of %s/%s to %" PRIu64 ": %s", f->bucket,
+			  f->key, size, strerror(-err));
+	}
+	if (err) {
+		if (charged)
+			stage_uncharge(st, size - old);
+	} else {
+		if (size < old)
+			stage_uncharge(st, old - size);
+		f->size = size;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return err;
+}
+
+uint64_t stage_file_size(struct stage_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	uint64_t s = f->size;
+	pthread_mutex_unlock(&f->lock);
+	return s;
+}
+
+bool stage_file_dirty(struct stage_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	bool d = f->dirty;
+	pthread_mutex_unlock(&f->lock);
+	return d;
+}
+
+/* Swap the strings/arrays of f with the ones given; used to try a change,
+ * journal it, and swap back if the journal failed. */
+static void swap_ptr(char **a, char **b)
+{
+	char *t = *a;
+	*a = *b;
+	*b = t;
+}
+
+int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
+			size_t n_meta, const char *content_type)
+{
+	struct obj_kv *kv;
+	size_t n;
+	int err = kv_copy(&kv, &n, meta, n_meta);
+	char *ct = strdup_opt(content_type, &err);
+	if (err) {
+		kv_free(kv, n);
+		free(ct);
+		return err;
+	}
+	writer_lock(f, false);
+	struct obj_kv *okv = f->meta;
+	size_t on = f->n_meta;
+	f->meta = kv;
+	f->n_meta = n;
+	swap_ptr(&f->ctype, &ct);
+	err = mark_dirty_locked(f, true);
+	if (err) {
+		f->meta = okv;
+		f->n_meta = on;
+		swap_ptr(&f->ctype, &ct);
+		okv = kv;
+		on = n;
+	}
+	pthread_mutex_unlock(&f->lock);
+	kv_free(okv, on);
+	free(ct);
+	return err;
+}
+
+int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
+{
+	if (!bucket || !*bucket || !key || !*key)
+		return -EINVAL;
+	int err = 0;
+	char *b = strdup_opt(bucket, &err), *k = strdup_opt(key, &err);
+	if (!err) {
+		writer_lock(f, false);
+		swap_ptr(&f->bucket, &b);
+		swap_ptr(&f->key, &k);
+		err = mark_dirty_locked(f, true);
+		if (err) {
+			swap_ptr(&f->bucket, &b);
+			swap_ptr(&f->key, &k);
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	free(b);
+	free(k);
+	return err;
+}
+
+/* The upload of a commit that owns f (f->uploading): data durable,
+ * journal "commit", PUT, journal removed. */
+static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
+{
+	struct stage *st = f->st;
+	int err = fdatasync(f->fd) == 0 ? 0 : -errno;
+	if (err) {
+		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
+			  f->key, strerror(-err));
+		return -EIO;
+	}
+	struct stage_jnl j = {
+		.state = STAGE_JS_COMMIT, .size = size,
+		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
+		.meta = f->meta, .n_meta = f->n_meta,
+	};
+	if (stage_jnl_write(st, f->id, &j) != 0)
+		return -EIO;
+	pthread_mutex_lock(&f->lock);
+	f->js = STAGE_JS_COMMIT;
+	pthread_mutex_unlock(&f->lock);
+
+	err = st->up.put(st->up.ctx, f->bucket, f->key, f->fd, size, f->meta,
+			 f->n_meta, f->ctype, etag);
+	pthread_mutex_lock(&st->lock);
+	if (err) {
+		st->cnt.upload_errors++;
+	} else {
+		st->cnt.uploads++;
+		st->cnt.upload_bytes += size;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (err) {
+		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
+			  "data kept in %s", f->bucket, f->key, size,
+			  strerror(-err), st->dir);
+		return err == -EFBIG ? err : -EIO;
+	}
+	if (stage_jnl_remove(st, f->id) != 0)
+		log_warn("stage: %s/%s uploaded, but its journal remains: a "
+			 "recovery would upload it again", f->bucket, f->key);
+	return 0;
+}
+
+int stage_file_commit(struct stage_file *f, char etag_out[72])
+{
+	struct stage *st = f->st;
+	char etag[72] = "";
+	pthread_mutex_lock(&f->lock);
+	while (f->uploading)
+		pthread_cond_wait(&f->cond, &f->lock);
+	if (!f->dirty) {
+		/* Nothing written since the last upload (or fill). */
+		if (etag_out)
+			snprintf(etag_out, 72, "%s", f->etag);
+		pthread_mutex_unlock(&f->lock);
+		return 0;
+	}
+	f->uploading = true;
+	while (f->n_active)
+		pthread_cond_wait(&f->cond, &f->lock);
+	uint64_t size = f->size;
+	pthread_mutex_unlock(&f->lock);
+
+	int err;
+	if (size > st->max_object) {
+		count_efbig(st);
+		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
+			  "-byte single-PUT limit: not uploaded, data kept",
+			  f->bucket, f->key, size, st->max_object);
+		err = -EFBIG;
+	} else {
+		err = commit_upload(f, size, etag);
+	}
+
+	pthread_mutex_lock(&f->lock);
+	f->uploading = false;
+	if (!err) {
+		f->dirty = false;
+		f->js = STAGE_JS_NONE;
+		snprintf(f->etag, sizeof f->etag, "%s", etag);
+		if (etag_out)
+			snprintf(etag_out, 72, "%s", etag);
+	}
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return err;
+}
+
+void stage_file_release(struct stage_file *f)
+{
+	if (!f)
+		return;
+	struct stage *st = f->st;
+	assert(!f->uploading && !f->n_active);
+	pthread_mutex_lock(&st->lock);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		st->open = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	if (f->js != STAGE_JS_NONE)
+		st->cnt.pending_files++;
+	pthread_mutex_unlock(&st->lock);
+
+	char name[32];
+	stage_name(f->id, ".data", name);
+	if (f->js == STAGE_JS_NONE) {
+		if (unlinkat(st->dir_fd, name, 0) != 0)
+			log_warn("stage: cannot remove %s/%s: %s", st->dir, name,
+				 strerror(errno));
+		else
+			stage_uncharge(st, f->size);
+	} else {
+		log_warn("stage: %s/%s released with uncommitted data (%" PRIu64
+			 " bytes); kept as %s/%s for recovery", f->bucket, f->key,
+			 f->size, st->dir, name);
+	}
+	file_free(f);
+}

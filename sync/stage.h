@@ -1,0 +1,156 @@
+/*
+ * stage.h — write staging in the burst buffer: a file opened for writing
+ * through the mount lives in a local staging file and is uploaded to S3 as
+ * one whole object at a commit point (stage_file_commit: close under both
+ * policies, fsync/fdatasync too under `commit`). Commit returns 0 only once
+ * S3 has the object; the ETag is the MD5 the uploader computed while
+ * sending (no extra HEAD). Objects over the single-PUT limit (5 GiB) are
+ * refused with -EFBIG (no multipart).
+ *
+ * Layout of the staging directory (struct stage_conf.dir):
+ *   ID.data     the bytes of one staged file (ID: 16 hex digits)
+ *   ID.jnl      its journal: bucket, key, metadata and a state, replaced
+ *               atomically (write, fsync, rename, fsync dir) at each change
+ *   recovered/  staged data found after a crash that was never committed
+ * Journal states (stage_journal.c): no journal = nothing the user wrote is
+ * at risk (never written, or committed); "dirty" = written since the last
+ * commit (set by the first pwrite/truncate/set_meta/rename after it);
+ * "commit" = a commit began (data fdatasync'ed first, size recorded); a
+ * successful upload removes the journal.
+ * Crash rule (stage_recover): "commit" -> upload again (kept staged if that
+ * fails); "dirty" -> moved to recovered/ as BUCKET%2FKEY@TIME (+ .journal);
+ * data without journal -> deleted.
+ *
+ * Budget: the logical sizes of all staged files (counting holes) never
+ * exceed max_bytes: a write, truncate or fill that would gets -ENOSPC.
+ * Staged data is never evicted; it leaves the budget when committed and
+ * released, or when recovery uploads or moves it.
+ *
+ * Threads: any thread may call any function, except that stage_file_fill()
+ * runs before the file is shared and stage_file_release()/stage_close()
+ * after its last use. Writes to one file run in parallel with each other
+ * and with reads; a commit waits for writes in flight, then blocks new
+ * writes (not reads) of THAT file while it uploads; no lock is held during
+ * an upload. A second commit while one runs waits for it, then returns its
+ * ETag if nothing changed since (coalesced) or uploads again.
+ * Lock order: stage_file.lock before stage.lock (a leaf).
+ * Ownership: every string and array passed in is copied.
+ */
+#ifndef FACETFS_STAGE_H
+#define FACETFS_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "views/object.h"
+
+struct s3;
+struct stage;
+struct stage_file;
+
+#define STAGE_MAX_OBJECT (5ull << 30)  /* S3's single-PUT limit */
+
+/* The upload seam. put() uploads size bytes read (pread) from fd as
+ * bucket/key and fills etag (hex MD5, no quotes); 0 or a negative errno.
+ * sync/s3.h's s3_put_file() fits: see stage_uploader_s3(). */
+struct stage_uploader {
+	void *ctx;
+	int (*put)(void *ctx, const char *bucket, const char *key, int fd,
+		   uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		   const char *content_type, char etag[72]);
+};
+
+/* An uploader that calls s3_put_file() on s. */
+struct stage_uploader stage_uploader_s3(struct s3 *s);
+
+struct stage_conf {
+	const char *dir;           /* staging directory, made if missing */
+	uint64_t max_bytes;        /* budget of staged bytes */
+	uint64_t max_object;       /* largest object; 0 -> STAGE_MAX_OBJECT */
+	struct stage_uploader up;
+};
+
+/* Counters for .facetfs/stats ("staging" section). */
+struct stage_counters {
+	uint64_t used_bytes, max_bytes;  /* staged bytes now, budget */
+	uint64_t open_files;             /* stage_files not released */
+	uint64_t pending_files;          /* released with uncommitted data */
+	uint64_t uploads, upload_bytes, upload_errors;
+	uint64_t enospc, efbig;          /* refusals */
+	uint64_t recovered_files;        /* moved to recovered/ (all time here) */
+	uint64_t reuploaded_files;       /* commit-begun files uploaded by recovery */
+};
+
+struct stage_recovery_report {
+	unsigned reuploaded;       /* "commit" files now in S3 */
+	unsigned reupload_failed;  /* "commit" files kept staged (S3 failed) */
+	unsigned recovered;        /* "dirty" files moved to recovered/ */
+	unsigned deleted;          /* data without journal, stray files */
+	uint64_t recovered_bytes;
+};
+
+/* Opens (makes) the staging directory and recovered/, and counts what is
+ * already staged against the budget. Run stage_recover() next. */
+int  stage_open(const struct stage_conf *conf, struct stage **out);
+/* Every stage_file must be released. Leaves the files on disk. */
+void stage_close(struct stage *st);
+/* The directory the mount shows as .facetfs/recovered/. */
+const char *stage_recovered_dir(const struct stage *st);
+void stage_counters_get(struct stage *st, struct stage_counters *out);
+
+/* Applies the crash rule above to every staged file not open now (at
+ * start: all; later: files released with uncommitted data). Logs each
+ * file it uploads or moves. rep may be NULL. 0 or the first hard error
+ * (S3 failures are not: they are counted in reupload_failed). */
+int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
+
+/* A new empty staged file for bucket/key (create, or open with O_TRUNC):
+ * dirty, so the next commit uploads it even if nothing is written. */
+int  stage_file_new(struct stage *st, const char *bucket, const char *key,
+		    const struct obj_kv *meta, size_t n_meta,
+		    const char *content_type, struct stage_file **out);
+
+/* Fills a file fresh from stage_file_new() (no other call in between) with
+ * the existing object's size bytes (open for writing without O_TRUNC),
+ * fetched whole now in chunks of up to 8 MiB; fetch stores up to len bytes
+ * at off into buf and sets *got (short only at the end). The file is then
+ * clean with ETag etag (NULL -> unknown): a commit without writes uploads
+ * nothing. -ENOSPC (budget), -EFBIG (> max_object), -EIO on a short fetch,
+ * or fetch's error; on error the file is empty again. */
+int  stage_file_fill(struct stage_file *f,
+		     int (*fetch)(void *ctx, uint64_t off, void *buf,
+				  size_t len, size_t *got),
+		     void *ctx, uint64_t size, const char *etag);
+
+/* Bytes written or read, or a negative errno. pwrite: -ENOSPC (budget),
+ * -EFBIG (past max_object), -EIO. pread: short at the end of the file. */
+ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
+			  uint64_t off);
+ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
+			 uint64_t off);
+int  stage_file_truncate(struct stage_file *f, uint64_t size);
+uint64_t stage_file_size(struct stage_file *f);
+bool stage_file_dirty(struct stage_file *f);
+/* Replaces user metadata and content type (NULL = none) for the next
+ * upload; makes the file dirty. */
+int  stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
+			 size_t n_meta, const char *content_type);
+/* The object the next upload goes to (rename while open); makes it dirty. */
+int  stage_file_rename(struct stage_file *f, const char *bucket,
+		       const char *key);
+
+/* Commit point. Uploads the file whole if dirty; 0 only when S3 has it,
+ * with etag_out (may be NULL) = the ETag of the uploaded (or filled) data.
+ * -EIO if the upload failed (logged with the uploader's error): the data
+ * stays staged and dirty, and a later commit retries. -EFBIG if the file is
+ * over max_object (logged; data kept). */
+int  stage_file_commit(struct stage_file *f, char etag_out[72]);
+
+/* After the last close. Committed (or never journaled) data is deleted; a
+ * file with uncommitted writes stays on disk for stage_recover() (logged,
+ * counted in pending_files). f is freed. */
+void stage_file_release(struct stage_file *f);
+
+#endif

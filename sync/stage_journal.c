@@ -1,0 +1,539 @@
+/*
+ * stage_journal.c — the journal of each staged file and crash recovery
+ * (the rule is in stage.h).
+ *
+ * Journal text, one field per line, every value written as ':' followed by
+ * the value with bytes <= 0x20, '%' and 0x7f as %XX (so "" is ":"):
+ *   facetfs-stage 1
+ *   state dirty|commit
+ *   size N
+ *   bucket :B
+ *   key :K
+ *   ctype :T            (optional)
+ *   meta :NAME :VALUE   (zero or more)
+ */
+#include "sync/stage_int.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+
+#define JNL_MAX (1u << 20)   /* a journal is small: metadata is < 2 KiB in S3 */
+
+static void put_escaped(FILE *fp, const char *s)
+{
+	fputc(':', fp);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p <= 0x20 || *p == '%' || *p == 0x7f)
+			fprintf(fp, "%%%02X", *p);
+		else
+			fputc(*p, fp);
+	}
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Decodes the token at *p (up to a space or the end) into a new string. */
+static char *take_escaped(char **p)
+{
+	char *s = *p;
+	if (*s != ':')
+		return NULL;
+	s++;
+	char *end = strchr(s, ' ');
+	size_t n = end ? (size_t)(end - s) : strlen(s);
+	char *out = malloc(n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '%') {
+			int h = i + 2 < n ? hexval(s[i + 1]) : -1;
+			int l = h >= 0 ? hexval(s[i + 2]) : -1;
+			if (h < 0 || l < 0 || (h == 0 && l == 0)) {
+				free(out);
+				return NULL;
+			}
+			*o++ = (char)(h * 16 + l);
+			i += 2;
+		} else {
+			*o++ = s[i];
+		}
+	}
+	*o = '\0';
+	*p = end ? end + 1 : s + n;
+	return out;
+}
+
+void stage_name(uint64_t id, const char *ext, char out[32])
+{
+	snprintf(out, 32, "%016" PRIx64 "%s", id, ext);
+}
+
+int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	if (!fp)
+		return -ENOMEM;
+	fprintf(fp, "facetfs-stage 1\nstate %s\nsize %" PRIu64 "\nbucket ",
+		j->state == STAGE_JS_COMMIT ? "commit" : "dirty", j->size);
+	put_escaped(fp, j->bucket);
+	fputs("\nkey ", fp);
+	put_escaped(fp, j->key);
+	if (j->ctype) {
+		fputs("\nctype ", fp);
+		put_escaped(fp, j->ctype);
+	}
+	for (size_t i = 0; i < j->n_meta; i++) {
+		fputs("\nmeta ", fp);
+		put_escaped(fp, j->meta[i].name);
+		fputc(' ', fp);
+		put_escaped(fp, j->meta[i].value);
+	}
+	fputc('\n', fp);
+	if (fclose(fp) != 0) {
+		free(text);
+		return -ENOMEM;
+	}
+
+	char tmp[32], name[32];
+	stage_name(id, ".jnl.tmp", tmp);
+	stage_name(id, ".jnl", name);
+	int err = 0;
+	int fd = openat(st->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			0600);
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		off += (size_t)n;
+	}
+	if (fsync(fd) != 0 || renameat(st->dir_fd, tmp, st->dir_fd, name) != 0 ||
+	    fsync(st->dir_fd) != 0)
+		err = -errno;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (err) {
+		unlinkat(st->dir_fd, tmp, 0);
+		log_error("stage: journal %s/%s for %s/%s: %s", st->dir, name,
+			  j->bucket, j->key, strerror(-err));
+	}
+	free(text);
+	return err;
+}
+
+void stage_jnl_release(struct stage_jnl *j)
+{
+	free(j->bucket);
+	free(j->key);
+	free(j->ctype);
+	for (size_t i = 0; i < j->n_meta; i++) {
+		free(j->meta[i].name);
+		free(j->meta[i].value);
+	}
+	free(j->meta);
+	memset(j, 0, sizeof *j);
+}
+
+static int jnl_parse_line(char *line, struct stage_jnl *j)
+{
+	char *sp = strchr(line, ' ');
+	if (!sp)
+		return -EINVAL;
+	*sp = '\0';
+	char *v = sp + 1;
+	if (strcmp(line, "facetfs-stage") == 0)
+		return strcmp(v, "1") == 0 ? 0 : -EINVAL;
+	if (strcmp(line, "state") == 0) {
+		if (strcmp(v, "dirty") == 0)
+			j->state = STAGE_JS_DIRTY;
+		else if (strcmp(v, "commit") == 0)
+			j->state = STAGE_JS_COMMIT;
+		else
+			return -EINVAL;
+		return 0;
+	}
+	if (strcmp(line, "size") == 0) {
+		char *end;
+		errno = 0;
+		j->size = strtoull(v, &end, 10);
+		return errno || *end || end == v ? -EINVAL : 0;
+	}
+	char **dst = strcmp(line, "bucket") == 0 ? &j->bucket :
+		     strcmp(line, "key") == 0 ? &j->key :
+		     strcmp(line, "ctype") == 0 ? &j->ctype : NULL;
+	if (dst) {
+		if (*dst)
+			return -EINVAL;
+		*dst = take_escaped(&v);
+		return *dst && !*v ? 0 : -EINVAL;
+	}
+	if (strcmp(line, "meta") == 0) {
+		char *n = take_escaped(&v);
+		char *val = n ? take_escaped(&v) : NULL;
+		int err = n && val && !*v ? obj_kv_add(&j->meta, &j->n_meta, n, val)
+					  : -EINVAL;
+		free(n);
+		free(val);
+		return err;
+	}
+	return -EINVAL;
+}
+
+int stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out)
+{
+	memset(out, 0, sizeof *out);
+	char name[32];
+	stage_name(id, ".jnl", name);
+	int fd = openat(st->dir_fd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char *buf = malloc(JNL_MAX + 1);
+	size_t len = 0;
+	int err = buf ? 0 : -ENOMEM;
+	while (!err && len < JNL_MAX) {
+		ssize_t n = read(fd, buf + len, JNL_MAX - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			err = -errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (err)
+		goto out;
+	buf[len] = '\0';
+	if (len == 0 || len == JNL_MAX || buf[len - 1] != '\n' ||
+	    strlen(buf) != len || strncmp(buf, "facetfs-stage 1\n", 16) != 0) {
+		err = -EINVAL;
+		goto out;
+	}
+	for (char *line = buf, *nl; !err && (nl = strchr(line, '\n')); line = nl + 1) {
+		*nl = '\0';
+		err = jnl_parse_line(line, out);
+	}
+	if (!err && (!out->bucket || !out->key || out->state == STAGE_JS_NONE))
+		err = -EINVAL;
+out:
+	free(buf);
+	if (err)
+		stage_jnl_release(out);
+	return err;
+}
+
+int stage_jnl_remove(struct stage *st, uint64_t id)
+{
+	char name[32];
+	stage_name(id, ".jnl", name);
+	if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
+		return -errno;
+	return fsync(st->dir_fd) == 0 ? 0 : -errno;
+}
+
+/* ---- recovery ------------------------------------------------------- */
+
+/* A journaled file left the staging area (uploaded, moved or dropped). */
+static void pending_done(struct stage *st)
+{
+	pthread_mutex_lock(&st->lock);
+	if (st->cnt.pending_files)
+		st->cnt.pending_files--;
+	pthread_mutex_unlock(&st->lock);
+}
+
+struct rec_entry {
+	uint64_t id;
+	bool data, jnl, tmp;
+};
+
+static int entries_add(struct rec_entry **arr, size_t *n, size_t *cap,
+		       uint64_t id, const char *ext)
+{
+	size_t i;
+	for (i = 0; i < *n && (*arr)[i].id != id; i++)
+		;
+	if (i == *n) {
+		if (*n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 16;
+			struct rec_entry *a = realloc(*arr, nc * sizeof *a);
+			if (!a)
+				return -ENOMEM;
+			*arr = a;
+			*cap = nc;
+		}
+		(*arr)[i] = (struct rec_entry){ .id = id };
+		(*n)++;
+	}
+	if (strcmp(ext, ".data") == 0)
+		(*arr)[i].data = true;
+	else if (strcmp(ext, ".jnl") == 0)
+		(*arr)[i].jnl = true;
+	else
+		(*arr)[i].tmp = true;
+	return 0;
+}
+
+/* The staged files on disk, by id. */
+static int entries_scan(struct stage *st, struct rec_entry **arr, size_t *n)
+{
+	size_t cap = 0;
+	*arr = NULL;
+	*n = 0;
+	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return -errno;
+	}
+	int err = 0;
+	struct dirent *de;
+	while (!err && (de = readdir(d))) {
+		char *end;
+		if (strlen(de->d_name) < 17 || !isxdigit((unsigned char)de->d_name[0]))
+			continue;
+		uint64_t id = strtoull(de->d_name, &end, 16);
+		if (end != de->d_name + 16)
+			continue;
+		if (strcmp(end, ".data") && strcmp(end, ".jnl") && strcmp(end, ".jnl.tmp"))
+			continue;
+		err = entries_add(arr, n, &cap, id, end);
+	}
+	closedir(d);
+	return err;
+}
+
+static bool id_open(struct stage *st, uint64_t id)
+{
+	bool found = false;
+	pthread_mutex_lock(&st->lock);
+	for (struct stage_file *f = st->open; f && !found; f = f->next)
+		found = f->id == id;
+	pthread_mutex_unlock(&st->lock);
+	return found;
+}
+
+/* "bucket%2Fkey" with '/', '%' and control bytes escaped, at most ~200
+ * bytes (longer ones are cut and end in ~ID), then "@TIME". */
+static void recovered_name(const struct stage_jnl *j, uint64_t id, time_t t,
+			   char *out, size_t outlen)
+{
+	char base[256];
+	size_t n = 0;
+	if (!j || !j->bucket) {
+		n = (size_t)snprintf(base, sizeof base, "unknown-%016" PRIx64, id);
+	} else {
+		const char *parts[2] = { j->bucket, j->key };
+		for (int k = 0; k < 2; k++) {
+			if (k == 1)
+				n += (size_t)snprintf(base + n, sizeof base - n, "%%2F");
+			for (const unsigned char *p = (const unsigned char *)parts[k];
+			     *p && n < 200; p++) {
+				if (*p < 0x20 || *p == '/' || *p == '%' || *p == 0x7f)
+					n += (size_t)snprintf(base + n, sizeof base - n,
+							      "%%%02X", *p);
+				else
+					base[n++] = (char)*p;
+			}
+			base[n] = '\0';
+		}
+		if (n >= 200)
+			n = (size_t)snprintf(base + 180, sizeof base - 180,
+					     "~%016" PRIx64, id) + 180;
+	}
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	char ts[32];
+	strftime(ts, sizeof ts, "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(out, outlen, "%s@%s", base, ts);
+}
+
+static int move_recovered(struct stage *st, uint64_t id,
+			  const struct stage_jnl *j, const struct stat *sb,
+			  struct stage_recovery_report *rep)
+{
+	char data[32], jnl[32], name[300], dst[320];
+	stage_name(id, ".data", data);
+	stage_name(id, ".jnl", jnl);
+	recovered_name(j, id, sb->st_mtim.tv_sec, name, sizeof name);
+	int err = 0;
+	for (int i = 0; i < 1000; i++) {
+		if (i == 0)
+			snprintf(dst, sizeof dst, "%s", name);
+		else
+			snprintf(dst, sizeof dst, "%s.%d", name, i);
+		err = renameat2(st->dir_fd, data, st->rec_fd, dst, RENAME_NOREPLACE)
+			? -errno : 0;
+		if (err != -EEXIST)
+			break;
+	}
+	if (err) {
+		log_error("stage: cannot move %s/%s to %s/: %s", st->dir, data,
+			  st->rec_dir, strerror(-err));
+		return err;
+	}
+	char jdst[340];
+	snprintf(jdst, sizeof jdst, "%s.journal", dst);
+	if (renameat2(st->dir_fd, jnl, st->rec_fd, jdst, RENAME_NOREPLACE) != 0)
+		unlinkat(st->dir_fd, jnl, 0);
+	fsync(st->rec_fd);
+	fsync(st->dir_fd);
+	log_warn("stage: uncommitted data of %s/%s (%" PRIu64 " bytes, never "
+		 "committed) moved to %s/%s", j && j->bucket ? j->bucket : "?",
+		 j && j->key ? j->key : "?", (uint64_t)sb->st_size, st->rec_dir, dst);
+	stage_uncharge(st, (uint64_t)sb->st_size);
+	pthread_mutex_lock(&st->lock);
+	st->cnt.recovered_files++;
+	pthread_mutex_unlock(&st->lock);
+	pending_done(st);
+	rep->recovered++;
+	rep->recovered_bytes += (uint64_t)sb->st_size;
+	return 0;
+}
+
+static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
+		    const struct stat *sb, struct stage_recovery_report *rep)
+{
+	char data[32], etag[72];
+	stage_name(id, ".data", data);
+	int fd = openat(st->dir_fd, data, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = st->up.put(st->up.ctx, j->bucket, j->key, fd, j->size, j->meta,
+			     j->n_meta, j->ctype, etag);
+	close(fd);
+	pthread_mutex_lock(&st->lock);
+	if (err) {
+		st->cnt.upload_errors++;
+	} else {
+		st->cnt.uploads++;
+		st->cnt.upload_bytes += j->size;
+		st->cnt.reuploaded_files++;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (err) {
+		log_error("stage: re-upload of %s/%s (%" PRIu64 " bytes, commit had "
+			  "begun before a crash) failed: %s; kept in %s/%s",
+			  j->bucket, j->key, j->size, strerror(-err), st->dir, data);
+		rep->reupload_failed++;
+		return 0;
+	}
+	log_info("stage: %s/%s (%" PRIu64 " bytes, commit had begun before a "
+		 "crash) uploaded, ETag %s", j->bucket, j->key, j->size, etag);
+	err = stage_jnl_remove(st, id);
+	if (!err && unlinkat(st->dir_fd, data, 0) != 0)
+		err = -errno;
+	if (!err)
+		stage_uncharge(st, (uint64_t)sb->st_size);
+	pending_done(st);
+	rep->reuploaded++;
+	return err;
+}
+
+static int recover_one(struct stage *st, const struct rec_entry *e,
+		       struct stage_recovery_report *rep)
+{
+	char data[32], jnl[32], tmp[32];
+	stage_name(e->id, ".data", data);
+	stage_name(e->id, ".jnl", jnl);
+	stage_name(e->id, ".jnl.tmp", tmp);
+	if (e->tmp)
+		unlinkat(st->dir_fd, tmp, 0);
+	struct stat sb;
+	if (e->data && fstatat(st->dir_fd, data, &sb, 0) != 0)
+		return -errno;
+	if (!e->jnl) {
+		if (e->data) {
+			/* Never journaled (no write accepted) or committed. */
+			if (unlinkat(st->dir_fd, data, 0) != 0)
+				return -errno;
+			stage_uncharge(st, (uint64_t)sb.st_size);
+		}
+		rep->deleted++;
+		return 0;
+	}
+	struct stage_jnl j;
+	int err = stage_jnl_read(st, e->id, &j);
+	if (err && err != -EINVAL)
+		return err;
+	if (!e->data) {
+		log_warn("stage: journal %s/%s without data (%s/%s); removed",
+			 st->dir, jnl, err ? "?" : j.bucket, err ? "?" : j.key);
+		stage_jnl_release(&j);
+		pending_done(st);
+		rep->deleted++;
+		return stage_jnl_remove(st, e->id);
+	}
+	if (err) {
+		log_error("stage: journal %s/%s is malformed", st->dir, jnl);
+		return move_recovered(st, e->id, NULL, &sb, rep);
+	}
+	if (j.state == STAGE_JS_COMMIT && j.size == (uint64_t)sb.st_size)
+		err = reupload(st, e->id, &j, &sb, rep);
+	else
+		err = move_recovered(st, e->id, &j, &sb, rep);
+	stage_jnl_release(&j);
+	return err;
+}
+
+int stage_recover(struct stage *st, struct stage_recovery_report *rep)
+{
+	struct stage_recovery_report dummy;
+	if (!rep)
+		rep = &dummy;
+	memset(rep, 0, sizeof *rep);
+	struct rec_entry *e;
+	size_t n;
+	int err = entries_scan(st, &e, &n);
+	if (err) {
+		log_error("stage: cannot list %s: %s", st->dir, strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (id_open(st, e[i].id))
+			continue;
+		int r = recover_one(st, &e[i], rep);
+		if (r && !err) {
+			log_error("stage: recovery of %s/%016" PRIx64 ": %s", st->dir,
+				  e[i].id, strerror(-r));
+			err = r;
+		}
+	}
+	free(e);
+	if (n)
+		log_info("stage: recovery of %s: %u re-uploaded, %u re-upload "
+			 "failed, %u moved to %s, %u deleted", st->dir,
+			 rep->reuploaded, rep->reupload_failed, rep->recovered,
+			 st->rec_dir, rep->deleted);
+	return err;
+}
