@@ -42,7 +42,9 @@ struct ix_change {
 	int what;
 };
 
-enum run_mode { RUN_EVENTS, RUN_SCAN };
+enum run_mode { RUN_EVENTS, RUN_SCAN, RUN_DECIDED };   /* DECIDED: index_reconcile.c */
+
+struct ix_decider { ix_decide_fn fn; void *ctx; };
 
 #define SCAN_SLACK_NS 1000000000LL   /* Last-Modified vs eventTime slack */
 
@@ -489,12 +491,18 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 
 /* Process one object/event; *applied says whether it changed anything. */
 static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
-		   const struct obj_meta *o, int64_t *obj_delta, bool *skipped)
+		   const struct obj_meta *o, const struct ix_decider *dec,
+		   int64_t *obj_delta, bool *skipped)
 {
 	*skipped = false;
 	s->rec.bucket = o->bucket;
 	s->rec.key = o->key;
-	if (s->exists) {
+	if (mode == RUN_DECIDED) {
+		if (!dec->fn(dec->ctx, s->exists ? &s->rec : NULL, o)) {
+			*skipped = true;
+			return 0;
+		}
+	} else if (s->exists) {
 		bool skip = mode == RUN_EVENTS ? event_is_stale(&s->rec, o)
 					       : scan_keeps_record(&s->rec, o);
 		if (skip) {
@@ -514,7 +522,7 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 	} else {
 		nr = *o;
 		nr.flags &= ~(uint32_t)(OBJ_DELETED | OBJ_FROM_SCAN);
-		if (mode == RUN_SCAN)
+		if (mode != RUN_EVENTS)
 			nr.flags |= OBJ_FROM_SCAN;
 	}
 	bool new_live = !(nr.flags & OBJ_DELETED);
@@ -591,7 +599,7 @@ static int put_offsets(struct index *ix, const struct index_pos *pos, size_t npo
 static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *objs,
 		  size_t n, const struct index_pos *pos, size_t npos,
 		  const char *scan_bucket, const struct index_scan_state *ss,
-		  index_change_fn fn, void *ctx)
+		  const struct ix_decider *dec, index_change_fn fn, void *ctx)
 {
 	size_t nslots = 0, skipped = 0, applied = 0;
 	int64_t obj_delta = 0;
@@ -616,7 +624,8 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 			continue;
 		}
 		bool skip;
-		rc = run_one(ix, mode, &ix->slots[ix->evslot[i]], &objs[i], &obj_delta, &skip);
+		rc = run_one(ix, mode, &ix->slots[ix->evslot[i]], &objs[i], dec,
+			    &obj_delta, &skip);
 		if (skip)
 			skipped++;
 		else
@@ -659,7 +668,7 @@ int index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		const struct index_pos *pos, size_t npos,
 		index_change_fn fn, void *ctx)
 {
-	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, fn, ctx);
+	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, NULL, fn, ctx);
 }
 
 int index_scan_apply(struct index *ix, const char *bucket,
@@ -667,7 +676,14 @@ int index_scan_apply(struct index *ix, const char *bucket,
 		     const struct index_scan_state *after,
 		     index_change_fn fn, void *ctx)
 {
-	return ix_run(ix, RUN_SCAN, objs, n, NULL, 0, bucket, after, fn, ctx);
+	return ix_run(ix, RUN_SCAN, objs, n, NULL, 0, bucket, after, NULL, fn, ctx);
+}
+
+int ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
+		   ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx)
+{
+	struct ix_decider dec = { decide, dctx };
+	return ix_run(ix, RUN_DECIDED, objs, n, NULL, 0, NULL, NULL, &dec, fn, ctx);
 }
 
 /* ---- offsets and scan state ------------------------------------------- */

@@ -95,6 +95,16 @@ const struct ixbucket *ix_bucket_find(const struct index *ix, const char *bucket
  * cannot be a path), -ENAMETOOLONG. */
 int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
 		    const char *key, char *out, size_t outlen);
+/* Writes with the caller's rule (index_reconcile.c): under the write lock,
+ * decide() sees each input record with the stored one (NULL if none;
+ * tombstones carry OBJ_DELETED) and returns true to write o (a live o as a
+ * scan record, OBJ_FROM_SCAN; a tombstone as a tombstone with o's mtime),
+ * false to keep what is stored. One batch, memberships and counters as
+ * index_scan_apply. Returns the number kept (>= 0) or -errno. */
+typedef bool (*ix_decide_fn)(void *dctx, const struct obj_meta *stored,
+			     const struct obj_meta *o);
+int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
+		    ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx);
 /* Free a view table (index_views.c). */
 void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb);
 /* Delete every key starting with prefix, in batches. */

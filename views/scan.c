@@ -8,8 +8,10 @@
  * index_scan_apply() the page together with the state after it. The
  * scanner's mutex guards the job list and each job's counters; `stop`
  * and the condition variable end backoff waits and wake scan_wait().
+ * Rescans live in scan_rescan.c (scan_int.h holds what both share).
  */
 #include "views/scan.h"
+#include "views/scan_int.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -19,39 +21,9 @@
 
 #include "gateway/log.h"
 
-struct scan_job {
-	struct scanner *s;
-	char *bucket;
-	unsigned needs;
-	pthread_t thread;
-	bool has_thread;
-	struct scan_info info;   /* under s->mu */
-};
-
-struct scanner {
-	struct index *ix;
-	struct scan_source src;
-	struct stats *st;
-	struct stats own_st;
-	index_change_fn fn;
-	void *fnctx;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	atomic_bool stop;
-	struct scan_job **jobs;
-	size_t n_jobs;
-};
-
-struct page {
-	struct obj_meta *o;
-	size_t n, cap;
-	const char *bucket;
-	int err;
-};
-
 /* ---- listing ---------------------------------------------------------- */
 
-static int page_collect(void *ctx, const struct obj_meta *o)
+int scan_page_collect(void *ctx, const struct obj_meta *o)
 {
 	struct page *pg = ctx;
 	if (!o->key || !*o->key)
@@ -76,7 +48,7 @@ static int page_collect(void *ctx, const struct obj_meta *o)
 	return 0;
 }
 
-static void page_clear(struct page *pg)
+void scan_page_clear(struct page *pg)
 {
 	for (size_t i = 0; i < pg->n; i++)
 		obj_meta_release(&pg->o[i]);
@@ -84,29 +56,74 @@ static void page_clear(struct page *pg)
 	pg->err = 0;
 }
 
-/* ---- HEAD pool -------------------------------------------------------- */
+/* ---- HEAD and tag pool ------------------------------------------------- */
 
 struct head_pool {
 	struct scan_job *job;
 	struct page *pg;
+	bool do_head, do_tags;
 	atomic_size_t next;
 	atomic_int err;
-	atomic_uint_fast64_t heads;
-	bool *gone;              /* per object: HEAD said it no longer exists */
+	atomic_uint_fast64_t heads, tag_gets;
+	bool *gone;              /* per object: it no longer exists */
 };
+
+/* HEAD one object: take everything HEAD knows, keep the listed identity. */
+static int head_one(struct head_pool *hp, struct obj_meta *o)
+{
+	const struct scan_source *src = &hp->job->s->src;
+	struct obj_meta h;
+	memset(&h, 0, sizeof h);
+	int rc = src->head(src->ctx, o->bucket, o->key, &h);
+	atomic_fetch_add(&hp->heads, 1);
+	if (rc < 0)
+		return rc;
+	free(h.bucket);
+	free(h.key);
+	h.bucket = o->bucket;
+	h.key = o->key;
+	o->bucket = o->key = NULL;
+	if (!h.mtime_ns)
+		h.mtime_ns = o->mtime_ns;
+	if (!h.etag[0])
+		memcpy(h.etag, o->etag, sizeof h.etag);
+	h.flags = (h.flags | OBJ_FROM_SCAN) & ~(uint32_t)(OBJ_DELETED | OBJ_HAS_TAGS);
+	obj_meta_release(o);
+	*o = h;
+	return 0;
+}
+
+static int tags_one(struct head_pool *hp, struct obj_meta *o)
+{
+	const struct scan_source *src = &hp->job->s->src;
+	struct obj_kv *t = NULL;
+	size_t n = 0;
+	int rc = src->tags(src->ctx, o->bucket, o->key, &t, &n);
+	atomic_fetch_add(&hp->tag_gets, 1);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < o->n_tags; i++) {
+		free(o->tags[i].name);
+		free(o->tags[i].value);
+	}
+	free(o->tags);
+	o->tags = t;             /* the object now owns them */
+	o->n_tags = n;
+	o->flags |= OBJ_HAS_TAGS;
+	return 0;
+}
 
 static void *head_worker(void *arg)
 {
 	struct head_pool *hp = arg;
-	const struct scan_source *src = &hp->job->s->src;
 	for (;;) {
 		size_t i = atomic_fetch_add(&hp->next, 1);
 		if (i >= hp->pg->n || atomic_load(&hp->err) != 0)
 			break;
-		struct obj_meta *o = &hp->pg->o[i], h;
-		memset(&h, 0, sizeof h);
-		int rc = src->head(src->ctx, o->bucket, o->key, &h);
-		atomic_fetch_add(&hp->heads, 1);
+		struct obj_meta *o = &hp->pg->o[i];
+		int rc = hp->do_head ? head_one(hp, o) : 0;
+		if (rc == 0 && hp->do_tags)
+			rc = tags_one(hp, o);
 		if (rc == -ENOENT) {
 			hp->gone[i] = true;
 			continue;
@@ -116,31 +133,22 @@ static void *head_worker(void *arg)
 			atomic_compare_exchange_strong(&hp->err, &zero, rc);
 			break;
 		}
-		/* keep the listed identity; take everything HEAD knows */
-		free(h.bucket);
-		free(h.key);
-		h.bucket = o->bucket;
-		h.key = o->key;
-		o->bucket = o->key = NULL;
-		if (!h.mtime_ns)
-			h.mtime_ns = o->mtime_ns;
-		if (!h.etag[0])
-			memcpy(h.etag, o->etag, sizeof h.etag);
-		h.flags = (h.flags | OBJ_FROM_SCAN) & ~(uint32_t)OBJ_DELETED;
-		obj_meta_release(o);
-		*o = h;
 	}
 	return NULL;
 }
 
-static int head_page(struct scan_job *job, struct page *pg)
+int scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs)
 {
-	if (pg->n == 0)
-		return 0;
+	const struct scan_source *src = &job->s->src;
 	struct head_pool hp = { .job = job, .pg = pg };
+	hp.do_head = (needs & (OBJ_HAS_META | OBJ_HAS_CTYPE)) && src->head;
+	hp.do_tags = (needs & OBJ_HAS_TAGS) && src->tags;
+	if (pg->n == 0 || (!hp.do_head && !hp.do_tags))
+		return 0;
 	atomic_init(&hp.next, 0);
 	atomic_init(&hp.err, 0);
 	atomic_init(&hp.heads, 0);
+	atomic_init(&hp.tag_gets, 0);
 	hp.gone = calloc(pg->n, sizeof *hp.gone);
 	if (!hp.gone)
 		return -ENOMEM;
@@ -156,6 +164,7 @@ static int head_page(struct scan_job *job, struct page *pg)
 	int rc = atomic_load(&hp.err);
 	pthread_mutex_lock(&job->s->mu);
 	job->info.heads += atomic_load(&hp.heads);
+	job->info.tag_gets += atomic_load(&hp.tag_gets);
 	pthread_mutex_unlock(&job->s->mu);
 	if (rc == 0) {   /* drop objects deleted since the listing */
 		size_t w = 0;
@@ -173,8 +182,7 @@ static int head_page(struct scan_job *job, struct page *pg)
 
 /* ---- the scan thread -------------------------------------------------- */
 
-/* Sleep up to ms unless stopped; true if stopped. */
-static bool backoff(struct scanner *s, int ms)
+bool scan_backoff(struct scanner *s, int ms)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -209,12 +217,12 @@ static void *job_main(void *arg)
 	while (!atomic_load(&s->stop)) {
 		bool truncated = false;
 		memset(&next, 0, sizeof next);
-		int rc = s->src.list_page(s->src.ctx, job->bucket, cur.token, page_collect,
+		int rc = s->src.list_page(s->src.ctx, job->bucket, cur.token, scan_page_collect,
 					  &pg, next.token, sizeof next.token, &truncated);
 		if (rc == 0 && pg.err)
 			rc = pg.err;
-		if (rc == 0 && job->needs && s->src.head)
-			rc = head_page(job, &pg);
+		if (rc == 0)
+			rc = scan_page_enrich(job, &pg, job->needs);
 		if (rc == 0) {
 			next.done = !truncated;
 			next.objects = cur.objects + pg.n;
@@ -225,7 +233,7 @@ static void *job_main(void *arg)
 			rc = k < 0 ? k : 0;
 		}
 		if (rc < 0) {
-			page_clear(&pg);
+			scan_page_clear(&pg);
 			pthread_mutex_lock(&s->mu);
 			job->info.last_error = rc;
 			pthread_mutex_unlock(&s->mu);
@@ -233,13 +241,13 @@ static void *job_main(void *arg)
 				log_warn("scan: bucket %s: page failed (%s); retrying",
 					 job->bucket, strerror(-rc));
 			int ms = 100 << (fails < 9 ? fails : 9);
-			if (backoff(s, ms > 30000 ? 30000 : ms))
+			if (scan_backoff(s, ms > 30000 ? 30000 : ms))
 				break;
 			continue;
 		}
 		fails = 0;
 		stats_add(s->st, scan_objects, pg.n);
-		page_clear(&pg);
+		scan_page_clear(&pg);
 		cur = next;
 		pthread_mutex_lock(&s->mu);
 		job->info.objects = cur.objects;
@@ -300,6 +308,11 @@ void scan_free(struct scanner *s)
 	atomic_store(&s->stop, true);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+	scan_rescan_stop(s);
+	pthread_mutex_lock(&s->mu);
+	while (s->rescans_active > 0)   /* rescans on callers' threads end soon */
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
 	for (size_t i = 0; i < s->n_jobs; i++) {
 		if (s->jobs[i]->has_thread)
 			pthread_join(s->jobs[i]->thread, NULL);
@@ -314,7 +327,7 @@ void scan_free(struct scanner *s)
 	free(s);
 }
 
-static struct scan_job *job_find(struct scanner *s, const char *bucket)
+struct scan_job *scan_job_find(struct scanner *s, const char *bucket)
 {
 	for (size_t i = 0; i < s->n_jobs; i++)
 		if (strcmp(s->jobs[i]->bucket, bucket) == 0)
@@ -332,7 +345,7 @@ int scan_start(struct scanner *s, const char *bucket, unsigned needs)
 		return rc;
 	pthread_mutex_lock(&s->mu);
 	rc = 0;
-	struct scan_job *job = job_find(s, bucket);
+	struct scan_job *job = scan_job_find(s, bucket);
 	if (job && (job->info.state == SCAN_RUNNING || job->info.state == SCAN_DONE))
 		goto out;
 	if (atomic_load(&s->stop)) {
@@ -409,7 +422,7 @@ int scan_wait(struct scanner *s, const char *bucket, int timeout_ms)
 	}
 	int rc;
 	pthread_mutex_lock(&s->mu);
-	struct scan_job *job = job_find(s, bucket);
+	struct scan_job *job = scan_job_find(s, bucket);
 	for (;;) {
 		if (!job) {
 			rc = -ENOENT;

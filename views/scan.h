@@ -6,15 +6,23 @@
  * (index_scan_apply, whose keep rule makes events that arrive during the
  * scan neither lost nor undone). An interrupted scan resumes from the stored
  * token; a bucket whose scan completed is never listed again by scan_start.
- * When a view of the bucket needs metadata, tags or the content type
- * (view_needs), every listed object is HEADed first by SCAN_HEAD_THREADS
- * threads. A failing page is retried with backoff until it works or the
- * scanner is freed.
+ * When a view of the bucket needs metadata or the content type
+ * (view_needs), every listed object is HEADed first, and when one needs
+ * tags its tags are fetched (GetObjectTagging), by SCAN_HEAD_THREADS
+ * threads: one HEAD and one tag request per object per scan, whatever the
+ * number of views. A failing page is retried with backoff until it works
+ * or the scanner is freed.
+ * Rescans (scan_rescan, views/scan_rescan.c) list a scanned bucket again
+ * and reconcile the index with it (rules: views/index_reconcile.h); they
+ * run on the caller's thread or on the periodic rescan thread
+ * (scan_set_rescan_interval), one at a time per bucket, never during the
+ * bucket's first scan.
  *
  * Seam: struct scan_source (sync/s3.h's s3_list_page/s3_head fit it; tests
  * use fakes). Threads: all functions may be called from any thread except
- * scan_free, which stops and joins every scan thread. Change callbacks run on
- * scan threads (index.h says under which lock).
+ * scan_free, which stops every scan and rescan and joins their threads.
+ * Change callbacks run on scan and rescan threads (index.h says under which
+ * lock).
  */
 #ifndef FACETFS_SCAN_H
 #define FACETFS_SCAN_H
@@ -43,10 +51,14 @@ struct scan_source {
 			 bool *truncated);
 	/* HEAD: fills *out (caller releases it); -ENOENT if gone. */
 	int (*head)(void *ctx, const char *bucket, const char *key, struct obj_meta *out);
+	/* Tags of an object (NULL: tags cannot be fetched): a malloc'ed
+	 * array the caller then owns; -ENOENT if gone. */
+	int (*tags)(void *ctx, const char *bucket, const char *key,
+		    struct obj_kv **tags, size_t *n);
 };
 
-/* The source for the real store: ListObjectsV2 and HEAD through sync/s3.h
- * (s3 is borrowed; it is thread-safe). */
+/* The source for the real store: ListObjectsV2, HEAD and GetObjectTagging
+ * through sync/s3.h (s3 is borrowed; it is thread-safe). */
 struct s3;
 void scan_source_s3(struct s3 *s3, struct scan_source *out);
 
@@ -58,7 +70,10 @@ struct scan_info {
 	uint64_t objects;       /* listed and inserted so far (all runs) */
 	uint64_t pages;         /* pages inserted by this process */
 	uint64_t heads;         /* HEAD requests made by this process */
+	uint64_t tag_gets;      /* GetObjectTagging requests made by this process */
 	int last_error;         /* last failure (0 if none); retried */
+	bool rescanning;        /* a rescan of the bucket runs */
+	uint64_t rescans;       /* rescans completed by this process */
 };
 
 struct scanner;
@@ -78,5 +93,29 @@ int  scan_start_views(struct scanner *s, struct view *const *views, size_t n);
 int  scan_wait(struct scanner *s, const char *bucket, int timeout_ms);
 /* Per-bucket state; *out is malloc'ed (free it), *n entries. */
 int  scan_status(struct scanner *s, struct scan_info **out, size_t *n);
+
+/* Rescan (`facetfs rescan`): list bucket again (NULL: every bucket this
+ * scanner started) and reconcile the index with the listing; blocks until
+ * done. *report (malloc'ed, the caller frees it; may be NULL on -ENOMEM)
+ * gets one line per bucket,
+ *   "bucket B: listed N, added A, removed R, updated U, unchanged K,
+ *    kept (newer events) E"
+ * followed by "  added: KEY" / "  removed: KEY" / "  updated: KEY" lines
+ * (at most SCAN_REPORT_NAMES per bucket, then "  ... and N more"), or
+ * "bucket B: error: WHY". Returns 0 if every bucket was reconciled, else
+ * the first error: -ENOENT (bucket never started here), -EBUSY (its first
+ * scan or another rescan runs), -ECANCELED (scanner stopping), or the
+ * listing's error after SCAN_RESCAN_TRIES attempts of a page. */
+#define SCAN_REPORT_NAMES 100
+#define SCAN_RESCAN_TRIES 5
+int  scan_rescan(struct scanner *s, const char *bucket, char **report);
+/* scan_rescan of every bucket of the view called name (NULL: of every
+ * view) in views[0..n), each bucket once; -ENOENT (and a report saying so) if no view has
+ * that name. */
+int  scan_rescan_view(struct scanner *s, struct view *const *views, size_t n,
+		      const char *name, char **report);
+/* Rescan every completed bucket every interval_s seconds (0 stops it), on
+ * one background thread; each report is logged at info level. */
+int  scan_set_rescan_interval(struct scanner *s, unsigned interval_s);
 
 #endif

@@ -1,4 +1,5 @@
-/* scan_s3.c — the scan_source that lists and HEADs through sync/s3.h. */
+/* scan_s3.c — the scan_source that lists, HEADs and fetches tags through
+ * sync/s3.h. */
 #include "views/scan.h"
 
 #include "sync/s3.h"
@@ -17,9 +18,16 @@ static int s3src_head(void *ctx, const char *bucket, const char *key,
 	return s3_head(ctx, bucket, key, out);
 }
 
+static int s3src_tags(void *ctx, const char *bucket, const char *key,
+		      struct obj_kv **tags, size_t *n)
+{
+	return s3_get_tagging(ctx, bucket, key, tags, n);
+}
+
 void scan_source_s3(struct s3 *s3, struct scan_source *out)
 {
 	out->ctx = s3;
 	out->list_page = s3src_list;
 	out->head = s3src_head;
+	out->tags = s3src_tags;
 }

@@ -205,7 +205,7 @@ static void test_scan_with_events(void)
 	struct hook_ctx hc = { ix };
 	struct fake f = { .bucket = "bk", .n = 2500, .fail_from_page = -1,
 			  .hook_page = 2, .hook = events_during_scan, .hook_ctx = &hc };
-	struct scan_source src = { &f, fake_list, fake_head };
+	struct scan_source src = { &f, fake_list, fake_head, NULL };
 	struct scanner *sc;
 	atomic_store(&n_added, 0);
 	CHECK(scan_new(ix, &src, &st, on_change, NULL, &sc) == 0, "scanner created");
@@ -252,7 +252,7 @@ static void test_scan_resume(void)
 	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f = { .bucket = "bk", .n = 3500, .fail_from_page = 2 };
-	struct scan_source src = { &f, fake_list, NULL };
+	struct scan_source src = { &f, fake_list, NULL, NULL };
 	struct scanner *sc;
 	struct stats st1;
 	stats_init(&st1);
@@ -283,7 +283,7 @@ static void test_scan_resume(void)
 	ix = open_ix(dir, NULL);
 	index_set_views(ix, &v, 1);
 	struct fake g = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
-	struct scan_source src2 = { &g, fake_list, NULL };
+	struct scan_source src2 = { &g, fake_list, NULL, NULL };
 	struct stats st2;
 	stats_init(&st2);
 	scan_new(ix, &src2, &st2, NULL, NULL, &sc);
@@ -304,7 +304,7 @@ static void test_scan_resume(void)
 	ix = open_ix(dir, NULL);
 	index_set_views(ix, &v, 1);
 	struct fake h = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
-	struct scan_source src3 = { &h, fake_list, NULL };
+	struct scan_source src3 = { &h, fake_list, NULL, NULL };
 	struct stats st3;
 	stats_init(&st3);
 	scan_new(ix, &src3, &st3, NULL, NULL, &sc);
@@ -333,7 +333,7 @@ static void test_scan_head(void)
 	};
 	index_set_views(ix, v, 2);
 	struct fake f = { .bucket = "bk", .n = 1400, .fail_from_page = -1 };
-	struct scan_source src = { &f, fake_list, fake_head };
+	struct scan_source src = { &f, fake_list, fake_head, NULL };
 	struct scanner *sc;
 	scan_new(ix, &src, NULL, NULL, NULL, &sc);
 	scan_start_views(sc, v, 2);
@@ -391,7 +391,7 @@ static void test_scan_concurrent(void)
 	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f = { .bucket = "bk", .n = 20000, .fail_from_page = -1 };
-	struct scan_source src = { &f, fake_list, NULL };
+	struct scan_source src = { &f, fake_list, NULL, NULL };
 	struct scanner *sc;
 	scan_new(ix, &src, NULL, NULL, NULL, &sc);
 	struct reader rd = { .ix = ix };

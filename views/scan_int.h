@@ -1,0 +1,71 @@
+/*
+ * scan_int.h — the inside of the scanner, shared by scan.c (first scans)
+ * and scan_rescan.c (rescans, the periodic rescan thread). Not for other
+ * modules.
+ *
+ * Locks: s->mu guards the job list, each job's info, `rescans_active` and
+ * the periodic-thread fields; s->cv is broadcast on every state change
+ * (scan or rescan done, stop, interval change). Jobs are never freed before
+ * scan_free, so job pointers stay valid. A job in SCAN_RUNNING owns its
+ * first-scan thread; a job with info.rescanning is being rescanned by
+ * exactly one thread. scan_free waits until rescans_active is 0.
+ */
+#ifndef FACETFS_SCAN_INT_H
+#define FACETFS_SCAN_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "views/scan.h"
+
+struct scan_job {
+	struct scanner *s;
+	char *bucket;
+	unsigned needs;
+	pthread_t thread;
+	bool has_thread;
+	struct scan_info info;   /* under s->mu */
+};
+
+struct scanner {
+	struct index *ix;
+	struct scan_source src;
+	struct stats *st;
+	struct stats own_st;
+	index_change_fn fn;
+	void *fnctx;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	atomic_bool stop;
+	struct scan_job **jobs;
+	size_t n_jobs;
+	/* rescans (scan_rescan.c), under mu */
+	int rescans_active;
+	unsigned interval_s;
+	pthread_t periodic;
+	bool has_periodic;
+};
+
+/* One listed page (deep copies, bucket set, OBJ_FROM_SCAN). */
+struct page {
+	struct obj_meta *o;
+	size_t n, cap;
+	const char *bucket;
+	int err;
+};
+
+/* scan_obj_fn that appends to a struct page. */
+int  scan_page_collect(void *ctx, const struct obj_meta *o);
+void scan_page_clear(struct page *pg);
+/* HEAD (needs META/CTYPE) and fetch tags (needs TAGS) of every object of
+ * the page, once each, with a pool of SCAN_HEAD_THREADS threads; objects
+ * found gone are dropped from the page. Counts requests into the job's
+ * info. 0 or the first failure (then the page is partly enriched). */
+int  scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs);
+struct scan_job *scan_job_find(struct scanner *s, const char *bucket);
+/* Sleep up to ms unless stopped; true if stopped. */
+bool scan_backoff(struct scanner *s, int ms);
+/* Stop and join the periodic rescan thread (scan_free, with mu not held). */
+void scan_rescan_stop(struct scanner *s);
+
+#endif
