@@ -10,52 +10,23 @@
  * the offset after it, so the usual sequential readdir continues with an
  * index seek past that name; any other offset restarts and skips.
  */
-#define FUSE_USE_VERSION 314
-#include "fuse/fs.h"
+#include "fuse/fs_int.h"
 
-#include "fuse/inode.h"
 #include "gateway/log.h"
 #include "gateway/stats.h"
-#include "sync/reader.h"
+#include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
 
 #include <errno.h>
-#include <fuse_lowlevel.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-
-#define FS_TIMEOUT 3600.0   /* entry/attr timeout; made correct by invalidation */
-#define NAME_MAX_BYTES 255
-
-struct fs {
-	struct fs_deps d;
-	struct fuse_session *se;
-	struct inode_table *it;
-	char *mountpoint;
-	bool mounted;
-	uid_t uid;
-	gid_t gid;
-	struct timespec start;
-};
-
-enum fh_kind { FH_OBJECT, FH_TEXT, FH_CONTROL };
-
-struct fh {
-	enum fh_kind kind;
-	struct reader *rd;           /* FH_OBJECT */
-	char *text;                  /* FH_TEXT: snapshot; FH_CONTROL: last answer */
-	size_t text_len;
-	pthread_mutex_t lock;        /* FH_CONTROL: protects text */
-};
 
 struct dh {
 	uint64_t ino;
@@ -63,12 +34,9 @@ struct dh {
 	char *path;
 	off_t next_off;              /* offset after last_name */
 	char last_name[NAME_MAX_BYTES + 1];
+	bool extra;                  /* index entries done; listing made dirs */
+	size_t extra_pos;            /* made dirs already returned */
 };
-
-static struct fs *fs_of(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
 
 static const char *const meta_names[] = { "control", "stats", "views" };
 static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_STATS,
@@ -76,7 +44,7 @@ static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_STATS,
 
 /* ---------- attributes ---------- */
 
-static void attr_fill_dir(struct fs *fs, uint64_t ino, struct stat *st)
+void fs_attr_dir(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino;
@@ -88,8 +56,8 @@ static void attr_fill_dir(struct fs *fs, uint64_t ino, struct stat *st)
 	st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 }
 
-static void attr_fill_file(struct fs *fs, uint64_t ino, uint64_t size,
-			   int64_t mtime_ns, mode_t perm, struct stat *st)
+void fs_attr_file(struct fs *fs, uint64_t ino, uint64_t size,
+		  int64_t mtime_ns, mode_t perm, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino;
@@ -105,13 +73,25 @@ static void attr_fill_file(struct fs *fs, uint64_t ino, uint64_t size,
 	st->st_ctim = st->st_atim = st->st_mtim;
 }
 
-static void attr_fill_index(struct fs *fs, uint64_t ino, const struct index_attr *a,
-			    struct stat *st)
+mode_t fs_file_perm(struct fs *fs, size_t view)
+{
+	return view < fs->d.n_views && view_writable(fs->d.views[view]) ? 0644 : 0444;
+}
+
+static void view_dir_attr(struct fs *fs, size_t view, uint64_t ino, struct stat *st)
+{
+	fs_attr_dir(fs, ino, st);
+	if (view < fs->d.n_views && view_writable(fs->d.views[view]))
+		st->st_mode = S_IFDIR | 0755;
+}
+
+static void attr_fill_index(struct fs *fs, size_t view, uint64_t ino,
+			    const struct index_attr *a, struct stat *st)
 {
 	if (a->is_dir)
-		attr_fill_dir(fs, ino, st);
+		view_dir_attr(fs, view, ino, st);
 	else
-		attr_fill_file(fs, ino, a->size, a->mtime_ns, 0444, st);
+		fs_attr_file(fs, ino, a->size, a->mtime_ns, fs_file_perm(fs, view), st);
 }
 
 static int view_by_name(struct fs *fs, const char *name, size_t *out)
@@ -125,28 +105,115 @@ static int view_by_name(struct fs *fs, const char *name, size_t *out)
 }
 
 /* Path of child `name` under `dir` ("" is a view's root). */
-static int path_join(const char *dir, const char *name, char *out, size_t outlen)
+int fs_path_join(const char *dir, const char *name, char *out, size_t outlen)
 {
 	int n = *dir ? snprintf(out, outlen, "%s/%s", dir, name)
 		     : snprintf(out, outlen, "%s", name);
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
+/* What (view, path) is for this mount: a file staged here (created or
+ * being written), what the index shows, or a directory made here. */
+static int node_attr(struct fs *fs, size_t view, const char *path, uint64_t ino,
+		     struct stat *st, bool *is_dir)
+{
+	*is_dir = true;
+	if (!*path) {
+		view_dir_attr(fs, view, ino, st);
+		return 0;
+	}
+	struct ofile *of = fs_ofile_find_path(fs, view, path);
+	if (of) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		fs_attr_file(fs, ino, stage_file_size(of->sf),
+			     (int64_t)now.tv_sec * 1000000000 + now.tv_nsec,
+			     fs_file_perm(fs, view), st);
+		fs_ofile_put(fs, of);
+		*is_dir = false;
+		return 0;
+	}
+	struct index_attr a;
+	int rc = index_lookup(fs->d.ix, view, path, &a);
+	if (rc == 0) {
+		attr_fill_index(fs, view, ino, &a, st);
+		*is_dir = a.is_dir;
+		return 0;
+	}
+	if (rc == -ENOENT && fs_mkdir_exists(fs, view, path)) {
+		view_dir_attr(fs, view, ino, st);
+		return 0;
+	}
+	return rc;
+}
+
+int fs_child(struct fs *fs, fuse_ino_t parent, const char *name, size_t *view,
+	     char *path, size_t pathlen)
+{
+	if (strlen(name) > NAME_MAX_BYTES)
+		return -ENAMETOOLONG;
+	if (parent < INODE_FIRST_DYNAMIC)
+		return parent == INODE_ROOT ? -EPERM : -EACCES;
+	struct inode_info info;
+	int rc = inode_get(fs->it, parent, &info);
+	if (rc < 0)
+		return rc;
+	if (!info.is_dir)
+		rc = -ENOTDIR;
+	else
+		rc = fs_path_join(info.path, name, path, pathlen);
+	*view = info.view;
+	free(info.path);
+	return rc;
+}
+
+int fs_path_object(struct fs *fs, size_t view, const char *path, char *bucket,
+		   size_t blen, char *key, size_t klen)
+{
+	const struct view *v = fs->d.views[view];
+	const char *p = path;
+	if (view_n_buckets(v) > 1) {
+		/* multi-bucket views show BUCKET/path */
+		const char *slash = strchr(path, '/');
+		if (!slash || (size_t)(slash - path) >= blen)
+			return -EINVAL;
+		memcpy(bucket, path, (size_t)(slash - path));
+		bucket[slash - path] = '\0';
+		if (!view_uses_bucket(v, bucket))
+			return -EINVAL;
+		p = slash + 1;
+	} else {
+		snprintf(bucket, blen, "%s", view_bucket(v, 0));
+	}
+	return view_path_key(v, p, key, klen);
+}
+
+static void local_change(void *ctx, size_t view, const char *path, int what)
+{
+	fs_notify_change(ctx, view, path, what);
+}
+
+int fs_index_local(struct fs *fs, const struct obj_meta *o)
+{
+	int rc = index_apply(fs->d.ix, o, 1, NULL, 0, local_change, fs);
+	return rc < 0 ? rc : 0;
+}
+
 /* Attributes of an inode the kernel holds. */
-static int attr_of(struct fs *fs, uint64_t ino, struct stat *st)
+int fs_attr_of(struct fs *fs, uint64_t ino, struct stat *st)
 {
 	switch (ino) {
 	case INODE_ROOT:
 	case INODE_META_DIR:
-		attr_fill_dir(fs, ino, st);
+		fs_attr_dir(fs, ino, st);
 		return 0;
 	case INODE_META_STATS:
 	case INODE_META_VIEWS:
-		attr_fill_file(fs, ino, 0, 0, 0444, st);
+		fs_attr_file(fs, ino, 0, 0, 0444, st);
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return 0;
 	case INODE_META_CONTROL:
-		attr_fill_file(fs, ino, 0, 0, 0600, st);
+		fs_attr_file(fs, ino, 0, 0, 0600, st);
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return 0;
 	}
@@ -154,14 +221,8 @@ static int attr_of(struct fs *fs, uint64_t ino, struct stat *st)
 	int rc = inode_get(fs->it, ino, &info);
 	if (rc < 0)
 		return rc;
-	if (!*info.path) {
-		attr_fill_dir(fs, ino, st);
-	} else {
-		struct index_attr a;
-		rc = index_lookup(fs->d.ix, info.view, info.path, &a);
-		if (rc == 0)
-			attr_fill_index(fs, ino, &a, st);
-	}
+	bool is_dir;
+	rc = node_attr(fs, info.view, info.path, ino, st, &is_dir);
 	free(info.path);
 	return rc;
 }
@@ -180,7 +241,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 	if (parent == INODE_ROOT) {
 		if (strcmp(name, ".facetfs") == 0) {
 			e->ino = INODE_META_DIR;
-			return attr_of(fs, e->ino, &e->attr);
+			return fs_attr_of(fs, e->ino, &e->attr);
 		}
 		size_t v;
 		int rc = view_by_name(fs, name, &v);
@@ -189,7 +250,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		e->ino = inode_ref(fs->it, name, v, "", true);
 		if (!e->ino)
 			return -ENOMEM;
-		attr_fill_dir(fs, e->ino, &e->attr);
+		view_dir_attr(fs, v, e->ino, &e->attr);
 		return 0;
 	}
 	if (parent == INODE_META_DIR) {
@@ -198,33 +259,28 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 				e->ino = meta_inos[i];
 				/* Generated files: never cache their attributes. */
 				e->attr_timeout = 0;
-				return attr_of(fs, e->ino, &e->attr);
+				return fs_attr_of(fs, e->ino, &e->attr);
 			}
 		return -ENOENT;
 	}
 
-	struct inode_info info;
-	int rc = inode_get(fs->it, parent, &info);
+	size_t view;
+	char path[PATH_MAX];
+	int rc = fs_child(fs, parent, name, &view, path, sizeof path);
 	if (rc < 0)
 		return rc;
-	char path[PATH_MAX];
-	struct index_attr a;
-	if (!info.is_dir)
-		rc = -ENOTDIR;
-	else
-		rc = path_join(info.path, name, path, sizeof path);
-	if (rc == 0)
-		rc = index_lookup(fs->d.ix, info.view, path, &a);
-	if (rc == 0) {
-		e->ino = inode_ref(fs->it, view_name(fs->d.views[info.view]),
-				   info.view, path, a.is_dir);
-		if (!e->ino)
-			rc = -ENOMEM;
-		else
-			attr_fill_index(fs, e->ino, &a, &e->attr);
-	}
-	free(info.path);
-	return rc;
+	/* The inode number does not depend on what the name is: compute the
+	 * attributes first, then take the reference. */
+	bool is_dir;
+	uint64_t ino = inode_number(view_name(fs->d.views[view]), path);
+	rc = node_attr(fs, view, path, ino, &e->attr, &is_dir);
+	if (rc < 0)
+		return rc;
+	e->ino = inode_ref(fs->it, view_name(fs->d.views[view]), view, path, is_dir);
+	if (!e->ino)
+		return -ENOMEM;
+	e->attr.st_ino = e->ino;
+	return 0;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -253,7 +309,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fs *fs = fs_of(req);
 	struct stat st;
 	stats_inc(fs->d.st, fuse_getattr);
-	int rc = attr_of(fs, ino, &st);
+	int rc = fs_attr_of(fs, ino, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -388,12 +444,63 @@ static int rd_index_entry(void *ctx, const char *name, const struct index_attr *
 {
 	struct rd *r = ctx;
 	char child[PATH_MAX];
-	if (path_join(r->dh->path, name, child, sizeof child) < 0)
+	if (fs_path_join(r->dh->path, name, child, sizeof child) < 0)
 		return 0;
 	struct stat st;
 	uint64_t ino = inode_number(view_name(r->fs->d.views[r->dh->view]), child);
-	attr_fill_index(r->fs, ino, a, &st);
+	attr_fill_index(r->fs, r->dh->view, ino, a, &st);
 	return rd_add(r, name, ino, &st, child, a->is_dir);
+}
+
+/* After the index's entries: directories made here with mkdir that hold
+ * no object yet. */
+static void rd_made_dirs(struct rd *r)
+{
+	struct fs *fs = r->fs;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	size_t plen = strlen(r->dh->path);
+	pthread_mutex_lock(&fs->ofile_lock);
+	for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next) {
+		if (m->view != r->dh->view)
+			continue;
+		const char *rest = m->path;
+		if (plen) {
+			if (strncmp(m->path, r->dh->path, plen) != 0 || m->path[plen] != '/')
+				continue;
+			rest = m->path + plen + 1;
+		}
+		if (strchr(rest, '/'))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 8;
+			char **g = realloc(names, cap * sizeof *names);
+			if (!g)
+				break;
+			names = g;
+		}
+		if (!(names[n] = strdup(rest)))
+			break;
+		n++;
+	}
+	pthread_mutex_unlock(&fs->ofile_lock);
+	for (size_t i = r->dh->extra_pos; i < n && !r->full; i++) {
+		char child[PATH_MAX];
+		struct index_attr a;
+		if (fs_path_join(r->dh->path, names[i], child, sizeof child) < 0 ||
+		    index_lookup(fs->d.ix, r->dh->view, child, &a) == 0) {
+			r->dh->extra_pos++;
+			continue;    /* the index lists it already */
+		}
+		struct stat st;
+		uint64_t ino = inode_number(view_name(fs->d.views[r->dh->view]), child);
+		view_dir_attr(fs, r->dh->view, ino, &st);
+		if (rd_add(r, names[i], ino, &st, child, true) == 0)
+			r->dh->extra_pos++;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -427,9 +534,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct stat st;
 	int rc = 0;
 	if (!resume) {
-		attr_fill_dir(fs, ino, &st);
+		fs_attr_dir(fs, ino, &st);
 		if (rd_add(&r, ".", ino, &st, NULL, true) == 0) {
-			attr_fill_dir(fs, INODE_ROOT, &st);
+			fs_attr_dir(fs, INODE_ROOT, &st);
 			rd_add(&r, "..", INODE_ROOT, &st, NULL, true);
 		}
 	}
@@ -441,7 +548,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		size_t first = 0;
 		if (!resume || strcmp(after, ".facetfs") == 0) {
 			if (!resume) {
-				attr_fill_dir(fs, INODE_META_DIR, &st);
+				fs_attr_dir(fs, INODE_META_DIR, &st);
 				if (rd_add(&r, ".facetfs", INODE_META_DIR, &st, NULL, true))
 					goto reply;
 			}
@@ -452,7 +559,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		for (size_t v = first; v < fs->d.n_views; v++) {
 			const char *name = view_name(fs->d.views[v]);
-			attr_fill_dir(fs, inode_number(name, ""), &st);
+			fs_attr_dir(fs, inode_number(name, ""), &st);
 			if (rd_add(&r, name, INODE_FIRST_DYNAMIC + v, &st, NULL, true))
 				break;
 		}
@@ -460,14 +567,27 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		for (size_t i = 0; i < 3; i++) {
 			if (resume && strcmp(meta_names[i], after) <= 0)
 				continue;
-			if (attr_of(fs, meta_inos[i], &st) == 0 &&
+			if (fs_attr_of(fs, meta_inos[i], &st) == 0 &&
 			    rd_add(&r, meta_names[i], meta_inos[i], &st, NULL, false))
 				break;
 		}
 	} else {
-		rc = index_readdir(fs->d.ix, dh->view, dh->path, after, rd_index_entry, &r);
-		if (rc > 0)
-			rc = 0;
+		if (!resume) {
+			dh->extra = false;
+			dh->extra_pos = 0;
+		}
+		if (!dh->extra) {
+			rc = index_readdir(fs->d.ix, dh->view, dh->path, after,
+					   rd_index_entry, &r);
+			if (rc == -ENOENT && fs_mkdir_exists(fs, dh->view, dh->path))
+				rc = 0;      /* an empty directory made here */
+			if (rc >= 0 && !r.full) {
+				rc = 0;
+				dh->extra = true;
+			}
+		}
+		if (dh->extra && !r.full)
+			rd_made_dirs(&r);
 	}
 reply:
 	if (rc < 0 && r.pos == 0)
@@ -487,251 +607,6 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			   struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, true);
-}
-
-/* ---------- files ---------- */
-
-static void fh_free(struct fh *h)
-{
-	if (!h)
-		return;
-	reader_close(h->rd);
-	free(h->text);
-	if (h->kind == FH_CONTROL)
-		pthread_mutex_destroy(&h->lock);
-	free(h);
-}
-
-static int open_meta(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
-		     struct fh *h)
-{
-	int acc = fi->flags & O_ACCMODE;
-	if (ino == INODE_META_CONTROL) {
-		h->kind = FH_CONTROL;
-		pthread_mutex_init(&h->lock, NULL);
-	} else {
-		if (acc != O_RDONLY)
-			return -EACCES;
-		h->kind = FH_TEXT;
-		h->text = ino == INODE_META_STATS ? fs->d.stats_json(fs->d.ctx)
-						  : fs->d.views_json(fs->d.ctx);
-		if (!h->text)
-			return -ENOMEM;
-		h->text_len = strlen(h->text);
-	}
-	fi->direct_io = 1;       /* generated: size unknown until read */
-	return 0;
-}
-
-static int open_object(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
-		       struct fh *h)
-{
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
-		return -EROFS;
-	struct inode_info info;
-	int rc = inode_get(fs->it, ino, &info);
-	if (rc < 0)
-		return rc;
-	struct obj_meta o = { 0 };
-	if (info.is_dir)
-		rc = -EISDIR;
-	else
-		rc = index_object(fs->d.ix, info.view, info.path, &o);
-	if (rc == 0)
-		rc = reader_open(fs->d.s3, fs->d.st, o.bucket, o.key, o.etag, o.size,
-				 &h->rd);
-	if (rc == 0) {
-		h->kind = FH_OBJECT;
-		/* Keep the page cache only if this is the version it holds. */
-		fi->keep_cache = inode_set_etag(fs->it, ino, o.etag);
-	}
-	obj_meta_release(&o);
-	free(info.path);
-	return rc;
-}
-
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct fs *fs = fs_of(req);
-	stats_inc(fs->d.st, fuse_open);
-	struct fh *h = calloc(1, sizeof *h);
-	if (!h) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	int rc;
-	if (ino == INODE_ROOT || ino == INODE_META_DIR)
-		rc = -EISDIR;
-	else if (ino < INODE_FIRST_DYNAMIC)
-		rc = open_meta(fs, ino, fi, h);
-	else
-		rc = open_object(fs, ino, fi, h);
-	if (rc < 0) {
-		fh_free(h);
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	fi->fh = (uintptr_t)h;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		fh_free(h);      /* the open was interrupted */
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	fh_free((struct fh *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
-}
-
-static void reply_text(fuse_req_t req, const char *text, size_t len, size_t size,
-		       off_t off)
-{
-	if (!text || off < 0 || (size_t)off >= len)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, text + off, len - (size_t)off < size
-							? len - (size_t)off : size);
-}
-
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
-{
-	(void)ino;
-	struct fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	stats_inc(fs->d.st, fuse_read);
-	if (h->kind == FH_TEXT) {
-		reply_text(req, h->text, h->text_len, size, off);
-		return;
-	}
-	if (h->kind == FH_CONTROL) {
-		pthread_mutex_lock(&h->lock);
-		reply_text(req, h->text, h->text_len, size, off);
-		pthread_mutex_unlock(&h->lock);
-		return;
-	}
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	ssize_t n = reader_read(h->rd, buf, size, (uint64_t)off);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
-}
-
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		     off_t off, struct fuse_file_info *fi)
-{
-	(void)off;
-	struct fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	if (ino != INODE_META_CONTROL || h->kind != FH_CONTROL) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	char *cmd = strndup(buf, size);
-	if (!cmd) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	cmd[strcspn(cmd, "\r\n")] = '\0';
-	char *answer = fs->d.control ? fs->d.control(fs->d.ctx, cmd) : NULL;
-	free(cmd);
-	if (!answer)
-		answer = strdup("error: no answer\n");
-	pthread_mutex_lock(&h->lock);
-	free(h->text);
-	h->text = answer;
-	h->text_len = answer ? strlen(answer) : 0;
-	pthread_mutex_unlock(&h->lock);
-	fuse_reply_write(req, size);
-}
-
-/* ---------- xattrs ---------- */
-
-static bool is_user_xattr(const char *name)
-{
-	return strncmp(name, "user.", 5) == 0;
-}
-
-/* Load the user metadata of an object inode into *o (released by caller). */
-static int xattr_object(struct fs *fs, fuse_ino_t ino, struct obj_meta *o)
-{
-	if (ino < INODE_FIRST_DYNAMIC)
-		return -ENOENT;
-	struct inode_info info;
-	int rc = inode_get(fs->it, ino, &info);
-	if (rc < 0)
-		return rc;
-	rc = info.is_dir ? -ENOENT : index_object(fs->d.ix, info.view, info.path, o);
-	free(info.path);
-	return rc;
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	struct fs *fs = fs_of(req);
-	stats_inc(fs->d.st, fuse_getxattr);
-	if (!is_user_xattr(name)) {
-		/* security.*, system.*, trusted.*: not supported. ls -l asks for
-		 * them on every entry; EOPNOTSUPP is much cheaper for it than
-		 * ENODATA (TESTBED.md). */
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
-	struct obj_meta o = { 0 };
-	int rc = xattr_object(fs, ino, &o);
-	const char *val = rc == 0 ? obj_meta_get(&o, name + 5) : NULL;
-	if (rc == -ENOENT || (rc == 0 && !val)) {
-		fuse_reply_err(req, ENODATA);
-	} else if (rc < 0) {
-		fuse_reply_err(req, -rc);
-	} else {
-		size_t len = strlen(val);
-		if (size == 0)
-			fuse_reply_xattr(req, len);
-		else if (size < len)
-			fuse_reply_err(req, ERANGE);
-		else
-			fuse_reply_buf(req, val, len);
-	}
-	obj_meta_release(&o);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	struct fs *fs = fs_of(req);
-	struct obj_meta o = { 0 };
-	int rc = xattr_object(fs, ino, &o);
-	if (rc == -ENOENT) {
-		rc = 0;
-	} else if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	size_t total = 0;
-	for (size_t i = 0; i < o.n_meta; i++)
-		total += 5 + strlen(o.meta[i].name) + 1;
-	if (size == 0) {
-		fuse_reply_xattr(req, total);
-	} else if (size < total) {
-		fuse_reply_err(req, ERANGE);
-	} else {
-		char *buf = malloc(total ? total : 1), *p = buf;
-		if (!buf) {
-			fuse_reply_err(req, ENOMEM);
-		} else {
-			for (size_t i = 0; i < o.n_meta; i++)
-				p += sprintf(p, "user.%s", o.meta[i].name) + 1;
-			fuse_reply_buf(req, buf, total);
-			free(buf);
-		}
-	}
-	obj_meta_release(&o);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -763,7 +638,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = 1024 * 1024;
 }
 
-static const struct fuse_lowlevel_ops fs_ops = {
+static const struct fuse_lowlevel_ops fs_core_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
 	.forget = op_forget,
@@ -773,12 +648,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
-	.open = op_open,
-	.read = op_read,
-	.write = op_write,
-	.release = op_release,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
 	.statfs = op_statfs,
 };
 
@@ -790,9 +659,12 @@ struct inval {
 	char name[NAME_MAX_BYTES + 1];
 };
 
-void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
+/* Invalidate what the kernel may cache of (view, path). Runs on the
+ * notifier thread: never inside a FUSE request (a related request could
+ * deadlock with it) and with no lock of ours held. */
+static void invalidate(struct fs *fs, size_t view, const char *path, int what)
 {
-	if (!fs->mounted || view >= fs->d.n_views)
+	if (view >= fs->d.n_views)
 		return;
 	const char *vname = view_name(fs->d.views[view]);
 	struct inval todo[64];
@@ -850,6 +722,53 @@ void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
 	}
 }
 
+void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
+{
+	if (!fs->mounted)
+		return;
+	struct inval_job *j = malloc(sizeof *j);
+	if (!j || !(j->path = strdup(path))) {
+		free(j);
+		log_error("invalidate %s: out of memory; the kernel may show it stale "
+			  "for up to %.0f s", path, FS_TIMEOUT);
+		return;
+	}
+	j->view = view;
+	j->what = what;
+	j->next = NULL;
+	pthread_mutex_lock(&fs->inval_lock);
+	if (fs->inval_tail)
+		fs->inval_tail->next = j;
+	else
+		fs->inval_head = j;
+	fs->inval_tail = j;
+	pthread_cond_signal(&fs->inval_cond);
+	pthread_mutex_unlock(&fs->inval_lock);
+}
+
+static void *notifier_main(void *arg)
+{
+	struct fs *fs = arg;
+	pthread_mutex_lock(&fs->inval_lock);
+	for (;;) {
+		while (!fs->inval_head && !fs->inval_stop)
+			pthread_cond_wait(&fs->inval_cond, &fs->inval_lock);
+		struct inval_job *j = fs->inval_head;
+		if (!j)
+			break;       /* stopping, queue drained */
+		fs->inval_head = j->next;
+		if (!fs->inval_head)
+			fs->inval_tail = NULL;
+		pthread_mutex_unlock(&fs->inval_lock);
+		invalidate(fs, j->view, j->path, j->what);
+		free(j->path);
+		free(j);
+		pthread_mutex_lock(&fs->inval_lock);
+	}
+	pthread_mutex_unlock(&fs->inval_lock);
+	return NULL;
+}
+
 /* ---------- mount, run, unmount ---------- */
 
 /* A gateway that died leaves its mountpoint answering ENOTCONN. */
@@ -878,6 +797,9 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	fs->uid = getuid();
 	fs->gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->start);
+	pthread_mutex_init(&fs->ofile_lock, NULL);
+	pthread_mutex_init(&fs->inval_lock, NULL);
+	pthread_cond_init(&fs->inval_cond, NULL);
 	fs->mountpoint = strdup(mountpoint);
 	if (!fs->mountpoint || inode_table_new(&fs->it) < 0)
 		goto fail;
@@ -894,7 +816,10 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 			 "fsname=facetfs,subtype=facetfs,default_permissions",
 			 fuse_opts ? "-o" : NULL, (char *)fuse_opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(fuse_opts ? 5 : 3, argv);
-	fs->se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, fs);
+	struct fuse_lowlevel_ops ops = fs_core_ops;
+	fs_io_init_ops(&ops);
+	fs_ns_init_ops(&ops);
+	fs->se = fuse_session_new(&args, &ops, sizeof ops, fs);
 	fuse_opt_free_args(&args);
 	if (!fs->se) {
 		rc = -EINVAL;
@@ -912,6 +837,11 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 		goto fail;
 	}
 	fs->mounted = true;
+	if (pthread_create(&fs->inval_thread, NULL, notifier_main, fs) != 0) {
+		rc = -EAGAIN;
+		goto fail;
+	}
+	fs->inval_running = true;
 	*out = fs;
 	return 0;
 fail:
@@ -935,6 +865,14 @@ void fs_free(struct fs *fs)
 {
 	if (!fs)
 		return;
+	if (fs->inval_running) {
+		pthread_mutex_lock(&fs->inval_lock);
+		fs->inval_stop = true;
+		pthread_cond_signal(&fs->inval_cond);
+		pthread_mutex_unlock(&fs->inval_lock);
+		pthread_join(fs->inval_thread, NULL);
+		fs->inval_running = false;
+	}
 	if (fs->se) {
 		if (fs->mounted)
 			fuse_session_unmount(fs->se);
@@ -943,6 +881,19 @@ void fs_free(struct fs *fs)
 		fuse_session_destroy(fs->se);
 	}
 	inode_table_free(fs->it);
+	for (struct inval_job *j = fs->inval_head, *n; j; j = n) {
+		n = j->next;
+		free(j->path);
+		free(j);
+	}
+	for (struct mkdir_ent *m = fs->mkdirs, *n; m; m = n) {
+		n = m->next;
+		free(m->path);
+		free(m);
+	}
+	pthread_mutex_destroy(&fs->ofile_lock);
+	pthread_mutex_destroy(&fs->inval_lock);
+	pthread_cond_destroy(&fs->inval_cond);
 	free(fs->mountpoint);
 	free(fs);
 }

@@ -23,6 +23,7 @@
 struct index;
 struct view;
 struct s3;
+struct stage;
 struct stats;
 struct fs;
 
@@ -31,6 +32,7 @@ struct fs_deps {
 	struct view *const *views;
 	size_t n_views;
 	struct s3 *s3;
+	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to

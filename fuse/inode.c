@@ -233,6 +233,26 @@ bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
 	return same;
 }
 
+int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
+{
+	char *p = strdup(new_path);
+	if (!p)
+		return -ENOMEM;
+	int rc = -ENOENT;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	if (n) {
+		free(n->path);
+		n->path = p;
+		p = NULL;
+		n->etag[0] = '\0';
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	free(p);
+	return rc;
+}
+
 size_t inode_count(struct inode_table *t)
 {
 	pthread_mutex_lock(&t->lock);

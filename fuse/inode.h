@@ -64,6 +64,10 @@ bool inode_find(struct inode_table *t, const char *view_name, const char *path,
  * (the kernel's page cache for this inode may be kept). */
 bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 
+/* After a rename: ino now stands for new_path (its number stays, as the
+ * kernel's inode does; a later lookup of new_path may get another number). */
+int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path);
+
 size_t inode_count(struct inode_table *t);
 
 #endif

@@ -8,6 +8,7 @@
 #include "gateway/log.h"
 #include "gateway/stats.h"
 #include "sync/s3.h"
+#include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/scan.h"
@@ -31,6 +32,7 @@ struct gateway {
 	struct index *ix;
 	struct s3 *s3;
 	struct scanner *scan;
+	struct stage *stage;
 	struct consumer *cons;
 	struct ingest *ing;
 	struct fs *fs;
@@ -184,6 +186,33 @@ static int check_s3(struct gateway *gw)
 	return 0;
 }
 
+/* Write staging under cache.dir, and the crash rule for what a previous
+ * run left staged (sync/stage.h). */
+static int open_stage(struct gateway *gw)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
+	int rc = mkdir_p(gw->cfg.cache_dir);
+	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
+				 .up = stage_uploader_s3(gw->s3) };
+	if (rc == 0)
+		rc = stage_open(&sc, &gw->stage);
+	if (rc < 0) {
+		log_error("staging directory %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	struct stage_recovery_report rep = { 0 };
+	rc = stage_recover(gw->stage, &rep);
+	if (rep.reuploaded || rep.reupload_failed || rep.recovered)
+		log_warn("staged data of an earlier run: %u uploaded (their commit had begun), "
+			 "%u still failing to upload, %u never committed moved to %s",
+			 rep.reuploaded, rep.reupload_failed, rep.recovered,
+			 stage_recovered_dir(gw->stage));
+	if (rc < 0)
+		log_error("staging recovery in %s: %s", dir, strerror(-rc));
+	return rc;
+}
+
 static int start_consumer(struct gateway *gw)
 {
 	char err[512] = "";
@@ -300,6 +329,7 @@ static void gateway_stop(struct gateway *gw)
 	fs_free(gw->fs);
 	gw->fs = NULL;
 	ingest_free(gw->ing);
+	stage_close(gw->stage);
 	index_close(gw->ix);
 	s3_free(gw->s3);
 	view_free_all(gw->views, gw->n_views);
@@ -332,7 +362,7 @@ int gateway_mount(const struct mount_opts *o)
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, &old);
 
-	if (open_index(&gw) < 0 || check_s3(&gw) < 0)
+	if (open_index(&gw) < 0 || check_s3(&gw) < 0 || open_stage(&gw) < 0)
 		goto out;
 	if (ingest_new(gw.ix, gw.s3, gw.views, gw.n_views, &gw.st, &gw.ing) < 0 ||
 	    start_scanner(&gw) < 0)
@@ -342,6 +372,7 @@ int gateway_mount(const struct mount_opts *o)
 
 	struct fs_deps deps = {
 		.ix = gw.ix, .views = gw.views, .n_views = gw.n_views, .s3 = gw.s3,
+		.stage = gw.stage,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_json,
 		.views_json = gw_views_json, .control = gw_control,
 	};
