@@ -103,7 +103,8 @@ void stage_counters_get(struct stage *st, struct stage_counters *out);
 /* Applies the crash rule above to every staged file not open now (at
  * start: all; later: files released with uncommitted data). Logs each
  * file it uploads or moves. rep may be NULL. 0 or the first hard error
- * (S3 failures are not: they are counted in reupload_failed). */
+ * (S3 failures are not: they are counted in reupload_failed). One call
+ * at a time (the gateway's start, or one periodic retry thread). */
 int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
 
 /* A new empty staged file for bucket/key (create, or open with O_TRUNC):
