@@ -195,7 +195,7 @@ static int rescan_bucket(struct scanner *s, struct scan_job *job, unsigned needs
 				break;
 			log_warn("rescan: bucket %s: page failed (%s); retrying", job->bucket,
 				 strerror(-rc));
-			if (scan_backoff(s, 200 << fails)) {
+			if (scan_backoff(s, 100 << fails)) {
 				rc = -ECANCELED;
 				break;
 			}
