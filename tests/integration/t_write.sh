@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# t_write.sh — writes through views, with two gateways (A and B: separate
+# mounts, state dirs and consumer groups) on one bucket, plus aws as an
+# independent S3 client: read-your-writes, commit and session visibility,
+# on_create metadata, rename/unlink/truncate/setxattr, no torn GETs while a
+# 200 MiB file is written, EIO when RGW is down at close, concurrent commits
+# of one key from both gateways.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/gateway.sh"
+require_bed
+
+B=$(new_bucket write)
+bed_cmd notify "$B" >/dev/null || { not_ok "notify"; exit 1; }
+T=$(test_tmp)
+V=$T/views
+view_file "$V" sess "$B" '{ "prefix": "s/" }' \
+	'"layout": { "strip_prefix": "s/" }, "writable": true, "visibility": "session"'
+view_file "$V" comm "$B" '{ "prefix": "c/" }' \
+	'"layout": { "strip_prefix": "c/" }, "writable": true, "visibility": "commit"'
+view_file "$V" black "$B" '{ "metadata": { "color": "black" } }' \
+	'"writable": true, "on_create": { "metadata": { "color": "black" } }'
+view_file "$V" ro "$B" '{ "prefix": "s/" }'
+gw_config "$T/a.json" "$T/state-a" "$V" "facetfs-wa-$$"
+gw_config "$T/b.json" "$T/state-b" "$V" "facetfs-wb-$$"
+A=$T/mnt-a
+MB=$T/mnt-b
+start_gateway A "$T/a.json" "$A" || { not_ok "gateway A starts"; exit 1; }
+start_gateway B "$T/b.json" "$MB" || { not_ok "gateway B starts"; exit 1; }
+ok "two gateways on one bucket"
+s3get() { "$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/$1" -; }
+
+# ---- read-your-writes before close; close publishes ----
+check "read-your-writes on A before close" python3 - "$A/sess/ryw.txt" <<'PY'
+import os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.write(fd, b"hello, not closed yet")
+r = os.open(p, os.O_RDONLY)
+got = os.pread(r, 100, 0)
+assert got == b"hello, not closed yet", got
+assert os.stat(p).st_size == 21
+os.close(r)
+os.close(fd)
+PY
+check_eq "after close, S3 has the object" "hello, not closed yet" "$(s3get s/ryw.txt)"
+if wait_for 10 test -e "$MB/sess/ryw.txt"; then ok "after the event, B lists it"; else not_ok "after the event, B lists it"; fi
+check_eq "B reads it" "hello, not closed yet" "$(cat "$MB/sess/ryw.txt" 2>&1)"
+check "a read-only view refuses writes (EROFS)" python3 -c '
+import errno, os, sys
+try:
+    os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644); sys.exit("created")
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EROFS else "errno %d" % e.errno)' "$A/ro/nope.txt"
+check "a name the view cannot match is EINVAL" python3 -c '
+import errno, os, sys
+try:
+    open(sys.argv[1], "w").close(); sys.exit("created")
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EINVAL else "errno %d" % e.errno)' "$A/black/../ro/x"
+
+# ---- commit: fsync publishes; B's earlier descriptor sees the new bytes ----
+printf 'version-1 commit' >"$A/comm/f.txt"
+wait_for 10 test -e "$MB/comm/f.txt"
+check "commit: fsync publishes to S3 and B's earlier descriptor" python3 - "$A/comm/f.txt" "$MB/comm/f.txt" "$S3_URL" "$B" <<'PY'
+import os, subprocess, sys
+pa, pb, url, bucket = sys.argv[1:]
+rb = os.open(pb, os.O_RDONLY)                     # opened on B before the fsync
+assert os.pread(rb, 100, 0) == b"version-1 commit"
+fd = os.open(pa, os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"version-2 COMMIT!")
+os.fsync(fd)                                      # visibility point
+s3 = subprocess.run(["/usr/bin/aws", "--endpoint-url", url, "s3", "cp", "--quiet",
+                     "s3://%s/c/f.txt" % bucket, "-"], capture_output=True, check=True).stdout
+assert s3 == b"version-2 COMMIT!", s3
+got = os.pread(rb, 100, 0)
+assert got == b"version-2 COMMIT!", got
+os.close(fd)
+os.close(rb)
+PY
+
+# ---- session: close publishes; an earlier descriptor never mixes ----
+python3 -c 'import sys; sys.stdout.buffer.write(b"A" * 300000)' >"$A/sess/sv.bin"
+wait_for 10 test -e "$MB/sess/sv.bin"
+check "session: old descriptor reads old bytes or ESTALE, never a mix; new open sees new" \
+	python3 - "$A/sess/sv.bin" "$MB/sess/sv.bin" <<'PY'
+import errno, os, sys, time
+pa, pb = sys.argv[1:]
+rb = os.open(pb, os.O_RDONLY)
+first = os.pread(rb, 4096, 0)
+assert first == b"A" * 4096
+with open(pa, "wb") as f:                          # close on A = commit
+    f.write(b"B" * 300000)
+deadline = time.time() + 10
+while time.time() < deadline:                      # wait for the event on B
+    with open(pb, "rb") as f:
+        if f.read(1) == b"B":
+            break
+    time.sleep(0.05)
+with open(pb, "rb") as f:
+    assert f.read() == b"B" * 300000, "new open sees the new version"
+# the old descriptor, after the event: all old, or ESTALE; never B
+for off in (0, 4096, 100000, 299000):
+    try:
+        got = os.pread(rb, 1000, off)
+        assert set(got) <= {ord("A")}, "mixed versions at %d" % off
+    except OSError as e:
+        assert e.errno == errno.ESTALE, e
+os.close(rb)
+PY
+
+# ---- on_create metadata ----
+printf 'made in black\n' >"$A/black/made.txt"
+meta=$("$AWS" --endpoint-url "$S3_URL" s3api head-object --bucket "$B" --key made.txt 2>&1 | jq -r .Metadata.color)
+check_eq "on_create metadata is in S3" black "$meta"
+if wait_for 10 test -e "$MB/black/made.txt"; then ok "created object appears in its view on B"; else not_ok "created object appears in its view on B"; fi
+
+# ---- rename, unlink, truncate, setxattr ----
+printf 'rename me\n' >"$A/sess/old.txt"
+mv "$A/sess/old.txt" "$A/sess/new.txt"; rc=$?
+check_eq "rename succeeds" 0 "$rc"
+check_eq "rename: new name in S3" "rename me" "$(s3get s/new.txt 2>&1)"
+check "rename: old name gone from S3" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/old.txt >/dev/null 2>&1"
+if wait_for 10 sh -c "test -e '$MB/sess/new.txt' && test ! -e '$MB/sess/old.txt'"; then ok "rename: B follows"; else not_ok "rename: B follows"; fi
+check "rename to a name the view cannot match is EINVAL" python3 -c '
+import errno, os, sys
+try:
+    os.rename(sys.argv[1], sys.argv[2]); sys.exit("renamed")
+except OSError as e:
+    sys.exit(0 if e.errno in (errno.EINVAL, errno.EXDEV) else "errno %d" % e.errno)' "$A/sess/new.txt" "$A/comm/moved.txt"
+
+truncate -s 4 "$A/sess/new.txt"
+check_eq "truncate: S3 has 4 bytes" "rena" "$(s3get s/new.txt 2>&1)"
+if wait_for 10 sh -c "[ \$(stat -c %s '$MB/sess/new.txt') = 4 ]"; then ok "truncate: B follows"; else not_ok "truncate: B follows"; fi
+
+python3 -c 'import os,sys; os.setxattr(sys.argv[1], "user.color", b"black")' "$A/sess/new.txt"
+check_eq "setxattr: S3 has the metadata" black \
+	"$("$AWS" --endpoint-url "$S3_URL" s3api head-object --bucket "$B" --key s/new.txt | jq -r .Metadata.color)"
+check_eq "setxattr: content kept" "rena" "$(s3get s/new.txt 2>&1)"
+if wait_for 10 test -e "$MB/black/s/new.txt"; then ok "setxattr: B shows it in view black"; else not_ok "setxattr: B shows it in view black"; fi
+
+rm "$A/sess/new.txt"; rc=$?
+check_eq "unlink succeeds" 0 "$rc"
+check "unlink: gone from S3" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/new.txt >/dev/null 2>&1"
+if wait_for 10 test ! -e "$MB/sess/new.txt"; then ok "unlink: B follows"; else not_ok "unlink: B follows"; fi
+
+mkdir "$A/sess/newdir" && printf 'in dir\n' >"$A/sess/newdir/f.txt"
+check_eq "mkdir + create inside" "in dir" "$(s3get s/newdir/f.txt 2>&1)"
+mkdir "$A/sess/emptydir"
+check "an empty made directory is listed" sh -c "ls '$A/sess' | grep -qx emptydir"
+check "rmdir of an empty made directory" rmdir "$A/sess/emptydir"
+
+# ---- a GET loop never sees a partial object while 200 MiB are written ----
+head -c $((200 * 1024 * 1024)) /dev/urandom >"$T/big"
+printf 'small old version\n' >"$A/sess/big.bin"
+python3 - "$B" "$T/big" "$FACETFS_BUILD/sync/s3tool" >"$T/getloop" 2>&1 <<'PY' &
+import hashlib, subprocess, sys, time
+bucket, big, s3tool = sys.argv[1:]
+want = {hashlib.sha256(open(big, "rb").read()).hexdigest(),
+        hashlib.sha256(b"small old version\n").hexdigest()}
+gets = torn = 0
+end = time.time() + 120
+while time.time() < end:
+    r = subprocess.run([s3tool, "get", bucket, "s/big.bin"], capture_output=True)
+    if r.returncode != 0:
+        continue
+    gets += 1
+    if hashlib.sha256(r.stdout).hexdigest() not in want:
+        torn += 1
+        print("TORN: a GET returned %d bytes of neither version" % len(r.stdout), flush=True)
+    print("GETs %d, torn %d" % (gets, torn), flush=True)
+PY
+loop=$!
+cp "$T/big" "$A/sess/big.bin"; rc=$?
+sleep 0.5
+kill "$loop" 2>/dev/null; wait "$loop" 2>/dev/null
+check_eq "200 MiB copy through the mount" 0 "$rc"
+check "200 MiB object in S3 equals the file" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet s3://$B/s/big.bin - | cmp - '$T/big'"
+check "the GET loop never saw a partial object" sh -c "! grep -q TORN '$T/getloop'"
+tail -n 1 "$T/getloop" | diag
+
+# ---- S3 down at close: EIO, data kept; back up: the next commit uploads ----
+check "RGW down during close: close fails with EIO" python3 - "$A/sess/eio.txt" "$BED" "$BED_DIR" <<'PY'
+import errno, os, subprocess, sys
+p, bed, bed_dir = sys.argv[1:]
+fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.write(fd, b"precious data")
+subprocess.run([bed, "rgw-stop", bed_dir], check=True, stdout=subprocess.DEVNULL)
+try:
+    os.close(fd)
+    sys.exit("close returned 0 with S3 down")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("errno %d" % e.errno)
+finally:
+    subprocess.run([bed, "rgw-start", bed_dir], check=True, stdout=subprocess.DEVNULL)
+PY
+check "staged data survives in the staging directory" sh -c "grep -rl 'precious data' '$T/state-a/cache/staging' | grep -q ."
+
+# ---- both gateways commit one key at once ----
+head -c 3000000 /dev/urandom >"$T/va"; head -c 3000000 /dev/urandom >"$T/vb"
+cp "$T/va" "$A/sess/race.bin" & cp "$T/vb" "$MB/sess/race.bin" & wait
+"$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/s/race.bin" "$T/got"
+if cmp -s "$T/got" "$T/va" || cmp -s "$T/got" "$T/vb"; then ok "race: S3 holds exactly one version in full"; else not_ok "race: S3 holds exactly one version in full"; fi
+converged() { cmp -s "$A/sess/race.bin" "$T/got" && cmp -s "$MB/sess/race.bin" "$T/got"; }
+if wait_for 15 converged; then ok "race: both mounts converge to it"; else not_ok "race: both mounts converge to it"; fi
+
+stop_gateway A; check_eq "A stops cleanly" 0 "$?"
+stop_gateway B; check_eq "B stops cleanly" 0 "$?"
