@@ -91,6 +91,15 @@ unsigned view_needs(const struct view *v);
  * means EINVAL. */
 bool view_key_can_match(const struct view *v, const char *key);
 
+/* The literal head every key of the view starts with: view_match(v, o)
+ * implies that o->key begins with the first *len bytes of the returned
+ * string (which lives as long as the view; it is not NUL-terminated at
+ * *len). Taken from strip_prefix, match.prefix, the literal head of a glob
+ * (up to its first '*', '?', '[' or '\') and, for `any`, the common prefix
+ * of its branches, at every level the longest of these; `regex` and `not`
+ * add nothing. *len == 0: every key may match (for view routers). */
+const char *view_key_prefix(const struct view *v, size_t *len);
+
 /* Key -> path inside the view, relative to the view root ("a/b/c", no
  * leading '/'), after strip_prefix.
  *   Not flat: '/' separates directories. The key is refused (-EINVAL) when

@@ -246,3 +246,47 @@ bool view_key_can_match(const struct view *v, const char *key)
 		return false;
 	return key_eval(&v->match, key, strlen(key)) != T_NO;
 }
+
+/* ---- literal key prefix (for routing events to candidate views) ---- */
+
+struct lit { const char *p; size_t n; };
+
+static void lit_longer(struct lit *best, const char *p, size_t n)
+{
+	if (n > best->n) {
+		best->p = p;
+		best->n = n;
+	}
+}
+
+/* Longest literal prefix implied by the conditions of one match node. Any
+ * of them is implied on its own; when two disagree the node matches nothing
+ * and either is still true of every key it matches. */
+static struct lit node_prefix(const struct fl_match *m)
+{
+	struct lit best = { "", 0 };
+	if (m->prefix)
+		lit_longer(&best, m->prefix, m->prefix_len);
+	if (m->glob)
+		lit_longer(&best, m->glob, strcspn(m->glob, "*?[\\"));
+	if (m->has_any && m->n_any) {
+		struct lit c = node_prefix(&m->any[0]);
+		for (size_t i = 1; i < m->n_any && c.n; i++) {
+			struct lit b = node_prefix(&m->any[i]);
+			size_t k = 0;
+			while (k < c.n && k < b.n && c.p[k] == b.p[k])
+				k++;
+			c.n = k;
+		}
+		lit_longer(&best, c.p, c.n);
+	}
+	return best;
+}
+
+const char *view_key_prefix(const struct view *v, size_t *len)
+{
+	struct lit best = node_prefix(&v->match);
+	lit_longer(&best, v->strip_prefix, v->strip_len);
+	*len = best.n;
+	return best.p;
+}
