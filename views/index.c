@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "gateway/log.h"
+#include "views/route.h"
 
 struct ix_slot {
 	const char *okey;          /* 'O' key (arena) */
@@ -184,7 +185,7 @@ void index_close(struct index *ix)
 	leveldb_options_destroy(ix->opts);
 	leveldb_cache_destroy(ix->cache);
 	leveldb_filterpolicy_destroy(ix->fpolicy);
-	ix_table_free(ix->views, ix->n_views, ix->buckets, ix->n_buckets);
+	ix_table_free(ix->views, ix->n_views, ix->buckets, ix->n_buckets, ix->route);
 	arena_release(&ix->ar);
 	ibuf_release(&ix->kbuf);
 	ibuf_release(&ix->vbuf);
@@ -196,6 +197,7 @@ void index_close(struct index *ix)
 	free(ix->evslot);
 	free(ix->order);
 	free(ix->ops);
+	free(ix->cand);
 	if (ix->st == &ix->own_st)
 		stats_release(&ix->own_st);
 	pthread_rwlock_destroy(&ix->vlock);
@@ -444,13 +446,13 @@ static int change_add(struct index *ix, size_t vi, const char *path, int what)
 static int members_update(struct index *ix, const struct ix_slot *s,
 			  const struct obj_meta *nr, bool new_live)
 {
-	const struct ixbucket *bk = ix_bucket_find(ix, nr->bucket);
-	if (!bk)
-		return 0;
+	if (!ix->route)
+		return 0;   /* no view set installed yet */
+	size_t nc = route_find(ix->route, nr->bucket, nr->key, strlen(nr->key), ix->cand);
 	bool old_live = is_live(s);
 	char path[IX_PATH_MAX];
-	for (size_t j = 0; j < bk->n; j++) {
-		size_t vi = bk->views[j];
+	for (size_t j = 0; j < nc; j++) {
+		size_t vi = ix->cand[j];
 		const struct ixview *xv = &ix->views[vi];
 		bool om = old_live && view_match(xv->v, &s->rec);
 		bool nm = new_live && view_match(xv->v, nr);

@@ -22,6 +22,7 @@ struct ix_slot;
 struct ix_change;
 struct ix_op;
 struct ix_bloom;
+struct route;
 
 struct ixview {
 	const struct view *v;
@@ -54,6 +55,7 @@ struct index {
 	size_t n_views;
 	struct ixbucket *buckets;
 	size_t n_buckets;
+	struct route *route;       /* candidate views of a (bucket, key); under wmu */
 	_Atomic uint64_t objects;
 
 	/* writer scratch, under wmu (index.c) */
@@ -73,6 +75,8 @@ struct index {
 	size_t ev_cap;
 	struct ix_op *ops;         /* membership puts/deletes, sorted before writing */
 	size_t n_ops, ops_cap;
+	size_t *cand;              /* route_find output, route_max entries */
+	size_t cand_cap;
 
 	/* key filter (index_bloom.c): bloom answers "surely absent" once
 	 * complete; bloom_building is being filled by the builder thread.
@@ -105,8 +109,9 @@ typedef bool (*ix_decide_fn)(void *dctx, const struct obj_meta *stored,
 			     const struct obj_meta *o);
 int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 		    ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx);
-/* Free a view table (index_views.c). */
-void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb);
+/* Free a view table and its router (index_views.c). */
+void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
+		   struct route *r);
 /* Delete every key starting with prefix, in batches. */
 int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gateway/log.h"
+#include "views/route.h"
 
 #define REBUILD_BATCH 10000
 
@@ -43,8 +44,10 @@ int ix_drop_prefix(struct index *ix, const char *prefix, size_t plen)
 	return rc;
 }
 
-void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb)
+void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
+		   struct route *r)
 {
+	route_free(r);
 	for (size_t i = 0; i < n; i++) {
 		free(views[i].name);
 		free(views[i].prefix);
@@ -87,12 +90,13 @@ static int bucket_add(struct ixbucket **bs, size_t *nb, const char *name, size_t
 }
 
 static int table_build(struct view *const *views, size_t n, struct ixview **out_v,
-		       struct ixbucket **out_b, size_t *out_nb)
+		       struct ixbucket **out_b, size_t *out_nb, struct route **out_r)
 {
 	struct ixview *tv = calloc(n ? n : 1, sizeof *tv);
 	struct ixbucket *tb = NULL;
+	struct route *r = NULL;
 	size_t nb = 0;
-	int rc = tv ? 0 : -ENOMEM;
+	int rc = tv ? route_build((const struct view *const *)views, n, &r) : -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		const char *name = view_name(views[i]);
 		size_t nl = strlen(name);
@@ -113,12 +117,13 @@ static int table_build(struct view *const *views, size_t n, struct ixview **out_
 	}
 	if (rc < 0) {
 		if (tv)
-			ix_table_free(tv, n, tb, nb);
+			ix_table_free(tv, n, tb, nb, r);
 		return rc;
 	}
 	*out_v = tv;
 	*out_b = tb;
 	*out_nb = nb;
+	*out_r = r;
 	return 0;
 }
 
@@ -221,13 +226,14 @@ static int drop_absent_views(struct index *ix)
 	return rc;
 }
 
-/* Membership of one stored record in the rebuilt views of its bucket. */
-static int rebuild_record(struct index *ix, const struct ixbucket *bk,
-			  const bool *rebuild, struct obj_meta *o, size_t *pending)
+/* Membership of one stored record in the rebuilt views it may belong to. */
+static int rebuild_record(struct index *ix, const bool *rebuild, struct obj_meta *o,
+			  size_t key_len, size_t *pending)
 {
 	char path[IX_PATH_MAX];
-	for (size_t j = 0; j < bk->n; j++) {
-		size_t vi = bk->views[j];
+	size_t nc = route_find(ix->route, o->bucket, o->key, key_len, ix->cand);
+	for (size_t j = 0; j < nc; j++) {
+		size_t vi = ix->cand[j];
 		struct ixview *xv = &ix->views[vi];
 		if (!rebuild[vi] || !view_match(xv->v, o))
 			continue;
@@ -289,7 +295,7 @@ static int rebuild_bucket(struct index *ix, const struct ixbucket *bk, const boo
 			continue;
 		o.bucket = bk->name;
 		o.key = key;
-		rc = rebuild_record(ix, bk, rebuild, &o, &pending);
+		rc = rebuild_record(ix, rebuild, &o, kl - pre.len, &pending);
 	}
 	leveldb_iter_destroy(it);
 	leveldb_readoptions_destroy(ro);
@@ -339,26 +345,35 @@ int index_set_views(struct index *ix, struct view *const *views, size_t n)
 {
 	struct ixview *tv;
 	struct ixbucket *tb;
+	struct route *tr;
 	size_t nb;
-	int rc = table_build(views, n, &tv, &tb, &nb);
+	int rc = table_build(views, n, &tv, &tb, &nb, &tr);
 	if (rc < 0)
 		return rc;
 	bool *rebuild = calloc(n ? n : 1, sizeof *rebuild);
-	if (!rebuild) {
-		ix_table_free(tv, n, tb, nb);
+	size_t *cand = malloc((route_max(tr) + 1) * sizeof *cand);
+	if (!rebuild || !cand) {
+		free(rebuild);
+		free(cand);
+		ix_table_free(tv, n, tb, nb, tr);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&ix->wmu);
 	pthread_rwlock_wrlock(&ix->vlock);
 	struct ixview *ov = ix->views;
 	struct ixbucket *ob = ix->buckets;
+	struct route *orr = ix->route;
 	size_t onv = ix->n_views, onb = ix->n_buckets;
 	ix->views = tv;
 	ix->n_views = n;
 	ix->buckets = tb;
 	ix->n_buckets = nb;
+	ix->route = tr;
 	pthread_rwlock_unlock(&ix->vlock);
-	ix_table_free(ov, onv, ob, onb);
+	ix_table_free(ov, onv, ob, onb, orr);
+	free(ix->cand);
+	ix->cand = cand;
+	ix->cand_cap = route_max(tr) + 1;
 	leveldb_writebatch_clear(ix->wb);
 	arena_reset(&ix->ar);
 
