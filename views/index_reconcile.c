@@ -240,7 +240,8 @@ int index_reconcile_page(struct index *ix, const char *bucket,
 				all[i].bucket = (char *)bucket;
 			all[i].flags &= ~(uint32_t)OBJ_DELETED;
 		}
-		memcpy(all + n, cand.o, cand.n * sizeof *all);
+		if (cand.n)
+			memcpy(all + n, cand.o, cand.n * sizeof *all);
 		int k = ix_run_decided(ix, all, n + cand.n, reconcile_decide, &x, fn, ctx);
 		if (k < 0) {
 			rc = k;

@@ -590,6 +590,54 @@ static void test_tags(void)
 	free(dir);
 }
 
+static atomic_bool release_scan;
+
+static void block_until_released(void *p)
+{
+	(void)p;
+	while (!atomic_load(&release_scan))
+		usleep(1000);
+}
+
+/* No rescan while the bucket's first scan runs. */
+static void test_busy(void)
+{
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir);
+	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	index_set_views(ix, &v, 1);
+	struct fake f;
+	fake_init(&f, 2);
+	fake_put(&f, "b1", 1, 1000, NULL);
+	fake_put(&f, "b2", 1, 1000, NULL);
+	fake_put(&f, "b3", 1, 1000, NULL);
+	atomic_store(&release_scan, false);
+	f.hook_after = "b2";
+	f.hook = block_until_released;
+	struct scan_source src = { &f, fake_list, NULL, NULL };
+	struct scanner *sc;
+	scan_new(ix, &src, NULL, NULL, NULL, &sc);
+	scan_start(sc, "bk", 0);
+	while (atomic_load(&f.lists) < 2)
+		usleep(1000);
+	char *rep;
+	int rc = scan_rescan(sc, "bk", &rep);
+	CHECK(rc == -EBUSY && has_line(rep, "bucket bk: error: its first scan is still running; "
+				       "rescan when it is done"), "rescan during the first scan: -EBUSY");
+	free(rep);
+	atomic_store(&release_scan, true);
+	CHECK(scan_wait(sc, "bk", 10000) == 0, "first scan then completes");
+	rc = scan_rescan(sc, "bk", &rep);
+	CHECK(rc == 0 && has_line(rep, "bucket bk: listed 3, added 0, removed 0, updated 0, "
+				   "unchanged 3, kept (newer events) 0"), "and a rescan then works");
+	free(rep);
+	scan_free(sc);
+	index_close(ix);
+	view_free(v);
+	rmtree(dir);
+	free(dir);
+}
+
 /* The periodic rescan finds a lost object by itself. */
 static void test_periodic(void)
 {
@@ -625,6 +673,7 @@ int main(void)
 	test_rescan_fixes();
 	test_rescan_events();
 	test_tags();
+	test_busy();
 	test_periodic();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
