@@ -204,7 +204,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	static const char *const known[] = { "s3", "kafka", "state_dir", "views_dir",
-					     "cache", NULL };
+					     "cache", "rescan_interval_s", NULL };
 	check_known(&e, root, "", known);
 	const cJSON *s3 = get_obj(&e, root, "s3");
 	const cJSON *kafka = get_obj(&e, root, "kafka");
@@ -231,6 +231,12 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 			mb->valuestring);
 	else if (mb && !cJSON_IsNumber(mb) && !cJSON_IsString(mb))
 		err_add(&e, "cache.max_bytes", "must be a number or a size string");
+
+	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
+	if (ri && (!cJSON_IsNumber(ri) || ri->valuedouble < 0 || ri->valuedouble > 1e7))
+		err_add(&e, "rescan_interval_s", "must be a number of seconds (0 = never)");
+	else if (ri)
+		c->rescan_interval_s = (unsigned)ri->valuedouble;
 
 	cJSON_Delete(root);
 	free(text);

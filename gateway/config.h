@@ -6,7 +6,8 @@
  * lines separated by '\n'). Credentials missing from the file are taken
  * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Sizes accept units
  * ("20GiB"). Defaults: region "default", https false, group
- * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB.
+ * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB,
+ * rescan_interval_s 0 (no periodic reconcile; `facetfs rescan` still works).
  * The struct owns all its strings; config_release() frees them.
  */
 #ifndef FACETFS_CONFIG_H
@@ -25,6 +26,7 @@ struct config {
 	char *state_dir, *views_dir;
 	char *cache_dir;
 	uint64_t cache_max_bytes;
+	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
 };
 
 int config_load(const char *path, struct config *out, char *err, size_t errlen);

@@ -41,12 +41,6 @@ struct gateway {
 
 /* ---------- .facetfs/ providers ---------- */
 
-static char *gw_stats_json(void *ctx)
-{
-	struct gateway *gw = ctx;
-	return stats_to_json(&gw->st);
-}
-
 static char *gw_views_json(void *ctx)
 {
 	struct gateway *gw = ctx;
@@ -84,10 +78,14 @@ static char *gw_views_json(void *ctx)
 
 static char *gw_control(void *ctx, const char *command)
 {
-	(void)ctx;
+	struct gateway *gw = ctx;
 	char *answer = NULL;
-	if (strncmp(command, "rescan", 6) == 0) {
-		if (asprintf(&answer, "error: rescan is not implemented yet\n") < 0)
+	if (strcmp(command, "rescan") == 0 || strncmp(command, "rescan ", 7) == 0) {
+		const char *view = command[6] ? command + 7 : NULL;
+		int rc = scan_rescan_view(gw->scan, gw->views, gw->n_views, view, &answer);
+		if (rc < 0 && !answer &&
+		    asprintf(&answer, "error: rescan%s%s: %s\n", view ? " " : "",
+			     view ? view : "", strerror(-rc)) < 0)
 			answer = NULL;
 	} else if (strcmp(command, "ping") == 0) {
 		answer = strdup("ok\n");
@@ -96,6 +94,37 @@ static char *gw_control(void *ctx, const char *command)
 		answer = NULL;
 	}
 	return answer;
+}
+
+/* .facetfs/stats: the counters, plus the staging area's. */
+static char *gw_stats_text(void *ctx)
+{
+	struct gateway *gw = ctx;
+	char *base = stats_to_json(&gw->st);
+	if (!base || !gw->stage)
+		return base;
+	struct stage_counters c;
+	stage_counters_get(gw->stage, &c);
+	cJSON *root = cJSON_Parse(base);
+	free(base);
+	if (!root)
+		return NULL;
+	cJSON *sg = cJSON_AddObjectToObject(root, "staging");
+	cJSON_AddNumberToObject(sg, "used_bytes", (double)c.used_bytes);
+	cJSON_AddNumberToObject(sg, "max_bytes", (double)c.max_bytes);
+	cJSON_AddNumberToObject(sg, "open_files", (double)c.open_files);
+	cJSON_AddNumberToObject(sg, "pending_files", (double)c.pending_files);
+	cJSON_AddNumberToObject(sg, "uploads", (double)c.uploads);
+	cJSON_AddNumberToObject(sg, "upload_bytes", (double)c.upload_bytes);
+	cJSON_AddNumberToObject(sg, "upload_errors", (double)c.upload_errors);
+	cJSON_AddNumberToObject(sg, "enospc", (double)c.enospc);
+	cJSON_AddNumberToObject(sg, "efbig", (double)c.efbig);
+	cJSON_AddNumberToObject(sg, "recovered_files", (double)c.recovered_files);
+	cJSON_AddNumberToObject(sg, "reuploaded_files", (double)c.reuploaded_files);
+	cJSON_AddStringToObject(sg, "recovered_dir", stage_recovered_dir(gw->stage));
+	char *text = cJSON_Print(root);
+	cJSON_Delete(root);
+	return text;
 }
 
 /* ---------- start-up steps ---------- */
@@ -244,24 +273,10 @@ static int start_consumer(struct gateway *gw)
 	return rc;
 }
 
-/* The scanner's source: sync/s3.h's LIST and HEAD. */
-static int src_list_page(void *ctx, const char *bucket, const char *token,
-			 scan_obj_fn fn, void *fnctx, char *next_token, size_t ntlen,
-			 bool *truncated)
-{
-	return s3_list_page(ctx, bucket, NULL, token, fn, fnctx, next_token, ntlen,
-			    truncated);
-}
-
-static int src_head(void *ctx, const char *bucket, const char *key, struct obj_meta *out)
-{
-	return s3_head(ctx, bucket, key, out);
-}
-
 static int start_scanner(struct gateway *gw)
 {
-	struct scan_source src = { .ctx = gw->s3, .list_page = src_list_page,
-				   .head = src_head };
+	struct scan_source src;
+	scan_source_s3(gw->s3, &src);   /* LIST, HEAD and GetObjectTagging */
 	int rc = scan_new(gw->ix, &src, &gw->st, ingest_change_fn, gw->ing, &gw->scan);
 	if (rc < 0)
 		log_error("scanner: %s", strerror(-rc));
@@ -373,13 +388,15 @@ int gateway_mount(const struct mount_opts *o)
 	struct fs_deps deps = {
 		.ix = gw.ix, .views = gw.views, .n_views = gw.n_views, .s3 = gw.s3,
 		.stage = gw.stage,
-		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_json,
+		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 	};
 	if (fs_mount(o->mountpoint, o->fuse_opts, &deps, &gw.fs) < 0)
 		goto out;
 	ingest_set_fs(gw.ing, gw.fs);
 	scan_start_views(gw.scan, gw.views, gw.n_views);
+	if (gw.cfg.rescan_interval_s)
+		scan_set_rescan_interval(gw.scan, gw.cfg.rescan_interval_s);
 	log_info("mounted %s: %zu view(s), kafka %s topic %s group %s", o->mountpoint,
 		 gw.n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);
 	report_ready(&gw, 0);
