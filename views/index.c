@@ -26,6 +26,7 @@ struct ix_slot {
 	const char *enc;           /* its encoding (arena) */
 	size_t enclen;
 	bool dirty;                /* enc must be written */
+	uint64_t sk;               /* sort key: see key_head() */
 };
 
 /* A membership write, kept until the end of the call so that the batch
@@ -35,6 +36,7 @@ struct ix_op {
 	const char *k, *v;         /* arena; v NULL = delete */
 	size_t kl, vl;
 	uint32_t seq;              /* order of the op in the call: later wins */
+	uint64_t sk;               /* sort key: see key_head() */
 };
 
 struct ix_change {
@@ -306,17 +308,44 @@ static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return c ? c : (al > bl) - (al < bl);
 }
 
+/* Sorting keys that share a long head (every 'O' key of a batch starts
+ * with 'O' bucket \0, every 'M' key with 'M' and a view name) is mostly
+ * memcmp over that head. So each key carries sk: its 8 bytes after the
+ * batch's common head, big-endian, zero-padded; sk order is key order
+ * except on ties, which the full comparison settles. */
+static size_t common_head(size_t cp, const char *a, size_t al, const char *b, size_t bl)
+{
+	size_t n = cp < al ? cp : al;
+	n = n < bl ? n : bl;
+	size_t i = 0;
+	while (i < n && a[i] == b[i])
+		i++;
+	return i;
+}
+
+static uint64_t key_head(const char *k, size_t kl, size_t cp)
+{
+	uint64_t h = 0;
+	for (size_t i = 0; i < 8; i++)
+		h = h << 8 | (cp + i < kl ? (unsigned char)k[cp + i] : 0);
+	return h;
+}
+
 static int slot_cmp(const void *a, const void *b, void *ctx)
 {
 	const struct ix_slot *slots = ctx;
 	const struct ix_slot *x = &slots[*(const int32_t *)a];
 	const struct ix_slot *y = &slots[*(const int32_t *)b];
+	if (x->sk != y->sk)
+		return x->sk < y->sk ? -1 : 1;
 	return bytes_cmp(x->okey, x->oklen, y->okey, y->oklen);
 }
 
 static int op_cmp(const void *a, const void *b)
 {
 	const struct ix_op *x = a, *y = b;
+	if (x->sk != y->sk)
+		return x->sk < y->sk ? -1 : 1;
 	int c = bytes_cmp(x->k, x->kl, y->k, y->kl);
 	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
@@ -324,8 +353,14 @@ static int op_cmp(const void *a, const void *b)
 /* Read the stored record of every slot, in key order. */
 static int slots_load(struct index *ix, size_t nslots)
 {
-	for (size_t i = 0; i < nslots; i++)
+	size_t cp = nslots ? ix->slots[0].oklen : 0;
+	for (size_t i = 1; i < nslots; i++)
+		cp = common_head(cp, ix->slots[0].okey, ix->slots[0].oklen,
+				 ix->slots[i].okey, ix->slots[i].oklen);
+	for (size_t i = 0; i < nslots; i++) {
 		ix->order[i] = (int32_t)i;
+		ix->slots[i].sk = key_head(ix->slots[i].okey, ix->slots[i].oklen, cp);
+	}
 	if (nslots > 1)
 		qsort_r(ix->order, nslots, sizeof *ix->order, slot_cmp, ix->slots);
 	for (size_t j = 0; j < nslots; j++) {
@@ -389,6 +424,11 @@ static void ops_flush(struct index *ix, size_t nslots)
 		if (ix->bloom_building)
 			ix_bloom_add(ix->bloom_building, s->h);
 	}
+	size_t cp = ix->n_ops ? ix->ops[0].kl : 0;
+	for (size_t i = 1; i < ix->n_ops; i++)
+		cp = common_head(cp, ix->ops[0].k, ix->ops[0].kl, ix->ops[i].k, ix->ops[i].kl);
+	for (size_t i = 0; i < ix->n_ops; i++)
+		ix->ops[i].sk = key_head(ix->ops[i].k, ix->ops[i].kl, cp);
 	if (ix->n_ops > 1)
 		qsort(ix->ops, ix->n_ops, sizeof *ix->ops, op_cmp);
 	for (size_t i = 0; i < ix->n_ops; i++) {
