@@ -1,0 +1,148 @@
+# tests/bench/bench_lib.sh — helpers for the benchmark scripts (sourced).
+#
+# Benchmarks print figures; they assert nothing about speed. They need a bed:
+# either its env already in the environment (S3_URL, KAFKA_BROKERS, ...), or
+# BED_DIR pointing at one (`tests/bed/bed up DIR`), whose DIR/env is sourced.
+# Every gateway started here is stopped by its PID (bench_cleanup on EXIT);
+# scratch files live in BENCH_TMP (under BED_DIR, removed unless KEEP_TMP=1).
+# Figures for run-all.sh's table: bench_figure "what" "value" "target" appends
+# a line "what|value|target" to $BENCH_RESULTS when that is set.
+
+FACETFS_SRC=${FACETFS_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+FACETFS_BUILD=${FACETFS_BUILD:-$FACETFS_SRC/build}
+export FACETFS_BUILD
+FACETFS=$FACETFS_BUILD/gateway/exe/facetfs
+S3TOOL=$FACETFS_BUILD/sync/s3tool
+AWS=/usr/bin/aws
+BENCH_NAME=$(basename "$0" .sh)
+declare -A BG_PID=() BG_MNT=()
+
+bench_say() { printf '%s: %s\n' "$BENCH_NAME" "$*"; }
+bench_die() { printf '%s: error: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
+
+# Source the bed's env unless it is already there.
+bench_require_bed() {
+	if [[ -z ${S3_URL:-} || -z ${KAFKA_BROKERS:-} ]]; then
+		[[ -n ${BED_DIR:-} && -r $BED_DIR/env ]] ||
+			bench_die "no bed: set BED_DIR to a running bed (tests/bed/bed up DIR)"
+		# shellcheck disable=SC1091
+		. "$BED_DIR/env"
+	fi
+	[[ -x $FACETFS ]] || bench_die "no $FACETFS (ninja -C $FACETFS_BUILD)"
+	mkdir -p "${BED_DIR:-${TMPDIR:-/tmp}}/bench"
+	BENCH_TMP=$(mktemp -d "${BED_DIR:-${TMPDIR:-/tmp}}/bench/$BENCH_NAME.XXXXXX")
+}
+
+now_ns() { date +%s%N; }
+# ms between two now_ns values, with one decimal.
+ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
+s_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+bench_figure() {
+	printf '  %-58s %14s   target %s\n' "$1" "$2" "$3"
+	[[ -z ${BENCH_RESULTS:-} ]] || printf '%s|%s|%s\n' "$1" "$2" "$3" >>"$BENCH_RESULTS"
+}
+
+# True while PID exists and is not a zombie.
+pid_alive() {
+	local st
+	[[ -r /proc/${1:-x}/status ]] || return 1
+	st=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)
+	[[ -n $st && $st != Z && $st != X ]]
+}
+
+# wait_until SECONDS cmd...: every 10 ms until cmd succeeds (0) or time is up (1).
+wait_until() {
+	local end=$(($(now_ns) + $1 * 1000000000))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		(($(now_ns) < end)) || return 1
+		sleep 0.01
+	done
+}
+
+# bench_config FILE STATE VIEWS TOPIC FETCH_WAIT_MS: a gateway config.
+bench_config() {
+	cat >"$1" <<JSON
+{ "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
+             "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
+  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "$4", "group": "bench-$$-$RANDOM$RANDOM",
+             "options": { "fetch.wait.max.ms": "$5", "session.timeout.ms": "6000",
+                          "heartbeat.interval.ms": "1000" } },
+  "state_dir": "$2",
+  "views_dir": "$3",
+  "cache": { "dir": "$2/cache", "max_bytes": "1GiB" } }
+JSON
+}
+
+# A Kafka topic made now (the mock creates unknown topics on a metadata
+# request, with 4 partitions): a fresh topic per run, so that no leftover
+# of an earlier run is consumed.
+bench_topic() { kcat -L -b "$KAFKA_BROKERS" -t "$1" >/dev/null 2>&1; }
+
+# gw_start NAME CONFIG MOUNT: facetfs mount ... -f in the background; returns
+# when mounted (0) or 1 with the log's tail. GW_T0/GW_T1: start / mounted (ns).
+gw_start() {
+	local name=$1 conf=$2 mnt=$3 log=$BENCH_TMP/gw-$1.log pid
+	mkdir -p "$mnt"
+	GW_T0=$(now_ns)
+	"$FACETFS" mount -c "$conf" "$mnt" -f </dev/null >>"$log" 2>&1 &
+	pid=$!
+	BG_PID[$name]=$pid BG_MNT[$name]=$mnt
+	gw_up() { pid_alive "$pid" && mountpoint -q "$mnt"; }
+	if ! wait_until 60 gw_up; then
+		echo "$BENCH_NAME: gateway $name did not mount; last lines of $log:" >&2
+		tail -n 20 "$log" >&2
+		gw_stop "$name"
+		return 1
+	fi
+	GW_T1=$(now_ns)
+}
+
+gw_pid() { printf '%s\n' "${BG_PID[$1]:-}"; }
+
+# gw_stop NAME: SIGTERM by PID, 20 s, then SIGKILL; unmount if still mounted.
+gw_stop() {
+	local pid=${BG_PID[$1]:-} mnt=${BG_MNT[$1]:-}
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null
+	if ! wait_until 20 eval "! pid_alive $pid"; then
+		echo "$BENCH_NAME: gateway $1 (pid $pid) ignored SIGTERM: SIGKILL" >&2
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	wait "$pid" 2>/dev/null
+	if [[ -n $mnt ]] && mountpoint -q "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	unset "BG_PID[$1]"
+}
+
+# All views of the mount "ready" (every bucket scanned).
+views_ready() {
+	jq -e '[.[] | .state] | all(. == "ready")' "$1/.facetfs/views" >/dev/null 2>&1
+}
+
+# A field of the mount's stats.
+stat_field() { jq -r "$2" "$1/.facetfs/stats"; }
+
+# Make a bucket (idempotent on RGW).
+bench_bucket() { "$AWS" --endpoint-url "$S3_URL" s3api create-bucket --bucket "$1" >/dev/null 2>&1 || true; }
+
+bench_cleanup() {
+	local rc=$? name
+	for name in "${!BG_PID[@]}"; do
+		gw_stop "$name"
+	done
+	if [[ -n ${BENCH_TMP:-} && -d $BENCH_TMP ]]; then
+		if [[ ${KEEP_TMP:-0} == 1 || $rc != 0 ]]; then
+			echo "$BENCH_NAME: kept $BENCH_TMP"
+		else
+			rm -rf "$BENCH_TMP"
+		fi
+	fi
+	exit $rc
+}
+trap bench_cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
