@@ -31,6 +31,8 @@
 struct dh {
 	uint64_t ino;
 	size_t view;                 /* INODE_NO_VIEW for fixed directories */
+	uint64_t gen;                /* fs->views_gen when view was resolved */
+	char *vname;
 	char *path;
 	off_t next_off;              /* offset after last_name */
 	char last_name[NAME_MAX_BYTES + 1];
@@ -102,6 +104,12 @@ static int view_by_name(struct fs *fs, const char *name, size_t *out)
 			return 0;
 		}
 	return -ENOENT;
+}
+
+size_t fs_view_index(struct fs *fs, const char *name)
+{
+	size_t v;
+	return view_by_name(fs, name, &v) == 0 ? v : INODE_NO_VIEW;
 }
 
 /* Path of child `name` under `dir` ("" is a view's root). */
@@ -361,6 +369,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		}
 		dh->view = info.view;
 		dh->path = info.path;
+		dh->gen = fs->views_gen;
+		dh->vname = strdup(view_name(fs->d.views[info.view]));
 	} else if (ino != INODE_ROOT && ino != INODE_META_DIR) {
 		free(dh);
 		fuse_reply_err(req, ENOTDIR);
@@ -376,6 +386,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	(void)ino;
 	struct dh *dh = (struct dh *)(uintptr_t)fi->fh;
 	free(dh->path);
+	free(dh->vname);
 	free(dh);
 	fuse_reply_err(req, 0);
 }
@@ -509,6 +520,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs *fs = fs_of(req);
 	struct dh *dh = (struct dh *)(uintptr_t)fi->fh;
 	stats_inc(fs->d.st, fuse_readdir);
+	if (dh->vname && dh->gen != fs->views_gen) {
+		/* the view set changed since opendir */
+		dh->view = fs_view_index(fs, dh->vname);
+		dh->gen = fs->views_gen;
+	}
+	if (dh->vname && dh->view == INODE_NO_VIEW) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
 	struct rd r = { .fs = fs, .req = req, .dh = dh, .plus = plus, .size = size };
 	r.buf = malloc(size);
 	if (!r.buf) {
@@ -664,6 +684,17 @@ struct inval {
  * deadlock with it) and with no lock of ours held. */
 static void invalidate(struct fs *fs, size_t view, const char *path, int what)
 {
+	if (view == INODE_NO_VIEW) {
+		/* a whole view appeared, changed or went away: its name in the
+		 * root, and with it everything the kernel cached below */
+		uint64_t ino;
+		fuse_lowlevel_notify_inval_entry(fs->se, INODE_ROOT, path, strlen(path));
+		if (inode_find(fs->it, path, "", &ino))
+			fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+		fuse_lowlevel_notify_inval_inode(fs->se, INODE_ROOT, 0, 0);
+		stats_inc(fs->d.st, fuse_inval);
+		return;
+	}
 	if (view >= fs->d.n_views)
 		return;
 	const char *vname = view_name(fs->d.views[view]);
@@ -760,13 +791,119 @@ static void *notifier_main(void *arg)
 		if (!fs->inval_head)
 			fs->inval_tail = NULL;
 		pthread_mutex_unlock(&fs->inval_lock);
+		pthread_rwlock_rdlock(fs->d.views_lock);
 		invalidate(fs, j->view, j->path, j->what);
+		pthread_rwlock_unlock(fs->d.views_lock);
 		free(j->path);
 		free(j);
 		pthread_mutex_lock(&fs->inval_lock);
 	}
 	pthread_mutex_unlock(&fs->inval_lock);
 	return NULL;
+}
+
+/* ---------- live view changes ---------- */
+
+static size_t remap_view(void *ctx, const char *name)
+{
+	return fs_view_index(ctx, name);
+}
+
+void fs_views_set(struct fs *fs, struct view *const *views, size_t n)
+{
+	fs->d.views = views;
+	fs->d.n_views = n;
+	fs->views_gen++;
+	inode_remap_views(fs->it, remap_view, fs);
+	pthread_mutex_lock(&fs->ofile_lock);
+	for (struct ofile *of = fs->ofiles; of; of = of->next)
+		of->view = fs_view_index(fs, of->vname);
+	for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next)
+		m->view = fs_view_index(fs, m->vname);
+	pthread_mutex_unlock(&fs->ofile_lock);
+}
+
+void fs_view_changed(struct fs *fs, const char *name)
+{
+	fs_notify_change(fs, INODE_NO_VIEW, name, 0);
+}
+
+/* Every request that reads the view set runs under views_lock (read). */
+#define RD(req) struct fs *fs_ = fuse_req_userdata(req); \
+	pthread_rwlock_rdlock(fs_->d.views_lock)
+#define UN() pthread_rwlock_unlock(fs_->d.views_lock)
+
+static void w_lookup(fuse_req_t req, fuse_ino_t p, const char *name)
+{ RD(req); fs_->real.lookup(req, p, name); UN(); }
+static void w_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{ RD(req); fs_->real.getattr(req, ino, fi); UN(); }
+static void w_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{ RD(req); fs_->real.opendir(req, ino, fi); UN(); }
+static void w_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{ RD(req); fs_->real.readdir(req, ino, size, off, fi); UN(); }
+static void w_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi)
+{ RD(req); fs_->real.readdirplus(req, ino, size, off, fi); UN(); }
+static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{ RD(req); fs_->real.open(req, ino, fi); UN(); }
+static void w_create(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode,
+		     struct fuse_file_info *fi)
+{ RD(req); fs_->real.create(req, p, name, mode, fi); UN(); }
+static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{ RD(req); fs_->real.read(req, ino, size, off, fi); UN(); }
+static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		    off_t off, struct fuse_file_info *fi)
+{ RD(req); fs_->real.write(req, ino, buf, size, off, fi); UN(); }
+static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{ RD(req); fs_->real.flush(req, ino, fi); UN(); }
+static void w_fsync(fuse_req_t req, fuse_ino_t ino, int ds, struct fuse_file_info *fi)
+{ RD(req); fs_->real.fsync(req, ino, ds, fi); UN(); }
+static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		      struct fuse_file_info *fi)
+{ RD(req); fs_->real.setattr(req, ino, attr, to_set, fi); UN(); }
+static void w_mkdir(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode)
+{ RD(req); fs_->real.mkdir(req, p, name, mode); UN(); }
+static void w_rmdir(fuse_req_t req, fuse_ino_t p, const char *name)
+{ RD(req); fs_->real.rmdir(req, p, name); UN(); }
+static void w_unlink(fuse_req_t req, fuse_ino_t p, const char *name)
+{ RD(req); fs_->real.unlink(req, p, name); UN(); }
+static void w_rename(fuse_req_t req, fuse_ino_t p, const char *name, fuse_ino_t np,
+		     const char *nname, unsigned int flags)
+{ RD(req); fs_->real.rename(req, p, name, np, nname, flags); UN(); }
+static void w_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{ RD(req); fs_->real.getxattr(req, ino, name, size); UN(); }
+static void w_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{ RD(req); fs_->real.listxattr(req, ino, size); UN(); }
+static void w_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		       const char *value, size_t size, int flags)
+{ RD(req); fs_->real.setxattr(req, ino, name, value, size, flags); UN(); }
+static void w_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{ RD(req); fs_->real.removexattr(req, ino, name); UN(); }
+
+static void wrap_ops(struct fuse_lowlevel_ops *ops)
+{
+	ops->lookup = w_lookup;
+	ops->getattr = w_getattr;
+	ops->opendir = w_opendir;
+	ops->readdir = w_readdir;
+	ops->readdirplus = w_readdirplus;
+	ops->open = w_open;
+	ops->create = w_create;
+	ops->read = w_read;
+	ops->write = w_write;
+	ops->flush = w_flush;
+	ops->fsync = w_fsync;
+	ops->setattr = w_setattr;
+	ops->mkdir = w_mkdir;
+	ops->rmdir = w_rmdir;
+	ops->unlink = w_unlink;
+	ops->rename = w_rename;
+	ops->getxattr = w_getxattr;
+	ops->listxattr = w_listxattr;
+	ops->setxattr = w_setxattr;
+	ops->removexattr = w_removexattr;
 }
 
 /* ---------- mount, run, unmount ---------- */
@@ -816,9 +953,11 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 			 "fsname=facetfs,subtype=facetfs,default_permissions",
 			 fuse_opts ? "-o" : NULL, (char *)fuse_opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(fuse_opts ? 5 : 3, argv);
-	struct fuse_lowlevel_ops ops = fs_core_ops;
-	fs_io_init_ops(&ops);
-	fs_ns_init_ops(&ops);
+	fs->real = fs_core_ops;
+	fs_io_init_ops(&fs->real);
+	fs_ns_init_ops(&fs->real);
+	struct fuse_lowlevel_ops ops = fs->real;
+	wrap_ops(&ops);
 	fs->se = fuse_session_new(&args, &ops, sizeof ops, fs);
 	fuse_opt_free_args(&args);
 	if (!fs->se) {
@@ -889,6 +1028,7 @@ void fs_free(struct fs *fs)
 	for (struct mkdir_ent *m = fs->mkdirs, *n; m; m = n) {
 		n = m->next;
 		free(m->path);
+		free(m->vname);
 		free(m);
 	}
 	pthread_mutex_destroy(&fs->ofile_lock);

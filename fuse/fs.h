@@ -18,6 +18,7 @@
 #ifndef FACETFS_FS_H
 #define FACETFS_FS_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 struct index;
@@ -34,6 +35,9 @@ struct fs_deps {
 	struct s3 *s3;
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
+	/* Taken for reading around every request and by the event pipeline;
+	 * the gateway takes it for writing to change the view set. */
+	pthread_rwlock_t *views_lock;
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to
 	 * .facetfs/control and returns the answer. */
@@ -51,6 +55,14 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 int fs_run(struct fs *fs);
 /* Unmount (if still mounted) and free. */
 void fs_free(struct fs *fs);
+
+/* Install a new view set (live view changes). The caller holds
+ * views_lock for writing: no request is running. Inodes, open files and
+ * made directories follow their view by name; those of views that are gone
+ * answer ENOENT. Afterwards (lock released) call fs_view_changed() for every
+ * view name added, removed or changed, so the kernel forgets what it cached. */
+void fs_views_set(struct fs *fs, struct view *const *views, size_t n);
+void fs_view_changed(struct fs *fs, const char *name);
 
 /* A view's membership changed at path (what: INDEX_ADDED, INDEX_REMOVED,
  * INDEX_CHANGED from views/index.h). */

@@ -39,6 +39,7 @@ struct stage_file;
 struct ofile {
 	uint64_t ino;
 	size_t view;
+	char *vname;                 /* the view's name (view indexes change) */
 	char *path;                  /* inside the view */
 	char *bucket, *key;
 	struct stage_file *sf;
@@ -51,6 +52,7 @@ struct ofile {
 
 struct mkdir_ent {                   /* a directory made with mkdir, still empty */
 	size_t view;
+	char *vname;
 	char *path;
 	struct mkdir_ent *next;
 };
@@ -73,6 +75,9 @@ struct fs {
 	gid_t gid;
 	struct timespec start;
 
+	uint64_t views_gen;          /* bumped by fs_views_set (under views_lock) */
+	struct fuse_lowlevel_ops real; /* the operations the locking wrappers call */
+
 	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
 	struct ofile *ofiles;
 	struct mkdir_ent *mkdirs;
@@ -90,7 +95,9 @@ enum fh_kind { FH_OBJECT, FH_TEXT, FH_CONTROL };
 struct fh {
 	enum fh_kind kind;
 	/* FH_OBJECT */
-	size_t view;
+	size_t view;                 /* valid while gen == fs->views_gen */
+	uint64_t gen;
+	char *vname;
 	char *bucket, *key;
 	char etag[72];               /* version this descriptor reads */
 	uint64_t size;
@@ -109,6 +116,8 @@ static inline struct fs *fs_of(fuse_req_t req)
 }
 
 /* fs.c */
+/* The view index of a name, or INODE_NO_VIEW. */
+size_t fs_view_index(struct fs *fs, const char *name);
 void fs_attr_dir(struct fs *fs, uint64_t ino, struct stat *st);
 void fs_attr_file(struct fs *fs, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		  mode_t perm, struct stat *st);

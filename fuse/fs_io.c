@@ -67,6 +67,7 @@ static void ofile_free(struct ofile *of)
 	if (of->sf)
 		stage_file_release(of->sf);
 	obj_meta_release(&of->meta);
+	free(of->vname);
 	free(of->path);
 	free(of->bucket);
 	free(of->key);
@@ -120,7 +121,8 @@ static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
 	}
 	of = calloc(1, sizeof *of);
 	if (!of || !(of->path = strdup(path)) || !(of->bucket = strdup(bucket)) ||
-	    !(of->key = strdup(key))) {
+	    !(of->key = strdup(key)) ||
+	    !(of->vname = strdup(view_name(fs->d.views[view])))) {
 		if (of)
 			ofile_free(of);
 		return -ENOMEM;
@@ -239,6 +241,7 @@ static void fh_free(struct fs *fs, struct fh *h)
 		fs_ofile_put(fs, h->of);
 	free(h->bucket);
 	free(h->key);
+	free(h->vname);
 	free(h->text);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
@@ -266,7 +269,18 @@ static int open_meta(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 
 static bool view_commit_policy(struct fs *fs, size_t view)
 {
-	return strcmp(view_visibility(fs->d.views[view]), "commit") == 0;
+	return view < fs->d.n_views &&
+	       strcmp(view_visibility(fs->d.views[view]), "commit") == 0;
+}
+
+/* The descriptor's view index now (the view set may have changed). */
+static size_t fh_view(struct fs *fs, struct fh *h)
+{
+	if (h->gen != fs->views_gen && h->vname) {
+		h->view = fs_view_index(fs, h->vname);
+		h->gen = fs->views_gen;
+	}
+	return h->view;
 }
 
 /* A read-only descriptor: validate the version once (HEAD) and read it. */
@@ -291,7 +305,7 @@ static int open_reader(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	obj_meta_release(&o);
 	if (rc < 0)
 		return rc;
-	if (view_commit_policy(fs, h->view)) {
+	if (view_commit_policy(fs, fh_view(fs, h))) {
 		fi->direct_io = 1;   /* every read validates; no page cache */
 	} else {
 		bool same = inode_set_etag(fs->it, ino, h->etag);
@@ -314,7 +328,11 @@ static int open_object(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	h->kind = FH_OBJECT;
 	h->view = info.view;
-	if (info.is_dir)
+	h->gen = fs->views_gen;
+	h->vname = strdup(view_name(fs->d.views[info.view]));
+	if (!h->vname)
+		rc = -ENOMEM;
+	else if (info.is_dir)
 		rc = -EISDIR;
 	else if (writing && !view_writable(fs->d.views[info.view]))
 		rc = -EROFS;
@@ -398,6 +416,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc == 0) {
 		h->kind = FH_OBJECT;
 		h->view = view;
+		h->gen = fs->views_gen;
+		h->vname = strdup(view_name(fs->d.views[view]));
 		rc = ofile_get(fs, e.ino, view, path, bucket, key, true, true, &h->of);
 		if (rc < 0)
 			inode_unref(fs->it, e.ino, 1);
@@ -449,7 +469,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	int rc = 0;
 	/* Under `session` fsync is not a visibility point. */
-	if (h->writable && view_commit_policy(fs, h->view))
+	if (h->writable && view_commit_policy(fs, fh_view(fs, h)))
 		rc = fs_ofile_commit(fs, h->of);
 	fuse_reply_err(req, -rc);
 }
@@ -512,13 +532,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		n = stage_file_pread(h->of ? h->of->sf : of->sf, buf, size, (uint64_t)off);
 		fs_ofile_put(fs, of);
 	} else {
-		int rc = view_commit_policy(fs, h->view) ? revalidate(fs, h) : 0;
+		int rc = view_commit_policy(fs, fh_view(fs, h)) ? revalidate(fs, h) : 0;
 		if (rc < 0) {
 			n = rc;
 		} else {
 			/* reader_read may race with a revalidation swapping the
 			 * reader: hold the descriptor lock only for commit views. */
-			bool commit = view_commit_policy(fs, h->view);
+			bool commit = view_commit_policy(fs, fh_view(fs, h));
 			if (commit)
 				pthread_mutex_lock(&h->lock);
 			n = reader_read(h->rd, buf, size, (uint64_t)off);

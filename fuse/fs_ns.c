@@ -114,7 +114,10 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (rc == 0 && name_exists(fs, view, path, &is_dir))
 		rc = -EEXIST;
 	struct mkdir_ent *m = NULL;
-	if (rc == 0 && (!(m = calloc(1, sizeof *m)) || !(m->path = strdup(path)))) {
+	if (rc == 0 && (!(m = calloc(1, sizeof *m)) || !(m->path = strdup(path)) ||
+			!(m->vname = strdup(view_name(fs->d.views[view]))))) {
+		if (m)
+			free(m->path);
 		free(m);
 		rc = -ENOMEM;
 	}
@@ -158,6 +161,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 				struct mkdir_ent *m = *pp;
 				*pp = m->next;
 				free(m->path);
+				free(m->vname);
 				free(m);
 				break;
 			}

@@ -197,7 +197,7 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 	int rc = -ENOENT;
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
-	if (n) {
+	if (n && n->view != INODE_NO_VIEW) {
 		out->path = strdup(n->path);
 		rc = out->path ? 0 : -ENOMEM;
 		out->view = n->view;
@@ -251,6 +251,16 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
 	pthread_mutex_unlock(&t->lock);
 	free(p);
 	return rc;
+}
+
+void inode_remap_views(struct inode_table *t,
+		       size_t (*remap)(void *ctx, const char *view_name), void *ctx)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n_slots; i++)
+		for (struct inode_node *n = t->slots[i]; n; n = n->next)
+			n->view = remap(ctx, n->view_name);
+	pthread_mutex_unlock(&t->lock);
 }
 
 size_t inode_count(struct inode_table *t)

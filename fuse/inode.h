@@ -55,7 +55,7 @@ uint64_t inode_ref(struct inode_table *t, const char *view_name, size_t view,
 void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n);
 
 /* Copy out what ino stands for: 0, or -ENOENT if the kernel holds no such
- * inode. Fixed inodes are not in the table. */
+ * inode or its view is gone. Fixed inodes are not in the table. */
 int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
 /* Is (view, path) currently known to the kernel? Sets *ino. */
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
@@ -67,6 +67,11 @@ bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 /* After a rename: ino now stands for new_path (its number stays, as the
  * kernel's inode does; a later lookup of new_path may get another number). */
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path);
+
+/* After the view set changed: every node's view index becomes
+ * remap(ctx, view name), INODE_NO_VIEW for a view that is gone. */
+void inode_remap_views(struct inode_table *t,
+		       size_t (*remap)(void *ctx, const char *view_name), void *ctx);
 
 size_t inode_count(struct inode_table *t);
 

@@ -7,6 +7,7 @@
 #include "gateway/ingest.h"
 #include "gateway/log.h"
 #include "gateway/stats.h"
+#include "gateway/viewwatch.h"
 #include "sync/s3.h"
 #include "sync/stage.h"
 #include "views/filter.h"
@@ -24,11 +25,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A filter file whose last edit is invalid: the previous version of its
+ * view (if any) keeps running; the error shows in .facetfs/views. */
+struct view_error {
+	char *file;
+	char *text;
+};
+
 struct gateway {
 	struct config cfg;
 	struct stats st;
+	/* The view set: read under views_lock (FUSE requests, event batches),
+	 * replaced under it for writing by views_reload() on the watcher. */
+	pthread_rwlock_t views_lock;
 	struct view **views;
 	size_t n_views;
+	pthread_mutex_t err_lock;    /* protects errors */
+	struct view_error *errors;
+	size_t n_errors;
+	struct viewwatch *watch;
 	struct index *ix;
 	struct s3 *s3;
 	struct scanner *scan;
@@ -69,8 +84,25 @@ static char *gw_views_json(void *ctx)
 		cJSON_AddNumberToObject(o, "objects", (double)index_members(gw->ix, i));
 		cJSON_AddStringToObject(o, "visibility", view_visibility(v));
 		cJSON_AddBoolToObject(o, "writable", view_writable(v));
-		cJSON_AddNullToObject(o, "last_error");
+		const char *err = NULL;
+		pthread_mutex_lock(&gw->err_lock);
+		for (size_t e = 0; e < gw->n_errors; e++)
+			if (strcmp(gw->errors[e].file, view_source(v)) == 0)
+				err = gw->errors[e].text;
+		if (err)
+			cJSON_AddStringToObject(o, "last_error", err);
+		else
+			cJSON_AddNullToObject(o, "last_error");
+		pthread_mutex_unlock(&gw->err_lock);
 	}
+	/* Invalid filter files, with or without a running previous version. */
+	pthread_mutex_lock(&gw->err_lock);
+	if (gw->n_errors) {
+		cJSON *errs = cJSON_AddArrayToObject(root, ".errors");
+		for (size_t e = 0; e < gw->n_errors; e++)
+			cJSON_AddItemToArray(errs, cJSON_CreateString(gw->errors[e].text));
+	}
+	pthread_mutex_unlock(&gw->err_lock);
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;
@@ -125,6 +157,159 @@ static char *gw_stats_text(void *ctx)
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;
+}
+
+/* ---------- live view changes ---------- */
+
+static void errors_set(struct gateway *gw, struct view_error *errs, size_t n)
+{
+	pthread_mutex_lock(&gw->err_lock);
+	struct view_error *old = gw->errors;
+	size_t nold = gw->n_errors;
+	gw->errors = errs;
+	gw->n_errors = n;
+	pthread_mutex_unlock(&gw->err_lock);
+	for (size_t i = 0; i < nold; i++) {
+		free(old[i].file);
+		free(old[i].text);
+	}
+	free(old);
+}
+
+static struct view *find_by_name(struct view **vs, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (vs[i] && strcmp(view_name(vs[i]), name) == 0)
+			return vs[i];
+	return NULL;
+}
+
+static bool in_set(struct view **vs, size_t n, const struct view *v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (vs[i] == v)
+			return true;
+	return false;
+}
+
+/* The filter files changed: load them all again. A valid file gives its
+ * view (the old object is kept when the definition is the same); an invalid
+ * one keeps its previous view running and records the error; a file that is
+ * gone takes its view away. Membership of new or changed views is rebuilt
+ * from the index (no bucket is listed again unless it is new). */
+static void views_reload(void *ctx)
+{
+	struct gateway *gw = ctx;
+	struct diag d = { 0 };
+	struct view **loaded = NULL;
+	size_t n_loaded = 0;
+	view_load_dir(gw->cfg.views_dir, &loaded, &n_loaded, &d);
+
+	/* Errors by file ("FILE: PATH: reason"). */
+	struct view_error *errs = calloc(d.n + 1, sizeof *errs);
+	size_t n_errs = 0;
+	for (size_t i = 0; errs && i < d.n; i++) {
+		log_warn("views: %s", d.lines[i]);
+		const char *colon = strstr(d.lines[i], ": ");
+		if (!colon)
+			continue;
+		errs[n_errs].file = strndup(d.lines[i], (size_t)(colon - d.lines[i]));
+		errs[n_errs].text = strdup(d.lines[i]);
+		n_errs++;
+	}
+
+	struct view **next = calloc(n_loaded + gw->n_views + 1, sizeof *next);
+	if (!next || !errs) {
+		log_error("views: out of memory reloading %s; keeping the views", gw->cfg.views_dir);
+		view_free_all(loaded, n_loaded);
+		diag_release(&d);
+		free(next);
+		errors_set(gw, errs, n_errs);
+		return;
+	}
+	size_t n_next = 0;
+	for (size_t i = 0; i < n_loaded; i++) {
+		struct view *old = find_by_name(gw->views, gw->n_views, view_name(loaded[i]));
+		if (old && view_hash(old) == view_hash(loaded[i]) &&
+		    strcmp(view_source(old), view_source(loaded[i])) == 0) {
+			next[n_next++] = old;        /* unchanged: keep the running one */
+			view_free(loaded[i]);
+		} else {
+			next[n_next++] = loaded[i];
+		}
+		loaded[i] = NULL;
+	}
+	free(loaded);
+	/* Invalid edits keep the previous version of their file's view. */
+	for (size_t i = 0; i < gw->n_views; i++) {
+		struct view *old = gw->views[i];
+		bool file_has_error = false;
+		for (size_t e = 0; e < n_errs; e++)
+			file_has_error |= strcmp(errs[e].file, view_source(old)) == 0;
+		if (file_has_error && !find_by_name(next, n_next, view_name(old)) &&
+		    access(view_source(old), F_OK) == 0)
+			next[n_next++] = old;
+	}
+	errors_set(gw, errs, n_errs);
+	diag_release(&d);
+
+	/* What changed, by name. */
+	bool changed = n_next != gw->n_views;
+	for (size_t i = 0; i < n_next && !changed; i++)
+		changed = !in_set(gw->views, gw->n_views, next[i]);
+	if (!changed) {
+		free(next);
+		log_info("views: filter files changed, view set unchanged");
+		return;
+	}
+
+	pthread_rwlock_wrlock(&gw->views_lock);
+	struct view **old = gw->views;
+	size_t n_old = gw->n_views;
+	int rc = index_set_views(gw->ix, next, n_next);
+	if (rc < 0) {
+		/* keep the old set; put the index back to it */
+		index_set_views(gw->ix, old, n_old);
+		pthread_rwlock_unlock(&gw->views_lock);
+		log_error("views: installing the new view set failed: %s; keeping the old one",
+			  strerror(-rc));
+		for (size_t i = 0; i < n_next; i++)
+			if (!in_set(old, n_old, next[i]))
+				view_free(next[i]);
+		free(next);
+		return;
+	}
+	gw->views = next;
+	gw->n_views = n_next;
+	ingest_set_views(gw->ing, next, n_next);
+	if (gw->fs)
+		fs_views_set(gw->fs, next, n_next);
+	pthread_rwlock_unlock(&gw->views_lock);
+
+	/* New buckets get their first scan. */
+	scan_start_views(gw->scan, next, n_next);
+	unsigned added = 0, removed = 0, updated = 0;
+	for (size_t i = 0; i < n_next; i++) {
+		if (in_set(old, n_old, next[i]))
+			continue;
+		struct view *prev = find_by_name(old, n_old, view_name(next[i]));
+		prev ? updated++ : added++;
+		if (gw->fs)
+			fs_view_changed(gw->fs, view_name(next[i]));
+	}
+	for (size_t i = 0; i < n_old; i++) {
+		if (in_set(next, n_next, old[i]))
+			continue;
+		if (!find_by_name(next, n_next, view_name(old[i]))) {
+			removed++;
+			if (gw->fs)
+				fs_view_changed(gw->fs, view_name(old[i]));
+		}
+		view_free(old[i]);       /* no request can hold it: they ran under the lock */
+	}
+	free(old);
+	log_info("views: %u added, %u changed, %u removed (%zu now)", added, updated,
+		 removed, n_next);
 }
 
 /* ---------- start-up steps ---------- */
@@ -334,6 +519,8 @@ static int daemonize(struct gateway *gw)
 
 static void gateway_stop(struct gateway *gw)
 {
+	viewwatch_stop(gw->watch);
+	gw->watch = NULL;
 	if (gw->cons)
 		consumer_stop(gw->cons);
 	scan_free(gw->scan);
@@ -349,6 +536,9 @@ static void gateway_stop(struct gateway *gw)
 	s3_free(gw->s3);
 	view_free_all(gw->views, gw->n_views);
 	config_release(&gw->cfg);
+	errors_set(gw, NULL, 0);
+	pthread_rwlock_destroy(&gw->views_lock);
+	pthread_mutex_destroy(&gw->err_lock);
 	stats_release(&gw->st);
 }
 
@@ -356,6 +546,13 @@ int gateway_mount(const struct mount_opts *o)
 {
 	struct gateway gw = { .ready_fd = -1 };
 	stats_init(&gw.st);
+	pthread_rwlockattr_t rwa;
+	pthread_rwlockattr_init(&rwa);
+	/* A view change must not wait behind a stream of readers. */
+	pthread_rwlockattr_setkind_np(&rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&gw.views_lock, &rwa);
+	pthread_rwlockattr_destroy(&rwa);
+	pthread_mutex_init(&gw.err_lock, NULL);
 	char err[4096] = "";
 	if (config_load(o->config_path, &gw.cfg, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);
@@ -379,7 +576,8 @@ int gateway_mount(const struct mount_opts *o)
 
 	if (open_index(&gw) < 0 || check_s3(&gw) < 0 || open_stage(&gw) < 0)
 		goto out;
-	if (ingest_new(gw.ix, gw.s3, gw.views, gw.n_views, &gw.st, &gw.ing) < 0 ||
+	if (ingest_new(gw.ix, gw.s3, gw.views, gw.n_views, &gw.views_lock, &gw.st,
+		       &gw.ing) < 0 ||
 	    start_scanner(&gw) < 0)
 		goto out;
 	if (start_consumer(&gw) < 0)
@@ -387,7 +585,7 @@ int gateway_mount(const struct mount_opts *o)
 
 	struct fs_deps deps = {
 		.ix = gw.ix, .views = gw.views, .n_views = gw.n_views, .s3 = gw.s3,
-		.stage = gw.stage,
+		.stage = gw.stage, .views_lock = &gw.views_lock,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 	};
@@ -397,6 +595,8 @@ int gateway_mount(const struct mount_opts *o)
 	scan_start_views(gw.scan, gw.views, gw.n_views);
 	if (gw.cfg.rescan_interval_s)
 		scan_set_rescan_interval(gw.scan, gw.cfg.rescan_interval_s);
+	if (viewwatch_start(gw.cfg.views_dir, views_reload, &gw, &gw.watch) < 0)
+		log_warn("views: changes to %s need a remount", gw.cfg.views_dir);
 	log_info("mounted %s: %zu view(s), kafka %s topic %s group %s", o->mountpoint,
 		 gw.n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);
 	report_ready(&gw, 0);

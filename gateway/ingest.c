@@ -22,6 +22,7 @@ struct ingest {
 	struct view *const *views;
 	size_t n_views;
 	struct stats *st;
+	pthread_rwlock_t *views_lock;
 	_Atomic(struct fs *) fs;
 
 	/* Consumer thread only: buffers reused from batch to batch. */
@@ -35,7 +36,8 @@ struct ingest {
 };
 
 int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
-	       size_t n_views, struct stats *st, struct ingest **out)
+	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
+	       struct ingest **out)
 {
 	struct ingest *g = calloc(1, sizeof *g);
 	if (!g)
@@ -45,6 +47,7 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	g->views = views;
 	g->n_views = n_views;
 	g->st = st;
+	g->views_lock = views_lock;
 	atomic_init(&g->fs, NULL);
 	*out = g;
 	return 0;
@@ -59,6 +62,12 @@ void ingest_free(struct ingest *g)
 	free(g->ev_ts_ms);
 	free(g->pos);
 	free(g);
+}
+
+void ingest_set_views(struct ingest *g, struct view *const *views, size_t n)
+{
+	g->views = views;
+	g->n_views = n;
 }
 
 void ingest_set_fs(struct ingest *g, struct fs *fs)
@@ -152,9 +161,19 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n);
+
 static int ingest_apply(void *ctx, const struct consumer_msg *msgs, size_t n)
 {
 	struct ingest *g = ctx;
+	pthread_rwlock_rdlock(g->views_lock);
+	int rc = apply_locked(g, msgs, n);
+	pthread_rwlock_unlock(g->views_lock);
+	return rc;
+}
+
+static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n)
+{
 	if (grow((void **)&g->docs, &g->docs_cap, n, sizeof *g->docs) < 0 ||
 	    grow((void **)&g->pos, &g->pos_cap, n, sizeof *g->pos) < 0)
 		return -ENOMEM;

@@ -13,6 +13,7 @@
 #ifndef FACETFS_INGEST_H
 #define FACETFS_INGEST_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 struct index;
@@ -23,8 +24,12 @@ struct fs;
 struct consumer_cb;
 struct ingest;
 
+/* views_lock is held for reading while a batch is applied (the gateway
+ * takes it for writing to change the view set, then ingest_set_views()). */
 int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
-	       size_t n_views, struct stats *st, struct ingest **out);
+	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
+	       struct ingest **out);
+void ingest_set_views(struct ingest *g, struct view *const *views, size_t n);
 void ingest_free(struct ingest *g);
 /* Fill the consumer's callbacks (apply, stored_offset) bound to g. */
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
