@@ -2,9 +2,11 @@
  * index.c — opening the LevelDB index and the write path: events and scan
  * pages go through ix_run(), which reads each key's record (from the batch
  * overlay if the key occurred earlier in the same call, else from LevelDB),
- * decides stale/keep/apply, recomputes the key's membership in every view
- * of its bucket, and writes records, memberships, counters, offsets and scan
- * state in one WriteBatch. See index.h for the key schema.
+ * decides stale/keep/apply, recomputes the key's membership in the views
+ * that can hold it (views/route.h: by bucket and literal key prefix, so the
+ * cost does not grow with the number of prefix views), and writes records,
+ * memberships, counters, offsets and scan state in one WriteBatch. See
+ * index.h for the key schema.
  */
 #include "views/index_int.h"
 

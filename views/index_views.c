@@ -2,7 +2,9 @@
  * index_views.c — the view set of the index: index_set_views() installs a
  * new table of views, drops the memberships of views that are gone, and
  * rebuilds the memberships of new or changed views (their 'V' hash differs)
- * from the stored 'O' records, one pass over each affected bucket.
+ * from the stored 'O' records: per affected bucket, one pass over the key
+ * ranges of the rebuilt views' literal prefixes (the whole bucket when one
+ * of them has none).
  *
  * Crash safety of a rebuild: the view's 'V' entry is deleted before its old
  * memberships are, and written again only after the last rebuilt batch, so
@@ -261,11 +263,18 @@ static int rebuild_record(struct index *ix, const bool *rebuild, struct obj_meta
 	return 0;
 }
 
-static int rebuild_bucket(struct index *ix, const struct ixbucket *bk, const bool *rebuild)
+/* Rebuild from the records of bucket bk whose key starts with head[0..hl). */
+static int rebuild_range(struct index *ix, const struct ixbucket *bk, const bool *rebuild,
+			 const char *head, size_t hl)
 {
 	struct ibuf pre = { 0 };
 	if (key_object(&pre, bk->name, "") < 0)
 		return -ENOMEM;
+	size_t base = pre.len;   /* 'O' bucket \0: the key follows */
+	if (ibuf_add(&pre, head, hl) < 0) {
+		ibuf_release(&pre);
+		return -ENOMEM;
+	}
 	leveldb_readoptions_t *ro = leveldb_readoptions_create();
 	leveldb_readoptions_set_fill_cache(ro, 0);
 	leveldb_iterator_t *it = leveldb_create_iterator(ix->db, ro);
@@ -280,7 +289,7 @@ static int rebuild_bucket(struct index *ix, const struct ixbucket *bk, const boo
 		const char *v = leveldb_iter_value(it, &vl);
 		if (++seen % 1024 == 0)
 			arena_reset(&ix->ar);
-		char *key = arena_dup(&ix->ar, k + pre.len, kl - pre.len);
+		char *key = arena_dup(&ix->ar, k + base, kl - base);
 		char *val = arena_dup(&ix->ar, v, vl);
 		struct obj_meta o;
 		if (!key || !val) {
@@ -295,13 +304,55 @@ static int rebuild_bucket(struct index *ix, const struct ixbucket *bk, const boo
 			continue;
 		o.bucket = bk->name;
 		o.key = key;
-		rc = rebuild_record(ix, rebuild, &o, kl - pre.len, &pending);
+		rc = rebuild_record(ix, rebuild, &o, kl - base, &pending);
 	}
 	leveldb_iter_destroy(it);
 	leveldb_readoptions_destroy(ro);
 	ibuf_release(&pre);
 	if (rc == 0 && pending)
 		rc = ix_write(ix, "membership rebuild");
+	return rc;
+}
+
+struct head { const char *p; size_t n; };
+
+static int head_cmp(const void *a, const void *b)
+{
+	const struct head *x = a, *y = b;
+	int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+	return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* Only records under the literal key prefixes of the rebuilt views can join
+ * them (view_key_prefix): walk those ranges, each once (a prefix inside
+ * another's range is dropped), or the whole bucket if one has none. */
+static int rebuild_bucket(struct index *ix, const struct ixbucket *bk, const bool *rebuild)
+{
+	struct head *h = malloc((bk->n ? bk->n : 1) * sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	size_t nh = 0;
+	bool whole = false;
+	for (size_t j = 0; j < bk->n; j++) {
+		if (!rebuild[bk->views[j]])
+			continue;
+		h[nh].p = view_key_prefix(ix->views[bk->views[j]].v, &h[nh].n);
+		whole |= h[nh++].n == 0;
+	}
+	int rc = 0;
+	if (whole || nh == 0) {
+		rc = rebuild_range(ix, bk, rebuild, "", 0);
+	} else {
+		qsort(h, nh, sizeof *h, head_cmp);
+		const struct head *last = NULL;
+		for (size_t i = 0; rc == 0 && i < nh; i++) {
+			if (last && last->n <= h[i].n && memcmp(last->p, h[i].p, last->n) == 0)
+				continue;   /* inside the range just walked */
+			last = &h[i];
+			rc = rebuild_range(ix, bk, rebuild, h[i].p, h[i].n);
+		}
+	}
+	free(h);
 	return rc;
 }
 

@@ -503,6 +503,134 @@ static void test_view_changes_and_reopen(void)
 	free(dir);
 }
 
+/* Routing (views/route.h) in applies and in rebuilds: nested prefixes,
+ * globs, `any`, strip_prefix, views without a prefix, two buckets. After
+ * random puts and deletes, and after installing new views (rebuilt from the
+ * records over their prefix ranges), every view's member count equals
+ * view_match over the live objects, counted here by brute force. */
+#define RT_POOL 300
+struct rt_obj { char bucket[4]; char key[32]; bool live; uint64_t size; };
+
+static int rt_expected(const struct view *v, const struct rt_obj *pool)
+{
+	int n = 0;
+	for (int i = 0; i < RT_POOL; i++) {
+		if (!pool[i].live)
+			continue;
+		struct obj_meta o = { 0 };
+		o.bucket = (char *)pool[i].bucket;
+		o.key = (char *)pool[i].key;
+		o.size = pool[i].size;
+		o.flags = OBJ_HAS_META;
+		n += view_match(v, &o);
+	}
+	return n;
+}
+
+static int rt_check(struct index *ix, struct view **v, size_t n, const struct rt_obj *pool)
+{
+	int bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		int want = rt_expected(v[i], pool);
+		if (index_members(ix, i) != (uint64_t)want) {
+			printf("# view %s: %llu members, %d expected\n", view_name(v[i]),
+			       (unsigned long long)index_members(ix, i), want);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+static void test_routing(void)
+{
+	static const char *heads[] = { "a/", "ab/", "ab/c/", "ab/d", "b/", "abc", "", "a" };
+	static const char *tails[] = { "f.txt", "g.fa", "x/y.txt", "z" };
+	struct rt_obj pool[RT_POOL];
+	uint64_t r = 0x2545F4914F6CDD1DULL;
+	for (int i = 0; i < RT_POOL; i++) {
+		r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+		snprintf(pool[i].bucket, sizeof pool[i].bucket, "%s", r % 4 ? "b" : "b2");
+		snprintf(pool[i].key, sizeof pool[i].key, "%s%d%s", heads[(r >> 8) % 8],
+			 i, tails[(r >> 16) % 4]);
+		pool[i].live = false;
+	}
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir, NULL);
+	const char *set_a[] = {
+		"{\"name\":\"v0\",\"bucket\":\"b\",\"match\":{\"prefix\":\"a\"}}",
+		"{\"name\":\"v1\",\"bucket\":\"b\",\"match\":{\"prefix\":\"ab/\"}}",
+		"{\"name\":\"v2\",\"bucket\":\"b\",\"match\":{\"glob\":\"ab/*/*\"}}",
+		"{\"name\":\"v3\",\"bucket\":\"b\",\"match\":{\"suffix\":\".fa\"}}",
+		"{\"name\":\"v4\",\"bucket\":\"b\",\"match\":{\"any\":[{\"prefix\":\"ab/c/\"},"
+		"{\"prefix\":\"ab/d\"}]}}",
+		"{\"name\":\"v5\",\"bucket\":\"b\",\"layout\":{\"strip_prefix\":\"b/\"}}",
+		"{\"name\":\"v6\",\"bucket\":[\"b\",\"b2\"],\"match\":{\"prefix\":\"a/\"}}",
+		"{\"name\":\"v7\",\"bucket\":\"b\",\"match\":{\"not\":{\"prefix\":\"a\"}}}",
+		"{\"name\":\"v8\",\"bucket\":\"b2\",\"match\":{\"size\":{\"min\":500}}}",
+	};
+	enum { NA = sizeof set_a / sizeof *set_a };
+	struct view *va[NA];
+	for (size_t i = 0; i < NA; i++)
+		va[i] = load(set_a[i]);
+	CHECK(index_set_views(ix, va, NA) == 0, "routing: first view set");
+
+	/* random puts and deletes, in batches, increasing sequencers */
+	struct obj_meta ev[100];
+	int seq = 1, bad_rc = 0;
+	for (int b = 0; b < 30; b++) {
+		for (int i = 0; i < 100; i++) {
+			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+			struct rt_obj *o = &pool[r % RT_POOL];
+			char sq[24];
+			snprintf(sq, sizeof sq, "%016X", seq++);
+			if ((r >> 20) % 5 == 0) {
+				ev[i] = mkdel(o->bucket, o->key, 1, sq);
+				o->live = false;
+			} else {
+				o->size = (r >> 24) % 1000;
+				ev[i] = mk(o->bucket, o->key, o->size, 1, "e", sq);
+				o->live = true;
+			}
+		}
+		struct index_pos pos = { "t", 0, seq };
+		bad_rc += index_apply(ix, ev, 100, &pos, 1, NULL, NULL) != 0;
+		release_all(ev, 100);
+	}
+	CHECK(bad_rc == 0, "routing: 30 batches applied, none stale");
+	CHECK(rt_check(ix, va, NA, pool) == 0, "routing: applied memberships = brute force");
+
+	/* new views next to the old: rebuilt over their prefix ranges (ab
+	 * holds ab/c/, whose range is not walked twice) */
+	const char *set_b[] = {
+		"{\"name\":\"w0\",\"bucket\":\"b\",\"match\":{\"prefix\":\"ab\"}}",
+		"{\"name\":\"w1\",\"bucket\":\"b\",\"match\":{\"prefix\":\"ab/c/\"}}",
+		"{\"name\":\"w2\",\"bucket\":\"b\",\"match\":{\"glob\":\"b/*.txt\"}}",
+		"{\"name\":\"w3\",\"bucket\":[\"b\",\"b2\"],\"match\":{\"prefix\":\"a\"},"
+		"\"layout\":{\"strip_prefix\":\"ab/\"}}",
+	};
+	enum { NB = sizeof set_b / sizeof *set_b };
+	struct view *vb[NA + NB];
+	memcpy(vb, va, sizeof va);
+	for (size_t i = 0; i < NB; i++)
+		vb[NA + i] = load(set_b[i]);
+	CHECK(index_set_views(ix, vb, NA + NB) == 0, "routing: prefix views added");
+	CHECK(rt_check(ix, vb, NA + NB, pool) == 0, "routing: rebuilt prefix views = brute force");
+
+	/* a new view with no literal prefix: the whole bucket is walked */
+	struct view *vc[2] = {
+		vb[NA],
+		load("{\"name\":\"u0\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
+	};
+	CHECK(index_set_views(ix, vc, 2) == 0, "routing: a view without prefix added");
+	CHECK(rt_check(ix, vc, 2, pool) == 0, "routing: rebuilt whole-bucket view = brute force");
+	index_close(ix);
+	view_free(vc[1]);
+	for (size_t i = 0; i < NA + NB; i++)
+		view_free(vb[i]);
+	rmtree(dir);
+	free(dir);
+}
+
 /* A batch acknowledged (index_apply returned) survives kill -9 of the
  * process right after, without fsync. */
 static void test_kill9(void)
@@ -563,6 +691,7 @@ int main(void)
 	test_membership_moves();
 	test_bad_keys_and_dirs();
 	test_view_changes_and_reopen();
+	test_routing();
 	test_kill9();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
