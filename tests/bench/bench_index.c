@@ -18,14 +18,19 @@
  *                 fresh index, apply only
  * Every run prints one "figure:" line with its parameters: events/s of
  * index_apply in wall time and per CPU-second of the applying thread (the
- * latter is the stable one on a shared machine; LevelDB compacts on a
- * second thread, counted in proc_cpu_s).
+ * latter is steadier on a shared machine; LevelDB compacts on a second
+ * thread, counted in process cpu), and, where perf events are allowed, one
+ * with instructions and cycles per event of the applying thread (the
+ * steadiest: preemption by other processes does not count).
  */
 #include <errno.h>
 #include <getopt.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +47,49 @@ static double clock_s(clockid_t id)
 static double now_s(void)
 {
 	return clock_s(CLOCK_MONOTONIC);
+}
+
+/* Hardware counters of the calling thread only (instructions, cycles), so
+ * that a figure holds on a loaded machine: -1 when perf events are not
+ * available (then only the times are printed). */
+struct hwc { int fd[2]; uint64_t v[2]; };
+
+static void hwc_open(struct hwc *h)
+{
+	static const uint64_t what[2] = { PERF_COUNT_HW_INSTRUCTIONS, PERF_COUNT_HW_CPU_CYCLES };
+	for (int i = 0; i < 2; i++) {
+		struct perf_event_attr a;
+		memset(&a, 0, sizeof a);
+		a.size = sizeof a;
+		a.type = PERF_TYPE_HARDWARE;
+		a.config = what[i];
+		a.disabled = 1;
+		h->fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+		if (h->fd[i] < 0) {   /* kernel side not allowed: user space only */
+			a.exclude_kernel = 1;
+			a.exclude_hv = 1;
+			h->fd[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+		}
+		h->v[i] = 0;
+	}
+}
+
+static void hwc_enable(struct hwc *h, bool on)
+{
+	for (int i = 0; i < 2; i++)
+		if (h->fd[i] >= 0)
+			ioctl(h->fd[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+}
+
+static void hwc_close(struct hwc *h)
+{
+	for (int i = 0; i < 2; i++) {
+		if (h->fd[i] < 0)
+			continue;
+		if (read(h->fd[i], &h->v[i], sizeof h->v[i]) != (ssize_t)sizeof h->v[i])
+			h->v[i] = 0;
+		close(h->fd[i]);
+	}
 }
 
 struct cfg {
@@ -150,6 +198,8 @@ static int run(const struct cfg *c)
 	struct obj_kv *kv = calloc((size_t)c->batch, sizeof *kv);
 	if (!ev || !keys || !kv)
 		return 1;
+	struct hwc hw;
+	hwc_open(&hw);
 	double t_apply = 0, c_apply = 0, t0 = now_s(), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	long done = 0, stale = 0, added = 0;
 	int64_t offset = 0;
@@ -160,7 +210,9 @@ static int run(const struct cfg *c)
 		offset += nb;
 		struct index_pos pos = { "s3events", 0, offset };
 		double a = now_s(), ca = clock_s(CLOCK_THREAD_CPUTIME_ID);
+		hwc_enable(&hw, true);
 		int rc = index_apply(ix, ev, (size_t)nb, &pos, 1, change_count, &added);
+		hwc_enable(&hw, false);
 		t_apply += now_s() - a;
 		c_apply += clock_s(CLOCK_THREAD_CPUTIME_ID) - ca;
 		if (rc < 0) {
@@ -171,6 +223,7 @@ static int run(const struct cfg *c)
 		done += nb;
 	}
 	double wall = now_s() - t0, pcpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+	hwc_close(&hw);
 	uint64_t members = 0;
 	for (long i = 0; i < c->n_views; i++)
 		members += index_members(ix, (size_t)i);
@@ -180,6 +233,13 @@ static int run(const struct cfg *c)
 	       c->n_views, c->batch, c->n_obj, c->sync ? "sync" : "async",
 	       (double)c->n_obj / c_apply, (double)c->n_obj / t_apply, t_apply, c_apply,
 	       pcpu, wall);
+	if (hw.v[0] && hw.v[1])
+		printf("figure: views=%ld batch=%ld objects=%ld: %.0f instructions, %.0f cycles "
+		       "per event in the applying thread (IPC %.2f)\n", c->n_views, c->batch,
+		       c->n_obj, (double)hw.v[0] / (double)c->n_obj,
+		       (double)hw.v[1] / (double)c->n_obj, (double)hw.v[0] / (double)hw.v[1]);
+	else
+		printf("  (no hardware counters here: instructions/cycles per event not shown)\n");
 	printf("  objects %llu, members %llu, added %ld, stale %ld\n",
 	       (unsigned long long)index_objects(ix), (unsigned long long)members, added,
 	       stale);
