@@ -392,6 +392,7 @@ static int slots_load(struct index *ix, size_t nslots)
 	return 0;
 }
 
+/* v is already in the arena (shared by the ops of one key) or NULL. */
 static int op_add(struct index *ix, const char *k, size_t kl, const char *v, size_t vl)
 {
 	if (ix->n_ops == ix->ops_cap) {
@@ -404,8 +405,8 @@ static int op_add(struct index *ix, const char *k, size_t kl, const char *v, siz
 	}
 	struct ix_op *op = &ix->ops[ix->n_ops];
 	op->k = arena_dup(&ix->ar, k, kl);
-	op->v = v ? arena_dup(&ix->ar, v, vl) : NULL;
-	if (!op->k || (v && !op->v))
+	op->v = v;
+	if (!op->k)
 		return -ENOMEM;
 	op->kl = kl;
 	op->vl = vl;
@@ -497,6 +498,8 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 	size_t nc = route_find(ix->route, nr->bucket, nr->key, strlen(nr->key), ix->cand);
 	bool old_live = is_live(s);
 	char path[IX_PATH_MAX];
+	const char *mv = NULL;     /* member value, in the arena */
+	size_t mvl = 0;
 	for (size_t j = 0; j < nc; j++) {
 		size_t vi = ix->cand[j];
 		const struct ixview *xv = &ix->views[vi];
@@ -523,9 +526,14 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 			ix->mdelta[vi]--;
 			what = INDEX_REMOVED;
 		} else {
-			ix->vbuf.len = 0;
-			if (member_encode(&ix->vbuf, nr) < 0 ||
-			    op_add(ix, ix->tbuf.p, ix->tbuf.len, ix->vbuf.p, ix->vbuf.len) < 0)
+			if (!mv) {   /* the same value in every view: encode once */
+				ix->vbuf.len = 0;
+				if (member_encode(&ix->vbuf, nr) < 0 ||
+				    !(mv = arena_dup(&ix->ar, ix->vbuf.p, ix->vbuf.len)))
+					return -ENOMEM;
+				mvl = ix->vbuf.len;
+			}
+			if (op_add(ix, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
 				return -ENOMEM;
 			if (!om)
 				ix->mdelta[vi]++;
