@@ -802,110 +802,6 @@ static void *notifier_main(void *arg)
 	return NULL;
 }
 
-/* ---------- live view changes ---------- */
-
-static size_t remap_view(void *ctx, const char *name)
-{
-	return fs_view_index(ctx, name);
-}
-
-void fs_views_set(struct fs *fs, struct view *const *views, size_t n)
-{
-	fs->d.views = views;
-	fs->d.n_views = n;
-	fs->views_gen++;
-	inode_remap_views(fs->it, remap_view, fs);
-	pthread_mutex_lock(&fs->ofile_lock);
-	for (struct ofile *of = fs->ofiles; of; of = of->next)
-		of->view = fs_view_index(fs, of->vname);
-	for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next)
-		m->view = fs_view_index(fs, m->vname);
-	pthread_mutex_unlock(&fs->ofile_lock);
-}
-
-void fs_view_changed(struct fs *fs, const char *name)
-{
-	fs_notify_change(fs, INODE_NO_VIEW, name, 0);
-}
-
-/* Every request that reads the view set runs under views_lock (read). */
-#define RD(req) struct fs *fs_ = fuse_req_userdata(req); \
-	pthread_rwlock_rdlock(fs_->d.views_lock)
-#define UN() pthread_rwlock_unlock(fs_->d.views_lock)
-
-static void w_lookup(fuse_req_t req, fuse_ino_t p, const char *name)
-{ RD(req); fs_->real.lookup(req, p, name); UN(); }
-static void w_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{ RD(req); fs_->real.getattr(req, ino, fi); UN(); }
-static void w_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{ RD(req); fs_->real.opendir(req, ino, fi); UN(); }
-static void w_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		      struct fuse_file_info *fi)
-{ RD(req); fs_->real.readdir(req, ino, size, off, fi); UN(); }
-static void w_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			  struct fuse_file_info *fi)
-{ RD(req); fs_->real.readdirplus(req, ino, size, off, fi); UN(); }
-static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{ RD(req); fs_->real.open(req, ino, fi); UN(); }
-static void w_create(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode,
-		     struct fuse_file_info *fi)
-{ RD(req); fs_->real.create(req, p, name, mode, fi); UN(); }
-static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		   struct fuse_file_info *fi)
-{ RD(req); fs_->real.read(req, ino, size, off, fi); UN(); }
-static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		    off_t off, struct fuse_file_info *fi)
-{ RD(req); fs_->real.write(req, ino, buf, size, off, fi); UN(); }
-static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{ RD(req); fs_->real.flush(req, ino, fi); UN(); }
-static void w_fsync(fuse_req_t req, fuse_ino_t ino, int ds, struct fuse_file_info *fi)
-{ RD(req); fs_->real.fsync(req, ino, ds, fi); UN(); }
-static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		      struct fuse_file_info *fi)
-{ RD(req); fs_->real.setattr(req, ino, attr, to_set, fi); UN(); }
-static void w_mkdir(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode)
-{ RD(req); fs_->real.mkdir(req, p, name, mode); UN(); }
-static void w_rmdir(fuse_req_t req, fuse_ino_t p, const char *name)
-{ RD(req); fs_->real.rmdir(req, p, name); UN(); }
-static void w_unlink(fuse_req_t req, fuse_ino_t p, const char *name)
-{ RD(req); fs_->real.unlink(req, p, name); UN(); }
-static void w_rename(fuse_req_t req, fuse_ino_t p, const char *name, fuse_ino_t np,
-		     const char *nname, unsigned int flags)
-{ RD(req); fs_->real.rename(req, p, name, np, nname, flags); UN(); }
-static void w_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{ RD(req); fs_->real.getxattr(req, ino, name, size); UN(); }
-static void w_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{ RD(req); fs_->real.listxattr(req, ino, size); UN(); }
-static void w_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		       const char *value, size_t size, int flags)
-{ RD(req); fs_->real.setxattr(req, ino, name, value, size, flags); UN(); }
-static void w_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{ RD(req); fs_->real.removexattr(req, ino, name); UN(); }
-
-static void wrap_ops(struct fuse_lowlevel_ops *ops)
-{
-	ops->lookup = w_lookup;
-	ops->getattr = w_getattr;
-	ops->opendir = w_opendir;
-	ops->readdir = w_readdir;
-	ops->readdirplus = w_readdirplus;
-	ops->open = w_open;
-	ops->create = w_create;
-	ops->read = w_read;
-	ops->write = w_write;
-	ops->flush = w_flush;
-	ops->fsync = w_fsync;
-	ops->setattr = w_setattr;
-	ops->mkdir = w_mkdir;
-	ops->rmdir = w_rmdir;
-	ops->unlink = w_unlink;
-	ops->rename = w_rename;
-	ops->getxattr = w_getxattr;
-	ops->listxattr = w_listxattr;
-	ops->setxattr = w_setxattr;
-	ops->removexattr = w_removexattr;
-}
-
 /* ---------- mount, run, unmount ---------- */
 
 /* A gateway that died leaves its mountpoint answering ENOTCONN. */
@@ -957,7 +853,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	fs_io_init_ops(&fs->real);
 	fs_ns_init_ops(&fs->real);
 	struct fuse_lowlevel_ops ops = fs->real;
-	wrap_ops(&ops);
+	fs_wrap_ops(&ops);
 	fs->se = fuse_session_new(&args, &ops, sizeof ops, fs);
 	fuse_opt_free_args(&args);
 	if (!fs->se) {

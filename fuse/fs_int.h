@@ -2,7 +2,8 @@
  * fs_int.h — internals shared by the files of the mount (not for other
  * modules): fs.c (lookup, getattr, readdir, change notification, mount),
  * fs_io.c (open, read, write, commit points, .facetfs files), fs_ns.c
- * (create, unlink, rename, mkdir, rmdir, setattr, xattrs).
+ * (unlink, rename, mkdir, rmdir, xattrs), fs_views.c (the views lock around
+ * every request, live view changes).
  *
  * Locks: fs->ofile_lock protects the open-file table (ofiles) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
@@ -133,6 +134,10 @@ int fs_path_object(struct fs *fs, size_t view, const char *path, char *bucket,
 /* Apply a change made through this mount to the index at once (own
  * changes visible to this mount before the event arrives). */
 int fs_index_local(struct fs *fs, const struct obj_meta *o);
+
+/* fs_views.c: replace every view-reading operation by a wrapper that
+ * takes the views lock for reading around the real one (fs->real). */
+void fs_wrap_ops(struct fuse_lowlevel_ops *ops);
 
 /* fs_io.c */
 struct ofile *fs_ofile_find(struct fs *fs, uint64_t ino);       /* ref taken */
