@@ -261,7 +261,7 @@ static int run(const struct cfg *c)
 		printf("  lookups: %.0f/s (%ld hits of 100000)\n", 100000 / r, hits);
 
 		/* a new view over everything: membership built from the records */
-		struct view **more = calloc((size_t)c->n_views + 1, sizeof *more);
+		struct view **more = calloc((size_t)c->n_views + 2, sizeof *more);
 		memcpy(more, views, (size_t)c->n_views * sizeof *more);
 		struct diag d = { 0 };
 		const char *js = "{\"name\":\"everything\",\"bucket\":\"bench\"}";
@@ -275,7 +275,21 @@ static int run(const struct cfg *c)
 		       (unsigned long long)index_objects(ix), bt,
 		       (unsigned long long)index_members(ix, (size_t)c->n_views));
 		ok = ok && index_members(ix, (size_t)c->n_views) == (uint64_t)c->n_obj;
+
+		/* a new prefix view: only its key range is read */
+		js = "{\"name\":\"again\",\"bucket\":\"bench\",\"match\":{\"prefix\":\"p000/run00\"}}";
+		if (view_load_buf("bench.json", js, strlen(js), &more[c->n_views + 1], &d) < 0)
+			return 1;
+		b0 = now_s();
+		if (index_set_views(ix, more, (size_t)c->n_views + 2) < 0)
+			return 1;
+		bt = now_s() - b0;
+		uint64_t m = index_members(ix, (size_t)c->n_views + 1);
+		printf("  new prefix view (p000/run00) built in %.3f s (%llu members)\n", bt,
+		       (unsigned long long)m);
+		ok = ok && m > 0 && m <= index_members(ix, 0);
 		view_free(more[c->n_views]);
+		view_free(more[c->n_views + 1]);
 		free(more);
 	}
 
