@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# bench_rw.sh — issue 3 benchmarks: reads and writes through writable views.
+#
+# Prints figures, asserts nothing about speed (a step that fails, or reads
+# wrong bytes, stops the run with an error). One bucket, two writable views
+# over it: "sess" (prefix s/, visibility session) and "comm" (prefix c/,
+# visibility commit), both with strip_prefix. Each figure is measured
+# REPEAT times (default 3) and printed as "median (min-max)".
+#
+#  1. small random reads of hot objects (200 x 8 KiB, 200 x 116 KiB per view):
+#     open+read whole+close of random files, and random 4 KiB preads on
+#     descriptors opened beforehand; ops/s, MiB/s, session/commit ratio,
+#     and the S3 requests per operation from .facetfs/stats.
+#  2. writes through the mount: 1,000 files of 64 KiB (cp -r, one stream;
+#     and 10 streams like aws' default concurrency) next to
+#     `aws s3 cp --recursive`; one BIG_MIB file (default 1024) with 1 MiB
+#     writes next to `aws s3 cp` and one `s3tool put` (a single PUT).
+#  3. cold sequential read of a COLD_MIB object (default 512) through the
+#     mount next to one GET of it (s3tool get -t, curl); hot re-reads
+#     (kernel page cache) next to a local page-cache read.
+#
+# Bed: BED_DIR=DIR (a bed that is up) or its env in the environment; with
+# neither, the script starts its own bed (BED_MEMSTORE_BYTES=8 GiB, RAM)
+# and stops it at the end. Objects written are deleted again and RGW's
+# garbage collection is run between the big writes (memstore frees deleted
+# tails only then). Env: REPEAT, SECS (per random-read run, default 2),
+# BIG_MIB, COLD_MIB, KEEP_TMP=1.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPEAT=${REPEAT:-3}
+SECS=${SECS:-2}
+BIG_MIB=${BIG_MIB:-1024}
+COLD_MIB=${COLD_MIB:-512}
+OWN_BED=
+
+if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
+	avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+	need_kib=$(( (3 * BIG_MIB + 3 * COLD_MIB + 2048) * 1024 ))
+	if (( avail_kib < need_kib )); then
+		echo "bench_rw: only $((avail_kib / 1024)) MiB of memory available, need about $((need_kib / 1024)) MiB for the RAM-backed store (set BIG_MIB/COLD_MIB lower)" >&2
+		exit 1
+	fi
+	OWN_BED=$(mktemp -d /tmp/bench_rw_bed.XXXXXX)
+	BED_MEMSTORE_BYTES=${BED_MEMSTORE_BYTES:-8589934592} \
+		"$HERE/../bed/bed" up "$OWN_BED" >"$OWN_BED.log" 2>&1 ||
+		{ echo "bench_rw: bed up failed:" >&2; tail -n 20 "$OWN_BED.log" >&2
+		  "$HERE/../bed/bed" down "$OWN_BED" >/dev/null 2>&1; exit 1; }
+	export BED_DIR=$OWN_BED
+fi
+
+# shellcheck source=tests/bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+HELPER=$HERE/bench_rw.py
+S3FILL=$FACETFS_BUILD/tests/bench/s3fill
+
+rw_cleanup() {
+	local rc=$?
+	gw_stop rw
+	if [[ -n ${BENCH_TMP:-} && -d $BENCH_TMP ]]; then
+		if [[ ${KEEP_TMP:-0} == 1 || $rc != 0 ]]; then
+			echo "$BENCH_NAME: kept $BENCH_TMP"
+		else
+			rm -rf "$BENCH_TMP"
+		fi
+	fi
+	if [[ -n $OWN_BED ]]; then
+		"$HERE/../bed/bed" down "$OWN_BED" >>"$OWN_BED.log" 2>&1
+		[[ $rc != 0 ]] || rm -rf "$OWN_BED" "$OWN_BED.log"
+	fi
+	exit "$rc"
+}
+trap rw_cleanup EXIT
+
+bench_require_bed
+[[ -x $S3FILL && -x $S3TOOL ]] || bench_die "build first: ninja -C $FACETFS_BUILD"
+memstore=$(awk -F' = ' '/memstore device bytes/ {print $2}' "${CEPH_CONF:-/dev/null}" 2>/dev/null)
+if [[ -n $memstore ]] && (( memstore < (2 * BIG_MIB + 3 * COLD_MIB + 1024) * 1048576 )); then
+	bench_die "the bed's memstore ($((memstore >> 20)) MiB) is too small for BIG_MIB=$BIG_MIB COLD_MIB=$COLD_MIB (bring the bed up with BED_MEMSTORE_BYTES=8589934592, or lower them)"
+fi
+
+B=bench-rw-$$-$RANDOM
+T=$BENCH_TMP
+M=$T/mnt
+BUCKET_URL=$S3_URL/$B
+
+# ---- figures: rec KEY VALUE; summary KEY -> "median (min-max)" ----
+rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
+summary() {
+	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
+		if (!n) { print "n/a"; exit }
+		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+		m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+		f = m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")
+		printf f " (" f "-" f ")\n", m, v[0], v[n - 1] }' "$T/figs"
+}
+fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
+# pct A B: the last value of A as a percentage of the last value of B.
+pct() {
+	awk -v a="$1" -v b="$2" '$1 == a { x = $2 } $1 == b { y = $2 }
+		END { printf "%.1f", (y > 0 ? 100 * x / y : 0) }' "$T/figs"
+}
+rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.2f", n / ((b - a) / 1e9) }'; }
+stats() { jq -r "[$1] | map(tostring) | join(\" \")" "$M/.facetfs/stats"; }
+curl_s3() {
+	curl -s --aws-sigv4 "aws:amz:default:s3" -u "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
+}
+rgw_gc() { timeout 120 radosgw-admin -c "$CEPH_CONF" gc process --include-all >/dev/null 2>&1; }
+s3del() { "$S3TOOL" delete "$B" "$1" >/dev/null || bench_die "delete $1"; }
+
+bench_say "bucket $B, $REPEAT runs per figure, load average $(loadavg)"
+"$AWS" --endpoint-url "$S3_URL" s3api create-bucket --bucket "$B" >/dev/null || bench_die "create bucket"
+
+# ---- data, all in S3 before the gateway starts (its first scan finds it) ----
+for p in s c; do
+	"$S3FILL" "$B" "$p/h8k/" 200 --size 8192 --threads 8 >/dev/null || bench_die "s3fill"
+	"$S3FILL" "$B" "$p/h116k/" 200 --size 118784 --threads 8 >/dev/null || bench_die "s3fill"
+done
+head -c $((COLD_MIB << 20)) /dev/urandom >"$T/cold" || bench_die "no space for $T/cold"
+for r in $(seq 1 "$REPEAT"); do
+	"$S3TOOL" put "$B" "s/cold$r" "$T/cold" >/dev/null || bench_die "put cold$r"
+done
+
+mkdir -p "$T/views"
+for v in "sess s/ session" "comm c/ commit"; do
+	set -- $v
+	printf '{ "name": "%s", "bucket": "%s", "match": { "prefix": "%s" }, "layout": { "strip_prefix": "%s" }, "writable": true, "visibility": "%s" }\n' \
+		"$1" "$B" "$2" "$2" "$3" >"$T/views/$1.json"
+done
+# No bucket notifications: nothing here needs events, and a push per PUT
+# would load the machine during the write figures.
+cat >"$T/gw.json" <<JSON
+{ "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
+             "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
+  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "bench-rw-$$", "group": "bench-rw-$$-$RANDOM",
+             "options": { "fetch.wait.max.ms": "100", "session.timeout.ms": "6000",
+                          "heartbeat.interval.ms": "1000" } },
+  "state_dir": "$T/state",
+  "views_dir": "$T/views",
+  "cache": { "dir": "$T/state/cache", "max_bytes": "$((BIG_MIB + 1024))MiB" } }
+JSON
+bench_topic "bench-rw-$$"
+gw_start rw "$T/gw.json" "$M" || exit 1
+wait_until 60 views_ready "$M" || bench_die "views not ready"
+[[ $(ls "$M/sess/h116k" | wc -l) == 200 && $(ls "$M/comm/h8k" | wc -l) == 200 ]] ||
+	bench_die "the views do not list the 200 objects"
+
+# ===================== 1. small random reads of hot objects =====================
+echo
+bench_say "1. small random reads of hot objects (one stream, ${SECS} s per run)"
+for v in sess comm; do
+	for s in h8k h116k; do
+		# Twice: the first open of an inode is direct I/O (see README), so
+		# the page cache is filled by the second pass.
+		python3 "$HELPER" warm "$M/$v/$s" >/dev/null || bench_die "warm $v/$s"
+		python3 "$HELPER" warm "$M/$v/$s" >/dev/null || bench_die "warm $v/$s"
+	done
+done
+for r in $(seq 1 "$REPEAT"); do
+	for s in h8k h116k; do
+		for mode in orc pread; do
+			for v in sess comm; do
+				a=($(stats '.fuse.open, .fuse.read, .s3.head, .s3.get'))
+				out=$(python3 "$HELPER" "$mode" "$M/$v/$s" "$SECS" "$r") || bench_die "$mode $v/$s"
+				b=($(stats '.fuse.open, .fuse.read, .s3.head, .s3.get'))
+				set -- $out    # ops N secs S ops_s X mib_s Y
+				rec "$mode.$s.$v.ops" "$6"
+				rec "$mode.$s.$v.mib" "$8"
+				rec "$mode.$s.$v.fuse" "$(div $(( (b[0] - a[0]) + (b[1] - a[1]) )) "$2")"
+				rec "$mode.$s.$v.head" "$(div $((b[2] - a[2])) "$2")"
+				rec "$mode.$s.$v.get" "$(div $((b[3] - a[3])) "$2")"
+				eval "last_$v=$6"
+			done
+			rec "$mode.$s.ratio" "$(div "$last_sess" "$last_comm")"
+		done
+	done
+done
+for s in h8k h116k; do
+	size=$([[ $s == h8k ]] && echo "8 KiB" || echo "116 KiB")
+	for mode in orc pread; do
+		what=$([[ $mode == orc ]] && echo "open+read+close" || echo "4 KiB pread, open fds")
+		for v in sess comm; do
+			fig "$size $what, $v: ops/s" "$mode.$s.$v.ops" ""
+			fig "$size $what, $v: MiB/s" "$mode.$s.$v.mib" ""
+			bench_figure "  per op: FUSE open+read / S3 HEAD / S3 GET" \
+				"$(summary "$mode.$s.$v.fuse") / $(summary "$mode.$s.$v.head") / $(summary "$mode.$s.$v.get")" ""
+		done
+		fig "$size $what: session/commit" "$mode.$s.ratio" ">= 5x"
+	done
+done
+
+# ===================== 3. cold sequential read, hot re-read =====================
+echo
+bench_say "3. sequential read of a $COLD_MIB MiB object (dd bs=1M)"
+for r in $(seq 1 "$REPEAT"); do
+	a=($(stats '.s3.get, .s3.bytes_read'))
+	t0=$(now_ns)
+	dd if="$M/sess/cold$r" of=/dev/null bs=1M 2>/dev/null || bench_die "read cold$r"
+	t1=$(now_ns)
+	b=($(stats '.s3.get, .s3.bytes_read'))
+	rec cold.mount "$(rate "$COLD_MIB" "$t0" "$t1")"
+	rec cold.gets "$((b[0] - a[0]))"
+	[[ $((b[1] - a[1])) == $((COLD_MIB << 20)) ]] || rec cold.extra_bytes "$((b[1] - a[1] - (COLD_MIB << 20)))"
+	t0=$(now_ns)
+	"$S3TOOL" get "$B" "s/cold$r" >/dev/null || bench_die "s3tool get"
+	t1=$(now_ns)
+	rec cold.s3tool "$(rate "$COLD_MIB" "$t0" "$t1")"
+	t0=$(now_ns)
+	code=$(curl_s3 -o /dev/null -w '%{http_code}' "$BUCKET_URL/s/cold$r")
+	t1=$(now_ns)
+	[[ $code == 200 ]] || bench_die "curl GET: HTTP $code"
+	rec cold.curl "$(rate "$COLD_MIB" "$t0" "$t1")"
+	rec cold.pct_s3tool "$(pct cold.mount cold.s3tool)"
+	rec cold.pct_curl "$(pct cold.mount cold.curl)"
+done
+# Hot: re-reads of cold1 (second open, third open, ...), and the same bytes
+# from a local file in the page cache.
+cat "$T/cold" >/dev/null
+for r in $(seq 0 "$REPEAT"); do
+	a=($(stats '.s3.get'))
+	t0=$(now_ns)
+	dd if="$M/sess/cold1" of=/dev/null bs=1M 2>/dev/null || bench_die "re-read"
+	t1=$(now_ns)
+	b=($(stats '.s3.get'))
+	if ((r == 0)); then
+		rec hot.second "$(rate "$COLD_MIB" "$t0" "$t1")"
+		rec hot.second_gets "$((b[0] - a[0]))"
+	else
+		rec hot.mount "$(rate "$COLD_MIB" "$t0" "$t1")"
+		rec hot.gets "$((b[0] - a[0]))"
+		t0=$(now_ns)
+		dd if="$T/cold" of=/dev/null bs=1M 2>/dev/null
+		t1=$(now_ns)
+		rec hot.local "$(rate "$COLD_MIB" "$t0" "$t1")"
+		rec hot.pct "$(pct hot.mount hot.local)"
+	fi
+done
+fig "cold read through the mount (session), MiB/s" cold.mount ""
+bench_figure "  S3 GETs per cold read" "$(summary cold.gets)" ""
+[[ -z $(grep '^cold.extra_bytes ' "$T/figs") ]] || fig "  bytes fetched beyond the object" cold.extra_bytes "0"
+fig "one GET, s3tool get, MiB/s" cold.s3tool ""
+fig "one GET, curl, MiB/s" cold.curl ""
+fig "cold read: mount as % of s3tool" cold.pct_s3tool ">= 90 %"
+fig "cold read: mount as % of curl" cold.pct_curl ">= 90 %"
+fig "re-read, second open (page cache filling), MiB/s" hot.second ""
+bench_figure "  S3 GETs in it" "$(summary hot.second_gets)" ""
+fig "re-read, third+ open (page cache), MiB/s" hot.mount ""
+bench_figure "  S3 GETs in it" "$(summary hot.gets)" "0"
+fig "local file from the page cache, MiB/s" hot.local ""
+fig "hot re-read: mount as % of local page cache" hot.pct ">= 70 %"
+for r in $(seq 1 "$REPEAT"); do s3del "s/cold$r"; done
+rm -f "$T/cold"
+rgw_gc
+
+# ===================== 2. writes =====================
+echo
+bench_say "2. writes: 1,000 files of 64 KiB, one file of $BIG_MIB MiB"
+mkdir -p "$T/src1k"
+python3 -c '
+import os, sys
+for i in range(1000):
+    with open(os.path.join(sys.argv[1], "f%04d" % i), "wb") as f:
+        f.write(os.urandom(65536))' "$T/src1k" || bench_die "src1k"
+for r in $(seq 1 "$REPEAT"); do
+	t0=$(now_ns)
+	cp -r "$T/src1k" "$M/sess/cp1k-$r" || bench_die "cp -r through the mount"
+	t1=$(now_ns)
+	rec w1k.cp "$(rate 1000 "$t0" "$t1")"
+	mkdir "$M/sess/par1k-$r" || bench_die "mkdir"
+	t0=$(now_ns)
+	(cd "$T/src1k" && ls | xargs -P 10 -n 100 cp -t "$M/sess/par1k-$r") || bench_die "parallel cp"
+	t1=$(now_ns)
+	rec w1k.par "$(rate 1000 "$t0" "$t1")"
+	t0=$(now_ns)
+	"$AWS" --endpoint-url "$S3_URL" s3 cp --recursive --quiet "$T/src1k" "s3://$B/s/aws1k-$r/" ||
+		bench_die "aws s3 cp --recursive"
+	t1=$(now_ns)
+	rec w1k.aws "$(rate 1000 "$t0" "$t1")"
+done
+n=$("$S3TOOL" list "$B" s/cp1k-1/ | wc -l)
+[[ $n == 1000 ]] || bench_die "S3 has $n of the 1,000 files written by cp"
+st=($(stats '.staging.uploads, .staging.upload_errors'))
+bench_say "staging: ${st[0]} uploads, ${st[1]} upload errors"
+for k in cp par aws; do
+	awk -v k="w1k.$k" '$1 == k { print "w1k." substr(k, 5) ".mib", $2 * 64 / 1024 }' "$T/figs" >>"$T/figs.tmp"
+done
+cat "$T/figs.tmp" >>"$T/figs"
+fig "1,000 x 64 KiB, cp -r through the mount: files/s" w1k.cp ""
+fig "  MiB/s" w1k.cp.mib ""
+fig "1,000 x 64 KiB, 10 cp streams through the mount: files/s" w1k.par ""
+fig "  MiB/s" w1k.par.mib ""
+fig "1,000 x 64 KiB, aws s3 cp --recursive (10 threads): files/s" w1k.aws ""
+fig "  MiB/s" w1k.aws.mib ""
+
+head -c $((BIG_MIB << 20)) /dev/urandom >"$T/big" || bench_die "no space for $T/big"
+for r in $(seq 1 "$REPEAT"); do
+	t0=$(now_ns)
+	out=$(python3 "$HELPER" copy "$T/big" "$M/sess/big-$r") || bench_die "copy through the mount"
+	t1=$(now_ns)
+	set -- $out    # bytes N write_s W close_s C
+	rec big.mount "$(rate "$BIG_MIB" "$t0" "$t1")"
+	rec big.write "$(awk -v m="$BIG_MIB" -v s="$4" 'BEGIN { printf "%.1f", m / s }')"
+	rec big.close "$(awk -v m="$BIG_MIB" -v s="$6" 'BEGIN { printf "%.1f", m / s }')"
+	t0=$(now_ns)
+	"$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "$T/big" "s3://$B/s/awsbig-$r" || bench_die "aws s3 cp"
+	t1=$(now_ns)
+	rec big.aws "$(rate "$BIG_MIB" "$t0" "$t1")"
+	t0=$(now_ns)
+	"$S3TOOL" put "$B" "s/s3tbig-$r" "$T/big" >/dev/null || bench_die "s3tool put"
+	t1=$(now_ns)
+	rec big.s3tool "$(rate "$BIG_MIB" "$t0" "$t1")"
+	sz=$("$S3TOOL" head "$B" "s/big-$r" | awk -F= '$1 == "size" { print $2 }')
+	[[ $sz == $((BIG_MIB << 20)) ]] || bench_die "S3 has $sz bytes of big-$r"
+	for k in "s/big-$r" "s/awsbig-$r" "s/s3tbig-$r"; do s3del "$k"; done
+	rgw_gc
+done
+fig "$BIG_MIB MiB file through the mount (1 MiB writes + close): MiB/s" big.mount ""
+fig "  of which writes into staging, MiB/s" big.write ""
+fig "  of which close (fdatasync + one PUT), MiB/s" big.close ""
+fig "$BIG_MIB MiB, aws s3 cp (multipart, 10 threads): MiB/s" big.aws ""
+fig "$BIG_MIB MiB, s3tool put (one PUT): MiB/s" big.s3tool ""
+echo
+bench_say "done, load average $(loadavg)"
