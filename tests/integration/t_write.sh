@@ -205,17 +205,19 @@ except OSError as e:
 PY
 eio=$!
 wait_for 10 grep -q written "$T/eio.out"
-bed_cmd rgw-stop >/dev/null
+bed_cmd rgw-stop >/dev/null 2>&1
 echo go >"$T/go"
 wait "$eio"
-bed_cmd rgw-start >/dev/null
+bed_cmd rgw-start >/dev/null 2>&1
 check_eq "RGW down during close: close fails with EIO" "close errno EIO" "$(tail -n 1 "$T/eio.out")"
 check "staged data survives in the staging directory" sh -c "grep -rl 'precious data' '$T/state-a/cache/staging' | grep -q ."
 check "S3 does not have it" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/eio.txt >/dev/null 2>&1"
 
 # ---- both gateways commit one key at once ----
 head -c 3000000 /dev/urandom >"$T/va"; head -c 3000000 /dev/urandom >"$T/vb"
-cp "$T/va" "$A/sess/race.bin" & cp "$T/vb" "$MB/sess/race.bin" & wait
+cp "$T/va" "$A/sess/race.bin" & ca=$!
+cp "$T/vb" "$MB/sess/race.bin" & cb=$!
+wait "$ca" "$cb"     # not a bare wait: the gateways are jobs of this shell too
 "$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/s/race.bin" "$T/got"
 if cmp -s "$T/got" "$T/va" || cmp -s "$T/got" "$T/vb"; then ok "race: S3 holds exactly one version in full"; else not_ok "race: S3 holds exactly one version in full"; fi
 converged() { cmp -s "$A/sess/race.bin" "$T/got" && cmp -s "$MB/sess/race.bin" "$T/got"; }
