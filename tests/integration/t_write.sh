@@ -223,5 +223,31 @@ if cmp -s "$T/got" "$T/va" || cmp -s "$T/got" "$T/vb"; then ok "race: S3 holds e
 converged() { cmp -s "$A/sess/race.bin" "$T/got" && cmp -s "$MB/sess/race.bin" "$T/got"; }
 if wait_for 15 converged; then ok "race: both mounts converge to it"; else not_ok "race: both mounts converge to it"; fi
 
+# ---- kill -9 between write and close: the data goes to recovered/ ----
+mkfifo "$T/go2"
+python3 - "$A/sess/crash.txt" "$T/go2" >"$T/crash.out" 2>&1 <<'PY' &
+import os, sys
+p, go = sys.argv[1:]
+fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.write(fd, b"written before the crash")
+print("written", flush=True)
+open(go).read()
+try:
+    os.close(fd)
+except OSError as e:
+    print("close after the crash:", e.strerror)
+PY
+writer=$!
+wait_for 10 grep -q written "$T/crash.out"
+crash_gateway A
+echo go >"$T/go2"
+wait "$writer"
+fusermount3 -uz "$A" 2>/dev/null
+start_gateway A "$T/a.json" "$A" || not_ok "A restarts after kill -9"
+check "never-committed data is in recovered/" sh -c "grep -rl 'written before the crash' '$T/state-a/cache/staging/recovered' | grep -q ."
+check "recovered/ names the object" sh -c "ls '$T/state-a/cache/staging/recovered' | grep -q 'crash.txt'"
+check_eq "counted in stats" 1 "$(stat_field "$A" .staging.recovered_files)"
+check "not uploaded" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/crash.txt >/dev/null 2>&1"
+
 stop_gateway A; check_eq "A stops cleanly" 0 "$?"
 stop_gateway B; check_eq "B stops cleanly" 0 "$?"
