@@ -24,7 +24,8 @@
 # and stops it at the end. Objects written are deleted again and RGW's
 # garbage collection is run between the big writes (memstore frees deleted
 # tails only then). Env: REPEAT, SECS (per random-read run, default 2),
-# BIG_MIB, COLD_MIB, KEEP_TMP=1.
+# BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes": the
+# sections to run).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
@@ -32,6 +33,7 @@ SECS=${SECS:-2}
 BIG_MIB=${BIG_MIB:-1024}
 COLD_MIB=${COLD_MIB:-512}
 OWN_BED=
+want() { [[ " ${ONLY:-reads cold writes} " == *" $1 "* ]]; }
 
 if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
 	avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
@@ -117,10 +119,12 @@ for p in s c; do
 	"$S3FILL" "$B" "$p/h8k/" 200 --size 8192 --threads 8 >/dev/null || bench_die "s3fill"
 	"$S3FILL" "$B" "$p/h116k/" 200 --size 118784 --threads 8 >/dev/null || bench_die "s3fill"
 done
-head -c $((COLD_MIB << 20)) /dev/urandom >"$T/cold" || bench_die "no space for $T/cold"
-for r in $(seq 1 "$REPEAT"); do
-	"$S3TOOL" put "$B" "s/cold$r" "$T/cold" >/dev/null || bench_die "put cold$r"
-done
+if want cold; then
+	head -c $((COLD_MIB << 20)) /dev/urandom >"$T/cold" || bench_die "no space for $T/cold"
+	for r in $(seq 1 "$REPEAT"); do
+		"$S3TOOL" put "$B" "s/cold$r" "$T/cold" >/dev/null || bench_die "put cold$r"
+	done
+fi
 
 mkdir -p "$T/views"
 for v in "sess s/ session" "comm c/ commit"; do
@@ -147,6 +151,7 @@ wait_until 60 views_ready "$M" || bench_die "views not ready"
 	bench_die "the views do not list the 200 objects"
 
 # ===================== 1. small random reads of hot objects =====================
+if want reads; then
 echo
 bench_say "1. small random reads of hot objects (one stream, ${SECS} s per run)"
 for v in sess comm; do
@@ -190,17 +195,21 @@ for s in h8k h116k; do
 	done
 done
 
+fi
+
 # ===================== 3. cold sequential read, hot re-read =====================
+if want cold; then
 echo
 bench_say "3. sequential read of a $COLD_MIB MiB object (dd bs=1M)"
 for r in $(seq 1 "$REPEAT"); do
-	a=($(stats '.s3.get, .s3.bytes_read'))
+	a=($(stats '.s3.get, .s3.bytes_read, .fuse.read'))
 	t0=$(now_ns)
 	dd if="$M/sess/cold$r" of=/dev/null bs=1M 2>/dev/null || bench_die "read cold$r"
 	t1=$(now_ns)
-	b=($(stats '.s3.get, .s3.bytes_read'))
+	b=($(stats '.s3.get, .s3.bytes_read, .fuse.read'))
 	rec cold.mount "$(rate "$COLD_MIB" "$t0" "$t1")"
 	rec cold.gets "$((b[0] - a[0]))"
+	rec cold.freads "$((b[2] - a[2]))"
 	[[ $((b[1] - a[1])) == $((COLD_MIB << 20)) ]] || rec cold.extra_bytes "$((b[1] - a[1] - (COLD_MIB << 20)))"
 	t0=$(now_ns)
 	"$S3TOOL" get "$B" "s/cold$r" >/dev/null || bench_die "s3tool get"
@@ -237,7 +246,7 @@ for r in $(seq 0 "$REPEAT"); do
 	fi
 done
 fig "cold read through the mount (session), MiB/s" cold.mount ""
-bench_figure "  S3 GETs per cold read" "$(summary cold.gets)" ""
+bench_figure "  S3 GETs / FUSE reads per cold read" "$(summary cold.gets) / $(summary cold.freads)" ""
 [[ -z $(grep '^cold.extra_bytes ' "$T/figs") ]] || fig "  bytes fetched beyond the object" cold.extra_bytes "0"
 fig "one GET, s3tool get, MiB/s" cold.s3tool ""
 fig "one GET, curl, MiB/s" cold.curl ""
@@ -253,7 +262,10 @@ for r in $(seq 1 "$REPEAT"); do s3del "s/cold$r"; done
 rm -f "$T/cold"
 rgw_gc
 
+fi
+
 # ===================== 2. writes =====================
+if want writes; then
 echo
 bench_say "2. writes: 1,000 files of 64 KiB, one file of $BIG_MIB MiB"
 mkdir -p "$T/src1k"
@@ -320,5 +332,6 @@ fig "  of which writes into staging, MiB/s" big.write ""
 fig "  of which close (fdatasync + one PUT), MiB/s" big.close ""
 fig "$BIG_MIB MiB, aws s3 cp (multipart, 10 threads): MiB/s" big.aws ""
 fig "$BIG_MIB MiB, s3tool put (one PUT): MiB/s" big.s3tool ""
+fi
 echo
 bench_say "done, load average $(loadavg)"
