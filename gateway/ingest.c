@@ -109,12 +109,43 @@ static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
 	return needs & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 }
 
+/* Take what the event lacks from the stored record of the same version
+ * (same ETag): a scan or an earlier event already fetched it. */
+static unsigned from_index(struct ingest *g, struct obj_meta *o, unsigned missing)
+{
+	struct obj_meta r = { 0 };
+	if (!o->etag[0] || index_object_get(g->ix, o->bucket, o->key, &r) < 0)
+		return missing;
+	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0) {
+		if ((missing & OBJ_HAS_META) && (r.flags & OBJ_HAS_META)) {
+			o->meta = r.meta;
+			o->n_meta = r.n_meta;
+			r.meta = NULL;
+			r.n_meta = 0;
+			o->flags |= OBJ_HAS_META;
+			missing &= ~OBJ_HAS_META;
+		}
+		if ((missing & OBJ_HAS_CTYPE) && (r.flags & OBJ_HAS_CTYPE)) {
+			o->content_type = r.content_type;
+			r.content_type = NULL;
+			o->flags |= OBJ_HAS_CTYPE;
+			missing &= ~OBJ_HAS_CTYPE;
+		}
+	}
+	obj_meta_release(&r);
+	return missing;
+}
+
 /* One HEAD fills in metadata and content type (AWS events have neither;
- * RGW events no content type). A failed HEAD leaves the event as it is:
- * views that need the field then do not match it. */
+ * RGW events no content type), once per object version: what the index
+ * already holds for the same ETag is reused. A failed HEAD leaves the event
+ * as it is: views that need the field then do not match it. */
 static void enrich(struct ingest *g, struct obj_meta *o)
 {
-	if (o->flags & OBJ_DELETED || !missing_fields(g, o))
+	if (o->flags & OBJ_DELETED)
+		return;
+	unsigned missing = missing_fields(g, o);
+	if (!missing || !(missing = from_index(g, o, missing)))
 		return;
 	struct obj_meta h = { 0 };
 	int rc = s3_head(g->s3, o->bucket, o->key, &h);

@@ -23,7 +23,7 @@ start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts"; exit 1; }
 wait_for 20 sh -c "[ \$(jq -r .scans.completed '$M/.facetfs/stats') -ge 1 ]"
 check_eq "scan: text view" "pre/o2 pre/o4 pre/o6" "$(list_files "$M/text" | tr '\n' ' ' | sed 's/ $//')"
 check_eq "scan: images view" "pre/o1 pre/o3 pre/o5" "$(list_files "$M/images" | tr '\n' ' ' | sed 's/ $//')"
-check_eq "scan: one HEAD per object (+1 bucket check)" 7 "$(stat_field "$M" .s3.head)"
+check_eq "scan: one HEAD per object" 6 "$(stat_field "$M" .s3.head)"
 
 for i in 1 2 3 4; do
 	ct=text/plain; ((i % 2)) && ct=image/jpeg
@@ -33,5 +33,7 @@ wait_for 10 test -e "$M/images/new/n3"
 wait_for 10 test -e "$M/text/new/n4"
 check_eq "events: text view" "new/n2 new/n4 pre/o2 pre/o4 pre/o6" "$(list_files "$M/text" | tr '\n' ' ' | sed 's/ $//')"
 check_eq "events: images view" "new/n1 new/n3 pre/o1 pre/o3 pre/o5" "$(list_files "$M/images" | tr '\n' ' ' | sed 's/ $//')"
-check_eq "events: one HEAD per new object, not per view" 11 "$(stat_field "$M" .s3.head)"
+# The six objects' own events (the bucket was notified before they were put)
+# reuse what the scan fetched: one HEAD per object version in all.
+check_eq "events: one HEAD per new object, not per event or view" 10 "$(stat_field "$M" .s3.head)"
 stop_gateway A
