@@ -93,6 +93,30 @@ static int head_one(struct head_pool *hp, struct obj_meta *o)
 	return 0;
 }
 
+/* The index already holds what a HEAD would tell of this version (same
+ * ETag, fetched by an event or an earlier scan): take it, skip the HEAD. */
+static bool head_known(struct head_pool *hp, struct obj_meta *o)
+{
+	struct obj_meta r;
+	memset(&r, 0, sizeof r);
+	if (!o->etag[0] || index_object_get(hp->job->s->ix, o->bucket, o->key, &r) < 0)
+		return false;
+	unsigned want = hp->job->needs & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	bool known = !(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
+		     (r.flags & want) == want;
+	if (known) {
+		o->meta = r.meta;
+		o->n_meta = r.n_meta;
+		o->content_type = r.content_type;
+		r.meta = NULL;
+		r.n_meta = 0;
+		r.content_type = NULL;
+		o->flags |= r.flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	}
+	obj_meta_release(&r);
+	return known;
+}
+
 static int tags_one(struct head_pool *hp, struct obj_meta *o)
 {
 	const struct scan_source *src = &hp->job->s->src;
@@ -121,7 +145,7 @@ static void *head_worker(void *arg)
 		if (i >= hp->pg->n || atomic_load(&hp->err) != 0)
 			break;
 		struct obj_meta *o = &hp->pg->o[i];
-		int rc = hp->do_head ? head_one(hp, o) : 0;
+		int rc = hp->do_head && !head_known(hp, o) ? head_one(hp, o) : 0;
 		if (rc == 0 && hp->do_tags)
 			rc = tags_one(hp, o);
 		if (rc == -ENOENT) {
