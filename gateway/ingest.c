@@ -109,14 +109,18 @@ static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
 	return needs & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 }
 
-/* Take what the event lacks from the stored record of the same version
- * (same ETag): a scan or an earlier event already fetched it. */
+/* Take what the event lacks from the stored record of the same version: a
+ * scan or an earlier event already fetched it. */
 static unsigned from_index(struct ingest *g, struct obj_meta *o, unsigned missing)
 {
 	struct obj_meta r = { 0 };
 	if (!o->etag[0] || index_object_get(g->ix, o->bucket, o->key, &r) < 0)
 		return missing;
-	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0) {
+	/* Same version: same ETag and the same time to the second (a copy
+	 * with new metadata keeps the ETag but not the time). */
+	int64_t dt = r.mtime_ns - o->mtime_ns;
+	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
+	    dt < 1000000000 && dt > -1000000000) {
 		if ((missing & OBJ_HAS_META) && (r.flags & OBJ_HAS_META)) {
 			o->meta = r.meta;
 			o->n_meta = r.n_meta;

@@ -102,8 +102,11 @@ static bool head_known(struct head_pool *hp, struct obj_meta *o)
 	if (!o->etag[0] || index_object_get(hp->job->s->ix, o->bucket, o->key, &r) < 0)
 		return false;
 	unsigned want = hp->job->needs & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	/* Same version: same ETag and the same modification time (to the
+	 * second: a copy with new metadata keeps the ETag, not the time). */
+	int64_t dt = r.mtime_ns - o->mtime_ns;
 	bool known = !(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
-		     (r.flags & want) == want;
+		     dt < 1000000000 && dt > -1000000000 && (r.flags & want) == want;
 	if (known) {
 		o->meta = r.meta;
 		o->n_meta = r.n_meta;
