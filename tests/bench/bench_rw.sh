@@ -21,9 +21,9 @@
 #
 # Bed: BED_DIR=DIR (a bed that is up) or its env in the environment; with
 # neither, the script starts its own bed (BED_MEMSTORE_BYTES=8 GiB, RAM)
-# and stops it at the end. Objects written are deleted again and RGW's
-# garbage collection is run between the big writes (memstore frees deleted
-# tails only then). Env: REPEAT, SECS (per random-read run, default 2),
+# and stops it at the end. The big objects are deleted after each
+# measurement and RGW's garbage collection is run (memstore frees deleted
+# tails only then): the store needs max(BIG_MIB, REPEAT x COLD_MIB) + 1 GiB. Env: REPEAT, SECS (per random-read run, default 2),
 # BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes": the
 # sections to run).
 set -uo pipefail
@@ -37,7 +37,7 @@ want() { [[ " ${ONLY:-reads cold writes} " == *" $1 "* ]]; }
 
 if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
 	avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
-	need_kib=$(( (3 * BIG_MIB + 3 * COLD_MIB + 2048) * 1024 ))
+	need_kib=$(( (BIG_MIB + 3 * COLD_MIB + 3072) * 1024 ))
 	if (( avail_kib < need_kib )); then
 		echo "bench_rw: only $((avail_kib / 1024)) MiB of memory available, need about $((need_kib / 1024)) MiB for the RAM-backed store (set BIG_MIB/COLD_MIB lower)" >&2
 		exit 1
@@ -76,7 +76,9 @@ trap rw_cleanup EXIT
 bench_require_bed
 [[ -x $S3FILL && -x $S3TOOL ]] || bench_die "build first: ninja -C $FACETFS_BUILD"
 memstore=$(awk -F' = ' '/memstore device bytes/ {print $2}' "${CEPH_CONF:-/dev/null}" 2>/dev/null)
-if [[ -n $memstore ]] && (( memstore < (2 * BIG_MIB + 3 * COLD_MIB + 1024) * 1048576 )); then
+# At most REPEAT cold objects, or one big object, plus ~700 MiB of small ones.
+need_mib=$(( (BIG_MIB > REPEAT * COLD_MIB ? BIG_MIB : REPEAT * COLD_MIB) + 1024 ))
+if [[ -n $memstore ]] && (( memstore < need_mib * 1048576 )); then
 	bench_die "the bed's memstore ($((memstore >> 20)) MiB) is too small for BIG_MIB=$BIG_MIB COLD_MIB=$COLD_MIB (bring the bed up with BED_MEMSTORE_BYTES=8589934592, or lower them)"
 fi
 
@@ -314,18 +316,19 @@ for r in $(seq 1 "$REPEAT"); do
 	rec big.mount "$(rate "$BIG_MIB" "$t0" "$t1")"
 	rec big.write "$(awk -v m="$BIG_MIB" -v s="$4" 'BEGIN { printf "%.1f", m / s }')"
 	rec big.close "$(awk -v m="$BIG_MIB" -v s="$6" 'BEGIN { printf "%.1f", m / s }')"
+	sz=$("$S3TOOL" head "$B" "s/big-$r" | awk -F= '$1 == "size" { print $2 }')
+	[[ $sz == $((BIG_MIB << 20)) ]] || bench_die "S3 has $sz bytes of big-$r"
+	s3del "s/big-$r"; rgw_gc        # one big object in the store at a time
 	t0=$(now_ns)
 	"$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "$T/big" "s3://$B/s/awsbig-$r" || bench_die "aws s3 cp"
 	t1=$(now_ns)
 	rec big.aws "$(rate "$BIG_MIB" "$t0" "$t1")"
+	s3del "s/awsbig-$r"; rgw_gc
 	t0=$(now_ns)
 	"$S3TOOL" put "$B" "s/s3tbig-$r" "$T/big" >/dev/null || bench_die "s3tool put"
 	t1=$(now_ns)
 	rec big.s3tool "$(rate "$BIG_MIB" "$t0" "$t1")"
-	sz=$("$S3TOOL" head "$B" "s/big-$r" | awk -F= '$1 == "size" { print $2 }')
-	[[ $sz == $((BIG_MIB << 20)) ]] || bench_die "S3 has $sz bytes of big-$r"
-	for k in "s/big-$r" "s/awsbig-$r" "s/s3tbig-$r"; do s3del "$k"; done
-	rgw_gc
+	s3del "s/s3tbig-$r"; rgw_gc
 done
 fig "$BIG_MIB MiB file through the mount (1 MiB writes + close): MiB/s" big.mount ""
 fig "  of which writes into staging, MiB/s" big.write ""
