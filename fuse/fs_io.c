@@ -308,11 +308,11 @@ static int open_reader(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (view_commit_policy(fs, fh_view(fs, h))) {
 		fi->direct_io = 1;   /* every read validates; no page cache */
 	} else {
-		bool same = inode_set_etag(fs->it, ino, h->etag);
-		fi->keep_cache = same;
+		int seen = inode_set_etag(fs->it, ino, h->etag);
+		fi->keep_cache = seen == INODE_ETAG_SAME;
 		/* A new version while older descriptors may still read the old
 		 * one from the page cache: keep this one out of it. */
-		fi->direct_io = !same;
+		fi->direct_io = seen == INODE_ETAG_CHANGED;
 	}
 	return 0;
 }

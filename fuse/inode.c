@@ -220,17 +220,18 @@ bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 	return n != NULL;
 }
 
-bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
+int inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
 {
-	bool same = false;
+	int res = INODE_ETAG_FIRST;
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n) {
-		same = n->etag[0] && strcmp(n->etag, etag) == 0;
+		if (n->etag[0])
+			res = strcmp(n->etag, etag) == 0 ? INODE_ETAG_SAME : INODE_ETAG_CHANGED;
 		snprintf(n->etag, sizeof n->etag, "%s", etag);
 	}
 	pthread_mutex_unlock(&t->lock);
-	return same;
+	return res;
 }
 
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)

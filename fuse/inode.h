@@ -60,9 +60,11 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
 /* Is (view, path) currently known to the kernel? Sets *ino. */
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 		uint64_t *ino);
-/* Remember the ETag seen at open; returns true if it equals the previous one
- * (the kernel's page cache for this inode may be kept). */
-bool inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
+/* Remember the ETag seen at open. Returns INODE_ETAG_SAME if it equals the
+ * previous one (the kernel's page cache for this inode may be kept),
+ * INODE_ETAG_FIRST if none was seen, INODE_ETAG_CHANGED otherwise. */
+enum { INODE_ETAG_CHANGED = -1, INODE_ETAG_FIRST = 0, INODE_ETAG_SAME = 1 };
+int inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 
 /* After a rename: ino now stands for new_path (its number stays, as the
  * kernel's inode does; a later lookup of new_path may get another number). */

@@ -1,10 +1,15 @@
 /* reader.c — see reader.h.
  *
- * DESIGN: one window of bytes [win_off, win_off + win_len) per reader,
- * replaced as a whole. A read inside the window is a memcpy under the mutex.
- * A read outside it fetches a new window without the mutex (so concurrent
- * readers of the same descriptor never wait on each other's network time
- * for a hit) and installs it if it is still the newest fetch.
+ * DESIGN: two windows of bytes per reader, `cur` and `ahead`, each replaced
+ * as a whole. A read inside `cur` is a memcpy under the mutex; a read that
+ * reaches `ahead` promotes it. A read outside both fetches a new `cur`
+ * without holding the mutex; while one fetch of a range is in flight, other
+ * reads of that range wait for it instead of sending their own GET (the
+ * kernel sends readahead requests for one file from several threads at
+ * once). Sequential reading (reads close to where the last one ended) grows
+ * the window from 256 KiB to 8 MiB, and once a window of 1 MiB or more is
+ * current, a helper thread fetches the next window into `ahead` while the
+ * caller copies from `cur`. reader_close() waits for that helper.
  */
 #include "sync/reader.h"
 
@@ -13,15 +18,22 @@
 #include "sync/s3.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define WIN_MIN   (256u * 1024)
 #define WIN_MAX   (8u * 1024 * 1024)
 #define RAND_UNIT (64u * 1024)
+#define SEQ_SLACK (2u * 1024 * 1024)  /* reads this close count as sequential */
+
+struct win {
+	char *buf;
+	uint64_t off;
+	size_t len;              /* 0: empty */
+};
 
 struct reader {
 	struct s3 *s3;
@@ -31,12 +43,14 @@ struct reader {
 	uint64_t size;
 
 	pthread_mutex_t lock;    /* protects everything below */
-	char *win;
-	uint64_t win_off;
-	size_t win_len;
+	pthread_cond_t cv;       /* a fetch finished */
+	struct win cur, ahead;
+	bool busy;               /* a fetch of [busy_off, +busy_len) is in flight */
+	uint64_t busy_off;
+	size_t busy_len;
+	bool prefetching;        /* the helper thread runs */
 	uint64_t next_seq_off;   /* where a sequential reader reads next */
 	size_t seq_win;          /* current read-ahead size */
-	uint64_t fetch_gen;      /* newest fetch started */
 };
 
 int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
@@ -46,6 +60,8 @@ int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
 	struct reader *r = calloc(1, sizeof *r);
 	if (!r)
 		return -ENOMEM;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cv, NULL);
 	r->bucket = strdup(bucket);
 	r->key = strdup(key);
 	if (!r->bucket || !r->key) {
@@ -57,7 +73,6 @@ int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
 	r->st = st;
 	r->size = size;
 	r->seq_win = WIN_MIN;
-	pthread_mutex_init(&r->lock, NULL);
 	*out = r;
 	return 0;
 }
@@ -66,23 +81,96 @@ void reader_close(struct reader *r)
 {
 	if (!r)
 		return;
-	free(r->win);
+	pthread_mutex_lock(&r->lock);
+	while (r->prefetching)
+		pthread_cond_wait(&r->cv, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+	free(r->cur.buf);
+	free(r->ahead.buf);
 	free(r->bucket);
 	free(r->key);
+	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
 
-/* Copy what the window holds of [off, off+len); returns bytes copied, or -1
- * if the window does not hold the start of the range. Caller holds lock. */
-static ssize_t window_copy(struct reader *r, void *buf, size_t len, uint64_t off)
+static bool win_has(const struct win *w, uint64_t at)
 {
-	if (!r->win || off < r->win_off || off >= r->win_off + r->win_len)
-		return -1;
-	size_t avail = (size_t)(r->win_off + r->win_len - off);
-	size_t n = len < avail ? len : avail;
-	memcpy(buf, r->win + (off - r->win_off), n);
-	return (ssize_t)n;
+	return w->len && at >= w->off && at < w->off + w->len;
+}
+
+static void win_set(struct win *w, char *buf, uint64_t off, size_t len)
+{
+	free(w->buf);
+	w->buf = buf;
+	w->off = off;
+	w->len = len;
+}
+
+/* One GET of [at, at+want) into a new buffer; *got bytes arrived. */
+static int fetch(struct reader *r, uint64_t at, size_t want, char **out, size_t *got)
+{
+	char *nb = malloc(want ? want : 1);
+	if (!nb)
+		return -ENOMEM;
+	int rc = s3_get(r->s3, r->bucket, r->key, at, want,
+			r->etag[0] ? r->etag : NULL, nb, got);
+	if (rc < 0) {
+		free(nb);
+		return rc;
+	}
+	*out = nb;
+	return 0;
+}
+
+static void *prefetch_main(void *arg)
+{
+	struct reader *r = arg;
+	pthread_mutex_lock(&r->lock);
+	uint64_t at = r->busy_off;
+	size_t want = r->busy_len;
+	pthread_mutex_unlock(&r->lock);
+
+	char *nb = NULL;
+	size_t got = 0;
+	int rc = fetch(r, at, want, &nb, &got);
+
+	pthread_mutex_lock(&r->lock);
+	if (rc == 0 && got)
+		win_set(&r->ahead, nb, at, got);
+	else
+		free(nb);            /* a read will fetch (and report) it itself */
+	r->busy = false;
+	r->prefetching = false;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->lock);   /* r may be freed from here on */
+	return NULL;
+}
+
+/* After a sequential read: fetch the next window ahead of the reader.
+ * Caller holds the lock. */
+static void maybe_prefetch(struct reader *r)
+{
+	uint64_t next = r->cur.off + r->cur.len;
+	if (r->prefetching || r->busy || r->ahead.len || r->cur.len < (1u << 20) ||
+	    next >= r->size || r->next_seq_off + SEQ_SLACK < r->cur.off)
+		return;
+	size_t want = r->seq_win;
+	if (want > r->size - next)
+		want = (size_t)(r->size - next);
+	r->busy = true;
+	r->busy_off = next;
+	r->busy_len = want;
+	r->prefetching = true;
+	pthread_attr_t a;
+	pthread_t t;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, prefetch_main, r) != 0) {
+		r->busy = false;     /* no helper: reads fetch for themselves */
+		r->prefetching = false;
+	}
+	pthread_attr_destroy(&a);
 }
 
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
@@ -93,19 +181,33 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		len = (size_t)(r->size - off);
 
 	size_t done = 0;
+	ssize_t result = 0;
+	bool missed = false;
+	pthread_mutex_lock(&r->lock);
 	while (done < len) {
 		uint64_t at = off + done;
-		pthread_mutex_lock(&r->lock);
-		ssize_t got = window_copy(r, (char *)buf + done, len - done, at);
-		if (got > 0) {
-			done += (size_t)got;
-			r->next_seq_off = at + (uint64_t)got;
-			pthread_mutex_unlock(&r->lock);
-			stats_inc(r->st, cache_hits);
+		if (!win_has(&r->cur, at) && win_has(&r->ahead, at)) {
+			struct win t = r->cur;
+			r->cur = r->ahead;
+			r->ahead = t;
+			win_set(&r->ahead, NULL, 0, 0);
+		}
+		if (win_has(&r->cur, at)) {
+			size_t avail = (size_t)(r->cur.off + r->cur.len - at);
+			size_t n = len - done < avail ? len - done : avail;
+			memcpy((char *)buf + done, r->cur.buf + (at - r->cur.off), n);
+			done += n;
+			r->next_seq_off = at + n;
 			continue;
 		}
-		/* Decide the window to fetch: grow it for sequential readers. */
-		bool sequential = at == r->next_seq_off;
+		if (r->busy && at >= r->busy_off && at < r->busy_off + r->busy_len) {
+			pthread_cond_wait(&r->cv, &r->lock);   /* that fetch brings it */
+			continue;
+		}
+		/* Fetch a window: grown for sequential readers. */
+		missed = true;
+		bool sequential = at + SEQ_SLACK >= r->next_seq_off &&
+				  at <= r->next_seq_off + SEQ_SLACK;
 		size_t want;
 		if (sequential) {
 			want = r->seq_win;
@@ -119,37 +221,36 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 			want = len - done;
 		if (want > r->size - at)
 			want = (size_t)(r->size - at);
-		uint64_t gen = ++r->fetch_gen;
-		pthread_mutex_unlock(&r->lock);
-
-		stats_inc(r->st, cache_misses);
-		char *nb = malloc(want);
-		if (!nb)
-			return done ? (ssize_t)done : -ENOMEM;
-		size_t n = 0;
-		int rc = s3_get(r->s3, r->bucket, r->key, at, want,
-				r->etag[0] ? r->etag : NULL, nb, &n);
-		if (rc < 0) {
-			free(nb);
-			return done ? (ssize_t)done : rc;
+		bool mine = !r->busy;
+		if (mine) {
+			r->busy = true;
+			r->busy_off = at;
+			r->busy_len = want;
 		}
-		size_t use = n < len - done ? n : len - done;
-		memcpy((char *)buf + done, nb, use);
-		done += use;
-
+		pthread_mutex_unlock(&r->lock);
+		char *nb = NULL;
+		size_t got = 0;
+		int rc = fetch(r, at, want, &nb, &got);
 		pthread_mutex_lock(&r->lock);
-		if (gen == r->fetch_gen) {
-			free(r->win);
-			r->win = nb;
-			r->win_off = at;
-			r->win_len = n;
-			nb = NULL;
+		if (mine) {
+			r->busy = false;
+			pthread_cond_broadcast(&r->cv);
 		}
-		r->next_seq_off = at + use;
-		pthread_mutex_unlock(&r->lock);
-		free(nb);
-		if (n < want)        /* object shorter than the index said */
+		if (rc < 0) {
+			result = rc;
 			break;
+		}
+		if (!got) {              /* the object is shorter than the index said */
+			free(nb);
+			break;
+		}
+		win_set(&r->cur, nb, at, got);
 	}
+	if (result == 0 && done == len)
+		maybe_prefetch(r);
+	pthread_mutex_unlock(&r->lock);
+	stats_inc(r->st, missed ? cache_misses : cache_hits);
+	if (result < 0 && done == 0)
+		return result;
 	return (ssize_t)done;
 }
