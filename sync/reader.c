@@ -249,7 +249,10 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	if (result == 0 && done == len)
 		maybe_prefetch(r);
 	pthread_mutex_unlock(&r->lock);
-	stats_inc(r->st, missed ? cache_misses : cache_hits);
+	if (missed)
+		stats_inc(r->st, cache_misses);
+	else
+		stats_inc(r->st, cache_hits);
 	if (result < 0 && done == 0)
 		return result;
 	return (ssize_t)done;
