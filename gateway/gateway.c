@@ -580,6 +580,10 @@ int gateway_mount(const struct mount_opts *o)
 		       &gw.ing) < 0 ||
 	    start_scanner(&gw) < 0)
 		goto out;
+	/* First scans start now: they need neither Kafka nor the mount, and
+	 * run while the consumer joins its group (seconds with Kafka's initial
+	 * rebalance delay). */
+	scan_start_views(gw.scan, gw.views, gw.n_views);
 	if (start_consumer(&gw) < 0)
 		goto out;
 
@@ -592,7 +596,6 @@ int gateway_mount(const struct mount_opts *o)
 	if (fs_mount(o->mountpoint, o->fuse_opts, &deps, &gw.fs) < 0)
 		goto out;
 	ingest_set_fs(gw.ing, gw.fs);
-	scan_start_views(gw.scan, gw.views, gw.n_views);
 	if (gw.cfg.rescan_interval_s)
 		scan_set_rescan_interval(gw.scan, gw.cfg.rescan_interval_s);
 	if (viewwatch_start(gw.cfg.views_dir, views_reload, &gw, &gw.watch) < 0)

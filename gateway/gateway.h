@@ -4,9 +4,10 @@
  * its start-up in dependency order and its shut-down in reverse.
  *
  * Start-up (gateway_mount): config -> filter files -> index -> S3 reachable
- * (every bucket of every view) -> Kafka reachable and partitions assigned ->
- * mount -> first scans of never-scanned buckets -> serve. Any failure before
- * the mount is reported on stderr and returns non-zero: nothing is mounted.
+ * (every bucket of every view) -> staging recovery -> first scans of
+ * never-scanned buckets start -> Kafka reachable and partitions assigned ->
+ * mount -> serve (filter files watched). Any failure before the mount is
+ * reported on stderr and returns non-zero: nothing is mounted.
  *
  * Threads: gateway_mount() runs on main; it blocks SIGINT/SIGTERM/SIGHUP
  * before starting any thread so that only the FUSE loop on main sees them.

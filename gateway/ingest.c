@@ -33,7 +33,77 @@ struct ingest {
 	int64_t *ev_ts_ms;           /* Kafka timestamp per event */
 	struct index_pos *pos;
 	size_t pos_cap;
+	int *rcs;                    /* record_decode result per message */
+	size_t rcs_cap;
+
+	/* What the views over a bucket read (view_needs), per bucket: filled
+	 * on first use, emptied by ingest_set_views. Consumer thread only. */
+	struct { char *bucket; unsigned needs; } needs[64];
+	size_t n_needs;
+
+	/* The decode helper: decodes the second half of a batch while the
+	 * consumer thread decodes the first (decoding is most of the cost). */
+	pthread_t helper;
+	bool helper_running;
+	pthread_mutex_t job_lock;    /* protects the job fields below */
+	pthread_cond_t job_cv;
+	bool job_posted, job_done, stop;
+	const struct consumer_msg *job_msgs;
+	size_t job_from, job_to;
 };
+
+/* Decode messages [from, to) into g->docs / g->rcs. */
+static void decode_range(struct ingest *g, const struct consumer_msg *msgs,
+			 size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++) {
+		memset(&g->docs[i], 0, sizeof g->docs[i]);
+		g->rcs[i] = record_decode(msgs[i].payload, msgs[i].len, &g->docs[i]);
+	}
+}
+
+static void *helper_main(void *arg)
+{
+	struct ingest *g = arg;
+	pthread_mutex_lock(&g->job_lock);
+	for (;;) {
+		while (!g->job_posted && !g->stop)
+			pthread_cond_wait(&g->job_cv, &g->job_lock);
+		if (g->stop)
+			break;
+		g->job_posted = false;
+		pthread_mutex_unlock(&g->job_lock);
+		decode_range(g, g->job_msgs, g->job_from, g->job_to);
+		pthread_mutex_lock(&g->job_lock);
+		g->job_done = true;
+		pthread_cond_broadcast(&g->job_cv);
+	}
+	pthread_mutex_unlock(&g->job_lock);
+	return NULL;
+}
+
+/* Decode a whole batch, on two threads when it is big enough. */
+static void decode_batch(struct ingest *g, const struct consumer_msg *msgs, size_t n)
+{
+	if (!g->helper_running || n < 64) {
+		decode_range(g, msgs, 0, n);
+		return;
+	}
+	size_t half = n / 2;
+	pthread_mutex_lock(&g->job_lock);
+	g->job_msgs = msgs;
+	g->job_from = half;
+	g->job_to = n;
+	g->job_done = false;
+	g->job_posted = true;
+	pthread_cond_broadcast(&g->job_cv);
+	pthread_mutex_unlock(&g->job_lock);
+	decode_range(g, msgs, 0, half);
+	pthread_mutex_lock(&g->job_lock);
+	while (!g->job_done)
+		pthread_cond_wait(&g->job_cv, &g->job_lock);
+	pthread_mutex_unlock(&g->job_lock);
+}
 
 int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
@@ -49,6 +119,10 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	g->st = st;
 	g->views_lock = views_lock;
 	atomic_init(&g->fs, NULL);
+	pthread_mutex_init(&g->job_lock, NULL);
+	pthread_cond_init(&g->job_cv, NULL);
+	/* Without the helper, batches are decoded on one thread: slower, same. */
+	g->helper_running = pthread_create(&g->helper, NULL, helper_main, g) == 0;
 	*out = g;
 	return 0;
 }
@@ -57,6 +131,18 @@ void ingest_free(struct ingest *g)
 {
 	if (!g)
 		return;
+	if (g->helper_running) {
+		pthread_mutex_lock(&g->job_lock);
+		g->stop = true;
+		pthread_cond_broadcast(&g->job_cv);
+		pthread_mutex_unlock(&g->job_lock);
+		pthread_join(g->helper, NULL);
+	}
+	pthread_mutex_destroy(&g->job_lock);
+	pthread_cond_destroy(&g->job_cv);
+	for (size_t i = 0; i < g->n_needs; i++)
+		free(g->needs[i].bucket);
+	free(g->rcs);
 	free(g->docs);
 	free(g->evs);
 	free(g->ev_ts_ms);
@@ -68,6 +154,9 @@ void ingest_set_views(struct ingest *g, struct view *const *views, size_t n)
 {
 	g->views = views;
 	g->n_views = n;
+	for (size_t i = 0; i < g->n_needs; i++)
+		free(g->needs[i].bucket);
+	g->n_needs = 0;
 }
 
 void ingest_set_fs(struct ingest *g, struct fs *fs)
@@ -100,13 +189,28 @@ static int grow(void **arr, size_t *cap, size_t want, size_t elem)
 }
 
 /* What the views over this bucket read that the event does not carry. */
-static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
+static unsigned bucket_needs(struct ingest *g, const char *bucket)
 {
+	for (size_t i = 0; i < g->n_needs; i++)
+		if (strcmp(g->needs[i].bucket, bucket) == 0)
+			return g->needs[i].needs;
 	unsigned needs = 0;
 	for (size_t i = 0; i < g->n_views; i++)
-		if (view_uses_bucket(g->views[i], o->bucket))
+		if (view_uses_bucket(g->views[i], bucket))
 			needs |= view_needs(g->views[i]);
-	return needs & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	/* Remember it while there is room (a view set names few buckets). */
+	char *copy = g->n_needs < 64 ? strdup(bucket) : NULL;
+	if (copy) {
+		g->needs[g->n_needs].bucket = copy;
+		g->needs[g->n_needs].needs = needs;
+		g->n_needs++;
+	}
+	return needs;
+}
+
+static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
+{
+	return bucket_needs(g, o->bucket) & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 }
 
 /* Take what the event lacks from the stored record of the same version: a
@@ -210,15 +314,16 @@ static int ingest_apply(void *ctx, const struct consumer_msg *msgs, size_t n)
 static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n)
 {
 	if (grow((void **)&g->docs, &g->docs_cap, n, sizeof *g->docs) < 0 ||
+	    grow((void **)&g->rcs, &g->rcs_cap, n, sizeof *g->rcs) < 0 ||
 	    grow((void **)&g->pos, &g->pos_cap, n, sizeof *g->pos) < 0)
 		return -ENOMEM;
 
-	/* Decode every message; count what is skipped. */
+	/* Decode every message; count what is skipped, in order. */
+	decode_batch(g, msgs, n);
 	size_t nev = 0, npos = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct ev_doc *d = &g->docs[i];
-		memset(d, 0, sizeof *d);
-		int rc = record_decode(msgs[i].payload, msgs[i].len, d);
+		int rc = g->rcs[i];
 		if (rc < 0 || d->n_malformed) {
 			stats_add(g->st, ev_malformed, d->n_malformed ? d->n_malformed : 1);
 			log_warn("%s/%d offset %lld: malformed event skipped: %s",
