@@ -227,66 +227,158 @@ bool scan_backoff(struct scanner *s, int ms)
 	return atomic_load(&s->stop);
 }
 
+/* Applying one listed page (HEADs where views need them, then one index
+ * batch with the state after it), on its own thread while the next page
+ * is listed. */
+struct apply_task {
+	struct scan_job *job;
+	struct page *pg;
+	struct index_scan_state next;
+	int rc;
+};
+
+static void *apply_main(void *arg)
+{
+	struct apply_task *t = arg;
+	struct scanner *s = t->job->s;
+	int rc = scan_page_enrich(t->job, t->pg, t->job->needs);
+	if (rc == 0) {
+		int k = index_scan_apply(s->ix, t->job->bucket, t->pg->o, t->pg->n, &t->next,
+					 s->fn, s->fnctx);
+		rc = k < 0 ? k : 0;
+	}
+	t->rc = rc;
+	return NULL;
+}
+
+/* A failed page: note it, back off. True when the scanner is stopping. */
+static bool page_failed(struct scan_job *job, int rc, int *fails)
+{
+	struct scanner *s = job->s;
+	pthread_mutex_lock(&s->mu);
+	job->info.last_error = rc;
+	pthread_mutex_unlock(&s->mu);
+	if ((*fails)++ == 0)
+		log_warn("scan: bucket %s: page failed (%s); retrying", job->bucket,
+			 strerror(-rc));
+	int ms = 100 << (*fails < 9 ? *fails : 9);
+	return scan_backoff(s, ms > 30000 ? 30000 : ms);
+}
+
+/* The listing, pipelined: page N+1 is listed while page N is applied.
+ * Pages are applied one at a time and in order, each with the state after
+ * it, so an interrupted scan resumes after the last applied page; after a
+ * failure the listing restarts from there. */
 static void *job_main(void *arg)
 {
 	struct scan_job *job = arg;
 	struct scanner *s = job->s;
-	struct page pg = { .bucket = job->bucket };
-	struct index_scan_state cur, next;
+	struct page pgs[2] = { { .bucket = job->bucket }, { .bucket = job->bucket } };
+	int li = 0;                  /* page being listed into */
+	struct index_scan_state cur; /* after the last applied page */
+	char list_tok[sizeof cur.token];
+	struct apply_task task;
+	pthread_t applier;
+	bool running = false;
 	int fails = 0;
 	bool done = false;
 
 	stats_inc(s->st, scans_running);
 	if (index_scan_state_get(s->ix, job->bucket, &cur) < 0)
 		memset(&cur, 0, sizeof cur);
+	memcpy(list_tok, cur.token, sizeof list_tok);
 	log_info("scan: bucket %s: %s", job->bucket,
 		 cur.token[0] ? "resuming the listing" : "listing");
 	while (!atomic_load(&s->stop)) {
+		struct page *lp = &pgs[li];
+		char next_tok[sizeof cur.token] = "";
 		bool truncated = false;
-		memset(&next, 0, sizeof next);
-		int rc = s->src.list_page(s->src.ctx, job->bucket, cur.token, scan_page_collect,
-					  &pg, next.token, sizeof next.token, &truncated);
-		if (rc == 0 && pg.err)
-			rc = pg.err;
-		if (rc == 0)
-			rc = scan_page_enrich(job, &pg, job->needs);
-		if (rc == 0) {
-			next.done = !truncated;
-			next.objects = cur.objects + pg.n;
-			if (!truncated)
-				next.token[0] = '\0';
-			int k = index_scan_apply(s->ix, job->bucket, pg.o, pg.n, &next,
-						 s->fn, s->fnctx);
-			rc = k < 0 ? k : 0;
-		}
-		if (rc < 0) {
-			scan_page_clear(&pg);
+		int lrc = s->src.list_page(s->src.ctx, job->bucket, list_tok, scan_page_collect,
+					   lp, next_tok, sizeof next_tok, &truncated);
+		if (lrc == 0 && lp->err)
+			lrc = lp->err;
+
+		if (running) {       /* the previous page's apply */
+			pthread_join(applier, NULL);
+			running = false;
+			if (task.rc < 0) {
+				scan_page_clear(task.pg);
+				scan_page_clear(lp);
+				memcpy(list_tok, cur.token, sizeof list_tok);
+				if (page_failed(job, task.rc, &fails))
+					break;
+				continue;
+			}
+			stats_add(s->st, scan_objects, task.pg->n);
+			cur = task.next;
+			scan_page_clear(task.pg);
 			pthread_mutex_lock(&s->mu);
-			job->info.last_error = rc;
+			job->info.objects = cur.objects;
+			job->info.pages++;
+			job->info.last_error = 0;
 			pthread_mutex_unlock(&s->mu);
-			if (fails++ == 0)
-				log_warn("scan: bucket %s: page failed (%s); retrying",
-					 job->bucket, strerror(-rc));
-			int ms = 100 << (fails < 9 ? fails : 9);
-			if (scan_backoff(s, ms > 30000 ? 30000 : ms))
+			fails = 0;
+		}
+		if (lrc < 0) {
+			scan_page_clear(lp);
+			memcpy(list_tok, cur.token, sizeof list_tok);
+			if (page_failed(job, lrc, &fails))
 				break;
 			continue;
 		}
-		fails = 0;
-		stats_add(s->st, scan_objects, pg.n);
-		scan_page_clear(&pg);
-		cur = next;
-		pthread_mutex_lock(&s->mu);
-		job->info.objects = cur.objects;
-		job->info.pages++;
-		job->info.last_error = 0;
-		pthread_mutex_unlock(&s->mu);
+
+		memset(&task, 0, sizeof task);
+		task.job = job;
+		task.pg = lp;
+		task.next.done = !truncated;
+		task.next.objects = cur.objects + lp->n;
+		if (truncated)
+			memcpy(task.next.token, next_tok, sizeof task.next.token);
+		if (pthread_create(&applier, NULL, apply_main, &task) != 0)
+			apply_main(&task);      /* no thread: apply here */
+		else
+			running = true;
+		li ^= 1;
+		memcpy(list_tok, next_tok, sizeof list_tok);
 		if (!truncated) {
+			if (running)
+				pthread_join(applier, NULL);
+			running = false;
+			if (task.rc < 0) {
+				scan_page_clear(task.pg);
+				memcpy(list_tok, cur.token, sizeof list_tok);
+				if (page_failed(job, task.rc, &fails))
+					break;
+				continue;
+			}
+			stats_add(s->st, scan_objects, task.pg->n);
+			cur = task.next;
+			scan_page_clear(task.pg);
+			pthread_mutex_lock(&s->mu);
+			job->info.objects = cur.objects;
+			job->info.pages++;
+			job->info.last_error = 0;
+			pthread_mutex_unlock(&s->mu);
 			done = true;
 			break;
+		} else if (!running) {
+			/* applied synchronously above: take its result now */
+			if (task.rc < 0) {
+				scan_page_clear(task.pg);
+				memcpy(list_tok, cur.token, sizeof list_tok);
+				if (page_failed(job, task.rc, &fails))
+					break;
+				continue;
+			}
+			stats_add(s->st, scan_objects, task.pg->n);
+			cur = task.next;
+			scan_page_clear(task.pg);
 		}
 	}
-	free(pg.o);
+	if (running)
+		pthread_join(applier, NULL);
+	free(pgs[0].o);
+	free(pgs[1].o);
 	if (done) {
 		stats_inc(s->st, scans_completed);
 		log_info("scan: bucket %s: complete, %llu objects", job->bucket,
