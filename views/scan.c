@@ -265,6 +265,30 @@ static bool page_failed(struct scan_job *job, int rc, int *fails)
 	return scan_backoff(s, ms > 30000 ? 30000 : ms);
 }
 
+enum { TAKEN, RETRY, STOP };
+
+/* The result of an applied page: on success the scan state moves past it;
+ * on failure the listing restarts after the last applied page. */
+static int take_result(struct scan_job *job, struct apply_task *t,
+		       struct index_scan_state *cur, char *list_tok, int *fails)
+{
+	struct scanner *s = job->s;
+	scan_page_clear(t->pg);
+	if (t->rc < 0) {
+		memcpy(list_tok, cur->token, sizeof cur->token);
+		return page_failed(job, t->rc, fails) ? STOP : RETRY;
+	}
+	stats_add(s->st, scan_objects, t->next.objects - cur->objects);
+	*cur = t->next;
+	pthread_mutex_lock(&s->mu);
+	job->info.objects = cur->objects;
+	job->info.pages++;
+	job->info.last_error = 0;
+	pthread_mutex_unlock(&s->mu);
+	*fails = 0;
+	return TAKEN;
+}
+
 /* The listing, pipelined: page N+1 is listed while page N is applied.
  * Pages are applied one at a time and in order, each with the state after
  * it, so an interrupted scan resumes after the last applied page; after a
@@ -301,23 +325,13 @@ static void *job_main(void *arg)
 		if (running) {       /* the previous page's apply */
 			pthread_join(applier, NULL);
 			running = false;
-			if (task.rc < 0) {
-				scan_page_clear(task.pg);
+			int r = take_result(job, &task, &cur, list_tok, &fails);
+			if (r != TAKEN) {
 				scan_page_clear(lp);
-				memcpy(list_tok, cur.token, sizeof list_tok);
-				if (page_failed(job, task.rc, &fails))
+				if (r == STOP)
 					break;
 				continue;
 			}
-			stats_add(s->st, scan_objects, task.pg->n);
-			cur = task.next;
-			scan_page_clear(task.pg);
-			pthread_mutex_lock(&s->mu);
-			job->info.objects = cur.objects;
-			job->info.pages++;
-			job->info.last_error = 0;
-			pthread_mutex_unlock(&s->mu);
-			fails = 0;
 		}
 		if (lrc < 0) {
 			scan_page_clear(lp);
@@ -340,39 +354,18 @@ static void *job_main(void *arg)
 			running = true;
 		li ^= 1;
 		memcpy(list_tok, next_tok, sizeof list_tok);
-		if (!truncated) {
+		if (!truncated || !running) {
+			/* the last page, or one applied here: its result now */
 			if (running)
 				pthread_join(applier, NULL);
 			running = false;
-			if (task.rc < 0) {
-				scan_page_clear(task.pg);
-				memcpy(list_tok, cur.token, sizeof list_tok);
-				if (page_failed(job, task.rc, &fails))
-					break;
-				continue;
+			int r = take_result(job, &task, &cur, list_tok, &fails);
+			if (r == STOP)
+				break;
+			if (r == TAKEN && !truncated) {
+				done = true;
+				break;
 			}
-			stats_add(s->st, scan_objects, task.pg->n);
-			cur = task.next;
-			scan_page_clear(task.pg);
-			pthread_mutex_lock(&s->mu);
-			job->info.objects = cur.objects;
-			job->info.pages++;
-			job->info.last_error = 0;
-			pthread_mutex_unlock(&s->mu);
-			done = true;
-			break;
-		} else if (!running) {
-			/* applied synchronously above: take its result now */
-			if (task.rc < 0) {
-				scan_page_clear(task.pg);
-				memcpy(list_tok, cur.token, sizeof list_tok);
-				if (page_failed(job, task.rc, &fails))
-					break;
-				continue;
-			}
-			stats_add(s->st, scan_objects, task.pg->n);
-			cur = task.next;
-			scan_page_clear(task.pg);
 		}
 	}
 	if (running)
