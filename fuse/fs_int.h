@@ -105,6 +105,8 @@ struct fh {
 	struct reader *rd;           /* S3 version (read-only descriptors) */
 	struct ofile *of;            /* staged version (writable descriptors) */
 	bool writable;
+	bool cached;                 /* counted in the inode's cached_opens */
+	uint64_t ino;
 	pthread_mutex_t lock;        /* protects rd/etag/size for commit reads */
 	/* FH_TEXT: snapshot; FH_CONTROL: last answer */
 	char *text;

@@ -236,6 +236,8 @@ static void fh_free(struct fs *fs, struct fh *h)
 {
 	if (!h)
 		return;
+	if (h->cached)
+		inode_close_read(fs->it, h->ino, false);
 	reader_close(h->rd);
 	if (h->of)
 		fs_ofile_put(fs, h->of);
@@ -308,11 +310,15 @@ static int open_reader(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (view_commit_policy(fs, fh_view(fs, h))) {
 		fi->direct_io = 1;   /* every read validates; no page cache */
 	} else {
-		int seen = inode_set_etag(fs->it, ino, h->etag);
-		fi->keep_cache = seen == INODE_ETAG_SAME;
-		/* A new version while older descriptors may still read the old
-		 * one from the page cache: keep this one out of it. */
-		fi->direct_io = seen == INODE_ETAG_CHANGED;
+		/* Never two versions in the inode's page cache: a new version
+		 * while older descriptors read the old one from it gets direct
+		 * I/O (inode.h). */
+		bool direct, keep;
+		inode_open_read(fs->it, ino, h->etag, &direct, &keep);
+		fi->direct_io = direct;
+		fi->keep_cache = keep;
+		h->cached = !direct;
+		h->ino = ino;
 	}
 	return 0;
 }

@@ -16,7 +16,8 @@ struct inode_node {
 	char *view_name;     /* borrowed identity: copied so hashing is self-contained */
 	char *path;
 	bool is_dir;
-	char etag[72];
+	char etag[72];           /* version the page cache may hold */
+	int cached_opens;        /* open read descriptors using the page cache */
 	struct inode_node *next;
 };
 
@@ -261,6 +262,39 @@ void inode_remap_views(struct inode_table *t,
 	for (size_t i = 0; i < t->n_slots; i++)
 		for (struct inode_node *n = t->slots[i]; n; n = n->next)
 			n->view = remap(ctx, n->view_name);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
+		     bool *direct, bool *keep)
+{
+	*direct = true;          /* unknown inode: the safe answer */
+	*keep = false;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	if (n) {
+		bool same = n->etag[0] && strcmp(n->etag, etag) == 0;
+		if (n->cached_opens > 0 && !same) {
+			*direct = true;  /* others read another version from the cache */
+			*keep = true;    /* and must keep it */
+		} else {
+			*direct = false;
+			*keep = same;
+			snprintf(n->etag, sizeof n->etag, "%s", etag);
+			n->cached_opens++;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void inode_close_read(struct inode_table *t, uint64_t ino, bool direct)
+{
+	if (direct)
+		return;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	if (n && n->cached_opens > 0)
+		n->cached_opens--;
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -75,6 +75,16 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path);
 void inode_remap_views(struct inode_table *t,
 		       size_t (*remap)(void *ctx, const char *view_name), void *ctx);
 
+/* The kernel page cache of an inode is shared by all its descriptors; it
+ * must never hold pages of two versions. A read-only descriptor of version
+ * etag: inode_open_read() says whether it may use the page cache (*direct
+ * false) and whether what the cache holds may be kept (*keep): while
+ * descriptors of another version use the cache, the new one gets direct
+ * I/O. inode_close_read() with the same `direct` when it closes. */
+void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
+		     bool *direct, bool *keep);
+void inode_close_read(struct inode_table *t, uint64_t ino, bool direct);
+
 size_t inode_count(struct inode_table *t);
 
 #endif
