@@ -1,5 +1,6 @@
 /*
- * s3.c — the request engine of the S3 client and its operations (s3.h).
+ * s3.c — the request engine of the S3 client (s3_req.h); the operations
+ * themselves are in s3_ops.c.
  *
  * DESIGN. Every operation fills a struct s3_req (method, URL parts, extra
  * headers, where the body goes or comes from) and hands it to s3_req_run(),
@@ -21,6 +22,7 @@
  */
 #include "sync/s3.h"
 #include "sync/s3_int.h"
+#include "sync/s3_req.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -36,66 +38,6 @@
 
 #include "gateway/log.h"
 
-#define S3_POOL_MAX          32
-#define S3_TRIES             5
-#define S3_RETRY_BUDGET_MS   7000
-#define S3_CONNECT_MS        2000
-#define S3_STALL_S           30      /* no byte for this long: timeout */
-#define S3_CHECK_MS          2000    /* whole-attempt limit of a bucket check */
-#define S3_ERRBODY_MAX       (64u << 10)
-#define S3_BODY_MAX          (64u << 20)
-
-struct s3 {
-	char *base;                  /* "http://host:port", no trailing '/' */
-	char *host;                  /* "Host: host:port" as sent and signed */
-	char *region;
-	char *access_key, *secret_key;
-	struct stats *st;
-	pthread_mutex_t lock;        /* protects pool[] and n_pool */
-	CURL *pool[S3_POOL_MAX];
-	int n_pool;
-};
-
-enum s3_sink { SINK_NONE, SINK_BUF, SINK_GROW };
-
-/* One request and, after s3_req_run(), its answer. */
-struct s3_req {
-	/* what to send */
-	const char *method;          /* for logs: GET HEAD LIST PUT COPY DELETE */
-	const char *verb;            /* HTTP method: GET HEAD PUT DELETE */
-	const char *bucket, *key;    /* key NULL: a bucket request */
-	const char *query;           /* encoded, sorted; NULL for none */
-	struct curl_slist *hdrs;     /* "Name: value" lines, all signed */
-	bool head, del, upload;
-	int fd;                      /* upload source (-1: empty body) */
-	uint64_t up_size;
-	long stall_s;
-	long timeout_ms;             /* whole attempt; 0: none (stall_s only) */
-	enum s3_sink sink;
-	char *buf;                   /* SINK_BUF: [off, off+len) of the object */
-	size_t len;
-	uint64_t off;
-	bool want_meta;              /* collect x-amz-meta-* */
-
-	/* what came back; cleared at every attempt by req_attempt_reset() */
-	long status;
-	size_t got;                  /* SINK_BUF: bytes stored */
-	uint64_t body_seen;
-	bool full;                   /* SINK_BUF filled; we stopped curl */
-	char *body;                  /* SINK_GROW body, or an error body */
-	size_t body_len, body_cap;
-	char etag[72];
-	uint64_t clen;
-	bool has_clen;
-	int64_t mtime_ns;
-	char *ctype;
-	struct obj_kv *meta;
-	size_t n_meta;
-	int cb_err;                  /* a callback's own failure (-errno) */
-	uint64_t up_pos;
-	EVP_MD_CTX *md5;             /* upload digest, NULL unless upload */
-	char s3code[64];
-};
 
 static pthread_once_t s3_curl_once = PTHREAD_ONCE_INIT;
 
@@ -197,8 +139,6 @@ static void s3_pool_put(struct s3 *s, CURL *h)
 		curl_easy_cleanup(h);
 }
 
-#define S3_STAT(s, f) do { if ((s)->st) stats_inc((s)->st, f); } while (0)
-#define S3_STAT_ADD(s, f, n) do { if ((s)->st) stats_add((s)->st, f, n); } while (0)
 
 /* ---- callbacks ---------------------------------------------------------- */
 
@@ -481,7 +421,7 @@ static int req_attempt_reset(struct s3_req *r)
 	return 0;
 }
 
-static void req_release(struct s3_req *r)
+void req_release(struct s3_req *r)
 {
 	req_meta_clear(r);
 	free(r->body);
@@ -494,7 +434,7 @@ static void req_release(struct s3_req *r)
 }
 
 /* Append "name: value" to the request's headers. */
-static int req_header(struct s3_req *r, const char *name, const char *value)
+int req_header(struct s3_req *r, const char *name, const char *value)
 {
 	char line[8192];
 	int n = snprintf(line, sizeof line, "%s: %s", name, value);
@@ -507,7 +447,7 @@ static int req_header(struct s3_req *r, const char *name, const char *value)
 	return 0;
 }
 
-static int req_init(struct s3_req *r, const char *method, const char *bucket,
+int req_init(struct s3_req *r, const char *method, const char *bucket,
 		    const char *key)
 {
 	memset(r, 0, sizeof *r);
@@ -582,7 +522,7 @@ static struct curl_slist *req_signed_headers(const struct s3 *s,
 
 /* Perform r with retries; 0 or -errno (already logged; a missing key or a
  * failed If-Match only as a debug line: callers expect those). */
-static int s3_req_run(struct s3 *s, struct s3_req *r)
+int s3_req_run(struct s3 *s, struct s3_req *r)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	size_t path_at = 0;
@@ -674,344 +614,5 @@ static int s3_req_run(struct s3 *s, struct s3_req *r)
 	log_error("s3: %s %s%s%s: %s (%s) after %d attempt%s", r->method,
 		  r->bucket, r->key ? "/" : "", r->key ? r->key : "", what,
 		  strerror(-err), attempt + 1, attempt ? "s" : "");
-	return err;
-}
-
-/* ---- operations --------------------------------------------------------- */
-
-int s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
-	   size_t len, const char *if_match, void *buf, size_t *got)
-{
-	*got = 0;
-	if (len == 0)
-		return 0;
-	struct s3_req r;
-	int err = req_init(&r, "GET", bucket, key);
-	if (!key)
-		err = -EINVAL;
-	char range[64];
-	uint64_t last = len - 1 > UINT64_MAX - off ? UINT64_MAX : off + (len - 1);
-	snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, last);
-	if (!err)
-		err = req_header(&r, "Range", range);
-	if (!err && if_match && *if_match) {
-		char q[80];
-		snprintf(q, sizeof q, "\"%s\"", if_match);
-		err = req_header(&r, "If-Match", q);
-	}
-	if (err)
-		goto out;
-	r.sink = SINK_BUF;
-	r.buf = buf;
-	r.len = len;
-	r.off = off;
-	S3_STAT(s, s3_get);
-	err = s3_req_run(s, &r);
-	if (err == -ERANGE) {            /* 416: wholly past the end */
-		err = 0;
-		r.got = 0;
-	}
-	if (!err) {
-		*got = r.got;
-		S3_STAT_ADD(s, s3_bytes_read, r.got);
-	}
-out:
-	req_release(&r);
-	return err;
-}
-
-int s3_head(struct s3 *s, const char *bucket, const char *key,
-	    struct obj_meta *out)
-{
-	memset(out, 0, sizeof *out);
-	struct s3_req r;
-	int err = req_init(&r, "HEAD", bucket, key);
-	if (!key)
-		err = -EINVAL;
-	if (err)
-		goto out;
-	r.head = true;
-	r.want_meta = true;
-	S3_STAT(s, s3_head);
-	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	out->bucket = strdup(bucket);
-	out->key = strdup(key);
-	if (!out->bucket || !out->key) {
-		err = -ENOMEM;
-		goto out;
-	}
-	out->size = r.clen;
-	out->mtime_ns = r.mtime_ns;
-	memcpy(out->etag, r.etag, sizeof out->etag);
-	out->flags = OBJ_HAS_META;
-	if (r.ctype) {
-		out->content_type = r.ctype;
-		r.ctype = NULL;
-		out->flags |= OBJ_HAS_CTYPE;
-	}
-	out->meta = r.meta;              /* you now own them */
-	out->n_meta = r.n_meta;
-	r.meta = NULL;
-	r.n_meta = 0;
-out:
-	if (err)
-		obj_meta_release(out);
-	req_release(&r);
-	return err;
-}
-
-int s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
-		   struct obj_kv **tags, size_t *n)
-{
-	struct s3_req r;
-	int err = req_init(&r, "GET", bucket, key);
-	if (!key)
-		err = -EINVAL;
-	if (err)
-		goto out;
-	r.query = "tagging=";            /* RGW refuses a valueless "?tagging" */
-	r.sink = SINK_GROW;
-	S3_STAT(s, s3_head);
-	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	err = s3_xml_tagging_parse(r.body ? r.body : "", r.body_len, tags, n);
-	if (err == -EPROTO)
-		log_error("s3: GET %s/%s?tagging: cannot read the answer", bucket, key);
-out:
-	req_release(&r);
-	return err;
-}
-
-int s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
-		 const char *token, s3_list_fn fn, void *ctx,
-		 char *next_token, size_t ntlen, bool *truncated)
-{
-	*truncated = false;
-	if (ntlen)
-		next_token[0] = '\0';
-	struct s3_req r;
-	char *query = NULL;
-	int err = req_init(&r, "LIST", bucket, NULL);
-	if (err)
-		goto out;
-	/* Parameters in sorted order: curl 7.88 signs the query as given. */
-	size_t tl = token ? strlen(token) : 0, pl = prefix ? strlen(prefix) : 0;
-	size_t cap = 3 * (tl + pl) + 96;
-	query = malloc(cap);
-	if (!query) {
-		err = -ENOMEM;
-		goto out;
-	}
-	size_t o = 0;
-	if (tl) {
-		o += (size_t)snprintf(query, cap, "continuation-token=");
-		o += (size_t)s3_url_encode(token, false, query + o, cap - o);
-		query[o++] = '&';
-	}
-	o += (size_t)snprintf(query + o, cap - o, "list-type=2&max-keys=1000");
-	if (pl) {
-		o += (size_t)snprintf(query + o, cap - o, "&prefix=");
-		s3_url_encode(prefix, false, query + o, cap - o);
-	}
-	r.query = query;
-	r.sink = SINK_GROW;
-	S3_STAT(s, s3_list);
-	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	err = s3_xml_list_parse(r.body ? r.body : "", r.body_len, bucket, fn,
-				ctx, next_token, ntlen, truncated);
-	if (err < 0 && err != -EOVERFLOW)
-		log_error("s3: LIST %s prefix '%s': cannot read the answer: %s",
-			  bucket, prefix ? prefix : "", strerror(-err));
-out:
-	free(query);
-	req_release(&r);
-	return err;
-}
-
-/* x-amz-meta-* headers; -EINVAL for names/values that cannot be headers. */
-static int req_meta_headers(struct s3_req *r, const struct obj_kv *meta,
-			    size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		const char *k = meta[i].name, *v = meta[i].value ? meta[i].value : "";
-		if (!k || !*k || strpbrk(k, ":\r\n \t") || strpbrk(v, "\r\n"))
-			return -EINVAL;
-		char name[300];
-		int l = snprintf(name, sizeof name, "x-amz-meta-%s", k);
-		if (l < 0 || (size_t)l >= sizeof name)
-			return -EINVAL;
-		int err = req_header(r, name, v);
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
-		uint64_t size, const struct obj_kv *meta, size_t n_meta,
-		const char *content_type, char etag_out[72])
-{
-	etag_out[0] = '\0';
-	struct s3_req r;
-	int err = req_init(&r, "PUT", bucket, key);
-	if (!key || fd < 0 ||
-	    (content_type && strpbrk(content_type, "\r\n")))
-		err = err ? err : -EINVAL;
-	if (!err)
-		err = req_meta_headers(&r, meta, n_meta);
-	if (!err && content_type && *content_type)
-		err = req_header(&r, "Content-Type", content_type);
-	if (err)
-		goto out;
-	r.md5 = EVP_MD_CTX_new();
-	if (!r.md5) {
-		err = -ENOMEM;
-		goto out;
-	}
-	r.upload = true;
-	r.fd = fd;
-	r.up_size = size;
-	S3_STAT(s, s3_put);
-	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	unsigned char d[16];
-	unsigned dl = 0;
-	if (r.up_pos != size || EVP_DigestFinal_ex(r.md5, d, &dl) != 1 ||
-	    dl != 16) {
-		log_error("s3: PUT %s/%s: sent %" PRIu64 " of %" PRIu64 " bytes",
-			  bucket, key, r.up_pos, size);
-		err = -EIO;
-		goto out;
-	}
-	for (int i = 0; i < 16; i++)
-		snprintf(etag_out + 2 * i, 3, "%02x", d[i]);
-	if (r.etag[0] && strlen(r.etag) == 32 && strcasecmp(r.etag, etag_out)) {
-		log_error("s3: PUT %s/%s: server ETag %s, data MD5 %s", bucket,
-			  key, r.etag, etag_out);
-		S3_STAT(s, s3_errors);
-		etag_out[0] = '\0';
-		err = -EIO;
-	}
-out:
-	req_release(&r);
-	return err;
-}
-
-int s3_delete(struct s3 *s, const char *bucket, const char *key)
-{
-	struct s3_req r;
-	int err = req_init(&r, "DELETE", bucket, key);
-	if (!key)
-		err = -EINVAL;
-	if (!err) {
-		r.del = true;
-		S3_STAT(s, s3_delete);
-		err = s3_req_run(s, &r);
-	}
-	req_release(&r);
-	return err;
-}
-
-int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
-	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
-	    char etag_out[72])
-{
-	etag_out[0] = '\0';
-	struct s3_req r;
-	struct obj_meta src_meta = { 0 };
-	char *src = NULL;
-	int err = req_init(&r, "COPY", bucket, dst_key);
-	if (!dst_key || !src_key || !*src_key)
-		err = err ? err : -EINVAL;
-	if (err)
-		goto out;
-	size_t cap = 3 * (strlen(bucket) + strlen(src_key)) + 4;
-	src = malloc(cap);
-	if (!src) {
-		err = -ENOMEM;
-		goto out;
-	}
-	src[0] = '/';
-	int k = s3_url_encode(bucket, false, src + 1, cap - 1);
-	if (k < 0) {
-		err = k;
-		goto out;
-	}
-	src[1 + k] = '/';
-	k = s3_url_encode(src_key, true, src + 2 + k, cap - 2 - (size_t)k);
-	if (k < 0)
-		err = k;
-	if (!err)
-		err = req_header(&r, "x-amz-copy-source", src);
-	if (!err && meta) {
-		/* REPLACE would drop the content type too: keep the source's,
-		 * and copy only the version whose content type we read. */
-		err = s3_head(s, bucket, src_key, &src_meta);
-		if (!err && src_meta.content_type)
-			err = req_header(&r, "Content-Type", src_meta.content_type);
-		if (!err && src_meta.etag[0]) {
-			char q[80];
-			snprintf(q, sizeof q, "\"%s\"", src_meta.etag);
-			err = req_header(&r, "x-amz-copy-source-if-match", q);
-		}
-		if (!err)
-			err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
-		if (!err)
-			err = req_meta_headers(&r, meta, n_meta);
-	}
-	if (err)
-		goto out;
-	r.upload = true;                 /* a PUT with an empty body */
-	r.up_size = 0;
-	r.sink = SINK_GROW;
-	r.stall_s = 5 * S3_STALL_S;      /* the server copies before answering */
-	S3_STAT(s, s3_copy);
-	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	/* S3 may answer 200 and still fail the copy: the body says. */
-	const char *t;
-	size_t tl;
-	if (r.body && r.body_len && memmem(r.body, r.body_len, "<Error>", 7)) {
-		if (s3_xml_find(r.body, r.body_len, "Code", &t, &tl) &&
-		    tl < sizeof r.s3code) {
-			memcpy(r.s3code, t, tl);
-			r.s3code[tl] = '\0';
-		}
-		log_error("s3: COPY %s/%s -> %s: %s", bucket, src_key, dst_key,
-			  r.s3code);
-		S3_STAT(s, s3_errors);
-		err = -EIO;
-		goto out;
-	}
-	if (r.body && s3_xml_find(r.body, r.body_len, "ETag", &t, &tl)) {
-		char raw[160];
-		int n = s3_xml_decode(t, tl, raw, sizeof raw);
-		if (n > 0)
-			s3_etag_copy(etag_out, raw, (size_t)n);
-	}
-out:
-	obj_meta_release(&src_meta);
-	free(src);
-	req_release(&r);
-	return err;
-}
-
-int s3_bucket_check(struct s3 *s, const char *bucket)
-{
-	struct s3_req r;
-	int err = req_init(&r, "HEAD", bucket, NULL);
-	if (!err) {
-		r.head = true;
-		r.timeout_ms = S3_CHECK_MS;  /* start-up must fail in ~10 s */
-		err = s3_req_run(s, &r);
-	}
-	req_release(&r);
 	return err;
 }

@@ -1,0 +1,355 @@
+/* s3_ops.c — one function per S3 operation (GET, HEAD, tagging, LIST,
+ * PUT, DELETE, COPY, bucket check) on the request engine of s3_req.h. The
+ * contracts are in s3.h. */
+#include "sync/s3.h"
+#include "sync/s3_int.h"
+#include "sync/s3_req.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+
+/* ---- operations --------------------------------------------------------- */
+
+int s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+	   size_t len, const char *if_match, void *buf, size_t *got)
+{
+	*got = 0;
+	if (len == 0)
+		return 0;
+	struct s3_req r;
+	int err = req_init(&r, "GET", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	char range[64];
+	uint64_t last = len - 1 > UINT64_MAX - off ? UINT64_MAX : off + (len - 1);
+	snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, last);
+	if (!err)
+		err = req_header(&r, "Range", range);
+	if (!err && if_match && *if_match) {
+		char q[80];
+		snprintf(q, sizeof q, "\"%s\"", if_match);
+		err = req_header(&r, "If-Match", q);
+	}
+	if (err)
+		goto out;
+	r.sink = SINK_BUF;
+	r.buf = buf;
+	r.len = len;
+	r.off = off;
+	S3_STAT(s, s3_get);
+	err = s3_req_run(s, &r);
+	if (err == -ERANGE) {            /* 416: wholly past the end */
+		err = 0;
+		r.got = 0;
+	}
+	if (!err) {
+		*got = r.got;
+		S3_STAT_ADD(s, s3_bytes_read, r.got);
+	}
+out:
+	req_release(&r);
+	return err;
+}
+
+int s3_head(struct s3 *s, const char *bucket, const char *key,
+	    struct obj_meta *out)
+{
+	memset(out, 0, sizeof *out);
+	struct s3_req r;
+	int err = req_init(&r, "HEAD", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	if (err)
+		goto out;
+	r.head = true;
+	r.want_meta = true;
+	S3_STAT(s, s3_head);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	out->bucket = strdup(bucket);
+	out->key = strdup(key);
+	if (!out->bucket || !out->key) {
+		err = -ENOMEM;
+		goto out;
+	}
+	out->size = r.clen;
+	out->mtime_ns = r.mtime_ns;
+	memcpy(out->etag, r.etag, sizeof out->etag);
+	out->flags = OBJ_HAS_META;
+	if (r.ctype) {
+		out->content_type = r.ctype;
+		r.ctype = NULL;
+		out->flags |= OBJ_HAS_CTYPE;
+	}
+	out->meta = r.meta;              /* you now own them */
+	out->n_meta = r.n_meta;
+	r.meta = NULL;
+	r.n_meta = 0;
+out:
+	if (err)
+		obj_meta_release(out);
+	req_release(&r);
+	return err;
+}
+
+int s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
+		   struct obj_kv **tags, size_t *n)
+{
+	struct s3_req r;
+	int err = req_init(&r, "GET", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	if (err)
+		goto out;
+	r.query = "tagging=";            /* RGW refuses a valueless "?tagging" */
+	r.sink = SINK_GROW;
+	S3_STAT(s, s3_head);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	err = s3_xml_tagging_parse(r.body ? r.body : "", r.body_len, tags, n);
+	if (err == -EPROTO)
+		log_error("s3: GET %s/%s?tagging: cannot read the answer", bucket, key);
+out:
+	req_release(&r);
+	return err;
+}
+
+int s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
+		 const char *token, s3_list_fn fn, void *ctx,
+		 char *next_token, size_t ntlen, bool *truncated)
+{
+	*truncated = false;
+	if (ntlen)
+		next_token[0] = '\0';
+	struct s3_req r;
+	char *query = NULL;
+	int err = req_init(&r, "LIST", bucket, NULL);
+	if (err)
+		goto out;
+	/* Parameters in sorted order: curl 7.88 signs the query as given. */
+	size_t tl = token ? strlen(token) : 0, pl = prefix ? strlen(prefix) : 0;
+	size_t cap = 3 * (tl + pl) + 96;
+	query = malloc(cap);
+	if (!query) {
+		err = -ENOMEM;
+		goto out;
+	}
+	size_t o = 0;
+	if (tl) {
+		o += (size_t)snprintf(query, cap, "continuation-token=");
+		o += (size_t)s3_url_encode(token, false, query + o, cap - o);
+		query[o++] = '&';
+	}
+	o += (size_t)snprintf(query + o, cap - o, "list-type=2&max-keys=1000");
+	if (pl) {
+		o += (size_t)snprintf(query + o, cap - o, "&prefix=");
+		s3_url_encode(prefix, false, query + o, cap - o);
+	}
+	r.query = query;
+	r.sink = SINK_GROW;
+	S3_STAT(s, s3_list);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	err = s3_xml_list_parse(r.body ? r.body : "", r.body_len, bucket, fn,
+				ctx, next_token, ntlen, truncated);
+	if (err < 0 && err != -EOVERFLOW)
+		log_error("s3: LIST %s prefix '%s': cannot read the answer: %s",
+			  bucket, prefix ? prefix : "", strerror(-err));
+out:
+	free(query);
+	req_release(&r);
+	return err;
+}
+
+/* x-amz-meta-* headers; -EINVAL for names/values that cannot be headers. */
+static int req_meta_headers(struct s3_req *r, const struct obj_kv *meta,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *k = meta[i].name, *v = meta[i].value ? meta[i].value : "";
+		if (!k || !*k || strpbrk(k, ":\r\n \t") || strpbrk(v, "\r\n"))
+			return -EINVAL;
+		char name[300];
+		int l = snprintf(name, sizeof name, "x-amz-meta-%s", k);
+		if (l < 0 || (size_t)l >= sizeof name)
+			return -EINVAL;
+		int err = req_header(r, name, v);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
+		uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		const char *content_type, char etag_out[72])
+{
+	etag_out[0] = '\0';
+	struct s3_req r;
+	int err = req_init(&r, "PUT", bucket, key);
+	if (!key || fd < 0 ||
+	    (content_type && strpbrk(content_type, "\r\n")))
+		err = err ? err : -EINVAL;
+	if (!err)
+		err = req_meta_headers(&r, meta, n_meta);
+	if (!err && content_type && *content_type)
+		err = req_header(&r, "Content-Type", content_type);
+	if (err)
+		goto out;
+	r.md5 = EVP_MD_CTX_new();
+	if (!r.md5) {
+		err = -ENOMEM;
+		goto out;
+	}
+	r.upload = true;
+	r.fd = fd;
+	r.up_size = size;
+	S3_STAT(s, s3_put);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	unsigned char d[16];
+	unsigned dl = 0;
+	if (r.up_pos != size || EVP_DigestFinal_ex(r.md5, d, &dl) != 1 ||
+	    dl != 16) {
+		log_error("s3: PUT %s/%s: sent %" PRIu64 " of %" PRIu64 " bytes",
+			  bucket, key, r.up_pos, size);
+		err = -EIO;
+		goto out;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(etag_out + 2 * i, 3, "%02x", d[i]);
+	if (r.etag[0] && strlen(r.etag) == 32 && strcasecmp(r.etag, etag_out)) {
+		log_error("s3: PUT %s/%s: server ETag %s, data MD5 %s", bucket,
+			  key, r.etag, etag_out);
+		S3_STAT(s, s3_errors);
+		etag_out[0] = '\0';
+		err = -EIO;
+	}
+out:
+	req_release(&r);
+	return err;
+}
+
+int s3_delete(struct s3 *s, const char *bucket, const char *key)
+{
+	struct s3_req r;
+	int err = req_init(&r, "DELETE", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	if (!err) {
+		r.del = true;
+		S3_STAT(s, s3_delete);
+		err = s3_req_run(s, &r);
+	}
+	req_release(&r);
+	return err;
+}
+
+int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
+	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
+	    char etag_out[72])
+{
+	etag_out[0] = '\0';
+	struct s3_req r;
+	struct obj_meta src_meta = { 0 };
+	char *src = NULL;
+	int err = req_init(&r, "COPY", bucket, dst_key);
+	if (!dst_key || !src_key || !*src_key)
+		err = err ? err : -EINVAL;
+	if (err)
+		goto out;
+	size_t cap = 3 * (strlen(bucket) + strlen(src_key)) + 4;
+	src = malloc(cap);
+	if (!src) {
+		err = -ENOMEM;
+		goto out;
+	}
+	src[0] = '/';
+	int k = s3_url_encode(bucket, false, src + 1, cap - 1);
+	if (k < 0) {
+		err = k;
+		goto out;
+	}
+	src[1 + k] = '/';
+	k = s3_url_encode(src_key, true, src + 2 + k, cap - 2 - (size_t)k);
+	if (k < 0)
+		err = k;
+	if (!err)
+		err = req_header(&r, "x-amz-copy-source", src);
+	if (!err && meta) {
+		/* REPLACE would drop the content type too: keep the source's,
+		 * and copy only the version whose content type we read. */
+		err = s3_head(s, bucket, src_key, &src_meta);
+		if (!err && src_meta.content_type)
+			err = req_header(&r, "Content-Type", src_meta.content_type);
+		if (!err && src_meta.etag[0]) {
+			char q[80];
+			snprintf(q, sizeof q, "\"%s\"", src_meta.etag);
+			err = req_header(&r, "x-amz-copy-source-if-match", q);
+		}
+		if (!err)
+			err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
+		if (!err)
+			err = req_meta_headers(&r, meta, n_meta);
+	}
+	if (err)
+		goto out;
+	r.upload = true;                 /* a PUT with an empty body */
+	r.up_size = 0;
+	r.sink = SINK_GROW;
+	r.stall_s = 5 * S3_STALL_S;      /* the server copies before answering */
+	S3_STAT(s, s3_copy);
+	err = s3_req_run(s, &r);
+	if (err)
+		goto out;
+	/* S3 may answer 200 and still fail the copy: the body says. */
+	const char *t;
+	size_t tl;
+	if (r.body && r.body_len && memmem(r.body, r.body_len, "<Error>", 7)) {
+		if (s3_xml_find(r.body, r.body_len, "Code", &t, &tl) &&
+		    tl < sizeof r.s3code) {
+			memcpy(r.s3code, t, tl);
+			r.s3code[tl] = '\0';
+		}
+		log_error("s3: COPY %s/%s -> %s: %s", bucket, src_key, dst_key,
+			  r.s3code);
+		S3_STAT(s, s3_errors);
+		err = -EIO;
+		goto out;
+	}
+	if (r.body && s3_xml_find(r.body, r.body_len, "ETag", &t, &tl)) {
+		char raw[160];
+		int n = s3_xml_decode(t, tl, raw, sizeof raw);
+		if (n > 0)
+			s3_etag_copy(etag_out, raw, (size_t)n);
+	}
+out:
+	obj_meta_release(&src_meta);
+	free(src);
+	req_release(&r);
+	return err;
+}
+
+int s3_bucket_check(struct s3 *s, const char *bucket)
+{
+	struct s3_req r;
+	int err = req_init(&r, "HEAD", bucket, NULL);
+	if (!err) {
+		r.head = true;
+		r.timeout_ms = S3_CHECK_MS;  /* start-up must fail in ~10 s */
+		err = s3_req_run(s, &r);
+	}
+	req_release(&r);
+	return err;
+}

@@ -1,0 +1,97 @@
+/*
+ * s3_req.h — the request engine of the S3 client, shared by s3.c (the
+ * client, its handle pool, callbacks, signing and retries) and s3_ops.c
+ * (one function per S3 operation). Not for other modules: only sync/ sees
+ * curl.
+ *
+ * A request's life: req_init() (method, bucket, key; adds the
+ * UNSIGNED-PAYLOAD header), req_header() for more headers, fill the request
+ * fields the operation needs, s3_req_run() (signs, retries, maps the answer
+ * to 0 or a negative errno, counts it in the stats), read the answer
+ * fields, req_release().
+ */
+#ifndef FACETFS_S3_REQ_H
+#define FACETFS_S3_REQ_H
+
+#include "sync/s3.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define S3_POOL_MAX          32
+#define S3_TRIES             5
+#define S3_RETRY_BUDGET_MS   7000
+#define S3_CONNECT_MS        2000
+#define S3_STALL_S           30      /* no byte for this long: timeout */
+#define S3_CHECK_MS          2000    /* whole-attempt limit of a bucket check */
+#define S3_ERRBODY_MAX       (64u << 10)
+#define S3_BODY_MAX          (64u << 20)
+
+struct s3 {
+	char *base;                  /* "http://host:port", no trailing '/' */
+	char *host;                  /* "Host: host:port" as sent and signed */
+	char *region;
+	char *access_key, *secret_key;
+	struct stats *st;
+	pthread_mutex_t lock;        /* protects pool[] and n_pool */
+	CURL *pool[S3_POOL_MAX];
+	int n_pool;
+};
+
+enum s3_sink { SINK_NONE, SINK_BUF, SINK_GROW };
+
+/* One request and, after s3_req_run(), its answer. */
+struct s3_req {
+	/* what to send */
+	const char *method;          /* for logs: GET HEAD LIST PUT COPY DELETE */
+	const char *verb;            /* HTTP method: GET HEAD PUT DELETE */
+	const char *bucket, *key;    /* key NULL: a bucket request */
+	const char *query;           /* encoded, sorted; NULL for none */
+	struct curl_slist *hdrs;     /* "Name: value" lines, all signed */
+	bool head, del, upload;
+	int fd;                      /* upload source (-1: empty body) */
+	uint64_t up_size;
+	long stall_s;
+	long timeout_ms;             /* whole attempt; 0: none (stall_s only) */
+	enum s3_sink sink;
+	char *buf;                   /* SINK_BUF: [off, off+len) of the object */
+	size_t len;
+	uint64_t off;
+	bool want_meta;              /* collect x-amz-meta-* */
+
+	/* what came back; cleared at every attempt by req_attempt_reset() */
+	long status;
+	size_t got;                  /* SINK_BUF: bytes stored */
+	uint64_t body_seen;
+	bool full;                   /* SINK_BUF filled; we stopped curl */
+	char *body;                  /* SINK_GROW body, or an error body */
+	size_t body_len, body_cap;
+	char etag[72];
+	uint64_t clen;
+	bool has_clen;
+	int64_t mtime_ns;
+	char *ctype;
+	struct obj_kv *meta;
+	size_t n_meta;
+	int cb_err;                  /* a callback's own failure (-errno) */
+	uint64_t up_pos;
+	EVP_MD_CTX *md5;             /* upload digest, NULL unless upload */
+	char s3code[64];
+};
+
+
+/* Counters, when the client has stats. */
+#define S3_STAT(s, f) do { if ((s)->st) stats_inc((s)->st, f); } while (0)
+#define S3_STAT_ADD(s, f, n) do { if ((s)->st) stats_add((s)->st, f, n); } while (0)
+
+int  req_header(struct s3_req *r, const char *name, const char *value);
+int  req_init(struct s3_req *r, const char *method, const char *bucket,
+	      const char *key);
+void req_release(struct s3_req *r);
+int  s3_req_run(struct s3 *s, struct s3_req *r);
+
+#endif
