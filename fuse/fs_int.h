@@ -46,7 +46,6 @@ struct ofile {
 	struct stage_file *sf;
 	struct obj_meta meta;        /* what the upload carries: metadata, type */
 	int refs;                    /* descriptors holding it */
-	bool created;                /* made by create(): not in S3 until commit */
 	bool unlinked;               /* unlinked while open: never uploaded again */
 	struct ofile *next;
 };

@@ -130,7 +130,6 @@ static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
 	of->ino = ino;
 	of->view = view;
 	of->refs = 1;
-	of->created = create;
 
 	/* The metadata the upload carries: the view's on_create for a new
 	 * object, the current object's otherwise. */
@@ -206,7 +205,6 @@ int fs_ofile_commit(struct fs *fs, struct ofile *of)
 			  of->bucket, of->key, strerror(-rc));
 		return rc == -EFBIG ? -EFBIG : -EIO;
 	}
-	of->created = false;
 	if (!dirty)
 		return 0;
 	struct obj_meta o = { 0 };

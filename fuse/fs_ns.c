@@ -265,18 +265,29 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct ofile *of = rc == 0 ? fs_ofile_find_path(fs, view, path) : NULL;
 	if (of)
 		rc = fs_ofile_commit(fs, of);
+	/* The copy keeps data, metadata and type: the new name's record is the
+	 * old one's under the new key (no HEAD needed). */
 	char etag[72] = "";
+	struct obj_meta rec = { 0 };
+	bool have_rec = rc == 0 && index_object_get(fs->d.ix, bucket, key, &rec) == 0 &&
+			!(rec.flags & OBJ_DELETED);
 	if (rc == 0)
-		rc = s3_copy(fs->d.s3, bucket, key, nkey, NULL, 0, etag);
-	if (rc == 0) {
-		struct obj_meta o = { 0 };
-		if (s3_head(fs->d.s3, bucket, nkey, &o) == 0) {
-			o.flags |= OBJ_HAS_META;
-			fs_index_local(fs, &o);
+		rc = s3_copy(fs->d.s3, bucket, key, nkey, NULL, 0, NULL, etag);
+	if (rc == 0 && have_rec) {
+		free(rec.key);
+		rec.key = strdup(nkey);
+		if (rec.key) {
+			if (etag[0])
+				snprintf(rec.etag, sizeof rec.etag, "%s", etag);
+			rec.seq[0] = '\0';
+			rec.mtime_ns = now_ns();
+			rec.flags &= ~(uint32_t)OBJ_FROM_SCAN;
+			fs_index_local(fs, &rec);
 		}
-		obj_meta_release(&o);
-		rc = delete_object(fs, bucket, key);
 	}
+	obj_meta_release(&rec);
+	if (rc == 0)
+		rc = delete_object(fs, bucket, key);
 	if (rc == 0 && of) {
 		stage_file_rename(of->sf, bucket, nkey);
 		char *np = strdup(npath), *nk = strdup(nkey);
@@ -445,15 +456,22 @@ static int set_metadata(struct fs *fs, fuse_ino_t ino, const char *name,
 			pthread_mutex_unlock(&fs->ofile_lock);
 		}
 	} else if (rc == 0) {
-		char etag[72];
-		rc = s3_copy(fs->d.s3, bucket, key, key, nm.meta, nm.n_meta, etag);
+		/* One HEAD (above) serves the copy and the new record. */
+		char etag[72] = "";
+		rc = s3_copy(fs->d.s3, bucket, key, key, nm.meta, nm.n_meta, &o, etag);
 		if (rc == 0) {
-			struct obj_meta cur = { 0 };
-			if (s3_head(fs->d.s3, bucket, key, &cur) == 0) {
-				cur.flags |= OBJ_HAS_META;
-				fs_index_local(fs, &cur);
-			}
-			obj_meta_release(&cur);
+			struct obj_kv *old = o.meta;
+			size_t nold = o.n_meta;
+			o.meta = nm.meta;
+			o.n_meta = nm.n_meta;
+			nm.meta = old;
+			nm.n_meta = nold;
+			if (etag[0])
+				snprintf(o.etag, sizeof o.etag, "%s", etag);
+			o.seq[0] = '\0';
+			o.mtime_ns = now_ns();
+			o.flags |= OBJ_HAS_META;
+			fs_index_local(fs, &o);
 		}
 	}
 	fs_ofile_put(fs, of);

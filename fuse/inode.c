@@ -203,7 +203,6 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 		rc = out->path ? 0 : -ENOMEM;
 		out->view = n->view;
 		out->is_dir = n->is_dir;
-		memcpy(out->etag, n->etag, sizeof out->etag);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
@@ -221,18 +220,13 @@ bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 	return n != NULL;
 }
 
-int inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
+void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
 {
-	int res = INODE_ETAG_FIRST;
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
-	if (n) {
-		if (n->etag[0])
-			res = strcmp(n->etag, etag) == 0 ? INODE_ETAG_SAME : INODE_ETAG_CHANGED;
+	if (n)
 		snprintf(n->etag, sizeof n->etag, "%s", etag);
-	}
 	pthread_mutex_unlock(&t->lock);
-	return res;
 }
 
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)

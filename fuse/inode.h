@@ -38,7 +38,6 @@ struct inode_info {
 	size_t view;         /* index of the view, INODE_NO_VIEW for fixed inodes */
 	char *path;          /* path inside the view, "" for the view's root; caller frees */
 	bool is_dir;
-	char etag[72];       /* ETag seen at the last open (for keep_cache) */
 };
 
 int inode_table_new(struct inode_table **out);
@@ -60,11 +59,9 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
 /* Is (view, path) currently known to the kernel? Sets *ino. */
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 		uint64_t *ino);
-/* Remember the ETag seen at open. Returns INODE_ETAG_SAME if it equals the
- * previous one (the kernel's page cache for this inode may be kept),
- * INODE_ETAG_FIRST if none was seen, INODE_ETAG_CHANGED otherwise. */
-enum { INODE_ETAG_CHANGED = -1, INODE_ETAG_FIRST = 0, INODE_ETAG_SAME = 1 };
-int inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
+/* The page cache of ino now holds version etag (this mount just wrote and
+ * uploaded it). */
+void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 
 /* After a rename: ino now stands for new_path (its number stays, as the
  * kernel's inode does; a later lookup of new_path may get another number). */

@@ -103,13 +103,15 @@ int  s3_delete(struct s3 *s, const char *bucket, const char *key);
 
 /* Server-side copy inside bucket. meta == NULL keeps the source's metadata
  * and content type. meta != NULL replaces the user metadata with meta[]
- * (n_meta may be 0 to clear it): a HEAD of the source first, then a COPY
- * with x-amz-metadata-directive REPLACE that re-sends the source's content
- * type and carries x-amz-copy-source-if-match (-ESTALE if the source
- * changed in between). etag_out: the new object's ETag. */
+ * (n_meta may be 0 to clear it): a HEAD of the source first (skipped when
+ * the caller passes the one it has in src_head), then a COPY with
+ * x-amz-metadata-directive REPLACE that re-sends the source's content type
+ * and carries x-amz-copy-source-if-match (-ESTALE if the source changed in
+ * between). src_head is not used when meta == NULL. etag_out: the new
+ * object's ETag. */
 int  s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	     const char *dst_key, const struct obj_kv *meta, size_t n_meta,
-	     char etag_out[72]);
+	     const struct obj_meta *src_head, char etag_out[72]);
 
 /* HEAD of the bucket: 0, -ENOENT (no such bucket), -EACCES, or
  * -EHOSTUNREACH (endpoint down) within about 10 s. */

@@ -258,7 +258,7 @@ int s3_delete(struct s3 *s, const char *bucket, const char *key)
 
 int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
-	    char etag_out[72])
+	    const struct obj_meta *src_head, char etag_out[72])
 {
 	etag_out[0] = '\0';
 	struct s3_req r;
@@ -289,13 +289,17 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 		err = req_header(&r, "x-amz-copy-source", src);
 	if (!err && meta) {
 		/* REPLACE would drop the content type too: keep the source's,
-		 * and copy only the version whose content type we read. */
-		err = s3_head(s, bucket, src_key, &src_meta);
-		if (!err && src_meta.content_type)
-			err = req_header(&r, "Content-Type", src_meta.content_type);
-		if (!err && src_meta.etag[0]) {
+		 * and copy only the version whose content type we read (the
+		 * caller's HEAD when it has one). */
+		if (!src_head) {
+			err = s3_head(s, bucket, src_key, &src_meta);
+			src_head = &src_meta;
+		}
+		if (!err && src_head->content_type)
+			err = req_header(&r, "Content-Type", src_head->content_type);
+		if (!err && src_head->etag[0]) {
 			char q[80];
-			snprintf(q, sizeof q, "\"%s\"", src_meta.etag);
+			snprintf(q, sizeof q, "\"%s\"", src_head->etag);
 			err = req_header(&r, "x-amz-copy-source-if-match", q);
 		}
 		if (!err)

@@ -209,7 +209,7 @@ static int cmd_copy(struct tool *t, char **a, int n)
 	char etag[72];
 	int err = s3_copy(t->s3, a[0], a[1], a[2],
 			  t->replace || t->n_meta ? t->meta : NULL, t->n_meta,
-			  etag);
+			  NULL, etag);
 	if (err)
 		return fail("copy", err);
 	printf("%s\n", etag);
