@@ -1,8 +1,8 @@
 /* config.c — see config.h. */
 #include "gateway/config.h"
+#include "views/filter.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,33 +36,6 @@ static void err_add(struct errs *e, const char *path, const char *fmt, ...)
 	n = vsnprintf(e->buf + e->used, e->len - e->used, fmt, ap);
 	va_end(ap);
 	e->used = n < 0 || (size_t)n >= e->len - e->used ? e->len - 1 : e->used + (size_t)n;
-}
-
-int config_parse_size(const char *text, uint64_t *out)
-{
-	static const struct { const char *unit; uint64_t mul; } units[] = {
-		{ "", 1 }, { "B", 1 },
-		{ "KB", 1000ULL }, { "MB", 1000000ULL }, { "GB", 1000000000ULL },
-		{ "TB", 1000000000000ULL },
-		{ "KiB", 1ULL << 10 }, { "MiB", 1ULL << 20 }, { "GiB", 1ULL << 30 },
-		{ "TiB", 1ULL << 40 },
-	};
-	errno = 0;
-	char *end;
-	double v = strtod(text, &end);
-	if (errno || end == text || v < 0)
-		return -EINVAL;
-	while (isspace((unsigned char)*end))
-		end++;
-	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-		if (strcmp(end, units[i].unit) == 0) {
-			double bytes = v * (double)units[i].mul;
-			if (bytes > 1.8e19)
-				return -EINVAL;
-			*out = (uint64_t)bytes;
-			return 0;
-		}
-	return -EINVAL;
 }
 
 /* Fetch an optional string member; wrong type is an error. */
@@ -224,11 +197,12 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	c->cache_dir = get_str(&e, cache, "dir", "cache.dir", "/var/cache/facetfs");
 	c->cache_max_bytes = 1ULL << 30;
 	const cJSON *mb = cache ? cJSON_GetObjectItemCaseSensitive(cache, "max_bytes") : NULL;
+	char why[160] = "";
 	if (cJSON_IsNumber(mb) && mb->valuedouble >= 0)
 		c->cache_max_bytes = (uint64_t)mb->valuedouble;
-	else if (cJSON_IsString(mb) && config_parse_size(mb->valuestring, &c->cache_max_bytes) < 0)
-		err_add(&e, "cache.max_bytes", "bad size \"%s\" (units: B, KB, MB, GB, KiB, MiB, GiB, TiB)",
-			mb->valuestring);
+	else if (cJSON_IsString(mb) &&
+		 view_size_parse(mb->valuestring, &c->cache_max_bytes, why, sizeof why) < 0)
+		err_add(&e, "cache.max_bytes", "%s", why);
 	else if (mb && !cJSON_IsNumber(mb) && !cJSON_IsString(mb))
 		err_add(&e, "cache.max_bytes", "must be a number or a size string");
 

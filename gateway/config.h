@@ -31,7 +31,5 @@ struct config {
 
 int config_load(const char *path, struct config *out, char *err, size_t errlen);
 void config_release(struct config *c);
-/* "20GiB", "1000", "5 MB" -> bytes; -EINVAL on a bad number or unit. */
-int config_parse_size(const char *text, uint64_t *out);
 
 #endif

@@ -127,4 +127,8 @@ char *view_explain(const struct view *v);
  * spelling) hash equal; any change of meaning changes it. */
 uint64_t view_hash(const struct view *v);
 
+/* A size as filter files write it (1234, "10GiB", "5 MB"): 0, or -EINVAL
+ * with the reason in why (may be NULL). Also used for the gateway config. */
+int view_size_parse(const char *text, uint64_t *out, char *why, size_t whylen);
+
 #endif

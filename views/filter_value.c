@@ -7,6 +7,7 @@
  */
 #include "views/filter_int.h"
 
+#include <errno.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -212,3 +213,10 @@ void fl_time_format(int64_t ns, char *buf, size_t len)
 	}
 }
 
+
+int view_size_parse(const char *text, uint64_t *out, char *why, size_t whylen)
+{
+	char tmp[8];
+	return fl_size_parse(text, out, why ? why : tmp, why ? whylen : sizeof tmp) < 0
+		       ? -EINVAL : 0;
+}
