@@ -62,19 +62,11 @@ wait_until() {
 	done
 }
 
-# bench_config FILE STATE VIEWS TOPIC FETCH_WAIT_MS: a gateway config.
-bench_config() {
-	cat >"$1" <<JSON
-{ "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
-             "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
-  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "$4", "group": "bench-$$-$RANDOM$RANDOM",
-             "options": { "fetch.wait.max.ms": "$5", "session.timeout.ms": "6000",
-                          "heartbeat.interval.ms": "1000" } },
-  "state_dir": "$2",
-  "views_dir": "$3",
-  "cache": { "dir": "$2/cache", "max_bytes": "1GiB" } }
-JSON
-}
+# bench_config FILE STATE VIEWS TOPIC FETCH_WAIT_MS: a gateway config
+# (tests/lib/gateway.sh's gw_config, with a group of its own).
+# shellcheck source=tests/lib/gateway.sh
+. "$FACETFS_SRC/tests/lib/gateway.sh"
+bench_config() { gw_config "$1" "$2" "$3" "bench-$$-$RANDOM$RANDOM" "$4" "$5"; }
 
 # A Kafka topic made now (the mock creates unknown topics on a metadata
 # request, with 4 partitions): a fresh topic per run, so that no leftover
@@ -124,7 +116,6 @@ views_ready() {
 }
 
 # A field of the mount's stats.
-stat_field() { jq -r "$2" "$1/.facetfs/stats"; }
 
 # Make a bucket (idempotent on RGW).
 bench_bucket() { "$AWS" --endpoint-url "$S3_URL" s3api create-bucket --bucket "$1" >/dev/null 2>&1 || true; }

@@ -136,16 +136,8 @@ for v in "sess s/ session" "comm c/ commit"; do
 done
 # No bucket notifications: nothing here needs events, and a push per PUT
 # would load the machine during the write figures.
-cat >"$T/gw.json" <<JSON
-{ "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
-             "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
-  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "bench-rw-$$", "group": "bench-rw-$$-$RANDOM",
-             "options": { "fetch.wait.max.ms": "100", "session.timeout.ms": "6000",
-                          "heartbeat.interval.ms": "1000" } },
-  "state_dir": "$T/state",
-  "views_dir": "$T/views",
-  "cache": { "dir": "$T/state/cache", "max_bytes": "$((BIG_MIB + 1024))MiB" } }
-JSON
+gw_config "$T/gw.json" "$T/state" "$T/views" "bench-rw-$$-$RANDOM" "bench-rw-$$" 100 \
+	"$((BIG_MIB + 1024))MiB"
 bench_topic "bench-rw-$$"
 gw_start rw "$T/gw.json" "$M" || exit 1
 wait_until 60 views_ready "$M" || bench_die "views not ready"

@@ -3,18 +3,20 @@
 
 FACETFS=$FACETFS_BUILD/gateway/exe/facetfs
 
-# gw_config FILE STATE_DIR VIEWS_DIR [GROUP]: a gateway config for the bed.
+# gw_config FILE STATE_DIR VIEWS_DIR [GROUP] [TOPIC] [FETCH_WAIT_MS] [CACHE_MAX]:
+# a gateway config for the bed (also used by tests/bench/bench_lib.sh).
 gw_config() {
-	local file=$1 state=$2 views=$3 group=${4:-facetfs-$TEST_NAME-$$-$RANDOM}
+	local file=$1 state=$2 views=$3 group=${4:-facetfs-${TEST_NAME:-gw}-$$-$RANDOM}
+	local topic=${5:-$KAFKA_TOPIC} fetch_wait=${6:-5} cache_max=${7:-1GiB}
 	cat >"$file" <<JSON
 { "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
              "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
-  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "$KAFKA_TOPIC", "group": "$group",
-             "options": { "fetch.wait.max.ms": "5", "session.timeout.ms": "6000",
+  "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "$topic", "group": "$group",
+             "options": { "fetch.wait.max.ms": "$fetch_wait", "session.timeout.ms": "6000",
                           "heartbeat.interval.ms": "1000" } },
   "state_dir": "$state",
   "views_dir": "$views",
-  "cache": { "dir": "$state/cache", "max_bytes": "1GiB" } }
+  "cache": { "dir": "$state/cache", "max_bytes": "$cache_max" } }
 JSON
 }
 
