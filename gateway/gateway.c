@@ -129,18 +129,13 @@ static char *gw_control(void *ctx, const char *command)
 }
 
 /* .facetfs/stats: the counters, plus the staging area's. */
-static char *gw_stats_text(void *ctx)
+static void stats_staging(void *ctx, cJSON *root)
 {
 	struct gateway *gw = ctx;
-	char *base = stats_to_json(&gw->st);
-	if (!base || !gw->stage)
-		return base;
+	if (!gw->stage)
+		return;
 	struct stage_counters c;
 	stage_counters_get(gw->stage, &c);
-	cJSON *root = cJSON_Parse(base);
-	free(base);
-	if (!root)
-		return NULL;
 	cJSON *sg = cJSON_AddObjectToObject(root, "staging");
 	cJSON_AddNumberToObject(sg, "used_bytes", (double)c.used_bytes);
 	cJSON_AddNumberToObject(sg, "max_bytes", (double)c.max_bytes);
@@ -154,9 +149,12 @@ static char *gw_stats_text(void *ctx)
 	cJSON_AddNumberToObject(sg, "recovered_files", (double)c.recovered_files);
 	cJSON_AddNumberToObject(sg, "reuploaded_files", (double)c.reuploaded_files);
 	cJSON_AddStringToObject(sg, "recovered_dir", stage_recovered_dir(gw->stage));
-	char *text = cJSON_Print(root);
-	cJSON_Delete(root);
-	return text;
+}
+
+static char *gw_stats_text(void *ctx)
+{
+	struct gateway *gw = ctx;
+	return stats_to_json(&gw->st, stats_staging, gw);
 }
 
 /* ---------- live view changes ---------- */

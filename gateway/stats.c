@@ -84,7 +84,8 @@ void stats_lag_set(struct stats *st, const char *name, int64_t lag)
 #define PUT(obj, name, st, field) \
 	cJSON_AddNumberToObject(obj, name, (double)stats_get(st, field))
 
-char *stats_to_json(struct stats *st)
+char *stats_to_json(struct stats *st, void (*extra)(void *ctx, struct cJSON *root),
+		    void *ctx)
 {
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
@@ -144,6 +145,8 @@ char *stats_to_json(struct stats *st)
 	cJSON_AddNumberToObject(lat, "p99", stats_latency_pct(st, 99));
 	cJSON_AddNumberToObject(lat, "max", max);
 
+	if (extra)
+		extra(ctx, root);
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;

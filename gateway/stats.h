@@ -68,7 +68,11 @@ double stats_latency_pct(struct stats *st, double pct);
 /* Set the lag of one partition, named "topic/partition". */
 void stats_lag_set(struct stats *st, const char *name, int64_t lag);
 
-/* The whole state as JSON; NULL on allocation failure. Caller frees. */
-char *stats_to_json(struct stats *st);
+/* The whole state as JSON; NULL on allocation failure. Caller frees.
+ * extra (may be NULL) adds sections of other owners to the cJSON object
+ * before it is printed (the gateway adds the staging area's counters). */
+struct cJSON;
+char *stats_to_json(struct stats *st, void (*extra)(void *ctx, struct cJSON *root),
+		    void *ctx);
 
 #endif
