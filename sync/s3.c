@@ -8,7 +8,8 @@
  * perform, return the handle, classify the outcome (s3_retryable(),
  * s3_errno_map() in s3_wire.c), and sleep with jittered exponential backoff
  * before the next attempt. Attempts stop after S3_TRIES or when the next
- * sleep would pass S3_RETRY_BUDGET_MS since the first attempt. The final
+ * sleep would pass S3_RETRY_BUDGET_MS since the first attempt, or since the
+ * last stall (a request sent and then no byte for stall_s seconds). The final
  * failure is logged once, here, with method, bucket, key and HTTP status.
  *
  * Each attempt is signed afresh (SigV4, s3_sign.c) over every header we
@@ -62,6 +63,7 @@ int s3_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 	if (asprintf(&s->base, "%s%s", scheme, c->endpoint) < 0)
 		s->base = NULL;
 	s->region = strdup(region);
+	s->stall_s = c->stall_s ? (long)c->stall_s : S3_STALL_S;
 	s->access_key = strdup(c->access_key);
 	s->secret_key = strdup(c->secret_key);
 	if (!s->base || !s->region || !s->access_key || !s->secret_key)
@@ -457,7 +459,6 @@ int req_init(struct s3_req *r, const char *method, const char *bucket,
 	r->bucket = bucket;
 	r->key = key;
 	r->fd = -1;
-	r->stall_s = S3_STALL_S;
 	if (!bucket || !*bucket || (key && !*key))
 		return -EINVAL;
 	return req_header(r, "x-amz-content-sha256", "UNSIGNED-PAYLOAD");
@@ -532,6 +533,8 @@ int s3_req_run(struct s3 *s, struct s3_req *r)
 			  r->method, r->bucket, r->key ? "/" : "", r->key ? r->key : "");
 		return -ENAMETOOLONG;
 	}
+	if (!r->stall_s)
+		r->stall_s = s->stall_s;
 	int64_t t0 = s3_now_ms();
 	uint64_t rng = (uint64_t)t0 * 0x9E3779B97F4A7C15ull ^ (uintptr_t)r;
 	int err = 0, attempt;
@@ -557,13 +560,17 @@ int s3_req_run(struct s3 *s, struct s3_req *r)
 		cc = req_setup(h, r, url, hdrs, errbuf);
 		if (cc == CURLE_OK)
 			cc = curl_easy_perform(h);
-		long status = 0;
-		curl_off_t connected_us = 0;
+		long status = 0, sent = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-		curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connected_us);
+		/* A reused connection reports a connect time of 0, so whether
+		 * the request left is told by the bytes of it that were sent. */
+		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
 		s3_pool_put(s, h);
-		if (cc == CURLE_OPERATION_TIMEDOUT && connected_us == 0)
+		bool stalled = false;
+		if (cc == CURLE_OPERATION_TIMEDOUT && sent == 0)
 			cc = CURLE_COULDNT_CONNECT;  /* never connected: unreachable */
+		else if (cc == CURLE_OPERATION_TIMEDOUT && !r->timeout_ms)
+			stalled = true;              /* sent, then nothing came */
 		curl_slist_free_all(hdrs);
 		r->status = status;
 		if (cc == CURLE_WRITE_ERROR && r->full)
@@ -584,6 +591,12 @@ int s3_req_run(struct s3 *s, struct s3_req *r)
 		if (!err || !s3_retryable((int)cc, status, r->s3code))
 			break;
 		unsigned delay = s3_backoff_ms((unsigned)attempt, &rng);
+		/* A server that swallowed one request (seen on RGW 16: a PUT
+		 * on a busy keep-alive connection never answered) is retried
+		 * on a new connection (curl closes a timed-out one), with the
+		 * budget counted from now: the stall alone would use it up. */
+		if (stalled)
+			t0 = s3_now_ms();
 		if (attempt + 1 >= S3_TRIES ||
 		    s3_now_ms() - t0 + delay > S3_RETRY_BUDGET_MS)
 			break;

@@ -45,6 +45,7 @@ struct s3_conf {
 	const char *access_key;
 	const char *secret_key;
 	bool https;              /* scheme when endpoint has none */
+	unsigned stall_s;        /* no byte for this long: retry; 0 -> 15 s */
 };
 
 /* The client; strings in *c are copied. st may be NULL (no counters).

@@ -312,7 +312,7 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	r.upload = true;                 /* a PUT with an empty body */
 	r.up_size = 0;
 	r.sink = SINK_GROW;
-	r.stall_s = 5 * S3_STALL_S;      /* the server copies before answering */
+	r.stall_s = 5 * s->stall_s;      /* the server copies before answering */
 	S3_STAT(s, s3_copy);
 	err = s3_req_run(s, &r);
 	if (err)

@@ -26,7 +26,7 @@
 #define S3_TRIES             5
 #define S3_RETRY_BUDGET_MS   7000
 #define S3_CONNECT_MS        2000
-#define S3_STALL_S           30      /* no byte for this long: timeout */
+#define S3_STALL_S           15      /* no byte for this long: retry */
 #define S3_CHECK_MS          2000    /* whole-attempt limit of a bucket check */
 #define S3_ERRBODY_MAX       (64u << 10)
 #define S3_BODY_MAX          (64u << 20)
@@ -37,6 +37,7 @@ struct s3 {
 	char *region;
 	char *access_key, *secret_key;
 	struct stats *st;
+	long stall_s;                /* s3_conf.stall_s or S3_STALL_S */
 	pthread_mutex_t lock;        /* protects pool[] and n_pool */
 	CURL *pool[S3_POOL_MAX];
 	int n_pool;
@@ -55,7 +56,7 @@ struct s3_req {
 	bool head, del, upload;
 	int fd;                      /* upload source (-1: empty body) */
 	uint64_t up_size;
-	long stall_s;
+	long stall_s;                /* 0: the client's */
 	long timeout_ms;             /* whole attempt; 0: none (stall_s only) */
 	enum s3_sink sink;
 	char *buf;                   /* SINK_BUF: [off, off+len) of the object */

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -323,7 +324,9 @@ static void test_retry(void)
 
 struct fake {
 	int lfd, port;
-	const char *const *answers;   /* one full response per connection */
+	const char *const *answers;   /* one full response per connection;
+	                                 NULL: read the request, answer nothing,
+	                                 wait for the client to hang up */
 	int n_answers, served;
 	char last_req[4096];
 	pthread_t th;
@@ -344,12 +347,21 @@ static void *fake_main(void *arg)
 				break;
 			n += (size_t)k;
 			req[n] = '\0';
-			if (strstr(req, "\r\n\r\n"))
+			char *end = strstr(req, "\r\n\r\n");
+			char *cl = strcasestr(req, "\r\nContent-Length:");
+			if (end && (!cl || cl > end ||   /* and the whole body */
+				    (size_t)(req + n - (end + 4)) >= strtoul(cl + 17, NULL, 10)))
 				break;
 		}
 		const char *a = f->answers[i];
-		ssize_t w = write(c, a, strlen(a));
-		(void)w;
+		if (a) {
+			ssize_t w = write(c, a, strlen(a));
+			(void)w;
+		} else {
+			char sink[512];
+			while (read(c, sink, sizeof sink) > 0)
+				;
+		}
 		close(c);
 		f->served++;
 	}
@@ -384,7 +396,7 @@ static struct s3 *client_for(int port, struct stats *st)
 	char ep[64];
 	snprintf(ep, sizeof ep, "127.0.0.1:%d", port);
 	struct s3_conf c = { .endpoint = ep, .region = "default",
-			     .access_key = "AK", .secret_key = "SK" };
+			     .access_key = "AK", .secret_key = "SK", .stall_s = 1 };
 	struct s3 *s = NULL;
 	return s3_new(&c, st, &s) ? NULL : s;
 }
@@ -397,6 +409,7 @@ static void test_engine(void)
 	struct fake f;
 	char buf[64];
 	size_t got = 99;
+	double t0, dt;
 
 	struct s3_conf bad = { .endpoint = NULL, .access_key = "a", .secret_key = "b" };
 	struct s3 *s = NULL;
@@ -492,15 +505,42 @@ static void test_engine(void)
 	obj_meta_release(&o);
 	s3_free(s);
 
+	/* A server that takes a request and never answers (RGW 16 did this to
+	 * one PUT in 10,000): after stall_s the request goes again, on a new
+	 * connection, and succeeds; the stall does not use up the budget. */
+	static const char *const swallow[] = {
+		NULL, NULL,
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 0\r\n"
+		"ETag: \"900150983cd24fb0d6963f7d28e17f72\"\r\n\r\n",
+	};
+	stats_init(&st);
+	fake_start(&f, swallow, 3);
+	s = client_for(f.port, &st);
+	char etag[72] = "";
+	int mfd = memfd_create("body", 0);
+	check(mfd >= 0 && write(mfd, "abc", 3) == 3, "engine: a body to put");
+	t0 = now_s();
+	rc = s3_put_file(s, "bkt", "k", mfd, 3, NULL, 0, NULL, etag);
+	close(mfd);
+	dt = now_s() - t0;
+	fake_stop(&f);
+	printf("# swallowed twice: rc %d, %.2f s, %ju retries\n", rc, dt,
+	       (uintmax_t)stats_get(&st, s3_retries));
+	check(rc == 0 && f.served == 3 && stats_get(&st, s3_retries) == 2,
+	      "engine: a request the server swallows is sent again after the stall");
+	check(strstr(f.last_req, "PUT /bkt/k HTTP/1.1") != NULL,
+	      "engine: the retried request is the PUT");
+	s3_free(s);
+
 	/* A port nobody listens on: refused, retried, bounded. */
 	fake_start(&f, NULL, 0);
 	int port = f.port;
 	fake_stop(&f);
 	stats_init(&st);
 	s = client_for(port, &st);
-	double t0 = now_s();
+	t0 = now_s();
 	rc = s3_bucket_check(s, "bkt");
-	double dt = now_s() - t0;
+	dt = now_s() - t0;
 	printf("# refused endpoint: %.2f s, %ju retries\n", dt,
 	       (uintmax_t)stats_get(&st, s3_retries));
 	check(rc == -EHOSTUNREACH && dt < 10.0, "engine: refused endpoint is -EHOSTUNREACH within 10 s");
