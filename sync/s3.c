@@ -146,11 +146,7 @@ static void s3_pool_put(struct s3 *s, CURL *h)
 
 static void req_meta_clear(struct s3_req *r)
 {
-	for (size_t i = 0; i < r->n_meta; i++) {
-		free(r->meta[i].name);
-		free(r->meta[i].value);
-	}
-	free(r->meta);
+	obj_kv_free(r->meta, r->n_meta);
 	r->meta = NULL;
 	r->n_meta = 0;
 	free(r->ctype);

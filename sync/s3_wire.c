@@ -542,11 +542,7 @@ int s3_xml_tagging_parse(const char *xml, size_t len, struct obj_kv **tags,
 		p = close + 6;
 	}
 	if (rc < 0) {
-		for (size_t i = 0; i < na; i++) {
-			free(a[i].name);
-			free(a[i].value);
-		}
-		free(a);
+		obj_kv_free(a, na);
 		return rc;
 	}
 	*tags = a;

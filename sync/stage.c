@@ -186,15 +186,6 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 
 /* ---- one staged file -------------------------------------------------- */
 
-static void kv_free(struct obj_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(kv[i].name);
-		free(kv[i].value);
-	}
-	free(kv);
-}
-
 static int kv_copy(struct obj_kv **dst, size_t *n, const struct obj_kv *src,
 		   size_t n_src)
 {
@@ -202,7 +193,7 @@ static int kv_copy(struct obj_kv **dst, size_t *n, const struct obj_kv *src,
 	*n = 0;
 	for (size_t i = 0; i < n_src; i++) {
 		if (obj_kv_add(dst, n, src[i].name, src[i].value)) {
-			kv_free(*dst, *n);
+			obj_kv_free(*dst, *n);
 			*dst = NULL;
 			*n = 0;
 			return -ENOMEM;
@@ -226,7 +217,7 @@ static void file_free(struct stage_file *f)
 	free(f->bucket);
 	free(f->key);
 	free(f->ctype);
-	kv_free(f->meta, f->n_meta);
+	obj_kv_free(f->meta, f->n_meta);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
 	free(f);
@@ -517,7 +508,7 @@ int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 	int err = kv_copy(&kv, &n, meta, n_meta);
 	char *ct = strdup_opt(content_type, &err);
 	if (err) {
-		kv_free(kv, n);
+		obj_kv_free(kv, n);
 		free(ct);
 		return err;
 	}
@@ -536,7 +527,7 @@ int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 		on = n;
 	}
 	pthread_mutex_unlock(&f->lock);
-	kv_free(okv, on);
+	obj_kv_free(okv, on);
 	free(ct);
 	return err;
 }

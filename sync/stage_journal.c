@@ -155,11 +155,7 @@ void stage_jnl_release(struct stage_jnl *j)
 	free(j->bucket);
 	free(j->key);
 	free(j->ctype);
-	for (size_t i = 0; i < j->n_meta; i++) {
-		free(j->meta[i].name);
-		free(j->meta[i].value);
-	}
-	free(j->meta);
+	obj_kv_free(j->meta, j->n_meta);
 	memset(j, 0, sizeof *j);
 }
 

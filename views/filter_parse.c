@@ -776,10 +776,6 @@ void view_free(struct view *v)
 	str_list_free(v->buckets, v->n_buckets);
 	fl_match_release(&v->match);
 	free(v->strip_prefix);
-	for (size_t i = 0; i < v->n_on_create; i++) {
-		free(v->on_create[i].name);
-		free(v->on_create[i].value);
-	}
-	free(v->on_create);
+	obj_kv_free(v->on_create, v->n_on_create);
 	free(v);
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void kv_free(struct obj_kv *arr, size_t n)
+void obj_kv_free(struct obj_kv *arr, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(arr[i].name);
@@ -19,8 +19,8 @@ void obj_meta_release(struct obj_meta *o)
 	free(o->bucket);
 	free(o->key);
 	free(o->content_type);
-	kv_free(o->meta, o->n_meta);
-	kv_free(o->tags, o->n_tags);
+	obj_kv_free(o->meta, o->n_meta);
+	obj_kv_free(o->tags, o->n_tags);
 	memset(o, 0, sizeof *o);
 }
 

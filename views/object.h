@@ -53,6 +53,8 @@ void obj_meta_release(struct obj_meta *o);
 int obj_meta_copy(struct obj_meta *dst, const struct obj_meta *src);
 /* Append a name/value pair (copied) to meta[] or tags[]; 0 or -ENOMEM. */
 int obj_kv_add(struct obj_kv **arr, size_t *n, const char *name, const char *value);
+/* Free n pairs and the array (as obj_meta_release does); NULL is a no-op. */
+void obj_kv_free(struct obj_kv *arr, size_t n);
 /* Value of a user-metadata name (lower case) or NULL. */
 const char *obj_meta_get(const struct obj_meta *o, const char *name);
 

@@ -61,7 +61,8 @@ void scan_page_clear(struct page *pg)
 struct head_pool {
 	struct scan_job *job;
 	struct page *pg;
-	bool do_head, do_tags;
+	bool do_head, do_tags, reuse_tags;
+	unsigned head_wants;     /* of OBJ_HAS_META, OBJ_HAS_CTYPE */
 	atomic_size_t next;
 	atomic_int err;
 	atomic_uint_fast64_t heads, tag_gets;
@@ -93,21 +94,23 @@ static int head_one(struct head_pool *hp, struct obj_meta *o)
 	return 0;
 }
 
-/* The index already holds what a HEAD would tell of this version (same
- * ETag, fetched by an event or an earlier scan): take it, skip the HEAD. */
-static bool head_known(struct head_pool *hp, struct obj_meta *o)
+/* The index already holds `want` (META, CTYPE, TAGS) of this version of
+ * the object (same ETag, fetched by an event or an earlier scan): take it
+ * and skip the request. True if all of `want` was taken. */
+static bool index_reuse(struct head_pool *hp, struct obj_meta *o, unsigned want)
 {
 	struct obj_meta r;
 	memset(&r, 0, sizeof r);
 	if (!o->etag[0] || index_object_get(hp->job->s->ix, o->bucket, o->key, &r) < 0)
 		return false;
-	unsigned want = hp->job->needs & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 	/* Same version: same ETag and the same modification time (to the
 	 * second: a copy with new metadata keeps the ETag, not the time). */
 	int64_t dt = r.mtime_ns - o->mtime_ns;
 	bool known = !(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
 		     dt < 1000000000 && dt > -1000000000 && (r.flags & want) == want;
-	if (known) {
+	if (known && (want & (OBJ_HAS_META | OBJ_HAS_CTYPE))) {
+		obj_kv_free(o->meta, o->n_meta);
+		free(o->content_type);
 		o->meta = r.meta;
 		o->n_meta = r.n_meta;
 		o->content_type = r.content_type;
@@ -115,6 +118,14 @@ static bool head_known(struct head_pool *hp, struct obj_meta *o)
 		r.n_meta = 0;
 		r.content_type = NULL;
 		o->flags |= r.flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	}
+	if (known && (want & OBJ_HAS_TAGS)) {
+		obj_kv_free(o->tags, o->n_tags);
+		o->tags = r.tags;
+		o->n_tags = r.n_tags;
+		r.tags = NULL;
+		r.n_tags = 0;
+		o->flags |= OBJ_HAS_TAGS;
 	}
 	obj_meta_release(&r);
 	return known;
@@ -129,11 +140,7 @@ static int tags_one(struct head_pool *hp, struct obj_meta *o)
 	atomic_fetch_add(&hp->tag_gets, 1);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < o->n_tags; i++) {
-		free(o->tags[i].name);
-		free(o->tags[i].value);
-	}
-	free(o->tags);
+	obj_kv_free(o->tags, o->n_tags);
 	o->tags = t;             /* the object now owns them */
 	o->n_tags = n;
 	o->flags |= OBJ_HAS_TAGS;
@@ -148,8 +155,12 @@ static void *head_worker(void *arg)
 		if (i >= hp->pg->n || atomic_load(&hp->err) != 0)
 			break;
 		struct obj_meta *o = &hp->pg->o[i];
-		int rc = hp->do_head && !head_known(hp, o) ? head_one(hp, o) : 0;
-		if (rc == 0 && hp->do_tags)
+		int rc = 0;
+		if (hp->do_head && !index_reuse(hp, o, hp->head_wants))
+			rc = head_one(hp, o);
+		/* Tags change without an event: a rescan reads them again. */
+		if (rc == 0 && hp->do_tags &&
+		    !(hp->reuse_tags && index_reuse(hp, o, OBJ_HAS_TAGS)))
 			rc = tags_one(hp, o);
 		if (rc == -ENOENT) {
 			hp->gone[i] = true;
@@ -164,11 +175,13 @@ static void *head_worker(void *arg)
 	return NULL;
 }
 
-int scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs)
+int scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs,
+		     bool reuse_tags)
 {
 	const struct scan_source *src = &job->s->src;
-	struct head_pool hp = { .job = job, .pg = pg };
-	hp.do_head = (needs & (OBJ_HAS_META | OBJ_HAS_CTYPE)) && src->head;
+	struct head_pool hp = { .job = job, .pg = pg, .reuse_tags = reuse_tags };
+	hp.head_wants = needs & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	hp.do_head = hp.head_wants && src->head;
 	hp.do_tags = (needs & OBJ_HAS_TAGS) && src->tags;
 	if (pg->n == 0 || (!hp.do_head && !hp.do_tags))
 		return 0;
@@ -241,7 +254,7 @@ static void *apply_main(void *arg)
 {
 	struct apply_task *t = arg;
 	struct scanner *s = t->job->s;
-	int rc = scan_page_enrich(t->job, t->pg, t->job->needs);
+	int rc = scan_page_enrich(t->job, t->pg, t->job->needs, true);
 	if (rc == 0) {
 		int k = index_scan_apply(s->ix, t->job->bucket, t->pg->o, t->pg->n, &t->next,
 					 s->fn, s->fnctx);

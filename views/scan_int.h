@@ -58,10 +58,13 @@ struct page {
 int  scan_page_collect(void *ctx, const struct obj_meta *o);
 void scan_page_clear(struct page *pg);
 /* HEAD (needs META/CTYPE) and fetch tags (needs TAGS) of every object of
- * the page, once each, with a pool of SCAN_HEAD_THREADS threads; objects
+ * the page, once each, with a pool of SCAN_HEAD_THREADS threads, unless
+ * the index holds them for the same version (tags only if reuse_tags: a
+ * rescan reads them again, since tag changes send no event); objects
  * found gone are dropped from the page. Counts requests into the job's
  * info. 0 or the first failure (then the page is partly enriched). */
-int  scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs);
+int  scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs,
+		      bool reuse_tags);
 struct scan_job *scan_job_find(struct scanner *s, const char *bucket);
 /* Sleep up to ms unless stopped; true if stopped. */
 bool scan_backoff(struct scanner *s, int ms);

@@ -151,7 +151,7 @@ static int rescan_page(struct scanner *s, struct rescan *r, struct page *pg,
 		rc = -ENOMEM;
 	size_t listed = pg->n;
 	if (rc == 0)
-		rc = scan_page_enrich(job, pg, needs);
+		rc = scan_page_enrich(job, pg, needs, false);
 	if (rc == 0) {
 		/* an empty page that is not the last covers nothing */
 		const char *range_end = !*truncated ? NULL : upto ? upto : last ? last : "";

@@ -20,14 +20,23 @@
  *   s3tool par [-n THREADS] [-r ROUNDS] BUCKET KEY   THREADS threads share one
  *                                      client, each GETs and HEADs KEY ROUNDS
  *                                      times, every copy compared; prints req/s
+ *   s3tool batch [-n THREADS] BUCKET   one request per line of stdin, on
+ *                                      THREADS threads (tab-separated):
+ *                                      "put KEY SIZE CTYPE META" (CTYPE "-":
+ *                                      none; META "n=v;n=v" or "-"; SIZE at
+ *                                      most 1 MiB of a fixed pattern) or
+ *                                      "delete KEY"; prints "batch: N done,
+ *                                      N failed", exits EIO if any failed
  */
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -300,9 +309,146 @@ static int cmd_par(struct tool *t, char **a, int n)
 	return bad || failed ? EIO : 0;
 }
 
+/* ---- batch --------------------------------------------------------- */
+
+#define BATCH_BODY_MAX (1u << 20)
+
+struct batch {
+	struct tool *t;
+	const char *bucket;
+	char **lines;
+	size_t n_lines;
+	int body_fd;
+	pthread_mutex_t lock;
+	size_t next, done, failed;
+};
+
+/* One line, split in place at tabs: 0 or a negative errno. */
+static int batch_line(struct batch *b, char *line)
+{
+	char *f[5];
+	int nf = 0;
+	for (char *p = line; nf < 5; nf++) {
+		f[nf] = p;
+		p = strchr(p, '\t');
+		if (!p) {
+			nf++;
+			break;
+		}
+		*p++ = '\0';
+	}
+	if (nf == 2 && strcmp(f[0], "delete") == 0)
+		return s3_delete(b->t->s3, b->bucket, f[1]);
+	if (nf != 5 || strcmp(f[0], "put") != 0)
+		return -EINVAL;
+	uint64_t size = strtoull(f[2], NULL, 10);
+	if (size > BATCH_BODY_MAX)
+		return -EFBIG;
+	struct obj_kv meta[MAX_META];
+	size_t n_meta = 0;
+	char *save = NULL;
+	for (char *kv = strcmp(f[4], "-") ? strtok_r(f[4], ";", &save) : NULL;
+	     kv; kv = strtok_r(NULL, ";", &save)) {
+		char *eq = strchr(kv, '=');
+		if (!eq || n_meta == MAX_META)
+			return -EINVAL;
+		*eq = '\0';
+		meta[n_meta++] = (struct obj_kv){ .name = kv, .value = eq + 1 };
+	}
+	char etag[72];
+	return s3_put_file(b->t->s3, b->bucket, f[1], b->body_fd, size, meta,
+			   n_meta, strcmp(f[3], "-") ? f[3] : NULL, etag);
+}
+
+static void *batch_main(void *arg)
+{
+	struct batch *b = arg;
+	for (;;) {
+		pthread_mutex_lock(&b->lock);
+		size_t i = b->next < b->n_lines ? b->next++ : SIZE_MAX;
+		pthread_mutex_unlock(&b->lock);
+		if (i == SIZE_MAX)
+			return NULL;
+		char *copy = strdup(b->lines[i]);
+		int err = copy ? batch_line(b, copy) : -ENOMEM;
+		if (err)
+			fprintf(stderr, "s3tool: batch: line %zu (%s): %s\n", i + 1,
+				b->lines[i], strerror(-err));
+		free(copy);
+		pthread_mutex_lock(&b->lock);
+		if (err)
+			b->failed++;
+		else
+			b->done++;
+		pthread_mutex_unlock(&b->lock);
+	}
+}
+
+static int cmd_batch(struct tool *t, char **a, int n)
+{
+	if (n < 1 || t->threads < 1 || t->threads > 256)
+		return fail("batch", -EINVAL);
+	struct batch b = { .t = t, .bucket = a[0], .body_fd = -1 };
+	pthread_mutex_init(&b.lock, NULL);
+	size_t cap = 0;
+	char *line = NULL;
+	size_t lcap = 0;
+	ssize_t len;
+	int err = 0;
+	while ((len = getline(&line, &lcap, stdin)) >= 0) {
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (!len)
+			continue;
+		if (b.n_lines == cap) {
+			cap = cap ? 2 * cap : 1024;
+			char **nl = realloc(b.lines, cap * sizeof *nl);
+			if (!nl) {
+				err = -ENOMEM;
+				break;
+			}
+			b.lines = nl;
+		}
+		if (!(b.lines[b.n_lines] = strdup(line))) {
+			err = -ENOMEM;
+			break;
+		}
+		b.n_lines++;
+	}
+	free(line);
+	char *body = malloc(BATCH_BODY_MAX);
+	if (!err && body) {
+		for (size_t i = 0; i < BATCH_BODY_MAX; i++)
+			body[i] = (char)('a' + i % 26);
+		b.body_fd = memfd_create("s3tool-batch", 0);
+		if (b.body_fd < 0 || write_all(b.body_fd, body, BATCH_BODY_MAX))
+			err = -EIO;
+	} else if (!err) {
+		err = -ENOMEM;
+	}
+	free(body);
+	pthread_t th[256];
+	int started = 0;
+	for (; !err && started < t->threads; started++)
+		if (pthread_create(&th[started], NULL, batch_main, &b))
+			break;
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	for (size_t i = 0; i < b.n_lines; i++)
+		free(b.lines[i]);
+	free(b.lines);
+	if (b.body_fd >= 0)
+		close(b.body_fd);
+	pthread_mutex_destroy(&b.lock);
+	if (err)
+		return fail("batch", err);
+	printf("batch: %zu done, %zu failed\n", b.done, b.failed);
+	return b.failed ? EIO : 0;
+}
+
 static int usage(void)
 {
-	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check|par "
+	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check|par|batch "
 		"[options] BUCKET ... (see tests/bed/s3tool.c)\n");
 	return 2;
 }
@@ -377,6 +523,8 @@ int main(int argc, char **argv)
 		rc = cmd_delete(&t, a, n);
 	else if (strcmp(cmd, "check") == 0)
 		rc = cmd_check(&t, a, n);
+	else if (strcmp(cmd, "batch") == 0)
+		rc = cmd_batch(&t, a, n);
 	else if (strcmp(cmd, "par") == 0)
 		rc = cmd_par(&t, a, n);
 	else

@@ -13,15 +13,6 @@ static int failures;
 	if (cond) { printf("ok - "); } else { printf("not ok - "); failures++; } \
 	printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static void kv_free(struct obj_kv *a, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(a[i].name);
-		free(a[i].value);
-	}
-	free(a);
-}
-
 static int parse(const char *xml, struct obj_kv **t, size_t *n)
 {
 	*t = NULL;
@@ -48,7 +39,7 @@ static void test_rgw_answer(void)
 		CHECK(!strcmp(t[1].name, "owner") && !strcmp(t[1].value, "a&b <x> \xc3\xa9"),
 		      "entities decoded in a value (got \"%s\")", t[1].value);
 	}
-	kv_free(t, n);
+	obj_kv_free(t, n);
 }
 
 static void test_empty_and_pretty(void)
@@ -76,7 +67,7 @@ static void test_empty_and_pretty(void)
 		CHECK(!strcmp(t[2].name, "sp ace") && !strcmp(t[2].value, " v "),
 		      "spaces in names and values are kept");
 	}
-	kv_free(t, n);
+	obj_kv_free(t, n);
 }
 
 static void test_bad(void)
