@@ -331,6 +331,8 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		consumer_part_set(c, parts->elems[i].partition,
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
 	c->lag_at_ns = 0;
+	if (c->st)
+		atomic_store(&c->st->kafka_partitions, (uint_fast64_t)c->n_parts);
 	pthread_mutex_lock(&c->lock);
 	c->assigned = true;
 	pthread_cond_broadcast(&c->cond);
@@ -354,6 +356,8 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 		rd_kafka_assign(c->rk, NULL);
 		c->n_parts = 0;
 	}
+	if (c->st)
+		atomic_store(&c->st->kafka_partitions, (uint_fast64_t)c->n_parts);
 }
 
 static void consumer_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -538,7 +542,7 @@ int consumer_start(struct consumer *c)
 	return 0;
 }
 
-int consumer_wait_ready(struct consumer *c, int timeout_ms)
+int consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned)
 {
 	int64_t deadline = consumer_now_ns() + (int64_t)timeout_ms * 1000000LL;
 	rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, c->topic, NULL);
@@ -569,6 +573,8 @@ int consumer_wait_ready(struct consumer *c, int timeout_ms)
 		consumer_sleep(c, 100);
 	}
 	rd_kafka_topic_destroy(rkt);
+	if (!assigned && consumer_now_ns() < deadline)
+		return 0;
 
 	pthread_mutex_lock(&c->lock);
 	if (consumer_now_ns() < deadline) {

@@ -18,6 +18,7 @@
 #ifndef FACETFS_CONSUMER_H
 #define FACETFS_CONSUMER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,10 +59,11 @@ int  consumer_new(const struct consumer_conf *conf, const struct consumer_cb *cb
                   struct stats *st, struct consumer **out, char *err, size_t errlen);
 /* Subscribe and start the consumer thread. */
 int  consumer_start(struct consumer *c);
-/* 0 once the brokers answered metadata for the topic and partitions were
-   assigned; -ETIMEDOUT (logged, naming the brokers and the last error) if not
-   within timeout_ms. */
-int  consumer_wait_ready(struct consumer *c, int timeout_ms);
+/* 0 once the brokers answered metadata for the topic and, if assigned,
+   partitions were assigned (a group join takes seconds: Kafka's initial
+   rebalance delay); -ETIMEDOUT (logged, naming the brokers and the last
+   error) if not within timeout_ms. */
+int  consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned);
 /* Stop polling, leave the group, join the thread. Idempotent. */
 void consumer_stop(struct consumer *c);
 /* Stops if needed and frees. NULL is fine. */

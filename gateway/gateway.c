@@ -449,7 +449,7 @@ static int start_consumer(struct gateway *gw)
 	}
 	rc = consumer_start(gw->cons);
 	if (rc == 0)
-		rc = consumer_wait_ready(gw->cons, 25000);
+		rc = consumer_wait_ready(gw->cons, 25000, false);
 	if (rc < 0)
 		log_error("kafka: brokers %s, topic %s not ready; nothing mounted",
 			  gw->cfg.kafka_brokers, gw->cfg.kafka_topic);
@@ -578,9 +578,11 @@ int gateway_mount(const struct mount_opts *o)
 		       &gw.ing) < 0 ||
 	    start_scanner(&gw) < 0)
 		goto out;
-	/* First scans start now: they need neither Kafka nor the mount, and
-	 * run while the consumer joins its group (seconds with Kafka's initial
-	 * rebalance delay). */
+	/* First scans start now: they need neither Kafka nor the mount. The
+	 * mount does not wait for the consumer group's join either (seconds:
+	 * Kafka's initial rebalance delay), only for the brokers to answer for
+	 * the topic; events are applied from the stored offsets once the
+	 * partitions are assigned (.facetfs/stats: kafka.partitions_assigned). */
 	scan_start_views(gw.scan, gw.views, gw.n_views);
 	if (start_consumer(&gw) < 0)
 		goto out;

@@ -97,6 +97,7 @@ char *stats_to_json(struct stats *st, void (*extra)(void *ctx, struct cJSON *roo
 	PUT(ev, "malformed", st, ev_malformed);
 
 	cJSON *kafka = cJSON_AddObjectToObject(root, "kafka");
+	PUT(kafka, "partitions_assigned", st, kafka_partitions);
 	cJSON *lag = cJSON_AddObjectToObject(kafka, "lag");
 	pthread_mutex_lock(&st->lock);
 	for (int i = 0; i < st->n_lag; i++)

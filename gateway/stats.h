@@ -28,6 +28,8 @@ struct stats_lag {
 struct stats {
 	/* events/ */
 	atomic_uint_fast64_t ev_consumed, ev_applied, ev_ignored, ev_malformed;
+	/* events/: partitions assigned to this consumer now (a gauge) */
+	atomic_uint_fast64_t kafka_partitions;
 	/* sync/: S3 requests by kind, and failures after retries */
 	atomic_uint_fast64_t s3_list, s3_head, s3_get, s3_put, s3_copy, s3_delete,
 		s3_errors, s3_retries, s3_bytes_read;

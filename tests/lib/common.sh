@@ -138,6 +138,15 @@ start_gateway() {
 		stop_gateway "$name" >/dev/null 2>&1
 		return 1
 	fi
+	# The mount comes before the consumer group's join; the tests expect
+	# events flowing once the gateway is up.
+	gw_joined() { [[ $(jq -r .kafka.partitions_assigned "$mnt/.facetfs/stats") -gt 0 ]]; }
+	if ! wait_for "${GW_START_TIMEOUT:-20}" gw_joined; then
+		echo "# gateway $name (pid $pid): no Kafka partitions assigned; last lines of $log:"
+		tail -n 20 "$log" | diag
+		stop_gateway "$name" >/dev/null 2>&1
+		return 1
+	fi
 }
 
 gateway_log() { printf '%s\n' "${GW_LOG[$1]:-}"; }

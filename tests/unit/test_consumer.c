@@ -296,7 +296,7 @@ int main(void)
 		return 1;
 	t0 = now_ns();
 	check(consumer_start(c) == 0, "consumer_start");
-	check(consumer_wait_ready(c, 15000) == 0, "consumer_wait_ready on the mock");
+	check(consumer_wait_ready(c, 15000, true) == 0, "consumer_wait_ready on the mock");
 	printf("# ready after %.2f s\n", (double)(now_ns() - t0) / 1e9);
 	got = fake_wait(&f, NPARTS * NMSG, 20000);
 	sleep_ms(300);                /* nothing more may come */
@@ -330,7 +330,7 @@ int main(void)
 	if (!c)
 		return 1;
 	t0 = now_ns();
-	check(consumer_start(c) == 0 && consumer_wait_ready(c, 20000) == 0,
+	check(consumer_start(c) == 0 && consumer_wait_ready(c, 20000, true) == 0,
 	      "second consumer ready");
 	printf("# ready after %.2f s (group rejoin)\n", (double)(now_ns() - t0) / 1e9);
 	got = fake_wait(&f, NMSG - NMSG / 2 + NMSG - NMSG / 4, 20000);
@@ -353,7 +353,7 @@ int main(void)
 		int rc;
 
 		t0 = now_ns();
-		rc = consumer_wait_ready(c, 1500);
+		rc = consumer_wait_ready(c, 1500, true);
 		check(rc == -ETIMEDOUT && now_ns() - t0 < 2500000000LL,
 		      "unreachable brokers: consumer_wait_ready gives -ETIMEDOUT in time");
 		t0 = now_ns();
