@@ -26,22 +26,8 @@
 #include "gateway/stats.h"
 #include "sync/s3.h"
 #include "sync/stage.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void md5_hex(const void *buf, size_t len, char out[33])
-{
-	unsigned char d[16];
-	unsigned dl = 0;
-	EVP_Digest(buf, len, d, &dl, EVP_md5(), NULL);
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
+#define UNIT_WITH_MD5
+#include "tests/unit/unit.h"
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -104,7 +90,7 @@ int main(int argc, char **argv)
 	if (err)
 		return 1;
 	uint64_t s = 12345;
-	double t0 = now_s();
+	double t0 = unit_now_s();
 	for (size_t off = 0; off < size && !err; off += 1 << 20) {
 		for (size_t i = 0; i < (1 << 20); i += 8) {
 			uint64_t v = rnd(&s);
@@ -121,17 +107,17 @@ int main(int argc, char **argv)
 		if (stage_file_pwrite(f, buf, len, off) != (ssize_t)len)
 			err = -EIO;
 	}
-	printf("write_ok=%d\nwrite_mib_s=%.0f\n", !err, size / 1048576.0 / (now_s() - t0));
+	printf("write_ok=%d\nwrite_mib_s=%.0f\n", !err, size / 1048576.0 / (unit_now_s() - t0));
 	char etag[72] = "", md5[33];
-	md5_hex(model, size, md5);
+	unit_md5_hex(model, size, md5);
 	printf("model_md5=%s\n", md5);
 	printf("commit_missing_bucket=%d\n", stage_file_commit(f, etag));
 	printf("kept_after_failure=%d\n", stage_file_pread(f, buf, size, 0) == (ssize_t)size &&
 	       memcmp(buf, model, size) == 0 && stage_file_dirty(f));
 	err = stage_file_rename(f, bucket, key);
-	t0 = now_s();
+	t0 = unit_now_s();
 	err = err ? err : stage_file_commit(f, etag);
-	double dt = now_s() - t0;
+	double dt = unit_now_s() - t0;
 	printf("commit=%d\netag=%s\ncommit_mib_s=%.0f\n", err, etag, size / 1048576.0 / dt);
 	printf("clean_after_commit=%d\n", !stage_file_dirty(f));
 	stage_file_release(f);
@@ -144,15 +130,15 @@ int main(int argc, char **argv)
 	snprintf(out2, sizeof out2, "%s.2", out);
 	struct get_ctx g = { s3, bucket, key, etag };
 	err = stage_file_new(stg, bucket, key2, NULL, 0, NULL, &f);
-	t0 = now_s();
+	t0 = unit_now_s();
 	err = err ? err : stage_file_fill(f, fetch_s3, &g, size, etag);
-	printf("fill=%d\nfill_mib_s=%.0f\n", err, size / 1048576.0 / (now_s() - t0));
+	printf("fill=%d\nfill_mib_s=%.0f\n", err, size / 1048576.0 / (unit_now_s() - t0));
 	memcpy(model + size / 2, "xyz", 3);
 	char etag2[72] = "";
 	if (!err && stage_file_pwrite(f, "xyz", 3, size / 2) != 3)
 		err = -EIO;
 	err = err ? err : stage_file_commit(f, etag2);
-	md5_hex(model, size, md5);
+	unit_md5_hex(model, size, md5);
 	printf("commit2=%d\netag2=%s\nmodel2_md5=%s\n", err, etag2, md5);
 	stage_file_release(f);
 	struct stage_counters cn;

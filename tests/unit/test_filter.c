@@ -11,6 +11,7 @@
  * filter code looks at.
  */
 #include "views/filter.h"
+#include "tests/unit/unit.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,20 +21,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (cond) {                                                    \
-			printf("ok - ");                                       \
-		} else {                                                       \
-			printf("not ok - ");                                   \
-			failures++;                                            \
-		}                                                              \
-		printf(__VA_ARGS__);                                           \
-		printf("\n");                                                  \
-	} while (0)
 
 static struct view *load_str(const char *text)
 {
@@ -639,6 +626,5 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	test_diagnostics();
-	printf("# %d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

@@ -10,12 +10,9 @@
 
 #include "views/filter.h"
 #include "views/index.h"
+#include "tests/unit/unit.h"
+#include "tests/unit/unit_views.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (cond) { printf("ok - "); } else { printf("not ok - "); failures++; } \
-	printf(__VA_ARGS__); printf("\n"); } while (0)
 
 #define S 1000000000LL
 
@@ -47,19 +44,6 @@ static void release_all(struct obj_meta *o, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		obj_meta_release(&o[i]);
-}
-
-static struct view *load(const char *json)
-{
-	struct view *v = NULL;
-	struct diag d = { 0 };
-	int rc = view_load_buf("t.json", json, strlen(json), &v, &d);
-	if (rc < 0) {
-		printf("# view load failed (%d): %s\n", rc, d.n ? d.lines[0] : "");
-		exit(2);
-	}
-	diag_release(&d);
-	return v;
 }
 
 struct changes { char log[8192]; size_t len; int n; };
@@ -97,47 +81,17 @@ static const char *ls(struct index *ix, size_t vi, const char *dir, const char *
 	return l.names;
 }
 
-static char *tmpdir(void)
-{
-	char *t = strdup("/tmp/facetfs-test-index-XXXXXX");
-	if (!mkdtemp(t)) {
-		perror("mkdtemp");
-		exit(2);
-	}
-	return t;
-}
-
-static void rmtree(const char *dir)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		printf("# could not remove %s\n", dir);
-}
-
-static struct index *open_ix(const char *dir, struct stats *st)
-{
-	struct index *ix;
-	char err[256];
-	int rc = index_open(dir, st, &ix, err, sizeof err);
-	if (rc < 0) {
-		printf("# index_open: %s\n", err);
-		exit(2);
-	}
-	return ix;
-}
-
 /* ---- tests ------------------------------------------------------------ */
 
 static void test_round_trip(void)
 {
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir("index");
 	struct stats st;
 	stats_init(&st);
-	struct index *ix = open_ix(dir, &st);
+	struct index *ix = unit_index_open(dir, &st);
 	struct view *v[2] = {
-		load("{\"name\":\"all\",\"bucket\":\"b1\"}"),
-		load("{\"name\":\"runs\",\"bucket\":\"b1\",\"match\":{\"prefix\":\"runs/\"},"
+		unit_view("{\"name\":\"all\",\"bucket\":\"b1\"}"),
+		unit_view("{\"name\":\"runs\",\"bucket\":\"b1\",\"match\":{\"prefix\":\"runs/\"},"
 		     "\"layout\":{\"strip_prefix\":\"runs/\"}}"),
 	};
 	CHECK(index_set_views(ix, v, 2) == 0, "set_views on an empty index");
@@ -199,17 +153,17 @@ static void test_round_trip(void)
 	view_free(v[1]);
 	release_all(ev, 5);
 	stats_release(&st);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_tombstones_and_order(void)
 {
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir("index");
 	struct stats st;
 	stats_init(&st);
-	struct index *ix = open_ix(dir, &st);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+	struct index *ix = unit_index_open(dir, &st);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
 	index_set_views(ix, &v, 1);
 	struct index_attr a;
 	int rc;
@@ -281,15 +235,15 @@ static void test_tombstones_and_order(void)
 	struct obj_meta all[] = { e1, e2, e3, d2, p2, c1, c2, c0, c3, s1, old, nearly };
 	release_all(all, sizeof all / sizeof all[0]);
 	stats_release(&st);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_batch_duplicates(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
 	index_set_views(ix, &v, 1);
 	struct obj_meta ev[6] = {
 		mk("b", "k", 1, 10, "v1", "01"),
@@ -311,17 +265,17 @@ static void test_batch_duplicates(void)
 	index_close(ix);
 	view_free(v);
 	release_all(ev, 6);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_membership_moves(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v[2] = {
-		load("{\"name\":\"black\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"black\"}}}"),
-		load("{\"name\":\"green\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
+		unit_view("{\"name\":\"black\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"black\"}}}"),
+		unit_view("{\"name\":\"green\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 	};
 	index_set_views(ix, v, 2);
 	struct obj_meta e1 = mk("b", "d/f", 1, 10, "x", "01");
@@ -353,19 +307,19 @@ static void test_membership_moves(void)
 	obj_meta_release(&e1);
 	obj_meta_release(&e2);
 	obj_meta_release(&e3);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_bad_keys_and_dirs(void)
 {
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir("index");
 	struct stats st;
 	stats_init(&st);
-	struct index *ix = open_ix(dir, &st);
+	struct index *ix = unit_index_open(dir, &st);
 	struct view *v[2] = {
-		load("{\"name\":\"all\",\"bucket\":\"b\"}"),
-		load("{\"name\":\"multi\",\"bucket\":[\"b\",\"c\"]}"),
+		unit_view("{\"name\":\"all\",\"bucket\":\"b\"}"),
+		unit_view("{\"name\":\"multi\",\"bucket\":[\"b\",\"c\"]}"),
 	};
 	index_set_views(ix, v, 2);
 	char big[300];
@@ -429,15 +383,15 @@ static void test_bad_keys_and_dirs(void)
 	view_free(v[1]);
 	release_all(ev, n);
 	stats_release(&st);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_view_changes_and_reopen(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
-	struct view *v1 = load("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".fa\"}}");
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v1 = unit_view("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".fa\"}}");
 	index_set_views(ix, &v1, 1);
 	struct obj_meta ev[4] = {
 		mk("b", "x/1.fa", 1, 1, "", NULL),
@@ -452,8 +406,8 @@ static void test_view_changes_and_reopen(void)
 
 	/* same name, new definition; plus a new view; no events, no scan */
 	struct view *v2[2] = {
-		load("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
-		load("{\"name\":\"x\",\"bucket\":\"b\",\"layout\":{\"strip_prefix\":\"x/\"}}"),
+		unit_view("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
+		unit_view("{\"name\":\"x\",\"bucket\":\"b\",\"layout\":{\"strip_prefix\":\"x/\"}}"),
 	};
 	CHECK(index_set_views(ix, v2, 2) == 0, "set_views with a changed and a new view");
 	view_free(v1);
@@ -465,7 +419,7 @@ static void test_view_changes_and_reopen(void)
 	index_close(ix);
 
 	/* reopen: everything is still there, nothing is rebuilt */
-	ix = open_ix(dir, NULL);
+	ix = unit_index_open(dir, NULL);
 	CHECK(index_set_views(ix, v2, 2) == 0, "reopen + same views");
 	CHECK(index_objects(ix) == 3, "objects count survives (%llu)",
 	      (unsigned long long)index_objects(ix));
@@ -499,7 +453,7 @@ static void test_view_changes_and_reopen(void)
 	view_free(v2[1]);
 	obj_meta_release(&late);
 	release_all(ev, 4);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -554,8 +508,8 @@ static void test_routing(void)
 			 i, tails[(r >> 16) % 4]);
 		pool[i].live = false;
 	}
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
 	const char *set_a[] = {
 		"{\"name\":\"v0\",\"bucket\":\"b\",\"match\":{\"prefix\":\"a\"}}",
 		"{\"name\":\"v1\",\"bucket\":\"b\",\"match\":{\"prefix\":\"ab/\"}}",
@@ -571,7 +525,7 @@ static void test_routing(void)
 	enum { NA = sizeof set_a / sizeof *set_a };
 	struct view *va[NA];
 	for (size_t i = 0; i < NA; i++)
-		va[i] = load(set_a[i]);
+		va[i] = unit_view(set_a[i]);
 	CHECK(index_set_views(ix, va, NA) == 0, "routing: first view set");
 
 	/* random puts and deletes, in batches, increasing sequencers */
@@ -612,14 +566,14 @@ static void test_routing(void)
 	struct view *vb[NA + NB];
 	memcpy(vb, va, sizeof va);
 	for (size_t i = 0; i < NB; i++)
-		vb[NA + i] = load(set_b[i]);
+		vb[NA + i] = unit_view(set_b[i]);
 	CHECK(index_set_views(ix, vb, NA + NB) == 0, "routing: prefix views added");
 	CHECK(rt_check(ix, vb, NA + NB, pool) == 0, "routing: rebuilt prefix views = brute force");
 
 	/* a new view with no literal prefix: the whole bucket is walked */
 	struct view *vc[2] = {
 		vb[NA],
-		load("{\"name\":\"u0\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
+		unit_view("{\"name\":\"u0\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
 	};
 	CHECK(index_set_views(ix, vc, 2) == 0, "routing: a view without prefix added");
 	CHECK(rt_check(ix, vc, 2, pool) == 0, "routing: rebuilt whole-bucket view = brute force");
@@ -627,7 +581,7 @@ static void test_routing(void)
 	view_free(vc[1]);
 	for (size_t i = 0; i < NA + NB; i++)
 		view_free(vb[i]);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -635,15 +589,15 @@ static void test_routing(void)
  * process right after, without fsync. */
 static void test_kill9(void)
 {
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir("index");
 	int p[2];
 	if (pipe(p) < 0)
 		exit(2);
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(p[0]);
-		struct index *ix = open_ix(dir, NULL);
-		struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+		struct index *ix = unit_index_open(dir, NULL);
+		struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
 		index_set_views(ix, &v, 1);
 		struct obj_meta *ev = calloc(1000, sizeof *ev);
 		char key[32];
@@ -668,8 +622,8 @@ static void test_kill9(void)
 	waitpid(pid, &status, 0);
 	close(p[0]);
 	CHECK(ack == 'y' && WIFSIGNALED(status), "child applied a batch and was killed -9");
-	struct index *ix = open_ix(dir, NULL);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"b\"}");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
 	index_set_views(ix, &v, 1);
 	int64_t off = 0;
 	struct index_attr a;
@@ -679,7 +633,7 @@ static void test_kill9(void)
 	      "records and membership survived kill -9");
 	index_close(ix);
 	view_free(v);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -693,6 +647,5 @@ int main(void)
 	test_view_changes_and_reopen();
 	test_routing();
 	test_kill9();
-	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

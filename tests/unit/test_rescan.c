@@ -14,14 +14,11 @@
 
 #include "views/filter.h"
 #include "views/index.h"
+#include "tests/unit/unit.h"
+#include "tests/unit/unit_views.h"
 #include "views/index_reconcile.h"
 #include "views/scan.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (cond) { printf("ok - "); } else { printf("not ok - "); failures++; } \
-	printf(__VA_ARGS__); printf("\n"); } while (0)
 
 #define S 1000000000LL
 
@@ -188,45 +185,6 @@ static void fake_init(struct fake *f, int page)
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static struct view *load(const char *json)
-{
-	struct view *v = NULL;
-	struct diag d = { 0 };
-	if (view_load_buf("t.json", json, strlen(json), &v, &d) < 0) {
-		printf("# view load failed: %s\n", d.n ? d.lines[0] : "");
-		exit(2);
-	}
-	diag_release(&d);
-	return v;
-}
-
-static char *tmpdir(void)
-{
-	char *t = strdup("/tmp/facetfs-test-rescan-XXXXXX");
-	if (!mkdtemp(t))
-		exit(2);
-	return t;
-}
-
-static void rmtree(const char *dir)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		printf("# could not remove %s\n", dir);
-}
-
-static struct index *open_ix(const char *dir)
-{
-	struct index *ix;
-	char err[256];
-	if (index_open(dir, NULL, &ix, err, sizeof err) < 0) {
-		printf("# index_open: %s\n", err);
-		exit(2);
-	}
-	return ix;
-}
-
 static atomic_int n_chg[4];
 
 static void on_change(void *ctx, size_t vi, const char *path, int what)
@@ -306,9 +264,9 @@ static void comment(const char *report)
  * including before the first and after the last listed key. */
 static void test_rescan_fixes(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	char *dir = unit_tmpdir("rescan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 3);
@@ -409,7 +367,7 @@ static void test_rescan_fixes(void)
 	scan_free(sc);
 	index_close(ix);
 	view_free(v);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -427,9 +385,9 @@ static void events_during(void *p)
 
 static void test_rescan_events(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	char *dir = unit_tmpdir("rescan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 3);
@@ -496,7 +454,7 @@ static void test_rescan_events(void)
 	scan_free(sc);
 	index_close(ix);
 	view_free(v);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -504,12 +462,12 @@ static void test_rescan_events(void)
  * needing them; a rescan refreshes them; HEAD only when metadata is needed. */
 static void test_tags(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir);
+	char *dir = unit_tmpdir("rescan");
+	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v[3] = {
-		load("{\"name\":\"raw\",\"bucket\":\"bk\",\"match\":{\"tags\":{\"stage\":\"raw\"}}}"),
-		load("{\"name\":\"cooked\",\"bucket\":\"bk\",\"match\":{\"tags\":{\"stage\":\"cooked\"}}}"),
-		load("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
+		unit_view("{\"name\":\"raw\",\"bucket\":\"bk\",\"match\":{\"tags\":{\"stage\":\"raw\"}}}"),
+		unit_view("{\"name\":\"cooked\",\"bucket\":\"bk\",\"match\":{\"tags\":{\"stage\":\"cooked\"}}}"),
+		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 	};
 	index_set_views(ix, v, 2);   /* first: tags only */
 	struct fake f;
@@ -586,7 +544,7 @@ static void test_tags(void)
 	index_close(ix);
 	for (int i = 0; i < 3; i++)
 		view_free(v[i]);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -602,9 +560,9 @@ static void block_until_released(void *p)
 /* No rescan while the bucket's first scan runs. */
 static void test_busy(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	char *dir = unit_tmpdir("rescan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 2);
@@ -634,16 +592,16 @@ static void test_busy(void)
 	scan_free(sc);
 	index_close(ix);
 	view_free(v);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 /* The periodic rescan finds a lost object by itself. */
 static void test_periodic(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	char *dir = unit_tmpdir("rescan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 5);
@@ -664,7 +622,7 @@ static void test_periodic(void)
 	scan_free(sc);   /* joins the periodic thread */
 	index_close(ix);
 	view_free(v);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -675,6 +633,5 @@ int main(void)
 	test_tags();
 	test_busy();
 	test_periodic();
-	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

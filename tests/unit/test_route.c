@@ -12,24 +12,11 @@
  * 3. 1,000 prefix views: one key yields a handful of candidates, not 1,000.
  */
 #include "views/route.h"
+#include "tests/unit/unit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (cond) {                                                    \
-			printf("ok - ");                                       \
-		} else {                                                       \
-			printf("not ok - ");                                   \
-			failures++;                                            \
-		}                                                              \
-		printf(__VA_ARGS__);                                           \
-		printf("\n");                                                  \
-	} while (0)
 
 static struct view *load_quiet(const char *text)
 {
@@ -317,6 +304,5 @@ int main(void)
 	test_key_prefix();
 	test_random();
 	test_many();
-	printf("# %d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

@@ -6,12 +6,7 @@
 #include <string.h>
 
 #include "sync/s3_int.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (cond) { printf("ok - "); } else { printf("not ok - "); failures++; } \
-	printf(__VA_ARGS__); printf("\n"); } while (0)
+#include "tests/unit/unit.h"
 
 static int parse(const char *xml, struct obj_kv **t, size_t *n)
 {
@@ -95,6 +90,5 @@ int main(void)
 	test_rgw_answer();
 	test_empty_and_pretty();
 	test_bad();
-	printf("%s\n", failures ? "FAILED" : "PASSED");
-	return failures ? 1 : 0;
+	return unit_exit();
 }

@@ -11,13 +11,10 @@
 
 #include "views/filter.h"
 #include "views/index.h"
+#include "tests/unit/unit.h"
+#include "tests/unit/unit_views.h"
 #include "views/scan.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (cond) { printf("ok - "); } else { printf("not ok - "); failures++; } \
-	printf(__VA_ARGS__); printf("\n"); } while (0)
 
 #define S 1000000000LL
 #define PAGE 1000
@@ -98,45 +95,6 @@ static int fake_head(void *ctx, const char *bucket, const char *key, struct obj_
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static struct view *load(const char *json)
-{
-	struct view *v = NULL;
-	struct diag d = { 0 };
-	if (view_load_buf("t.json", json, strlen(json), &v, &d) < 0) {
-		printf("# view load failed: %s\n", d.n ? d.lines[0] : "");
-		exit(2);
-	}
-	diag_release(&d);
-	return v;
-}
-
-static char *tmpdir(void)
-{
-	char *t = strdup("/tmp/facetfs-test-scan-XXXXXX");
-	if (!mkdtemp(t))
-		exit(2);
-	return t;
-}
-
-static void rmtree(const char *dir)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		printf("# could not remove %s\n", dir);
-}
-
-static struct index *open_ix(const char *dir, struct stats *st)
-{
-	struct index *ix;
-	char err[256];
-	if (index_open(dir, st, &ix, err, sizeof err) < 0) {
-		printf("# index_open: %s\n", err);
-		exit(2);
-	}
-	return ix;
-}
-
 static atomic_int n_added;
 
 static void on_change(void *ctx, size_t vi, const char *path, int what)
@@ -196,11 +154,11 @@ static void events_during_scan(void *p)
 
 static void test_scan_with_events(void)
 {
-	char *dir = tmpdir();
+	char *dir = unit_tmpdir("scan");
 	struct stats st;
 	stats_init(&st);
-	struct index *ix = open_ix(dir, &st);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	struct index *ix = unit_index_open(dir, &st);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct hook_ctx hc = { ix };
 	struct fake f = { .bucket = "bk", .n = 2500, .fail_from_page = -1,
@@ -241,15 +199,15 @@ static void test_scan_with_events(void)
 	index_close(ix);
 	view_free(v);
 	stats_release(&st);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_scan_resume(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	char *dir = unit_tmpdir("scan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f = { .bucket = "bk", .n = 3500, .fail_from_page = 2 };
 	struct scan_source src = { &f, fake_list, NULL, NULL };
@@ -280,7 +238,7 @@ static void test_scan_resume(void)
 	index_close(ix);
 
 	/* restart: resumes at page 2 */
-	ix = open_ix(dir, NULL);
+	ix = unit_index_open(dir, NULL);
 	index_set_views(ix, &v, 1);
 	struct fake g = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
 	struct scan_source src2 = { &g, fake_list, NULL, NULL };
@@ -301,7 +259,7 @@ static void test_scan_resume(void)
 	index_close(ix);
 
 	/* restart again: a completed bucket is not listed */
-	ix = open_ix(dir, NULL);
+	ix = unit_index_open(dir, NULL);
 	index_set_views(ix, &v, 1);
 	struct fake h = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
 	struct scan_source src3 = { &h, fake_list, NULL, NULL };
@@ -319,17 +277,17 @@ static void test_scan_resume(void)
 	stats_release(&st1);
 	stats_release(&st2);
 	stats_release(&st3);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
 static void test_scan_head(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
+	char *dir = unit_tmpdir("scan");
+	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v[2] = {
-		load("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
-		load("{\"name\":\"other\",\"bucket\":\"zz\"}"),
+		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
+		unit_view("{\"name\":\"other\",\"bucket\":\"zz\"}"),
 	};
 	index_set_views(ix, v, 2);
 	struct fake f = { .bucket = "bk", .n = 1400, .fail_from_page = -1 };
@@ -364,7 +322,7 @@ static void test_scan_head(void)
 	index_close(ix);
 	view_free(v[0]);
 	view_free(v[1]);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -386,9 +344,9 @@ static void *reader_main(void *p)
 /* A scan thread, the applying thread and a reader at the same time. */
 static void test_scan_concurrent(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
-	struct view *v = load("{\"name\":\"all\",\"bucket\":\"bk\"}");
+	char *dir = unit_tmpdir("scan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
 	struct fake f = { .bucket = "bk", .n = 20000, .fail_from_page = -1 };
 	struct scan_source src = { &f, fake_list, NULL, NULL };
@@ -435,7 +393,7 @@ static void test_scan_concurrent(void)
 	scan_free(sc);
 	index_close(ix);
 	view_free(v);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -445,6 +403,5 @@ int main(void)
 	test_scan_resume();
 	test_scan_head();
 	test_scan_concurrent();
-	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

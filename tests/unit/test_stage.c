@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "gateway/log.h"
+#define UNIT_WITH_MD5
+#include "tests/unit/unit.h"
 
 static int failures;
 
@@ -34,22 +36,6 @@ static void check(bool cond, const char *what)
 	fflush(stdout);
 	if (!cond)
 		failures++;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void md5_hex(const void *buf, size_t len, char out[33])
-{
-	unsigned char d[16];
-	unsigned dl = 0;
-	EVP_Digest(buf, len, d, &dl, EVP_md5(), NULL);
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
 /* ---- the fake uploader ------------------------------------------------ */
@@ -105,7 +91,7 @@ static int fake_put(void *ctx, const char *bucket, const char *key, int fd,
 		}
 		got += (size_t)n;
 	}
-	md5_hex(buf, size, etag);
+	unit_md5_hex(buf, size, etag);
 	pthread_mutex_lock(&fk->lock);
 	struct fake_obj *o = NULL;
 	for (int i = 0; i < fk->n_obj && !o; i++)
@@ -256,7 +242,7 @@ static void test_round_trip(void)
 	check(n == (ssize_t)size && memcmp(buf, model, size) == 0,
 	      "round trip: truncated tail is gone, regrown part reads zeros");
 	char etag[72] = "", want[33];
-	md5_hex(model, size, want);
+	unit_md5_hex(model, size, want);
 	check(stage_file_dirty(f) && stage_file_commit(f, etag) == 0 && fk.puts == 1,
 	      "round trip: commit uploads once");
 	struct fake_obj *o = fake_get(&fk, "b", "dir/file.bin");
@@ -497,9 +483,9 @@ struct commit_arg {
 static void *do_commit(void *arg)
 {
 	struct commit_arg *a = arg;
-	double t0 = now_s();
+	double t0 = unit_now_s();
 	a->rc = stage_file_commit(a->f, a->etag);
-	a->took = now_s() - t0;
+	a->took = unit_now_s() - t0;
 	return NULL;
 }
 
@@ -557,11 +543,11 @@ static void test_concurrency(void)
 	struct stage_file *g;
 	stage_file_new(st, "b", "other", NULL, 0, NULL, &g);
 	usleep(20000);
-	double t0 = now_s();
+	double t0 = unit_now_s();
 	char c = 0;
 	bool rd = stage_file_pread(f, &c, 1, 0) == 1 && c == 'x' &&
 		  stage_file_pwrite(g, "y", 1, 0) == 1 && stage_file_pread(g, &c, 1, 0) == 1;
-	double took = now_s() - t0;
+	double took = unit_now_s() - t0;
 	/* the reads returned while the upload was still sleeping */
 	bool upload_still_running = atomic_load(&fk.finished) == finished0;
 	pthread_join(t1, NULL);
@@ -579,9 +565,9 @@ static void test_concurrency(void)
 	pthread_create(&t1, NULL, do_commit, &a1);
 	while (atomic_load(&fk.started) == started)
 		usleep(1000);
-	t0 = now_s();
+	t0 = unit_now_s();
 	stage_file_pwrite(f, "w", 1, 0);
-	took = now_s() - t0;
+	took = unit_now_s() - t0;
 	pthread_join(t1, NULL);
 	o = fake_get(&fk, "b", "conc");
 	check(took > 0.1 && o->data[0] == 'z' && stage_file_dirty(f),

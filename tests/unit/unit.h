@@ -1,0 +1,87 @@
+/*
+ * unit.h — what the unit tests (and tests/integration/stage_rgw.c) share:
+ * TAP-style checks, a clock, temp directories, an MD5 in hex.
+ *
+ * Each test program includes this once, from its single source file; the
+ * helpers are static inline so a program pays only for what it uses.
+ * CHECK(cond, fmt, ...) prints "ok - ..." or "not ok - ..." and counts
+ * the failures in unit_failures; main() ends with unit_exit(), which prints
+ * the summary line and returns the exit code. Setup failures (no temp dir)
+ * exit 2 at once: nothing after them could be trusted.
+ *
+ * Views and index helpers are in unit_views.h (those programs link views/).
+ */
+#ifndef FACETFS_TEST_UNIT_H
+#define FACETFS_TEST_UNIT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int unit_failures __attribute__((unused));
+
+#define CHECK(cond, ...) do {                                           \
+		if (cond) {                                             \
+			printf("ok - ");                                \
+		} else {                                                \
+			printf("not ok - ");                            \
+			unit_failures++;                                \
+		}                                                       \
+		printf(__VA_ARGS__);                                    \
+		printf("\n");                                           \
+	} while (0)
+
+/* The summary line and the exit code of a test program. */
+static inline int unit_exit(void)
+{
+	if (unit_failures)
+		printf("# FAILED: %d failure(s)\n", unit_failures);
+	else
+		printf("# all passed\n");
+	return unit_failures ? 1 : 0;
+}
+
+/* Seconds on the monotonic clock. */
+static inline double unit_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A new directory /tmp/facetfs-test-TAG-XXXXXX (malloc'ed path). */
+static inline char *unit_tmpdir(const char *tag)
+{
+	char *t = NULL;
+	if (asprintf(&t, "/tmp/facetfs-test-%s-XXXXXX", tag) < 0 || !mkdtemp(t)) {
+		perror("unit_tmpdir");
+		exit(2);
+	}
+	return t;
+}
+
+/* rm -rf DIR (a path unit_tmpdir made: no quotes in it). */
+static inline void unit_rmtree(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+}
+
+#ifdef UNIT_WITH_MD5
+#include <openssl/evp.h>
+
+/* MD5 of buf in lower-case hex: what S3 gives as the ETag of a single PUT. */
+static inline void unit_md5_hex(const void *buf, size_t len, char out[33])
+{
+	unsigned char d[16];
+	unsigned dl = 0;
+	EVP_Digest(buf, len, d, &dl, EVP_md5(), NULL);
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+#endif
+
+#endif
