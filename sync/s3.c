@@ -164,6 +164,7 @@ static void req_answer_reset(struct s3_req *r)
 	r->clen = 0;
 	r->has_clen = false;
 	r->mtime_ns = 0;
+	r->tag_count = -1;
 	req_meta_clear(r);
 }
 
@@ -297,6 +298,8 @@ static size_t s3_cb_header(char *line, size_t sz, size_t nm, void *ud)
 		r->ctype = strndup(v, vn);
 		if (!r->ctype)
 			r->cb_err = -ENOMEM;
+	} else if (r->want_meta && hdr_is(line, nlen, "x-amz-tagging-count")) {
+		r->tag_count = vn && vn < 12 ? strtol(v, NULL, 10) : 0;
 	} else if (r->want_meta && nlen > 11 &&
 		   strncasecmp(line, "x-amz-meta-", 11) == 0) {
 		if (hdr_meta(r, line + 11, nlen - 11, v, vn) < 0)

@@ -64,6 +64,9 @@ int  s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
 /* HEAD: bucket, key, size, mtime_ns (Last-Modified), etag (no quotes),
  * content_type (OBJ_HAS_CTYPE), x-amz-meta-* into meta[] with lower-case
  * names without the prefix (OBJ_HAS_META, set even when there is none).
+ * OBJ_HAS_TAGS with no tags when the answer says the object has none (a
+ * tag count of 0, or no count from a server that sends one for tagged
+ * objects, as RGW does); the tags themselves need s3_get_tagging().
  * *out is overwritten; on success the caller owns it (obj_meta_release). */
 int  s3_head(struct s3 *s, const char *bucket, const char *key,
 	     struct obj_meta *out);

@@ -93,6 +93,14 @@ int s3_head(struct s3 *s, const char *bucket, const char *key,
 	out->n_meta = r.n_meta;
 	r.meta = NULL;
 	r.n_meta = 0;
+	/* RGW sends x-amz-tagging-count on HEAD when an object has tags, and
+	 * nothing when it has none; AWS never sends it on HEAD. So its absence
+	 * means "no tags" only from a server seen sending it. */
+	if (r.tag_count >= 0)
+		atomic_store(&s->head_tags_count, true);
+	if (r.tag_count == 0 ||
+	    (r.tag_count < 0 && atomic_load(&s->head_tags_count)))
+		out->flags |= OBJ_HAS_TAGS;      /* known: none */
 out:
 	if (err)
 		obj_meta_release(out);

@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,7 @@ struct s3 {
 	char *access_key, *secret_key;
 	struct stats *st;
 	long stall_s;                /* s3_conf.stall_s or S3_STALL_S */
+	atomic_bool head_tags_count; /* a HEAD answer carried x-amz-tagging-count */
 	pthread_mutex_t lock;        /* protects pool[] and n_pool */
 	CURL *pool[S3_POOL_MAX];
 	int n_pool;
@@ -78,6 +80,7 @@ struct s3_req {
 	char *ctype;
 	struct obj_kv *meta;
 	size_t n_meta;
+	long tag_count;              /* x-amz-tagging-count; -1: not sent */
 	int cb_err;                  /* a callback's own failure (-errno) */
 	uint64_t up_pos;
 	EVP_MD_CTX *md5;             /* upload digest, NULL unless upload */

@@ -88,7 +88,7 @@ static int head_one(struct head_pool *hp, struct obj_meta *o)
 		h.mtime_ns = o->mtime_ns;
 	if (!h.etag[0])
 		memcpy(h.etag, o->etag, sizeof h.etag);
-	h.flags = (h.flags | OBJ_FROM_SCAN) & ~(uint32_t)(OBJ_DELETED | OBJ_HAS_TAGS);
+	h.flags = (h.flags | OBJ_FROM_SCAN) & ~(uint32_t)OBJ_DELETED;
 	obj_meta_release(o);
 	*o = h;
 	return 0;
@@ -159,7 +159,7 @@ static void *head_worker(void *arg)
 		if (hp->do_head && !index_reuse(hp, o, hp->head_wants))
 			rc = head_one(hp, o);
 		/* Tags change without an event: a rescan reads them again. */
-		if (rc == 0 && hp->do_tags &&
+		if (rc == 0 && hp->do_tags && !(o->flags & OBJ_HAS_TAGS) &&
 		    !(hp->reuse_tags && index_reuse(hp, o, OBJ_HAS_TAGS)))
 			rc = tags_one(hp, o);
 		if (rc == -ENOENT) {

@@ -487,11 +487,19 @@ static void test_engine(void)
 		"Last-Modified: Sun, 22 Nov 2026 03:22:32 GMT\r\n"
 		"Content-Type: text/plain\r\nx-amz-meta-Color: black\r\n"
 		"X-Amz-Meta-empty:\r\nx-amz-tagging-count: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 3\r\n\r\n",
 	};
-	fake_start(&f, head, 1);
+	struct obj_meta o2;
+	fake_start(&f, head, 2);
 	s = client_for(f.port, &st);
 	rc = s3_head(s, "bkt", "k", &o);
+	int rc2 = s3_head(s, "bkt", "k2", &o2);
 	fake_stop(&f);
+	check(rc == 0 && !(o.flags & OBJ_HAS_TAGS),
+	      "engine: HEAD with a tag count: tags unknown (they need GetObjectTagging)");
+	check(rc2 == 0 && (o2.flags & OBJ_HAS_TAGS) && o2.n_tags == 0,
+	      "engine: then a HEAD without one, from that server: known to have no tags");
+	obj_meta_release(&o2);
 	check(rc == 0 && o.size == 1234 && o.mtime_ns == 1795317752LL * 1000000000 &&
 	      strcmp(o.etag, "0123456789abcdef0123456789abcdef") == 0 &&
 	      o.content_type && strcmp(o.content_type, "text/plain") == 0 &&
