@@ -107,7 +107,7 @@ first_listing() {
 	echo "    [$mode] $passes ls -l pass(es); gateway log:"
 	grep -m1 'assigned' "$BENCH_TMP/gw-A.log" | sed 's/^/      /'
 	grep -E 'mounted|scan:' "$BENCH_TMP/gw-A.log" | sed 's/^/      /'
-	bench_figure "[$mode] mount start -> mounted (waits for Kafka), s" "$(s_between "$t0" "$t_mounted")" "(part of the next two)"
+	bench_figure "[$mode] mount start -> mounted (Kafka brokers answered, no group join), s" "$(s_between "$t0" "$t_mounted")" "(part of the next two)"
 	bench_figure "[$mode] the scan alone (gateway log), s" "$scan_only" "(diagnostic)"
 	bench_figure "[$mode] mount start -> scan complete, s" "$(s_between "$t0" "$t_scan")" "$target"
 	bench_figure "[$mode] mount start -> first complete ls -l ($((n - 1))), s" "$(s_between "$t0" "$t_ls")" "$target"
