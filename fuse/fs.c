@@ -836,6 +836,9 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	fs->mountpoint = strdup(mountpoint);
 	if (!fs->mountpoint || inode_table_new(&fs->it) < 0)
 		goto fail;
+	if ((rc = fs_mkdirs_load(fs)) < 0)
+		goto fail;
+	rc = -ENOMEM;
 
 	unmount_stale(mountpoint);
 	struct stat st;

@@ -149,6 +149,8 @@ void fs_io_init_ops(struct fuse_lowlevel_ops *ops);
 
 /* fs_ns.c */
 bool fs_mkdir_exists(struct fs *fs, size_t view, const char *path);
+/* The directories made with mkdir before (stored in the index), at mount. */
+int  fs_mkdirs_load(struct fs *fs);
 void fs_ns_init_ops(struct fuse_lowlevel_ops *ops);
 
 #endif

@@ -8,9 +8,9 @@
  * What is not atomic (S3 has no rename): rename is a server-side COPY then
  * a DELETE of the source; a crash between the two leaves both names.
  * Renaming a directory that holds objects is refused with EXDEV, so mv(1)
- * falls back to copying file by file. Directories made with mkdir live in
- * this mount's memory until an object is created under them (S3 has no
- * directories); they are gone after a restart if still empty.
+ * falls back to copying file by file. Directories made with mkdir are in
+ * fs->mkdirs and stored in the index (S3 has no directories: index_dir_add),
+ * so an empty one outlives a restart; rmdir and rename update both.
  * setxattr/removexattr of user.* is a COPY of the object onto itself with
  * the new metadata (x-amz-metadata-directive: REPLACE).
  */
@@ -48,6 +48,35 @@ bool fs_mkdir_exists(struct fs *fs, size_t view, const char *path)
 		m = m->next;
 	pthread_mutex_unlock(&fs->ofile_lock);
 	return m != NULL;
+}
+
+/* A made directory into fs->mkdirs (view by name: INODE_NO_VIEW-like
+ * SIZE_MAX until a view of that name exists). */
+static int mkdir_remember(struct fs *fs, const char *vname, const char *path)
+{
+	struct mkdir_ent *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(path)) || !(m->vname = strdup(vname))) {
+		if (m)
+			free(m->path);
+		free(m);
+		return -ENOMEM;
+	}
+	m->view = fs_view_index(fs, vname);
+	pthread_mutex_lock(&fs->ofile_lock);
+	m->next = fs->mkdirs;
+	fs->mkdirs = m;
+	pthread_mutex_unlock(&fs->ofile_lock);
+	return 0;
+}
+
+static int mkdir_loaded(void *ctx, const char *vname, const char *path)
+{
+	return mkdir_remember(ctx, vname, path);
+}
+
+int fs_mkdirs_load(struct fs *fs)
+{
+	return index_dirs_each(fs->d.ix, mkdir_loaded, fs);
 }
 
 static int first_child(void *ctx, const char *name, const struct index_attr *a)
@@ -113,22 +142,13 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	int rc = writable_child(fs, parent, name, &view, path, sizeof path);
 	if (rc == 0 && name_exists(fs, view, path, &is_dir))
 		rc = -EEXIST;
-	struct mkdir_ent *m = NULL;
-	if (rc == 0 && (!(m = calloc(1, sizeof *m)) || !(m->path = strdup(path)) ||
-			!(m->vname = strdup(view_name(fs->d.views[view]))))) {
-		if (m)
-			free(m->path);
-		free(m);
-		rc = -ENOMEM;
-	}
+	const char *vname = rc == 0 ? view_name(fs->d.views[view]) : NULL;
+	if (rc == 0 && (rc = index_dir_add(fs->d.ix, vname, path)) == 0 &&
+	    (rc = mkdir_remember(fs, vname, path)) < 0)
+		index_dir_remove(fs->d.ix, vname, path);
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	if (rc == 0) {
-		m->view = view;
-		pthread_mutex_lock(&fs->ofile_lock);
-		m->next = fs->mkdirs;
-		fs->mkdirs = m;
-		pthread_mutex_unlock(&fs->ofile_lock);
 		e.ino = inode_ref(fs->it, view_name(fs->d.views[view]), view, path, true);
 		rc = e.ino ? fs_attr_of(fs, e.ino, &e.attr) : -ENOMEM;
 	}
@@ -154,6 +174,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = -ENOTDIR;
 	else if (rc == 0 && dir_has_children(fs, view, path))
 		rc = -ENOTEMPTY;
+	if (rc == 0 && fs_mkdir_exists(fs, view, path))
+		rc = index_dir_remove(fs->d.ix, view_name(fs->d.views[view]), path);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->ofile_lock);
 		for (struct mkdir_ent **pp = &fs->mkdirs; *pp; pp = &(*pp)->next)
@@ -237,6 +259,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = -EXDEV;
 		else if (dst_exists)
 			rc = n_is_dir && !dir_has_children(fs, nview, npath) ? 0 : -ENOTEMPTY;
+		const char *vname = view_name(fs->d.views[view]);
+		if (rc == 0 && (rc = index_dir_add(fs->d.ix, vname, npath)) == 0)
+			index_dir_remove(fs->d.ix, vname, path);
 		if (rc == 0) {
 			pthread_mutex_lock(&fs->ofile_lock);
 			for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next)

@@ -16,6 +16,8 @@
  *   'S' bucket                   scan state (done flag, objects, token)
  *   'V' view                     view_hash the membership was built from
  *   'C' 'o' / 'C' 'v' view       live objects / members of view (u64 be)
+ *   'D' view \0 path             a directory made with mkdir (empty value;
+ *                                index_dirs.c), '/' kept as it is
  * A name that is both an object and a directory is shown as the directory
  * (lookup and readdir agree); the object stays reachable by its key in S3.
  *
@@ -129,5 +131,13 @@ size_t   index_n_views(struct index *ix);
 /* Is the in-memory key filter complete (applies then skip the read of keys
  * never stored)? Built in the background after index_open; for status/tests. */
 bool     index_filter_ready(struct index *ix);
+
+/* Directories made with mkdir in a view (by view name, so they follow the
+ * view through reloads): stored, removed, and each one listed (fn returns
+ * 0 to go on, negative to stop with that error). 0 or a negative errno. */
+typedef int (*index_madedir_fn)(void *ctx, const char *view, const char *path);
+int  index_dir_add(struct index *ix, const char *view, const char *path);
+int  index_dir_remove(struct index *ix, const char *view, const char *path);
+int  index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx);
 
 #endif

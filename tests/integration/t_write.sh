@@ -150,6 +150,8 @@ check_eq "mkdir + create inside" "in dir" "$(s3get s/newdir/f.txt 2>&1)"
 mkdir "$A/sess/emptydir"
 check "an empty made directory is listed" sh -c "ls '$A/sess' | grep -qx emptydir"
 check "rmdir of an empty made directory" rmdir "$A/sess/emptydir"
+mkdir "$A/sess/keptdir0" && mv "$A/sess/keptdir0" "$A/sess/keptdir"
+check "rename of an empty made directory" sh -c "ls '$A/sess' | grep -qx keptdir"
 
 # ---- a GET loop never sees a partial object while 200 MiB are written ----
 head -c $((200 * 1024 * 1024)) /dev/urandom >"$T/big"
@@ -248,6 +250,10 @@ check "never-committed data is in recovered/" sh -c "grep -rl 'written before th
 check "recovered/ names the object" sh -c "ls '$T/state-a/cache/staging/recovered' | grep -q 'crash.txt'"
 check_eq "counted in stats" 1 "$(stat_field "$A" .staging.recovered_files)"
 check "not uploaded" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/crash.txt >/dev/null 2>&1"
+# Directories with no object live in the index: they outlive the gateway.
+check_eq "made directories after the restart: the kept one, not the removed or renamed" \
+	"keptdir" "$(ls "$A/sess" | grep -x 'keptdir\|keptdir0\|emptydir' | tr '\n' ' ' | sed 's/ $//')"
+check "rmdir of a made directory after the restart" rmdir "$A/sess/keptdir"
 
 stop_gateway A; check_eq "A stops cleanly" 0 "$?"
 stop_gateway B; check_eq "B stops cleanly" 0 "$?"

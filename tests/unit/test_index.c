@@ -637,6 +637,34 @@ static void test_kill9(void)
 	free(dir);
 }
 
+/* Directories made with mkdir: stored, listed after a reopen, removed. */
+static int collect_dir(void *ctx, const char *view, const char *path)
+{
+	char *acc = ctx;
+	size_t n = strlen(acc);
+	snprintf(acc + n, 256 - n, "%s%s:%s", n ? " " : "", view, path);
+	return 0;
+}
+
+static void test_made_dirs(void)
+{
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
+	CHECK(index_dir_add(ix, "w", "a/b") == 0 && index_dir_add(ix, "w", "c") == 0 &&
+	      index_dir_add(ix, "x", "a") == 0, "made dirs: stored");
+	index_close(ix);
+	ix = unit_index_open(dir, NULL);
+	char acc[256] = "";
+	CHECK(index_dirs_each(ix, collect_dir, acc) == 0 &&
+	      strcmp(acc, "w:a/b w:c x:a") == 0, "made dirs: listed after a reopen (%s)", acc);
+	acc[0] = '\0';
+	CHECK(index_dir_remove(ix, "w", "a/b") == 0 && index_dirs_each(ix, collect_dir, acc) == 0 &&
+	      strcmp(acc, "w:c x:a") == 0, "made dirs: removed (%s)", acc);
+	index_close(ix);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -647,5 +675,6 @@ int main(void)
 	test_view_changes_and_reopen();
 	test_routing();
 	test_kill9();
+	test_made_dirs();
 	return unit_exit();
 }

@@ -1,0 +1,90 @@
+/*
+ * index_dirs.c — directories made with mkdir in a writable view that hold
+ * no object (index.h: 'D' keys). S3 has no directories: such a directory
+ * exists only here, so it survives a restart of the gateway and goes away
+ * with rmdir. Single Puts and Deletes: no batch, no write lock (nothing
+ * else writes 'D' keys and each write is atomic in LevelDB).
+ */
+#include "views/index_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+
+/* 'D' view \0 path into a malloc'ed key. */
+static char *dir_key(const char *view, const char *path, size_t *kl)
+{
+	size_t vl = strlen(view), pl = strlen(path);
+	char *k = malloc(1 + vl + 1 + pl);
+	if (!k)
+		return NULL;
+	k[0] = 'D';
+	memcpy(k + 1, view, vl);
+	k[1 + vl] = '\0';
+	memcpy(k + 2 + vl, path, pl);
+	*kl = 2 + vl + pl;
+	return k;
+}
+
+static int dir_write(struct index *ix, const char *view, const char *path, bool add)
+{
+	size_t kl;
+	char *k = dir_key(view, path, &kl), *err = NULL;
+	if (!k)
+		return -ENOMEM;
+	if (add)
+		leveldb_put(ix->db, ix->wo, k, kl, "", 0, &err);
+	else
+		leveldb_delete(ix->db, ix->wo, k, kl, &err);
+	free(k);
+	if (err) {
+		log_error("index: %s directory %s/%s: %s", add ? "storing" : "removing",
+			  view, path, err);
+		leveldb_free(err);
+		return -EIO;
+	}
+	return 0;
+}
+
+int index_dir_add(struct index *ix, const char *view, const char *path)
+{
+	return dir_write(ix, view, path, true);
+}
+
+int index_dir_remove(struct index *ix, const char *view, const char *path)
+{
+	return dir_write(ix, view, path, false);
+}
+
+int index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx)
+{
+	leveldb_iterator_t *it = leveldb_create_iterator(ix->db, ix->ro);
+	int rc = 0;
+	for (leveldb_iter_seek(it, "D", 1); rc == 0 && leveldb_iter_valid(it);
+	     leveldb_iter_next(it)) {
+		size_t kl;
+		const char *k = leveldb_iter_key(it, &kl);
+		if (kl < 2 || k[0] != 'D')
+			break;
+		const char *nul = memchr(k + 1, '\0', kl - 1);
+		if (!nul)
+			continue;                /* not ours: skip */
+		size_t pl = kl - (size_t)(nul + 1 - k);
+		char *view = strndup(k + 1, (size_t)(nul - k - 1));
+		char *path = strndup(nul + 1, pl);
+		rc = view && path ? fn(ctx, view, path) : -ENOMEM;
+		free(view);
+		free(path);
+	}
+	char *err = NULL;
+	leveldb_iter_get_error(it, &err);
+	if (err) {
+		log_error("index: listing made directories: %s", err);
+		leveldb_free(err);
+		rc = -EIO;
+	}
+	leveldb_iter_destroy(it);
+	return rc < 0 ? rc : 0;
+}
