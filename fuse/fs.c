@@ -40,9 +40,10 @@ struct dh {
 	size_t extra_pos;            /* made dirs already returned */
 };
 
-static const char *const meta_names[] = { "control", "stats", "views" };
-static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_STATS,
-				      INODE_META_VIEWS };
+/* In name order: readdir resumes after a name. */
+static const char *const meta_names[] = { "control", "recovered", "stats", "views" };
+static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_RECOVERED,
+				      INODE_META_STATS, INODE_META_VIEWS };
 
 /* ---------- attributes ---------- */
 
@@ -222,6 +223,11 @@ int fs_attr_of(struct fs *fs, uint64_t ino, struct stat *st)
 		return 0;
 	case INODE_META_CONTROL:
 		fs_attr_file(fs, ino, 0, 0, 0600, st);
+		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
+		return 0;
+	case INODE_META_RECOVERED:
+		fs_attr_file(fs, ino, strlen(fs->recovered), 0, 0777, st);
+		st->st_mode = S_IFLNK | 0777;
 		st->st_mtim = st->st_ctim = st->st_atim = fs->start;
 		return 0;
 	}
@@ -658,7 +664,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = 1024 * 1024;
 }
 
+/* .facetfs/recovered points at the local directory where staged data that
+ * was never committed is put after a crash (sync/stage.h). */
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	if (ino == INODE_META_RECOVERED)
+		fuse_reply_readlink(req, fs->recovered);
+	else
+		fuse_reply_err(req, EINVAL);
+}
+
 static const struct fuse_lowlevel_ops fs_core_ops = {
+	.readlink = op_readlink,
 	.init = op_init,
 	.lookup = op_lookup,
 	.forget = op_forget,
@@ -839,6 +857,9 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	if ((rc = fs_mkdirs_load(fs)) < 0)
 		goto fail;
 	rc = -ENOMEM;
+	fs->recovered = fs->d.stage ? realpath(stage_recovered_dir(fs->d.stage), NULL) : NULL;
+	if (!fs->recovered && !(fs->recovered = strdup("/nonexistent")))
+		goto fail;
 
 	unmount_stale(mountpoint);
 	struct stat st;
@@ -934,5 +955,6 @@ void fs_free(struct fs *fs)
 	pthread_mutex_destroy(&fs->inval_lock);
 	pthread_cond_destroy(&fs->inval_cond);
 	free(fs->mountpoint);
+	free(fs->recovered);
 	free(fs);
 }

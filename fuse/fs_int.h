@@ -81,6 +81,7 @@ struct fs {
 	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
 	struct ofile *ofiles;
 	struct mkdir_ent *mkdirs;
+	char *recovered;             /* absolute: target of .facetfs/recovered */
 
 	pthread_mutex_t inval_lock;  /* protects the queue and stopping */
 	pthread_cond_t inval_cond;

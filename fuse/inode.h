@@ -27,6 +27,7 @@ enum {
 	INODE_META_STATS,    /* .facetfs/stats */
 	INODE_META_VIEWS,    /* .facetfs/views */
 	INODE_META_CONTROL,  /* .facetfs/control */
+	INODE_META_RECOVERED, /* .facetfs/recovered: a symlink to staging's recovered/ */
 	INODE_FIRST_DYNAMIC = 64,
 };
 

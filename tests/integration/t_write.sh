@@ -248,6 +248,7 @@ fusermount3 -uz "$A" 2>/dev/null
 start_gateway A "$T/a.json" "$A" || not_ok "A restarts after kill -9"
 check "never-committed data is in recovered/" sh -c "grep -rl 'written before the crash' '$T/state-a/cache/staging/recovered' | grep -q ."
 check "recovered/ names the object" sh -c "ls '$T/state-a/cache/staging/recovered' | grep -q 'crash.txt'"
+check "the mount's .facetfs/recovered leads there" sh -c "grep -l 'written before the crash' '$A'/.facetfs/recovered/*crash.txt* | grep -q ."
 check_eq "counted in stats" 1 "$(stat_field "$A" .staging.recovered_files)"
 check "not uploaded" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/crash.txt >/dev/null 2>&1"
 # Directories with no object live in the index: they outlive the gateway.
