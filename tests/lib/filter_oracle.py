@@ -95,6 +95,12 @@ def ctype_ok(pats, ct):
     return False
 
 
+def within(bounds, low, high, value, conv):
+    """Inclusive bounds, each optional."""
+    return ((low not in bounds or value >= conv(bounds[low])) and
+            (high not in bounds or value <= conv(bounds[high])))
+
+
 def matches(m, o):
     key = o["key"]
     if "prefix" in m and not key.startswith(m["prefix"]):
@@ -105,18 +111,10 @@ def matches(m, o):
         return False
     if "regex" in m and not re.search(m["regex"], key):
         return False
-    if "size" in m:
-        s = m["size"]
-        if "min" in s and o["size"] < size_of(s["min"]):
-            return False
-        if "max" in s and o["size"] > size_of(s["max"]):
-            return False
-    if "modified" in m:
-        t = m["modified"]
-        if "after" in t and o["mtime"] < time_of(t["after"]):
-            return False
-        if "before" in t and o["mtime"] > time_of(t["before"]):
-            return False
+    if not within(m.get("size", {}), "min", "max", o["size"], size_of):
+        return False
+    if not within(m.get("modified", {}), "after", "before", o["mtime"], time_of):
+        return False
     if "content_type" in m and not ctype_ok(m["content_type"], o.get("ctype")):
         return False
     for name, want in m.get("metadata", {}).items():
