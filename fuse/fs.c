@@ -268,7 +268,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		return 0;
 	}
 	if (parent == INODE_META_DIR) {
-		for (size_t i = 0; i < 3; i++)
+		for (size_t i = 0; i < sizeof meta_names / sizeof meta_names[0]; i++)
 			if (strcmp(name, meta_names[i]) == 0) {
 				e->ino = meta_inos[i];
 				/* Generated files: never cache their attributes. */
@@ -590,7 +590,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				break;
 		}
 	} else if (ino == INODE_META_DIR) {
-		for (size_t i = 0; i < 3; i++) {
+		for (size_t i = 0; i < sizeof meta_names / sizeof meta_names[0]; i++) {
 			if (resume && strcmp(meta_names[i], after) <= 0)
 				continue;
 			if (fs_attr_of(fs, meta_inos[i], &st) == 0 &&

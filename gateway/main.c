@@ -197,13 +197,13 @@ static int cmd_status(int argc, char **argv)
 	printf("events    consumed %.0f  applied %.0f  ignored %.0f  malformed %.0f\n",
 	       num(s, "events", "consumed"), num(s, "events", "applied"),
 	       num(s, "events", "ignored"), num(s, "events", "malformed"));
-	printf("kafka lag ");
+	printf("kafka     partitions assigned %.0f  lag ", num(s, "kafka", "partitions_assigned"));
 	const cJSON *lag = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(s, "kafka"), "lag");
 	int nlag = 0;
 	for (const cJSON *p = lag ? lag->child : NULL; p; p = p->next, nlag++)
 		printf("%s %.0f  ", p->string, p->valuedouble);
-	printf("%s\n", nlag ? "" : "(no partitions assigned yet)");
+	printf("%s\n", nlag ? "" : "(not measured yet)");
 	printf("s3        list %.0f  head %.0f  get %.0f  put %.0f  copy %.0f  delete %.0f  errors %.0f\n",
 	       num(s, "s3", "list"), num(s, "s3", "head"), num(s, "s3", "get"),
 	       num(s, "s3", "put"), num(s, "s3", "copy"), num(s, "s3", "delete"),
