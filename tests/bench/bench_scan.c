@@ -14,6 +14,11 @@
  * index_scan_apply() is timed.
  *
  * usage: bench-scan [--pages N] [--page N] [--views N] [--dir DIR]
+ *                   [--pipeline MS]
+ *   --pipeline MS  instead: the whole first scan (views/scan.h) of a fake
+ *                  bucket whose every LIST page takes MS ms (11 = the raw
+ *                  LIST of bench_listing), from scan_start to scan_wait;
+ *                  the ideal is PAGES x MS plus one page's apply
  * Prints one "figure:" line with objects/s (wall and per CPU-second of the
  * applying thread) and, where perf events are allowed, instructions per
  * object of the applying thread. Where they are not, run it under
@@ -34,6 +39,7 @@
 
 #include "views/filter.h"
 #include "views/index.h"
+#include "views/scan.h"
 
 static double clock_s(clockid_t id)
 {
@@ -129,7 +135,57 @@ static void change_count(void *ctx, size_t view_idx, const char *path, int what)
 		(*(long *)ctx)++;
 }
 
-struct cfg { long pages, page, n_views; const char *dir; };
+struct cfg { long pages, page, n_views; const char *dir; long list_ms; };
+
+/* The fake bucket of --pipeline: token = index of the page's first object. */
+struct fake { long n, page, list_ms; };
+
+static int fake_list(void *ctx, const char *bucket, const char *token, scan_obj_fn fn,
+		     void *fnctx, char *next, size_t ntlen, bool *truncated)
+{
+	struct fake *f = ctx;
+	(void)bucket;
+	long first = token && *token ? atol(token) : 0, end = first + f->page;
+	if (end > f->n)
+		end = f->n;
+	struct timespec ts = { f->list_ms / 1000, (f->list_ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	char key[32];
+	struct obj_meta o;
+	for (long id = first; id < end; id++) {
+		page_make(&o, &key, 1, id);
+		o.bucket = NULL;
+		if (fn(fnctx, &o))
+			break;
+	}
+	*truncated = end < f->n;
+	snprintf(next, ntlen, "%ld", end);
+	return 0;
+}
+
+static int run_pipeline(const struct cfg *c, struct index *ix, long *added)
+{
+	struct fake f = { c->pages * c->page, c->page, c->list_ms };
+	struct scan_source src = { .ctx = &f, .list_page = fake_list };
+	struct scanner *sc;
+	if (scan_new(ix, &src, NULL, change_count, added, &sc) < 0)
+		return -1;
+	double t0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	int rc = scan_start(sc, "bench", 0);
+	if (rc == 0)
+		rc = scan_wait(sc, "bench", 600000);
+	double t = clock_s(CLOCK_MONOTONIC) - t0, pcpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+	scan_free(sc);
+	if (rc < 0) {
+		fprintf(stderr, "scan: %s\n", strerror(-rc));
+		return -1;
+	}
+	printf("figure: pipeline pages=%ld page=%ld views=%ld list=%ld ms: first scan %.3f s "
+	       "(ideal %.3f s), %.0f objects/s, process cpu %.3f s\n", c->pages, c->page,
+	       c->n_views, c->list_ms, t, (double)(c->pages * c->list_ms) / 1000, (double)f.n / t,
+	       pcpu);
+	return 0;
+}
 
 static int run(const struct cfg *c)
 {
@@ -154,13 +210,18 @@ static int run(const struct cfg *c)
 	for (int i = 0; i < 1000 && !index_filter_ready(ix); i++)
 		usleep(1000);
 
+	long added = 0, kept = 0, n = c->pages * c->page;
+	if (c->list_ms >= 0) {
+		if (run_pipeline(c, ix, &added) < 0)
+			return 1;
+		goto check;
+	}
 	struct obj_meta *pg = calloc((size_t)c->page, sizeof *pg);
 	char (*keys)[32] = calloc((size_t)c->page, sizeof *keys);
 	if (!pg || !keys)
 		return 1;
 	int fd = hwc_open();
 	double t = 0, cpu = 0, p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	long added = 0, kept = 0, n = c->pages * c->page;
 	struct index_scan_state st = { 0 };
 	for (long p = 0; p < c->pages; p++) {
 		page_make(pg, keys, c->page, p * c->page);
@@ -194,6 +255,9 @@ static int run(const struct cfg *c)
 		       (double)ins / (double)n);
 	else
 		printf("  (no hardware counters here: use callgrind, see the header)\n");
+	free(pg);
+	free(keys);
+check:;
 
 	/* what a view shows must be what was listed */
 	uint64_t members = 0, want = 0;
@@ -213,8 +277,6 @@ static int run(const struct cfg *c)
 	       (unsigned long long)want, added, kept);
 	index_close(ix);
 	view_free_all(views, (size_t)c->n_views);
-	free(pg);
-	free(keys);
 	if (dir == tmpl) {
 		char cmd[128];
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
@@ -228,24 +290,26 @@ static int run(const struct cfg *c)
 
 int main(int argc, char **argv)
 {
-	struct cfg c = { .pages = 100, .page = 1000, .n_views = 5 };
+	struct cfg c = { .pages = 100, .page = 1000, .n_views = 5, .list_ms = -1 };
 	static const struct option longopts[] = {
 		{ "pages", required_argument, NULL, 'p' },
 		{ "page", required_argument, NULL, 'n' },
 		{ "views", required_argument, NULL, 'v' },
 		{ "dir", required_argument, NULL, 'd' },
+		{ "pipeline", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
-	while ((o = getopt_long(argc, argv, "p:n:v:d:", longopts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "p:n:v:d:P:", longopts, NULL)) != -1) {
 		switch (o) {
 		case 'p': c.pages = atol(optarg); break;
 		case 'n': c.page = atol(optarg); break;
 		case 'v': c.n_views = atol(optarg); break;
 		case 'd': c.dir = optarg; break;
+		case 'P': c.list_ms = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: bench-scan [--pages N] [--page N] [--views N] "
-				"[--dir DIR]\n");
+				"[--dir DIR] [--pipeline MS]\n");
 			return 2;
 		}
 	}
