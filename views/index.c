@@ -38,6 +38,7 @@ struct ix_op {
 	const char *k, *v;         /* arena; v NULL = delete */
 	size_t kl, vl;
 	uint32_t seq;              /* order of the op in the call: later wins */
+	uint32_t vi;               /* the view whose membership it is */
 	uint64_t sk;               /* sort key: see key_head() */
 };
 
@@ -205,6 +206,8 @@ void index_close(struct index *ix)
 	free(ix->evslot);
 	free(ix->order);
 	free(ix->ops);
+	free(ix->ops_tmp);
+	free(ix->vsort);
 	free(ix->cand);
 	if (ix->st == &ix->own_st)
 		stats_release(&ix->own_st);
@@ -352,19 +355,34 @@ static int op_cmp(const void *a, const void *b)
 	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Read the stored record of every slot, in key order. */
-static int slots_load(struct index *ix, size_t nslots)
+/* Are the slots (first occurrences of the input's keys) in key order, as a
+ * listed page is? Then neither they nor, mostly, the ops need a sort. */
+static bool slots_in_order(const struct index *ix, size_t nslots)
 {
-	size_t cp = nslots ? ix->slots[0].oklen : 0;
-	for (size_t i = 1; i < nslots; i++)
-		cp = common_head(cp, ix->slots[0].okey, ix->slots[0].oklen,
-				 ix->slots[i].okey, ix->slots[i].oklen);
-	for (size_t i = 0; i < nslots; i++) {
-		ix->order[i] = (int32_t)i;
-		ix->slots[i].sk = key_head(ix->slots[i].okey, ix->slots[i].oklen, cp);
+	for (size_t i = 1; i < nslots; i++) {
+		const struct ix_slot *a = &ix->slots[i - 1], *b = &ix->slots[i];
+		if (bytes_cmp(a->okey, a->oklen, b->okey, b->oklen) >= 0)
+			return false;
 	}
-	if (nslots > 1)
+	return true;
+}
+
+/* Read the stored record of every slot, in key order. *in_order: the
+ * input was in key order already. */
+static int slots_load(struct index *ix, size_t nslots, bool *in_order)
+{
+	for (size_t i = 0; i < nslots; i++)
+		ix->order[i] = (int32_t)i;
+	*in_order = slots_in_order(ix, nslots);
+	if (!*in_order) {
+		size_t cp = ix->slots[0].oklen;
+		for (size_t i = 1; i < nslots; i++)
+			cp = common_head(cp, ix->slots[0].okey, ix->slots[0].oklen,
+					 ix->slots[i].okey, ix->slots[i].oklen);
+		for (size_t i = 0; i < nslots; i++)
+			ix->slots[i].sk = key_head(ix->slots[i].okey, ix->slots[i].oklen, cp);
 		qsort_r(ix->order, nslots, sizeof *ix->order, slot_cmp, ix->slots);
+	}
 	for (size_t j = 0; j < nslots; j++) {
 		struct ix_slot *s = &ix->slots[ix->order[j]];
 		if (ix->bloom && !ix_bloom_maybe(ix->bloom, s->h))
@@ -393,7 +411,8 @@ static int slots_load(struct index *ix, size_t nslots)
 }
 
 /* v is already in the arena (shared by the ops of one key) or NULL. */
-static int op_add(struct index *ix, const char *k, size_t kl, const char *v, size_t vl)
+static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
+		  const char *v, size_t vl)
 {
 	if (ix->n_ops == ix->ops_cap) {
 		size_t cap = ix->ops_cap ? 2 * ix->ops_cap : 1024;
@@ -411,11 +430,69 @@ static int op_add(struct index *ix, const char *k, size_t kl, const char *v, siz
 	op->kl = kl;
 	op->vl = vl;
 	op->seq = (uint32_t)ix->n_ops++;
+	op->vi = (uint32_t)vi;
 	return 0;
 }
 
+static int prefix_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct ixview *views = ctx;
+	const struct ixview *x = &views[*(const size_t *)a], *y = &views[*(const size_t *)b];
+	return bytes_cmp(x->prefix, x->plen, y->prefix, y->plen);
+}
+
+static int grow_buf(void **p, size_t *cap, size_t want, size_t elem)
+{
+	if (want <= *cap)
+		return 0;
+	void *q = realloc(*p, want * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = want;
+	return 0;
+}
+
+/* The ops of a page in key order, without comparing keys in a sort: every
+ * key of a view starts with its prefix ('M' name \0, so the prefixes of two
+ * views order all their keys), so a stable counting sort by the rank of the
+ * view's prefix puts them in key order when each view's ops came in key
+ * order, as a listed page's mostly do ('/' stored as \0 can reorder paths);
+ * this is checked, and false (ops untouched) means: sort them. */
+static bool ops_group(struct index *ix)
+{
+	size_t nv = ix->n_views, n = ix->n_ops;
+	if (grow_buf((void **)&ix->vsort, &ix->vsort_cap, 3 * nv + 1, sizeof *ix->vsort) < 0 ||
+	    grow_buf((void **)&ix->ops_tmp, &ix->ops_tmp_cap, n, sizeof *ix->ops_tmp) < 0)
+		return false;
+	size_t *vord = ix->vsort, *rank = vord + nv, *start = rank + nv;
+	for (size_t v = 0; v < nv; v++)
+		vord[v] = v;
+	qsort_r(vord, nv, sizeof *vord, prefix_cmp, ix->views);
+	for (size_t r = 0; r < nv; r++)
+		rank[vord[r]] = r;
+	memset(start, 0, (nv + 1) * sizeof *start);
+	for (size_t i = 0; i < n; i++)
+		start[rank[ix->ops[i].vi] + 1]++;
+	for (size_t r = 0; r < nv; r++)
+		start[r + 1] += start[r];
+	struct ix_op *out = ix->ops_tmp;
+	for (size_t i = 0; i < n; i++)
+		out[start[rank[ix->ops[i].vi]]++] = ix->ops[i];
+	for (size_t i = 1; i < n; i++)
+		if (out[i].vi == out[i - 1].vi &&
+		    bytes_cmp(out[i - 1].k, out[i - 1].kl, out[i].k, out[i].kl) > 0)
+			return false;
+	ix->ops_tmp = ix->ops;
+	ix->ops = out;
+	size_t cap = ix->ops_tmp_cap;
+	ix->ops_tmp_cap = ix->ops_cap;
+	ix->ops_cap = cap;
+	return true;
+}
+
 /* Records and memberships into the batch, both in key order. */
-static void ops_flush(struct index *ix, size_t nslots)
+static void ops_flush(struct index *ix, size_t nslots, bool in_order)
 {
 	for (size_t j = 0; j < nslots; j++) {
 		const struct ix_slot *s = &ix->slots[ix->order[j]];
@@ -427,13 +504,15 @@ static void ops_flush(struct index *ix, size_t nslots)
 		if (ix->bloom_building)
 			ix_bloom_add(ix->bloom_building, s->h);
 	}
-	size_t cp = ix->n_ops ? ix->ops[0].kl : 0;
-	for (size_t i = 1; i < ix->n_ops; i++)
-		cp = common_head(cp, ix->ops[0].k, ix->ops[0].kl, ix->ops[i].k, ix->ops[i].kl);
-	for (size_t i = 0; i < ix->n_ops; i++)
-		ix->ops[i].sk = key_head(ix->ops[i].k, ix->ops[i].kl, cp);
-	if (ix->n_ops > 1)
+	if (ix->n_ops > 1 && !(in_order && ops_group(ix))) {
+		size_t cp = ix->ops[0].kl;
+		for (size_t i = 1; i < ix->n_ops; i++)
+			cp = common_head(cp, ix->ops[0].k, ix->ops[0].kl, ix->ops[i].k,
+					 ix->ops[i].kl);
+		for (size_t i = 0; i < ix->n_ops; i++)
+			ix->ops[i].sk = key_head(ix->ops[i].k, ix->ops[i].kl, cp);
 		qsort(ix->ops, ix->n_ops, sizeof *ix->ops, op_cmp);
+	}
 	for (size_t i = 0; i < ix->n_ops; i++) {
 		const struct ix_op *op = &ix->ops[i];
 		/* of several ops on one key only the last matters */
@@ -521,7 +600,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 			return -ENOMEM;
 		int what;
 		if (om && !nm) {
-			if (op_add(ix, ix->tbuf.p, ix->tbuf.len, NULL, 0) < 0)
+			if (op_add(ix, vi, ix->tbuf.p, ix->tbuf.len, NULL, 0) < 0)
 				return -ENOMEM;
 			ix->mdelta[vi]--;
 			what = INDEX_REMOVED;
@@ -533,7 +612,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 					return -ENOMEM;
 				mvl = ix->vbuf.len;
 			}
-			if (op_add(ix, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
+			if (op_add(ix, vi, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
 				return -ENOMEM;
 			if (!om)
 				ix->mdelta[vi]++;
@@ -659,6 +738,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 {
 	size_t nslots = 0, skipped = 0, applied = 0;
 	int64_t obj_delta = 0;
+	bool in_order = false;
 	pthread_mutex_lock(&ix->wmu);
 	int rc = scratch_prepare(ix, n);
 	size_t mask = tab_mask(n);
@@ -673,7 +753,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 			rc = slot_find_add(ix, mask, &nslots, &ix->evslot[i]);
 	}
 	if (rc == 0)
-		rc = slots_load(ix, nslots);
+		rc = slots_load(ix, nslots, &in_order);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (ix->evslot[i] < 0) {
 			skipped++;
@@ -688,7 +768,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 			applied++;
 	}
 	if (rc == 0)
-		ops_flush(ix, nslots);
+		ops_flush(ix, nslots, in_order);
 	if (rc == 0)
 		rc = put_offsets(ix, pos, npos);
 	if (rc == 0 && ss)

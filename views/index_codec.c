@@ -7,7 +7,7 @@
 
 /* ---- buffers ---------------------------------------------------------- */
 
-int ibuf_reserve(struct ibuf *b, size_t extra)
+int ibuf_grow(struct ibuf *b, size_t extra)
 {
 	if (b->len + extra <= b->cap)
 		return 0;
@@ -19,51 +19,6 @@ int ibuf_reserve(struct ibuf *b, size_t extra)
 		return -ENOMEM;
 	b->p = p;
 	b->cap = cap;
-	return 0;
-}
-
-int ibuf_add(struct ibuf *b, const void *p, size_t n)
-{
-	if (ibuf_reserve(b, n) < 0)
-		return -ENOMEM;
-	if (n)
-		memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
-int ibuf_addc(struct ibuf *b, char c)
-{
-	if (b->len == b->cap && ibuf_reserve(b, 1) < 0)
-		return -ENOMEM;
-	b->p[b->len++] = c;
-	return 0;
-}
-
-int ibuf_add_varint(struct ibuf *b, uint64_t v)
-{
-	if (ibuf_reserve(b, 10) < 0)
-		return -ENOMEM;
-	unsigned char *p = (unsigned char *)b->p + b->len;
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (unsigned char)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (unsigned char)v;
-	b->len += n;
-	return 0;
-}
-
-int ibuf_add_str(struct ibuf *b, const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-	if (ibuf_add_varint(b, n) < 0 || ibuf_reserve(b, n + 1) < 0)
-		return -ENOMEM;
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->p[b->len + n] = '\0';
-	b->len += n + 1;
 	return 0;
 }
 

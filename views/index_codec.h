@@ -19,20 +19,72 @@
 #ifndef FACETFS_INDEX_CODEC_H
 #define FACETFS_INDEX_CODEC_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "views/object.h"
 
-/* A growable byte buffer; zero-initialise, ibuf_release() when done. */
+/* A growable byte buffer; zero-initialise, ibuf_release() when done.
+ * The appends are inline (they run a few times per key of every apply);
+ * only growing the buffer is a call. */
 struct ibuf { char *p; size_t len, cap; };
-int  ibuf_reserve(struct ibuf *b, size_t extra);    /* 0 / -ENOMEM */
-int  ibuf_add(struct ibuf *b, const void *p, size_t n);
-int  ibuf_addc(struct ibuf *b, char c);
-int  ibuf_add_varint(struct ibuf *b, uint64_t v);
-int  ibuf_add_str(struct ibuf *b, const char *s);   /* str; NULL as "" */
+int  ibuf_grow(struct ibuf *b, size_t extra);       /* 0 / -ENOMEM */
 void ibuf_release(struct ibuf *b);
+
+static inline int ibuf_reserve(struct ibuf *b, size_t extra)   /* 0 / -ENOMEM */
+{
+	return b->len + extra <= b->cap ? 0 : ibuf_grow(b, extra);
+}
+
+static inline int ibuf_add(struct ibuf *b, const void *p, size_t n)
+{
+	if (ibuf_reserve(b, n) < 0)
+		return -ENOMEM;
+	if (n)
+		memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+static inline int ibuf_addc(struct ibuf *b, char c)
+{
+	if (ibuf_reserve(b, 1) < 0)
+		return -ENOMEM;
+	b->p[b->len++] = c;
+	return 0;
+}
+
+static inline int ibuf_add_varint(struct ibuf *b, uint64_t v)
+{
+	if (ibuf_reserve(b, 10) < 0)
+		return -ENOMEM;
+	unsigned char *p = (unsigned char *)b->p + b->len;
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (unsigned char)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (unsigned char)v;
+	b->len += n;
+	return 0;
+}
+
+/* str; NULL as "" */
+static inline int ibuf_add_str(struct ibuf *b, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (ibuf_reserve(b, n + 11) < 0)
+		return -ENOMEM;
+	ibuf_add_varint(b, n);   /* cannot fail: reserved */
+	if (n)
+		memcpy(b->p + b->len, s, n);
+	b->p[b->len + n] = '\0';
+	b->len += n + 1;
+	return 0;
+}
 
 /* Bump allocator: blocks never move; arena_reset() keeps the first block. */
 struct arena_blk;

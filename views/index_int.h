@@ -75,6 +75,10 @@ struct index {
 	size_t ev_cap;
 	struct ix_op *ops;         /* membership puts/deletes, sorted before writing */
 	size_t n_ops, ops_cap;
+	struct ix_op *ops_tmp;     /* the ops grouped by view (index.c, ops_group) */
+	size_t ops_tmp_cap;
+	size_t *vsort;             /* per view: order by prefix, rank, group start */
+	size_t vsort_cap;
 	size_t *cand;              /* route_find output, route_max entries */
 	size_t cand_cap;
 

@@ -269,6 +269,70 @@ static void test_batch_duplicates(void)
 	free(dir);
 }
 
+/* Input already in key order takes a path without sorting (the ops are
+ * grouped by view, index.c ops_group): several views whose index order is
+ * not their name order, a key with several ops in one batch (the last
+ * wins), and a page whose paths are out of order ('/' stored as \0). */
+static void test_sorted_batches(void)
+{
+	char *dir = tmpdir();
+	struct index *ix = open_ix(dir, NULL);
+	struct view *v[3] = {
+		load("{\"name\":\"zz\",\"bucket\":\"b\"}"),
+		load("{\"name\":\"aa\",\"bucket\":\"b\"}"),
+		load("{\"name\":\"mm\",\"bucket\":\"b\",\"match\":{\"size\":{\"max\":3}}}"),
+	};
+	index_set_views(ix, v, 3);
+	struct obj_meta ev[5] = {
+		mk("b", "a", 1, 10, "a1", "01"),
+		mkdel("b", "a", 11, "02"),
+		mk("b", "b", 2, 12, "b2", "03"),
+		mk("b", "b", 5, 13, "b5", "04"),
+		mk("b", "c", 3, 14, "c3", "05"),
+	};
+	int rc = index_apply(ix, ev, 5, NULL, 0, NULL, NULL);
+	struct index_attr a;
+	CHECK(rc == 0, "sorted batch with repeated keys applied (%d)", rc);
+	bool ok = true;
+	for (size_t vi = 0; vi < 3; vi++) {
+		ok = ok && index_lookup(ix, vi, "a", &a) == -ENOENT;
+		ok = ok && index_lookup(ix, vi, "c", &a) == 0 && a.size == 3;
+	}
+	ok = ok && index_lookup(ix, 0, "b", &a) == 0 && a.size == 5 &&
+	     index_lookup(ix, 1, "b", &a) == 0 && a.size == 5 &&
+	     index_lookup(ix, 2, "b", &a) == -ENOENT;
+	CHECK(ok, "the last op of each key wins in every view");
+	CHECK(index_members(ix, 0) == 2 && index_members(ix, 1) == 2 &&
+	      index_members(ix, 2) == 1, "member counts %llu %llu %llu",
+	      (unsigned long long)index_members(ix, 0),
+	      (unsigned long long)index_members(ix, 1),
+	      (unsigned long long)index_members(ix, 2));
+
+	/* a listed page: key order "a-b" < "a/b" < "a0", path order "a/b" first */
+	struct obj_meta pg[4] = {
+		mk("b", "a-b", 1, 20, "x", NULL),
+		mk("b", "a/b", 1, 20, "y", NULL),
+		mk("b", "a/c", 1, 20, "z", NULL),
+		mk("b", "a0", 9, 20, "w", NULL),
+	};
+	struct index_scan_state ss = { .done = true, .objects = 4 };
+	rc = index_scan_apply(ix, "b", pg, 4, &ss, NULL, NULL);
+	CHECK(rc == 0, "page with paths out of key order applied (%d)", rc);
+	const char *l = ls(ix, 1, "", NULL, &rc);
+	CHECK(rc == 0 && strcmp(l, "a/ a-b a0 b c") == 0, "root of aa: '%s'", l);
+	l = ls(ix, 2, "a", NULL, &rc);
+	CHECK(rc == 0 && strcmp(l, "b c") == 0, "a/ of mm: '%s'", l);
+	CHECK(index_members(ix, 1) == 6 && index_members(ix, 2) == 4,
+	      "member counts after the page");
+	index_close(ix);
+	for (int i = 0; i < 3; i++)
+		view_free(v[i]);
+	release_all(ev, 5);
+	release_all(pg, 4);
+	rmtree(dir);
+	free(dir);
+}
+
 static void test_membership_moves(void)
 {
 	char *dir = unit_tmpdir("index");
@@ -670,6 +734,7 @@ int main(void)
 	test_round_trip();
 	test_tombstones_and_order();
 	test_batch_duplicates();
+	test_sorted_batches();
 	test_membership_moves();
 	test_bad_keys_and_dirs();
 	test_view_changes_and_reopen();

@@ -1,0 +1,319 @@
+/*
+ * bench_scan.c — the index side of a bucket's first scan: listed pages
+ * applied per second by index_scan_apply() (views/index.h), which bounds the
+ * scan once the listing is faster than the apply (bench_listing: 1,000 keys
+ * listed in ~11 ms).
+ *
+ * PAGES pages of PAGE listed objects ("data/0000000".., in key order, as a
+ * ListObjectsV2 returns them: size, Last-Modified, ETag, no sequencer) are
+ * applied to a fresh index holding VIEWS views of the bucket (the first is
+ * the bench_listing view: prefix data/, size 1 B..1 MiB, strip_prefix; the
+ * others a whole-bucket view, a size view, a narrower prefix view and a
+ * view of another bucket, repeated), each page with the scan state after it
+ * and a change callback that counts, as views/scan.c does. Only
+ * index_scan_apply() is timed.
+ *
+ * usage: bench-scan [--pages N] [--page N] [--views N] [--dir DIR]
+ *                   [--pipeline MS]
+ *   --pipeline MS  instead: the whole first scan (views/scan.h) of a fake
+ *                  bucket whose every LIST page takes MS ms (11 = the raw
+ *                  LIST of bench_listing), from scan_start to scan_wait;
+ *                  the ideal is PAGES x MS plus one page's apply
+ * Prints one "figure:" line with objects/s (wall and per CPU-second of the
+ * applying thread) and, where perf events are allowed, instructions per
+ * object of the applying thread. Where they are not, run it under
+ *   valgrind --tool=callgrind --toggle-collect=index_scan_apply bench-scan
+ * and divide the Ir total by the objects (the repeatable figure).
+ * Exit status 1 when the index does not hold what was listed.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "views/filter.h"
+#include "views/index.h"
+#include "views/scan.h"
+
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Instructions of the calling thread; fd -1 when perf events are refused. */
+static int hwc_open(void)
+{
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof a);
+	a.size = sizeof a;
+	a.type = PERF_TYPE_HARDWARE;
+	a.config = PERF_COUNT_HW_INSTRUCTIONS;
+	a.disabled = 1;
+	a.exclude_kernel = 1;
+	a.exclude_hv = 1;
+	return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+}
+
+static void hwc_enable(int fd, bool on)
+{
+	if (fd >= 0)
+		ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+}
+
+static uint64_t hwc_read(int fd)
+{
+	uint64_t v = 0;
+	if (fd >= 0 && read(fd, &v, sizeof v) != (ssize_t)sizeof v)
+		v = 0;
+	return v;
+}
+
+static const char *const view_json[] = {
+	"{\"name\":\"big\",\"bucket\":\"bench\",\"match\":{\"prefix\":\"data/\","
+	"\"size\":{\"min\":1,\"max\":\"1MiB\"}},\"layout\":{\"strip_prefix\":\"data/\"}}",
+	"{\"name\":\"all\",\"bucket\":\"bench\"}",
+	"{\"name\":\"small\",\"bucket\":\"bench\",\"match\":{\"size\":{\"max\":500}}}",
+	"{\"name\":\"some\",\"bucket\":\"bench\",\"match\":{\"prefix\":\"data/00\"}}",
+	"{\"name\":\"other\",\"bucket\":\"elsewhere\"}",
+};
+#define N_KINDS (sizeof view_json / sizeof view_json[0])
+
+static struct view **views_make(long n)
+{
+	struct view **views = calloc((size_t)n, sizeof *views);
+	for (long i = 0; views && i < n; i++) {
+		char js[512], name[32];
+		snprintf(name, sizeof name, "\"v%ld-", i);
+		const char *t = view_json[(size_t)i % N_KINDS];
+		const char *q = strstr(t, "\"name\":\"") + 7;   /* unique names */
+		snprintf(js, sizeof js, "%.*s%s%s", (int)(q - t), t, name, q + 1);
+		struct diag d = { 0 };
+		if (view_load_buf("bench.json", js, strlen(js), &views[i], &d) < 0) {
+			fprintf(stderr, "view %s: %s\n", js, d.n ? d.lines[0] : "?");
+			diag_release(&d);
+			view_free_all(views, (size_t)i);
+			return NULL;
+		}
+		diag_release(&d);
+	}
+	return views;
+}
+
+/* Fill pg[0..n) with the listed objects first .. first+n-1. */
+static void page_make(struct obj_meta *pg, char (*keys)[32], long n, long first)
+{
+	static char bucket[] = "bench";
+	for (long i = 0; i < n; i++) {
+		long id = first + i;
+		struct obj_meta *o = &pg[i];
+		memset(o, 0, sizeof *o);
+		snprintf(keys[i], sizeof keys[i], "data/%07ld", id);
+		o->bucket = bucket;
+		o->key = keys[i];
+		o->size = 100;
+		o->mtime_ns = 1795311652000000000LL + id * 1000000LL;
+		snprintf(o->etag, sizeof o->etag, "%016llx%016llx",
+			 (unsigned long long)id * 0x9e3779b97f4a7c15ULL,
+			 (unsigned long long)id * 31);
+		o->flags = OBJ_FROM_SCAN;
+	}
+}
+
+static void change_count(void *ctx, size_t view_idx, const char *path, int what)
+{
+	(void)view_idx;
+	(void)path;
+	if (what == INDEX_ADDED)
+		(*(long *)ctx)++;
+}
+
+struct cfg { long pages, page, n_views; const char *dir; long list_ms; };
+
+/* The fake bucket of --pipeline: token = index of the page's first object. */
+struct fake { long n, page, list_ms; };
+
+static int fake_list(void *ctx, const char *bucket, const char *token, scan_obj_fn fn,
+		     void *fnctx, char *next, size_t ntlen, bool *truncated)
+{
+	struct fake *f = ctx;
+	(void)bucket;
+	long first = token && *token ? atol(token) : 0, end = first + f->page;
+	if (end > f->n)
+		end = f->n;
+	struct timespec ts = { f->list_ms / 1000, (f->list_ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	char key[32];
+	struct obj_meta o;
+	for (long id = first; id < end; id++) {
+		page_make(&o, &key, 1, id);
+		o.bucket = NULL;
+		if (fn(fnctx, &o))
+			break;
+	}
+	*truncated = end < f->n;
+	snprintf(next, ntlen, "%ld", end);
+	return 0;
+}
+
+static int run_pipeline(const struct cfg *c, struct index *ix, long *added)
+{
+	struct fake f = { c->pages * c->page, c->page, c->list_ms };
+	struct scan_source src = { .ctx = &f, .list_page = fake_list };
+	struct scanner *sc;
+	if (scan_new(ix, &src, NULL, change_count, added, &sc) < 0)
+		return -1;
+	double t0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	int rc = scan_start(sc, "bench", 0);
+	if (rc == 0)
+		rc = scan_wait(sc, "bench", 600000);
+	double t = clock_s(CLOCK_MONOTONIC) - t0, pcpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+	scan_free(sc);
+	if (rc < 0) {
+		fprintf(stderr, "scan: %s\n", strerror(-rc));
+		return -1;
+	}
+	printf("figure: pipeline pages=%ld page=%ld views=%ld list=%ld ms: first scan %.3f s "
+	       "(ideal %.3f s), %.0f objects/s, process cpu %.3f s\n", c->pages, c->page,
+	       c->n_views, c->list_ms, t, (double)(c->pages * c->list_ms) / 1000, (double)f.n / t,
+	       pcpu);
+	return 0;
+}
+
+static int run(const struct cfg *c)
+{
+	char tmpl[] = "/tmp/facetfs-bench-scan-XXXXXX";
+	const char *dir = c->dir;
+	if (!dir && !(dir = mkdtemp(tmpl))) {
+		perror("mkdtemp");
+		return 2;
+	}
+	struct view **views = views_make(c->n_views);
+	struct index *ix;
+	char err[256];
+	if (!views)
+		return 1;
+	if (index_open(dir, NULL, &ix, err, sizeof err) < 0) {
+		fprintf(stderr, "index_open: %s\n", err);
+		return 1;
+	}
+	if (index_set_views(ix, views, (size_t)c->n_views) < 0)
+		return 1;
+	/* as at a mount: the key filter of the empty index is built at once */
+	for (int i = 0; i < 1000 && !index_filter_ready(ix); i++)
+		usleep(1000);
+
+	long added = 0, kept = 0, n = c->pages * c->page;
+	if (c->list_ms >= 0) {
+		if (run_pipeline(c, ix, &added) < 0)
+			return 1;
+		goto check;
+	}
+	struct obj_meta *pg = calloc((size_t)c->page, sizeof *pg);
+	char (*keys)[32] = calloc((size_t)c->page, sizeof *keys);
+	if (!pg || !keys)
+		return 1;
+	int fd = hwc_open();
+	double t = 0, cpu = 0, p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	struct index_scan_state st = { 0 };
+	for (long p = 0; p < c->pages; p++) {
+		page_make(pg, keys, c->page, p * c->page);
+		st.objects += (uint64_t)c->page;
+		st.done = p + 1 == c->pages;
+		snprintf(st.token, sizeof st.token, "%s", st.done ? "" : keys[c->page - 1]);
+		double a = clock_s(CLOCK_MONOTONIC), ca = clock_s(CLOCK_THREAD_CPUTIME_ID);
+		hwc_enable(fd, true);
+		int rc = index_scan_apply(ix, "bench", pg, (size_t)c->page, &st,
+					  change_count, &added);
+		hwc_enable(fd, false);
+		t += clock_s(CLOCK_MONOTONIC) - a;
+		cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - ca;
+		if (rc < 0) {
+			fprintf(stderr, "index_scan_apply: %s\n", strerror(-rc));
+			return 1;
+		}
+		kept += rc;
+	}
+	double pcpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;   /* + LevelDB's compactions */
+	uint64_t ins = hwc_read(fd);
+	if (fd >= 0)
+		close(fd);
+	printf("figure: pages=%ld page=%ld views=%ld objects=%ld: %.0f objects/s per CPU-s "
+	       "of the applying thread, %.0f objects/s wall (index_scan_apply %.3f s, "
+	       "cpu %.3f s, %.1f ms a page; process cpu %.3f s)\n", c->pages, c->page,
+	       c->n_views, n, (double)n / cpu, (double)n / t, t, cpu,
+	       1000 * t / (double)c->pages, pcpu);
+	if (ins)
+		printf("figure: %.0f instructions per object in the applying thread\n",
+		       (double)ins / (double)n);
+	else
+		printf("  (no hardware counters here: use callgrind, see the header)\n");
+	free(pg);
+	free(keys);
+check:;
+
+	/* what a view shows must be what was listed */
+	uint64_t members = 0, want = 0;
+	for (long i = 0; i < c->n_views; i++) {
+		members += index_members(ix, (size_t)i);
+		size_t kind = (size_t)i % N_KINDS;
+		want += kind == 0 || kind == 1 || kind == 2 ? (uint64_t)n
+		      : kind == 3 ? (uint64_t)(n < 100000 ? n : 100000) : 0;
+	}
+	struct index_scan_state got;
+	int ok = index_objects(ix) == (uint64_t)n && members == want &&
+		 (uint64_t)added == want && kept == 0 &&
+		 index_scan_state_get(ix, "bench", &got) == 0 && got.done &&
+		 got.objects == (uint64_t)n;
+	printf("  objects %llu, members %llu (want %llu), added %ld, kept %ld\n",
+	       (unsigned long long)index_objects(ix), (unsigned long long)members,
+	       (unsigned long long)want, added, kept);
+	index_close(ix);
+	view_free_all(views, (size_t)c->n_views);
+	if (dir == tmpl) {
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", tmpl);
+	}
+	if (!ok)
+		fprintf(stderr, "bench-scan: the index does not hold what was listed\n");
+	return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct cfg c = { .pages = 100, .page = 1000, .n_views = 5, .list_ms = -1 };
+	static const struct option longopts[] = {
+		{ "pages", required_argument, NULL, 'p' },
+		{ "page", required_argument, NULL, 'n' },
+		{ "views", required_argument, NULL, 'v' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "pipeline", required_argument, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "p:n:v:d:P:", longopts, NULL)) != -1) {
+		switch (o) {
+		case 'p': c.pages = atol(optarg); break;
+		case 'n': c.page = atol(optarg); break;
+		case 'v': c.n_views = atol(optarg); break;
+		case 'd': c.dir = optarg; break;
+		case 'P': c.list_ms = atol(optarg); break;
+		default:
+			fprintf(stderr, "usage: bench-scan [--pages N] [--page N] [--views N] "
+				"[--dir DIR] [--pipeline MS]\n");
+			return 2;
+		}
+	}
+	if (c.pages < 1 || c.page < 1 || c.n_views < 1 || c.n_views > 1000)
+		return 2;
+	return run(&c);
+}
