@@ -28,7 +28,7 @@
 #define FAST_COPY_STACK 8192   /* documents up to this size are copied on the stack */
 
 struct fscan {
-	char *p, *end;         /* cursor and end of the private copy */
+	char *p, *end;         /* cursor and end of the private copy (*end is NUL) */
 	int depth;
 };
 
@@ -76,7 +76,7 @@ static bool str_scan(struct fscan *f, char **start, size_t *len, bool *esc)
 	char *q = f->p + 1;
 	*esc = false;
 	for (;;) {
-		while (q < f->end && !str_special[(unsigned char)*q])
+		while (!str_special[(unsigned char)*q])   /* the copy ends in a NUL */
 			q++;
 		if (q >= f->end)
 			return false;
@@ -85,6 +85,8 @@ static bool str_scan(struct fscan *f, char **start, size_t *len, bool *esc)
 		if (*q != '\\')
 			return false;              /* a raw control character */
 		*esc = true;
+		if (f->end - q < 2)
+			return false;              /* the backslash is the last byte */
 		q += 2;
 	}
 	*start = f->p + 1;
@@ -663,9 +665,10 @@ int record_decode_fast(const void *buf, size_t len, struct ev_doc *out)
 	memset(out, 0, sizeof *out);
 	if (!buf || len == 0)
 		return RECORD_FAST_FALLBACK;
-	if (len > sizeof stack && !(copy = malloc(len)))
+	if (len >= sizeof stack && !(copy = malloc(len + 1)))
 		return -ENOMEM;
 	memcpy(copy, buf, len);
+	copy[len] = '\0';   /* a sentinel: str_scan stops there */
 	struct fscan f = { copy, copy + len, 0 };
 	int rc = doc_read(&f, out);
 	if (copy != stack)
