@@ -28,7 +28,7 @@
 #define FAST_COPY_STACK 8192   /* documents up to this size are copied on the stack */
 
 struct fscan {
-	char *p, *end;         /* cursor and end of the private copy (*end is NUL) */
+	char *p, *end;         /* cursor and end of the private copy (end[0], end[1]: NUL) */
 	int depth;
 };
 
@@ -76,7 +76,7 @@ static bool str_scan(struct fscan *f, char **start, size_t *len, bool *esc)
 	char *q = f->p + 1;
 	*esc = false;
 	for (;;) {
-		while (!str_special[(unsigned char)*q])   /* the copy ends in a NUL */
+		while (!str_special[(unsigned char)*q])   /* stops at the NULs at the end */
 			q++;
 		if (q >= f->end)
 			return false;
@@ -85,9 +85,7 @@ static bool str_scan(struct fscan *f, char **start, size_t *len, bool *esc)
 		if (*q != '\\')
 			return false;              /* a raw control character */
 		*esc = true;
-		if (f->end - q < 2)
-			return false;              /* the backslash is the last byte */
-		q += 2;
+		q += 2;        /* at most end + 1: the copy ends in two NULs */
 	}
 	*start = f->p + 1;
 	*len = (size_t)(q - *start);
@@ -665,10 +663,10 @@ int record_decode_fast(const void *buf, size_t len, struct ev_doc *out)
 	memset(out, 0, sizeof *out);
 	if (!buf || len == 0)
 		return RECORD_FAST_FALLBACK;
-	if (len >= sizeof stack && !(copy = malloc(len + 1)))
+	if (len + 2 > sizeof stack && !(copy = malloc(len + 2)))
 		return -ENOMEM;
 	memcpy(copy, buf, len);
-	copy[len] = '\0';   /* a sentinel: str_scan stops there */
+	copy[len] = copy[len + 1] = '\0';   /* sentinels: str_scan stops there */
 	struct fscan f = { copy, copy + len, 0 };
 	int rc = doc_read(&f, out);
 	if (copy != stack)
