@@ -1,14 +1,16 @@
 /*
  * record.c — see record.h.
  *
- * One parse with cJSON per document, then each element of Records is read
- * into a struct obj_meta by record_fill(). Which store sent a record is
+ * record_decode() first tries the single-pass fast path (record_fast.c,
+ * no tree); documents it does not take come here, to the reference path
+ * (record_decode_tree): one parse with cJSON per document, then each
+ * element of Records is read into a struct obj_meta by record_fill(). Which store sent a record is
  * told by its eventSource: "ceph:s3" keys are raw and its sequencer is a
  * (seconds, ns) pair; anything else (aws:s3, minio:s3) has form-escaped keys
  * and hex sequencers. Reasons for malformed records are string literals so
  * the hot path formats nothing unless something is wrong.
  */
-#include "events/record.h"
+#include "events/record_int.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -20,26 +22,24 @@
 
 enum rec_result { REC_OK, REC_IGNORED, REC_MALFORMED };
 
-enum ev_kind { KIND_OTHER, KIND_PUT, KIND_DELETE };
-
 /* What an eventName means for the index. MinIO prefixes names with "s3:".
  * Lifecycle expiry of the current version (AWS, and RGW 18+) removes the
  * object as a DELETE does; expiry of non-current versions, restores,
  * replication, tagging, ACL events change nothing we index. */
-static enum ev_kind kind_of(const char *name)
+enum record_kind record_kind_of(const char *name)
 {
 	if (strncmp(name, "s3:", 3) == 0)
 		name += 3;
 	if (strncmp(name, "ObjectCreated:", 14) == 0)
-		return KIND_PUT;
+		return RECORD_KIND_PUT;
 	if (strncmp(name, "ObjectRemoved:", 14) == 0)
-		return KIND_DELETE;
+		return RECORD_KIND_DELETE;
 	if (strcmp(name, "LifecycleExpiration:Delete") == 0 ||
 	    strcmp(name, "LifecycleExpiration:DeleteMarkerCreated") == 0 ||
 	    strcmp(name, "ObjectLifecycle:Expiration:Current") == 0 ||
 	    strcmp(name, "ObjectLifecycle:Expiration:DeleteMarker") == 0)
-		return KIND_DELETE;
-	return KIND_OTHER;
+		return RECORD_KIND_DELETE;
+	return RECORD_KIND_OTHER;
 }
 
 static int hexval(char c)
@@ -74,7 +74,7 @@ static int get_str(const cJSON *obj, const char *name, const char **out)
 
 /* Undo form-URL encoding ('+' is a space, %XX a byte) into a new string.
  * 0, -EINVAL (bad escape or an escaped NUL), -ENOMEM. */
-static int form_decode(const char *s, char **out)
+int record_form_decode(const char *s, char **out)
 {
 	size_t len = strlen(s);
 	char *d = malloc(len + 1), *w = d;
@@ -270,7 +270,7 @@ static char *dup_lower(const char *s)
 /* One stored header: x-amz-meta-NAME is user metadata "name" (the first of
  * names equal but for case wins); content-type fills content_type unless the
  * record said it already. Anything else is not user metadata. */
-static int meta_entry(struct obj_meta *o, const char *name, const char *val)
+int record_meta_add(struct obj_meta *o, const char *name, const char *val)
 {
 	static const char pfx[] = "x-amz-meta-";
 	const size_t plen = sizeof pfx - 1;
@@ -293,7 +293,21 @@ static int meta_entry(struct obj_meta *o, const char *name, const char *val)
 	return 0;
 }
 
-static int tag_entry(struct obj_meta *o, const char *name, const char *val)
+int record_etag_set(struct obj_meta *o, const char *s)
+{
+	size_t len = strlen(s);
+	if (len >= 2 && s[0] == '"' && s[len - 1] == '"') {
+		s++;
+		len -= 2;
+	}
+	if (len >= sizeof o->etag)
+		return -1;
+	memcpy(o->etag, s, len);
+	o->etag[len] = '\0';
+	return 0;
+}
+
+int record_tag_add(struct obj_meta *o, const char *name, const char *val)
 {
 	return kv_push(&o->tags, &o->n_tags, strdup(name), strdup(val));
 }
@@ -434,7 +448,7 @@ static int rec_locate(const cJSON *rec, struct rec_view *v, char **key,
 		*key = strdup(raw);
 		return *key ? 0 : -ENOMEM;
 	}
-	rc = form_decode(raw, key);
+	rc = record_form_decode(raw, key);
 	if (rc == -EINVAL)
 		return *why = "s3.object.key has a bad %-escape", REC_MALFORMED;
 	return rc;
@@ -452,7 +466,7 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 	struct rec_view v;
 	const cJSON *it;
 	const char *name, *s;
-	enum ev_kind kind;
+	enum record_kind kind;
 	int rc;
 
 	if (!cJSON_IsObject(rec))
@@ -465,14 +479,14 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 		return *why = "eventName is not a string", REC_MALFORMED;
 	if (!name)
 		return *why = "eventName missing", REC_MALFORMED;
-	kind = kind_of(name);
-	if (kind == KIND_OTHER)
+	kind = record_kind_of(name);
+	if (kind == RECORD_KIND_OTHER)
 		return REC_IGNORED;
 	if ((rc = rec_locate(rec, &v, &o->key, why)) != 0)
 		return rc;
 	if (!(o->bucket = strdup(v.bucket)))
 		return -ENOMEM;
-	if (kind == KIND_DELETE)
+	if (kind == RECORD_KIND_DELETE)
 		o->flags |= OBJ_DELETED;
 
 	if (item_str(v.r[R_TIME], &s))
@@ -486,17 +500,8 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 
 	if (item_str(v.o[O_ETAG], &s))
 		return *why = "s3.object.eTag is not a string", REC_MALFORMED;
-	if (s) {
-		size_t len = strlen(s);
-		if (len >= 2 && s[0] == '"' && s[len - 1] == '"') {
-			s++;
-			len -= 2;
-		}
-		if (len >= sizeof o->etag)
-			return *why = "s3.object.eTag too long", REC_MALFORMED;
-		memcpy(o->etag, s, len);
-		o->etag[len] = '\0';
-	}
+	if (s && record_etag_set(o, s))
+		return *why = "s3.object.eTag too long", REC_MALFORMED;
 
 	if (item_str(v.o[O_SEQ], &s))
 		return *why = "s3.object.sequencer is not a string", REC_MALFORMED;
@@ -516,7 +521,7 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 		it = v.o[i == 0 ? O_META : O_UMETA];
 		if (!it || cJSON_IsNull(it))
 			continue;
-		rc = walk_pairs(it, o, meta_entry);
+		rc = walk_pairs(it, o, record_meta_add);
 		if (rc == -EINVAL)
 			return *why = meta_why[i], REC_MALFORMED;
 		if (rc)
@@ -526,7 +531,7 @@ static int record_fill(const cJSON *rec, struct obj_meta *o, const char **why)
 
 	it = v.o[O_TAGS];
 	if (it && !cJSON_IsNull(it)) {
-		rc = walk_pairs(it, o, tag_entry);
+		rc = walk_pairs(it, o, record_tag_add);
 		if (rc == -EINVAL)
 			return *why = "s3.object.tags is not a list of {key,val}",
 			       REC_MALFORMED;
@@ -599,7 +604,7 @@ void ev_doc_release(struct ev_doc *d)
 	memset(d, 0, sizeof *d);
 }
 
-int record_decode(const void *buf, size_t len, struct ev_doc *out)
+int record_decode_tree(const void *buf, size_t len, struct ev_doc *out)
 {
 	cJSON *root;
 	const cJSON *records, *rec;
@@ -651,6 +656,12 @@ done:
 	if (rc < 0)
 		ev_doc_release(out);
 	return rc;
+}
+
+int record_decode(const void *buf, size_t len, struct ev_doc *out)
+{
+	int rc = record_decode_fast(buf, len, out);
+	return rc == RECORD_FAST_FALLBACK ? record_decode_tree(buf, len, out) : rc;
 }
 
 void ev_parts_free(struct ev_part *parts, size_t n)

@@ -192,6 +192,7 @@ def run_load(a):
         print("gw_busiest_cpu_s=%.2f" % busy[1])
         print("gw_busiest_runqueue_wait_s=%.2f" % busy[2])
         print("rate_per_busiest_cpu_s=%.0f" % (applied / busy[1] if busy[1] > 0 else float("nan")))
+        print("gw_threads=%s" % " ".join("%s:%.2fs/%.2fs" % r for r in threads[:6]))
     print("lat_count=%d" % lat["count"])
     print("lat_p50_ms=%s" % lat["p50"])
     print("lat_p99_ms=%s" % lat["p99"])

@@ -1,0 +1,188 @@
+/*
+ * bench_ingest.c — the consumer thread's work per event without Kafka:
+ * decode (record_decode, events/record.c) and apply (index_apply,
+ * views/index.c), each timed on its own, over evgen's records
+ * (Ceph RGW ObjectCreated:Put, one record per document).
+ *
+ *   bench-ingest FILE [VIEWS] [BATCH] [--decode-only]
+ *
+ * FILE holds evgen lines ("BUCKET/KEY<TAB>JSON"), e.g.
+ *   build/tests/bench/evgen bench 100 0 100000 > /tmp/ev.txt
+ * The index is a fresh temp dir with VIEWS (100) prefix views vNN = pNN/
+ * over the bucket (as bench_events.sh). Messages are decoded and applied in
+ * batches of BATCH (1000) with one Kafka offset per batch, as gateway/ingest.c
+ * does on one thread (no decode helper, no enrichment: the records carry
+ * their metadata). Prints events per CPU-second of decode and of apply.
+ * For instruction counts run it under valgrind --tool=callgrind and read
+ * the inclusive cost of record_decode and index_apply.
+ * Exits 1 when an event was not decoded or applied.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "events/record.h"
+#include "views/filter.h"
+#include "views/index.h"
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct msg { const char *p; size_t len; };
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long sz = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = malloc((size_t)sz + 1);
+	if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[sz] = '\0';
+		*len = (size_t)sz;
+	}
+	return buf;
+}
+
+static void change_count(void *ctx, size_t view, const char *path, int what)
+{
+	(void)view;
+	(void)path;
+	if (what == INDEX_ADDED)
+		(*(long *)ctx)++;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: bench-ingest FILE [VIEWS] [BATCH] [--decode-only]\n");
+		return 2;
+	}
+	long n_views = argc > 2 ? atol(argv[2]) : 100, batch = argc > 3 ? atol(argv[3]) : 1000;
+	bool decode_only = argc > 4 && strcmp(argv[4], "--decode-only") == 0;
+	size_t len;
+	char *buf = slurp(argv[1], &len);
+	if (!buf || n_views < 1 || n_views > 100 || batch < 1) {
+		fprintf(stderr, "bench-ingest: cannot read %s or bad arguments\n", argv[1]);
+		return 2;
+	}
+	/* split lines; JSON after the TAB; bucket before the first '/' */
+	size_t n = 0, cap = 1024;
+	struct msg *m = malloc(cap * sizeof *m);
+	char bucket[64] = "";
+	for (char *p = buf; p < buf + len;) {
+		char *nl = memchr(p, '\n', (size_t)(buf + len - p));
+		char *end = nl ? nl : buf + len;
+		char *tab = memchr(p, '\t', (size_t)(end - p));
+		if (tab) {
+			if (!bucket[0]) {
+				char *sl = memchr(p, '/', (size_t)(tab - p));
+				if (sl && (size_t)(sl - p) < sizeof bucket)
+					memcpy(bucket, p, (size_t)(sl - p));
+			}
+			if (n == cap)
+				m = realloc(m, (cap *= 2) * sizeof *m);
+			m[n].p = tab + 1;
+			m[n].len = (size_t)(end - tab - 1);
+			n++;
+		}
+		p = end + 1;
+	}
+
+	char tmpl[] = "/tmp/facetfs-bench-ingest-XXXXXX";
+	struct index *ix = NULL;
+	struct view **views = calloc((size_t)n_views, sizeof *views);
+	char err[256];
+	if (!decode_only) {
+		if (!mkdtemp(tmpl) || index_open(tmpl, NULL, &ix, err, sizeof err) < 0) {
+			fprintf(stderr, "index: %s\n", err);
+			return 1;
+		}
+		for (long i = 0; i < n_views; i++) {
+			char js[256];
+			snprintf(js, sizeof js,
+				 "{\"name\":\"v%02ld\",\"bucket\":\"%s\",\"match\":{\"prefix\":"
+				 "\"p%02ld/\"},\"layout\":{\"strip_prefix\":\"p%02ld/\"}}", i, bucket, i, i);
+			struct diag d = { 0 };
+			if (view_load_buf("bench.json", js, strlen(js), &views[i], &d) < 0) {
+				fprintf(stderr, "view: %s\n", d.n ? d.lines[0] : "?");
+				return 1;
+			}
+			diag_release(&d);
+		}
+		if (index_set_views(ix, views, (size_t)n_views) < 0)
+			return 1;
+	}
+
+	struct ev_doc *docs = calloc((size_t)batch, sizeof *docs);
+	struct obj_meta *evs = calloc((size_t)batch, sizeof *evs);
+	double t_dec = 0, t_app = 0;
+	long decoded = 0, bad = 0, added = 0, stale = 0;
+	for (size_t at = 0; at < n; at += (size_t)batch) {
+		size_t nb = n - at < (size_t)batch ? n - at : (size_t)batch, nev = 0;
+		double c0 = cpu_s();
+		for (size_t i = 0; i < nb; i++) {
+			int rc = record_decode(m[at + i].p, m[at + i].len, &docs[i]);
+			if (rc < 0 || docs[i].n != 1)
+				bad++;
+		}
+		double c1 = cpu_s();
+		t_dec += c1 - c0;
+		for (size_t i = 0; i < nb; i++)
+			for (size_t j = 0; j < docs[i].n; j++)
+				evs[nev++] = docs[i].ev[j];
+		decoded += (long)nev;
+		if (ix) {
+			struct index_pos pos = { "bench", 0, (int64_t)(at + nb) };
+			c0 = cpu_s();
+			int rc = index_apply(ix, evs, nev, &pos, 1, change_count, &added);
+			t_app += cpu_s() - c0;
+			if (rc < 0) {
+				fprintf(stderr, "index_apply failed\n");
+				return 1;
+			}
+			stale += rc;
+		}
+		c0 = cpu_s();
+		for (size_t i = 0; i < nb; i++)
+			ev_doc_release(&docs[i]);
+		t_dec += cpu_s() - c0;
+	}
+	printf("figure: decode %ld events: %.0f events per CPU-s (incl. release)\n", decoded,
+	       (double)decoded / t_dec);
+	if (ix)
+		printf("figure: apply %ld events, %ld views, batch %ld: %.0f events per CPU-s; "
+		       "both: %.0f per CPU-s\n", decoded, n_views, batch,
+		       (double)decoded / t_app, (double)decoded / (t_dec + t_app));
+	int ok = bad == 0 && decoded == (long)n;
+	if (ix) {
+		ok = ok && added == decoded && stale == 0 && index_objects(ix) == (uint64_t)n;
+		index_close(ix);
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", tmpl);
+	}
+	view_free_all(views, ix ? (size_t)n_views : 0);
+	free(docs);
+	free(evs);
+	free(m);
+	free(buf);
+	if (!ok)
+		fprintf(stderr, "bench-ingest: %ld bad, %ld decoded of %zu, %ld added, %ld stale\n",
+			bad, decoded, n, added, stale);
+	return ok ? 0 : 1;
+}
