@@ -275,12 +275,12 @@ static void test_batch_duplicates(void)
  * wins), and a page whose paths are out of order ('/' stored as \0). */
 static void test_sorted_batches(void)
 {
-	char *dir = tmpdir();
-	struct index *ix = open_ix(dir, NULL);
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v[3] = {
-		load("{\"name\":\"zz\",\"bucket\":\"b\"}"),
-		load("{\"name\":\"aa\",\"bucket\":\"b\"}"),
-		load("{\"name\":\"mm\",\"bucket\":\"b\",\"match\":{\"size\":{\"max\":3}}}"),
+		unit_view("{\"name\":\"zz\",\"bucket\":\"b\"}"),
+		unit_view("{\"name\":\"aa\",\"bucket\":\"b\"}"),
+		unit_view("{\"name\":\"mm\",\"bucket\":\"b\",\"match\":{\"size\":{\"max\":3}}}"),
 	};
 	index_set_views(ix, v, 3);
 	struct obj_meta ev[5] = {
@@ -329,7 +329,7 @@ static void test_sorted_batches(void)
 		view_free(v[i]);
 	release_all(ev, 5);
 	release_all(pg, 4);
-	rmtree(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
