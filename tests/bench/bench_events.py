@@ -51,7 +51,7 @@ class Gen:
         self.sec, self.sec_text = -1, ""
 
     def key(self, i):
-        return "p%02d/obj%07d" % (i % self.prefixes, i)
+        return "p%0*d/obj%07d" % (3 if self.prefixes > 100 else 2, i % self.prefixes, i)
 
     def line(self, i):
         t = time.time_ns()
@@ -210,7 +210,7 @@ def run_idle(a):
     for j in range(a.warmup + a.count):
         i = a.start + j
         key = g.key(i)
-        path = os.path.join(a.mnt, "v%02d" % (i % a.prefixes), key.split("/", 1)[1])
+        path = os.path.join(a.mnt, "v%0*d" % (3 if a.prefixes > 100 else 2, i % a.prefixes), key.split("/", 1)[1])
         now = time.monotonic()
         if next_t > now:
             time.sleep(next_t - now)

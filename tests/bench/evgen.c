@@ -43,10 +43,11 @@ int main(int argc, char **argv)
 	}
 	const char *bucket = argv[1];
 	long prefixes = atol(argv[2]), start = atol(argv[3]), count = atol(argv[4]);
-	if (prefixes < 1 || prefixes > 100 || start < 0 || count < 0) {
-		fprintf(stderr, "evgen: PREFIXES must be 1..100, START and COUNT >= 0\n");
+	if (prefixes < 1 || prefixes > 1000 || start < 0 || count < 0) {
+		fprintf(stderr, "evgen: PREFIXES must be 1..1000, START and COUNT >= 0\n");
 		return 2;
 	}
+	int width = prefixes > 100 ? 3 : 2;     /* p00..p99, or p000..p999 */
 	static char iobuf[1 << 20];
 	setvbuf(stdout, iobuf, _IOFBF, sizeof iobuf);
 	time_t cached_sec = -1;
@@ -62,7 +63,7 @@ int main(int argc, char **argv)
 		}
 		long us = ts.tv_nsec / 1000;
 		char key[32], seq[17];
-		snprintf(key, sizeof key, "p%02ld/obj%07ld", i % prefixes, i);
+		snprintf(key, sizeof key, "p%0*ld/obj%07ld", width, i % prefixes, i);
 		seq_hex(seq, (uint32_t)ts.tv_sec, (uint32_t)ts.tv_nsec);
 		printf("%s/%s\t{\"Records\":[{\"eventVersion\":\"2.2\",\"eventSource\":\"ceph:s3\","
 		       "\"awsRegion\":\"\",\"eventTime\":\"%s.%06ldZ\",\"eventName\":\"ObjectCreated:Put\","
