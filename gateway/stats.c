@@ -41,6 +41,21 @@ void stats_latency_add(struct stats *st, double ms)
 	pthread_mutex_unlock(&st->lock);
 }
 
+void stats_latency_add_batch(struct stats *st, const double *ms, size_t n)
+{
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < n; i++) {
+		double v = ms[i] < 0 ? 0 : ms[i];
+		st->lat_hist[lat_bucket(v)]++;
+		if (v > st->lat_max_ms)
+			st->lat_max_ms = v;
+	}
+	st->lat_count += n;
+	pthread_mutex_unlock(&st->lock);
+}
+
 double stats_latency_pct(struct stats *st, double pct)
 {
 	pthread_mutex_lock(&st->lock);
