@@ -21,12 +21,13 @@ void stats_release(struct stats *st)
 static int lat_bucket(double ms)
 {
 	double us = ms * 1000.0;
-	int b = 0;
-	while (us >= 1.0 && b < STATS_LAT_BUCKETS - 1) {
-		us /= 2.0;
-		b++;
-	}
-	return b;
+	if (!(us >= 1.0))
+		return 0;
+	if (us >= 0x1p62)
+		return STATS_LAT_BUCKETS - 1;
+	/* halving us until it is below 1 takes (bits of (uint64_t)us) steps */
+	int b = 64 - __builtin_clzll((unsigned long long)us);
+	return b < STATS_LAT_BUCKETS - 1 ? b : STATS_LAT_BUCKETS - 1;
 }
 
 void stats_latency_add(struct stats *st, double ms)
