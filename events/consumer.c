@@ -469,7 +469,7 @@ static void consumer_round(struct consumer *c)
 	struct consumer_batch *new;
 
 	consumer_collect(c);
-	new = &c->b[c->old ^ 1];      /* after collect: the pointer is stable */
+	new = &c->b[c->old ^ 1];
 	consumer_batch_prepare(c, new);
 	if (consumer_batch_apply(c, &c->b[c->old]) < 0)
 		consumer_batch_drop(c, new);
