@@ -2,20 +2,29 @@
  * consumer.c — Kafka consumer thread: poll, batch, apply, resume from the
  * caller's offsets.
  *
- * DESIGN. One thread (consumer_main) loops: collect up to CONSUMER_BATCH_MAX
- * messages (the first poll waits up to POLL_WAIT_MS, later ones take only
- * what librdkafka already fetched), hand them to cb->apply(), retrying the
- * same batch with a growing backoff until it succeeds or the consumer is
- * stopped. Rebalances are served by librdkafka inside rd_kafka_consumer_poll()
- * on this same thread: an assignment asks cb->stored_offset() for each
- * partition and assigns with that offset; a revocation first applies the
- * batch being collected, so nothing polled is lost or applied twice.
+ * DESIGN. One thread (consumer_main) loops over two batch buffers, "old"
+ * (polled last round, maybe prepared) and "new": collect up to
+ * CONSUMER_BATCH_MAX messages into new (the first poll waits up to
+ * POLL_WAIT_MS only when old is empty, later ones take only what librdkafka
+ * already fetched), hand new to cb->prepare(), then apply old with
+ * cb->apply(), retrying the same batch with a growing backoff until it
+ * succeeds or the consumer is stopped, and swap. So batch N+1 is decoded
+ * (elsewhere) while batch N is applied, and batches are applied in poll
+ * order. If old cannot be applied (stopped), new is forgotten, never applied
+ * after it. A batch's messages are destroyed only after apply()/forget()
+ * returned. Rebalances are served by librdkafka inside
+ * rd_kafka_consumer_poll() on this same thread: both an assignment and a
+ * revocation first drain (apply old, then what new holds so far), so
+ * nothing polled is lost or applied twice and no offset moves past an
+ * unapplied batch; an assignment then asks cb->stored_offset() for each
+ * partition and assigns with that offset. The thread drains before closing.
  * The fields under "consumer thread only" are never touched elsewhere; the
  * readiness flags and the last error are shared with consumer_wait_ready()
  * under c->lock.
  */
 #include "events/consumer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -52,9 +61,13 @@ struct consumer {
 	atomic_bool stop;
 
 	/* consumer thread only */
-	rd_kafka_message_t *batch[CONSUMER_BATCH_MAX];
-	struct consumer_msg msgs[CONSUMER_BATCH_MAX];
-	size_t n;
+	struct consumer_batch {
+		rd_kafka_message_t *rkm[CONSUMER_BATCH_MAX];
+		struct consumer_msg msgs[CONSUMER_BATCH_MAX];
+		size_t n;
+		bool prepared;        /* given to cb.prepare, not yet to apply/forget */
+	} b[2];
+	unsigned old;                 /* b[old] is applied before b[old ^ 1] */
 	struct part_pos *parts;
 	size_t n_parts, cap_parts;
 	int64_t lag_at_ns;
@@ -197,16 +210,19 @@ static void consumer_lag_update(struct consumer *c)
 
 /* ---- batches (consumer thread only) ---- */
 
-static void consumer_batch_release(struct consumer *c)
+/* Destroy a batch's messages: only once nothing reads them any more. */
+static void consumer_batch_release(struct consumer_batch *b)
 {
-	for (size_t i = 0; i < c->n; i++)
-		rd_kafka_message_destroy(c->batch[i]);
-	c->n = 0;
+	assert(!b->prepared);
+	for (size_t i = 0; i < b->n; i++)
+		rd_kafka_message_destroy(b->rkm[i]);
+	b->n = 0;
 }
 
-static void consumer_batch_add(struct consumer *c, rd_kafka_message_t *rkm)
+static void consumer_batch_add(struct consumer *c, struct consumer_batch *b,
+                               rd_kafka_message_t *rkm)
 {
-	struct consumer_msg *m = &c->msgs[c->n];
+	struct consumer_msg *m = &b->msgs[b->n];
 	rd_kafka_timestamp_type_t tstype;
 
 	m->topic = c->topic;          /* the only topic subscribed */
@@ -215,19 +231,39 @@ static void consumer_batch_add(struct consumer *c, rd_kafka_message_t *rkm)
 	m->timestamp_ms = rd_kafka_message_timestamp(rkm, &tstype);
 	m->payload = rkm->payload;
 	m->len = rkm->len;
-	c->batch[c->n++] = rkm;
+	b->rkm[b->n++] = rkm;
 	if (c->st)
 		stats_inc(c->st, ev_consumed);
 }
 
+/* Start preparing a batch (decoding it elsewhere) if the caller can. */
+static void consumer_batch_prepare(struct consumer *c, struct consumer_batch *b)
+{
+	if (b->n == 0 || b->prepared || !c->cb.prepare)
+		return;
+	c->cb.prepare(c->cb.ctx, b->msgs, b->n);
+	b->prepared = true;
+}
+
+/* Drop a batch that will not be applied (it is consumed again after a
+   restart: its offsets were not stored). */
+static void consumer_batch_drop(struct consumer *c, struct consumer_batch *b)
+{
+	if (b->prepared) {
+		c->cb.forget(c->cb.ctx, b->msgs, b->n);
+		b->prepared = false;
+	}
+	consumer_batch_release(b);
+}
+
 /* Tell Kafka how far we got (for tools; our own offsets are already durable). */
-static void consumer_batch_store(struct consumer *c)
+static void consumer_batch_store(struct consumer *c, const struct consumer_batch *b)
 {
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
 	rd_kafka_resp_err_t err;
 
-	for (size_t i = 0; i < c->n; i++) {
-		const struct consumer_msg *m = &c->msgs[i];
+	for (size_t i = 0; i < b->n; i++) {
+		const struct consumer_msg *m = &b->msgs[i];
 		rd_kafka_topic_partition_t *tp =
 			rd_kafka_topic_partition_list_find(l, c->topic, m->partition);
 
@@ -242,30 +278,45 @@ static void consumer_batch_store(struct consumer *c)
 	rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* Apply the pending batch, retrying until it succeeds. Returns 0, or the
-   last error if the consumer was stopped first (the batch is then dropped:
-   it was not applied, so it will be consumed again after a restart). */
-static int consumer_batch_apply(struct consumer *c)
+/* Apply a batch, retrying until it succeeds. Returns 0, or the last error
+   if the consumer was stopped first (the batch is then dropped: it was not
+   applied, so it will be consumed again after a restart). apply() also ends
+   a prepare(): the messages are released after it returned. */
+static int consumer_batch_apply(struct consumer *c, struct consumer_batch *b)
 {
 	unsigned backoff = BACKOFF_MIN_MS;
 	int rc;
 
-	if (c->n == 0)
+	if (b->n == 0)
 		return 0;
 	for (;;) {
-		rc = c->cb.apply(c->cb.ctx, c->msgs, c->n);
+		rc = c->cb.apply(c->cb.ctx, b->msgs, b->n);
+		b->prepared = false;
 		if (rc == 0) {
-			consumer_batch_store(c);
+			consumer_batch_store(c, b);
 			break;
 		}
 		log_error("kafka %s: applying %zu messages from %s/%" PRId32 " offset %" PRId64
-		          " failed: %s; retrying in %u ms", c->brokers, c->n, c->topic,
-		          c->msgs[0].partition, c->msgs[0].offset, strerror(-rc), backoff);
+		          " failed: %s; retrying in %u ms", c->brokers, b->n, c->topic,
+		          b->msgs[0].partition, b->msgs[0].offset, strerror(-rc), backoff);
 		if (!consumer_sleep(c, backoff))
 			break;
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
-	consumer_batch_release(c);
+	consumer_batch_release(b);
+	return rc;
+}
+
+/* Apply old, then new (in poll order); if old cannot be applied, new is
+   dropped rather than applied after a gap. Both are empty afterwards. */
+static int consumer_drain(struct consumer *c)
+{
+	struct consumer_batch *old = &c->b[c->old], *new = &c->b[c->old ^ 1];
+	int rc = consumer_batch_apply(c, old);
+
+	if (rc == 0)
+		return consumer_batch_apply(c, new);
+	consumer_batch_drop(c, new);
 	return rc;
 }
 
@@ -303,6 +354,7 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 	rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
 	rd_kafka_error_t *error = NULL;
 
+	consumer_drain(c);            /* no batch in flight across a rebalance */
 	for (int i = 0; i < parts->cnt; i++) {
 		rd_kafka_topic_partition_t *tp = &parts->elems[i];
 
@@ -343,7 +395,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 {
 	rd_kafka_error_t *error = NULL;
 
-	consumer_batch_apply(c);      /* what was polled before the revocation */
+	consumer_drain(c);            /* what was polled before the revocation */
 	if (coop) {
 		error = rd_kafka_incremental_unassign(c->rk, parts);
 		if (error) {
@@ -382,17 +434,21 @@ static void consumer_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 /* ---- the thread ---- */
 
-/* Fill the batch: wait a little for the first message, then take only what
-   is already fetched. */
+/* Fill the new batch: wait a little for the first message unless the old
+   batch is waiting to be applied, then take only what is already fetched.
+   A rebalance inside the poll drains both batches (then new is empty). */
 static void consumer_collect(struct consumer *c)
 {
-	while (c->n < CONSUMER_BATCH_MAX && !atomic_load(&c->stop)) {
-		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(c->rk, c->n ? 0 : POLL_WAIT_MS);
+	struct consumer_batch *new = &c->b[c->old ^ 1];
+
+	while (new->n < CONSUMER_BATCH_MAX && !atomic_load(&c->stop)) {
+		int wait = new->n || c->b[c->old].n ? 0 : POLL_WAIT_MS;
+		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(c->rk, wait);
 
 		if (!rkm)
 			return;
 		if (rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-			consumer_batch_add(c, rkm);
+			consumer_batch_add(c, new, rkm);
 			continue;
 		}
 		if (rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
@@ -401,9 +457,23 @@ static void consumer_collect(struct consumer *c)
 			                    rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : c->topic,
 			                    rkm->partition, rd_kafka_message_errstr(rkm));
 		rd_kafka_message_destroy(rkm);
-		if (c->n == 0)
+		if (new->n == 0)
 			return;
 	}
+}
+
+/* One round: poll new, prepare it, apply old (new is decoded meanwhile),
+   swap. If old could not be applied (stopped), new is dropped. */
+static void consumer_round(struct consumer *c)
+{
+	struct consumer_batch *new;
+
+	consumer_collect(c);
+	new = &c->b[c->old ^ 1];
+	consumer_batch_prepare(c, new);
+	if (consumer_batch_apply(c, &c->b[c->old]) < 0)
+		consumer_batch_drop(c, new);
+	c->old ^= 1;
 }
 
 static void *consumer_main(void *arg)
@@ -412,11 +482,10 @@ static void *consumer_main(void *arg)
 	rd_kafka_resp_err_t err;
 
 	while (!atomic_load(&c->stop)) {
-		consumer_collect(c);
-		consumer_batch_apply(c);
+		consumer_round(c);
 		consumer_lag_update(c);
 	}
-	consumer_batch_release(c);
+	consumer_drain(c);            /* stopped: what was polled, in order */
 	err = rd_kafka_consumer_close(c->rk);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		log_warn("kafka %s: closing the consumer: %s", c->brokers, rd_kafka_err2str(err));
@@ -451,8 +520,10 @@ int consumer_new(const struct consumer_conf *conf, const struct consumer_cb *cb,
 	int rc = -EINVAL;
 
 	*out = NULL;
-	if (!conf->brokers || !conf->topic || !conf->group || !cb->apply || !cb->stored_offset) {
-		snprintf(err, errlen, "kafka: brokers, topic, group and both callbacks are required");
+	if (!conf->brokers || !conf->topic || !conf->group || !cb->apply || !cb->stored_offset ||
+	    !cb->prepare != !cb->forget) {
+		snprintf(err, errlen, "kafka: brokers, topic, group, apply and stored_offset "
+		         "are required (prepare and forget: both or neither)");
 		return -EINVAL;
 	}
 	c = calloc(1, sizeof *c);

@@ -8,12 +8,23 @@
  * the partition on -ENOENT). After apply() returns 0 the offsets are also
  * stored to Kafka (group commit), only so that Kafka tools see progress.
  * If apply() fails the same batch is retried after a backoff; it is never
- * skipped. Both callbacks run on the consumer thread only.
+ * skipped. All callbacks run on the consumer thread only.
+ *
+ * Two-stage pipeline (when cb->prepare is set): the consumer polls batch
+ * N+1 and hands it to cb->prepare() (which may start decoding it on another
+ * thread) BEFORE it calls cb->apply() for batch N, so that the next batch is
+ * decoded while this one is applied. Batches are applied strictly in poll
+ * order; at most two batches are prepared and not yet applied. Every
+ * prepared batch is later either given to apply() (same msgs pointer and n)
+ * or to forget() (when an earlier batch could not be applied because the
+ * consumer stops); its messages stay valid until that call returns. A
+ * rebalance (assign or revoke) and the end of the thread first apply every
+ * batch polled (in order), so offsets never move past an unapplied batch.
  *
  * Threads: consumer_start/wait_ready/stop/free from one controlling thread;
  * consumer_stop() returns within about 100 ms. Ownership: the consumer copies
  * the strings of conf; messages passed to apply() are valid only during the
- * call. The stats pointer, if not NULL, must outlive the consumer.
+ * call (prepared ones: from prepare() until apply() or forget() returns). The stats pointer, if not NULL, must outlive the consumer.
  */
 #ifndef FACETFS_CONSUMER_H
 #define FACETFS_CONSUMER_H
@@ -51,6 +62,11 @@ struct consumer_cb {
 	/* Where to resume a partition: the stored next offset, or -ENOENT (then
 	   the beginning of the partition). Other errors are retried. */
 	int (*stored_offset)(void *ctx, const char *topic, int32_t partition, int64_t *next);
+	/* Optional (both or neither): start preparing (decoding) a batch that
+	   apply() will get next but one; forget a prepared batch that will not
+	   be applied. forget() returns only once no thread reads its messages. */
+	void (*prepare)(void *ctx, const struct consumer_msg *msgs, size_t n);
+	void (*forget)(void *ctx, const struct consumer_msg *msgs, size_t n);
 };
 
 /* Create (not started). Options are validated here: -EINVAL with the reason

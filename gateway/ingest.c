@@ -1,4 +1,23 @@
-/* ingest.c — see ingest.h. */
+/*
+ * ingest.c — see ingest.h.
+ *
+ * DESIGN. Decoding runs ahead of applying (the consumer's two-stage
+ * pipeline, events/consumer.h): ingest_prepare() posts a batch to a free
+ * slot and wakes the decoder thread; ingest_apply() takes the batch's slot,
+ * helps decode what is still unclaimed, waits for the rest, then counts
+ * malformed records, enriches and applies in message order on the consumer
+ * thread (per-key order and the offsets-in-the-same-WriteBatch rule are
+ * index_apply's, unchanged). A batch apply() gets without prepare() (a
+ * retry) is posted and finished the same way. Messages of a slot are read
+ * only until its last message is decoded; apply()/forget() return after
+ * that, so the consumer may destroy them then.
+ *
+ * Threads: the decoder thread and the consumer thread claim messages of a
+ * slot with an atomic counter (each message decoded once, by either). Slot
+ * state (msgs, n, seq, workers) changes under g->job_lock; a slot is reused
+ * only when no decoder works on it (workers == 0). Everything else in
+ * struct ingest is the consumer thread's. No global state.
+ */
 #include "gateway/ingest.h"
 
 #include "events/consumer.h"
@@ -12,9 +31,28 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* Batches posted and not yet applied: the consumer keeps at most 2
+ * prepared, plus one posted by apply() for a retry. */
+#define INGEST_SLOTS 3
+
+struct ingest_slot {
+	const struct consumer_msg *msgs;  /* NULL: free */
+	size_t n;
+	uint64_t seq;                /* post order: the decoder takes the oldest */
+	unsigned workers;            /* decoder threads inside the slot */
+	atomic_size_t next;          /* next message to claim */
+	atomic_size_t done;          /* messages decoded */
+	struct ev_doc *docs;         /* per message; buffers reused */
+	size_t docs_cap;
+	int *rcs;                    /* record_decode result per message */
+	size_t rcs_cap;
+};
 
 struct ingest {
 	struct index *ix;
@@ -26,40 +64,72 @@ struct ingest {
 	_Atomic(struct fs *) fs;
 
 	/* Consumer thread only: buffers reused from batch to batch. */
-	struct ev_doc *docs;
-	size_t docs_cap;
 	struct obj_meta *evs;
 	size_t evs_cap;
 	int64_t *ev_ts_ms;           /* Kafka timestamp per event */
+	double *lat_ms;              /* visible latency per event */
 	struct index_pos *pos;
 	size_t pos_cap;
-	int *rcs;                    /* record_decode result per message */
-	size_t rcs_cap;
 
 	/* What the views over a bucket read (view_needs), per bucket: filled
 	 * on first use, emptied by ingest_set_views. Consumer thread only. */
 	struct { char *bucket; unsigned needs; } needs[64];
 	size_t n_needs;
 
-	/* The decode helper: decodes the second half of a batch while the
-	 * consumer thread decodes the first (decoding is most of the cost). */
+	/* The decoder thread and the slots it decodes. */
 	pthread_t helper;
 	bool helper_running;
-	pthread_mutex_t job_lock;    /* protects the job fields below */
-	pthread_cond_t job_cv;
-	bool job_posted, job_done, stop;
-	const struct consumer_msg *job_msgs;
-	size_t job_from, job_to;
+	pthread_mutex_t job_lock;    /* protects slot msgs/n/seq/workers, stop */
+	pthread_cond_t job_cv;       /* a slot posted, or stop (decoder waits) */
+	pthread_cond_t done_cv;      /* a slot fully decoded, or workers left */
+	bool stop;
+	uint64_t seq;
+	struct ingest_slot slots[INGEST_SLOTS];
 };
 
-/* Decode messages [from, to) into g->docs / g->rcs. */
-static void decode_range(struct ingest *g, const struct consumer_msg *msgs,
-			 size_t from, size_t to)
+static int grow(void **arr, size_t *cap, size_t want, size_t elem)
 {
-	for (size_t i = from; i < to; i++) {
-		memset(&g->docs[i], 0, sizeof g->docs[i]);
-		g->rcs[i] = record_decode(msgs[i].payload, msgs[i].len, &g->docs[i]);
+	if (want <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 64;
+	while (n < want)
+		n *= 2;
+	void *p = realloc(*arr, n * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+/* Claim and decode messages of s until none is left unclaimed; wakes the
+ * waiters when this thread decoded the slot's last message. */
+static void slot_decode(struct ingest *g, struct ingest_slot *s)
+{
+	for (;;) {
+		size_t i = atomic_fetch_add(&s->next, 1);
+		if (i >= s->n)
+			return;
+		memset(&s->docs[i], 0, sizeof s->docs[i]);
+		s->rcs[i] = record_decode(s->msgs[i].payload, s->msgs[i].len, &s->docs[i]);
+		if (atomic_fetch_add(&s->done, 1) + 1 == s->n) {
+			pthread_mutex_lock(&g->job_lock);
+			pthread_cond_broadcast(&g->done_cv);
+			pthread_mutex_unlock(&g->job_lock);
+		}
 	}
+}
+
+/* The oldest posted slot with messages left to claim; job_lock held. */
+static struct ingest_slot *slot_next_job(struct ingest *g)
+{
+	struct ingest_slot *best = NULL;
+	for (size_t i = 0; i < INGEST_SLOTS; i++) {
+		struct ingest_slot *s = &g->slots[i];
+		if (s->msgs && atomic_load(&s->next) < s->n && (!best || s->seq < best->seq))
+			best = s;
+	}
+	return best;
 }
 
 static void *helper_main(void *arg)
@@ -67,42 +137,99 @@ static void *helper_main(void *arg)
 	struct ingest *g = arg;
 	pthread_mutex_lock(&g->job_lock);
 	for (;;) {
-		while (!g->job_posted && !g->stop)
+		struct ingest_slot *s = NULL;
+		while (!g->stop && !(s = slot_next_job(g)))
 			pthread_cond_wait(&g->job_cv, &g->job_lock);
 		if (g->stop)
 			break;
-		g->job_posted = false;
+		s->workers++;
 		pthread_mutex_unlock(&g->job_lock);
-		decode_range(g, g->job_msgs, g->job_from, g->job_to);
+		slot_decode(g, s);
 		pthread_mutex_lock(&g->job_lock);
-		g->job_done = true;
-		pthread_cond_broadcast(&g->job_cv);
+		if (--s->workers == 0)
+			pthread_cond_broadcast(&g->done_cv);
 	}
 	pthread_mutex_unlock(&g->job_lock);
 	return NULL;
 }
 
-/* Decode a whole batch, on two threads when it is big enough. */
-static void decode_batch(struct ingest *g, const struct consumer_msg *msgs, size_t n)
+/* Post a batch for decoding (consumer thread). NULL when no slot is free or
+ * memory is short: the caller then decodes on its own. */
+static struct ingest_slot *slot_post(struct ingest *g, const struct consumer_msg *msgs,
+				     size_t n)
 {
-	if (!g->helper_running || n < 64) {
-		decode_range(g, msgs, 0, n);
-		return;
+	struct ingest_slot *s = NULL;
+	pthread_mutex_lock(&g->job_lock);
+	for (size_t i = 0; i < INGEST_SLOTS && !s; i++)
+		if (!g->slots[i].msgs)
+			s = &g->slots[i];
+	while (s && s->workers)      /* a decoder still leaving its last batch */
+		pthread_cond_wait(&g->done_cv, &g->job_lock);
+	if (s && (grow((void **)&s->docs, &s->docs_cap, n, sizeof *s->docs) < 0 ||
+		  grow((void **)&s->rcs, &s->rcs_cap, n, sizeof *s->rcs) < 0))
+		s = NULL;
+	if (s) {
+		s->msgs = msgs;
+		s->n = n;
+		s->seq = ++g->seq;
+		atomic_store(&s->next, 0);
+		atomic_store(&s->done, 0);
+		pthread_cond_signal(&g->job_cv);
 	}
-	size_t half = n / 2;
-	pthread_mutex_lock(&g->job_lock);
-	g->job_msgs = msgs;
-	g->job_from = half;
-	g->job_to = n;
-	g->job_done = false;
-	g->job_posted = true;
-	pthread_cond_broadcast(&g->job_cv);
 	pthread_mutex_unlock(&g->job_lock);
-	decode_range(g, msgs, 0, half);
+	return s;
+}
+
+/* The slot holding this batch, or NULL (consumer thread). */
+static struct ingest_slot *slot_find(struct ingest *g, const struct consumer_msg *msgs,
+				     size_t n)
+{
+	for (size_t i = 0; i < INGEST_SLOTS; i++)
+		if (g->slots[i].msgs == msgs && g->slots[i].n == n)
+			return &g->slots[i];
+	return NULL;
+}
+
+/* Help decode s, then wait until every message is decoded: the messages
+ * are not read any more afterwards (consumer thread). */
+static void slot_finish(struct ingest *g, struct ingest_slot *s)
+{
+	slot_decode(g, s);
 	pthread_mutex_lock(&g->job_lock);
-	while (!g->job_done)
-		pthread_cond_wait(&g->job_cv, &g->job_lock);
+	while (atomic_load(&s->done) < s->n)
+		pthread_cond_wait(&g->done_cv, &g->job_lock);
 	pthread_mutex_unlock(&g->job_lock);
+}
+
+/* Release the decoded records and free the slot (consumer thread, after
+ * slot_finish). */
+static void slot_free(struct ingest *g, struct ingest_slot *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		ev_doc_release(&s->docs[i]);
+	pthread_mutex_lock(&g->job_lock);
+	s->msgs = NULL;              /* n stays: a decoder may still read it */
+	pthread_mutex_unlock(&g->job_lock);
+}
+
+/* consumer_cb.prepare: start decoding a batch on the decoder thread. */
+static void ingest_prepare(void *ctx, const struct consumer_msg *msgs, size_t n)
+{
+	struct ingest *g = ctx;
+	if (g->helper_running && n)
+		slot_post(g, msgs, n);
+}
+
+/* consumer_cb.forget: the batch will not be applied; returns once no
+ * thread reads its messages. */
+static void ingest_forget(void *ctx, const struct consumer_msg *msgs, size_t n)
+{
+	struct ingest *g = ctx;
+	struct ingest_slot *s = slot_find(g, msgs, n);
+	if (!s)
+		return;
+	slot_finish(g, s);
+	slot_free(g, s);
 }
 
 int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
@@ -121,7 +248,13 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	atomic_init(&g->fs, NULL);
 	pthread_mutex_init(&g->job_lock, NULL);
 	pthread_cond_init(&g->job_cv, NULL);
-	/* Without the helper, batches are decoded on one thread: slower, same. */
+	pthread_cond_init(&g->done_cv, NULL);
+	for (size_t i = 0; i < INGEST_SLOTS; i++) {
+		atomic_init(&g->slots[i].next, 0);
+		atomic_init(&g->slots[i].done, 0);
+	}
+	/* Without the helper, batches are decoded on the consumer thread when
+	 * applied: slower, same result. */
 	g->helper_running = pthread_create(&g->helper, NULL, helper_main, g) == 0;
 	*out = g;
 	return 0;
@@ -138,14 +271,24 @@ void ingest_free(struct ingest *g)
 		pthread_mutex_unlock(&g->job_lock);
 		pthread_join(g->helper, NULL);
 	}
+	/* The consumer applied or forgot every batch it prepared (it is freed
+	 * first); a slot still posted holds decoded records up to its claims. */
+	for (size_t i = 0; i < INGEST_SLOTS; i++) {
+		struct ingest_slot *s = &g->slots[i];
+		size_t claimed = atomic_load(&s->next);
+		for (size_t j = 0; s->msgs && j < s->n && j < claimed; j++)
+			ev_doc_release(&s->docs[j]);
+		free(s->docs);
+		free(s->rcs);
+	}
 	pthread_mutex_destroy(&g->job_lock);
 	pthread_cond_destroy(&g->job_cv);
+	pthread_cond_destroy(&g->done_cv);
 	for (size_t i = 0; i < g->n_needs; i++)
 		free(g->needs[i].bucket);
-	free(g->rcs);
-	free(g->docs);
 	free(g->evs);
 	free(g->ev_ts_ms);
+	free(g->lat_ms);
 	free(g->pos);
 	free(g);
 }
@@ -171,21 +314,6 @@ void ingest_change_fn(void *ctx, size_t view, const char *path, int what)
 	struct fs *fs = atomic_load(&g->fs);
 	if (fs)
 		fs_notify_change(fs, view, path, what);
-}
-
-static int grow(void **arr, size_t *cap, size_t want, size_t elem)
-{
-	if (want <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 64;
-	while (n < want)
-		n *= 2;
-	void *p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
 }
 
 /* What the views over this bucket read that the event does not carry. */
@@ -311,69 +439,97 @@ static int ingest_apply(void *ctx, const struct consumer_msg *msgs, size_t n)
 	return rc;
 }
 
-static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n)
+/* Count and log what the decoder skipped, in message order, note each
+ * message's offset (only for messages in this batch, all of which are
+ * applied or skipped) and return the number of events. */
+static size_t batch_scan(struct ingest *g, struct ingest_slot *s, size_t *npos)
 {
-	if (grow((void **)&g->docs, &g->docs_cap, n, sizeof *g->docs) < 0 ||
-	    grow((void **)&g->rcs, &g->rcs_cap, n, sizeof *g->rcs) < 0 ||
-	    grow((void **)&g->pos, &g->pos_cap, n, sizeof *g->pos) < 0)
-		return -ENOMEM;
-
-	/* Decode every message; count what is skipped, in order. */
-	decode_batch(g, msgs, n);
-	size_t nev = 0, npos = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct ev_doc *d = &g->docs[i];
-		int rc = g->rcs[i];
-		if (rc < 0 || d->n_malformed) {
+	size_t nev = 0;
+	*npos = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct consumer_msg *m = &s->msgs[i];
+		struct ev_doc *d = &s->docs[i];
+		if (s->rcs[i] < 0 || d->n_malformed) {
 			stats_add(g->st, ev_malformed, d->n_malformed ? d->n_malformed : 1);
 			log_warn("%s/%d offset %lld: malformed event skipped: %s",
-				 msgs[i].topic, (int)msgs[i].partition,
-				 (long long)msgs[i].offset, d->err[0] ? d->err : "not an S3 event");
+				 m->topic, (int)m->partition, (long long)m->offset,
+				 d->err[0] ? d->err : "not an S3 event");
 		}
 		if (d->n_ignored)
 			stats_add(g->st, ev_ignored, d->n_ignored);
 		nev += d->n;
-		note_position(g, &npos, &msgs[i]);
+		note_position(g, npos, m);
 	}
-	int rc = 0;
-	if (grow((void **)&g->evs, &g->evs_cap, nev ? nev : 1, sizeof *g->evs) < 0) {
-		rc = -ENOMEM;
-		goto out;
+	return nev;
+}
+
+static int events_reserve(struct ingest *g, size_t nev)
+{
+	size_t cap = g->evs_cap;
+	if (grow((void **)&g->evs, &g->evs_cap, nev ? nev : 1, sizeof *g->evs) < 0)
+		return -ENOMEM;
+	if (cap == g->evs_cap && g->ev_ts_ms && g->lat_ms)
+		return 0;
+	int64_t *ts = realloc(g->ev_ts_ms, g->evs_cap * sizeof *ts);
+	if (ts)
+		g->ev_ts_ms = ts;
+	double *lat = realloc(g->lat_ms, g->evs_cap * sizeof *lat);
+	if (lat)
+		g->lat_ms = lat;
+	return ts && lat ? 0 : -ENOMEM;
+}
+
+/* Visible now: latency from the event's time (or, when that is missing or
+ * later, the Kafka timestamp) to this moment, one stats lock per batch. */
+static void batch_latency(struct ingest *g, size_t nev)
+{
+	int64_t now = now_ms();
+	size_t k = 0;
+	for (size_t i = 0; i < nev; i++) {
+		int64_t t = g->evs[i].mtime_ns ? g->evs[i].mtime_ns / 1000000 : g->ev_ts_ms[i];
+		if (g->ev_ts_ms[i] > 0 && g->ev_ts_ms[i] < t)
+			t = g->ev_ts_ms[i];
+		if (t > 0)
+			g->lat_ms[k++] = (double)(now - t);
 	}
-	int64_t *ts = realloc(g->ev_ts_ms, (g->evs_cap) * sizeof *ts);
-	if (!ts) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	g->ev_ts_ms = ts;
+	stats_latency_add_batch(g->st, g->lat_ms, k);
+}
+
+/* Enrich and apply a decoded batch with its offsets in one index write. */
+static int batch_apply(struct ingest *g, struct ingest_slot *s)
+{
+	if (grow((void **)&g->pos, &g->pos_cap, s->n, sizeof *g->pos) < 0)
+		return -ENOMEM;
+	size_t npos;
+	size_t nev = batch_scan(g, s, &npos);
+	if (events_reserve(g, nev) < 0)
+		return -ENOMEM;
 	/* Borrow the decoded records (shallow copies; docs keep ownership). */
 	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < g->docs[i].n; j++) {
-			enrich(g, &g->docs[i].ev[j]);
-			g->evs[k] = g->docs[i].ev[j];
-			g->ev_ts_ms[k] = msgs[i].timestamp_ms;
+	for (size_t i = 0; i < s->n; i++)
+		for (size_t j = 0; j < s->docs[i].n; j++) {
+			enrich(g, &s->docs[i].ev[j]);
+			g->evs[k] = s->docs[i].ev[j];
+			g->ev_ts_ms[k] = s->msgs[i].timestamp_ms;
 			k++;
 		}
+	int rc = index_apply(g->ix, g->evs, nev, g->pos, npos, ingest_change_fn, g);
+	if (rc < 0)
+		return rc;
+	batch_latency(g, nev);
+	return 0;
+}
 
-	rc = index_apply(g->ix, g->evs, nev, g->pos, npos, ingest_change_fn, g);
-	if (rc >= 0) {
-		/* Visible now: latency from the event's time (or, when that is
-		 * missing, the Kafka timestamp) to this moment. */
-		int64_t now = now_ms();
-		for (size_t i = 0; i < nev; i++) {
-			int64_t t = g->evs[i].mtime_ns ? g->evs[i].mtime_ns / 1000000
-						       : g->ev_ts_ms[i];
-			if (g->ev_ts_ms[i] > 0 && g->ev_ts_ms[i] < t)
-				t = g->ev_ts_ms[i];
-			if (t > 0)
-				stats_latency_add(g->st, (double)(now - t));
-		}
-		rc = 0;
-	}
-out:
-	for (size_t i = 0; i < n; i++)
-		ev_doc_release(&g->docs[i]);
+static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n)
+{
+	/* Prepared: decoded (or being decoded) already; else a retry or no
+	 * decoder: post it now and decode it here (with the decoder's help). */
+	struct ingest_slot *s = slot_find(g, msgs, n);
+	if (!s && !(s = slot_post(g, msgs, n)))
+		return -ENOMEM;
+	slot_finish(g, s);
+	int rc = batch_apply(g, s);
+	slot_free(g, s);
 	return rc;
 }
 
@@ -390,4 +546,6 @@ void ingest_callbacks(struct ingest *g, struct consumer_cb *out)
 	out->ctx = g;
 	out->apply = ingest_apply;
 	out->stored_offset = ingest_stored_offset;
+	out->prepare = ingest_prepare;
+	out->forget = ingest_forget;
 }

@@ -5,6 +5,11 @@
  * its offsets in one index write, then invalidate the mount's kernel caches
  * for what changed and record event-to-visible latency.
  *
+ * Batches are decoded ahead on a decoder thread of ingest's own (the
+ * consumer's prepare/forget callbacks, events/consumer.h) while the previous
+ * batch is applied; malformed records are counted and skipped in message
+ * order at apply time, and only applied batches' offsets are written.
+ *
  * Threads: the consumer callbacks run on the consumer thread;
  * ingest_change_fn() is also called by scan threads. ingest_set_fs() may be
  * called from main at any time (the fs pointer is atomic): changes before
@@ -30,6 +35,7 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
 	       struct ingest **out);
 void ingest_set_views(struct ingest *g, struct view *const *views, size_t n);
+/* Stops the decoder thread. The consumer must be stopped first. */
 void ingest_free(struct ingest *g);
 /* Fill the consumer's callbacks (apply, stored_offset) bound to g. */
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);

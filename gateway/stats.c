@@ -21,12 +21,13 @@ void stats_release(struct stats *st)
 static int lat_bucket(double ms)
 {
 	double us = ms * 1000.0;
-	int b = 0;
-	while (us >= 1.0 && b < STATS_LAT_BUCKETS - 1) {
-		us /= 2.0;
-		b++;
-	}
-	return b;
+	if (!(us >= 1.0))
+		return 0;
+	if (us >= 0x1p62)
+		return STATS_LAT_BUCKETS - 1;
+	/* halving us until it is below 1 takes (bits of (uint64_t)us) steps */
+	int b = 64 - __builtin_clzll((unsigned long long)us);
+	return b < STATS_LAT_BUCKETS - 1 ? b : STATS_LAT_BUCKETS - 1;
 }
 
 void stats_latency_add(struct stats *st, double ms)
@@ -38,6 +39,21 @@ void stats_latency_add(struct stats *st, double ms)
 	st->lat_count++;
 	if (ms > st->lat_max_ms)
 		st->lat_max_ms = ms;
+	pthread_mutex_unlock(&st->lock);
+}
+
+void stats_latency_add_batch(struct stats *st, const double *ms, size_t n)
+{
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < n; i++) {
+		double v = ms[i] < 0 ? 0 : ms[i];
+		st->lat_hist[lat_bucket(v)]++;
+		if (v > st->lat_max_ms)
+			st->lat_max_ms = v;
+	}
+	st->lat_count += n;
 	pthread_mutex_unlock(&st->lock);
 }
 

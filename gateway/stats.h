@@ -14,6 +14,7 @@
 #define FACETFS_STATS_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -64,6 +65,8 @@ void stats_release(struct stats *st);
 
 /* Record one event-to-visible latency, in milliseconds (negative → 0). */
 void stats_latency_add(struct stats *st, double ms);
+/* Record n latencies (ms[0..n-1]) under one lock: for a batch of events. */
+void stats_latency_add_batch(struct stats *st, const double *ms, size_t n);
 /* Percentile (0..100) of the recorded latencies, in ms; 0 when empty. */
 double stats_latency_pct(struct stats *st, double pct);
 

@@ -4,7 +4,7 @@
  * views/index.c), each timed on its own, over evgen's records
  * (Ceph RGW ObjectCreated:Put, one record per document).
  *
- *   bench-ingest FILE [VIEWS] [BATCH] [--decode-only]
+ *   bench-ingest FILE [VIEWS] [BATCH] [--decode-only|--pipeline|--no-prepare]
  *
  * FILE holds evgen lines ("BUCKET/KEY<TAB>JSON"), e.g.
  *   build/tests/bench/evgen bench 100 0 100000 > /tmp/ev.txt
@@ -15,15 +15,26 @@
  * their metadata). Prints events per CPU-second of decode and of apply.
  * For instruction counts run it under valgrind --tool=callgrind and read
  * the inclusive cost of record_decode and index_apply.
+ * --pipeline runs the batches through gateway/ingest.c's consumer callbacks
+ * the way events/consumer.c calls them (prepare batch N+1, then apply batch
+ * N: decoded on ingest's decoder thread while the previous batch is
+ * applied); --no-prepare calls apply alone (both threads decode a batch,
+ * then it is applied). Both print events/s of wall time, per CPU-s of the
+ * calling ("consumer") thread and of the process; under callgrind
+ * --separate-threads=yes the consumer thread's instructions / N.
  * Exits 1 when an event was not decoded or applied.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "events/consumer.h"
 #include "events/record.h"
+#include "gateway/ingest.h"
+#include "gateway/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
 
@@ -34,7 +45,56 @@ static double cpu_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 struct msg { const char *p; size_t len; };
+
+/* Batches of the whole file through ingest's consumer callbacks, in the
+ * consumer's order: prepare(N+1) before apply(N) when pipeline. Returns the
+ * number of failed applies. */
+static int run_ingest(struct index *ix, struct view **views, size_t n_views,
+		      const struct msg *m, size_t n, size_t batch, bool pipeline)
+{
+	pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+	struct stats st;
+	struct ingest *g = NULL;
+	struct consumer_cb cb;
+	struct consumer_msg *cm = calloc(n, sizeof *cm);
+	int failed = 0;
+	stats_init(&st);
+	if (!cm || ingest_new(ix, NULL, views, n_views, &lock, &st, &g) < 0)
+		return 1;
+	ingest_callbacks(g, &cb);
+	for (size_t i = 0; i < n; i++)
+		cm[i] = (struct consumer_msg){ "bench", 0, (int64_t)i, -1, m[i].p, m[i].len };
+	size_t nb = (n + batch - 1) / batch;
+#define BATCH_LEN(b) ((b) + 1 < nb ? batch : n - (b) * batch)
+	double t0 = cpu_s(), w0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	if (pipeline && nb)
+		cb.prepare(cb.ctx, cm, BATCH_LEN(0));
+	for (size_t b = 0; b < nb; b++) {
+		if (pipeline && b + 1 < nb)
+			cb.prepare(cb.ctx, &cm[(b + 1) * batch], BATCH_LEN(b + 1));
+		failed += cb.apply(cb.ctx, &cm[b * batch], BATCH_LEN(b)) != 0;
+	}
+#undef BATCH_LEN
+	double t = cpu_s() - t0, w = clock_s(CLOCK_MONOTONIC) - w0;
+	double p = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+	printf("figure: ingest %s %zu events, batch %zu: %.0f events/s wall; %.0f per CPU-s of "
+	       "the consumer thread (%.2f s), %.0f per process CPU-s (%.2f s); latency "
+	       "samples %llu\n", pipeline ? "--pipeline" : "--no-prepare", n, batch,
+	       (double)n / w, (double)n / t, t, (double)n / p, p,
+	       (unsigned long long)st.lat_count);
+	ingest_free(g);
+	stats_release(&st);
+	free(cm);
+	return failed;
+}
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -73,6 +133,8 @@ int main(int argc, char **argv)
 	}
 	long n_views = argc > 2 ? atol(argv[2]) : 100, batch = argc > 3 ? atol(argv[3]) : 1000;
 	bool decode_only = argc > 4 && strcmp(argv[4], "--decode-only") == 0;
+	bool pipeline = argc > 4 && strcmp(argv[4], "--pipeline") == 0;
+	bool no_prepare = argc > 4 && strcmp(argv[4], "--no-prepare") == 0;
 	size_t len;
 	char *buf = slurp(argv[1], &len);
 	if (!buf || n_views < 1 || n_views > 100 || batch < 1) {
@@ -125,6 +187,23 @@ int main(int argc, char **argv)
 		}
 		if (index_set_views(ix, views, (size_t)n_views) < 0)
 			return 1;
+	}
+
+	if (pipeline || no_prepare) {
+		int failed = run_ingest(ix, views, (size_t)n_views, m, n, (size_t)batch, pipeline);
+		int ok = failed == 0 && index_objects(ix) == (uint64_t)n;
+		if (!ok)
+			fprintf(stderr, "bench-ingest: %d failed applies, %llu objects of %zu\n",
+				failed, (unsigned long long)index_objects(ix), n);
+		index_close(ix);
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", tmpl);
+		view_free_all(views, (size_t)n_views);
+		free(m);
+		free(buf);
+		return ok ? 0 : 1;
 	}
 
 	struct ev_doc *docs = calloc((size_t)batch, sizeof *docs);

@@ -9,6 +9,8 @@
  * 3. a new consumer in the same group, whose stored_offset() says "midpoint",
  *    resumes there (not at the group's committed offsets, which are at the
  *    end), and an apply() that fails once gets the same batch again;
+ * 2 and 3 run with prepare()/forget() (the two-stage pipeline): every
+ *    prepared batch reaches apply() in prepare order, at most 2 pending;
  * 4. unreachable brokers: consumer_wait_ready() gives -ETIMEDOUT in time and
  *    consumer_stop() is quick.
  */
@@ -70,7 +72,49 @@ struct fake {
 	int64_t fail_off[2];          /* first and last message of the failed batch */
 	int retry_same;               /* -1 not seen, 0 different, 1 same batch */
 	int64_t t_first, t_last;
+	/* prepare(): the batches prepared and not yet applied, oldest first */
+	const struct consumer_msg *prep_m[3];
+	size_t prep_n[3], n_prep, prepared, prep_applied, prep_bad;
 };
+
+static void fake_prepare(void *ctx, const struct consumer_msg *m, size_t n)
+{
+	struct fake *f = ctx;
+
+	pthread_mutex_lock(&f->lock);
+	f->prepared++;
+	if (f->n_prep == 2 || n == 0)
+		f->prep_bad++;         /* more than two pending, or an empty batch */
+	else {
+		f->prep_m[f->n_prep] = m;
+		f->prep_n[f->n_prep++] = n;
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* apply() or forget() of m: if it was prepared it must be the oldest. */
+static void fake_unprepare(struct fake *f, const struct consumer_msg *m, size_t n)
+{
+	for (size_t i = 0; i < f->n_prep; i++)
+		if (f->prep_m[i] == m && f->prep_n[i] == n) {
+			if (i != 0)
+				f->prep_bad++;
+			f->prep_applied++;
+			memmove(&f->prep_m[i], &f->prep_m[i + 1], (f->n_prep - i - 1) * sizeof f->prep_m[0]);
+			memmove(&f->prep_n[i], &f->prep_n[i + 1], (f->n_prep - i - 1) * sizeof f->prep_n[0]);
+			f->n_prep--;
+			return;
+		}
+}
+
+static void fake_forget(void *ctx, const struct consumer_msg *m, size_t n)
+{
+	struct fake *f = ctx;
+
+	pthread_mutex_lock(&f->lock);
+	fake_unprepare(f, m, n);
+	pthread_mutex_unlock(&f->lock);
+}
 
 static int fake_apply(void *ctx, const struct consumer_msg *m, size_t n)
 {
@@ -78,6 +122,7 @@ static int fake_apply(void *ctx, const struct consumer_msg *m, size_t n)
 
 	pthread_mutex_lock(&f->lock);
 	f->calls++;
+	fake_unprepare(f, m, n);
 	if (f->fail_once) {
 		f->fail_once = 0;
 		f->failed = 1;
@@ -151,6 +196,7 @@ static void fake_reset(struct fake *f, int64_t s0, int64_t s1)
 	f->first_bad[0] = '\0';
 	f->fail_once = f->failed = 0;
 	f->retry_same = -1;
+	f->n_prep = f->prepared = f->prep_applied = f->prep_bad = 0;
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -179,7 +225,9 @@ static const char *const opts[] = {
 static struct consumer *consumer_make(const char *brokers, struct fake *f, struct stats *st)
 {
 	struct consumer_conf conf = { brokers, TOPIC, "g1", opts, 3 };
-	struct consumer_cb cb = { f, fake_apply, fake_stored_offset };
+	struct consumer_cb cb = { .ctx = f, .apply = fake_apply,
+	                          .stored_offset = fake_stored_offset,
+	                          .prepare = fake_prepare, .forget = fake_forget };
 	struct consumer *c = NULL;
 	char err[256] = "";
 
@@ -261,7 +309,8 @@ int main(void)
 	{
 		static const char *const bad[] = { "no.such.option", "1" };
 		struct consumer_conf conf = { "127.0.0.1:1", TOPIC, "g", bad, 1 };
-		struct consumer_cb cb = { &f, fake_apply, fake_stored_offset };
+		struct consumer_cb cb = { .ctx = &f, .apply = fake_apply,
+		                          .stored_offset = fake_stored_offset };
 
 		c = NULL;
 		check(consumer_new(&conf, &cb, NULL, &c, err, sizeof err) == -EINVAL && !c &&
@@ -310,6 +359,13 @@ int main(void)
 		printf("# consumer: %zu messages in %zu batches, %.0f messages/s\n", f.total,
 		       f.calls, (double)f.total * 1e9 / (double)(f.t_last - f.t_first));
 	pthread_mutex_unlock(&f.lock);
+	pthread_mutex_lock(&f.lock);
+	snprintf(what, sizeof what, "pipeline: %zu batches prepared, %zu of them applied in "
+	         "order, %zu pending, %zu out of order", f.prepared, f.prep_applied, f.n_prep,
+	         f.prep_bad);
+	check(f.prepared > 0 && f.prep_applied == f.prepared && f.n_prep == 0 &&
+	      f.prep_bad == 0, what);
+	pthread_mutex_unlock(&f.lock);
 	check(stats_get(&st, ev_consumed) == NPARTS * NMSG, "stats: ev_consumed counts each message");
 	sleep_ms(1200);               /* lag is refreshed about once a second */
 	check(lag_of(&st, TOPIC "/0") == 0 && lag_of(&st, TOPIC "/1") == 0,
@@ -344,6 +400,11 @@ int main(void)
 	check(f.failed && f.retry_same == 1, "a failed apply gets the same batch again");
 	pthread_mutex_unlock(&f.lock);
 	consumer_free(c);
+	snprintf(what, sizeof what, "pipeline after a failed apply and stop: %zu prepared, "
+	         "%zu applied or forgotten, %zu out of order", f.prepared, f.prep_applied,
+	         f.prep_bad);
+	check(f.prepared > 0 && f.prep_applied == f.prepared && f.n_prep == 0 &&
+	      f.prep_bad == 0, what);
 
 	/* 4. unreachable brokers */
 	fake_reset(&f, -1, -1);
