@@ -302,6 +302,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs *fs = fs_of(req);
 	struct fuse_entry_param e;
 	stats_inc(fs->d.st, fuse_lookup);
+	inode_note_lookup(fs->it, parent);   /* before the index is read */
 	int rc = do_lookup(fs, parent, name, &e);
 	if (rc == -ENOENT) {
 		/* A negative entry, cached until an event adds the name (the
@@ -735,8 +736,13 @@ static void invalidate(struct fs *fs, size_t view, const char *path, int what)
 			memcpy(prefix, path, start ? start - 1 : 0);
 			prefix[start ? start - 1 : 0] = '\0';
 			uint64_t parent;
+			bool looked_up_in = false;
+			/* A name added where no LOOKUP was ever answered cannot
+			 * be a cached negative entry: nothing to invalidate (a
+			 * first scan adds 100,000s of names) */
 			if (n < 64 && end - start <= NAME_MAX_BYTES &&
-			    inode_find(fs->it, vname, prefix, &parent)) {
+			    inode_find_dir(fs->it, vname, prefix, &parent, &looked_up_in) &&
+			    (what != INDEX_ADDED || looked_up_in)) {
 				todo[n].parent = parent;
 				memcpy(todo[n].name, path + start, end - start);
 				todo[n].name[end - start] = '\0';
@@ -775,6 +781,12 @@ void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
 {
 	if (!fs->mounted)
 		return;
+	/* The change is in the index already: while the kernel holds no inode
+	 * of any view, it caches nothing below one, and what it looks up from
+	 * now on is read after the change. A first scan before any listing
+	 * then queues nothing. */
+	if (view != INODE_NO_VIEW && inode_count(fs->it) == 0)
+		return;
 	struct inval_job *j = malloc(sizeof *j);
 	if (!j || !(j->path = strdup(path))) {
 		free(j);
@@ -798,6 +810,7 @@ void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
 static void *notifier_main(void *arg)
 {
 	struct fs *fs = arg;
+	pthread_setname_np(pthread_self(), "fs-notify");
 	pthread_mutex_lock(&fs->inval_lock);
 	for (;;) {
 		while (!fs->inval_head && !fs->inval_stop)

@@ -18,6 +18,8 @@ struct inode_node {
 	bool is_dir;
 	char etag[72];           /* version the page cache may hold */
 	int cached_opens;        /* open read descriptors using the page cache */
+	bool looked_up_in;       /* a LOOKUP under this directory was answered:
+				  * the kernel may hold negative entries in it */
 	struct inode_node *next;
 };
 
@@ -216,6 +218,29 @@ bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 	struct inode_node *n = node_by_name(t, view_name, path, &unused);
 	if (n)
 		*ino = n->ino;
+	pthread_mutex_unlock(&t->lock);
+	return n != NULL;
+}
+
+void inode_note_lookup(struct inode_table *t, uint64_t parent)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, parent);
+	if (n)
+		n->looked_up_in = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool inode_find_dir(struct inode_table *t, const char *view_name, const char *path,
+		    uint64_t *ino, bool *looked_up_in)
+{
+	uint64_t unused;
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_name(t, view_name, path, &unused);
+	if (n) {
+		*ino = n->ino;
+		*looked_up_in = n->looked_up_in;
+	}
 	pthread_mutex_unlock(&t->lock);
 	return n != NULL;
 }

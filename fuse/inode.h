@@ -60,6 +60,15 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
 /* Is (view, path) currently known to the kernel? Sets *ino. */
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 		uint64_t *ino);
+/* A LOOKUP under directory `parent` is about to be answered (call it
+ * before reading the index, so a name added after this call is seen by
+ * that LOOKUP): from now on the kernel may cache negative entries there.
+ * inode_find_dir() is inode_find() that also says whether that happened
+ * since the kernel last got the directory's inode; if not, a name added
+ * in it needs no invalidation (the kernel cannot hold a negative entry). */
+void inode_note_lookup(struct inode_table *t, uint64_t parent);
+bool inode_find_dir(struct inode_table *t, const char *view_name, const char *path,
+		    uint64_t *ino, bool *looked_up_in);
 /* The page cache of ino now holds version etag (this mount just wrote and
  * uploaded it). */
 void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);

@@ -21,6 +21,13 @@
 
 #include "gateway/log.h"
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* ---- listing ---------------------------------------------------------- */
 
 int scan_page_collect(void *ctx, const struct obj_meta *o)
@@ -254,6 +261,7 @@ static void *apply_main(void *arg)
 {
 	struct apply_task *t = arg;
 	struct scanner *s = t->job->s;
+	pthread_setname_np(pthread_self(), "scan-apply");
 	int rc = scan_page_enrich(t->job, t->pg, t->job->needs, true);
 	if (rc == 0) {
 		int k = index_scan_apply(s->ix, t->job->bucket, t->pg->o, t->pg->n, &t->next,
@@ -319,7 +327,9 @@ static void *job_main(void *arg)
 	bool running = false;
 	int fails = 0;
 	bool done = false;
+	int64_t list_ns = 0, wait_ns = 0, t_start = mono_ns();
 
+	pthread_setname_np(pthread_self(), "scan-list");
 	stats_inc(s->st, scans_running);
 	if (index_scan_state_get(s->ix, job->bucket, &cur) < 0)
 		memset(&cur, 0, sizeof cur);
@@ -330,13 +340,17 @@ static void *job_main(void *arg)
 		struct page *lp = &pgs[li];
 		char next_tok[sizeof cur.token] = "";
 		bool truncated = false;
+		int64_t tl0 = mono_ns();
 		int lrc = s->src.list_page(s->src.ctx, job->bucket, list_tok, scan_page_collect,
 					   lp, next_tok, sizeof next_tok, &truncated);
 		if (lrc == 0 && lp->err)
 			lrc = lp->err;
+		int64_t tl1 = mono_ns();
+		list_ns += tl1 - tl0;
 
 		if (running) {       /* the previous page's apply */
 			pthread_join(applier, NULL);
+			wait_ns += mono_ns() - tl1;
 			running = false;
 			int r = take_result(job, &task, &cur, list_tok, &fails);
 			if (r != TAKEN) {
@@ -387,8 +401,10 @@ static void *job_main(void *arg)
 	free(pgs[1].o);
 	if (done) {
 		stats_inc(s->st, scans_completed);
-		log_info("scan: bucket %s: complete, %llu objects", job->bucket,
-			 (unsigned long long)cur.objects);
+		log_info("scan: bucket %s: complete, %llu objects in %.2f s (listing %.2f s, "
+			 "then waiting %.2f s for pages to be applied)", job->bucket,
+			 (unsigned long long)cur.objects, (double)(mono_ns() - t_start) / 1e9,
+			 (double)list_ns / 1e9, (double)wait_ns / 1e9);
 	}
 	stats_sub(s->st, scans_running, 1);
 	pthread_mutex_lock(&s->mu);

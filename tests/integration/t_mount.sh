@@ -99,6 +99,16 @@ if wait_for 10 test ! -e "$M/all/data/f5m.bin"; then ok "DELETE: stat gives ENOE
 check_eq "DELETE: not listed" "" "$(ls "$M/all/data" | grep f5m)"
 check_eq "DELETE: not in black either" "" "$(ls "$M/black/data" 2>/dev/null | grep f5m)"
 
+# ---- a name looked up before it exists (a negative entry, cached for an
+# hour) in a directory the kernel got from a listing, then added ----
+ls -l "$M/all/data" >/dev/null
+check "a name not there yet gives ENOENT" test ! -e "$M/all/data/late.txt"
+aws_s3 s3 cp --quiet "$T/rep" "s3://$B/data/late.txt"
+if wait_for 10 test -e "$M/all/data/late.txt"; then ok "the negative entry is invalidated when the name is added"; else not_ok "the negative entry is invalidated when the name is added"; fi
+aws_s3 s3 cp --quiet "$T/rep" "s3://$B/data/late2.txt"   # never looked up: listed
+if wait_for 10 eval "ls '$M/all/data' | grep -qx late2.txt"; then ok "a name added to a listed directory is listed"; else not_ok "a name added to a listed directory is listed"; fi
+check "and stat finds it" test -f "$M/all/data/late2.txt"
+
 # ---- tricky keys ----
 printf 'tricky\n' >"$T/tricky"
 long=$(python3 -c 'print("/".join(["k" * 240] * 4) + "/" + "z" * 36)')   # 1000 bytes
