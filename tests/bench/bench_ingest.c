@@ -8,7 +8,7 @@
  *
  * FILE holds evgen lines ("BUCKET/KEY<TAB>JSON"), e.g.
  *   build/tests/bench/evgen bench 100 0 100000 > /tmp/ev.txt
- * The index is a fresh temp dir with VIEWS (100) prefix views vNN = pNN/
+ * The index is a fresh temp dir with VIEWS (100) prefix views vNN = pNN/ (vNNN = pNNN/ over 100 views)
  * over the bucket (as bench_events.sh). Messages are decoded and applied in
  * batches of BATCH (1000) with one Kafka offset per batch, as gateway/ingest.c
  * does on one thread (no decode helper, no enrichment: the records carry
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 	bool no_prepare = argc > 4 && strcmp(argv[4], "--no-prepare") == 0;
 	size_t len;
 	char *buf = slurp(argv[1], &len);
-	if (!buf || n_views < 1 || n_views > 100 || batch < 1) {
+	if (!buf || n_views < 1 || n_views > 1000 || batch < 1) {
 		fprintf(stderr, "bench-ingest: cannot read %s or bad arguments\n", argv[1]);
 		return 2;
 	}
@@ -173,11 +173,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "index: %s\n", err);
 			return 1;
 		}
+		int w = n_views > 100 ? 3 : 2;   /* evgen's prefix width */
 		for (long i = 0; i < n_views; i++) {
 			char js[256];
 			snprintf(js, sizeof js,
-				 "{\"name\":\"v%02ld\",\"bucket\":\"%s\",\"match\":{\"prefix\":"
-				 "\"p%02ld/\"},\"layout\":{\"strip_prefix\":\"p%02ld/\"}}", i, bucket, i, i);
+				 "{\"name\":\"v%0*ld\",\"bucket\":\"%s\",\"match\":{\"prefix\":"
+				 "\"p%0*ld/\"},\"layout\":{\"strip_prefix\":\"p%0*ld/\"}}",
+				 w, i, bucket, w, i, w, i);
 			struct diag d = { 0 };
 			if (view_load_buf("bench.json", js, strlen(js), &views[i], &d) < 0) {
 				fprintf(stderr, "view: %s\n", d.n ? d.lines[0] : "?");
