@@ -662,7 +662,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/* Page cache contents stay until we invalidate them explicitly. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-	conn->max_readahead = 1024 * 1024;
+	conn->max_readahead = FS_READAHEAD;
 }
 
 /* .facetfs/recovered points at the local directory where staged data that
@@ -909,6 +909,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 		goto fail;
 	}
 	fs->mounted = true;
+	fs_set_readahead(mountpoint, FS_READAHEAD >> 10);
 	if (pthread_create(&fs->inval_thread, NULL, notifier_main, fs) != 0) {
 		rc = -EAGAIN;
 		goto fail;

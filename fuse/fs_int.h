@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 
 #define FS_TIMEOUT 3600.0   /* entry/attr timeout; made correct by invalidation */
+#define FS_READAHEAD (1024u * 1024)  /* kernel read-ahead asked for (and set: fs_set_readahead) */
 #define NAME_MAX_BYTES 255
 
 struct reader;
@@ -147,6 +148,8 @@ struct ofile *fs_ofile_find_path(struct fs *fs, size_t view, const char *path);
 void fs_ofile_put(struct fs *fs, struct ofile *of);
 int fs_ofile_commit(struct fs *fs, struct ofile *of);
 void fs_io_init_ops(struct fuse_lowlevel_ops *ops);
+/* Raise the mount's read-ahead to kib (the kernel's per-device cap). */
+void fs_set_readahead(const char *mountpoint, unsigned kib);
 
 /* fs_ns.c */
 bool fs_mkdir_exists(struct fs *fs, size_t view, const char *path);
