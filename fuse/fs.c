@@ -881,6 +881,9 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 		log_error("%s: not a directory: %s", mountpoint, strerror(-rc));
 		goto fail;
 	}
+	char abs[PATH_MAX];          /* before mounting: later it would ask us */
+	if (!realpath(mountpoint, abs))
+		abs[0] = '\0';
 
 	char *argv[] = { "facetfs", "-o",
 			 "fsname=facetfs,subtype=facetfs,default_permissions",
@@ -909,7 +912,8 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 		goto fail;
 	}
 	fs->mounted = true;
-	fs_set_readahead(mountpoint, FS_READAHEAD >> 10);
+	if (abs[0])
+		fs_set_readahead(abs, FS_READAHEAD >> 10);
 	if (pthread_create(&fs->inval_thread, NULL, notifier_main, fs) != 0) {
 		rc = -EAGAIN;
 		goto fail;

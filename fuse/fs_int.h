@@ -148,8 +148,10 @@ struct ofile *fs_ofile_find_path(struct fs *fs, size_t view, const char *path);
 void fs_ofile_put(struct fs *fs, struct ofile *of);
 int fs_ofile_commit(struct fs *fs, struct ofile *of);
 void fs_io_init_ops(struct fuse_lowlevel_ops *ops);
-/* Raise the mount's read-ahead to kib (the kernel's per-device cap). */
-void fs_set_readahead(const char *mountpoint, unsigned kib);
+/* Raise the mount's read-ahead to kib (the kernel's per-device cap);
+ * abs_mountpoint: the realpath taken before mounting. Makes no request
+ * to the mount (safe before the session loop runs). */
+void fs_set_readahead(const char *abs_mountpoint, unsigned kib);
 
 /* fs_ns.c */
 bool fs_mkdir_exists(struct fs *fs, size_t view, const char *path);

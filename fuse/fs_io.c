@@ -34,8 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -647,22 +645,49 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_attr(req, &st, ino < INODE_FIRST_DYNAMIC ? 0 : FS_TIMEOUT);
 }
 
-void fs_set_readahead(const char *mountpoint, unsigned kib)
+/* Does a mountinfo path field (octal escapes: \040 for a space) name path? */
+static bool mountinfo_path_is(const char *field, const char *path)
+{
+	for (; *field && *path; path++) {
+		unsigned c = (unsigned char)*field;
+		if (field[0] == '\\' && field[1] >= '0' && field[1] <= '3' &&
+		    field[2] >= '0' && field[2] <= '7' && field[3] >= '0' && field[3] <= '7') {
+			c = (unsigned)((field[1] - '0') * 64 + (field[2] - '0') * 8 + (field[3] - '0'));
+			field += 4;
+		} else {
+			field++;
+		}
+		if (c != (unsigned char)*path)
+			return false;
+	}
+	return !*field && !*path;
+}
+
+void fs_set_readahead(const char *abs_mountpoint, unsigned kib)
 {
 	/* The kernel caps a FUSE mount's read-ahead at its backing device's
 	 * (128 KiB by default), whatever max_readahead the mount asks for;
 	 * the per-device knob raises it: sequential reads then arrive as
-	 * 1 MiB requests instead of 128 KiB ones. Best effort (root only). */
-	struct stat st;
+	 * 1 MiB requests instead of 128 KiB ones. Best effort (root only).
+	 * The device comes from /proc/self/mountinfo: a stat of the mount
+	 * here, before the session loop runs, would wait for ourselves. */
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], dev[32] = "";
+	while (f && fgets(line, sizeof line, f)) {
+		char mdev[32], mpath[PATH_MAX];
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", mdev, mpath) == 2 &&
+		    mountinfo_path_is(mpath, abs_mountpoint))
+			snprintf(dev, sizeof dev, "%s", mdev);   /* the last (top) one */
+	}
+	if (f)
+		fclose(f);
 	char path[96], val[16];
-	if (stat(mountpoint, &st) < 0)
-		return;
-	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb",
-		 major(st.st_dev), minor(st.st_dev));
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+	int fd = dev[0] ? open(path, O_WRONLY | O_CLOEXEC) : -1;
 	int n = snprintf(val, sizeof val, "%u", kib);
 	if (fd < 0 || write(fd, val, (size_t)n) != n)
-		log_debug("%s: read-ahead stays at the default: %s", path, strerror(errno));
+		log_debug("%s: read-ahead stays at the default: %s", dev[0] ? path : abs_mountpoint,
+			  dev[0] ? strerror(errno) : "not in /proc/self/mountinfo");
 	if (fd >= 0)
 		close(fd);
 }
