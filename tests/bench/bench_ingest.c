@@ -37,6 +37,7 @@
 #include "gateway/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "tests/unit/unit.h"
 
 static double cpu_s(void)
 {
@@ -96,27 +97,6 @@ static int run_ingest(struct index *ix, struct view **views, size_t n_views,
 	return failed;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc((size_t)sz + 1);
-	if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[sz] = '\0';
-		*len = (size_t)sz;
-	}
-	return buf;
-}
-
 static void change_count(void *ctx, size_t view, const char *path, int what)
 {
 	(void)view;
@@ -136,7 +116,7 @@ int main(int argc, char **argv)
 	bool pipeline = argc > 4 && strcmp(argv[4], "--pipeline") == 0;
 	bool no_prepare = argc > 4 && strcmp(argv[4], "--no-prepare") == 0;
 	size_t len;
-	char *buf = slurp(argv[1], &len);
+	char *buf = unit_read_file(argv[1], &len);
 	if (!buf || n_views < 1 || n_views > 1000 || batch < 1) {
 		fprintf(stderr, "bench-ingest: cannot read %s or bad arguments\n", argv[1]);
 		return 2;

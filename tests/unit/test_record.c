@@ -8,30 +8,16 @@
  * Prints "ok - ..." / "not ok - ..." lines; exits 1 if any check failed.
  */
 #include "events/record.h"
+#include "tests/unit/unit.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static int failures;
 static const char *data_dir = "tests/data/events";
-
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!cond)
-		failures++;
-}
 
 static int streq(const char *a, const char *b)
 {
@@ -49,7 +35,7 @@ static char *load(const char *name, size_t *len)
 	snprintf(path, sizeof path, "%s/%s", data_dir, name);
 	f = fopen(path, "rb");
 	if (!f) {
-		check(0, "open %s", path);
+		CHECK(0, "open %s", path);
 		exit(1);
 	}
 	fseek(f, 0, SEEK_END);
@@ -57,7 +43,7 @@ static char *load(const char *name, size_t *len)
 	fseek(f, 0, SEEK_SET);
 	buf = malloc(sz > 0 ? (size_t)sz : 1);
 	if (!buf || fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-		check(0, "read %s", path);
+		CHECK(0, "read %s", path);
 		exit(1);
 	}
 	fclose(f);
@@ -73,7 +59,7 @@ static void decode_file(const char *name, struct ev_doc *d, size_t n,
 	char *buf = load(name, &len);
 	int rc = record_decode(buf, len, d);
 
-	check(rc == 0 && d->n == n && d->n_ignored == n_ignored &&
+	CHECK(rc == 0 && d->n == n && d->n_ignored == n_ignored &&
 	      d->n_malformed == n_malformed,
 	      "%s: rc %d, %zu decoded (want %zu), %zu ignored (want %zu), "
 	      "%zu malformed (want %zu)%s%s", name, rc, d->n, n, d->n_ignored,
@@ -102,16 +88,16 @@ static void test_ceph(void)
 	if (put.n == 1) {
 		const struct obj_meta *o = &put.ev[0];
 		seq_of(1795311652u, 945953798u, want);
-		check(streq(o->bucket, "bucket2") && streq(o->key, "docs/report.txt"),
+		CHECK(streq(o->bucket, "bucket2") && streq(o->key, "docs/report.txt"),
 		      "ceph put: bucket/key %s/%s", o->bucket, o->key);
-		check(o->size == 10, "ceph put: size %" PRIu64, o->size);
-		check(streq(o->etag, "5e13651566e93b54a36abb78380b11a8"), "ceph put: etag %s", o->etag);
-		check(streq(o->seq, want), "ceph put: sequencer 2448026B061C6238 -> %s (want %s)", o->seq, want);
-		check(o->mtime_ns == utc_ns(2026, 11, 22, 1, 40, 52, 940616000),
+		CHECK(o->size == 10, "ceph put: size %" PRIu64, o->size);
+		CHECK(streq(o->etag, "5e13651566e93b54a36abb78380b11a8"), "ceph put: etag %s", o->etag);
+		CHECK(streq(o->seq, want), "ceph put: sequencer 2448026B061C6238 -> %s (want %s)", o->seq, want);
+		CHECK(o->mtime_ns == utc_ns(2026, 11, 22, 1, 40, 52, 940616000),
 		      "ceph put: mtime_ns %" PRId64, o->mtime_ns);
-		check(o->n_meta == 1 && streq(o->meta[0].name, "tag") &&
+		CHECK(o->n_meta == 1 && streq(o->meta[0].name, "tag") &&
 		      streq(o->meta[0].value, "alpha"), "ceph put: metadata tag=alpha");
-		check(o->flags == (OBJ_HAS_META | OBJ_HAS_TAGS) && o->n_tags == 0 &&
+		CHECK(o->flags == (OBJ_HAS_META | OBJ_HAS_TAGS) && o->n_tags == 0 &&
 		      !o->content_type, "ceph put: flags HAS_META|HAS_TAGS (0x%x), no tags, no ctype",
 		      o->flags);
 	}
@@ -119,21 +105,21 @@ static void test_ceph(void)
 	if (copy.n == 1) {
 		const struct obj_meta *o = &copy.ev[0];
 		seq_of(1795311667u, 112233000u, want);
-		check(streq(o->seq, want), "ceph copy: sequencer 3348026B288AB006 -> %s", o->seq);
-		check(o->n_meta == 1 && streq(obj_meta_get(o, "tag"), "beta") &&
+		CHECK(streq(o->seq, want), "ceph copy: sequencer 3348026B288AB006 -> %s", o->seq);
+		CHECK(o->n_meta == 1 && streq(obj_meta_get(o, "tag"), "beta") &&
 		      !(o->flags & OBJ_DELETED), "ceph copy: a put with metadata tag=beta");
 	}
 	decode_file("ceph-delete.json", &del, 1, 0, 0);
 	if (del.n == 1) {
 		const struct obj_meta *o = &del.ev[0];
-		check((o->flags & OBJ_DELETED) && streq(o->key, "docs/report.txt") &&
+		CHECK((o->flags & OBJ_DELETED) && streq(o->key, "docs/report.txt") &&
 		      o->size == 10 && o->n_meta == 0,
 		      "ceph delete: OBJ_DELETED, key, size kept");
-		check(o->mtime_ns == utc_ns(2026, 11, 22, 1, 42, 0, 500100000),
+		CHECK(o->mtime_ns == utc_ns(2026, 11, 22, 1, 42, 0, 500100000),
 		      "ceph delete: mtime_ns");
 	}
 	if (put.n && copy.n && del.n) {
-		check(seq_cmp(put.ev[0].seq, copy.ev[0].seq) < 0 &&
+		CHECK(seq_cmp(put.ev[0].seq, copy.ev[0].seq) < 0 &&
 		      seq_cmp(copy.ev[0].seq, del.ev[0].seq) < 0 &&
 		      seq_cmp(del.ev[0].seq, put.ev[0].seq) > 0 &&
 		      seq_cmp(put.ev[0].seq, put.ev[0].seq) == 0,
@@ -142,25 +128,25 @@ static void test_ceph(void)
 	ev_doc_release(&put);
 	ev_doc_release(&copy);
 	ev_doc_release(&del);
-	check(put.ev == NULL && put.n == 0, "ev_doc_release zeroes the doc");
+	CHECK(put.ev == NULL && put.n == 0, "ev_doc_release zeroes the doc");
 
 	struct ev_doc s;
 	decode_file("ceph-put-size-string.json", &s, 1, 0, 0);
 	if (s.n == 1) {
 		const struct obj_meta *o = &s.ev[0];
-		check(streq(o->key, "raw dir/a+b%20c \xc3\xbc.txt"), "ceph: raw key kept as is (%s)", o->key);
-		check(o->size == 123456789012ull, "ceph: size as a string %" PRIu64, o->size);
-		check(streq(o->etag, "0123456789abcdef0123456789abcdef-3"), "ceph: eTag quotes removed (%s)", o->etag);
-		check(o->n_meta == 1 && streq(o->meta[0].name, "project") &&
+		CHECK(streq(o->key, "raw dir/a+b%20c \xc3\xbc.txt"), "ceph: raw key kept as is (%s)", o->key);
+		CHECK(o->size == 123456789012ull, "ceph: size as a string %" PRIu64, o->size);
+		CHECK(streq(o->etag, "0123456789abcdef0123456789abcdef-3"), "ceph: eTag quotes removed (%s)", o->etag);
+		CHECK(o->n_meta == 1 && streq(o->meta[0].name, "project") &&
 		      streq(o->meta[0].value, "Facet FS"),
 		      "ceph: X-AMZ-META-Project -> project (first wins; empty and non-meta names dropped; n_meta %zu)",
 		      o->n_meta);
-		check(streq(o->content_type, "text/x-fasta") && (o->flags & OBJ_HAS_CTYPE),
+		CHECK(streq(o->content_type, "text/x-fasta") && (o->flags & OBJ_HAS_CTYPE),
 		      "ceph: Content-Type header -> content_type");
-		check(o->n_tags == 2 && streq(o->tags[0].name, "Stage") && streq(o->tags[0].value, "raw") &&
+		CHECK(o->n_tags == 2 && streq(o->tags[0].name, "Stage") && streq(o->tags[0].value, "raw") &&
 		      streq(o->tags[1].name, "owner") && streq(o->tags[1].value, "Lab 2") &&
 		      (o->flags & OBJ_HAS_TAGS), "ceph: tags list");
-		check(o->mtime_ns == utc_ns(2026, 11, 22, 0, 45, 0, 500000000),
+		CHECK(o->mtime_ns == utc_ns(2026, 11, 22, 0, 45, 0, 500000000),
 		      "ceph: eventTime with +01:00 offset");
 	}
 	ev_doc_release(&s);
@@ -174,40 +160,40 @@ static void test_seq_wrap(void)
 	static const char *raw[4] = { "2448026BFF000000", "2448026B00010000",
 				      "FF48026B00000000", "0049026B00000000" };
 
-	check(record_decode(buf, len, &d) == 0 && d.n == 4, "ceph-seq-wrap: 4 records");
+	CHECK(record_decode(buf, len, &d) == 0 && d.n == 4, "ceph-seq-wrap: 4 records");
 	free(buf);
 	if (d.n != 4)
 		goto out;
 	for (int i = 0; i < 3; i += 2) {
-		check(strcmp(raw[i], raw[i + 1]) > 0,
+		CHECK(strcmp(raw[i], raw[i + 1]) > 0,
 		      "raw hex %s > %s (would order backwards)", raw[i], raw[i + 1]);
-		check(seq_cmp(d.ev[i].seq, d.ev[i + 1].seq) < 0,
+		CHECK(seq_cmp(d.ev[i].seq, d.ev[i + 1].seq) < 0,
 		      "normalised %s < %s (correct order)", d.ev[i].seq, d.ev[i + 1].seq);
 	}
 	for (int i = 0; i < 3; i++)
-		check(seq_cmp(d.ev[i].seq, d.ev[i + 1].seq) < 0 &&
+		CHECK(seq_cmp(d.ev[i].seq, d.ev[i + 1].seq) < 0 &&
 		      d.ev[i].mtime_ns < d.ev[i + 1].mtime_ns,
 		      "record %d before %d by sequencer and by eventTime", i, i + 1);
 	char want[17];
 	seq_of(0x6B024900u, 0, want);
-	check(streq(d.ev[3].seq, want), "ceph seq 0049026B00000000 -> %s", d.ev[3].seq);
+	CHECK(streq(d.ev[3].seq, want), "ceph seq 0049026B00000000 -> %s", d.ev[3].seq);
 out:
 	ev_doc_release(&d);
 
 	char out[40];
-	check(record_seq_normalise("2448026B061C6238", 1, out, sizeof out) == 0 &&
+	CHECK(record_seq_normalise("2448026B061C6238", 1, out, sizeof out) == 0 &&
 	      streq(out, "18EA3A6FB6F68406"), "normalise 2448026B061C6238 -> %s", out);
-	check(record_seq_normalise("2448026b061c6238", 1, out, sizeof out) == 0 &&
+	CHECK(record_seq_normalise("2448026b061c6238", 1, out, sizeof out) == 0 &&
 	      streq(out, "18EA3A6FB6F68406"), "normalise accepts lower-case ceph hex");
-	check(record_seq_normalise("2448026BFFFFFFFF", 1, out, sizeof out) == -EINVAL &&
+	CHECK(record_seq_normalise("2448026BFFFFFFFF", 1, out, sizeof out) == -EINVAL &&
 	      out[0] == '\0', "normalise rejects ns >= 1e9");
-	check(record_seq_normalise("2448026B061C62", 1, out, sizeof out) == -EINVAL,
+	CHECK(record_seq_normalise("2448026B061C62", 1, out, sizeof out) == -EINVAL,
 	      "normalise rejects a short ceph sequencer");
-	check(record_seq_normalise("0065a1b2c3d4e5f601", 0, out, sizeof out) == 0 &&
+	CHECK(record_seq_normalise("0065a1b2c3d4e5f601", 0, out, sizeof out) == 0 &&
 	      streq(out, "0065A1B2C3D4E5F601"), "normalise upper-cases AWS (%s)", out);
-	check(record_seq_normalise("00G5", 0, out, sizeof out) == -EINVAL && out[0] == '\0',
+	CHECK(record_seq_normalise("00G5", 0, out, sizeof out) == -EINVAL && out[0] == '\0',
 	      "normalise rejects non-hex");
-	check(record_seq_normalise("0123456789012345678901234567890123456789", 0, out,
+	CHECK(record_seq_normalise("0123456789012345678901234567890123456789", 0, out,
 				   sizeof out) == -EINVAL, "normalise rejects too long");
 }
 
@@ -218,27 +204,27 @@ static void test_aws(void)
 	decode_file("aws-put.json", &put, 1, 0, 0);
 	if (put.n == 1) {
 		const struct obj_meta *o = &put.ev[0];
-		check(streq(o->bucket, "lab-data") &&
+		CHECK(streq(o->bucket, "lab-data") &&
 		      streq(o->key, "runs/2026/red flower! \xc3\xbc.fasta"),
 		      "aws put: key form-decoded to '%s'", o->key);
-		check(o->size == 1048576 && streq(o->etag, "9b2cf535f27731c974343645a3985328"),
+		CHECK(o->size == 1048576 && streq(o->etag, "9b2cf535f27731c974343645a3985328"),
 		      "aws put: size, etag");
-		check(streq(o->seq, "0065A1B2C3D4E5F601"), "aws put: seq %s", o->seq);
-		check(o->flags == 0 && o->n_meta == 0 && !o->content_type,
+		CHECK(streq(o->seq, "0065A1B2C3D4E5F601"), "aws put: seq %s", o->seq);
+		CHECK(o->flags == 0 && o->n_meta == 0 && !o->content_type,
 		      "aws put: no HAS_META/HAS_TAGS/HAS_CTYPE (0x%x)", o->flags);
-		check(o->mtime_ns == utc_ns(2026, 11, 22, 10, 15, 30, 123000000), "aws put: mtime_ns");
+		CHECK(o->mtime_ns == utc_ns(2026, 11, 22, 10, 15, 30, 123000000), "aws put: mtime_ns");
 	}
 	decode_file("aws-delete.json", &del, 1, 0, 0);
 	if (del.n == 1) {
 		const struct obj_meta *o = &del.ev[0];
-		check((o->flags & OBJ_DELETED) && o->size == 0 && o->etag[0] == '\0' &&
+		CHECK((o->flags & OBJ_DELETED) && o->size == 0 && o->etag[0] == '\0' &&
 		      streq(o->key, "runs/2026/red flower! \xc3\xbc.fasta"),
 		      "aws delete: OBJ_DELETED, no size, no etag, same key");
 		if (put.n == 1)
-			check(seq_cmp(put.ev[0].seq, o->seq) < 0, "aws: put < delete by seq_cmp");
+			CHECK(seq_cmp(put.ev[0].seq, o->seq) < 0, "aws: put < delete by seq_cmp");
 	}
 	decode_file("aws-testevent.json", &te, 0, 1, 0);
-	check(te.err[0] == '\0', "aws test event: no error text");
+	CHECK(te.err[0] == '\0', "aws test event: no error text");
 	ev_doc_release(&put);
 	ev_doc_release(&del);
 	ev_doc_release(&te);
@@ -251,25 +237,25 @@ static void test_minio(void)
 	decode_file("minio-put.json", &put, 1, 0, 0);
 	if (put.n == 1) {
 		const struct obj_meta *o = &put.ev[0];
-		check(streq(o->bucket, "lab-data") && streq(o->key, "runs/2026/sample one.fasta"),
+		CHECK(streq(o->bucket, "lab-data") && streq(o->key, "runs/2026/sample one.fasta"),
 		      "minio put: key query-unescaped to '%s'", o->key);
-		check(o->size == 2048 && streq(o->etag, "5d41402abc4b2a76b9719d911017c592") &&
+		CHECK(o->size == 2048 && streq(o->etag, "5d41402abc4b2a76b9719d911017c592") &&
 		      streq(o->seq, "1798B2F1A3C4D5E6"), "minio put: size, etag, seq");
-		check(o->n_meta == 1 && streq(o->meta[0].name, "color") &&
+		CHECK(o->n_meta == 1 && streq(o->meta[0].name, "color") &&
 		      streq(o->meta[0].value, "black"),
 		      "minio put: only X-Amz-Meta-Color is user metadata (n_meta %zu)", o->n_meta);
-		check(streq(o->content_type, "text/plain") &&
+		CHECK(streq(o->content_type, "text/plain") &&
 		      o->flags == (OBJ_HAS_META | OBJ_HAS_CTYPE),
 		      "minio put: content_type, flags HAS_META|HAS_CTYPE (0x%x)", o->flags);
-		check(o->mtime_ns == utc_ns(2026, 11, 22, 10, 20, 0, 0), "minio put: mtime_ns");
+		CHECK(o->mtime_ns == utc_ns(2026, 11, 22, 10, 20, 0, 0), "minio put: mtime_ns");
 	}
 	decode_file("minio-delete.json", &del, 1, 0, 0);
 	if (del.n == 1) {
 		const struct obj_meta *o = &del.ev[0];
-		check((o->flags & OBJ_DELETED) && streq(o->key, "runs/2026/sample one.fasta") &&
+		CHECK((o->flags & OBJ_DELETED) && streq(o->key, "runs/2026/sample one.fasta") &&
 		      streq(o->seq, "1798B2F1A3C4D5F0"), "minio delete: s3:ObjectRemoved, seq upper-cased");
 		if (put.n == 1)
-			check(seq_cmp(put.ev[0].seq, o->seq) < 0, "minio: put < delete by seq_cmp");
+			CHECK(seq_cmp(put.ev[0].seq, o->seq) < 0, "minio: put < delete by seq_cmp");
 	}
 	ev_doc_release(&put);
 	ev_doc_release(&del);
@@ -280,15 +266,15 @@ static void test_mixed(void)
 	struct ev_doc d;
 
 	decode_file("mixed-batch.json", &d, 4, 2, 10);
-	check(strncmp(d.err, "Records[1]: ", 12) == 0 && strstr(d.err, "key"),
+	CHECK(strncmp(d.err, "Records[1]: ", 12) == 0 && strstr(d.err, "key"),
 	      "mixed: first reason names record 1 and the key (%s)", d.err);
 	if (d.n == 4) {
-		check(streq(d.ev[0].key, "docs/report.txt") && !(d.ev[0].flags & OBJ_DELETED),
+		CHECK(streq(d.ev[0].key, "docs/report.txt") && !(d.ev[0].flags & OBJ_DELETED),
 		      "mixed: ceph put decoded");
-		check(streq(d.ev[1].key, "runs/2026/red flower! \xc3\xbc.fasta"), "mixed: aws put decoded");
-		check(streq(d.ev[2].key, "docs/report.txt") && (d.ev[2].flags & OBJ_DELETED),
+		CHECK(streq(d.ev[1].key, "runs/2026/red flower! \xc3\xbc.fasta"), "mixed: aws put decoded");
+		CHECK(streq(d.ev[2].key, "docs/report.txt") && (d.ev[2].flags & OBJ_DELETED),
 		      "mixed: ObjectRemoved:DeleteMarkerCreated -> OBJ_DELETED");
-		check((d.ev[3].flags & OBJ_DELETED) && streq(d.ev[3].bucket, "lab-data"),
+		CHECK((d.ev[3].flags & OBJ_DELETED) && streq(d.ev[3].bucket, "lab-data"),
 		      "mixed: aws delete decoded");
 	}
 	ev_doc_release(&d);
@@ -299,7 +285,7 @@ static void expect_invalid(const char *what, const void *buf, size_t len)
 	struct ev_doc d;
 	int rc = record_decode(buf, len, &d);
 
-	check(rc == -EINVAL && d.n == 0 && d.n_malformed == 1 && d.n_ignored == 0 &&
+	CHECK(rc == -EINVAL && d.n == 0 && d.n_malformed == 1 && d.n_ignored == 0 &&
 	      d.err[0] && d.ev == NULL, "invalid document (%s): rc %d, err '%s'", what, rc, d.err);
 	ev_doc_release(&d);
 }
@@ -362,7 +348,7 @@ static void test_malformed_docs(void)
 		w += sprintf(w, "]}");
 		struct ev_doc d;
 		int rc = record_decode(doc, (size_t)(w - doc), &d);
-		check(rc == 0 && d.n == 2 && d.n_malformed == 1 && d.n_ignored == 0 &&
+		CHECK(rc == 0 && d.n == 2 && d.n_malformed == 1 && d.n_ignored == 0 &&
 		      strstr(d.err, "Records[1]"), "1 MiB string record: malformed, 2 neighbours decode (%s)", d.err);
 		ev_doc_release(&d);
 		free(doc);
@@ -375,7 +361,7 @@ static void test_malformed_docs(void)
 			"\"eventSource\":\"ceph:s3\",\"s3\":{\"bucket\":{\"name\":\"b\"},"
 			"\"object\":{\"key\":\"k1\",\"size\":5,\"key\":\"k2\",\"size\":7}}}]}";
 		struct ev_doc d;
-		check(record_decode(dup, sizeof dup - 1, &d) == 0 && d.n == 1 &&
+		CHECK(record_decode(dup, sizeof dup - 1, &d) == 0 && d.n == 1 &&
 		      streq(d.ev[0].key, "k1") && d.ev[0].size == 5 && d.ev[0].mtime_ns == 0 &&
 		      d.ev[0].seq[0] == '\0' && d.ev[0].flags == 0,
 		      "duplicate members: first wins; no eventTime/sequencer -> 0/\"\"");
@@ -399,13 +385,13 @@ static void test_malformed_docs(void)
 				good = 0;
 			ev_doc_release(&d);
 		}
-		check(good, "lifecycle expiry of the current version -> OBJ_DELETED; other kinds ignored");
+		CHECK(good, "lifecycle expiry of the current version -> OBJ_DELETED; other kinds ignored");
 	}
 
 	/* A valid document followed by NULs and whitespace is fine. */
 	struct ev_doc d;
 	const char ok[] = "{\"Records\":[]}\n\0\0";
-	check(record_decode(ok, sizeof ok - 1, &d) == 0 && d.n == 0 && d.n_malformed == 0,
+	CHECK(record_decode(ok, sizeof ok - 1, &d) == 0 && d.n == 0 && d.n_malformed == 0,
 	      "empty Records with trailing newline/NULs: 0 records, not malformed");
 	ev_doc_release(&d);
 }
@@ -414,12 +400,12 @@ static void test_time(void)
 {
 	int64_t ns;
 
-	check(record_time_parse("2026-11-22T01:40:52.940616Z", &ns) == 0 &&
+	CHECK(record_time_parse("2026-11-22T01:40:52.940616Z", &ns) == 0 &&
 	      ns == utc_ns(2026, 11, 22, 1, 40, 52, 940616000), "time: microseconds");
-	check(record_time_parse("1970-01-01T00:00:00Z", &ns) == 0 && ns == 0, "time: epoch");
-	check(record_time_parse("2024-02-29T23:59:59.123456789123Z", &ns) == 0 &&
+	CHECK(record_time_parse("1970-01-01T00:00:00Z", &ns) == 0 && ns == 0, "time: epoch");
+	CHECK(record_time_parse("2024-02-29T23:59:59.123456789123Z", &ns) == 0 &&
 	      ns == utc_ns(2024, 2, 29, 23, 59, 59, 123456789), "time: leap day, > 9 digits truncated");
-	check(record_time_parse("1901-03-01T00:00:00-0530", &ns) == 0 &&
+	CHECK(record_time_parse("1901-03-01T00:00:00-0530", &ns) == 0 &&
 	      ns == utc_ns(1901, 3, 1, 5, 30, 0, 0), "time: before the epoch, -0530 offset");
 	static const char *bad[] = { "", "2026-11-22", "2026-11-22T01:40:52", "2026-13-01T00:00:00Z",
 				     "2023-02-29T00:00:00Z", "2026-11-22T24:00:00Z", "2026-11-22T01:40:52.Z",
@@ -431,7 +417,7 @@ static void test_time(void)
 			bad_ok = 0;
 			printf("# accepted bad time '%s'\n", bad[i]);
 		}
-	check(bad_ok, "time: %zu malformed times rejected", sizeof bad / sizeof bad[0]);
+	CHECK(bad_ok, "time: %zu malformed times rejected", sizeof bad / sizeof bad[0]);
 
 	/* against timegm(): pseudo-random instants 1900..2261 */
 	uint64_t x = 88172645463325252ull;
@@ -450,7 +436,7 @@ static void test_time(void)
 				printf("# mismatch on %s\n", s);
 		}
 	}
-	check(mism == 0, "time: 20000 random instants agree with timegm (%d mismatches)", mism);
+	CHECK(mism == 0, "time: 20000 random instants agree with timegm (%d mismatches)", mism);
 }
 
 static int meta_equal(const struct obj_meta *a, const struct obj_meta *b)
@@ -480,7 +466,7 @@ static void split_roundtrip(const char *name, size_t want_parts)
 	int same = 1, keys = 1;
 
 	int rc = record_split(buf, len, &parts, &np, err, sizeof err);
-	check(rc == 0 && np == want_parts, "split %s: %zu parts (want %zu) %s", name, np, want_parts, err);
+	CHECK(rc == 0 && np == want_parts, "split %s: %zu parts (want %zu) %s", name, np, want_parts, err);
 	record_decode(buf, len, &whole);
 	for (size_t i = 0; i < np; i++) {
 		if (strlen(parts[i].json) != parts[i].json_len ||
@@ -502,10 +488,10 @@ static void split_roundtrip(const char *name, size_t want_parts)
 		ign += one.n_ignored;
 		ev_doc_release(&one);
 	}
-	check(same && got == whole.n && mal == whole.n_malformed && ign == whole.n_ignored,
+	CHECK(same && got == whole.n && mal == whole.n_malformed && ign == whole.n_ignored,
 	      "split %s: parts decode to the same %zu records, %zu ignored, %zu malformed",
 	      name, got, ign, mal);
-	check(keys, "split %s: part keys are bucket/key of the decoded records", name);
+	CHECK(keys, "split %s: part keys are bucket/key of the decoded records", name);
 	ev_doc_release(&whole);
 	ev_parts_free(parts, np);
 	free(buf);
@@ -525,22 +511,22 @@ static void test_split(void)
 	char *buf = load("minio-put.json", &len), err[256];
 	struct ev_part *parts;
 	if (record_split(buf, len, &parts, &np, err, sizeof err) == 0 && np == 1) {
-		check(streq(parts[0].key, "lab-data/runs/2026/sample one.fasta"),
+		CHECK(streq(parts[0].key, "lab-data/runs/2026/sample one.fasta"),
 		      "split minio: key is the wrapper's Key (%s)", parts[0].key);
-		check(!strstr(parts[0].json, "EventName"), "split minio: wrapper dropped");
+		CHECK(!strstr(parts[0].json, "EventName"), "split minio: wrapper dropped");
 		ev_parts_free(parts, np);
 	}
 	free(buf);
 	buf = load("aws-put.json", &len);
 	if (record_split(buf, len, &parts, &np, err, sizeof err) == 0 && np == 1) {
-		check(streq(parts[0].key, "lab-data/runs/2026/red flower! \xc3\xbc.fasta"),
+		CHECK(streq(parts[0].key, "lab-data/runs/2026/red flower! \xc3\xbc.fasta"),
 		      "split aws: decoded key %s", parts[0].key);
 		ev_parts_free(parts, np);
 	}
 	free(buf);
 	buf = load("mixed-batch.json", &len);
 	if (record_split(buf, len, &parts, &np, err, sizeof err) == 0 && np == 16) {
-		check(parts[1].key == NULL && parts[2].key == NULL && parts[0].key != NULL,
+		CHECK(parts[1].key == NULL && parts[2].key == NULL && parts[0].key != NULL,
 		      "split mixed: records without bucket/key get a NULL key");
 		ev_parts_free(parts, np);
 	}
@@ -550,13 +536,13 @@ static void test_split(void)
 	parts = (struct ev_part *)1;
 	np = 7;
 	int rc = record_split(buf, len, &parts, &np, err, sizeof err);
-	check(rc == -EINVAL && parts == NULL && np == 0 && strncmp(err, "test event", 10) == 0,
+	CHECK(rc == -EINVAL && parts == NULL && np == 0 && strncmp(err, "test event", 10) == 0,
 	      "split test event: -EINVAL '%s'", err);
 	free(buf);
 	rc = record_split("{\"Records\":5}", 13, &parts, &np, err, sizeof err);
-	check(rc == -EINVAL && parts == NULL && np == 0 && err[0], "split malformed: -EINVAL '%s'", err);
+	CHECK(rc == -EINVAL && parts == NULL && np == 0 && err[0], "split malformed: -EINVAL '%s'", err);
 	rc = record_split("{\"Records\":[]}", 14, &parts, &np, err, sizeof err);
-	check(rc == 0 && np == 0, "split empty Records: 0 parts");
+	CHECK(rc == 0 && np == 0, "split empty Records: 0 parts");
 	ev_parts_free(parts, np);
 }
 
@@ -638,6 +624,5 @@ int main(int argc, char **argv)
 	test_time();
 	test_split();
 	test_rate();
-	printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

@@ -12,27 +12,14 @@
  * Prints "ok - ..." / "not ok - ..." lines; exits 1 if any check failed.
  */
 #include "events/record_int.h"
+#include "tests/unit/unit.h"
 
 #include <dirent.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-static void check(int cond, const char *fmt, ...)
-{
-	va_list ap;
-	printf("%s - ", cond ? "ok" : "not ok");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!cond)
-		failures++;
-}
 
 static int str_same(const char *a, const char *b)
 {
@@ -87,11 +74,11 @@ static int compare(const char *what, const void *buf, size_t len, int verbose)
 	if (!same) {
 		n_diff++;
 		if (n_diff <= 5)
-			check(0, "%s: fast %s, results differ (tree rc %d n %zu mal %zu ign %zu "
+			CHECK(0, "%s: fast %s, results differ (tree rc %d n %zu mal %zu ign %zu "
 			      "'%s'; fast rc %d n %zu)", what, took ? "took it" : "fell back", rt,
 			      tree.n, tree.n_malformed, tree.n_ignored, tree.err, rf, fast.n);
 	} else if (verbose) {
-		check(1, "%s: same result (%s; rc %d, %zu decoded, %zu malformed, %zu ignored)",
+		CHECK(1, "%s: same result (%s; rc %d, %zu decoded, %zu malformed, %zu ignored)",
 		      what, took ? "fast path" : "tree path", rt, tree.n, tree.n_malformed,
 		      tree.n_ignored);
 	}
@@ -100,24 +87,6 @@ static int compare(const char *what, const void *buf, size_t len, int verbose)
 	if (took)
 		ev_doc_release(&fast);
 	return took;
-}
-
-static char *load(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc(sz > 0 ? (size_t)sz : 1);
-	if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)sz;
-	return buf;
 }
 
 /* An RGW record (as tests/bench/evgen makes them) with pieces replaced. */
@@ -273,7 +242,7 @@ int main(int argc, char **argv)
 
 	edge_cases();
 	DIR *d = opendir(dir);
-	check(d != NULL, "open %s", dir);
+	CHECK(d != NULL, "open %s", dir);
 	struct dirent *de;
 	while (d && (de = readdir(d)) && nb < 60) {
 		size_t l = strlen(de->d_name);
@@ -281,14 +250,14 @@ int main(int argc, char **argv)
 			continue;
 		char path[1024];
 		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-		if (!(bufs[nb] = load(path, &lens[nb])))
+		if (!(bufs[nb] = unit_read_file(path, &lens[nb])))
 			continue;
 		compare(de->d_name, bufs[nb], lens[nb], 1);
 		nb++;
 	}
 	if (d)
 		closedir(d);
-	check(nb >= 5, "%zu sample documents read", nb);
+	CHECK(nb >= 5, "%zu sample documents read", nb);
 	bufs[nb] = rgw("ObjectCreated:Put", "\"p07/obj0000007\"", "107",
 		       ",\"userMetadata\":{\"x-amz-meta-b\":\"c\"}", "");
 	lens[nb] = strlen(bufs[nb]);
@@ -305,13 +274,12 @@ int main(int argc, char **argv)
 		compare("mutation", m, ml, 0);
 	}
 	free(m);
-	check(n_diff == 0, "%zu documents: fast path and tree path agree (%zu differ)", n_docs,
+	CHECK(n_diff == 0, "%zu documents: fast path and tree path agree (%zu differ)", n_docs,
 	      n_diff);
-	check(n_fast - fast_before > (n_docs - docs_before) / 10,
+	CHECK(n_fast - fast_before > (n_docs - docs_before) / 10,
 	      "mutations: the fast path took %zu of %zu (the rest fell back)",
 	      n_fast - fast_before, n_docs - docs_before);
 	for (size_t i = 0; i < nb; i++)
 		free(bufs[i]);
-	printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-	return failures ? 1 : 0;
+	return unit_exit();
 }

@@ -70,6 +70,27 @@ static inline void unit_rmtree(const char *dir)
 		printf("# could not remove %s\n", dir);
 }
 
+/* The whole file, NUL-terminated (malloc'ed; *len without the NUL), or
+ * NULL if it cannot be read. */
+static inline char *unit_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = NULL;
+	long sz = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+	if (sz >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)sz + 1)) &&
+	    fread(buf, 1, (size_t)sz, f) == (size_t)sz) {
+		buf[sz] = '\0';
+		*len = (size_t)sz;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
 #ifdef UNIT_WITH_MD5
 #include <openssl/evp.h>
 
