@@ -156,6 +156,9 @@ static void maybe_prefetch(struct reader *r)
 	    next >= r->size || r->next_seq_off + SEQ_SLACK < r->cur.off)
 		return;
 	size_t want = r->seq_win;
+	if (r->seq_win < WIN_MAX)
+		r->seq_win *= 2;     /* reads served from prefetched windows never
+				      * miss: grow here, or it stays where it was */
 	if (want > r->size - next)
 		want = (size_t)(r->size - next);
 	r->busy = true;
