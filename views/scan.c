@@ -76,7 +76,8 @@ struct head_pool {
 	bool *gone;              /* per object: it no longer exists */
 };
 
-/* HEAD one object: take everything HEAD knows, keep the listed identity. */
+/* HEAD one object: take everything HEAD knows, keep the listed identity
+ * (and tags already taken from the index, unless HEAD knows better). */
 static int head_one(struct head_pool *hp, struct obj_meta *o)
 {
 	const struct scan_source *src = &hp->job->s->src;
@@ -96,46 +97,59 @@ static int head_one(struct head_pool *hp, struct obj_meta *o)
 	if (!h.etag[0])
 		memcpy(h.etag, o->etag, sizeof h.etag);
 	h.flags = (h.flags | OBJ_FROM_SCAN) & ~(uint32_t)OBJ_DELETED;
+	if (!(h.flags & OBJ_HAS_TAGS) && (o->flags & OBJ_HAS_TAGS)) {
+		h.tags = o->tags;        /* taken from the index: keep them */
+		h.n_tags = o->n_tags;
+		h.flags |= OBJ_HAS_TAGS;
+		o->tags = NULL;
+		o->n_tags = 0;
+	}
 	obj_meta_release(o);
 	*o = h;
 	return 0;
 }
 
-/* The index already holds `want` (META, CTYPE, TAGS) of this version of
- * the object (same ETag, fetched by an event or an earlier scan): take it
- * and skip the request. True if all of `want` was taken. */
-static bool index_reuse(struct head_pool *hp, struct obj_meta *o, unsigned want)
+/* What the index holds of this version of the object (same ETag, fetched
+ * by an event or an earlier scan), out of `want`: the metadata group
+ * (META and CTYPE as wanted, all of it or nothing) and TAGS, each taken
+ * into o when present. One index read. Returns the flags taken. */
+static unsigned index_reuse(struct head_pool *hp, struct obj_meta *o, unsigned want)
 {
 	struct obj_meta r;
 	memset(&r, 0, sizeof r);
-	if (!o->etag[0] || index_object_get(hp->job->s->ix, o->bucket, o->key, &r) < 0)
-		return false;
+	if (!want || !o->etag[0] ||
+	    index_object_get(hp->job->s->ix, o->bucket, o->key, &r) < 0)
+		return 0;
 	/* Same version: same ETag and the same modification time (to the
 	 * second: a copy with new metadata keeps the ETag, not the time). */
 	int64_t dt = r.mtime_ns - o->mtime_ns;
-	bool known = !(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
-		     dt < 1000000000 && dt > -1000000000 && (r.flags & want) == want;
-	if (known && (want & (OBJ_HAS_META | OBJ_HAS_CTYPE))) {
-		obj_kv_free(o->meta, o->n_meta);
-		free(o->content_type);
-		o->meta = r.meta;
-		o->n_meta = r.n_meta;
-		o->content_type = r.content_type;
-		r.meta = NULL;
-		r.n_meta = 0;
-		r.content_type = NULL;
-		o->flags |= r.flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
-	}
-	if (known && (want & OBJ_HAS_TAGS)) {
-		obj_kv_free(o->tags, o->n_tags);
-		o->tags = r.tags;
-		o->n_tags = r.n_tags;
-		r.tags = NULL;
-		r.n_tags = 0;
-		o->flags |= OBJ_HAS_TAGS;
+	unsigned taken = 0;
+	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
+	    dt < 1000000000 && dt > -1000000000) {
+		unsigned mw = want & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+		if (mw && (r.flags & mw) == mw) {
+			obj_kv_free(o->meta, o->n_meta);
+			free(o->content_type);
+			o->meta = r.meta;
+			o->n_meta = r.n_meta;
+			o->content_type = r.content_type;
+			r.meta = NULL;
+			r.n_meta = 0;
+			r.content_type = NULL;
+			taken |= r.flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+		}
+		if ((want & OBJ_HAS_TAGS) && (r.flags & OBJ_HAS_TAGS)) {
+			obj_kv_free(o->tags, o->n_tags);
+			o->tags = r.tags;
+			o->n_tags = r.n_tags;
+			r.tags = NULL;
+			r.n_tags = 0;
+			taken |= OBJ_HAS_TAGS;
+		}
+		o->flags |= taken;
 	}
 	obj_meta_release(&r);
-	return known;
+	return taken;
 }
 
 static int tags_one(struct head_pool *hp, struct obj_meta *o)
@@ -162,13 +176,14 @@ static void *head_worker(void *arg)
 		if (i >= hp->pg->n || atomic_load(&hp->err) != 0)
 			break;
 		struct obj_meta *o = &hp->pg->o[i];
-		int rc = 0;
-		if (hp->do_head && !index_reuse(hp, o, hp->head_wants))
-			rc = head_one(hp, o);
 		/* Tags change without an event: a rescan reads them again. */
-		if (rc == 0 && hp->do_tags && !(o->flags & OBJ_HAS_TAGS) &&
-		    !(hp->reuse_tags && index_reuse(hp, o, OBJ_HAS_TAGS)))
-			rc = tags_one(hp, o);
+		unsigned taken = index_reuse(hp, o, (hp->do_head ? hp->head_wants : 0) |
+					     (hp->do_tags && hp->reuse_tags ? OBJ_HAS_TAGS : 0));
+		int rc = 0;
+		if (hp->do_head && (taken & hp->head_wants) != hp->head_wants)
+			rc = head_one(hp, o);
+		if (rc == 0 && hp->do_tags && !(o->flags & OBJ_HAS_TAGS))
+			rc = tags_one(hp, o);   /* HEAD and index did not tell them */
 		if (rc == -ENOENT) {
 			hp->gone[i] = true;
 			continue;
