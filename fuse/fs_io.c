@@ -93,17 +93,6 @@ void fs_ofile_put(struct fs *fs, struct ofile *of)
 		ofile_free(of);
 }
 
-struct fetch_ctx {
-	struct s3 *s3;
-	const char *bucket, *key, *etag;
-};
-
-static int fetch_object(void *ctx, uint64_t off, void *buf, size_t len, size_t *got)
-{
-	struct fetch_ctx *f = ctx;
-	return s3_get(f->s3, f->bucket, f->key, off, len, f->etag, buf, got);
-}
-
 /* Find the inode's staged copy or make one: empty when truncating or
  * creating, otherwise filled with the object's current bytes. */
 static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
@@ -158,9 +147,8 @@ static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
 		rc = stage_file_new(fs->d.stage, bucket, key, of->meta.meta,
 				    of->meta.n_meta, of->meta.content_type, &of->sf);
 	if (rc == 0 && exists && !trunc && of->meta.size > 0) {
-		struct fetch_ctx fc = { fs->d.s3, bucket, key, of->meta.etag };
-		rc = stage_file_fill(of->sf, fetch_object, &fc, of->meta.size,
-				     of->meta.etag);
+		rc = stage_file_fill_s3(of->sf, fs->d.s3, bucket, key, of->meta.size,
+					of->meta.etag);
 	}
 	obj_meta_release(&cur);
 	if (rc < 0) {

@@ -44,6 +44,24 @@ struct stage_uploader stage_uploader_s3(struct s3 *s)
 	return (struct stage_uploader){ .ctx = s, .put = put_s3 };
 }
 
+struct fill_src {
+	struct s3 *s3;
+	const char *bucket, *key, *etag;
+};
+
+static int get_s3(void *ctx, uint64_t off, void *buf, size_t len, size_t *got)
+{
+	const struct fill_src *f = ctx;
+	return s3_get(f->s3, f->bucket, f->key, off, len, f->etag, buf, got);
+}
+
+int stage_file_fill_s3(struct stage_file *f, struct s3 *s, const char *bucket,
+		       const char *key, uint64_t size, const char *etag)
+{
+	struct fill_src src = { s, bucket, key, etag };
+	return stage_file_fill(f, get_s3, &src, size, etag);
+}
+
 /* ---- the stage -------------------------------------------------------- */
 
 static int charge(struct stage *st, uint64_t n)

@@ -125,6 +125,11 @@ int  stage_file_fill(struct stage_file *f,
 				  size_t len, size_t *got),
 		     void *ctx, uint64_t size, const char *etag);
 
+/* stage_file_fill() from S3: ranged GETs of bucket/key with If-Match etag
+ * (a changed object gives -ESTALE). */
+int  stage_file_fill_s3(struct stage_file *f, struct s3 *s, const char *bucket,
+			const char *key, uint64_t size, const char *etag);
+
 /* Bytes written or read, or a negative errno. pwrite: -ENOSPC (budget),
  * -EFBIG (past max_object), -EIO. pread: short at the end of the file. */
 ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,

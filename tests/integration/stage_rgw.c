@@ -45,17 +45,6 @@ static int write_file(const char *path, const char *buf, size_t len)
 	return 0;
 }
 
-struct get_ctx {
-	struct s3 *s3;
-	const char *bucket, *key, *etag;
-};
-
-static int fetch_s3(void *ctx, uint64_t off, void *buf, size_t len, size_t *got)
-{
-	struct get_ctx *g = ctx;
-	return s3_get(g->s3, g->bucket, g->key, off, len, g->etag, buf, got);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 6) {
@@ -128,10 +117,9 @@ int main(int argc, char **argv)
 	char key2[1024], out2[1024];
 	snprintf(key2, sizeof key2, "%s.2", key);
 	snprintf(out2, sizeof out2, "%s.2", out);
-	struct get_ctx g = { s3, bucket, key, etag };
 	err = stage_file_new(stg, bucket, key2, NULL, 0, NULL, &f);
 	t0 = unit_now_s();
-	err = err ? err : stage_file_fill(f, fetch_s3, &g, size, etag);
+	err = err ? err : stage_file_fill_s3(f, s3, bucket, key, size, etag);
 	printf("fill=%d\nfill_mib_s=%.0f\n", err, size / 1048576.0 / (unit_now_s() - t0));
 	memcpy(model + size / 2, "xyz", 3);
 	char etag2[72] = "";
