@@ -5,8 +5,8 @@
  *
  * Start-up (gateway_mount): config -> filter files -> index -> S3 reachable
  * (every bucket of every view) -> staging recovery -> first scans of
- * never-scanned buckets start -> Kafka reachable and partitions assigned ->
- * mount -> serve (filter files watched). Any failure before the mount is
+ * never-scanned buckets start -> Kafka brokers answer for the topic ->
+ * mount -> serve (filter files watched; partitions are assigned meanwhile). Any failure before the mount is
  * reported on stderr and returns non-zero: nothing is mounted.
  *
  * Threads: gateway_mount() runs on main; it blocks SIGINT/SIGTERM/SIGHUP

@@ -68,6 +68,7 @@ struct ingest {
 	size_t evs_cap;
 	int64_t *ev_ts_ms;           /* Kafka timestamp per event */
 	double *lat_ms;              /* visible latency per event */
+	size_t ts_cap, lat_cap;
 	struct index_pos *pos;
 	size_t pos_cap;
 
@@ -465,18 +466,12 @@ static size_t batch_scan(struct ingest *g, struct ingest_slot *s, size_t *npos)
 
 static int events_reserve(struct ingest *g, size_t nev)
 {
-	size_t cap = g->evs_cap;
-	if (grow((void **)&g->evs, &g->evs_cap, nev ? nev : 1, sizeof *g->evs) < 0)
+	size_t want = nev ? nev : 1;    /* each array knows its own size */
+	if (grow((void **)&g->evs, &g->evs_cap, want, sizeof *g->evs) < 0 ||
+	    grow((void **)&g->ev_ts_ms, &g->ts_cap, want, sizeof *g->ev_ts_ms) < 0 ||
+	    grow((void **)&g->lat_ms, &g->lat_cap, want, sizeof *g->lat_ms) < 0)
 		return -ENOMEM;
-	if (cap == g->evs_cap && g->ev_ts_ms && g->lat_ms)
-		return 0;
-	int64_t *ts = realloc(g->ev_ts_ms, g->evs_cap * sizeof *ts);
-	if (ts)
-		g->ev_ts_ms = ts;
-	double *lat = realloc(g->lat_ms, g->evs_cap * sizeof *lat);
-	if (lat)
-		g->lat_ms = lat;
-	return ts && lat ? 0 : -ENOMEM;
+	return 0;
 }
 
 /* Visible now: latency from the event's time (or, when that is missing or

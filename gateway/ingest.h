@@ -37,7 +37,8 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 void ingest_set_views(struct ingest *g, struct view *const *views, size_t n);
 /* Stops the decoder thread. The consumer must be stopped first. */
 void ingest_free(struct ingest *g);
-/* Fill the consumer's callbacks (apply, stored_offset) bound to g. */
+/* Fill the consumer's callbacks (prepare, apply, forget, stored_offset)
+ * bound to g. */
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
 void ingest_set_fs(struct ingest *g, struct fs *fs);
 /* An index_change_fn: forwards a membership change to the mount. */

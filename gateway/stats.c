@@ -30,18 +30,6 @@ static int lat_bucket(double ms)
 	return b < STATS_LAT_BUCKETS - 1 ? b : STATS_LAT_BUCKETS - 1;
 }
 
-void stats_latency_add(struct stats *st, double ms)
-{
-	if (ms < 0)
-		ms = 0;
-	pthread_mutex_lock(&st->lock);
-	st->lat_hist[lat_bucket(ms)]++;
-	st->lat_count++;
-	if (ms > st->lat_max_ms)
-		st->lat_max_ms = ms;
-	pthread_mutex_unlock(&st->lock);
-}
-
 void stats_latency_add_batch(struct stats *st, const double *ms, size_t n)
 {
 	if (n == 0)

@@ -63,9 +63,8 @@ struct stats {
 void stats_init(struct stats *st);
 void stats_release(struct stats *st);
 
-/* Record one event-to-visible latency, in milliseconds (negative → 0). */
-void stats_latency_add(struct stats *st, double ms);
-/* Record n latencies (ms[0..n-1]) under one lock: for a batch of events. */
+/* Record n event-to-visible latencies (ms[0..n-1], milliseconds, negative
+ * → 0) under one lock: a batch of events. */
 void stats_latency_add_batch(struct stats *st, const double *ms, size_t n);
 /* Percentile (0..100) of the recorded latencies, in ms; 0 when empty. */
 double stats_latency_pct(struct stats *st, double pct);
