@@ -714,15 +714,20 @@ static void invalidate(struct fs *fs, size_t view, const char *path, int what)
 		stats_inc(fs->d.st, fuse_inval);
 		return;
 	}
-	if (view >= fs->d.n_views)
+	/* What to invalidate is found under the views lock (the view's name);
+	 * the kernel is told after it is released: the kernel may wait for a
+	 * request that waits for that lock behind a view swap. */
+	char prefix[PATH_MAX], vname[NAME_MAX_BYTES + 1];
+	size_t plen = strlen(path);
+	pthread_rwlock_rdlock(fs->d.views_lock);
+	bool known = view < fs->d.n_views && plen < sizeof prefix;
+	if (known)
+		snprintf(vname, sizeof vname, "%s", view_name(fs->d.views[view]));
+	pthread_rwlock_unlock(fs->d.views_lock);
+	if (!known)
 		return;
-	const char *vname = view_name(fs->d.views[view]);
 	struct inval todo[64];
 	size_t n = 0;
-	char prefix[PATH_MAX];
-	size_t plen = strlen(path);
-	if (plen >= sizeof prefix)
-		return;
 
 	/* Each level (parent dir, component) the kernel may have cached. For
 	 * a change of contents only the leaf matters; names appear and vanish
@@ -822,9 +827,7 @@ static void *notifier_main(void *arg)
 		if (!fs->inval_head)
 			fs->inval_tail = NULL;
 		pthread_mutex_unlock(&fs->inval_lock);
-		pthread_rwlock_rdlock(fs->d.views_lock);
 		invalidate(fs, j->view, j->path, j->what);
-		pthread_rwlock_unlock(fs->d.views_lock);
 		free(j->path);
 		free(j);
 		pthread_mutex_lock(&fs->inval_lock);
