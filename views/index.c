@@ -82,14 +82,6 @@ int ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	return *val ? 0 : -ENOENT;
 }
 
-const struct ixbucket *ix_bucket_find(const struct index *ix, const char *bucket)
-{
-	for (size_t i = 0; i < ix->n_buckets; i++)
-		if (strcmp(ix->buckets[i].name, bucket) == 0)
-			return &ix->buckets[i];
-	return NULL;
-}
-
 int ix_member_path(const struct index *ix, size_t vi, const char *bucket,
 		   const char *key, char *out, size_t outlen)
 {

@@ -96,8 +96,6 @@ int  ix_write(struct index *ix, const char *what);
 /* Get a value: 0 with *val (leveldb_free it), -ENOENT, or -EIO. */
 int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	    const char *k, size_t kl, char **val, size_t *vl);
-/* The bucket entry of a name, or NULL if no view uses it (under wmu or vlock). */
-const struct ixbucket *ix_bucket_find(const struct index *ix, const char *bucket);
 /* Membership path of key in view vi into out (with "BUCKET/" for multi-
  * bucket views): 0, -ENOENT (not in the view's namespace), -EINVAL (key
  * cannot be a path), -ENAMETOOLONG. */
