@@ -38,7 +38,7 @@
 #include <microhttpd.h>
 
 #include "events/record.h"
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define DEFAULT_MAX_BODY   (1024 * 1024)
 #define DEFAULT_TIMEOUT_MS 10000

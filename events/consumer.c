@@ -38,8 +38,8 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "gateway/log.h"
-#include "gateway/stats.h"
+#include "common/log.h"
+#include "common/stats.h"
 
 #define POLL_WAIT_MS      50      /* first poll of a round: bounds stop latency */
 #define BACKOFF_MIN_MS    100

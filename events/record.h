@@ -7,7 +7,7 @@
  * "Records"}; the AWS test event ({"Event":"s3:TestEvent"}) is ignored.
  * Keys come out decoded (AWS/MinIO escapes undone, Ceph's kept raw),
  * user-metadata names lower case without "x-amz-meta-", sequencers
- * normalised so seq_cmp() orders them (views/object.h).
+ * normalised so seq_cmp() orders them (common/object.h).
  *
  * Errors: a bad record is counted in ev_doc (first reason in err) and the
  * rest of the document still decodes; the caller logs it with its offset
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "views/object.h"
+#include "common/object.h"
 
 struct ev_doc {
 	struct obj_meta *ev;     /* decoded records in document order; deletes

@@ -12,8 +12,8 @@
  */
 #include "fuse/fs_int.h"
 
-#include "gateway/log.h"
-#include "gateway/stats.h"
+#include "common/log.h"
+#include "common/stats.h"
 #include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"

@@ -23,7 +23,7 @@
 #include "fuse/fs.h"
 
 #include "fuse/inode.h"
-#include "views/object.h"
+#include "common/object.h"
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>

@@ -20,10 +20,10 @@
  */
 #include "fuse/fs_int.h"
 
-#include "gateway/log.h"
-#include "gateway/stats.h"
+#include "common/log.h"
+#include "common/stats.h"
 #include "sync/reader.h"
-#include "sync/s3.h"
+#include "common/s3.h"
 #include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"

@@ -16,9 +16,9 @@
  */
 #include "fuse/fs_int.h"
 
-#include "gateway/log.h"
-#include "gateway/stats.h"
-#include "sync/s3.h"
+#include "common/log.h"
+#include "common/stats.h"
+#include "common/s3.h"
 #include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"

@@ -5,7 +5,7 @@
  */
 #include "fuse/fs_int.h"
 
-#include "gateway/stats.h"
+#include "common/stats.h"
 #include "views/filter.h"
 
 #include <pthread.h>

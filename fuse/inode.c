@@ -1,7 +1,7 @@
 /* inode.c — see inode.h. A chained hash map from inode number to node. */
 #include "fuse/inode.h"
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <pthread.h>

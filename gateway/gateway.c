@@ -5,10 +5,10 @@
 #include "fuse/fs.h"
 #include "gateway/config.h"
 #include "gateway/ingest.h"
-#include "gateway/log.h"
-#include "gateway/stats.h"
+#include "common/log.h"
+#include "common/stats.h"
 #include "gateway/viewwatch.h"
-#include "sync/s3.h"
+#include "sync/s3_http.h"
 #include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
@@ -375,7 +375,7 @@ static int check_s3(struct gateway *gw)
 		.access_key = gw->cfg.s3_access_key, .secret_key = gw->cfg.s3_secret_key,
 		.https = gw->cfg.s3_https,
 	};
-	int rc = s3_new(&sc, &gw->st, &gw->s3);
+	int rc = s3_http_new(&sc, &gw->st, &gw->s3);
 	if (rc < 0) {
 		log_error("S3 client: %s", strerror(-rc));
 		return rc;

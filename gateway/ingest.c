@@ -23,9 +23,9 @@
 #include "events/consumer.h"
 #include "events/record.h"
 #include "fuse/fs.h"
-#include "gateway/log.h"
-#include "gateway/stats.h"
-#include "sync/s3.h"
+#include "common/log.h"
+#include "common/stats.h"
+#include "common/s3.h"
 #include "views/filter.h"
 #include "views/index.h"
 

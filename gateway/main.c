@@ -1,6 +1,6 @@
 /* main.c — the facetfs command line: mount, check, status, rescan. */
 #include "gateway/gateway.h"
-#include "gateway/log.h"
+#include "common/log.h"
 #include "views/filter.h"
 
 #include <cjson/cJSON.h>

@@ -1,7 +1,7 @@
 /* viewwatch.c — see viewwatch.h. */
 #include "gateway/viewwatch.h"
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -13,9 +13,9 @@
  */
 #include "sync/reader.h"
 
-#include "gateway/log.h"
-#include "gateway/stats.h"
-#include "sync/s3.h"
+#include "common/log.h"
+#include "common/stats.h"
+#include "common/s3.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -21,7 +21,7 @@
  * held only to push or pop; never across a request. curl_easy_reset() at
  * each use clears options but keeps the handle's live connections.
  */
-#include "sync/s3.h"
+#include "sync/s3_http.h"
 #include "sync/s3_int.h"
 #include "sync/s3_req.h"
 
@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 
 static pthread_once_t s3_curl_once = PTHREAD_ONCE_INIT;
@@ -47,16 +47,17 @@ static void s3_curl_global(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int s3_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
+int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 {
 	*out = NULL;
 	if (!c || !c->endpoint || !*c->endpoint || !c->access_key ||
 	    !c->secret_key)
 		return -EINVAL;
 	pthread_once(&s3_curl_once, s3_curl_global);
-	struct s3 *s = calloc(1, sizeof *s);
+	struct s3_http *s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;
+	s->iface.ops = &s3_http_ops;
 	const char *scheme = strstr(c->endpoint, "://") ? "" :
 			     c->https ? "https://" : "http://";
 	const char *region = c->region && *c->region ? c->region : "us-east-1";
@@ -86,7 +87,7 @@ int s3_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 	}
 	s->st = st;
 	pthread_mutex_init(&s->lock, NULL);
-	*out = s;
+	*out = &s->iface;
 	return 0;
 nomem:
 	free(s->base);
@@ -98,10 +99,9 @@ nomem:
 	return -ENOMEM;
 }
 
-void s3_free(struct s3 *s)
+void s3_http_free(struct s3 *iface)
 {
-	if (!s)
-		return;
+	struct s3_http *s = (struct s3_http *)iface;
 	for (int i = 0; i < s->n_pool; i++)
 		curl_easy_cleanup(s->pool[i]);
 	pthread_mutex_destroy(&s->lock);
@@ -115,7 +115,7 @@ void s3_free(struct s3 *s)
 	free(s);
 }
 
-static CURL *s3_pool_get(struct s3 *s)
+static CURL *s3_pool_get(struct s3_http *s)
 {
 	CURL *h = NULL;
 	pthread_mutex_lock(&s->lock);
@@ -129,7 +129,7 @@ static CURL *s3_pool_get(struct s3 *s)
 	return h;
 }
 
-static void s3_pool_put(struct s3 *s, CURL *h)
+static void s3_pool_put(struct s3_http *s, CURL *h)
 {
 	pthread_mutex_lock(&s->lock);
 	if (s->n_pool < S3_POOL_MAX) {
@@ -339,7 +339,7 @@ static size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud)
 
 /* "BASE/bucket/key?query" with bucket and key encoded; *path points at
  * the "/bucket/key" part inside it (what is signed). */
-static char *req_url(const struct s3 *s, const struct s3_req *r, size_t *path)
+static char *req_url(const struct s3_http *s, const struct s3_req *r, size_t *path)
 {
 	size_t kl = r->key ? strlen(r->key) : 0, bl = strlen(r->bucket);
 	size_t cap = strlen(s->base) + 3 * (bl + kl) + 8 +
@@ -472,7 +472,7 @@ static int64_t s3_now_ms(void)
 
 /* The headers of one attempt: r->hdrs, Host, x-amz-date and the SigV4
  * Authorization over all of them. NULL on failure (logged). */
-static struct curl_slist *req_signed_headers(const struct s3 *s,
+static struct curl_slist *req_signed_headers(const struct s3_http *s,
 					     const struct s3_req *r,
 					     const char *path)
 {
@@ -522,7 +522,7 @@ static struct curl_slist *req_signed_headers(const struct s3 *s,
 
 /* Perform r with retries; 0 or -errno (already logged; a missing key or a
  * failed If-Match only as a debug line: callers expect those). */
-int s3_req_run(struct s3 *s, struct s3_req *r)
+int s3_req_run(struct s3_http *s, struct s3_req *r)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	size_t path_at = 0;

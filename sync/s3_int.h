@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sync/s3.h"
+#include "sync/s3_http.h"
 
 /* AWS SigV4 (s3_sign.c): the Authorization value of a request. path is
  * the encoded path as sent, query the encoded query with parameters in

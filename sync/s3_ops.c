@@ -1,7 +1,7 @@
 /* s3_ops.c — one function per S3 operation (GET, HEAD, tagging, LIST,
  * PUT, DELETE, COPY, bucket check) on the request engine of s3_req.h. The
  * contracts are in s3.h. */
-#include "sync/s3.h"
+#include "sync/s3_http.h"
 #include "sync/s3_int.h"
 #include "sync/s3_req.h"
 
@@ -13,13 +13,14 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 /* ---- operations --------------------------------------------------------- */
 
-int s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+static int http_get(struct s3 *iface, const char *bucket, const char *key, uint64_t off,
 	   size_t len, const char *if_match, void *buf, size_t *got)
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	*got = 0;
 	if (len == 0)
 		return 0;
@@ -58,9 +59,10 @@ out:
 	return err;
 }
 
-int s3_head(struct s3 *s, const char *bucket, const char *key,
+static int http_head(struct s3 *iface, const char *bucket, const char *key,
 	    struct obj_meta *out)
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	memset(out, 0, sizeof *out);
 	struct s3_req r;
 	int err = req_init(&r, "HEAD", bucket, key);
@@ -108,9 +110,10 @@ out:
 	return err;
 }
 
-int s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
+static int http_get_tagging(struct s3 *iface, const char *bucket, const char *key,
 		   struct obj_kv **tags, size_t *n)
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	struct s3_req r;
 	int err = req_init(&r, "GET", bucket, key);
 	if (!key)
@@ -131,10 +134,11 @@ out:
 	return err;
 }
 
-int s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
+static int http_list_page(struct s3 *iface, const char *bucket, const char *prefix,
 		 const char *token, s3_list_fn fn, void *ctx,
 		 char *next_token, size_t ntlen, bool *truncated)
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	*truncated = false;
 	if (ntlen)
 		next_token[0] = '\0';
@@ -198,10 +202,11 @@ static int req_meta_headers(struct s3_req *r, const struct obj_kv *meta,
 	return 0;
 }
 
-int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
+static int http_put_file(struct s3 *iface, const char *bucket, const char *key, int fd,
 		uint64_t size, const struct obj_kv *meta, size_t n_meta,
 		const char *content_type, char etag_out[72])
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	etag_out[0] = '\0';
 	struct s3_req r;
 	int err = req_init(&r, "PUT", bucket, key);
@@ -249,8 +254,9 @@ out:
 	return err;
 }
 
-int s3_delete(struct s3 *s, const char *bucket, const char *key)
+static int http_del(struct s3 *iface, const char *bucket, const char *key)
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	struct s3_req r;
 	int err = req_init(&r, "DELETE", bucket, key);
 	if (!key)
@@ -264,10 +270,11 @@ int s3_delete(struct s3 *s, const char *bucket, const char *key)
 	return err;
 }
 
-int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
+static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
 	    const struct obj_meta *src_head, char etag_out[72])
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	etag_out[0] = '\0';
 	struct s3_req r;
 	struct obj_meta src_meta = { 0 };
@@ -300,7 +307,7 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 		 * and copy only the version whose content type we read (the
 		 * caller's HEAD when it has one). */
 		if (!src_head) {
-			err = s3_head(s, bucket, src_key, &src_meta);
+			err = http_head(&s->iface, bucket, src_key, &src_meta);
 			src_head = &src_meta;
 		}
 		if (!err && src_head->content_type)
@@ -353,8 +360,9 @@ out:
 	return err;
 }
 
-int s3_bucket_check(struct s3 *s, const char *bucket)
+static int http_bucket_check(struct s3 *iface, const char *bucket)
 {
+	struct s3_http *s = (struct s3_http *)iface;
 	struct s3_req r;
 	int err = req_init(&r, "HEAD", bucket, NULL);
 	if (!err) {
@@ -365,3 +373,15 @@ int s3_bucket_check(struct s3 *s, const char *bucket)
 	req_release(&r);
 	return err;
 }
+
+const struct s3_ops s3_http_ops = {
+	.get = http_get,
+	.head = http_head,
+	.get_tagging = http_get_tagging,
+	.list_page = http_list_page,
+	.put_file = http_put_file,
+	.del = http_del,
+	.copy = http_copy,
+	.bucket_check = http_bucket_check,
+	.free = s3_http_free,
+};

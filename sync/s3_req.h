@@ -13,7 +13,7 @@
 #ifndef FACETFS_S3_REQ_H
 #define FACETFS_S3_REQ_H
 
-#include "sync/s3.h"
+#include "sync/s3_http.h"
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
@@ -32,7 +32,8 @@
 #define S3_ERRBODY_MAX       (64u << 10)
 #define S3_BODY_MAX          (64u << 20)
 
-struct s3 {
+struct s3_http {
+	struct s3 iface;             /* first: the interface (common/s3.h) */
 	char *base;                  /* "http://host:port", no trailing '/' */
 	char *host;                  /* "Host: host:port" as sent and signed */
 	char *region;
@@ -96,6 +97,10 @@ int  req_header(struct s3_req *r, const char *name, const char *value);
 int  req_init(struct s3_req *r, const char *method, const char *bucket,
 	      const char *key);
 void req_release(struct s3_req *r);
-int  s3_req_run(struct s3 *s, struct s3_req *r);
+int  s3_req_run(struct s3_http *s, struct s3_req *r);
+
+/* The real client's table of operations (s3_ops.c) and its free (s3.c). */
+extern const struct s3_ops s3_http_ops;
+void s3_http_free(struct s3 *iface);
 
 #endif

@@ -26,8 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
-#include "sync/s3.h"
+#include "common/log.h"
+#include "common/s3.h"
 
 #define FILL_CHUNK (8u << 20)
 

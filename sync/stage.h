@@ -44,7 +44,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "views/object.h"
+#include "common/object.h"
 
 struct s3;
 struct stage;

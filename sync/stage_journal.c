@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define JNL_MAX (1u << 20)   /* a journal is small: metadata is < 2 KiB in S3 */
 

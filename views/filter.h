@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "views/object.h"
+#include "common/object.h"
 
 struct view; /* opaque: one parsed, validated filter file */
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #include "views/route.h"
 
 struct ix_slot {

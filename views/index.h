@@ -40,9 +40,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/stats.h"
+#include "common/stats.h"
 #include "views/filter.h"
-#include "views/object.h"
+#include "common/object.h"
 
 struct index;
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define BLOOM_K 7
 #define BLOOM_MIN_KEYS (1u << 20)

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "views/object.h"
+#include "common/object.h"
 
 /* A growable byte buffer; zero-initialise, ibuf_release() when done.
  * The appends are inline (they run a few times per key of every apply);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 /* 'D' view \0 path into a malloc'ed key. */
 static char *dir_key(const char *view, const char *path, size_t *kl)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 #define KEY_MAX (IX_PATH_MAX + 512)
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 struct rc_note { int what; const char *key; };
 

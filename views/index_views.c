@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #include "views/route.h"
 
 #define REBUILD_BATCH 10000

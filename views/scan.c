@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 static int64_t mono_ns(void)
 {

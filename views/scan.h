@@ -31,10 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/stats.h"
+#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
-#include "views/object.h"
+#include "common/object.h"
 
 #define SCAN_HEAD_THREADS 8
 

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 /* ---- the report ------------------------------------------------------- */
 

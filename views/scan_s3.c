@@ -2,7 +2,7 @@
  * sync/s3.h. */
 #include "views/scan.h"
 
-#include "sync/s3.h"
+#include "common/s3.h"
 
 static int s3src_list(void *ctx, const char *bucket, const char *token,
 		      scan_obj_fn fn, void *fnctx, char *next_token, size_t ntlen,

@@ -41,8 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
-#include "sync/s3.h"
+#include "common/log.h"
+#include "sync/s3_http.h"
 
 #define MAX_META 64
 
@@ -501,7 +501,7 @@ int main(int argc, char **argv)
 	};
 	log_init("s3tool", getenv("S3TOOL_DEBUG") ? 2 : 0);
 	stats_init(&t.st);
-	int err = s3_new(&c, &t.st, &t.s3);
+	int err = s3_http_new(&c, &t.st, &t.s3);
 	if (err) {
 		fprintf(stderr, "s3tool: set S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
 			"AWS_SECRET_ACCESS_KEY\n");

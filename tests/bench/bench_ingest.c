@@ -34,7 +34,7 @@
 #include "events/consumer.h"
 #include "events/record.h"
 #include "gateway/ingest.h"
-#include "gateway/stats.h"
+#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"

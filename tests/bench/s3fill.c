@@ -10,7 +10,7 @@
  * S3_ENDPOINT, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Prints progress
  * every second and the PUT rate at the end; exits non-zero if any PUT failed.
  */
-#include "sync/s3.h"
+#include "sync/s3_http.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 	struct s3_conf c = { .endpoint = getenv("S3_ENDPOINT"), .region = "default",
 			     .access_key = getenv("AWS_ACCESS_KEY_ID"),
 			     .secret_key = getenv("AWS_SECRET_ACCESS_KEY") };
-	if (s3_new(&c, NULL, &j.s3) < 0) {
+	if (s3_http_new(&c, NULL, &j.s3) < 0) {
 		fprintf(stderr, "s3fill: set S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY\n");
 		return 2;
 	}

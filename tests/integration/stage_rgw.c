@@ -22,9 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
-#include "gateway/stats.h"
-#include "sync/s3.h"
+#include "common/log.h"
+#include "common/stats.h"
+#include "sync/s3_http.h"
 #include "sync/stage.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 			     .access_key = getenv("AWS_ACCESS_KEY_ID"),
 			     .secret_key = getenv("AWS_SECRET_ACCESS_KEY") };
 	struct s3 *s3;
-	if (s3_new(&c, &st, &s3) != 0) {
+	if (s3_http_new(&c, &st, &s3) != 0) {
 		fprintf(stderr, "stage_rgw: set S3_ENDPOINT and the AWS keys\n");
 		return 2;
 	}

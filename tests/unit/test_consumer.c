@@ -26,8 +26,8 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include "events/consumer.h"
-#include "gateway/log.h"
-#include "gateway/stats.h"
+#include "common/log.h"
+#include "common/stats.h"
 
 #define TOPIC   "t"
 #define NPARTS  2

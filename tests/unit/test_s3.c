@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 
 static int failures;
 
@@ -398,7 +398,7 @@ static struct s3 *client_for(int port, struct stats *st)
 	struct s3_conf c = { .endpoint = ep, .region = "default",
 			     .access_key = "AK", .secret_key = "SK", .stall_s = 1 };
 	struct s3 *s = NULL;
-	return s3_new(&c, st, &s) ? NULL : s;
+	return s3_http_new(&c, st, &s) ? NULL : s;
 }
 
 #define CLOSE "Connection: close\r\n"
@@ -413,7 +413,7 @@ static void test_engine(void)
 
 	struct s3_conf bad = { .endpoint = NULL, .access_key = "a", .secret_key = "b" };
 	struct s3 *s = NULL;
-	check(s3_new(&bad, NULL, &s) == -EINVAL && !s, "engine: s3_new without endpoint is -EINVAL");
+	check(s3_http_new(&bad, NULL, &s) == -EINVAL && !s, "engine: s3_new without endpoint is -EINVAL");
 
 	static const char *const retry503[] = {
 		"HTTP/1.1 503 Service Unavailable\r\n" CLOSE "Content-Length: 54\r\n\r\n"

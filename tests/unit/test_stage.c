@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "common/log.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
 

@@ -1,57 +1,76 @@
 /*
- * s3.h — the S3 client of facetfs: the only code that talks to the object
- * store (GET/HEAD/LIST/PUT/COPY/DELETE, path-style URLs, AWS SigV4).
+ * s3.h — the S3 interface: the one way every module talks to an object
+ * store (GET, HEAD, tagging, LIST, PUT, COPY, DELETE). A struct s3 is a
+ * table of operations (struct s3_ops) and whatever its implementation
+ * keeps behind it; the functions below call through the table. Three
+ * implementations stand behind it (mountpoint-s3's shape):
+ *   sync/s3_http.h   the real client (libcurl, SigV4), s3_http_new();
+ *   sync/s3_fake.h   an in-memory store for unit tests, deterministic;
+ *   sync/s3_fault.h  a wrapper around either that injects failures,
+ *                    latency, changed ETags and short bodies.
+ * Callers hold a struct s3 * and never know which one they have.
  *
- * Built on libcurl, which keeps connections alive; requests are signed
- * here (SigV4, sync/s3_sign.c, x-amz-content-sha256: UNSIGNED-PAYLOAD),
- * not with CURLOPT_AWS_SIGV4: curl 7.88 orders signed headers wrongly when
- * one name extends another ("x-amz-meta-a", "x-amz-meta-a-b"), and RGW
- * answers SignatureDoesNotMatch. Not libs3: Debian's libs3 2.0 encodes a
- * space in a key as '+' (RGW and MinIO take it literally), returns no ETag
- * for PUT and COPY, and has no tagging calls. Keys are percent-encoded
- * (A-Za-z0-9-._~ kept, '/' kept in the path, other UTF-8 bytes as %XX).
- *
- * Threads: any thread may call any function on one struct s3 at the same
- * time, except s3_free(). Each call borrows a curl handle from a small pool
- * (keep-alive connections are reused); no lock is held during a request.
- * Errors: 0 or a negative errno, mapped in one place (s3_errno_map()):
- * -ENOENT no such key or bucket, -EACCES refused (403), -ESTALE If-Match
- * failed (412), -EHOSTUNREACH endpoint unreachable (refused, no connect),
- * -EINVAL bad request (400), -ENAMETOOLONG key too long, -EIO the rest.
- * Connection errors, timeouts, 500/502/503/504, 429 and SlowDown are
- * retried (5 attempts, jittered exponential backoff, no new attempt after
- * 7 s). Failures are logged once here with bucket, key and HTTP status
- * (-ENOENT and -ESTALE only at debug level: callers expect them); stats
- * count requests by kind, retries, errors (not ENOENT/ESTALE), bytes read.
+ * Contract of every implementation (the real client documents its own
+ * retries and logging in sync/s3_http.h):
+ * Threads: any thread may call any function at the same time, except
+ * s3_free(), which no call may overlap.
+ * Errors: 0 or a negative errno, the same set everywhere: -ENOENT no such
+ * key or bucket, -EACCES refused, -ESTALE an If-Match (or copy-source
+ * If-Match) failed, -EHOSTUNREACH the store is unreachable, -EINVAL a bad
+ * request, -ENAMETOOLONG a key too long, -EIO the rest.
  * Ownership: results are copied into caller memory; nothing returned needs
  * freeing except what s3_head() puts into *out (obj_meta_release()) and
  * the tags s3_get_tagging() returns.
  */
-#ifndef FACETFS_S3_H
-#define FACETFS_S3_H
+#ifndef FACETFS_COMMON_S3_H
+#define FACETFS_COMMON_S3_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/stats.h"
-#include "views/object.h"
+#include "common/object.h"
 
 struct s3;
 
-struct s3_conf {
-	const char *endpoint;    /* "host:port" or "http(s)://host:port" */
-	const char *region;      /* SigV4 region; NULL -> "us-east-1" */
-	const char *access_key;
-	const char *secret_key;
-	bool https;              /* scheme when endpoint has none */
-	unsigned stall_s;        /* no byte for this long: retry; 0 -> 15 s */
+/* Called once per listed object with bucket, key, size, mtime_ns, etag and
+ * OBJ_FROM_SCAN; *o and its strings live only during the call (copy them).
+ * A nonzero return stops the page; s3_list_page() then returns that value. */
+typedef int (*s3_list_fn)(void *ctx, const struct obj_meta *o);
+
+/* The operations an implementation provides; each has the contract of the
+ * function of the same name below. */
+struct s3_ops {
+	int  (*get)(struct s3 *s, const char *bucket, const char *key,
+		    uint64_t off, size_t len, const char *if_match, void *buf,
+		    size_t *got);
+	int  (*head)(struct s3 *s, const char *bucket, const char *key,
+		     struct obj_meta *out);
+	int  (*get_tagging)(struct s3 *s, const char *bucket, const char *key,
+			    struct obj_kv **tags, size_t *n);
+	int  (*list_page)(struct s3 *s, const char *bucket, const char *prefix,
+			  const char *token, s3_list_fn fn, void *ctx,
+			  char *next_token, size_t ntlen, bool *truncated);
+	int  (*put_file)(struct s3 *s, const char *bucket, const char *key,
+			 int fd, uint64_t size, const struct obj_kv *meta,
+			 size_t n_meta, const char *content_type,
+			 char etag_out[72]);
+	int  (*del)(struct s3 *s, const char *bucket, const char *key);
+	int  (*copy)(struct s3 *s, const char *bucket, const char *src_key,
+		     const char *dst_key, const struct obj_kv *meta,
+		     size_t n_meta, const struct obj_meta *src_head,
+		     char etag_out[72]);
+	int  (*bucket_check)(struct s3 *s, const char *bucket);
+	void (*free)(struct s3 *s);
 };
 
-/* The client; strings in *c are copied. st may be NULL (no counters).
- * 0, -EINVAL (missing endpoint or keys) or -ENOMEM. */
-int  s3_new(const struct s3_conf *c, struct stats *st, struct s3 **out);
-/* Frees the client; no call may be running on it. NULL is a no-op. */
+/* The head of every implementation's struct (its first member). */
+struct s3 {
+	const struct s3_ops *ops;
+};
+
+/* Frees the store handle (the fault wrapper does not free what it wraps).
+ * NULL is a no-op. */
 void s3_free(struct s3 *s);
 
 /* Ranged GET of [off, off+len) into buf. *got = bytes stored, short at the
@@ -79,11 +98,6 @@ int  s3_head(struct s3 *s, const char *bucket, const char *key,
  * as a HEAD in the stats (it is the per-object metadata request of tags). */
 int  s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
 		    struct obj_kv **tags, size_t *n);
-
-/* Called once per listed object with bucket, key, size, mtime_ns, etag and
- * OBJ_FROM_SCAN; *o and its strings live only during the call (copy them).
- * A nonzero return stops the page; s3_list_page() then returns that value. */
-typedef int (*s3_list_fn)(void *ctx, const struct obj_meta *o);
 
 /* One ListObjectsV2 page (up to 1,000 keys) of bucket under prefix (NULL or
  * "" = all), continuing after token (NULL or "" = first page). On return 0,

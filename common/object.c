@@ -1,5 +1,5 @@
 /* object.c — see object.h. */
-#include "views/object.h"
+#include "common/object.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* stats.c — see stats.h. */
-#include "gateway/stats.h"
+#include "common/stats.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,0 +1,65 @@
+/*
+ * s3.c — the S3 interface's calls (s3.h): each one calls through the
+ * implementation's table of operations.
+ */
+#include "common/s3.h"
+
+#include <stddef.h>
+
+void s3_free(struct s3 *s)
+{
+	if (s)
+		s->ops->free(s);
+}
+
+int s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+	   size_t len, const char *if_match, void *buf, size_t *got)
+{
+	return s->ops->get(s, bucket, key, off, len, if_match, buf, got);
+}
+
+int s3_head(struct s3 *s, const char *bucket, const char *key,
+	    struct obj_meta *out)
+{
+	return s->ops->head(s, bucket, key, out);
+}
+
+int s3_get_tagging(struct s3 *s, const char *bucket, const char *key,
+		   struct obj_kv **tags, size_t *n)
+{
+	return s->ops->get_tagging(s, bucket, key, tags, n);
+}
+
+int s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
+		 const char *token, s3_list_fn fn, void *ctx,
+		 char *next_token, size_t ntlen, bool *truncated)
+{
+	return s->ops->list_page(s, bucket, prefix, token, fn, ctx, next_token,
+				 ntlen, truncated);
+}
+
+int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
+		uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		const char *content_type, char etag_out[72])
+{
+	return s->ops->put_file(s, bucket, key, fd, size, meta, n_meta,
+				content_type, etag_out);
+}
+
+int s3_delete(struct s3 *s, const char *bucket, const char *key)
+{
+	return s->ops->del(s, bucket, key);
+}
+
+int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
+	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
+	    const struct obj_meta *src_head, char etag_out[72])
+{
+	return s->ops->copy(s, bucket, src_key, dst_key, meta, n_meta,
+			    src_head, etag_out);
+}
+
+int s3_bucket_check(struct s3 *s, const char *bucket)
+{
+	return s->ops->bucket_check(s, bucket);
+}

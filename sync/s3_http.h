@@ -1,0 +1,56 @@
+/*
+ * s3_http.h — the real S3 client of facetfs: the implementation of the S3
+ * interface (common/s3.h) that talks to an object store over HTTP
+ * (GET/HEAD/LIST/PUT/COPY/DELETE, path-style URLs, AWS SigV4).
+ *
+ * Built on libcurl, which keeps connections alive; requests are signed
+ * here (SigV4, sync/s3_sign.c, x-amz-content-sha256: UNSIGNED-PAYLOAD),
+ * not with CURLOPT_AWS_SIGV4: curl 7.88 orders signed headers wrongly when
+ * one name extends another ("x-amz-meta-a", "x-amz-meta-a-b"), and RGW
+ * answers SignatureDoesNotMatch. Not libs3: Debian's libs3 2.0 encodes a
+ * space in a key as '+' (RGW and MinIO take it literally), returns no ETag
+ * for PUT and COPY, and has no tagging calls. Keys are percent-encoded
+ * (A-Za-z0-9-._~ kept, '/' kept in the path, other UTF-8 bytes as %XX).
+ *
+ * Threads: as common/s3.h says. Each call borrows a curl handle from a small pool
+ * (keep-alive connections are reused); no lock is held during a request.
+ * Errors: 0 or a negative errno, mapped in one place (s3_errno_map()):
+ * -ENOENT no such key or bucket, -EACCES refused (403), -ESTALE If-Match
+ * failed (412), -EHOSTUNREACH endpoint unreachable (refused, no connect),
+ * -EINVAL bad request (400), -ENAMETOOLONG key too long, -EIO the rest.
+ * Connection errors, timeouts, 500/502/503/504, 429 and SlowDown are
+ * retried (5 attempts, jittered exponential backoff, no new attempt after
+ * 7 s). Failures are logged once here with bucket, key and HTTP status
+ * (-ENOENT and -ESTALE only at debug level: callers expect them); stats
+ * count requests by kind, retries, errors (not ENOENT/ESTALE), bytes read.
+ * Ownership: results are copied into caller memory; nothing returned needs
+ * freeing except what s3_head() puts into *out (obj_meta_release()) and
+ * the tags s3_get_tagging() returns.
+ */
+#ifndef FACETFS_S3_HTTP_H
+#define FACETFS_S3_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/stats.h"
+#include "common/object.h"
+#include "common/s3.h"
+
+struct s3;
+
+struct s3_conf {
+	const char *endpoint;    /* "host:port" or "http(s)://host:port" */
+	const char *region;      /* SigV4 region; NULL -> "us-east-1" */
+	const char *access_key;
+	const char *secret_key;
+	bool https;              /* scheme when endpoint has none */
+	unsigned stall_s;        /* no byte for this long: retry; 0 -> 15 s */
+};
+
+/* The client; strings in *c are copied. st may be NULL (no counters).
+ * 0, -EINVAL (missing endpoint or keys) or -ENOMEM. */
+int  s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out);
+
+#endif
