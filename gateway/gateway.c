@@ -52,6 +52,7 @@ struct gateway {
 	struct ingest *ing;
 	struct fs *fs;
 	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */
+	bool pid_written;        /* STATE_DIR/facetfs.pid is ours (background) */
 };
 
 /* ---------- .facetfs/ providers ---------- */
@@ -490,6 +491,14 @@ static void report_ready(struct gateway *gw, int status)
 			dup2(fd, STDERR_FILENO);
 			close(fd);
 		}
+		/* For service managers (PIDFile=) and tests that stop it. */
+		char pidf[4096];
+		snprintf(pidf, sizeof pidf, "%s/facetfs.pid", gw->cfg.state_dir);
+		FILE *f = fopen(pidf, "w");
+		if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0)
+			log_warn("%s: cannot write the pid file", pidf);
+		else
+			gw->pid_written = true;
 	}
 }
 
@@ -609,6 +618,11 @@ int gateway_mount(const struct mount_opts *o)
 	log_info("unmounting %s", o->mountpoint);
 out:
 	report_ready(&gw, code ? code : 1);
+	if (gw.pid_written) {
+		char pidf[4096];
+		snprintf(pidf, sizeof pidf, "%s/facetfs.pid", gw.cfg.state_dir);
+		unlink(pidf);
+	}
 	gateway_stop(&gw);
 	return code;
 }
