@@ -63,3 +63,48 @@ int s3_bucket_check(struct s3 *s, const char *bucket)
 {
 	return s->ops->bucket_check(s, bucket);
 }
+
+int s3_mpu_create(struct s3 *s, const char *bucket, const char *key,
+		  const struct obj_kv *meta, size_t n_meta,
+		  const char *content_type, char *upload_id, size_t idlen)
+{
+	return s->ops->mpu_create(s, bucket, key, meta, n_meta, content_type,
+				  upload_id, idlen);
+}
+
+int s3_mpu_put_part(struct s3 *s, const char *bucket, const char *key,
+		    const char *upload_id, unsigned part, int fd, uint64_t off,
+		    uint64_t size, char etag_out[72])
+{
+	return s->ops->mpu_put_part(s, bucket, key, upload_id, part, fd, off,
+				    size, etag_out);
+}
+
+int s3_mpu_copy_part(struct s3 *s, const char *bucket, const char *key,
+		     const char *upload_id, unsigned part, const char *src_key,
+		     const char *src_if_match, uint64_t off, uint64_t size,
+		     char etag_out[72])
+{
+	return s->ops->mpu_copy_part(s, bucket, key, upload_id, part, src_key,
+				     src_if_match, off, size, etag_out);
+}
+
+int s3_mpu_complete(struct s3 *s, const char *bucket, const char *key,
+		    const char *upload_id, const struct s3_part *parts,
+		    size_t n, char etag_out[72])
+{
+	return s->ops->mpu_complete(s, bucket, key, upload_id, parts, n,
+				    etag_out);
+}
+
+int s3_mpu_abort(struct s3 *s, const char *bucket, const char *key,
+		 const char *upload_id)
+{
+	return s->ops->mpu_abort(s, bucket, key, upload_id);
+}
+
+int s3_mpu_list(struct s3 *s, const char *bucket, const char *prefix,
+		s3_upload_fn fn, void *ctx)
+{
+	return s->ops->mpu_list(s, bucket, prefix, fn, ctx);
+}

@@ -1,6 +1,7 @@
 /*
  * s3.h — the S3 interface: the one way every module talks to an object
- * store (GET, HEAD, tagging, LIST, PUT, COPY, DELETE). A struct s3 is a
+ * store (GET, HEAD, tagging, LIST, PUT, COPY, DELETE, multipart uploads).
+ * A struct s3 is a
  * table of operations (struct s3_ops) and whatever its implementation
  * keeps behind it; the functions below call through the table. Three
  * implementations stand behind it (mountpoint-s3's shape):
@@ -38,6 +39,23 @@ struct s3;
  * A nonzero return stops the page; s3_list_page() then returns that value. */
 typedef int (*s3_list_fn)(void *ctx, const struct obj_meta *o);
 
+/* One part of a multipart upload, as CompleteMultipartUpload takes it. */
+struct s3_part {
+	unsigned number;             /* 1..S3_MAX_PARTS, ascending */
+	char etag[72];               /* as the part's upload answered, no quotes */
+};
+
+#define S3_MAX_PARTS     10000u
+#define S3_MIN_PART      (5ull << 20)    /* every part but the last, on AWS */
+#define S3_MAX_PART      (5ull << 30)
+#define S3_MAX_OBJECT    (5ull << 40)
+
+/* Called once per multipart upload in progress (s3_mpu_list): key, upload
+ * id and when it was initiated (ns since the epoch, -1 if unknown); the
+ * strings live only during the call. Nonzero stops the listing. */
+typedef int (*s3_upload_fn)(void *ctx, const char *key, const char *upload_id,
+			    int64_t initiated_ns);
+
 /* The operations an implementation provides; each has the contract of the
  * function of the same name below. */
 struct s3_ops {
@@ -61,6 +79,25 @@ struct s3_ops {
 		     size_t n_meta, const struct obj_meta *src_head,
 		     char etag_out[72]);
 	int  (*bucket_check)(struct s3 *s, const char *bucket);
+	int  (*mpu_create)(struct s3 *s, const char *bucket, const char *key,
+			   const struct obj_kv *meta, size_t n_meta,
+			   const char *content_type, char *upload_id,
+			   size_t idlen);
+	int  (*mpu_put_part)(struct s3 *s, const char *bucket, const char *key,
+			     const char *upload_id, unsigned part, int fd,
+			     uint64_t off, uint64_t size, char etag_out[72]);
+	int  (*mpu_copy_part)(struct s3 *s, const char *bucket,
+			      const char *key, const char *upload_id,
+			      unsigned part, const char *src_key,
+			      const char *src_if_match, uint64_t off,
+			      uint64_t size, char etag_out[72]);
+	int  (*mpu_complete)(struct s3 *s, const char *bucket, const char *key,
+			     const char *upload_id, const struct s3_part *parts,
+			     size_t n, char etag_out[72]);
+	int  (*mpu_abort)(struct s3 *s, const char *bucket, const char *key,
+			  const char *upload_id);
+	int  (*mpu_list)(struct s3 *s, const char *bucket, const char *prefix,
+			 s3_upload_fn fn, void *ctx);
 	void (*free)(struct s3 *s);
 };
 
@@ -134,5 +171,57 @@ int  s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 /* HEAD of the bucket: 0, -ENOENT (no such bucket), -EACCES, or
  * -EHOSTUNREACH (endpoint down) within about 10 s. */
 int  s3_bucket_check(struct s3 *s, const char *bucket);
+
+/* ---- multipart uploads ----
+ * An object of up to S3_MAX_OBJECT bytes is sent as up to S3_MAX_PARTS
+ * parts (each at most S3_MAX_PART; all but the last at least the store's
+ * minimum, S3_MIN_PART on AWS) and appears whole, at once, when
+ * s3_mpu_complete() returns 0: no reader ever sees a partial object. An
+ * upload that will not be completed must be aborted, or its parts stay in
+ * the bucket (s3_mpu_list() finds them). Its ETag has the form
+ * "<hex MD5 of the parts' MD5s>-N". */
+
+/* CreateMultipartUpload: the new upload's id into upload_id[idlen]
+ * (-EOVERFLOW if too small, -EPROTO for an unreadable answer). meta and
+ * content_type as s3_put_file() takes them: they go with the object. */
+int  s3_mpu_create(struct s3 *s, const char *bucket, const char *key,
+		   const struct obj_kv *meta, size_t n_meta,
+		   const char *content_type, char *upload_id, size_t idlen);
+
+/* UploadPart number part (1..S3_MAX_PARTS) of size bytes read (pread)
+ * from fd at [off, off+size). etag_out: the hex MD5 of the bytes sent,
+ * checked against the store's answer (-EIO if they differ). Uploading a
+ * part number again replaces that part. -ENOENT if the upload is gone. */
+int  s3_mpu_put_part(struct s3 *s, const char *bucket, const char *key,
+		     const char *upload_id, unsigned part, int fd, uint64_t off,
+		     uint64_t size, char etag_out[72]);
+
+/* UploadPartCopy: part number part from [off, off+size) of the existing
+ * object bucket/src_key (server-side), only if its ETag is src_if_match
+ * (when not NULL: -ESTALE otherwise; the real client also HEADs the source
+ * after the copy, since RGW 16 ignores the condition). etag_out: the
+ * part's ETag. */
+int  s3_mpu_copy_part(struct s3 *s, const char *bucket, const char *key,
+		      const char *upload_id, unsigned part,
+		      const char *src_key, const char *src_if_match,
+		      uint64_t off, uint64_t size, char etag_out[72]);
+
+/* CompleteMultipartUpload with parts[0..n) (ascending numbers, n >= 1):
+ * the object appears; etag_out its ETag. -EINVAL for an empty or unordered
+ * list; -EIO if the store refuses (a part missing or too small: logged). */
+int  s3_mpu_complete(struct s3 *s, const char *bucket, const char *key,
+		     const char *upload_id, const struct s3_part *parts,
+		     size_t n, char etag_out[72]);
+
+/* AbortMultipartUpload: the parts are dropped. An upload already gone
+ * (completed or aborted) gives 0: aborting is idempotent. */
+int  s3_mpu_abort(struct s3 *s, const char *bucket, const char *key,
+		  const char *upload_id);
+
+/* ListMultipartUploads of bucket under prefix (NULL or "": all), every
+ * page, calling fn per upload in key order. 0, fn's nonzero value, or an
+ * error. */
+int  s3_mpu_list(struct s3 *s, const char *bucket, const char *prefix,
+		 s3_upload_fn fn, void *ctx);
 
 #endif

@@ -312,14 +312,19 @@ static size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud)
 {
 	struct s3_req *r = ud;
 	size_t n = sz * nm;
-	if (r->fd < 0 || r->up_pos >= r->up_size)
+	if ((r->fd < 0 && !r->up_mem) || r->up_pos >= r->up_size)
 		return 0;
 	if (n > r->up_size - r->up_pos)
 		n = (size_t)(r->up_size - r->up_pos);
 	ssize_t k;
-	do
-		k = pread(r->fd, p, n, (off_t)r->up_pos);
-	while (k < 0 && errno == EINTR);
+	if (r->up_mem) {
+		memcpy(p, r->up_mem + r->up_pos, n);
+		k = (ssize_t)n;
+	} else {
+		do
+			k = pread(r->fd, p, n, (off_t)(r->up_base + r->up_pos));
+		while (k < 0 && errno == EINTR);
+	}
 	if (k <= 0) {
 		r->cb_err = k < 0 ? -errno : -EIO;   /* file shrank under us */
 		log_error("s3: PUT %s/%s: reading the source at %" PRIu64 ": %s",
@@ -397,6 +402,13 @@ static CURLcode req_setup(CURL *h, struct s3_req *r, const char *url,
 		SET(CURLOPT_NOBODY, 1L);
 	if (r->del)
 		SET(CURLOPT_CUSTOMREQUEST, "DELETE");
+	if (r->post) {
+		SET(CURLOPT_POST, 1L);
+		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->up_size);
+		SET(CURLOPT_READFUNCTION, s3_cb_read);
+		SET(CURLOPT_READDATA, r);
+		SET(CURLOPT_EXPECT_100_TIMEOUT_MS, 300L);
+	}
 	if (r->upload) {
 		SET(CURLOPT_UPLOAD, 1L);
 		SET(CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->up_size);
@@ -461,6 +473,105 @@ int req_init(struct s3_req *r, const char *method, const char *bucket,
 	if (!bucket || !*bucket || (key && !*key))
 		return -EINVAL;
 	return req_header(r, "x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+}
+
+/* ---- pieces several operations build requests and read answers with -- */
+
+int req_meta_headers(struct s3_req *r, const struct obj_kv *meta, size_t n,
+		     const char *content_type)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *k = meta[i].name, *v = meta[i].value ? meta[i].value : "";
+		if (!k || !*k || strpbrk(k, ":\r\n \t") || strpbrk(v, "\r\n"))
+			return -EINVAL;
+		char name[300];
+		int l = snprintf(name, sizeof name, "x-amz-meta-%s", k);
+		if (l < 0 || (size_t)l >= sizeof name)
+			return -EINVAL;
+		int err = req_header(r, name, v);
+		if (err)
+			return err;
+	}
+	if (!content_type || !*content_type)
+		return 0;
+	if (strpbrk(content_type, "\r\n"))
+		return -EINVAL;
+	return req_header(r, "Content-Type", content_type);
+}
+
+int req_copy_source(struct s3_req *r, const char *bucket, const char *src_key,
+		    const char *if_match)
+{
+	size_t cap = 3 * (strlen(bucket) + strlen(src_key)) + 4;
+	char *src = malloc(cap);
+	if (!src)
+		return -ENOMEM;
+	src[0] = '/';
+	int err = 0;
+	int k = s3_url_encode(bucket, false, src + 1, cap - 1);
+	if (k >= 0) {
+		src[1 + k] = '/';
+		k = s3_url_encode(src_key, true, src + 2 + k, cap - 2 - (size_t)k);
+	}
+	if (k < 0)
+		err = k;
+	if (!err)
+		err = req_header(r, "x-amz-copy-source", src);
+	free(src);
+	if (!err && if_match && *if_match) {
+		char q[80];
+		snprintf(q, sizeof q, "\"%s\"", if_match);
+		err = req_header(r, "x-amz-copy-source-if-match", q);
+	}
+	return err;
+}
+
+void req_body_etag(const struct s3_req *r, char out[72])
+{
+	const char *t;
+	size_t tl;
+	out[0] = '\0';
+	if (r->body && s3_xml_find(r->body, r->body_len, "ETag", &t, &tl)) {
+		char raw[160];
+		int n = s3_xml_decode(t, tl, raw, sizeof raw);
+		if (n > 0)
+			s3_etag_copy(out, raw, (size_t)n);
+	}
+}
+
+int req_body_error(struct s3_http *s, struct s3_req *r, const char *what)
+{
+	const char *t;
+	size_t tl;
+	if (!r->body || !r->body_len ||
+	    !memmem(r->body, r->body_len, "<Error>", 7))
+		return 0;
+	if (s3_xml_find(r->body, r->body_len, "Code", &t, &tl) &&
+	    tl < sizeof r->s3code) {
+		memcpy(r->s3code, t, tl);
+		r->s3code[tl] = '\0';
+	}
+	log_error("s3: %s %s/%s (%s): %s", r->method, r->bucket,
+		  r->key ? r->key : "", what ? what : "", r->s3code);
+	S3_STAT(s, s3_errors);
+	return -EIO;
+}
+
+int req_upload_md5(struct s3_req *r, uint64_t size, char out[33])
+{
+	unsigned char d[16];
+	unsigned dl = 0;
+	out[0] = '\0';
+	if (r->up_pos != size || !r->md5 ||
+	    EVP_DigestFinal_ex(r->md5, d, &dl) != 1 || dl != 16) {
+		log_error("s3: %s %s/%s: sent %" PRIu64 " of %" PRIu64 " bytes",
+			  r->method, r->bucket, r->key ? r->key : "", r->up_pos,
+			  size);
+		return -EIO;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", d[i]);
+	return 0;
 }
 
 static int64_t s3_now_ms(void)

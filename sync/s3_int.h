@@ -56,6 +56,24 @@ int s3_xml_list_parse(const char *xml, size_t len, const char *bucket,
 int s3_xml_tagging_parse(const char *xml, size_t len, struct obj_kv **tags,
 			 size_t *n);
 
+/* Parse one ListMultipartUploads answer, calling fn per <Upload> (key,
+ * upload id, initiated) in document order. Sets *truncated and the
+ * markers of the next page (next_key, next_id; "" when absent) before the
+ * first call. 0, fn's nonzero value, -EOVERFLOW (a marker or key too long),
+ * -EPROTO (not such a document; truncated without markers) or -ENOMEM. */
+int s3_xml_uploads_parse(const char *xml, size_t len, s3_upload_fn fn,
+			 void *ctx, char *next_key, size_t nklen, char *next_id,
+			 size_t nilen, bool *truncated);
+
+/* The ETag S3 gives the object completed from parts[0..n): the hex MD5 of
+ * the parts' binary MD5s, "-", n. out[72] is "" when a part's ETag is not
+ * 32 hex digits (not an MD5: it cannot be known). */
+void s3_mpu_etag(const struct s3_part *parts, size_t n, char out[72]);
+
+/* The CompleteMultipartUpload request body for parts[0..n): malloc'ed
+ * NUL-terminated XML (the caller frees), NULL on -ENOMEM. */
+char *s3_xml_complete_body(const struct s3_part *parts, size_t n);
+
 /* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad */
 int64_t s3_time_http(const char *s, size_t n);
 /* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad */

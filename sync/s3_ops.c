@@ -183,25 +183,6 @@ out:
 	return err;
 }
 
-/* x-amz-meta-* headers; -EINVAL for names/values that cannot be headers. */
-static int req_meta_headers(struct s3_req *r, const struct obj_kv *meta,
-			    size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		const char *k = meta[i].name, *v = meta[i].value ? meta[i].value : "";
-		if (!k || !*k || strpbrk(k, ":\r\n \t") || strpbrk(v, "\r\n"))
-			return -EINVAL;
-		char name[300];
-		int l = snprintf(name, sizeof name, "x-amz-meta-%s", k);
-		if (l < 0 || (size_t)l >= sizeof name)
-			return -EINVAL;
-		int err = req_header(r, name, v);
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
 static int http_put_file(struct s3 *iface, const char *bucket, const char *key, int fd,
 		uint64_t size, const struct obj_kv *meta, size_t n_meta,
 		const char *content_type, char etag_out[72])
@@ -210,13 +191,10 @@ static int http_put_file(struct s3 *iface, const char *bucket, const char *key, 
 	etag_out[0] = '\0';
 	struct s3_req r;
 	int err = req_init(&r, "PUT", bucket, key);
-	if (!key || fd < 0 ||
-	    (content_type && strpbrk(content_type, "\r\n")))
+	if (!key || fd < 0)
 		err = err ? err : -EINVAL;
 	if (!err)
-		err = req_meta_headers(&r, meta, n_meta);
-	if (!err && content_type && *content_type)
-		err = req_header(&r, "Content-Type", content_type);
+		err = req_meta_headers(&r, meta, n_meta, content_type);
 	if (err)
 		goto out;
 	r.md5 = EVP_MD_CTX_new();
@@ -231,17 +209,9 @@ static int http_put_file(struct s3 *iface, const char *bucket, const char *key, 
 	err = s3_req_run(s, &r);
 	if (err)
 		goto out;
-	unsigned char d[16];
-	unsigned dl = 0;
-	if (r.up_pos != size || EVP_DigestFinal_ex(r.md5, d, &dl) != 1 ||
-	    dl != 16) {
-		log_error("s3: PUT %s/%s: sent %" PRIu64 " of %" PRIu64 " bytes",
-			  bucket, key, r.up_pos, size);
-		err = -EIO;
+	err = req_upload_md5(&r, size, etag_out);
+	if (err)
 		goto out;
-	}
-	for (int i = 0; i < 16; i++)
-		snprintf(etag_out + 2 * i, 3, "%02x", d[i]);
 	if (r.etag[0] && strlen(r.etag) == 32 && strcasecmp(r.etag, etag_out)) {
 		log_error("s3: PUT %s/%s: server ETag %s, data MD5 %s", bucket,
 			  key, r.etag, etag_out);
@@ -278,50 +248,25 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	etag_out[0] = '\0';
 	struct s3_req r;
 	struct obj_meta src_meta = { 0 };
-	char *src = NULL;
 	int err = req_init(&r, "COPY", bucket, dst_key);
 	if (!dst_key || !src_key || !*src_key)
 		err = err ? err : -EINVAL;
 	if (err)
 		goto out;
-	size_t cap = 3 * (strlen(bucket) + strlen(src_key)) + 4;
-	src = malloc(cap);
-	if (!src) {
-		err = -ENOMEM;
-		goto out;
-	}
-	src[0] = '/';
-	int k = s3_url_encode(bucket, false, src + 1, cap - 1);
-	if (k < 0) {
-		err = k;
-		goto out;
-	}
-	src[1 + k] = '/';
-	k = s3_url_encode(src_key, true, src + 2 + k, cap - 2 - (size_t)k);
-	if (k < 0)
-		err = k;
-	if (!err)
-		err = req_header(&r, "x-amz-copy-source", src);
-	if (!err && meta) {
+	if (meta && !src_head) {
 		/* REPLACE would drop the content type too: keep the source's,
 		 * and copy only the version whose content type we read (the
 		 * caller's HEAD when it has one). */
-		if (!src_head) {
-			err = http_head(&s->iface, bucket, src_key, &src_meta);
-			src_head = &src_meta;
-		}
-		if (!err && src_head->content_type)
-			err = req_header(&r, "Content-Type", src_head->content_type);
-		if (!err && src_head->etag[0]) {
-			char q[80];
-			snprintf(q, sizeof q, "\"%s\"", src_head->etag);
-			err = req_header(&r, "x-amz-copy-source-if-match", q);
-		}
-		if (!err)
-			err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
-		if (!err)
-			err = req_meta_headers(&r, meta, n_meta);
+		err = http_head(&s->iface, bucket, src_key, &src_meta);
+		src_head = &src_meta;
 	}
+	if (!err)
+		err = req_copy_source(&r, bucket, src_key,
+				      meta ? src_head->etag : NULL);
+	if (!err && meta)
+		err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
+	if (!err && meta)
+		err = req_meta_headers(&r, meta, n_meta, src_head->content_type);
 	if (err)
 		goto out;
 	r.upload = true;                 /* a PUT with an empty body */
@@ -333,29 +278,11 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	if (err)
 		goto out;
 	/* S3 may answer 200 and still fail the copy: the body says. */
-	const char *t;
-	size_t tl;
-	if (r.body && r.body_len && memmem(r.body, r.body_len, "<Error>", 7)) {
-		if (s3_xml_find(r.body, r.body_len, "Code", &t, &tl) &&
-		    tl < sizeof r.s3code) {
-			memcpy(r.s3code, t, tl);
-			r.s3code[tl] = '\0';
-		}
-		log_error("s3: COPY %s/%s -> %s: %s", bucket, src_key, dst_key,
-			  r.s3code);
-		S3_STAT(s, s3_errors);
-		err = -EIO;
-		goto out;
-	}
-	if (r.body && s3_xml_find(r.body, r.body_len, "ETag", &t, &tl)) {
-		char raw[160];
-		int n = s3_xml_decode(t, tl, raw, sizeof raw);
-		if (n > 0)
-			s3_etag_copy(etag_out, raw, (size_t)n);
-	}
+	err = req_body_error(s, &r, src_key);
+	if (!err)
+		req_body_etag(&r, etag_out);
 out:
 	obj_meta_release(&src_meta);
-	free(src);
 	req_release(&r);
 	return err;
 }
@@ -383,5 +310,11 @@ const struct s3_ops s3_http_ops = {
 	.del = http_del,
 	.copy = http_copy,
 	.bucket_check = http_bucket_check,
+	.mpu_create = s3_http_mpu_create,
+	.mpu_put_part = s3_http_mpu_put_part,
+	.mpu_copy_part = s3_http_mpu_copy_part,
+	.mpu_complete = s3_http_mpu_complete,
+	.mpu_abort = s3_http_mpu_abort,
+	.mpu_list = s3_http_mpu_list,
 	.free = s3_http_free,
 };

@@ -56,8 +56,10 @@ struct s3_req {
 	const char *bucket, *key;    /* key NULL: a bucket request */
 	const char *query;           /* encoded, sorted; NULL for none */
 	struct curl_slist *hdrs;     /* "Name: value" lines, all signed */
-	bool head, del, upload;
+	bool head, del, upload, post;
 	int fd;                      /* upload source (-1: empty body) */
+	uint64_t up_base;            /* file offset of the body's first byte */
+	const char *up_mem;          /* body in memory instead of fd (or NULL) */
 	uint64_t up_size;
 	long stall_s;                /* 0: the client's */
 	long timeout_ms;             /* whole attempt; 0: none (stall_s only) */
@@ -99,8 +101,46 @@ int  req_init(struct s3_req *r, const char *method, const char *bucket,
 void req_release(struct s3_req *r);
 int  s3_req_run(struct s3_http *s, struct s3_req *r);
 
+/* x-amz-meta-NAME headers for meta[0..n) and Content-Type (NULL: none);
+ * -EINVAL for names or values that cannot be headers. */
+int  req_meta_headers(struct s3_req *r, const struct obj_kv *meta, size_t n,
+		      const char *content_type);
+/* x-amz-copy-source for bucket/src_key (encoded), with
+ * x-amz-copy-source-if-match when if_match is an ETag. */
+int  req_copy_source(struct s3_req *r, const char *bucket, const char *src_key,
+		     const char *if_match);
+/* The ETag in an answer body's <ETag> (quotes and entities removed) into
+ * out[72]; "" when there is none. */
+void req_body_etag(const struct s3_req *r, char out[72]);
+/* A 200 answer whose body is an <Error> document (COPY, CompleteMultipart
+ * Upload): logs it with what, counts an error and returns -EIO; else 0. */
+int  req_body_error(struct s3_http *s, struct s3_req *r, const char *what);
+/* The hex MD5 of what an upload sent into out[33]: -EIO (logged) unless
+ * all size bytes were sent. */
+int  req_upload_md5(struct s3_req *r, uint64_t size, char out[33]);
+
 /* The real client's table of operations (s3_ops.c) and its free (s3.c). */
 extern const struct s3_ops s3_http_ops;
 void s3_http_free(struct s3 *iface);
+/* The multipart operations (s3_mpu.c), as common/s3.h's s3_mpu_*. */
+int  s3_http_mpu_create(struct s3 *iface, const char *bucket, const char *key,
+			const struct obj_kv *meta, size_t n_meta,
+			const char *content_type, char *upload_id, size_t idlen);
+int  s3_http_mpu_put_part(struct s3 *iface, const char *bucket,
+			  const char *key, const char *upload_id, unsigned part,
+			  int fd, uint64_t off, uint64_t size, char etag_out[72]);
+int  s3_http_mpu_copy_part(struct s3 *iface, const char *bucket,
+			   const char *key, const char *upload_id,
+			   unsigned part, const char *src_key,
+			   const char *src_if_match, uint64_t off,
+			   uint64_t size, char etag_out[72]);
+int  s3_http_mpu_complete(struct s3 *iface, const char *bucket,
+			  const char *key, const char *upload_id,
+			  const struct s3_part *parts, size_t n,
+			  char etag_out[72]);
+int  s3_http_mpu_abort(struct s3 *iface, const char *bucket, const char *key,
+		       const char *upload_id);
+int  s3_http_mpu_list(struct s3 *iface, const char *bucket, const char *prefix,
+		      s3_upload_fn fn, void *ctx);
 
 #endif

@@ -10,7 +10,9 @@
 #include "sync/s3_int.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -548,4 +550,127 @@ int s3_xml_tagging_parse(const char *xml, size_t len, struct obj_kv **tags,
 	*tags = a;
 	*n = na;
 	return 0;
+}
+
+/* ---- multipart answers and bodies ---------------------------------------- */
+
+/* The decoded text of <tag> inside [a, end) into out; false if absent or
+ * too long. */
+static bool wire_field(const char *a, const char *end, const char *tag,
+		       char *out, size_t outlen)
+{
+	const char *t;
+	size_t tl;
+	out[0] = '\0';
+	return s3_xml_find(a, (size_t)(end - a), tag, &t, &tl) &&
+	       s3_xml_decode(t, tl, out, outlen) >= 0;
+}
+
+int s3_xml_uploads_parse(const char *xml, size_t len, s3_upload_fn fn,
+			 void *ctx, char *next_key, size_t nklen, char *next_id,
+			 size_t nilen, bool *truncated)
+{
+	const char *t, *end = xml + len;
+	size_t tl;
+	if (!memmem(xml, len, "<ListMultipartUploadsResult", 27))
+		return -EPROTO;
+	*truncated = s3_xml_find(xml, len, "IsTruncated", &t, &tl) &&
+		     tl == 4 && memcmp(t, "true", 4) == 0;
+	if (!nklen || !nilen)
+		return -EOVERFLOW;
+	next_key[0] = next_id[0] = '\0';
+	if (s3_xml_find(xml, len, "NextKeyMarker", &t, &tl) &&
+	    s3_xml_decode(t, tl, next_key, nklen) < 0)
+		return -EOVERFLOW;
+	if (s3_xml_find(xml, len, "NextUploadIdMarker", &t, &tl) &&
+	    s3_xml_decode(t, tl, next_id, nilen) < 0)
+		return -EOVERFLOW;
+	if (*truncated && !next_key[0])
+		return -EPROTO;   /* truncated without a way to go on */
+	size_t kcap = 4096;
+	char *key = malloc(kcap), id[1024], when[64];
+	if (!key)
+		return -ENOMEM;
+	int rc = 0;
+	const char *p = xml;
+	for (;;) {
+		const char *a = memmem(p, (size_t)(end - p), "<Upload>", 8);
+		if (!a)
+			break;
+		const char *z = memmem(a, (size_t)(end - a), "</Upload>", 9);
+		if (!z) {
+			rc = -EPROTO;
+			break;
+		}
+		if (!wire_field(a, z, "Key", key, kcap) ||
+		    !wire_field(a, z, "UploadId", id, sizeof id)) {
+			rc = -EPROTO;
+			break;
+		}
+		int64_t ns = wire_field(a, z, "Initiated", when, sizeof when) ?
+			     s3_time_iso(when, strlen(when)) : -1;
+		rc = fn(ctx, key, id, ns);
+		if (rc)
+			break;
+		p = z + 9;
+	}
+	free(key);
+	return rc;
+}
+
+char *s3_xml_complete_body(const struct s3_part *parts, size_t n)
+{
+	static const char head[] = "<CompleteMultipartUpload>";
+	static const char tail[] = "</CompleteMultipartUpload>";
+	/* per part: the tags, a number of up to 10 digits, an ETag of < 72 */
+	size_t cap = sizeof head + sizeof tail + n * 160;
+	char *b = malloc(cap);
+	if (!b)
+		return NULL;
+	size_t o = (size_t)snprintf(b, cap, "%s", head);
+	for (size_t i = 0; i < n; i++)
+		o += (size_t)snprintf(b + o, cap - o,
+				      "<Part><PartNumber>%u</PartNumber>"
+				      "<ETag>\"%s\"</ETag></Part>",
+				      parts[i].number, parts[i].etag);
+	snprintf(b + o, cap - o, "%s", tail);
+	return b;
+}
+
+static int wire_hex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' :
+	       c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+void s3_mpu_etag(const struct s3_part *parts, size_t n, char out[72])
+{
+	out[0] = '\0';
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md || EVP_DigestInit_ex(md, EVP_md5(), NULL) != 1)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char bin[16];
+		const char *e = parts[i].etag;
+		if (strlen(e) != 32)
+			goto out;
+		for (int j = 0; j < 16; j++) {
+			int hi = wire_hex(e[2 * j]), lo = wire_hex(e[2 * j + 1]);
+			if (hi < 0 || lo < 0)
+				goto out;
+			bin[j] = (unsigned char)(hi << 4 | lo);
+		}
+		if (EVP_DigestUpdate(md, bin, sizeof bin) != 1)
+			goto out;
+	}
+	unsigned char d[16];
+	unsigned dl = 0;
+	if (EVP_DigestFinal_ex(md, d, &dl) != 1 || dl != 16)
+		goto out;
+	for (int j = 0; j < 16; j++)
+		snprintf(out + 2 * j, 3, "%02x", d[j]);
+	snprintf(out + 32, 72 - 32, "-%zu", n);
+out:
+	EVP_MD_CTX_free(md);
 }

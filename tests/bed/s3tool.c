@@ -237,6 +237,127 @@ static int cmd_check(struct tool *t, char **a, int n)
 	return err ? fail("check", err) : 0;
 }
 
+/* ---- multipart: mput, mcopy, mstart, mlist, mabort ---- */
+
+static uint64_t parse_size_arg(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end == 'K' || *end == 'k')
+		v <<= 10;
+	else if (*end == 'M' || *end == 'm')
+		v <<= 20;
+	return v;
+}
+
+/* mput BUCKET KEY FILE PARTSIZE: the file as parts of PARTSIZE bytes. */
+static int cmd_mput(struct tool *t, char **a, int n)
+{
+	if (n < 4 || parse_size_arg(a[3]) == 0)
+		return fail("mput", -EINVAL);
+	uint64_t psz = parse_size_arg(a[3]);
+	int fd = open(a[2], O_RDONLY);
+	if (fd < 0)
+		return fail("mput (open)", -errno);
+	struct stat sb;
+	fstat(fd, &sb);
+	uint64_t size = (uint64_t)sb.st_size;
+	size_t np = size ? (size_t)((size + psz - 1) / psz) : 1;
+	struct s3_part *parts = calloc(np, sizeof *parts);
+	char id[1024], etag[72];
+	int err = parts ? s3_mpu_create(t->s3, a[0], a[1], t->meta, t->n_meta,
+					 t->ctype, id, sizeof id) : -ENOMEM;
+	for (size_t i = 0; !err && i < np; i++) {
+		uint64_t off = i * psz;
+		uint64_t len = size - off < psz ? size - off : psz;
+		parts[i].number = (unsigned)i + 1;
+		err = s3_mpu_put_part(t->s3, a[0], a[1], id, parts[i].number, fd,
+				      off, len, parts[i].etag);
+	}
+	if (!err)
+		err = s3_mpu_complete(t->s3, a[0], a[1], id, parts, np, etag);
+	else if (parts)
+		s3_mpu_abort(t->s3, a[0], a[1], id);
+	close(fd);
+	free(parts);
+	if (err)
+		return fail("mput", err);
+	printf("%s\n", etag);
+	return 0;
+}
+
+/* mcopy BUCKET SRC DST PARTSIZE: a server-side copy in parts (-i ETAG:
+ * only of that version of SRC); the metadata of -m options, or none. */
+static int cmd_mcopy(struct tool *t, char **a, int n)
+{
+	if (n < 4 || parse_size_arg(a[3]) == 0)
+		return fail("mcopy", -EINVAL);
+	uint64_t psz = parse_size_arg(a[3]);
+	struct obj_meta src = { 0 };
+	int err = s3_head(t->s3, a[0], a[1], &src);
+	if (err)
+		return fail("mcopy (head)", err);
+	size_t np = src.size ? (size_t)((src.size + psz - 1) / psz) : 1;
+	struct s3_part *parts = calloc(np, sizeof *parts);
+	char id[1024], etag[72];
+	err = parts ? s3_mpu_create(t->s3, a[0], a[2], t->meta, t->n_meta,
+				    src.content_type, id, sizeof id) : -ENOMEM;
+	for (size_t i = 0; !err && i < np; i++) {
+		uint64_t off = i * psz;
+		uint64_t len = src.size - off < psz ? src.size - off : psz;
+		parts[i].number = (unsigned)i + 1;
+		err = s3_mpu_copy_part(t->s3, a[0], a[2], id, parts[i].number,
+				       a[1], t->if_match, off, len,
+				       parts[i].etag);
+	}
+	if (!err)
+		err = s3_mpu_complete(t->s3, a[0], a[2], id, parts, np, etag);
+	else if (parts)
+		s3_mpu_abort(t->s3, a[0], a[2], id);
+	obj_meta_release(&src);
+	free(parts);
+	if (err)
+		return fail("mcopy", err);
+	printf("%s\n", etag);
+	return 0;
+}
+
+/* mstart BUCKET KEY: begin an upload and leave it open; prints its id. */
+static int cmd_mstart(struct tool *t, char **a, int n)
+{
+	char id[1024];
+	int err = n < 2 ? -EINVAL : s3_mpu_create(t->s3, a[0], a[1], t->meta,
+						   t->n_meta, t->ctype, id,
+						   sizeof id);
+	if (err)
+		return fail("mstart", err);
+	printf("%s\n", id);
+	return 0;
+}
+
+static int print_upload(void *ctx, const char *key, const char *id,
+			int64_t initiated_ns)
+{
+	(void)ctx;
+	printf("%s\t%s\t%s\n", key, id, initiated_ns > 0 ? "dated" : "undated");
+	return 0;
+}
+
+/* mlist BUCKET [PREFIX]: one "KEY<TAB>ID<TAB>dated" line per open upload. */
+static int cmd_mlist(struct tool *t, char **a, int n)
+{
+	int err = n < 1 ? -EINVAL : s3_mpu_list(t->s3, a[0], n > 1 ? a[1] : NULL,
+						print_upload, NULL);
+	return err ? fail("mlist", err) : 0;
+}
+
+/* mabort BUCKET KEY ID */
+static int cmd_mabort(struct tool *t, char **a, int n)
+{
+	int err = n < 3 ? -EINVAL : s3_mpu_abort(t->s3, a[0], a[1], a[2]);
+	return err ? fail("mabort", err) : 0;
+}
+
 struct par_job {
 	struct tool *t;
 	const char *bucket, *key;
@@ -448,7 +569,8 @@ static int cmd_batch(struct tool *t, char **a, int n)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check|par|batch "
+	fprintf(stderr, "usage: s3tool get|head|list|put|copy|delete|check|par|batch|"
+		"mput|mcopy|mstart|mlist|mabort "
 		"[options] BUCKET ... (see tests/bed/s3tool.c)\n");
 	return 2;
 }
@@ -527,6 +649,16 @@ int main(int argc, char **argv)
 		rc = cmd_batch(&t, a, n);
 	else if (strcmp(cmd, "par") == 0)
 		rc = cmd_par(&t, a, n);
+	else if (strcmp(cmd, "mput") == 0)
+		rc = cmd_mput(&t, a, n);
+	else if (strcmp(cmd, "mcopy") == 0)
+		rc = cmd_mcopy(&t, a, n);
+	else if (strcmp(cmd, "mstart") == 0)
+		rc = cmd_mstart(&t, a, n);
+	else if (strcmp(cmd, "mlist") == 0)
+		rc = cmd_mlist(&t, a, n);
+	else if (strcmp(cmd, "mabort") == 0)
+		rc = cmd_mabort(&t, a, n);
 	else
 		rc = usage();
 	fflush(stdout);
