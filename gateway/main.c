@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,31 +17,75 @@
 #define FACETFS_VERSION "0.1.0"
 #endif
 
+static const char mount_help[] =
+	"usage: facetfs mount -c CONFIG MOUNTPOINT [-f] [-o FUSE_OPTIONS] [-v]... [-q]\n"
+	"  Mount the views defined in the config's views_dir at MOUNTPOINT.\n"
+	"  Exits 0 once the mount works (or, with -f, when it is unmounted);\n"
+	"  non-zero with a message if the config, a filter file, S3 or Kafka\n"
+	"  is not right (nothing is mounted then). Without -f the gateway\n"
+	"  runs in the background, logs to STATE_DIR/facetfs.log and writes\n"
+	"  its pid to STATE_DIR/facetfs.pid. Stop it with\n"
+	"  `fusermount3 -u MOUNTPOINT` (or umount), SIGTERM or Ctrl-C.\n"
+	"  -c, --config CONFIG   the gateway config (JSON)\n"
+	"  -f, --foreground      stay in the foreground, log to stderr\n"
+	"  -o OPTIONS            FUSE mount options (allow_other, ro, ...)\n"
+	"  -v                    more log lines (twice: debug)\n"
+	"  -q                    errors and warnings only\n"
+	"  -h, --help            this text\n";
+
+static const char check_help[] =
+	"usage: facetfs check [--explain] FILTER.json...\n"
+	"  Validate filter files; print each problem as FILE: JSON.PATH: reason.\n"
+	"  Exit 0 if all are right, 1 if any is wrong, 2 on bad usage.\n"
+	"  --explain             print each filter normalised\n"
+	"  -h, --help            this text\n";
+
+static const char status_help[] =
+	"usage: facetfs status MOUNTPOINT [--json]\n"
+	"  Counters, Kafka lag, scan progress and event-to-visible latency of\n"
+	"  the gateway mounted at MOUNTPOINT (read from MOUNTPOINT/.facetfs/).\n"
+	"  --json                print {\"stats\":...,\"views\":...} instead\n"
+	"  -h, --help            this text\n";
+
+static const char rescan_help[] =
+	"usage: facetfs rescan MOUNTPOINT [VIEW]\n"
+	"  Ask the gateway mounted at MOUNTPOINT to list the bucket(s) of VIEW\n"
+	"  (of every view without it) again and reconcile its index; prints\n"
+	"  what was fixed. Exit 1 if a bucket could not be reconciled.\n"
+	"  -h, --help            this text\n";
+
 static const char usage_text[] =
 	"usage: facetfs COMMAND [ARGS]\n"
 	"\n"
-	"  facetfs mount -c gateway.json MOUNTPOINT [-f] [-o fuse_options] [-v]\n"
-	"      Mount the views defined in the config's views_dir at MOUNTPOINT.\n"
-	"      Exits 0 once the mount works (or, with -f, when it is unmounted);\n"
-	"      non-zero with a message if the config, a filter file, S3 or Kafka\n"
-	"      is not right (nothing is mounted then). Without -f the gateway\n"
-	"      runs in the background and logs to STATE_DIR/facetfs.log.\n"
-	"      Stop it with `fusermount3 -u MOUNTPOINT`, SIGTERM or Ctrl-C.\n"
+	"  facetfs mount -c CONFIG MOUNTPOINT [-f] [-o FUSE_OPTIONS] [-v]... [-q]\n"
+	"      Mount the views of a gateway config at MOUNTPOINT.\n"
 	"  facetfs check [--explain] FILTER.json...\n"
-	"      Validate filter files; print each problem as FILE: JSON.PATH: reason.\n"
-	"      --explain prints each filter normalised. Exit 1 if any is wrong.\n"
+	"      Validate filter files.\n"
 	"  facetfs status MOUNTPOINT [--json]\n"
-	"      Counters, Kafka lag, scan progress and event-to-visible latency\n"
-	"      of a running gateway (read from MOUNTPOINT/.facetfs/).\n"
+	"      Counters, lag, scans and latency of a running gateway.\n"
 	"  facetfs rescan MOUNTPOINT [VIEW]\n"
-	"      Ask the running gateway to list the bucket(s) again and reconcile.\n"
+	"      List the bucket(s) again and reconcile the index.\n"
 	"\n"
-	"  facetfs --help | --version\n";
+	"  facetfs COMMAND --help    the options of one command\n"
+	"  facetfs --help | --version\n"
+	"See facetfs(1), facetfs-views(5), mount.facetfs(8).\n";
 
 static int usage(FILE *f, int code)
 {
 	fputs(usage_text, f);
 	return code;
+}
+
+static bool is_help(const char *a)
+{
+	return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
+/* A subcommand's usage on stderr after a usage error; exit status 2. */
+static int usage_of(const char *text)
+{
+	fputs(text, stderr);
+	return 2;
 }
 
 static int cmd_mount(int argc, char **argv)
@@ -61,13 +106,13 @@ static int cmd_mount(int argc, char **argv)
 		case 'o': o.fuse_opts = optarg; break;
 		case 'v': o.verbosity++; break;
 		case 'q': o.verbosity = 0; break;
-		case 'h': return usage(stdout, 0);
-		default: return usage(stderr, 2);
+		case 'h': fputs(mount_help, stdout); return 0;
+		default: return usage_of(mount_help);
 		}
 	}
 	if (!o.config_path || optind != argc - 1) {
 		fprintf(stderr, "facetfs mount: need -c CONFIG and one MOUNTPOINT\n");
-		return usage(stderr, 2);
+		return usage_of(mount_help);
 	}
 	o.mountpoint = argv[optind];
 	log_init("facetfs", o.verbosity);
@@ -78,13 +123,18 @@ static int cmd_check(int argc, char **argv)
 {
 	bool explain = false;
 	int first = 1, bad = 0;
+	for (int i = 1; i < argc; i++)
+		if (is_help(argv[i])) {
+			fputs(check_help, stdout);
+			return 0;
+		}
 	if (first < argc && strcmp(argv[first], "--explain") == 0) {
 		explain = true;
 		first++;
 	}
 	if (first >= argc) {
 		fprintf(stderr, "facetfs check: name at least one filter file\n");
-		return 2;
+		return usage_of(check_help);
 	}
 	/* Names must be unique across the files checked together. */
 	struct view **loaded = calloc((size_t)argc, sizeof *loaded);
@@ -168,15 +218,20 @@ static int cmd_status(int argc, char **argv)
 	bool json = false;
 	const char *mp = NULL;
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
+		if (is_help(argv[i])) {
+			fputs(status_help, stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--json") == 0) {
 			json = true;
-		else if (!mp)
+		} else if (argv[i][0] == '-' || mp) {
+			fprintf(stderr, "facetfs status: unexpected argument \"%s\"\n", argv[i]);
+			return usage_of(status_help);
+		} else {
 			mp = argv[i];
-		else
-			return usage(stderr, 2);
+		}
 	}
 	if (!mp)
-		return usage(stderr, 2);
+		return usage_of(status_help);
 	char *stats = read_meta(mp, "stats");
 	if (!stats)
 		return 1;
@@ -241,8 +296,18 @@ static int cmd_status(int argc, char **argv)
 
 static int cmd_rescan(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++) {
+		if (is_help(argv[i])) {
+			fputs(rescan_help, stdout);
+			return 0;
+		}
+		if (argv[i][0] == '-') {
+			fprintf(stderr, "facetfs rescan: unknown option \"%s\"\n", argv[i]);
+			return usage_of(rescan_help);
+		}
+	}
 	if (argc < 2 || argc > 3)
-		return usage(stderr, 2);
+		return usage_of(rescan_help);
 	char path[4096], cmd[512];
 	snprintf(path, sizeof path, "%s/.facetfs/control", argv[1]);
 	int n = snprintf(cmd, sizeof cmd, "rescan%s%s\n", argc == 3 ? " " : "",

@@ -18,6 +18,8 @@ PKGS=(
 	ceph-mon ceph-osd ceph-common radosgw
 	# test tools
 	awscli s3cmd kcat jq curl python3 util-linux procps coreutils
+	# manual pages rendered by t_docs, example units checked by t_fstab
+	man-db groff-base systemd
 )
 
 missing=()
