@@ -78,7 +78,8 @@ static const cJSON *get_obj(struct errs *e, const cJSON *root, const char *name)
 static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 {
 	static const char *const known[] = { "endpoint", "region", "access_key",
-					     "secret_key", "https", NULL };
+					     "secret_key", "https", "ca_file",
+					     "insecure", NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
 	if (!c->s3_endpoint)
@@ -95,6 +96,15 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 	if (https && !cJSON_IsBool(https))
 		err_add(e, "s3.https", "must be true or false");
 	c->s3_https = cJSON_IsTrue(https);
+	c->s3_ca_file = get_str(e, s3, "ca_file", "s3.ca_file", NULL);
+	if (c->s3_ca_file && access(c->s3_ca_file, R_OK) != 0)
+		err_add(e, "s3.ca_file", strerror(errno));
+	const cJSON *insecure = cJSON_GetObjectItemCaseSensitive(s3, "insecure");
+	if (insecure && !cJSON_IsBool(insecure))
+		err_add(e, "s3.insecure", "must be true or false");
+	c->s3_insecure = cJSON_IsTrue(insecure);
+	if (c->s3_insecure && c->s3_ca_file)
+		err_add(e, "s3.insecure", "cannot be true with s3.ca_file (no certificate is verified)");
 }
 
 static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)
@@ -225,6 +235,7 @@ void config_release(struct config *c)
 {
 	free(c->s3_endpoint);
 	free(c->s3_region);
+	free(c->s3_ca_file);
 	free(c->s3_access_key);
 	free(c->s3_secret_key);
 	free(c->kafka_brokers);

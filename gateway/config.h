@@ -7,7 +7,9 @@
  * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Sizes accept units
  * ("20GiB"). Defaults: region "default", https false, group
  * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB,
- * rescan_interval_s 0 (no periodic reconcile; `facetfs rescan` still works).
+ * rescan_interval_s 0 (no periodic reconcile; `facetfs rescan` still works),
+ * s3.ca_file none (the system's CA store), s3.insecure false (certificates
+ * are verified unless the config says otherwise, explicitly).
  * The struct owns all its strings; config_release() frees them.
  */
 #ifndef FACETFS_CONFIG_H
@@ -20,6 +22,8 @@
 struct config {
 	char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
 	bool s3_https;
+	char *s3_ca_file;            /* CA bundle for https (NULL: the system's) */
+	bool s3_insecure;            /* https without certificate checks */
 	char *kafka_brokers, *kafka_topic, *kafka_group;
 	char **kafka_options;        /* key, value, key, value, ... */
 	size_t n_kafka_options;      /* number of strings (2 per option) */

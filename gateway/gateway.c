@@ -374,8 +374,12 @@ static int check_s3(struct gateway *gw)
 	struct s3_conf sc = {
 		.endpoint = gw->cfg.s3_endpoint, .region = gw->cfg.s3_region,
 		.access_key = gw->cfg.s3_access_key, .secret_key = gw->cfg.s3_secret_key,
-		.https = gw->cfg.s3_https,
+		.https = gw->cfg.s3_https, .ca_file = gw->cfg.s3_ca_file,
+		.insecure = gw->cfg.s3_insecure,
 	};
+	if (sc.insecure)
+		log_warn("S3 %s: TLS certificates are not verified (s3.insecure)",
+			 gw->cfg.s3_endpoint);
 	int rc = s3_http_new(&sc, &gw->st, &gw->s3);
 	if (rc < 0) {
 		log_error("S3 client: %s", strerror(-rc));

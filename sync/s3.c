@@ -65,6 +65,9 @@ int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 		s->base = NULL;
 	s->region = strdup(region);
 	s->stall_s = c->stall_s ? (long)c->stall_s : S3_STALL_S;
+	s->insecure = c->insecure;
+	if (c->ca_file && !(s->ca_file = strdup(c->ca_file)))
+		goto nomem;
 	s->access_key = strdup(c->access_key);
 	s->secret_key = strdup(c->secret_key);
 	if (!s->base || !s->region || !s->access_key || !s->secret_key)
@@ -90,6 +93,7 @@ int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 	*out = &s->iface;
 	return 0;
 nomem:
+	free(s->ca_file);
 	free(s->base);
 	free(s->host);
 	free(s->region);
@@ -105,6 +109,7 @@ void s3_http_free(struct s3 *iface)
 	for (int i = 0; i < s->n_pool; i++)
 		curl_easy_cleanup(s->pool[i]);
 	pthread_mutex_destroy(&s->lock);
+	free(s->ca_file);
 	free(s->base);
 	free(s->host);
 	free(s->region);
@@ -374,7 +379,8 @@ fail:
 	return NULL;
 }
 
-static CURLcode req_setup(CURL *h, struct s3_req *r, const char *url,
+static CURLcode req_setup(const struct s3_http *s, CURL *h, struct s3_req *r,
+			  const char *url,
 			  struct curl_slist *hdrs, char *errbuf)
 {
 	CURLcode c = CURLE_OK;
@@ -384,6 +390,12 @@ static CURLcode req_setup(CURL *h, struct s3_req *r, const char *url,
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_TCP_NODELAY, 1L);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	if (s->ca_file)
+		SET(CURLOPT_CAINFO, s->ca_file);
+	if (s->insecure) {
+		SET(CURLOPT_SSL_VERIFYPEER, 0L);
+		SET(CURLOPT_SSL_VERIFYHOST, 0L);
+	}
 	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)S3_CONNECT_MS);
 	SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -667,7 +679,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 			err = -ENOMEM;
 			break;
 		}
-		cc = req_setup(h, r, url, hdrs, errbuf);
+		cc = req_setup(s, h, r, url, hdrs, errbuf);
 		if (cc == CURLE_OK)
 			cc = curl_easy_perform(h);
 		long status = 0, sent = 0;

@@ -46,6 +46,9 @@ struct s3_conf {
 	const char *access_key;
 	const char *secret_key;
 	bool https;              /* scheme when endpoint has none */
+	const char *ca_file;     /* CA bundle to verify the server (NULL: the
+				  * system's store) */
+	bool insecure;           /* no certificate verification at all */
 	unsigned stall_s;        /* no byte for this long: retry; 0 -> 15 s */
 };
 

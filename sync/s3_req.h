@@ -40,6 +40,8 @@ struct s3_http {
 	char *access_key, *secret_key;
 	struct stats *st;
 	long stall_s;                /* s3_conf.stall_s or S3_STALL_S */
+	char *ca_file;               /* s3_conf.ca_file or NULL */
+	bool insecure;               /* s3_conf.insecure */
 	atomic_bool head_tags_count; /* a HEAD answer carried x-amz-tagging-count */
 	pthread_mutex_t lock;        /* protects pool[] and n_pool */
 	CURL *pool[S3_POOL_MAX];

@@ -20,6 +20,8 @@ PKGS=(
 	awscli s3cmd kcat jq curl python3 util-linux procps coreutils
 	# manual pages rendered by t_docs, example units checked by t_fstab
 	man-db groff-base systemd
+	# the bed's TLS certificate
+	openssl
 )
 
 missing=()

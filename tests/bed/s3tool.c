@@ -1,10 +1,11 @@
 /*
- * s3tool — a command-line driver of the S3 client (sync/s3.h), for the
+ * s3tool — a command-line driver of the S3 client (sync/s3_http.h), for the
  * integration tests (tests/integration/t_s3.sh) and measurements.
  *
  * Endpoint and credentials come from the environment: S3_ENDPOINT,
  * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and S3_REGION or
- * AWS_DEFAULT_REGION. On failure it prints "s3tool: OP: ERRNO-TEXT" to
+ * AWS_DEFAULT_REGION; for https endpoints S3_CA_FILE (a CA bundle) or
+ * S3_INSECURE (set: no certificate checks). On failure it prints "s3tool: OP: ERRNO-TEXT" to
  * stderr and exits with the errno number (ENOENT 2, EACCES 13, ESTALE 116,
  * EHOSTUNREACH 113), so tests can tell failures apart.
  *
@@ -620,6 +621,8 @@ int main(int argc, char **argv)
 		.endpoint = ep, .region = region,
 		.access_key = getenv("AWS_ACCESS_KEY_ID"),
 		.secret_key = getenv("AWS_SECRET_ACCESS_KEY"),
+		.ca_file = getenv("S3_CA_FILE"),
+		.insecure = getenv("S3_INSECURE") != NULL,
 	};
 	log_init("s3tool", getenv("S3TOOL_DEBUG") ? 2 : 0);
 	stats_init(&t.st);
