@@ -78,20 +78,28 @@ static const cJSON *get_obj(struct errs *e, const cJSON *root, const char *name)
 static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 {
 	static const char *const known[] = { "endpoint", "region", "access_key",
-					     "secret_key", "https", "ca_file",
-					     "insecure", NULL };
+					     "secret_key", "session_token",
+					     "profile", "credentials_file",
+					     "https", "ca_file", "insecure", NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
 	if (!c->s3_endpoint)
 		err_add(e, "s3.endpoint", "missing (HOST:PORT of the S3 store)");
 	c->s3_region = get_str(e, s3, "region", "s3.region", "default");
-	c->s3_access_key = get_str(e, s3, "access_key", "s3.access_key",
-				   getenv("AWS_ACCESS_KEY_ID"));
-	c->s3_secret_key = get_str(e, s3, "secret_key", "s3.secret_key",
-				   getenv("AWS_SECRET_ACCESS_KEY"));
-	if (!c->s3_access_key || !c->s3_secret_key)
-		err_add(e, "s3.access_key",
-			"no credentials (set them here or in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)");
+	/* Credentials: only what the file says; gateway/creds.c resolves
+	 * the environment and the shared credentials file. */
+	c->s3_access_key = get_str(e, s3, "access_key", "s3.access_key", NULL);
+	c->s3_secret_key = get_str(e, s3, "secret_key", "s3.secret_key", NULL);
+	c->s3_session_token = get_str(e, s3, "session_token", "s3.session_token", NULL);
+	c->s3_profile = get_str(e, s3, "profile", "s3.profile", NULL);
+	c->s3_credentials_file = get_str(e, s3, "credentials_file",
+					 "s3.credentials_file", NULL);
+	if (!c->s3_access_key != !c->s3_secret_key)
+		err_add(e, c->s3_access_key ? "s3.secret_key" : "s3.access_key",
+			"missing (access_key and secret_key go together)");
+	if (c->s3_session_token && !c->s3_access_key)
+		err_add(e, "s3.session_token", "needs s3.access_key and s3.secret_key");
+	c->secret_in_file = c->s3_secret_key || c->s3_session_token;
 	const cJSON *https = cJSON_GetObjectItemCaseSensitive(s3, "https");
 	if (https && !cJSON_IsBool(https))
 		err_add(e, "s3.https", "must be true or false");
@@ -236,6 +244,9 @@ void config_release(struct config *c)
 	free(c->s3_endpoint);
 	free(c->s3_region);
 	free(c->s3_ca_file);
+	free(c->s3_session_token);
+	free(c->s3_profile);
+	free(c->s3_credentials_file);
 	free(c->s3_access_key);
 	free(c->s3_secret_key);
 	free(c->kafka_brokers);

@@ -3,8 +3,8 @@
  *
  * config_load() reads and validates the whole file and reports every
  * problem as "FILE: JSON.PATH: reason" lines in the error buffer (several
- * lines separated by '\n'). Credentials missing from the file are taken
- * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Sizes accept units
+ * lines separated by '\n'). Credentials missing from the file are found
+ * by gateway/creds.h (environment, shared credentials file). Sizes accept units
  * ("20GiB"). Defaults: region "default", https false, group
  * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB,
  * rescan_interval_s 0 (no periodic reconcile; `facetfs rescan` still works),
@@ -20,7 +20,12 @@
 #include <stdint.h>
 
 struct config {
-	char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+	char *s3_endpoint, *s3_region;
+	/* Credentials as the file gives them (NULL when absent; creds.h
+	 * resolves the environment and the shared credentials file). */
+	char *s3_access_key, *s3_secret_key, *s3_session_token;
+	char *s3_profile, *s3_credentials_file;
+	bool secret_in_file;         /* a secret key or token is in the file */
 	bool s3_https;
 	char *s3_ca_file;            /* CA bundle for https (NULL: the system's) */
 	bool s3_insecure;            /* https without certificate checks */

@@ -4,6 +4,7 @@
 #include "events/consumer.h"
 #include "fuse/fs.h"
 #include "gateway/config.h"
+#include "gateway/creds.h"
 #include "gateway/ingest.h"
 #include "common/log.h"
 #include "common/stats.h"
@@ -17,6 +18,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,6 +53,8 @@ struct gateway {
 	struct consumer *cons;
 	struct ingest *ing;
 	struct fs *fs;
+	const char *config_path;
+	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP) */
 	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */
 	bool pid_written;        /* STATE_DIR/facetfs.pid is ours (background) */
 };
@@ -371,16 +375,32 @@ static int open_index(struct gateway *gw)
 
 static int check_s3(struct gateway *gw)
 {
+	struct creds cr;
+	char err[4096];
+	int rc = creds_resolve(&gw->cfg, gw->config_path, &cr, err, sizeof err);
+	if (rc < 0) {
+		log_error("S3 credentials: %s", err);
+		return rc;
+	}
+	log_info("S3 credentials from %s%s", cr.source,
+		 cr.token ? " (temporary: with a session token)" : "");
+	rc = creds_renewer_new(gw->config_path, &cr, &gw->renew);
 	struct s3_conf sc = {
 		.endpoint = gw->cfg.s3_endpoint, .region = gw->cfg.s3_region,
-		.access_key = gw->cfg.s3_access_key, .secret_key = gw->cfg.s3_secret_key,
+		.access_key = cr.access_key, .secret_key = cr.secret_key,
+		.session_token = cr.token,
 		.https = gw->cfg.s3_https, .ca_file = gw->cfg.s3_ca_file,
 		.insecure = gw->cfg.s3_insecure,
+		.refresh = creds_renew, .refresh_ctx = gw->renew,
 	};
 	if (sc.insecure)
 		log_warn("S3 %s: TLS certificates are not verified (s3.insecure)",
 			 gw->cfg.s3_endpoint);
-	int rc = s3_http_new(&sc, &gw->st, &gw->s3);
+	if (rc == 0)
+		rc = s3_http_new(&sc, &gw->st, &gw->s3);
+	creds_release(&cr);
+	if (rc == 0)
+		rc = creds_renewer_start_sighup(gw->renew, gw->s3);
 	if (rc < 0) {
 		log_error("S3 client: %s", strerror(-rc));
 		return rc;
@@ -544,6 +564,8 @@ static void gateway_stop(struct gateway *gw)
 	ingest_free(gw->ing);
 	stage_close(gw->stage);
 	index_close(gw->ix);
+	creds_renewer_free(gw->renew);   /* its SIGHUP thread uses s3 */
+	gw->renew = NULL;
 	s3_free(gw->s3);
 	view_free_all(gw->views, gw->n_views);
 	config_release(&gw->cfg);
@@ -555,7 +577,10 @@ static void gateway_stop(struct gateway *gw)
 
 int gateway_mount(const struct mount_opts *o)
 {
-	struct gateway gw = { .ready_fd = -1 };
+	/* Absolute: credentials renewal re-reads it after the fork. */
+	char conf_abs[PATH_MAX];
+	struct gateway gw = { .ready_fd = -1, .config_path =
+		realpath(o->config_path, conf_abs) ? conf_abs : o->config_path };
 	stats_init(&gw.st);
 	pthread_rwlockattr_t rwa;
 	pthread_rwlockattr_init(&rwa);
@@ -617,7 +642,9 @@ int gateway_mount(const struct mount_opts *o)
 		 gw.n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);
 	report_ready(&gw, 0);
 
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* SIGHUP stays blocked: the renewer's thread takes it (credentials). */
+	sigdelset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
 	code = fs_run(gw.fs) < 0 ? 1 : 0;
 	log_info("unmounting %s", o->mountpoint);
 out:

@@ -47,6 +47,67 @@ static void s3_curl_global(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static void cred_put(struct s3_cred *c)
+{
+	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+		return;
+	if (c->secret_key)
+		memset(c->secret_key, 0, strlen(c->secret_key));
+	if (c->token_line)
+		memset(c->token_line, 0, strlen(c->token_line));
+	free(c->access_key);
+	free(c->secret_key);
+	free(c->token_line);
+	free(c);
+}
+
+static struct s3_cred *cred_get(struct s3_http *s)
+{
+	pthread_mutex_lock(&s->cred_lock);
+	struct s3_cred *c = s->cred;
+	atomic_fetch_add(&c->refs, 1);
+	pthread_mutex_unlock(&s->cred_lock);
+	return c;
+}
+
+static uint64_t cred_gen(struct s3_http *s)
+{
+	pthread_mutex_lock(&s->cred_lock);
+	uint64_t g = s->cred ? s->cred->gen : 0;
+	pthread_mutex_unlock(&s->cred_lock);
+	return g;
+}
+
+int s3_http_set_credentials(struct s3 *iface, const char *access_key,
+			    const char *secret_key, const char *token)
+{
+	struct s3_http *s = (struct s3_http *)iface;
+	if (!access_key || !*access_key || !secret_key || !*secret_key ||
+	    strpbrk(access_key, "\r\n") || strpbrk(secret_key, "\r\n") ||
+	    (token && strpbrk(token, "\r\n")))
+		return -EINVAL;
+	struct s3_cred *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	atomic_init(&c->refs, 1);
+	c->access_key = strdup(access_key);
+	c->secret_key = strdup(secret_key);
+	if (token && *token &&
+	    asprintf(&c->token_line, "x-amz-security-token: %s", token) < 0)
+		c->token_line = NULL, c->access_key = (free(c->access_key), NULL);
+	if (!c->access_key || !c->secret_key) {
+		cred_put(c);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->cred_lock);
+	struct s3_cred *old = s->cred;
+	c->gen = old ? old->gen + 1 : 1;
+	s->cred = c;
+	pthread_mutex_unlock(&s->cred_lock);
+	cred_put(old);
+	return 0;
+}
+
 int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 {
 	*out = NULL;
@@ -58,49 +119,46 @@ int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 	if (!s)
 		return -ENOMEM;
 	s->iface.ops = &s3_http_ops;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->cred_lock, NULL);
+	pthread_mutex_init(&s->refresh_lock, NULL);
+	s->st = st;
+	s->refresh = c->refresh;
+	s->refresh_ctx = c->refresh_ctx;
 	const char *scheme = strstr(c->endpoint, "://") ? "" :
 			     c->https ? "https://" : "http://";
 	const char *region = c->region && *c->region ? c->region : "us-east-1";
+	int err = -ENOMEM;
 	if (asprintf(&s->base, "%s%s", scheme, c->endpoint) < 0)
 		s->base = NULL;
 	s->region = strdup(region);
 	s->stall_s = c->stall_s ? (long)c->stall_s : S3_STALL_S;
 	s->insecure = c->insecure;
 	if (c->ca_file && !(s->ca_file = strdup(c->ca_file)))
-		goto nomem;
-	s->access_key = strdup(c->access_key);
-	s->secret_key = strdup(c->secret_key);
-	if (!s->base || !s->region || !s->access_key || !s->secret_key)
-		goto nomem;
+		goto fail;
+	if (!s->base || !s->region)
+		goto fail;
+	err = s3_http_set_credentials(&s->iface, c->access_key, c->secret_key,
+				      c->session_token);
+	if (err)
+		goto fail;
+	err = -EINVAL;
 	size_t bl = strlen(s->base);
 	while (bl > 0 && s->base[bl - 1] == '/')
 		s->base[--bl] = '\0';
 	const char *hs = strstr(s->base, "://") + 3;
-	if (strchr(hs, '/') || !*hs) {
-		free(s->base);     /* a path after the host is not supported */
-		free(s->region);
-		free(s->access_key);
-		free(s->secret_key);
-		free(s);
-		return -EINVAL;
-	}
+	if (strchr(hs, '/') || !*hs)
+		goto fail;         /* a path after the host is not supported */
+	err = -ENOMEM;
 	if (asprintf(&s->host, "Host: %s", hs) < 0) {
 		s->host = NULL;
-		goto nomem;
+		goto fail;
 	}
-	s->st = st;
-	pthread_mutex_init(&s->lock, NULL);
 	*out = &s->iface;
 	return 0;
-nomem:
-	free(s->ca_file);
-	free(s->base);
-	free(s->host);
-	free(s->region);
-	free(s->access_key);
-	free(s->secret_key);
-	free(s);
-	return -ENOMEM;
+fail:
+	s3_http_free(&s->iface);
+	return err;
 }
 
 void s3_http_free(struct s3 *iface)
@@ -109,14 +167,13 @@ void s3_http_free(struct s3 *iface)
 	for (int i = 0; i < s->n_pool; i++)
 		curl_easy_cleanup(s->pool[i]);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->cred_lock);
+	pthread_mutex_destroy(&s->refresh_lock);
+	cred_put(s->cred);
 	free(s->ca_file);
 	free(s->base);
 	free(s->host);
 	free(s->region);
-	if (s->secret_key)
-		memset(s->secret_key, 0, strlen(s->secret_key));
-	free(s->access_key);
-	free(s->secret_key);
 	free(s);
 }
 
@@ -596,6 +653,7 @@ static int64_t s3_now_ms(void)
 /* The headers of one attempt: r->hdrs, Host, x-amz-date and the SigV4
  * Authorization over all of them. NULL on failure (logged). */
 static struct curl_slist *req_signed_headers(const struct s3_http *s,
+					     const struct s3_cred *cred,
 					     const struct s3_req *r,
 					     const char *path)
 {
@@ -607,7 +665,7 @@ static struct curl_slist *req_signed_headers(const struct s3_http *s,
 	strftime(amzdate, sizeof amzdate, "%Y%m%dT%H%M%SZ", &tm);
 	snprintf(date, sizeof date, "x-amz-date: %s", amzdate);
 
-	size_t n = 2;
+	size_t n = cred->token_line ? 3 : 2;
 	for (const struct curl_slist *l = r->hdrs; l; l = l->next)
 		n++;
 	const char **lines = malloc(n * sizeof *lines);
@@ -617,11 +675,13 @@ static struct curl_slist *req_signed_headers(const struct s3_http *s,
 	size_t i = 0;
 	lines[i++] = s->host;
 	lines[i++] = date;
+	if (cred->token_line)
+		lines[i++] = cred->token_line;
 	for (const struct curl_slist *l = r->hdrs; l; l = l->next)
 		lines[i++] = l->data;
 	int err = s3_sign_v4(r->verb, path, r->query ? r->query : "", lines, n,
-			     amzdate, s->region, s->access_key, s->secret_key,
-			     auth, sizeof auth - 16);
+			     amzdate, s->region, cred->access_key,
+			     cred->secret_key, auth, sizeof auth - 16);
 	if (err) {
 		log_error("s3: %s %s%s%s: cannot sign: %s", r->method, r->bucket,
 			  r->key ? "/" : "", r->key ? r->key : "", strerror(-err));
@@ -643,6 +703,27 @@ static struct curl_slist *req_signed_headers(const struct s3_http *s,
 	return out;
 }
 
+/* After the store refused credentials of generation gen: let the refresh
+ * callback install new ones (one refresh at a time; none if another
+ * request already replaced gen). True if the credentials changed. */
+static bool req_renew_creds(struct s3_http *s, uint64_t gen)
+{
+	if (!s->refresh)
+		return false;
+	pthread_mutex_lock(&s->refresh_lock);
+	if (cred_gen(s) == gen) {
+		int rc = s->refresh(s->refresh_ctx, &s->iface);
+		if (rc < 0)
+			log_warn("s3: renewing the credentials failed: %s",
+				 strerror(-rc));
+	}
+	pthread_mutex_unlock(&s->refresh_lock);
+	bool changed = cred_gen(s) != gen;
+	if (changed)
+		log_info("s3: credentials refused; sending again with renewed ones");
+	return changed;
+}
+
 /* Perform r with retries; 0 or -errno (already logged; a missing key or a
  * failed If-Match only as a debug line: callers expect those). */
 int s3_req_run(struct s3_http *s, struct s3_req *r)
@@ -660,6 +741,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	int64_t t0 = s3_now_ms();
 	uint64_t rng = (uint64_t)t0 * 0x9E3779B97F4A7C15ull ^ (uintptr_t)r;
 	int err = 0, attempt;
+	bool refreshed = false;
 	CURLcode cc = CURLE_OK;
 	for (attempt = 0;; attempt++) {
 		errbuf[0] = '\0';
@@ -670,7 +752,10 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		char *q = strchr(url + path_at, '?');
 		if (q)
 			*q = '\0';
-		struct curl_slist *hdrs = req_signed_headers(s, r, url + path_at);
+		struct s3_cred *cred = cred_get(s);
+		uint64_t signed_gen = cred->gen;
+		struct curl_slist *hdrs = req_signed_headers(s, cred, r, url + path_at);
+		cred_put(cred);   /* the headers hold copies */
 		if (q)
 			*q = '?';
 		CURL *h = hdrs ? s3_pool_get(s) : NULL;
@@ -710,6 +795,11 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 			r->s3code[tl] = '\0';
 		}
 		err = s3_errno_map((int)cc, status, r->s3code);
+		if (err == -EACCES && !refreshed && req_renew_creds(s, signed_gen)) {
+			refreshed = true;    /* new credentials: send it again now */
+			attempt--;
+			continue;
+		}
 		if (!err || !s3_retryable((int)cc, status, r->s3code))
 			break;
 		unsigned delay = s3_backoff_ms((unsigned)attempt, &rng);

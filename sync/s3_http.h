@@ -50,10 +50,25 @@ struct s3_conf {
 				  * system's store) */
 	bool insecure;           /* no certificate verification at all */
 	unsigned stall_s;        /* no byte for this long: retry; 0 -> 15 s */
+	const char *session_token; /* temporary credentials' token, or NULL */
+	/* Called (never two at once) when the store refuses the credentials
+	 * (403: ExpiredToken, InvalidToken, InvalidAccessKeyId, AccessDenied,
+	 * SignatureDoesNotMatch): it may install new ones with
+	 * s3_http_set_credentials(), and the request is then sent once more
+	 * with them. NULL: no renewal. */
+	int (*refresh)(void *ctx, struct s3 *s);
+	void *refresh_ctx;
 };
 
 /* The client; strings in *c are copied. st may be NULL (no counters).
  * 0, -EINVAL (missing endpoint or keys) or -ENOMEM. */
 int  s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out);
+
+/* Replace the credentials (token may be NULL): requests signed from now
+ * on use them; any thread. 0, -EINVAL (a key missing, a token with CR or
+ * LF) or -ENOMEM. The strings are copied; the old secret is wiped when
+ * the last request using it ends. Secrets are never logged. */
+int  s3_http_set_credentials(struct s3 *s, const char *access_key,
+			     const char *secret_key, const char *token);
 
 #endif

@@ -32,12 +32,25 @@
 #define S3_ERRBODY_MAX       (64u << 10)
 #define S3_BODY_MAX          (64u << 20)
 
+/* One set of credentials, immutable once published; the client holds the
+ * current one, each request attempt holds the one it signed with. */
+struct s3_cred {
+	atomic_int refs;
+	uint64_t gen;                /* bumped by every replacement */
+	char *access_key, *secret_key;
+	char *token_line;            /* "x-amz-security-token: T", or NULL */
+};
+
 struct s3_http {
 	struct s3 iface;             /* first: the interface (common/s3.h) */
 	char *base;                  /* "http://host:port", no trailing '/' */
 	char *host;                  /* "Host: host:port" as sent and signed */
 	char *region;
-	char *access_key, *secret_key;
+	pthread_mutex_t cred_lock;   /* protects cred (the pointer) */
+	struct s3_cred *cred;
+	pthread_mutex_t refresh_lock; /* one credentials refresh at a time */
+	int (*refresh)(void *ctx, struct s3 *s);
+	void *refresh_ctx;
 	struct stats *st;
 	long stall_s;                /* s3_conf.stall_s or S3_STALL_S */
 	char *ca_file;               /* s3_conf.ca_file or NULL */

@@ -3,7 +3,7 @@
  * integration tests (tests/integration/t_s3.sh) and measurements.
  *
  * Endpoint and credentials come from the environment: S3_ENDPOINT,
- * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, and S3_REGION or
+ * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN), and S3_REGION or
  * AWS_DEFAULT_REGION; for https endpoints S3_CA_FILE (a CA bundle) or
  * S3_INSECURE (set: no certificate checks). On failure it prints "s3tool: OP: ERRNO-TEXT" to
  * stderr and exits with the errno number (ENOENT 2, EACCES 13, ESTALE 116,
@@ -621,6 +621,7 @@ int main(int argc, char **argv)
 		.endpoint = ep, .region = region,
 		.access_key = getenv("AWS_ACCESS_KEY_ID"),
 		.secret_key = getenv("AWS_SECRET_ACCESS_KEY"),
+		.session_token = getenv("AWS_SESSION_TOKEN"),
 		.ca_file = getenv("S3_CA_FILE"),
 		.insecure = getenv("S3_INSECURE") != NULL,
 	};
