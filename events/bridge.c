@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
 #include <time.h>
@@ -42,11 +43,23 @@
 
 #define DEFAULT_MAX_BODY   (1024 * 1024)
 #define DEFAULT_TIMEOUT_MS 10000
+#define DEFAULT_LISTEN     "127.0.0.1:8099"
+#define DEFAULT_MAX_RATE   1000          /* requests per second */
+#define DEFAULT_MAX_PENDING 10000        /* records waiting for Kafka */
+#define MAX_CONNECTIONS    256
+#define TOKEN_MAX          256
 
 struct bridge {
 	const char *listen, *brokers, *topic;
 	size_t max_body;
 	int timeout_ms;
+	char token[TOKEN_MAX];        /* --token-file: "" when none */
+	size_t token_len;
+	unsigned max_rate;            /* requests per second, 0: unbounded */
+	size_t max_pending;           /* records in flight to Kafka */
+	size_t pending;               /* under lock: records in flight now */
+	double rate_tokens;           /* under lock: the rate bucket */
+	struct timespec rate_at;      /* under lock: when it was last filled */
 	rd_kafka_t *rk;
 	pthread_t poller;
 	atomic_bool stop_poll;
@@ -70,8 +83,9 @@ struct request {
 };
 
 static const char usage[] =
-	"usage: facetfs-bridge --listen HOST:PORT --brokers HOST:PORT[,...] --topic TOPIC\n"
-	"                      [--max-body BYTES] [--timeout-ms MS] [-X PROP=VALUE]... [-v]...\n"
+	"usage: facetfs-bridge --brokers HOST:PORT[,...] --topic TOPIC [--listen HOST:PORT]\n"
+	"                      [--token-file FILE] [--max-body BYTES] [--max-rate N]\n"
+	"                      [--max-pending N] [--timeout-ms MS] [-X PROP=VALUE]... [-v]...\n"
 	"\n"
 	"Receives S3 event notifications (Ceph RGW http push endpoints, MinIO webhooks,\n"
 	"AWS SNS HTTP subscriptions) as POSTs on any path, and produces each record of a\n"
@@ -79,13 +93,22 @@ static const char usage[] =
 	"  200  every record was acknowledged by Kafka (acks=all), or nothing to produce\n"
 	"       (AWS test event, empty Records, SNS subscription confirmation: logged)\n"
 	"  400  the body is not an S3 event document\n"
+	"  403  --token-file is set and the request does not carry the token\n"
 	"  405  not a POST\n"
 	"  413  the body is larger than --max-body\n"
+	"  429  more than --max-rate requests in a second\n"
 	"  500  Kafka did not acknowledge every record within --timeout-ms (the sender\n"
 	"       should retry: RGW persistent topics do)\n"
+	"  503  Kafka is slow: --max-pending records already wait for it (retry later)\n"
 	"\n"
-	"  --listen HOST:PORT   address to listen on (port 0: any free port; the\n"
-	"                       address used is printed on stdout)\n"
+	"  --listen HOST:PORT   address to listen on (default 127.0.0.1:8099; port 0:\n"
+	"                       any free port; the address used is printed on stdout)\n"
+	"  --token-file FILE    accept only POSTs whose path starts with /TOKEN/ (RGW\n"
+	"                       push endpoints can carry it) or that carry\n"
+	"                       Authorization: Bearer TOKEN; FILE holds the token\n"
+	"                       (letters, digits, - _ . ~; 16 to 255 of them)\n"
+	"  --max-rate N         requests per second before 429 (default 1000; 0: no limit)\n"
+	"  --max-pending N      records waiting for Kafka before 503 (default 10000)\n"
 	"  --brokers LIST       Kafka bootstrap servers\n"
 	"  --topic TOPIC        Kafka topic to produce to\n"
 	"  --max-body BYTES     largest accepted body (default 1048576)\n"
@@ -205,32 +228,38 @@ static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t 
 	size_t i;
 	int rc = 0;
 
+	/* Never queue without bound: past max_pending the sender hears 503. */
+	pthread_mutex_lock(&b->lock);
+	if (b->pending + n > b->max_pending) {
+		size_t now = b->pending;
+
+		pthread_mutex_unlock(&b->lock);
+		snprintf(err, errlen, "%zu records already wait for Kafka (--max-pending %zu)",
+		         now, b->max_pending);
+		return -EAGAIN;
+	}
+	b->pending += n;
+	pthread_mutex_unlock(&b->lock);
 	for (i = 0; i < n; i++) {
 		rd_kafka_resp_err_t e;
-		int waited = 0;
 
 		pthread_mutex_lock(&b->lock);
 		d.pending++;
 		pthread_mutex_unlock(&b->lock);
-		for (;;) {
-			e = rd_kafka_producev(b->rk, RD_KAFKA_V_TOPIC(b->topic),
-			                      RD_KAFKA_V_KEY(parts[i].key,
-			                                     parts[i].key ? strlen(parts[i].key) : 0),
-			                      RD_KAFKA_V_VALUE(parts[i].json, parts[i].json_len),
-			                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-			                      RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
-			if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || waited >= b->timeout_ms)
-				break;
-			usleep(10000);        /* the poll thread drains the queue */
-			waited += 10;
-		}
+		e = rd_kafka_producev(b->rk, RD_KAFKA_V_TOPIC(b->topic),
+		                      RD_KAFKA_V_KEY(parts[i].key,
+		                                     parts[i].key ? strlen(parts[i].key) : 0),
+		                      RD_KAFKA_V_VALUE(parts[i].json, parts[i].json_len),
+		                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		                      RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
 		if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
 			pthread_mutex_lock(&b->lock);
 			d.pending--;
 			pthread_mutex_unlock(&b->lock);
 			snprintf(err, errlen, "producing record %s: %s",
 			         parts[i].key ? parts[i].key : "(no key)", rd_kafka_err2str(e));
-			rc = -EIO;
+			/* librdkafka's own queue is full: Kafka is slow. */
+			rc = e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? -EAGAIN : -EIO;
 			break;
 		}
 	}
@@ -238,6 +267,7 @@ static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t 
 	pthread_mutex_lock(&b->lock);
 	while (d.pending > 0)
 		pthread_cond_wait(&b->cond, &b->lock);
+	b->pending -= n;
 	pthread_mutex_unlock(&b->lock);
 	if (rc == 0 && d.failed) {
 		snprintf(err, errlen, "%zu of %zu records not acknowledged, first %s",
@@ -245,6 +275,112 @@ static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t 
 		rc = -EIO;
 	}
 	return rc;
+}
+
+/* ---- admission: token, rate ---- */
+
+/* Equal without an early exit (the time does not tell how much matched). */
+static bool bridge_token_eq(const char *a, size_t al, const char *b, size_t bl)
+{
+	unsigned diff = al != bl;
+
+	for (size_t i = 0; i < al && i < bl; i++)
+		diff |= (unsigned char)a[i] ^ (unsigned char)b[i];
+	return diff == 0;
+}
+
+/* The path starts with /TOKEN/ (or is /TOKEN), or the request carries
+ * Authorization: Bearer TOKEN; always true without --token-file. */
+static bool bridge_authorized(struct bridge *b, struct MHD_Connection *conn, const char *url)
+{
+	if (!b->token_len)
+		return true;
+	if (url && url[0] == '/') {
+		const char *seg = url + 1, *end = strchr(seg, '/');
+		size_t len = end ? (size_t)(end - seg) : strlen(seg);
+
+		if (bridge_token_eq(seg, len, b->token, b->token_len))
+			return true;
+	}
+	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                               MHD_HTTP_HEADER_AUTHORIZATION);
+	if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+		const char *t = auth + 7;
+
+		while (*t == ' ')
+			t++;
+		return bridge_token_eq(t, strlen(t), b->token, b->token_len);
+	}
+	return false;
+}
+
+/* The url as logged: with --token-file its first segment (where a token,
+ * or a near miss of one, would be) becomes "***". Per thread. */
+static const char *bridge_url_for_log(struct bridge *b, const char *url)
+{
+	static _Thread_local char out[440];
+
+	if (!b->token_len || !url || url[0] != '/')
+		return url ? url : "";
+	const char *end = strchr(url + 1, '/');
+
+	snprintf(out, sizeof out, "/***%.400s", end ? end : "");
+	return out;
+}
+
+/* A token bucket of max_rate requests per second (bursts up to one
+ * second's worth). */
+static bool bridge_rate_ok(struct bridge *b)
+{
+	struct timespec now;
+	bool ok;
+
+	if (!b->max_rate)
+		return true;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&b->lock);
+	double dt = (double)(now.tv_sec - b->rate_at.tv_sec) +
+	            (double)(now.tv_nsec - b->rate_at.tv_nsec) / 1e9;
+	b->rate_at = now;
+	b->rate_tokens += dt * b->max_rate;
+	if (b->rate_tokens > b->max_rate)
+		b->rate_tokens = b->max_rate;
+	ok = b->rate_tokens >= 1.0;
+	if (ok)
+		b->rate_tokens -= 1.0;
+	pthread_mutex_unlock(&b->lock);
+	return ok;
+}
+
+/* Read the token (first line, surrounding blanks removed); 0 or -EINVAL
+ * with a message on stderr. */
+static int bridge_read_token(struct bridge *b, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[TOKEN_MAX + 2] = "";
+
+	if (!f) {
+		fprintf(stderr, "facetfs-bridge: --token-file %s: %s\n", path, strerror(errno));
+		return -EINVAL;
+	}
+	if (!fgets(line, sizeof line, f))
+		line[0] = '\0';
+	fclose(f);
+	size_t n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
+	             line[n - 1] == '\t'))
+		line[--n] = '\0';
+	if (n < 16 || n >= TOKEN_MAX ||
+	    strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                 "0123456789-_.~") != n) {
+		fprintf(stderr, "facetfs-bridge: --token-file %s: the token must be 16 to %d "
+		        "letters, digits, '-', '_', '.' or '~'\n", path, TOKEN_MAX - 1);
+		return -EINVAL;
+	}
+	memcpy(b->token, line, n + 1);
+	b->token_len = n;
+	memset(line, 0, sizeof line);
+	return 0;
 }
 
 /* ---- HTTP ---- */
@@ -322,7 +458,7 @@ static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *co
 	int rc;
 
 	bridge_peer(conn, peer, sizeof peer);
-	snprintf(who, sizeof who, "POST %.400s from %s", url, peer);
+	snprintf(who, sizeof who, "POST %.400s from %s", bridge_url_for_log(b, url), peer);
 	rc = record_split(req->body, req->len, &parts, &n, err, sizeof err);
 	if (rc == -EINVAL && strncmp(err, "test event", 10) == 0) {
 		log_info("%s: 200, ignored: %s", who, err);
@@ -358,7 +494,10 @@ static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *co
 		return bridge_reply(conn, MHD_HTTP_OK, "no records\n");
 	}
 	rc = bridge_produce(b, parts, n, err, sizeof err);
-	if (rc < 0) {
+	if (rc == -EAGAIN) {
+		log_warn("%s: 503, %s", who, err);
+		ret = bridge_reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "kafka is slow, retry later\n");
+	} else if (rc < 0) {
 		log_error("%s: 500, %s", who, err);
 		ret = bridge_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "kafka did not acknowledge\n");
 	} else {
@@ -385,8 +524,20 @@ static enum MHD_Result bridge_on_request(void *cls, struct MHD_Connection *conn,
 
 		if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
 			bridge_peer(conn, peer, sizeof peer);
-			log_warn("%s %.400s from %s: 405, only POST is accepted", method, url, peer);
+			log_warn("%s %.400s from %s: 405, only POST is accepted", method,
+			         bridge_url_for_log(b, url), peer);
 			return bridge_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "POST only\n");
+		}
+		if (!bridge_authorized(b, conn, url)) {
+			bridge_peer(conn, peer, sizeof peer);
+			log_warn("POST %.400s from %s: 403, no valid token",
+			         bridge_url_for_log(b, url), peer);
+			return bridge_reply(conn, MHD_HTTP_FORBIDDEN, "forbidden\n");
+		}
+		if (!bridge_rate_ok(b)) {
+			bridge_peer(conn, peer, sizeof peer);
+			log_debug("POST from %s: 429, over %u requests/s", peer, b->max_rate);
+			return bridge_reply(conn, MHD_HTTP_TOO_MANY_REQUESTS, "too many requests\n");
 		}
 		req = calloc(1, sizeof *req);
 		if (!req)
@@ -499,10 +650,15 @@ int main(int argc, char **argv)
 		{ "topic", required_argument, NULL, 't' },
 		{ "max-body", required_argument, NULL, 'm' },
 		{ "timeout-ms", required_argument, NULL, 'T' },
+		{ "token-file", required_argument, NULL, 'k' },
+		{ "max-rate", required_argument, NULL, 'r' },
+		{ "max-pending", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct bridge b = { .max_body = DEFAULT_MAX_BODY, .timeout_ms = DEFAULT_TIMEOUT_MS };
+	struct bridge b = { .max_body = DEFAULT_MAX_BODY, .timeout_ms = DEFAULT_TIMEOUT_MS,
+	                    .listen = DEFAULT_LISTEN, .max_rate = DEFAULT_MAX_RATE,
+	                    .max_pending = DEFAULT_MAX_PENDING };
 	char *props[64];
 	size_t n_props = 0;
 	int verbosity = 0, opt, sig, rc = 1;
@@ -532,6 +688,29 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'k':
+			if (bridge_read_token(&b, optarg) < 0)
+				return 2;
+			break;
+		case 'r':
+		case 'p': {
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || optarg[0] == '-' || (opt == 'p' && v == 0) ||
+			    v > 1000000000ull) {
+				fprintf(stderr, "facetfs-bridge: --%s %s: expected a count%s\n",
+				        opt == 'r' ? "max-rate" : "max-pending", optarg,
+				        opt == 'p' ? " above 0" : "");
+				return 2;
+			}
+			if (opt == 'r')
+				b.max_rate = (unsigned)v;
+			else
+				b.max_pending = (size_t)v;
+			break;
+		}
 		case 'X':
 			if (n_props == sizeof props / sizeof props[0]) {
 				fprintf(stderr, "facetfs-bridge: too many -X options\n");
@@ -544,10 +723,12 @@ int main(int argc, char **argv)
 		default: fputs(usage, stderr); return 2;
 		}
 	}
-	if (optind < argc || !b.listen || !b.brokers || !b.topic) {
-		fprintf(stderr, "facetfs-bridge: --listen, --brokers and --topic are required\n%s", usage);
+	if (optind < argc || !b.brokers || !b.topic) {
+		fprintf(stderr, "facetfs-bridge: --brokers and --topic are required\n%s", usage);
 		return 2;
 	}
+	b.rate_tokens = b.max_rate;
+	clock_gettime(CLOCK_MONOTONIC, &b.rate_at);
 	log_init("facetfs-bridge", verbosity);
 	if (bridge_parse_listen(b.listen, &ss, &sl) < 0)
 		return 2;
@@ -576,6 +757,7 @@ int main(int argc, char **argv)
 	                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 	                           MHD_OPTION_NOTIFY_COMPLETED, bridge_on_completed, NULL,
 	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
 	                           MHD_OPTION_END);
 	if (!b.httpd) {
 		log_error("cannot listen on %s: %s", b.listen, strerror(errno));
