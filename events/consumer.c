@@ -13,9 +13,8 @@
  * while batch N is applied, and batches are applied in poll order. If old
  * cannot be applied (stopped), new is released, never applied after it
  * (it is consumed again after a restart). A batch's raw messages are
- * destroyed only after its
- * decoder job was finished or released (the decoder reads them until
- * then). Rebalances are served by librdkafka inside
+ * destroyed only after its decoder job was finished or released (the
+ * decoder reads them until then). Rebalances are served by librdkafka inside
  * rd_kafka_consumer_poll() on this same thread: both an assignment and a
  * revocation first drain (apply old, then what new holds so far), so
  * nothing polled is lost or applied twice and no offset moves past an

@@ -323,15 +323,21 @@ struct decoder_job *decoder_post(struct decoder *d, const struct decoder_msg *ms
 		return NULL;
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
+		size_t posted = 0;
+
+		for (size_t i = 0; i < DECODER_SLOTS; i++)
+			posted += d->jobs[i].state == JOB_POSTED;
+		if (posted >= DECODER_JOBS) {
+			j = NULL;             /* the caller's bug */
+			break;
+		}
 		if ((j = decoder_find(d, JOB_FREE)))
 			break;
 		if ((j = decoder_find(d, JOB_SPENT))) {
 			decoder_clean(d, j);
 			break;
 		}
-		if (!decoder_find(d, JOB_CLEANING))
-			break;                /* every job posted: the caller's bug */
-		pthread_cond_wait(&d->done_cv, &d->lock);
+		pthread_cond_wait(&d->done_cv, &d->lock);   /* one is being cleaned */
 	}
 	while (j && j->workers)       /* the thread still leaving its last claim */
 		pthread_cond_wait(&d->done_cv, &d->lock);
