@@ -26,7 +26,6 @@
  */
 #include "events/consumer.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
