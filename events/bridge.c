@@ -38,6 +38,7 @@
 #include <librdkafka/rdkafka.h>
 #include <microhttpd.h>
 
+#include "events/kafka.h"
 #include "events/record.h"
 #include "common/log.h"
 
@@ -156,17 +157,6 @@ static void bridge_on_kafka_error(rd_kafka_t *rk, int err, const char *reason, v
 	log_warn("kafka %s: %s", b->brokers, reason);
 }
 
-static void bridge_on_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-	(void)rk;
-	if (level <= 2)
-		log_error("librdkafka %s: %s", fac, buf);
-	else if (level == 4)
-		log_warn("librdkafka %s: %s", fac, buf);
-	else
-		log_debug("librdkafka %s: %s", fac, buf);   /* errors also reach error_cb */
-}
-
 static void *bridge_poll_main(void *arg)
 {
 	struct bridge *b = arg;
@@ -179,19 +169,19 @@ static void *bridge_poll_main(void *arg)
 static int bridge_producer_new(struct bridge *b, char **props, size_t n_props)
 {
 	char why[512], tmo[32];
-	rd_kafka_conf_t *kc = rd_kafka_conf_new();
-	const char *set[][2] = {
-		{ "client.id", "facetfs-bridge" },
-		{ "linger.ms", "0" },
-		{ "acks", "all" },
-		{ "enable.idempotence", "true" },
-		{ "message.timeout.ms", tmo },
+	rd_kafka_conf_t *kc = kafka_conf_new(b, bridge_on_kafka_error);
+	const char *const set[] = {
+		"client.id", "facetfs-bridge",
+		"linger.ms", "0",
+		"acks", "all",
+		"enable.idempotence", "true",
+		"message.timeout.ms", tmo,
 	};
+	const char *const servers[] = { "bootstrap.servers", b->brokers };
 
 	snprintf(tmo, sizeof tmo, "%d", b->timeout_ms);
-	for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
-		if (rd_kafka_conf_set(kc, set[i][0], set[i][1], why, sizeof why) != RD_KAFKA_CONF_OK)
-			goto bad;
+	if (kafka_conf_set(kc, set, sizeof set / sizeof set[0] / 2, why, sizeof why) < 0)
+		goto bad;
 	for (size_t i = 0; i < n_props; i++) {
 		char *eq = strchr(props[i], '=');
 
@@ -200,19 +190,18 @@ static int bridge_producer_new(struct bridge *b, char **props, size_t n_props)
 			goto bad;
 		}
 		*eq = '\0';
-		if (rd_kafka_conf_set(kc, props[i], eq + 1, why, sizeof why) != RD_KAFKA_CONF_OK)
+		if (kafka_conf_set(kc, (const char *const[]){ props[i], eq + 1 }, 1,
+		                   why, sizeof why) < 0)
 			goto bad;
 	}
-	if (rd_kafka_conf_set(kc, "bootstrap.servers", b->brokers, why, sizeof why) != RD_KAFKA_CONF_OK)
+	if (kafka_conf_set(kc, servers, 1, why, sizeof why) < 0)
 		goto bad;
-	rd_kafka_conf_set_opaque(kc, b);
 	rd_kafka_conf_set_dr_msg_cb(kc, bridge_on_delivery);
-	rd_kafka_conf_set_error_cb(kc, bridge_on_kafka_error);
-	rd_kafka_conf_set_log_cb(kc, bridge_on_kafka_log);
-	b->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, why, sizeof why);
-	if (!b->rk)
-		goto bad;
-	return 0;                     /* rd_kafka_new() took ownership of kc */
+	if (kafka_client_new(RD_KAFKA_PRODUCER, kc, &b->rk, why, sizeof why) < 0) {
+		log_error("%s", why);
+		return -EINVAL;
+	}
+	return 0;                     /* kafka_client_new() took ownership of kc */
 bad:
 	log_error("kafka producer: %s", why);
 	rd_kafka_conf_destroy(kc);

@@ -1,18 +1,20 @@
 /*
- * consumer.c — Kafka consumer thread: poll, batch, apply, resume from the
- * caller's offsets.
+ * consumer.c — Kafka consumer thread: poll, decode ahead, apply, resume
+ * from the caller's offsets.
  *
- * DESIGN. One thread (consumer_main) loops over two batch buffers, "old"
- * (polled last round, maybe prepared) and "new": collect up to
- * CONSUMER_BATCH_MAX messages into new (the first poll waits up to
- * POLL_WAIT_MS only when old is empty, later ones take only what librdkafka
- * already fetched), hand new to cb->prepare(), then apply old with
- * cb->apply(), retrying the same batch with a growing backoff until it
- * succeeds or the consumer is stopped, and swap. So batch N+1 is decoded
- * (elsewhere) while batch N is applied, and batches are applied in poll
- * order. If old cannot be applied (stopped), new is forgotten, never applied
- * after it. A batch's messages are destroyed only after apply()/forget()
- * returned. Rebalances are served by librdkafka inside
+ * DESIGN. One thread (consumer_main) loops over two batch buffers of raw
+ * messages, "old" (polled last round, being decoded) and "new": collect up
+ * to CONSUMER_BATCH_MAX messages into new (the first poll waits up to
+ * POLL_WAIT_MS only when old is empty, later ones take only what
+ * librdkafka already fetched), post new to the decoder (decoder.h), then
+ * finish old's decoding and apply it with cb->apply(), retrying the same
+ * decoded batch with a growing backoff until it succeeds or the consumer
+ * is stopped, and swap. So batch N+1 is decoded (on the decoder thread)
+ * while batch N is applied, and batches are applied in poll order. If old
+ * cannot be applied (stopped), new is released, never applied after it
+ * (it is consumed again after a restart). A batch's raw messages are
+ * destroyed only after its decoder job was finished or released (the
+ * decoder reads them until then). Rebalances are served by librdkafka inside
  * rd_kafka_consumer_poll() on this same thread: both an assignment and a
  * revocation first drain (apply old, then what new holds so far), so
  * nothing polled is lost or applied twice and no offset moves past an
@@ -24,7 +26,6 @@
  */
 #include "events/consumer.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -40,6 +41,8 @@
 
 #include "common/log.h"
 #include "common/stats.h"
+#include "events/decoder.h"
+#include "events/kafka.h"
 
 #define POLL_WAIT_MS      50      /* first poll of a round: bounds stop latency */
 #define BACKOFF_MIN_MS    100
@@ -56,6 +59,7 @@ struct consumer {
 	char *brokers, *topic, *group;
 	struct consumer_cb cb;
 	struct stats *st;
+	struct decoder *dec;
 	pthread_t thread;
 	bool started;
 	atomic_bool stop;
@@ -63,9 +67,9 @@ struct consumer {
 	/* consumer thread only */
 	struct consumer_batch {
 		rd_kafka_message_t *rkm[CONSUMER_BATCH_MAX];
-		struct consumer_msg msgs[CONSUMER_BATCH_MAX];
+		struct decoder_msg msgs[CONSUMER_BATCH_MAX];
 		size_t n;
-		bool prepared;        /* given to cb.prepare, not yet to apply/forget */
+		struct decoder_job *job;  /* posted to the decoder, not yet released */
 	} b[2];
 	unsigned old;                 /* b[old] is applied before b[old ^ 1] */
 	struct part_pos *parts;
@@ -128,21 +132,6 @@ static void consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void 
 
 	(void)rk;
 	consumer_note_error(c, err == RD_KAFKA_RESP_ERR__FATAL, "%s", reason);
-}
-
-static void consumer_on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-	/* syslog levels; errors (3) also reach consumer_on_error(), which logs
-	   them once, so here they are debug lines. */
-	(void)rk;
-	if (level <= 2)
-		log_error("librdkafka %s: %s", fac, buf);
-	else if (level == 4)
-		log_warn("librdkafka %s: %s", fac, buf);
-	else if (level == 5)
-		log_info("librdkafka %s: %s", fac, buf);
-	else
-		log_debug("librdkafka %s: %s", fac, buf);
 }
 
 /* ---- partition positions (consumer thread only) ---- */
@@ -210,10 +199,14 @@ static void consumer_lag_update(struct consumer *c)
 
 /* ---- batches (consumer thread only) ---- */
 
-/* Destroy a batch's messages: only once nothing reads them any more. */
-static void consumer_batch_release(struct consumer_batch *b)
+/* Give the decoder job back (it finishes reading the messages first), then
+   destroy the messages. */
+static void consumer_batch_release(struct consumer *c, struct consumer_batch *b)
 {
-	assert(!b->prepared);
+	if (b->job) {
+		decoder_release(c->dec, b->job);
+		b->job = NULL;
+	}
 	for (size_t i = 0; i < b->n; i++)
 		rd_kafka_message_destroy(b->rkm[i]);
 	b->n = 0;
@@ -222,7 +215,7 @@ static void consumer_batch_release(struct consumer_batch *b)
 static void consumer_batch_add(struct consumer *c, struct consumer_batch *b,
                                rd_kafka_message_t *rkm)
 {
-	struct consumer_msg *m = &b->msgs[b->n];
+	struct decoder_msg *m = &b->msgs[b->n];
 	rd_kafka_timestamp_type_t tstype;
 
 	m->topic = c->topic;          /* the only topic subscribed */
@@ -236,41 +229,24 @@ static void consumer_batch_add(struct consumer *c, struct consumer_batch *b,
 		stats_inc(c->st, ev_consumed);
 }
 
-/* Start preparing a batch (decoding it elsewhere) if the caller can. */
-static void consumer_batch_prepare(struct consumer *c, struct consumer_batch *b)
+/* Start decoding a batch on the decoder thread. If memory is short it is
+   posted again when it is applied. */
+static void consumer_batch_post(struct consumer *c, struct consumer_batch *b)
 {
-	if (b->n == 0 || b->prepared || !c->cb.prepare)
-		return;
-	c->cb.prepare(c->cb.ctx, b->msgs, b->n);
-	b->prepared = true;
-}
-
-/* Drop a batch that will not be applied (it is consumed again after a
-   restart: its offsets were not stored). */
-static void consumer_batch_drop(struct consumer *c, struct consumer_batch *b)
-{
-	if (b->prepared) {
-		c->cb.forget(c->cb.ctx, b->msgs, b->n);
-		b->prepared = false;
-	}
-	consumer_batch_release(b);
+	if (b->n && !b->job)
+		b->job = decoder_post(c->dec, b->msgs, b->n);
 }
 
 /* Tell Kafka how far we got (for tools; our own offsets are already durable). */
-static void consumer_batch_store(struct consumer *c, const struct consumer_batch *b)
+static void consumer_batch_store(struct consumer *c, const struct ev_batch *eb)
 {
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)eb->n_pos);
 	rd_kafka_resp_err_t err;
 
-	for (size_t i = 0; i < b->n; i++) {
-		const struct consumer_msg *m = &b->msgs[i];
-		rd_kafka_topic_partition_t *tp =
-			rd_kafka_topic_partition_list_find(l, c->topic, m->partition);
-
-		if (!tp)
-			tp = rd_kafka_topic_partition_list_add(l, c->topic, m->partition);
-		tp->offset = m->offset + 1;
-		consumer_part_set(c, m->partition, m->offset + 1);
+	for (size_t i = 0; i < eb->n_pos; i++) {
+		rd_kafka_topic_partition_list_add(l, eb->pos[i].topic, eb->pos[i].partition)->offset =
+			eb->pos[i].next;
+		consumer_part_set(c, eb->pos[i].partition, eb->pos[i].next);
 	}
 	err = rd_kafka_offsets_store(c->rk, l);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)    /* e.g. partition revoked meanwhile */
@@ -278,24 +254,37 @@ static void consumer_batch_store(struct consumer *c, const struct consumer_batch
 	rd_kafka_topic_partition_list_destroy(l);
 }
 
+/* Decode (what the decoder has not yet) and apply a batch once. */
+static int consumer_batch_try(struct consumer *c, struct consumer_batch *b)
+{
+	struct ev_batch *eb;
+	int rc;
+
+	consumer_batch_post(c, b);
+	if (!b->job)
+		return -ENOMEM;
+	rc = decoder_finish(c->dec, b->job, &eb);
+	if (rc < 0) {                 /* decoded again on the next try */
+		decoder_release(c->dec, b->job);
+		b->job = NULL;
+		return rc;
+	}
+	rc = c->cb.apply(c->cb.ctx, eb);
+	if (rc == 0)
+		consumer_batch_store(c, eb);
+	return rc;
+}
+
 /* Apply a batch, retrying until it succeeds. Returns 0, or the last error
    if the consumer was stopped first (the batch is then dropped: it was not
-   applied, so it will be consumed again after a restart). apply() also ends
-   a prepare(): the messages are released after it returned. */
+   applied, so it will be consumed again after a restart). The batch is
+   empty afterwards. */
 static int consumer_batch_apply(struct consumer *c, struct consumer_batch *b)
 {
 	unsigned backoff = BACKOFF_MIN_MS;
-	int rc;
+	int rc = 0;
 
-	if (b->n == 0)
-		return 0;
-	for (;;) {
-		rc = c->cb.apply(c->cb.ctx, b->msgs, b->n);
-		b->prepared = false;
-		if (rc == 0) {
-			consumer_batch_store(c, b);
-			break;
-		}
+	while (b->n && (rc = consumer_batch_try(c, b)) < 0) {
 		log_error("kafka %s: applying %zu messages from %s/%" PRId32 " offset %" PRId64
 		          " failed: %s; retrying in %u ms", c->brokers, b->n, c->topic,
 		          b->msgs[0].partition, b->msgs[0].offset, strerror(-rc), backoff);
@@ -303,7 +292,7 @@ static int consumer_batch_apply(struct consumer *c, struct consumer_batch *b)
 			break;
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
-	consumer_batch_release(b);
+	consumer_batch_release(c, b);
 	return rc;
 }
 
@@ -316,7 +305,7 @@ static int consumer_drain(struct consumer *c)
 
 	if (rc == 0)
 		return consumer_batch_apply(c, new);
-	consumer_batch_drop(c, new);
+	consumer_batch_release(c, new);
 	return rc;
 }
 
@@ -462,17 +451,17 @@ static void consumer_collect(struct consumer *c)
 	}
 }
 
-/* One round: poll new, prepare it, apply old (new is decoded meanwhile),
-   swap. If old could not be applied (stopped), new is dropped. */
+/* One round: poll new, post it to the decoder, apply old (new is decoded
+   meanwhile), swap. If old could not be applied (stopped), new is dropped. */
 static void consumer_round(struct consumer *c)
 {
 	struct consumer_batch *new;
 
 	consumer_collect(c);
 	new = &c->b[c->old ^ 1];
-	consumer_batch_prepare(c, new);
+	consumer_batch_post(c, new);
 	if (consumer_batch_apply(c, &c->b[c->old]) < 0)
-		consumer_batch_drop(c, new);
+		consumer_batch_release(c, new);
 	c->old ^= 1;
 }
 
@@ -494,36 +483,27 @@ static void *consumer_main(void *arg)
 
 /* ---- public ---- */
 
-static int consumer_conf_set(rd_kafka_conf_t *kc, const char *name, const char *value,
-                             char *err, size_t errlen)
-{
-	char why[256];
-
-	if (rd_kafka_conf_set(kc, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
-		snprintf(err, errlen, "kafka option %s=%s: %s", name, value, why);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 int consumer_new(const struct consumer_conf *conf, const struct consumer_cb *cb,
                  struct stats *st, struct consumer **out, char *err, size_t errlen)
 {
-	/* Ours, set after the user's options so that they always win. */
+	/* Ours: defaults first (the user's options override them), then what
+	   the consumer relies on, set after the user's options so that it wins. */
+	static const char *const defaults[] = {
+		"client.id", "facetfs",
+		"auto.offset.reset", "earliest",
+	};
 	static const char *const forced[] = {
 		"enable.auto.offset.store", "false",
 		"enable.partition.eof", "false",
 	};
-	char why[256];
 	struct consumer *c;
-	rd_kafka_conf_t *kc = NULL;
-	int rc = -EINVAL;
+	rd_kafka_conf_t *kc;
+	int rc;
 
 	*out = NULL;
-	if (!conf->brokers || !conf->topic || !conf->group || !cb->apply || !cb->stored_offset ||
-	    !cb->prepare != !cb->forget) {
+	if (!conf->brokers || !conf->topic || !conf->group || !cb->apply || !cb->stored_offset) {
 		snprintf(err, errlen, "kafka: brokers, topic, group, apply and stored_offset "
-		         "are required (prepare and forget: both or neither)");
+		         "are required");
 		return -EINVAL;
 	}
 	c = calloc(1, sizeof *c);
@@ -539,51 +519,37 @@ int consumer_new(const struct consumer_conf *conf, const struct consumer_cb *cb,
 	c->brokers = strdup(conf->brokers);
 	c->topic = strdup(conf->topic);
 	c->group = strdup(conf->group);
-	if (!c->brokers || !c->topic || !c->group) {
+	if (!c->brokers || !c->topic || !c->group || decoder_new(st, &c->dec) < 0) {
 		snprintf(err, errlen, "out of memory");
 		rc = -ENOMEM;
 		goto fail;
 	}
 
-	kc = rd_kafka_conf_new();
-	if ((rc = consumer_conf_set(kc, "client.id", "facetfs", err, errlen)) ||
-	    (rc = consumer_conf_set(kc, "auto.offset.reset", "earliest", err, errlen)))
-		goto fail;
-	for (size_t i = 0; i < conf->n_options; i++)
-		if ((rc = consumer_conf_set(kc, conf->options[2 * i], conf->options[2 * i + 1],
-		                            err, errlen)))
-			goto fail;
-	for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i += 2)
-		if ((rc = consumer_conf_set(kc, forced[i], forced[i + 1], err, errlen)))
-			goto fail;
-	if ((rc = consumer_conf_set(kc, "bootstrap.servers", c->brokers, err, errlen)) ||
-	    (rc = consumer_conf_set(kc, "group.id", c->group, err, errlen)))
-		goto fail;
-	rd_kafka_conf_set_opaque(kc, c);
-	rd_kafka_conf_set_rebalance_cb(kc, consumer_on_rebalance);
-	rd_kafka_conf_set_error_cb(kc, consumer_on_error);
-	rd_kafka_conf_set_log_cb(kc, consumer_on_log);
-
-	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, why, sizeof why);
-	if (!c->rk) {
-		snprintf(err, errlen, "kafka: creating the consumer: %s", why);
-		rc = -EINVAL;
+	kc = kafka_conf_new(c, consumer_on_error);
+	rc = kafka_conf_set(kc, defaults, sizeof defaults / sizeof defaults[0] / 2, err, errlen);
+	if (rc == 0)
+		rc = kafka_conf_set(kc, conf->options, conf->n_options, err, errlen);
+	if (rc == 0)
+		rc = kafka_conf_set(kc, forced, sizeof forced / sizeof forced[0] / 2, err, errlen);
+	if (rc == 0)
+		rc = kafka_conf_set(kc, (const char *const[]){ "bootstrap.servers", c->brokers,
+		                                              "group.id", c->group }, 2,
+		                    err, errlen);
+	if (rc < 0) {
+		rd_kafka_conf_destroy(kc);
 		goto fail;
 	}
-	kc = NULL;                    /* rd_kafka_new() took ownership */
+	rd_kafka_conf_set_rebalance_cb(kc, consumer_on_rebalance);
+	rc = kafka_client_new(RD_KAFKA_CONSUMER, kc, &c->rk, err, errlen);
+	kc = NULL;                    /* kafka_client_new() took ownership */
+	if (rc < 0)
+		goto fail;
 	rd_kafka_poll_set_consumer(c->rk);
 	*out = c;
 	return 0;
 
 fail:
-	if (kc)
-		rd_kafka_conf_destroy(kc);
-	free(c->brokers);
-	free(c->topic);
-	free(c->group);
-	pthread_cond_destroy(&c->cond);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	consumer_free(c);
 	return rc;
 }
 
@@ -698,7 +664,9 @@ void consumer_free(struct consumer *c)
 	if (!c)
 		return;
 	consumer_stop(c);
-	rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	if (c->rk)
+		rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+	decoder_free(c->dec);         /* the thread released every job it posted */
 	free(c->parts);
 	free(c->brokers);
 	free(c->topic);

@@ -195,7 +195,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	static const char *const known[] = { "s3", "kafka", "state_dir", "views_dir",
-					     "cache", "rescan_interval_s", NULL };
+					     "cache", "rescan_interval_s", "metrics", NULL };
 	check_known(&e, root, "", known);
 	const cJSON *s3 = get_obj(&e, root, "s3");
 	const cJSON *kafka = get_obj(&e, root, "kafka");
@@ -230,6 +230,15 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	else if (ri)
 		c->rescan_interval_s = (unsigned)ri->valuedouble;
 
+	const cJSON *metrics = get_obj(&e, root, "metrics");
+	static const char *const metrics_known[] = { "listen", NULL };
+	check_known(&e, metrics, "metrics", metrics_known);
+	c->metrics_listen = get_str(&e, metrics, "listen", "metrics.listen", NULL);
+	if (metrics && !c->metrics_listen)
+		err_add(&e, "metrics.listen", "missing (HOST:PORT to serve /metrics on)");
+	else if (c->metrics_listen && !strrchr(c->metrics_listen, ':'))
+		err_add(&e, "metrics.listen", "expected HOST:PORT");
+
 	cJSON_Delete(root);
 	free(text);
 	if (e.count) {
@@ -244,6 +253,7 @@ void config_release(struct config *c)
 	free(c->s3_endpoint);
 	free(c->s3_region);
 	free(c->s3_ca_file);
+	free(c->metrics_listen);
 	free(c->s3_session_token);
 	free(c->s3_profile);
 	free(c->s3_credentials_file);

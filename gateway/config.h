@@ -36,6 +36,7 @@ struct config {
 	char *cache_dir;
 	uint64_t cache_max_bytes;
 	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
+	char *metrics_listen;        /* "HOST:PORT" of /metrics, NULL = off */
 };
 
 int config_load(const char *path, struct config *out, char *err, size_t errlen);

@@ -11,7 +11,9 @@
  *
  * Threads: gateway_mount() runs on main; it blocks SIGINT/SIGTERM/SIGHUP
  * before starting any thread so that only the FUSE loop on main sees them.
- * The event pipeline (ingest.c) runs on the consumer thread.
+ * The event pipeline: events/ polls and decodes (the consumer thread and
+ * its decoder thread, events/consumer.h); ingest.c enriches, applies and
+ * notifies each decoded batch on the consumer thread.
  */
 #ifndef FACETFS_GATEWAY_H
 #define FACETFS_GATEWAY_H

@@ -1,19 +1,17 @@
 /*
- * ingest.h — the event pipeline between the Kafka consumer and the index:
- * decode each message (events/record.h), fetch with one HEAD what an event
- * lacks and a view needs (AWS events carry no metadata), apply the batch and
- * its offsets in one index write, then invalidate the mount's kernel caches
- * for what changed and record event-to-visible latency.
+ * ingest.h — the gateway's end of the event pipeline: what it does with
+ * each batch the consumer decoded (events/consumer.h, events/decoder.h).
+ * Enrich: fetch with one HEAD what an event lacks and a view needs (AWS
+ * events carry no metadata), unless the index holds it for the same
+ * version. Apply: the batch's records and its offsets in one index write
+ * (so no event is applied twice or lost). Notify: invalidate the mount's
+ * kernel caches for what changed, and record event-to-visible latency.
  *
- * Batches are decoded ahead on a decoder thread of ingest's own (the
- * consumer's prepare/forget callbacks, events/consumer.h) while the previous
- * batch is applied; malformed records are counted and skipped in message
- * order at apply time, and only applied batches' offsets are written.
- *
- * Threads: the consumer callbacks run on the consumer thread;
- * ingest_change_fn() is also called by scan threads. ingest_set_fs() may be
- * called from main at any time (the fs pointer is atomic): changes before
- * the mount exists need no invalidation.
+ * Threads: ingest_batch_apply() and the consumer callbacks run on the
+ * consumer thread; ingest_change_fn() is also called by scan threads.
+ * ingest_set_fs() may be called from main at any time (the fs pointer is
+ * atomic): changes before the mount exists need no invalidation. No
+ * thread of its own.
  */
 #ifndef FACETFS_INGEST_H
 #define FACETFS_INGEST_H
@@ -27,6 +25,7 @@ struct view;
 struct stats;
 struct fs;
 struct consumer_cb;
+struct ev_batch;
 struct ingest;
 
 /* views_lock is held for reading while a batch is applied (the gateway
@@ -35,10 +34,13 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
 	       struct ingest **out);
 void ingest_set_views(struct ingest *g, struct view *const *views, size_t n);
-/* Stops the decoder thread. The consumer must be stopped first. */
+/* The consumer must be stopped first. NULL is fine. */
 void ingest_free(struct ingest *g);
-/* Fill the consumer's callbacks (prepare, apply, forget, stored_offset)
- * bound to g. */
+/* Enrich, apply with its offsets, notify (the consumer's apply callback).
+ * 0, or a negative errno when the index write failed: nothing of the batch
+ * was applied, and it may be given again. */
+int ingest_batch_apply(struct ingest *g, struct ev_batch *b);
+/* Fill the consumer's callbacks (apply, stored_offset) bound to g. */
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
 void ingest_set_fs(struct ingest *g, struct fs *fs);
 /* An index_change_fn: forwards a membership change to the mount. */

@@ -10,18 +10,19 @@
  *   build/tests/bench/evgen bench 100 0 100000 > /tmp/ev.txt
  * The index is a fresh temp dir with VIEWS (100) prefix views vNN = pNN/ (vNNN = pNNN/ over 100 views)
  * over the bucket (as bench_events.sh). Messages are decoded and applied in
- * batches of BATCH (1000) with one Kafka offset per batch, as gateway/ingest.c
- * does on one thread (no decode helper, no enrichment: the records carry
+ * batches of BATCH (1000) with one Kafka offset per batch, as the consumer
+ * thread would alone (no decoder thread, no enrichment: the records carry
  * their metadata). Prints events per CPU-second of decode and of apply.
  * For instruction counts run it under valgrind --tool=callgrind and read
  * the inclusive cost of record_decode and index_apply.
- * --pipeline runs the batches through gateway/ingest.c's consumer callbacks
- * the way events/consumer.c calls them (prepare batch N+1, then apply batch
- * N: decoded on ingest's decoder thread while the previous batch is
- * applied); --no-prepare calls apply alone (both threads decode a batch,
- * then it is applied). Both print events/s of wall time, per CPU-s of the
- * calling ("consumer") thread and of the process; under callgrind
- * --separate-threads=yes the consumer thread's instructions / N.
+ * --pipeline runs the batches as events/consumer.c does, through its
+ * decoder (events/decoder.h) and gateway/ingest.c: post batch N+1, then
+ * finish batch N (decoded on the decoder thread meanwhile), apply it with
+ * ingest_batch_apply() and release it; --no-prepare posts each batch only
+ * when it is applied (both threads decode it, then it is applied). Both
+ * print events/s of wall time, per CPU-s of the calling ("consumer")
+ * thread and of the process; under callgrind --separate-threads=yes the
+ * consumer thread's instructions / N.
  * Exits 1 when an event was not decoded or applied.
  */
 #include <pthread.h>
@@ -31,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "events/consumer.h"
+#include "events/decoder.h"
 #include "events/record.h"
 #include "gateway/ingest.h"
 #include "common/stats.h"
@@ -55,33 +56,43 @@ static double clock_s(clockid_t id)
 
 struct msg { const char *p; size_t len; };
 
-/* Batches of the whole file through ingest's consumer callbacks, in the
- * consumer's order: prepare(N+1) before apply(N) when pipeline. Returns the
- * number of failed applies. */
+/* Batches of the whole file through the decoder and ingest, in the
+ * consumer's order: post(N+1) before finish/apply(N) when pipeline.
+ * Returns the number of failed applies. */
 static int run_ingest(struct index *ix, struct view **views, size_t n_views,
 		      const struct msg *m, size_t n, size_t batch, bool pipeline)
 {
 	pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 	struct stats st;
 	struct ingest *g = NULL;
-	struct consumer_cb cb;
-	struct consumer_msg *cm = calloc(n, sizeof *cm);
+	struct decoder *dec = NULL;
+	struct decoder_msg *dm = calloc(n, sizeof *dm);
+	struct decoder_job *job[2] = { NULL, NULL };
 	int failed = 0;
 	stats_init(&st);
-	if (!cm || ingest_new(ix, NULL, views, n_views, &lock, &st, &g) < 0)
+	if (!dm || decoder_new(&st, &dec) < 0 ||
+	    ingest_new(ix, NULL, views, n_views, &lock, &st, &g) < 0)
 		return 1;
-	ingest_callbacks(g, &cb);
 	for (size_t i = 0; i < n; i++)
-		cm[i] = (struct consumer_msg){ "bench", 0, (int64_t)i, -1, m[i].p, m[i].len };
+		dm[i] = (struct decoder_msg){ "bench", 0, (int64_t)i, -1, m[i].p, m[i].len };
 	size_t nb = (n + batch - 1) / batch;
 #define BATCH_LEN(b) ((b) + 1 < nb ? batch : n - (b) * batch)
 	double t0 = cpu_s(), w0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	if (pipeline && nb)
-		cb.prepare(cb.ctx, cm, BATCH_LEN(0));
+		job[0] = decoder_post(dec, dm, BATCH_LEN(0));
 	for (size_t b = 0; b < nb; b++) {
+		struct ev_batch *eb;
 		if (pipeline && b + 1 < nb)
-			cb.prepare(cb.ctx, &cm[(b + 1) * batch], BATCH_LEN(b + 1));
-		failed += cb.apply(cb.ctx, &cm[b * batch], BATCH_LEN(b)) != 0;
+			job[(b + 1) % 2] = decoder_post(dec, &dm[(b + 1) * batch], BATCH_LEN(b + 1));
+		if (!pipeline)
+			job[b % 2] = decoder_post(dec, &dm[b * batch], BATCH_LEN(b));
+		if (!job[b % 2]) {
+			failed++;
+			continue;
+		}
+		failed += decoder_finish(dec, job[b % 2], &eb) < 0 ||
+			  ingest_batch_apply(g, eb) != 0;
+		decoder_release(dec, job[b % 2]);
 	}
 #undef BATCH_LEN
 	double t = cpu_s() - t0, w = clock_s(CLOCK_MONOTONIC) - w0;
@@ -92,8 +103,9 @@ static int run_ingest(struct index *ix, struct view **views, size_t n_views,
 	       (double)n / w, (double)n / t, t, (double)n / p, p,
 	       (unsigned long long)st.lat_count);
 	ingest_free(g);
+	decoder_free(dec);
 	stats_release(&st);
-	free(cm);
+	free(dm);
 	return failed;
 }
 

@@ -1,21 +1,24 @@
 /*
  * test_consumer.c — events/consumer.c against librdkafka's mock cluster (the
- * real Kafka protocol over TCP on 127.0.0.1).
+ * real Kafka protocol over TCP on 127.0.0.1), with its decoder: apply()
+ * gets decoded batches.
  *
  * 1. bad options are refused with a reason;
- * 2. N messages in each of 2 partitions arrive exactly once, in partition
- *    order, with payload and timestamp, counted in stats, lag 0 at the end
- *    (also prints the consumer's messages/s);
+ * 2. N messages (S3 event documents, every 1000th one malformed) in each of
+ *    2 partitions arrive exactly once, decoded, in partition order, with
+ *    their timestamps; every batch's positions cover its messages, the
+ *    malformed ones included; counted in stats (consumed, malformed), lag 0
+ *    at the end (also prints the consumer's messages/s);
  * 3. a new consumer in the same group, whose stored_offset() says "midpoint",
  *    resumes there (not at the group's committed offsets, which are at the
- *    end), and an apply() that fails once gets the same batch again;
- * 2 and 3 run with prepare()/forget() (the two-stage pipeline): every
- *    prepared batch reaches apply() in prepare order, at most 2 pending;
+ *    end), and an apply() that fails once gets the same decoded batch again;
  * 4. unreachable brokers: consumer_wait_ready() gives -ETIMEDOUT in time and
  *    consumer_stop() is quick.
+ * The decode-ahead itself (post/finish/release) is test_decoder.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +31,26 @@
 #include "events/consumer.h"
 #include "common/log.h"
 #include "common/stats.h"
+#include "tests/unit/unit.h"
 
 #define TOPIC   "t"
 #define NPARTS  2
-#define NMSG    50000             /* per partition */
+#define NMSG    10000             /* per partition (the mock keeps about 5 MB of each) */
+#define BAD_EVERY 1000            /* offsets 999, 1999, ... are not event documents */
 
-static int failures;
-
-static void check(int ok, const char *what)
+static int is_bad(int64_t offset)
 {
-	printf("%s - %s\n", ok ? "ok" : "not ok", what);
-	if (!ok)
-		failures++;
+	return offset % BAD_EVERY == BAD_EVERY - 1;
+}
+
+/* Good (decodable) offsets in [from, to). */
+static size_t good_between(int64_t from, int64_t to)
+{
+	size_t n = 0;
+
+	for (int64_t o = from; o < to; o++)
+		n += !is_bad(o);
+	return n;
 }
 
 static int64_t now_ns(void)
@@ -62,106 +73,94 @@ struct fake {
 	pthread_mutex_t lock;
 	int64_t stored[NPARTS];       /* what stored_offset() answers; -1: -ENOENT */
 	int64_t next[NPARTS];         /* next offset expected per partition */
-	size_t total, calls;
-	int bad;                      /* order/payload/timestamp errors */
+	size_t total, calls;          /* records applied, apply() calls */
+	int bad;                      /* order/key/size/timestamp/position errors */
 	char first_bad[200];
 	int fail_once;                /* fail the next apply() */
 	int failed;                   /* a failure was injected */
+	const struct ev_batch *fail_b;
 	size_t fail_n;
-	int32_t fail_part[2];
-	int64_t fail_off[2];          /* first and last message of the failed batch */
+	char fail_key[2][64];         /* first and last record of the failed batch */
 	int retry_same;               /* -1 not seen, 0 different, 1 same batch */
 	int64_t t_first, t_last;
-	/* prepare(): the batches prepared and not yet applied, oldest first */
-	const struct consumer_msg *prep_m[3];
-	size_t prep_n[3], n_prep, prepared, prep_applied, prep_bad;
 };
 
-static void fake_prepare(void *ctx, const struct consumer_msg *m, size_t n)
+static void fake_bad(struct fake *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void fake_bad(struct fake *f, const char *fmt, ...)
 {
-	struct fake *f = ctx;
+	va_list ap;
 
-	pthread_mutex_lock(&f->lock);
-	f->prepared++;
-	if (f->n_prep == 2 || n == 0)
-		f->prep_bad++;         /* more than two pending, or an empty batch */
-	else {
-		f->prep_m[f->n_prep] = m;
-		f->prep_n[f->n_prep++] = n;
-	}
-	pthread_mutex_unlock(&f->lock);
+	if (f->bad++)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(f->first_bad, sizeof f->first_bad, fmt, ap);
+	va_end(ap);
 }
 
-/* apply() or forget() of m: if it was prepared it must be the oldest. */
-static void fake_unprepare(struct fake *f, const struct consumer_msg *m, size_t n)
+/* The next good offset of a partition from f->next (malformed ones are
+   skipped by the decoder: only the positions show them). */
+static int64_t fake_expect(struct fake *f, int32_t p)
 {
-	for (size_t i = 0; i < f->n_prep; i++)
-		if (f->prep_m[i] == m && f->prep_n[i] == n) {
-			if (i != 0)
-				f->prep_bad++;
-			f->prep_applied++;
-			memmove(&f->prep_m[i], &f->prep_m[i + 1], (f->n_prep - i - 1) * sizeof f->prep_m[0]);
-			memmove(&f->prep_n[i], &f->prep_n[i + 1], (f->n_prep - i - 1) * sizeof f->prep_n[0]);
-			f->n_prep--;
-			return;
-		}
+	while (is_bad(f->next[p]))
+		f->next[p]++;
+	return f->next[p];
 }
 
-static void fake_forget(void *ctx, const struct consumer_msg *m, size_t n)
-{
-	struct fake *f = ctx;
-
-	pthread_mutex_lock(&f->lock);
-	fake_unprepare(f, m, n);
-	pthread_mutex_unlock(&f->lock);
-}
-
-static int fake_apply(void *ctx, const struct consumer_msg *m, size_t n)
+static int fake_apply(void *ctx, struct ev_batch *b)
 {
 	struct fake *f = ctx;
 
 	pthread_mutex_lock(&f->lock);
 	f->calls++;
-	fake_unprepare(f, m, n);
-	if (f->fail_once) {
+	if (f->fail_once && b->n_ev > 0) {
 		f->fail_once = 0;
 		f->failed = 1;
-		f->fail_n = n;
-		f->fail_part[0] = m[0].partition;
-		f->fail_off[0] = m[0].offset;
-		f->fail_part[1] = m[n - 1].partition;
-		f->fail_off[1] = m[n - 1].offset;
+		f->fail_b = b;
+		f->fail_n = b->n_ev;
+		snprintf(f->fail_key[0], sizeof f->fail_key[0], "%s", b->ev[0].key);
+		snprintf(f->fail_key[1], sizeof f->fail_key[1], "%s", b->ev[b->n_ev - 1].key);
 		pthread_mutex_unlock(&f->lock);
 		return -EIO;
 	}
 	if (f->failed && f->retry_same < 0)
-		f->retry_same = n == f->fail_n && m[0].partition == f->fail_part[0] &&
-		                m[0].offset == f->fail_off[0] &&
-		                m[n - 1].partition == f->fail_part[1] &&
-		                m[n - 1].offset == f->fail_off[1];
+		f->retry_same = b == f->fail_b && b->n_ev == f->fail_n &&
+		                strcmp(b->ev[0].key, f->fail_key[0]) == 0 &&
+		                strcmp(b->ev[b->n_ev - 1].key, f->fail_key[1]) == 0;
 	if (f->total == 0)
 		f->t_first = now_ns();
-	for (size_t i = 0; i < n; i++) {
-		char want[64];
-		int len = snprintf(want, sizeof want, "p%" PRId32 "-%" PRId64,
-		                   m[i].partition, m[i].offset);
-		int ok = m[i].partition >= 0 && m[i].partition < NPARTS &&
-		         strcmp(m[i].topic, TOPIC) == 0 &&
-		         m[i].offset == f->next[m[i].partition] &&
-		         m[i].len == (size_t)len && memcmp(m[i].payload, want, (size_t)len) == 0 &&
-		         m[i].timestamp_ms > 1500000000000LL;
+	for (size_t i = 0; i < b->n_ev; i++) {
+		const struct obj_meta *o = &b->ev[i];
+		int32_t p = -1;
+		int64_t off = -1;
 
-		if (!ok) {
-			if (!f->bad++)
-				snprintf(f->first_bad, sizeof f->first_bad,
-				         "partition %" PRId32 " offset %" PRId64 " (expected %" PRId64
-				         ") len %zu ts %" PRId64, m[i].partition, m[i].offset,
-				         m[i].partition >= 0 && m[i].partition < NPARTS ?
-				         f->next[m[i].partition] : -1, m[i].len, m[i].timestamp_ms);
+		if (sscanf(o->key, "p%" SCNd32 "-%" SCNd64, &p, &off) != 2 || p < 0 || p >= NPARTS) {
+			fake_bad(f, "record key %s", o->key);
 			continue;
 		}
-		f->next[m[i].partition]++;
+		if (off != fake_expect(f, p) || o->size != (uint64_t)off ||
+		    strcmp(o->bucket, "b") != 0 || b->ts_ms[i] < 1500000000000LL) {
+			fake_bad(f, "partition %" PRId32 " offset %" PRId64 " (expected %" PRId64
+			         ") size %" PRIu64 " ts %" PRId64, p, off, f->next[p], o->size,
+			         b->ts_ms[i]);
+			continue;
+		}
+		f->next[p]++;
 		f->total++;
+	}
+	/* every message of the batch is behind its partition's position */
+	for (size_t i = 0; i < b->n_pos; i++) {
+		int32_t p = b->pos[i].partition;
+
+		if (p < 0 || p >= NPARTS || strcmp(b->pos[i].topic, TOPIC) != 0) {
+			fake_bad(f, "position of partition %" PRId32, p);
+			continue;
+		}
+		while (f->next[p] < b->pos[i].next && is_bad(f->next[p]))
+			f->next[p]++;
+		if (f->next[p] != b->pos[i].next)
+			fake_bad(f, "partition %" PRId32 ": batch position %" PRId64 ", records up "
+			         "to %" PRId64, p, b->pos[i].next, f->next[p]);
 	}
 	f->t_last = now_ns();
 	pthread_mutex_unlock(&f->lock);
@@ -195,8 +194,8 @@ static void fake_reset(struct fake *f, int64_t s0, int64_t s1)
 	f->bad = 0;
 	f->first_bad[0] = '\0';
 	f->fail_once = f->failed = 0;
+	f->fail_b = NULL;
 	f->retry_same = -1;
-	f->n_prep = f->prepared = f->prep_applied = f->prep_bad = 0;
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -226,8 +225,7 @@ static struct consumer *consumer_make(const char *brokers, struct fake *f, struc
 {
 	struct consumer_conf conf = { brokers, TOPIC, "g1", opts, 3 };
 	struct consumer_cb cb = { .ctx = f, .apply = fake_apply,
-	                          .stored_offset = fake_stored_offset,
-	                          .prepare = fake_prepare, .forget = fake_forget };
+	                          .stored_offset = fake_stored_offset };
 	struct consumer *c = NULL;
 	char err[256] = "";
 
@@ -256,8 +254,14 @@ static int produce_all(const char *brokers)
 	}
 	for (int i = 0; i < NMSG && rc == 0; i++)
 		for (int32_t part = 0; part < NPARTS; part++) {
-			char v[64];
-			int len = snprintf(v, sizeof v, "p%" PRId32 "-%d", part, i);
+			char v[512];
+			int len = is_bad(i) ? snprintf(v, sizeof v, "not an event p%" PRId32 "-%d", part, i)
+			        : snprintf(v, sizeof v, "{\"Records\":[{\"eventVersion\":\"2.2\","
+			                   "\"eventSource\":\"ceph:s3\",\"eventTime\":"
+			                   "\"2026-11-22T01:40:52.940616Z\",\"eventName\":"
+			                   "\"ObjectCreated:Put\",\"s3\":{\"bucket\":{\"name\":\"b\"},"
+			                   "\"object\":{\"key\":\"p%" PRId32 "-%d\",\"size\":%d,"
+			                   "\"eTag\":\"e%d\"}}}]}", part, i, i, i);
 			rd_kafka_resp_err_t e;
 
 			while ((e = rd_kafka_producev(p, RD_KAFKA_V_TOPIC(TOPIC),
@@ -293,14 +297,14 @@ int main(void)
 {
 	static struct fake f = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct stats st;
-	char err[256] = "", what[512];
+	char err[256] = "";
 	rd_kafka_conf_t *mconf;
 	rd_kafka_t *mrk;
 	rd_kafka_mock_cluster_t *mc;
 	const char *brokers;
 	struct consumer *c;
 	int64_t t0;
-	size_t got;
+	size_t got, want;
 
 	log_init("test_consumer", 0);
 	stats_init(&st);
@@ -313,7 +317,7 @@ int main(void)
 		                          .stored_offset = fake_stored_offset };
 
 		c = NULL;
-		check(consumer_new(&conf, &cb, NULL, &c, err, sizeof err) == -EINVAL && !c &&
+		CHECK(consumer_new(&conf, &cb, NULL, &c, err, sizeof err) == -EINVAL && !c &&
 		      strstr(err, "no.such.option"), "an unknown kafka option is refused with its name");
 		printf("# %s\n", err);
 	}
@@ -331,49 +335,45 @@ int main(void)
 		return 1;
 	}
 	brokers = rd_kafka_mock_cluster_bootstraps(mc);
-	check(rd_kafka_mock_topic_create(mc, TOPIC, NPARTS, 1) == RD_KAFKA_RESP_ERR_NO_ERROR,
+	CHECK(rd_kafka_mock_topic_create(mc, TOPIC, NPARTS, 1) == RD_KAFKA_RESP_ERR_NO_ERROR,
 	      "mock topic with 2 partitions");
 	t0 = now_ns();
-	check(produce_all(brokers) == 0, "produced 2 x 50000 messages");
+	CHECK(produce_all(brokers) == 0, "produced 2 x %d messages", NMSG);
 	printf("# produced %d messages in %.2f s\n", NPARTS * NMSG, (double)(now_ns() - t0) / 1e9);
 
 	/* 2. everything exactly once, in order */
 	fake_reset(&f, -1, -1);
 	c = consumer_make(brokers, &f, &st);
-	check(c != NULL, "consumer_new");
+	CHECK(c != NULL, "consumer_new");
 	if (!c)
 		return 1;
 	t0 = now_ns();
-	check(consumer_start(c) == 0, "consumer_start");
-	check(consumer_wait_ready(c, 15000, true) == 0, "consumer_wait_ready on the mock");
+	CHECK(consumer_start(c) == 0, "consumer_start");
+	CHECK(consumer_wait_ready(c, 15000, true) == 0, "consumer_wait_ready on the mock");
 	printf("# ready after %.2f s\n", (double)(now_ns() - t0) / 1e9);
-	got = fake_wait(&f, NPARTS * NMSG, 20000);
+	want = NPARTS * good_between(0, NMSG);
+	got = fake_wait(&f, want, 20000);
 	sleep_ms(300);                /* nothing more may come */
 	pthread_mutex_lock(&f.lock);
-	snprintf(what, sizeof what, "all %d messages applied once, in partition order "
-	         "(got %zu, %d bad%s%s)", NPARTS * NMSG, f.total, f.bad,
-	         f.bad ? ": first " : "", f.first_bad);
-	check(got == NPARTS * NMSG && f.total == NPARTS * NMSG && f.bad == 0 &&
-	      f.next[0] == NMSG && f.next[1] == NMSG, what);
+	CHECK(got == want && f.total == want && f.bad == 0 && f.next[0] == NMSG &&
+	      f.next[1] == NMSG, "all %zu records of %d messages applied once, decoded, in "
+	      "partition order, positions past the malformed ones (got %zu, %d bad%s%s)",
+	      want, NPARTS * NMSG, f.total, f.bad, f.bad ? ": first " : "", f.first_bad);
 	if (f.t_last > f.t_first)
-		printf("# consumer: %zu messages in %zu batches, %.0f messages/s\n", f.total,
+		printf("# consumer: %zu records in %zu batches, %.0f records/s\n", f.total,
 		       f.calls, (double)f.total * 1e9 / (double)(f.t_last - f.t_first));
 	pthread_mutex_unlock(&f.lock);
-	pthread_mutex_lock(&f.lock);
-	snprintf(what, sizeof what, "pipeline: %zu batches prepared, %zu of them applied in "
-	         "order, %zu pending, %zu out of order", f.prepared, f.prep_applied, f.n_prep,
-	         f.prep_bad);
-	check(f.prepared > 0 && f.prep_applied == f.prepared && f.n_prep == 0 &&
-	      f.prep_bad == 0, what);
-	pthread_mutex_unlock(&f.lock);
-	check(stats_get(&st, ev_consumed) == NPARTS * NMSG, "stats: ev_consumed counts each message");
+	CHECK(stats_get(&st, ev_consumed) == NPARTS * NMSG, "stats: ev_consumed counts each message");
+	CHECK(stats_get(&st, ev_malformed) == NPARTS * NMSG - want,
+	      "stats: ev_malformed counts each malformed message once (%llu of %zu)",
+	      (unsigned long long)stats_get(&st, ev_malformed), NPARTS * NMSG - want);
 	sleep_ms(1200);               /* lag is refreshed about once a second */
-	check(lag_of(&st, TOPIC "/0") == 0 && lag_of(&st, TOPIC "/1") == 0,
+	CHECK(lag_of(&st, TOPIC "/0") == 0 && lag_of(&st, TOPIC "/1") == 0,
 	      "stats: lag of t/0 and t/1 is 0 at the end");
 	t0 = now_ns();
 	consumer_stop(c);
 	printf("# consumer_stop took %.0f ms\n", (double)(now_ns() - t0) / 1e6);
-	check(now_ns() - t0 < 1000000000LL, "consumer_stop returns within 1 s");
+	CHECK(now_ns() - t0 < 1000000000LL, "consumer_stop returns within 1 s");
 	consumer_free(c);
 
 	/* 3. resume where the caller's offsets are, and retry a failed batch */
@@ -382,51 +382,45 @@ int main(void)
 	f.fail_once = 1;
 	pthread_mutex_unlock(&f.lock);
 	c = consumer_make(brokers, &f, NULL);
-	check(c != NULL, "second consumer_new, same group");
+	CHECK(c != NULL, "second consumer_new, same group");
 	if (!c)
 		return 1;
 	t0 = now_ns();
-	check(consumer_start(c) == 0 && consumer_wait_ready(c, 20000, true) == 0,
+	CHECK(consumer_start(c) == 0 && consumer_wait_ready(c, 20000, true) == 0,
 	      "second consumer ready");
 	printf("# ready after %.2f s (group rejoin)\n", (double)(now_ns() - t0) / 1e9);
-	got = fake_wait(&f, NMSG - NMSG / 2 + NMSG - NMSG / 4, 20000);
+	want = good_between(NMSG / 2, NMSG) + good_between(NMSG / 4, NMSG);
+	got = fake_wait(&f, want, 20000);
 	sleep_ms(300);
 	pthread_mutex_lock(&f.lock);
-	snprintf(what, sizeof what, "resumed at the stored offsets %d and %d, not the group's "
-	         "(got %zu, %d bad%s%s)", NMSG / 2, NMSG / 4, f.total, f.bad,
-	         f.bad ? ": first " : "", f.first_bad);
-	check(got == (size_t)(NMSG - NMSG / 2 + NMSG - NMSG / 4) && f.bad == 0 &&
-	      f.total == got && f.next[0] == NMSG && f.next[1] == NMSG, what);
-	check(f.failed && f.retry_same == 1, "a failed apply gets the same batch again");
+	CHECK(got == want && f.bad == 0 && f.total == got && f.next[0] == NMSG &&
+	      f.next[1] == NMSG, "resumed at the stored offsets %d and %d, not the group's "
+	      "(got %zu, %d bad%s%s)", NMSG / 2, NMSG / 4, f.total, f.bad,
+	      f.bad ? ": first " : "", f.first_bad);
+	CHECK(f.failed && f.retry_same == 1, "a failed apply gets the same decoded batch again");
 	pthread_mutex_unlock(&f.lock);
 	consumer_free(c);
-	snprintf(what, sizeof what, "pipeline after a failed apply and stop: %zu prepared, "
-	         "%zu applied or forgotten, %zu out of order", f.prepared, f.prep_applied,
-	         f.prep_bad);
-	check(f.prepared > 0 && f.prep_applied == f.prepared && f.n_prep == 0 &&
-	      f.prep_bad == 0, what);
 
 	/* 4. unreachable brokers */
 	fake_reset(&f, -1, -1);
 	c = consumer_make("127.0.0.1:1", &f, NULL);
-	check(c != NULL && consumer_start(c) == 0, "consumer on unreachable brokers starts");
+	CHECK(c != NULL && consumer_start(c) == 0, "consumer on unreachable brokers starts");
 	if (c) {
 		int rc;
 
 		t0 = now_ns();
 		rc = consumer_wait_ready(c, 1500, true);
-		check(rc == -ETIMEDOUT && now_ns() - t0 < 2500000000LL,
+		CHECK(rc == -ETIMEDOUT && now_ns() - t0 < 2500000000LL,
 		      "unreachable brokers: consumer_wait_ready gives -ETIMEDOUT in time");
 		t0 = now_ns();
 		consumer_stop(c);
 		printf("# consumer_stop (no brokers) took %.0f ms\n", (double)(now_ns() - t0) / 1e6);
-		check(now_ns() - t0 < 1000000000LL, "consumer_stop is quick without brokers");
+		CHECK(now_ns() - t0 < 1000000000LL, "consumer_stop is quick without brokers");
 		consumer_free(c);
 	}
 
 	rd_kafka_mock_cluster_destroy(mc);
 	rd_kafka_destroy(mrk);
 	stats_release(&st);
-	printf("%s\n", failures ? "FAILED" : "PASSED");
-	return failures ? 1 : 0;
+	return unit_exit();
 }
