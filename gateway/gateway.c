@@ -458,9 +458,7 @@ static int start_consumer(struct gateway *gw)
 
 static int start_scanner(struct gateway *gw)
 {
-	struct scan_source src;
-	scan_source_s3(gw->s3, &src);   /* LIST, HEAD and GetObjectTagging */
-	int rc = scan_new(gw->ix, &src, &gw->st, ingest_change_fn, gw->ing, &gw->scan);
+	int rc = scan_new(gw->ix, gw->s3, &gw->st, ingest_change_fn, gw->ing, &gw->scan);
 	if (rc < 0)
 		log_error("scanner: %s", strerror(-rc));
 	return rc;
