@@ -406,7 +406,7 @@ static int open_stage(struct gateway *gw)
 	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
 	int rc = mkdir_p(gw->cfg.cache_dir);
 	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
-				 .up = stage_uploader_s3(gw->s3) };
+				 .s3 = gw->s3 };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);
 	if (rc < 0) {
