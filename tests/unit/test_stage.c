@@ -88,27 +88,6 @@ static char *obj_get(struct store *t, const char *bucket, const char *key,
 	return d;
 }
 
-static char *mk_dir(const char *tag)
-{
-	char *d;
-	if (asprintf(&d, "%s/facetfs-stage-%s-XXXXXX",
-		     getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", tag) < 0)
-		abort();
-	if (!mkdtemp(d))
-		abort();
-	return d;
-}
-
-static void rm_rf(const char *dir)
-{
-	char *cmd;
-	if (asprintf(&cmd, "rm -rf '%s'", dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "# cannot remove %s\n", dir);
-		free(cmd);
-	}
-}
-
 static struct stage *open_stage(const char *dir, uint64_t max, uint64_t maxobj,
 				struct store *t)
 {
@@ -153,7 +132,7 @@ static void test_round_trip(void)
 {
 	struct store fk;
 	store_init(&fk);
-	char *dir = mk_dir("rt");
+	char *dir = unit_tmpdir("stage-rt");
 	struct stage *st = open_stage(dir, 64 << 20, 0, &fk);
 	struct obj_kv meta[] = { { "color", "black" } };
 	struct stage_file *f;
@@ -240,7 +219,7 @@ static void test_round_trip(void)
 	free(model);
 	free(buf);
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 	store_release(&fk);
 }
@@ -273,7 +252,7 @@ static void test_fill(void)
 {
 	struct store fk;
 	store_init(&fk);
-	char *dir = mk_dir("fill");
+	char *dir = unit_tmpdir("stage-fill");
 	struct stage *st = open_stage(dir, 32 << 20, 0, &fk);
 	size_t size = 20 << 20;
 	char *obj = malloc(size), *buf = malloc(size);
@@ -326,7 +305,7 @@ static void test_fill(void)
 	free(obj);
 	free(buf);
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 	store_release(&fk);
 }
@@ -335,7 +314,7 @@ static void test_failure(void)
 {
 	struct store fk;
 	store_init(&fk);
-	char *dir = mk_dir("fail");
+	char *dir = unit_tmpdir("stage-fail");
 	struct stage *st = open_stage(dir, 8 << 20, 0, &fk);
 	struct stage_file *f;
 	stage_file_new(st, "b", "k", NULL, 0, NULL, &f);
@@ -387,7 +366,7 @@ static void test_failure(void)
 	stage_file_commit(f, NULL);
 	stage_file_release(f);
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 	store_release(&fk);
 }
@@ -470,7 +449,7 @@ static void test_concurrency(void)
 {
 	struct store fk;
 	store_init(&fk);
-	char *dir = mk_dir("conc");
+	char *dir = unit_tmpdir("stage-conc");
 	struct stage *st = open_stage(dir, 64 << 20, 0, &fk);
 	struct stage_file *f;
 	stage_file_new(st, "b", "conc", NULL, 0, NULL, &f);
@@ -563,7 +542,7 @@ static void test_concurrency(void)
 	stage_file_release(f);
 	stage_file_release(g);
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 	store_release(&fk);
 }
@@ -630,7 +609,7 @@ static void crash_child(const char *dir)
 
 static void test_crash(void)
 {
-	char *dir = mk_dir("crash");
+	char *dir = unit_tmpdir("stage-crash");
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0)
@@ -745,7 +724,7 @@ static void test_crash(void)
 	      count_files(rd, ".journal") == 3, "crash: malformed journal -> recovered/unknown-ID");
 	stage_close(st);
 	store_release(&fk);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 }
 
@@ -755,7 +734,7 @@ static void test_budget(void)
 {
 	struct store fk;
 	store_init(&fk);
-	char *dir = mk_dir("budget");
+	char *dir = unit_tmpdir("stage-budget");
 	struct stage *st = open_stage(dir, 1 << 20, 0, &fk);
 	char *buf = calloc(1, 1 << 20);
 	struct stage_file *f, *g;
@@ -784,11 +763,11 @@ static void test_budget(void)
 	stage_file_commit(g, NULL);
 	stage_file_release(g);
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 
 	/* EFBIG: a small max_object for the test, then the real 5 GiB one. */
-	dir = mk_dir("efbig");
+	dir = unit_tmpdir("stage-efbig");
 	st = open_stage(dir, 1ull << 40, 1 << 20, &fk);
 	stage_file_new(st, "b", "f", NULL, 0, NULL, &f);
 	CHECK(stage_file_pwrite(f, buf, 2, (1 << 20) - 1) == -EFBIG &&
@@ -816,7 +795,7 @@ static void test_budget(void)
 	CHECK(c.used_bytes == 1 << 20 && c.pending_files == 1,
 	      "efbig: only the uncommitted 1 MiB of the earlier stage is still charged");
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 	free(buf);
 	store_release(&fk);
@@ -824,7 +803,7 @@ static void test_budget(void)
 
 static void test_journal(void)
 {
-	char *dir = mk_dir("jnl");
+	char *dir = unit_tmpdir("stage-jnl");
 	struct store fk;
 	store_init(&fk);
 	struct stage *st = open_stage(dir, 1 << 20, 0, &fk);
@@ -845,7 +824,7 @@ static void test_journal(void)
 	CHECK(stage_jnl_remove(st, 77) == 0 && stage_jnl_read(st, 77, &r) == -ENOENT,
 	      "journal: removed");
 	stage_close(st);
-	rm_rf(dir);
+	unit_rmtree(dir);
 	free(dir);
 	store_release(&fk);
 }
