@@ -42,34 +42,46 @@ int obj_kv_add(struct obj_kv **arr, size_t *n, const char *name, const char *val
 	return 0;
 }
 
-static char *dup_or_null(const char *s, int *failed)
+int obj_kv_copy(struct obj_kv **dst, size_t *n_dst, const struct obj_kv *src,
+		size_t n)
 {
-	if (!s)
-		return NULL;
-	char *d = strdup(s);
-	if (!d)
-		*failed = 1;
+	*dst = NULL;
+	*n_dst = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (obj_kv_add(dst, n_dst, src[i].name, src[i].value)) {
+			obj_kv_free(*dst, *n_dst);
+			*dst = NULL;
+			*n_dst = 0;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+char *obj_strdup_opt(const char *s, int *err)
+{
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		*err = -ENOMEM;
 	return d;
 }
 
 int obj_meta_copy(struct obj_meta *dst, const struct obj_meta *src)
 {
-	int failed = 0;
+	int err = 0;
 	*dst = *src;
-	dst->bucket = dup_or_null(src->bucket, &failed);
-	dst->key = dup_or_null(src->key, &failed);
-	dst->content_type = dup_or_null(src->content_type, &failed);
+	dst->bucket = obj_strdup_opt(src->bucket, &err);
+	dst->key = obj_strdup_opt(src->key, &err);
+	dst->content_type = obj_strdup_opt(src->content_type, &err);
 	dst->meta = NULL;
 	dst->n_meta = 0;
 	dst->tags = NULL;
 	dst->n_tags = 0;
-	for (size_t i = 0; !failed && i < src->n_meta; i++)
-		failed = obj_kv_add(&dst->meta, &dst->n_meta, src->meta[i].name,
-				    src->meta[i].value) != 0;
-	for (size_t i = 0; !failed && i < src->n_tags; i++)
-		failed = obj_kv_add(&dst->tags, &dst->n_tags, src->tags[i].name,
-				    src->tags[i].value) != 0;
-	if (failed) {
+	if (!err)
+		err = obj_kv_copy(&dst->meta, &dst->n_meta, src->meta, src->n_meta);
+	if (!err)
+		err = obj_kv_copy(&dst->tags, &dst->n_tags, src->tags, src->n_tags);
+	if (err) {
 		obj_meta_release(dst);
 		return -ENOMEM;
 	}

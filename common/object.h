@@ -53,6 +53,13 @@ void obj_meta_release(struct obj_meta *o);
 int obj_meta_copy(struct obj_meta *dst, const struct obj_meta *src);
 /* Append a name/value pair (copied) to meta[] or tags[]; 0 or -ENOMEM. */
 int obj_kv_add(struct obj_kv **arr, size_t *n, const char *name, const char *value);
+/* Copy n pairs into a new array (*dst NULL when n is 0); 0 or -ENOMEM
+ * (then *dst is NULL and *n_dst 0). */
+int obj_kv_copy(struct obj_kv **dst, size_t *n_dst, const struct obj_kv *src,
+		size_t n);
+/* strdup of a string that may be NULL (NULL then); on failure NULL and
+ * *err = -ENOMEM (so several copies can share one check). */
+char *obj_strdup_opt(const char *s, int *err);
 /* Free n pairs and the array (as obj_meta_release does); NULL is a no-op. */
 void obj_kv_free(struct obj_kv *arr, size_t n);
 /* Value of a user-metadata name (lower case) or NULL. */

@@ -106,8 +106,8 @@ struct s3 {
 	const struct s3_ops *ops;
 };
 
-/* Frees the store handle (the fault wrapper does not free what it wraps).
- * NULL is a no-op. */
+/* Frees the store handle (the fault wrapper frees what it wraps only when
+ * s3_fault_new was told to own it). NULL is a no-op. */
 void s3_free(struct s3 *s);
 
 /* Ranged GET of [off, off+len) into buf. *got = bytes stored, short at the

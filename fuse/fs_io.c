@@ -147,8 +147,8 @@ static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
 		rc = stage_file_new(fs->d.stage, bucket, key, of->meta.meta,
 				    of->meta.n_meta, of->meta.content_type, &of->sf);
 	if (rc == 0 && exists && !trunc && of->meta.size > 0) {
-		rc = stage_file_fill_s3(of->sf, fs->d.s3, bucket, key, of->meta.size,
-					of->meta.etag);
+		rc = stage_file_fill(of->sf, bucket, key, of->meta.size,
+				     of->meta.etag);
 	}
 	obj_meta_release(&cur);
 	if (rc < 0) {

@@ -431,7 +431,7 @@ static int open_stage(struct gateway *gw)
 	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
 	int rc = mkdir_p(gw->cfg.cache_dir);
 	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
-				 .up = stage_uploader_s3(gw->s3) };
+				 .s3 = gw->s3 };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);
 	if (rc < 0) {
@@ -483,9 +483,7 @@ static int start_consumer(struct gateway *gw)
 
 static int start_scanner(struct gateway *gw)
 {
-	struct scan_source src;
-	scan_source_s3(gw->s3, &src);   /* LIST, HEAD and GetObjectTagging */
-	int rc = scan_new(gw->ix, &src, &gw->st, ingest_change_fn, gw->ing, &gw->scan);
+	int rc = scan_new(gw->ix, gw->s3, &gw->st, ingest_change_fn, gw->ing, &gw->scan);
 	if (rc < 0)
 		log_error("scanner: %s", strerror(-rc));
 	return rc;

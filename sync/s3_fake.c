@@ -40,6 +40,8 @@ struct s3_fake {
 	int64_t clock_ns;
 	size_t page_size;
 	uint64_t counts[S3K_N];
+	s3_fake_hook_fn hook;
+	void *hook_ctx;
 };
 
 static struct s3_fake *fake_of(struct s3 *s)
@@ -167,21 +169,6 @@ invalid:
 	return -EINVAL;
 }
 
-static int kv_dup(const struct obj_kv *in, size_t n, struct obj_kv **out,
-		  size_t *nout)
-{
-	*out = NULL;
-	*nout = 0;
-	for (size_t i = 0; i < n; i++)
-		if (obj_kv_add(out, nout, in[i].name, in[i].value)) {
-			obj_kv_free(*out, *nout);
-			*out = NULL;
-			*nout = 0;
-			return -ENOMEM;
-		}
-	return 0;
-}
-
 /* Store a new version at (bucket, key): takes data, meta and tags (freed
  * here on failure); ctype is copied. */
 static int fake_write(struct s3_fake *f, const char *bucket, const char *key,
@@ -240,8 +227,22 @@ static int fake_head_fill(const struct fake_obj *o, struct obj_meta *out,
 	return 0;
 }
 
-static int fake_begin(struct s3_fake *f, enum s3_kind k, const char *bucket)
+static void fake_hook(struct s3_fake *f, enum s3_kind k, const char *bucket,
+		      const char *key)
 {
+	pthread_mutex_lock(&f->mu);
+	s3_fake_hook_fn fn = f->hook;
+	void *ctx = f->hook_ctx;
+	pthread_mutex_unlock(&f->mu);
+	if (fn)
+		fn(ctx, k, bucket, key);
+}
+
+/* The hook, then the lock (held on success) and the bucket check. */
+static int fake_begin(struct s3_fake *f, enum s3_kind k, const char *bucket,
+		      const char *key)
+{
+	fake_hook(f, k, bucket, key);
 	pthread_mutex_lock(&f->mu);
 	f->counts[k]++;
 	if (!bucket || !fake_bucket_has(f, bucket)) {
@@ -264,7 +265,7 @@ static int fake_get(struct s3 *s, const char *bucket, const char *key,
 	int err = check_key(key);
 	if (err)
 		return err;
-	err = fake_begin(f, S3K_GET, bucket);
+	err = fake_begin(f, S3K_GET, bucket, key);
 	if (err)
 		return err;
 	struct fake_obj *o = fake_live(f, bucket, key);
@@ -289,7 +290,7 @@ static int fake_head(struct s3 *s, const char *bucket, const char *key,
 	int err = check_key(key);
 	if (err)
 		return err;
-	err = fake_begin(f, S3K_HEAD, bucket);
+	err = fake_begin(f, S3K_HEAD, bucket, key);
 	if (err)
 		return err;
 	struct fake_obj *o = fake_live(f, bucket, key);
@@ -305,13 +306,13 @@ static int fake_get_tagging(struct s3 *s, const char *bucket, const char *key,
 	int err = check_key(key);
 	if (err)
 		return err;
-	err = fake_begin(f, S3K_TAGGING, bucket);
+	err = fake_begin(f, S3K_TAGGING, bucket, key);
 	if (err)
 		return err;
 	struct fake_obj *o = fake_live(f, bucket, key);
 	struct obj_kv *t = NULL;
 	size_t nt = 0;
-	err = o ? kv_dup(o->m.tags, o->m.n_tags, &t, &nt) : -ENOENT;
+	err = o ? obj_kv_copy(&t, &nt, o->m.tags, o->m.n_tags) : -ENOENT;
 	pthread_mutex_unlock(&f->mu);
 	if (!err) {
 		*tags = t;
@@ -328,7 +329,7 @@ static int fake_list_page(struct s3 *s, const char *bucket, const char *prefix,
 	*truncated = false;
 	if (ntlen)
 		next_token[0] = '\0';
-	int err = fake_begin(f, S3K_LIST, bucket);
+	int err = fake_begin(f, S3K_LIST, bucket, NULL);
 	if (err)
 		return err;
 	size_t pl = prefix ? strlen(prefix) : 0;
@@ -409,6 +410,7 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 		else
 			pos += (uint64_t)r;
 	}
+	fake_hook(f, S3K_PUT, bucket, key);
 	pthread_mutex_lock(&f->mu);
 	f->counts[S3K_PUT]++;
 	if (!err && !fake_bucket_has(f, bucket))
@@ -432,7 +434,7 @@ static int fake_del(struct s3 *s, const char *bucket, const char *key)
 	int err = check_key(key);
 	if (err)
 		return err;
-	err = fake_begin(f, S3K_DELETE, bucket);
+	err = fake_begin(f, S3K_DELETE, bucket, key);
 	if (err)
 		return err;
 	struct fake_obj *o = fake_live(f, bucket, key);
@@ -465,7 +467,7 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 		if (err)
 			return err;
 	}
-	err = fake_begin(f, S3K_COPY, bucket);
+	err = fake_begin(f, S3K_COPY, bucket, src_key);
 	if (err) {
 		obj_kv_free(m, nm);
 		return err;
@@ -484,9 +486,9 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 			err = -ENOMEM;
 	}
 	if (!err && !meta)
-		err = kv_dup(o->m.meta, o->m.n_meta, &m, &nm);
+		err = obj_kv_copy(&m, &nm, o->m.meta, o->m.n_meta);
 	if (!err)
-		err = kv_dup(o->m.tags, o->m.n_tags, &t, &nt);
+		err = obj_kv_copy(&t, &nt, o->m.tags, o->m.n_tags);
 	if (!err) {
 		memcpy(data, o->data, o->m.size);
 		err = fake_write(f, bucket, dst_key, data, o->m.size, m, nm, ct,
@@ -505,7 +507,7 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 
 static int fake_bucket_check(struct s3 *s, const char *bucket)
 {
-	int err = fake_begin(fake_of(s), S3K_BUCKET_CHECK, bucket);
+	int err = fake_begin(fake_of(s), S3K_BUCKET_CHECK, bucket, NULL);
 	if (!err)
 		pthread_mutex_unlock(&fake_of(s)->mu);
 	return err;
@@ -572,6 +574,15 @@ int s3_fake_bucket_add(struct s3 *s, const char *bucket)
 	}
 	pthread_mutex_unlock(&f->mu);
 	return err;
+}
+
+void s3_fake_hook_set(struct s3 *s, s3_fake_hook_fn fn, void *ctx)
+{
+	struct s3_fake *f = fake_of(s);
+	pthread_mutex_lock(&f->mu);
+	f->hook = fn;
+	f->hook_ctx = ctx;
+	pthread_mutex_unlock(&f->mu);
 }
 
 void s3_fake_clock_set(struct s3 *s, int64_t ns)
@@ -647,7 +658,7 @@ int s3_fake_tags_set(struct s3 *s, const char *bucket, const char *key,
 	struct s3_fake *f = fake_of(s);
 	struct obj_kv *t = NULL;
 	size_t nt = 0;
-	int err = kv_dup(tags, n, &t, &nt);
+	int err = obj_kv_copy(&t, &nt, tags, n);
 	if (err)
 		return err;
 	pthread_mutex_lock(&f->mu);

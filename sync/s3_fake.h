@@ -52,6 +52,14 @@ void s3_fake_page_size_set(struct s3 *s, size_t n);
  * one COPY, as the fault wrapper sees it). */
 uint64_t s3_fake_count(struct s3 *s, enum s3_kind k);
 
+/* A hook called at the start of every request, before it is answered
+ * (on the requesting thread, without the store's lock: it may call any
+ * s3_fake_* function, to act as another client between two requests);
+ * key is NULL for LIST and bucket checks. fn NULL removes it. */
+typedef void (*s3_fake_hook_fn)(void *ctx, enum s3_kind kind,
+				const char *bucket, const char *key);
+void s3_fake_hook_set(struct s3 *s, s3_fake_hook_fn fn, void *ctx);
+
 /* Write an object as another client would: len bytes of data, metadata
  * (names lower-cased; n_meta may be 0), content type (NULL ->
  * binary/octet-stream); no tags. 0, -ENOENT (no bucket) or -ENOMEM. */

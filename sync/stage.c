@@ -31,37 +31,6 @@
 
 #define FILL_CHUNK (8u << 20)
 
-static int put_s3(void *ctx, const char *bucket, const char *key, int fd,
-		  uint64_t size, const struct obj_kv *meta, size_t n_meta,
-		  const char *content_type, char etag[72])
-{
-	return s3_put_file(ctx, bucket, key, fd, size, meta, n_meta,
-			   content_type, etag);
-}
-
-struct stage_uploader stage_uploader_s3(struct s3 *s)
-{
-	return (struct stage_uploader){ .ctx = s, .put = put_s3 };
-}
-
-struct fill_src {
-	struct s3 *s3;
-	const char *bucket, *key, *etag;
-};
-
-static int get_s3(void *ctx, uint64_t off, void *buf, size_t len, size_t *got)
-{
-	const struct fill_src *f = ctx;
-	return s3_get(f->s3, f->bucket, f->key, off, len, f->etag, buf, got);
-}
-
-int stage_file_fill_s3(struct stage_file *f, struct s3 *s, const char *bucket,
-		       const char *key, uint64_t size, const char *etag)
-{
-	struct fill_src src = { s, bucket, key, etag };
-	return stage_file_fill(f, get_s3, &src, size, etag);
-}
-
 /* ---- the stage -------------------------------------------------------- */
 
 static int charge(struct stage *st, uint64_t n)
@@ -93,16 +62,25 @@ static void count_efbig(struct stage *st)
 	pthread_mutex_unlock(&st->lock);
 }
 
+int stage_dir_open(struct stage *st, DIR **out)
+{
+	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*out = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (*out)
+		return 0;
+	int err = -errno;
+	if (dfd >= 0)
+		close(dfd);
+	return err;
+}
+
 /* Charges what is already staged and finds the next free id. */
 static int stage_scan(struct stage *st)
 {
-	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-	if (!d) {
-		if (dfd >= 0)
-			close(dfd);
-		return -errno;
-	}
+	DIR *d;
+	int err = stage_dir_open(st, &d);
+	if (err)
+		return err;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		char *end;
@@ -133,7 +111,7 @@ static int open_dir(const char *path, int *fd)
 int stage_open(const struct stage_conf *conf, struct stage **out)
 {
 	*out = NULL;
-	if (!conf || !conf->dir || !*conf->dir || !conf->up.put)
+	if (!conf || !conf->dir || !*conf->dir || !conf->s3)
 		return -EINVAL;
 	struct stage *st = calloc(1, sizeof *st);
 	if (!st)
@@ -142,7 +120,7 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	pthread_mutex_init(&st->lock, NULL);
 	st->max_bytes = conf->max_bytes;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
-	st->up = conf->up;
+	st->s3 = conf->s3;
 	st->next_id = 1;
 	int err = -ENOMEM;
 	st->dir = strdup(conf->dir);
@@ -204,30 +182,6 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 
 /* ---- one staged file -------------------------------------------------- */
 
-static int kv_copy(struct obj_kv **dst, size_t *n, const struct obj_kv *src,
-		   size_t n_src)
-{
-	*dst = NULL;
-	*n = 0;
-	for (size_t i = 0; i < n_src; i++) {
-		if (obj_kv_add(dst, n, src[i].name, src[i].value)) {
-			obj_kv_free(*dst, *n);
-			*dst = NULL;
-			*n = 0;
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
-static char *strdup_opt(const char *s, int *err)
-{
-	char *d = s ? strdup(s) : NULL;
-	if (s && !d)
-		*err = -ENOMEM;
-	return d;
-}
-
 static void file_free(struct stage_file *f)
 {
 	if (f->fd >= 0)
@@ -256,11 +210,11 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	int err = 0;
-	f->bucket = strdup_opt(bucket, &err);
-	f->key = strdup_opt(key, &err);
-	f->ctype = strdup_opt(content_type, &err);
+	f->bucket = obj_strdup_opt(bucket, &err);
+	f->key = obj_strdup_opt(key, &err);
+	f->ctype = obj_strdup_opt(content_type, &err);
 	if (!err)
-		err = kv_copy(&f->meta, &f->n_meta, meta, n_meta);
+		err = obj_kv_copy(&f->meta, &f->n_meta, meta, n_meta);
 	if (err)
 		goto fail;
 	f->dirty = true;
@@ -306,10 +260,8 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-int stage_file_fill(struct stage_file *f,
-		    int (*fetch)(void *ctx, uint64_t off, void *buf, size_t len,
-				 size_t *got),
-		    void *ctx, uint64_t size, const char *etag)
+int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
+		    uint64_t size, const char *etag)
 {
 	struct stage *st = f->st;
 	assert(f->size == 0 && !f->uploading && f->js == STAGE_JS_NONE);
@@ -330,10 +282,11 @@ int stage_file_fill(struct stage_file *f,
 	for (uint64_t off = 0; !err && off < size;) {
 		size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
 		size_t got = 0;
-		err = fetch(ctx, off, buf, want, &got);
+		err = s3_get(st->s3, bucket, key, off, want, etag, buf, &got);
 		if (!err && got != want) {
-			log_error("stage: %s/%s: fetch at %" PRIu64 " gave %zu of %zu "
-				  "bytes", f->bucket, f->key, off, got, want);
+			log_error("stage: fill of %s/%s from %s/%s: GET at %" PRIu64
+				  " gave %zu of %zu bytes", f->bucket, f->key, bucket,
+				  key, off, got, want);
 			err = -EIO;
 		}
 		if (!err)
@@ -523,8 +476,8 @@ int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 {
 	struct obj_kv *kv;
 	size_t n;
-	int err = kv_copy(&kv, &n, meta, n_meta);
-	char *ct = strdup_opt(content_type, &err);
+	int err = obj_kv_copy(&kv, &n, meta, n_meta);
+	char *ct = obj_strdup_opt(content_type, &err);
 	if (err) {
 		obj_kv_free(kv, n);
 		free(ct);
@@ -555,7 +508,7 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 	if (!bucket || !*bucket || !key || !*key)
 		return -EINVAL;
 	int err = 0;
-	char *b = strdup_opt(bucket, &err), *k = strdup_opt(key, &err);
+	char *b = obj_strdup_opt(bucket, &err), *k = obj_strdup_opt(key, &err);
 	if (!err) {
 		writer_lock(f, false);
 		swap_ptr(&f->bucket, &b);
@@ -594,8 +547,8 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	f->js = STAGE_JS_COMMIT;
 	pthread_mutex_unlock(&f->lock);
 
-	err = st->up.put(st->up.ctx, f->bucket, f->key, f->fd, size, f->meta,
-			 f->n_meta, f->ctype, etag);
+	err = s3_put_file(st->s3, f->bucket, f->key, f->fd, size, f->meta,
+			  f->n_meta, f->ctype, etag);
 	pthread_mutex_lock(&st->lock);
 	if (err) {
 		st->cnt.upload_errors++;

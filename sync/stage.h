@@ -2,8 +2,9 @@
  * stage.h — write staging in the burst buffer: a file opened for writing
  * through the mount lives in a local staging file and is uploaded to S3 as
  * one whole object at a commit point (stage_file_commit: close under both
- * policies, fsync/fdatasync too under `commit`). Commit returns 0 only once
- * S3 has the object; the ETag is the MD5 the uploader computed while
+ * policies, fsync/fdatasync too under `commit`), through the S3 interface
+ * (common/s3.h: s3_put_file, and s3_get for fills). Commit returns 0 only
+ * once S3 has the object; the ETag is the MD5 s3_put_file computed while
  * sending (no extra HEAD). Objects over the single-PUT limit (5 GiB) are
  * refused with -EFBIG (no multipart).
  *
@@ -52,24 +53,12 @@ struct stage_file;
 
 #define STAGE_MAX_OBJECT (5ull << 30)  /* S3's single-PUT limit */
 
-/* The upload seam. put() uploads size bytes read (pread) from fd as
- * bucket/key and fills etag (hex MD5, no quotes); 0 or a negative errno.
- * sync/s3.h's s3_put_file() fits: see stage_uploader_s3(). */
-struct stage_uploader {
-	void *ctx;
-	int (*put)(void *ctx, const char *bucket, const char *key, int fd,
-		   uint64_t size, const struct obj_kv *meta, size_t n_meta,
-		   const char *content_type, char etag[72]);
-};
-
-/* An uploader that calls s3_put_file() on s. */
-struct stage_uploader stage_uploader_s3(struct s3 *s);
-
 struct stage_conf {
 	const char *dir;           /* staging directory, made if missing */
 	uint64_t max_bytes;        /* budget of staged bytes */
 	uint64_t max_object;       /* largest object; 0 -> STAGE_MAX_OBJECT */
-	struct stage_uploader up;
+	struct s3 *s3;             /* uploads and fills (borrowed: it must
+				    * outlive the stage) */
 };
 
 /* Counters for .facetfs/stats ("staging" section). */
@@ -114,21 +103,14 @@ int  stage_file_new(struct stage *st, const char *bucket, const char *key,
 		    const char *content_type, struct stage_file **out);
 
 /* Fills a file fresh from stage_file_new() (no other call in between) with
- * the existing object's size bytes (open for writing without O_TRUNC),
- * fetched whole now in chunks of up to 8 MiB; fetch stores up to len bytes
- * at off into buf and sets *got (short only at the end). The file is then
- * clean with ETag etag (NULL -> unknown): a commit without writes uploads
- * nothing. -ENOSPC (budget), -EFBIG (> max_object), -EIO on a short fetch,
- * or fetch's error; on error the file is empty again. */
-int  stage_file_fill(struct stage_file *f,
-		     int (*fetch)(void *ctx, uint64_t off, void *buf,
-				  size_t len, size_t *got),
-		     void *ctx, uint64_t size, const char *etag);
-
-/* stage_file_fill() from S3: ranged GETs of bucket/key with If-Match etag
- * (a changed object gives -ESTALE). */
-int  stage_file_fill_s3(struct stage_file *f, struct s3 *s, const char *bucket,
-			const char *key, uint64_t size, const char *etag);
+ * the size bytes of the object bucket/key (the file's own, when it is open
+ * for writing without O_TRUNC), fetched whole now by ranged GETs of up to
+ * 8 MiB with If-Match etag (NULL -> none). The file is then clean with ETag
+ * etag (NULL -> unknown): a commit without writes uploads nothing. -ENOSPC
+ * (budget), -EFBIG (> max_object), -ESTALE (the object changed), -EIO on a
+ * short GET, or the GET's error; on error the file is empty again. */
+int  stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
+		     uint64_t size, const char *etag);
 
 /* Bytes written or read, or a negative errno. pwrite: -ENOSPC (budget),
  * -EFBIG (past max_object), -EIO. pread: short at the end of the file. */
@@ -149,7 +131,7 @@ int  stage_file_rename(struct stage_file *f, const char *bucket,
 
 /* Commit point. Uploads the file whole if dirty; 0 only when S3 has it,
  * with etag_out (may be NULL) = the ETag of the uploaded (or filled) data.
- * -EIO if the upload failed (logged with the uploader's error): the data
+ * -EIO if the upload failed (logged with the S3 error): the data
  * stays staged and dirty, and a later commit retries. -EFBIG if the file is
  * over max_object (logged; data kept). */
 int  stage_file_commit(struct stage_file *f, char etag_out[72]);

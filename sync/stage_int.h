@@ -10,6 +10,7 @@
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
 
+#include <dirent.h>
 #include <pthread.h>
 
 #include "sync/stage.h"
@@ -26,7 +27,7 @@ struct stage {
 	int dir_fd;
 	int rec_fd;
 	uint64_t max_bytes, max_object;
-	struct stage_uploader up;
+	struct s3 *s3;               /* borrowed */
 
 	pthread_mutex_t lock;
 	uint64_t used;               /* bytes charged, all staged files */
@@ -72,6 +73,8 @@ int  stage_jnl_remove(struct stage *st, uint64_t id);
 void stage_jnl_release(struct stage_jnl *j);
 
 void stage_uncharge(struct stage *st, uint64_t n);
+/* A listing of the staging directory (closedir it); 0 or -errno. */
+int  stage_dir_open(struct stage *st, DIR **out);
 void stage_name(uint64_t id, const char *ext, char out[32]);
 
 #endif

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/s3.h"
 
 #define JNL_MAX (1u << 20)   /* a journal is small: metadata is < 2 KiB in S3 */
 
@@ -305,14 +306,10 @@ static int entries_scan(struct stage *st, struct rec_entry **arr, size_t *n)
 	size_t cap = 0;
 	*arr = NULL;
 	*n = 0;
-	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-	if (!d) {
-		if (dfd >= 0)
-			close(dfd);
-		return -errno;
-	}
-	int err = 0;
+	DIR *d;
+	int err = stage_dir_open(st, &d);
+	if (err)
+		return err;
 	struct dirent *de;
 	while (!err && (de = readdir(d))) {
 		char *end;
@@ -425,8 +422,8 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	int fd = openat(st->dir_fd, data, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	int err = st->up.put(st->up.ctx, j->bucket, j->key, fd, j->size, j->meta,
-			     j->n_meta, j->ctype, etag);
+	int err = s3_put_file(st->s3, j->bucket, j->key, fd, j->size, j->meta,
+			      j->n_meta, j->ctype, etag);
 	close(fd);
 	pthread_mutex_lock(&st->lock);
 	if (err) {

@@ -80,10 +80,9 @@ struct head_pool {
  * (and tags already taken from the index, unless HEAD knows better). */
 static int head_one(struct head_pool *hp, struct obj_meta *o)
 {
-	const struct scan_source *src = &hp->job->s->src;
 	struct obj_meta h;
 	memset(&h, 0, sizeof h);
-	int rc = src->head(src->ctx, o->bucket, o->key, &h);
+	int rc = s3_head(hp->job->s->s3, o->bucket, o->key, &h);
 	atomic_fetch_add(&hp->heads, 1);
 	if (rc < 0)
 		return rc;
@@ -154,10 +153,9 @@ static unsigned index_reuse(struct head_pool *hp, struct obj_meta *o, unsigned w
 
 static int tags_one(struct head_pool *hp, struct obj_meta *o)
 {
-	const struct scan_source *src = &hp->job->s->src;
 	struct obj_kv *t = NULL;
 	size_t n = 0;
-	int rc = src->tags(src->ctx, o->bucket, o->key, &t, &n);
+	int rc = s3_get_tagging(hp->job->s->s3, o->bucket, o->key, &t, &n);
 	atomic_fetch_add(&hp->tag_gets, 1);
 	if (rc < 0)
 		return rc;
@@ -200,11 +198,10 @@ static void *head_worker(void *arg)
 int scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs,
 		     bool reuse_tags)
 {
-	const struct scan_source *src = &job->s->src;
 	struct head_pool hp = { .job = job, .pg = pg, .reuse_tags = reuse_tags };
 	hp.head_wants = needs & (OBJ_HAS_META | OBJ_HAS_CTYPE);
-	hp.do_head = hp.head_wants && src->head;
-	hp.do_tags = (needs & OBJ_HAS_TAGS) && src->tags;
+	hp.do_head = hp.head_wants != 0;
+	hp.do_tags = (needs & OBJ_HAS_TAGS) != 0;
 	if (pg->n == 0 || (!hp.do_head && !hp.do_tags))
 		return 0;
 	atomic_init(&hp.next, 0);
@@ -356,8 +353,8 @@ static void *job_main(void *arg)
 		char next_tok[sizeof cur.token] = "";
 		bool truncated = false;
 		int64_t tl0 = mono_ns();
-		int lrc = s->src.list_page(s->src.ctx, job->bucket, list_tok, scan_page_collect,
-					   lp, next_tok, sizeof next_tok, &truncated);
+		int lrc = s3_list_page(s->s3, job->bucket, NULL, list_tok, scan_page_collect,
+				       lp, next_tok, sizeof next_tok, &truncated);
 		if (lrc == 0 && lp->err)
 			lrc = lp->err;
 		int64_t tl1 = mono_ns();
@@ -431,11 +428,11 @@ static void *job_main(void *arg)
 
 /* ---- public ----------------------------------------------------------- */
 
-int scan_new(struct index *ix, const struct scan_source *src, struct stats *st,
+int scan_new(struct index *ix, struct s3 *s3, struct stats *st,
 	     index_change_fn fn, void *fnctx, struct scanner **out)
 {
 	*out = NULL;
-	if (!src || !src->list_page)
+	if (!s3)
 		return -EINVAL;
 	struct scanner *s = calloc(1, sizeof *s);
 	if (!s)
@@ -445,7 +442,7 @@ int scan_new(struct index *ix, const struct scan_source *src, struct stats *st,
 		st = &s->own_st;
 	}
 	s->ix = ix;
-	s->src = *src;
+	s->s3 = s3;
 	s->st = st;
 	s->fn = fn;
 	s->fnctx = fnctx;

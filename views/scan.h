@@ -18,8 +18,10 @@
  * (scan_set_rescan_interval), one at a time per bucket, never during the
  * bucket's first scan.
  *
- * Seam: struct scan_source (sync/s3.h's s3_list_page/s3_head fit it; tests
- * use fakes). Threads: all functions may be called from any thread except
+ * S3: the S3 interface (common/s3.h): s3_list_page, s3_head and
+ * s3_get_tagging, on a struct s3 the scanner borrows (unit tests give it
+ * the in-memory store of sync/s3_fake.h, wrapped in sync/s3_fault.h to
+ * fail). Threads: all functions may be called from any thread except
  * scan_free, which stops every scan and rescan and joins their threads.
  * Change callbacks run on scan and rescan threads (index.h says under which
  * lock).
@@ -31,36 +33,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/s3.h"
 #include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "common/object.h"
 
 #define SCAN_HEAD_THREADS 8
-
-/* Called per listed object (key, size, mtime_ns, etag; bucket may be NULL);
- * *o lives only during the call. Nonzero stops the page. */
-typedef int (*scan_obj_fn)(void *fnctx, const struct obj_meta *o);
-
-struct scan_source {
-	void *ctx;
-	/* One page after token (NULL or "" = the first). 0 with next_token
-	 * and *truncated set, or a negative errno. */
-	int (*list_page)(void *ctx, const char *bucket, const char *token,
-			 scan_obj_fn fn, void *fnctx, char *next_token, size_t ntlen,
-			 bool *truncated);
-	/* HEAD: fills *out (caller releases it); -ENOENT if gone. */
-	int (*head)(void *ctx, const char *bucket, const char *key, struct obj_meta *out);
-	/* Tags of an object (NULL: tags cannot be fetched): a malloc'ed
-	 * array the caller then owns; -ENOENT if gone. */
-	int (*tags)(void *ctx, const char *bucket, const char *key,
-		    struct obj_kv **tags, size_t *n);
-};
-
-/* The source for the real store: ListObjectsV2, HEAD and GetObjectTagging
- * through sync/s3.h (s3 is borrowed; it is thread-safe). */
-struct s3;
-void scan_source_s3(struct s3 *s3, struct scan_source *out);
 
 enum scan_state { SCAN_RUNNING = 1, SCAN_DONE, SCAN_STOPPED };
 
@@ -78,8 +57,9 @@ struct scan_info {
 
 struct scanner;
 
-/* The scanner borrows ix and src->ctx; st may be NULL. */
-int  scan_new(struct index *ix, const struct scan_source *src, struct stats *st,
+/* The scanner borrows ix and s3 (which must outlive it); st may be NULL.
+ * 0, -EINVAL (no s3) or -ENOMEM. */
+int  scan_new(struct index *ix, struct s3 *s3, struct stats *st,
 	      index_change_fn fn, void *fnctx, struct scanner **out);
 /* Stop every scan (they resume at the next start) and free. NULL: no-op. */
 void scan_free(struct scanner *s);

@@ -29,7 +29,7 @@ struct scan_job {
 
 struct scanner {
 	struct index *ix;
-	struct scan_source src;
+	struct s3 *s3;           /* borrowed */
 	struct stats *st;
 	struct stats own_st;
 	index_change_fn fn;
@@ -54,7 +54,7 @@ struct page {
 	int err;
 };
 
-/* scan_obj_fn that appends to a struct page. */
+/* s3_list_fn that appends to a struct page. */
 int  scan_page_collect(void *ctx, const struct obj_meta *o);
 void scan_page_clear(struct page *pg);
 /* HEAD (needs META/CTYPE) and fetch tags (needs TAGS) of every object of

@@ -141,8 +141,8 @@ static int rescan_page(struct scanner *s, struct rescan *r, struct page *pg,
 	*upto_out = NULL;
 	*truncated = false;
 	next[0] = '\0';
-	int rc = s->src.list_page(s->src.ctx, job->bucket, token, scan_page_collect, pg,
-				  next, nlen, truncated);
+	int rc = s3_list_page(s->s3, job->bucket, NULL, token, scan_page_collect, pg,
+			      next, nlen, truncated);
 	if (rc == 0 && pg->err)
 		rc = pg->err;
 	if (rc == 0)

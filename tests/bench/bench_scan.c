@@ -15,8 +15,9 @@
  *
  * usage: bench-scan [--pages N] [--page N] [--views N] [--dir DIR]
  *                   [--pipeline MS]
- *   --pipeline MS  instead: the whole first scan (views/scan.h) of a fake
- *                  bucket whose every LIST page takes MS ms (11 = the raw
+ *   --pipeline MS  instead: the whole first scan (views/scan.h) of a
+ *                  bucket in the in-memory store (sync/s3_fake.h) whose
+ *                  every LIST page takes MS ms more (sync/s3_fault.h) (11 = the raw
  *                  LIST of bench_listing), from scan_start to scan_wait;
  *                  the ideal is PAGES x MS plus one page's apply
  * Prints one "figure:" line with objects/s (wall and per CPU-second of the
@@ -37,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/scan.h"
@@ -137,52 +140,64 @@ static void change_count(void *ctx, size_t view_idx, const char *path, int what)
 
 struct cfg { long pages, page, n_views; const char *dir; long list_ms; };
 
-/* The fake bucket of --pipeline: token = index of the page's first object. */
-struct fake { long n, page, list_ms; };
-
-static int fake_list(void *ctx, const char *bucket, const char *token, scan_obj_fn fn,
-		     void *fnctx, char *next, size_t ntlen, bool *truncated)
+/* The bucket of --pipeline: the in-memory store (sync/s3_fake.h) holding
+ * the same keys with 100 bytes each, behind the fault wrapper
+ * (sync/s3_fault.h) that makes every LIST page take list_ms. */
+static int store_make(const struct cfg *c, struct s3 **out)
 {
-	struct fake *f = ctx;
-	(void)bucket;
-	long first = token && *token ? atol(token) : 0, end = first + f->page;
-	if (end > f->n)
-		end = f->n;
-	struct timespec ts = { f->list_ms / 1000, (f->list_ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-	char key[32];
-	struct obj_meta o;
-	for (long id = first; id < end; id++) {
-		page_make(&o, &key, 1, id);
-		o.bucket = NULL;
-		if (fn(fnctx, &o))
-			break;
+	struct s3 *fake, *s;
+	if (s3_fake_new(&fake) < 0)
+		return -1;
+	if (s3_fault_new(fake, true, &s) < 0) {
+		s3_free(fake);
+		return -1;
 	}
-	*truncated = end < f->n;
-	snprintf(next, ntlen, "%ld", end);
+	s3_fake_page_size_set(fake, (size_t)c->page);
+	struct s3_fault_rule slow = { .kind = S3K_LIST, .type = S3F_DELAY,
+				      .delay_ms = (unsigned)c->list_ms };
+	char body[100];
+	int rc = s3_fake_bucket_add(fake, "bench");
+	if (rc == 0 && c->list_ms > 0)
+		rc = s3_fault_add(s, &slow);
+	for (long id = 0; rc == 0 && id < c->pages * c->page; id++) {
+		char key[32];
+		snprintf(key, sizeof key, "data/%07ld", id);
+		memset(body, (int)('a' + id % 26), sizeof body);
+		rc = s3_fake_object_put(fake, "bench", key, body, sizeof body, NULL, 0, NULL);
+	}
+	if (rc < 0) {
+		s3_free(s);
+		return -1;
+	}
+	*out = s;
 	return 0;
 }
 
 static int run_pipeline(const struct cfg *c, struct index *ix, long *added)
 {
-	struct fake f = { c->pages * c->page, c->page, c->list_ms };
-	struct scan_source src = { .ctx = &f, .list_page = fake_list };
-	struct scanner *sc;
-	if (scan_new(ix, &src, NULL, change_count, added, &sc) < 0)
+	struct s3 *s3;
+	if (store_make(c, &s3) < 0)
 		return -1;
+	struct scanner *sc;
+	if (scan_new(ix, s3, NULL, change_count, added, &sc) < 0) {
+		s3_free(s3);
+		return -1;
+	}
+	long n = c->pages * c->page;
 	double t0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	int rc = scan_start(sc, "bench", 0);
 	if (rc == 0)
 		rc = scan_wait(sc, "bench", 600000);
 	double t = clock_s(CLOCK_MONOTONIC) - t0, pcpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
 	scan_free(sc);
+	s3_free(s3);
 	if (rc < 0) {
 		fprintf(stderr, "scan: %s\n", strerror(-rc));
 		return -1;
 	}
 	printf("figure: pipeline pages=%ld page=%ld views=%ld list=%ld ms: first scan %.3f s "
 	       "(ideal %.3f s), %.0f objects/s, process cpu %.3f s\n", c->pages, c->page,
-	       c->n_views, c->list_ms, t, (double)(c->pages * c->list_ms) / 1000, (double)f.n / t,
+	       c->n_views, c->list_ms, t, (double)(c->pages * c->list_ms) / 1000, (double)n / t,
 	       pcpu);
 	return 0;
 }

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	struct stage_conf sc = { .dir = dir, .max_bytes = 2 * (uint64_t)size + (1 << 20),
-				 .up = stage_uploader_s3(s3) };
+				 .s3 = s3 };
 	struct stage *stg;
 	int err = stage_open(&sc, &stg);
 	if (err)
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 	snprintf(out2, sizeof out2, "%s.2", out);
 	err = stage_file_new(stg, bucket, key2, NULL, 0, NULL, &f);
 	t0 = unit_now_s();
-	err = err ? err : stage_file_fill_s3(f, s3, bucket, key, size, etag);
+	err = err ? err : stage_file_fill(f, bucket, key, size, etag);
 	printf("fill=%d\nfill_mib_s=%.0f\n", err, size / 1048576.0 / (unit_now_s() - t0));
 	memcpy(model + size / 2, "xyz", 3);
 	char etag2[72] = "";

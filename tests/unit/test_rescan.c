@@ -1,8 +1,11 @@
 /* test_rescan.c — unit tests of rescans (views/scan.h: scan_rescan,
- * views/index_reconcile.h) and of tags in scans, with a fake bucket that
- * changes between and during listings (no services): objects added,
- * removed and changed behind the index's back are fixed; events newer than
- * the listing are never undone; tags are fetched once per object per scan. */
+ * views/index_reconcile.h) and of tags in scans, on the in-memory store
+ * (sync/s3_fake.h) behind the fault wrapper (sync/s3_fault.h), changed
+ * between and during listings by the test as another client would (no
+ * services): objects added, removed and changed behind the index's back
+ * are fixed; events newer than the listing are never undone; tags are
+ * fetched once per object per scan; failing LIST, HEAD and tag requests
+ * are retried SCAN_RESCAN_TRIES times, then reported. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"
@@ -22,165 +27,112 @@
 
 #define S 1000000000LL
 
-/* ---- the fake bucket: a sorted table that tests edit ------------------- */
+/* ---- the bucket "bk", edited by the tests ------------------------------ */
 
-struct fobj {
-	char key[64];
-	uint64_t size;
-	char etag[32];
-	int64_t mtime_ns;
-	char stage[16];          /* the tag "stage", "" = no tags */
-};
-
-struct fake {
-	pthread_mutex_t mu;
-	struct fobj o[256];
-	int n;
-	int page;                /* keys per page */
-	atomic_int lists, heads, tag_gets;
-	int fail_pages;          /* the next N list calls fail with -EIO */
-	/* called once, before the page after key hook_after is returned */
-	const char *hook_after;
+struct bucket {
+	struct s3 *fake;
+	struct s3 *s3;           /* the fault wrapper the scanner gets */
+	/* a hook run once, at the start of LIST number hook_list */
+	int hook_list;
 	void (*hook)(void *);
 	void *hook_ctx;
 };
 
-static int fobj_cmp(const void *a, const void *b)
+static void bucket_hook(void *ctx, enum s3_kind k, const char *bucket, const char *key)
 {
-	return strcmp(((const struct fobj *)a)->key, ((const struct fobj *)b)->key);
-}
-
-static void fake_put(struct fake *f, const char *key, uint64_t size, int64_t mtime_s,
-		     const char *stage)
-{
-	pthread_mutex_lock(&f->mu);
-	int i = 0;
-	while (i < f->n && strcmp(f->o[i].key, key) != 0)
-		i++;
-	if (i == f->n)
-		f->n++;
-	struct fobj *o = &f->o[i];
-	snprintf(o->key, sizeof o->key, "%s", key);
-	o->size = size;
-	snprintf(o->etag, sizeof o->etag, "e%llu-%lld", (unsigned long long)size,
-		 (long long)mtime_s);
-	o->mtime_ns = mtime_s * S;
-	snprintf(o->stage, sizeof o->stage, "%s", stage ? stage : "");
-	qsort(f->o, (size_t)f->n, sizeof *f->o, fobj_cmp);
-	pthread_mutex_unlock(&f->mu);
-}
-
-static void fake_del(struct fake *f, const char *key)
-{
-	pthread_mutex_lock(&f->mu);
-	for (int i = 0; i < f->n; i++) {
-		if (strcmp(f->o[i].key, key) == 0) {
-			f->o[i] = f->o[--f->n];
-			break;
-		}
-	}
-	qsort(f->o, (size_t)f->n, sizeof *f->o, fobj_cmp);
-	pthread_mutex_unlock(&f->mu);
-}
-
-/* Tokens are "after:KEY" (the last key of the previous page). */
-static int fake_list(void *ctx, const char *bucket, const char *token, scan_obj_fn fn,
-		     void *fnctx, char *next, size_t ntlen, bool *truncated)
-{
-	struct fake *f = ctx;
-	if (strcmp(bucket, "bk") != 0)
-		return -ENOENT;
-	atomic_fetch_add(&f->lists, 1);
-	const char *after = token && *token ? token + 6 : "";
-	if (f->hook && strcmp(after, f->hook_after) == 0) {
-		void (*h)(void *) = f->hook;
-		f->hook = NULL;
-		h(f->hook_ctx);
-	}
-	pthread_mutex_lock(&f->mu);
-	if (f->fail_pages > 0) {
-		f->fail_pages--;
-		pthread_mutex_unlock(&f->mu);
-		return -EIO;
-	}
-	int i = 0, k = 0;
-	while (i < f->n && strcmp(f->o[i].key, after) <= 0)
-		i++;
-	struct fobj page[64];
-	for (; i < f->n && k < f->page; i++)
-		page[k++] = f->o[i];
-	*truncated = i < f->n;
-	pthread_mutex_unlock(&f->mu);
-	for (int j = 0; j < k; j++) {
-		struct obj_meta o;
-		memset(&o, 0, sizeof o);
-		o.key = page[j].key;
-		o.size = page[j].size;
-		o.mtime_ns = page[j].mtime_ns;
-		snprintf(o.etag, sizeof o.etag, "%s", page[j].etag);
-		o.flags = OBJ_FROM_SCAN;
-		int rc = fn(fnctx, &o);
-		if (rc)
-			return rc;
-	}
-	snprintf(next, ntlen, "after:%s", k ? page[k - 1].key : after);
-	return 0;
-}
-
-static int fake_find(struct fake *f, const char *key, struct fobj *out)
-{
-	pthread_mutex_lock(&f->mu);
-	int rc = -ENOENT;
-	for (int i = 0; i < f->n; i++) {
-		if (strcmp(f->o[i].key, key) == 0) {
-			*out = f->o[i];
-			rc = 0;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&f->mu);
-	return rc;
-}
-
-static int fake_head(void *ctx, const char *bucket, const char *key, struct obj_meta *out)
-{
-	struct fake *f = ctx;
-	struct fobj fo;
-	atomic_fetch_add(&f->heads, 1);
-	if (fake_find(f, key, &fo) < 0)
-		return -ENOENT;
-	memset(out, 0, sizeof *out);
-	out->bucket = strdup(bucket);
-	out->key = strdup(key);
-	out->size = fo.size;
-	out->mtime_ns = fo.mtime_ns;
-	snprintf(out->etag, sizeof out->etag, "%s", fo.etag);
-	out->flags = OBJ_HAS_META;
-	obj_kv_add(&out->meta, &out->n_meta, "color", "green");
-	return 0;
-}
-
-static int fake_tags(void *ctx, const char *bucket, const char *key,
-		     struct obj_kv **tags, size_t *n)
-{
-	struct fake *f = ctx;
-	struct fobj fo;
+	struct bucket *b = ctx;
 	(void)bucket;
-	atomic_fetch_add(&f->tag_gets, 1);
-	if (fake_find(f, key, &fo) < 0)
-		return -ENOENT;
-	*tags = NULL;
-	*n = 0;
-	if (fo.stage[0])
-		obj_kv_add(tags, n, "stage", fo.stage);
+	(void)key;
+	if (k != S3K_LIST || !b->hook ||
+	    (int)s3_fault_seen(b->s3, S3K_LIST) != b->hook_list)
+		return;
+	void (*h)(void *) = b->hook;
+	b->hook = NULL;
+	h(b->hook_ctx);
+}
+
+static void bucket_init(struct bucket *b, size_t page)
+{
+	memset(b, 0, sizeof *b);
+	if (s3_fake_new(&b->fake) || s3_fault_new(b->fake, true, &b->s3) ||
+	    s3_fake_bucket_add(b->fake, "bk"))
+		exit(2);
+	s3_fake_page_size_set(b->fake, page);
+	s3_fake_hook_set(b->fake, bucket_hook, b);
+}
+
+static void bucket_free(struct bucket *b)
+{
+	s3_free(b->s3);
+}
+
+/* Run h at the start of the n-th LIST from now. */
+static void hook_at_list(struct bucket *b, int n, void (*h)(void *), void *ctx)
+{
+	b->hook_list = (int)s3_fault_seen(b->s3, S3K_LIST) + n;
+	b->hook_ctx = ctx;
+	b->hook = h;
+}
+
+/* Write key with size bytes (content from size and time) at mtime_s, user
+ * metadata color=green, and the tag "stage" unless stage is NULL. */
+static void put(struct bucket *b, const char *key, uint64_t size, int64_t mtime_s,
+		const char *stage)
+{
+	char data[4096];
+	memset(data, 'a' + (int)(mtime_s % 26), sizeof data);
+	struct obj_kv color = { "color", "green" };
+	s3_fake_clock_set(b->fake, mtime_s * S);
+	if (size > sizeof data ||
+	    s3_fake_object_put(b->fake, "bk", key, data, (size_t)size, &color, 1, NULL))
+		exit(2);
+	struct obj_kv tag = { "stage", (char *)stage };
+	if (stage && s3_fake_tags_set(b->fake, "bk", key, &tag, 1))
+		exit(2);
+}
+
+/* Change the tags only (S3 keeps the object's ETag and Last-Modified). */
+static void retag(struct bucket *b, const char *key, const char *stage)
+{
+	struct obj_kv tag = { "stage", (char *)stage };
+	if (s3_fake_tags_set(b->fake, "bk", key, &tag, stage ? 1 : 0))
+		exit(2);
+}
+
+static void del(struct bucket *b, const char *key)
+{
+	s3_fake_object_delete(b->fake, "bk", key);
+}
+
+static int keys_collect(void *ctx, const struct obj_meta *o)
+{
+	struct { char k[64][64]; int n; } *c = ctx;
+	if (c->n < 64)
+		snprintf(c->k[c->n++], sizeof c->k[0], "%s", o->key);
 	return 0;
 }
 
-static void fake_init(struct fake *f, int page)
+/* Delete every object (as another client would). */
+static void bucket_empty(struct bucket *b)
 {
-	memset(f, 0, sizeof *f);
-	pthread_mutex_init(&f->mu, NULL);
-	f->page = page;
+	struct { char k[64][64]; int n; } c = { .n = 0 };
+	char tok[256] = "", next[256];
+	bool more = true;
+	while (more && s3_list_page(b->fake, "bk", NULL, tok, keys_collect, &c, next,
+				    sizeof next, &more) == 0)
+		memcpy(tok, next, sizeof tok);
+	for (int i = 0; i < c.n; i++)
+		del(b, c.k[i]);
+}
+
+static int lists(struct bucket *b)
+{
+	return (int)s3_fault_seen(b->s3, S3K_LIST);
+}
+
+static int reached(struct bucket *b, enum s3_kind k)
+{
+	return (int)s3_fake_count(b->fake, k);
 }
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -268,29 +220,28 @@ static void test_rescan_fixes(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct fake f;
-	fake_init(&f, 3);
+	struct bucket f;
+	bucket_init(&f, 3);
 	char key[32];
 	for (int i = 0; i < 10; i++) {
 		snprintf(key, sizeof key, "m%02d", i);
-		fake_put(&f, key, (uint64_t)i, 1000, NULL);
+		put(&f, key, (uint64_t)i, 1000, NULL);
 	}
-	struct scan_source src = { &f, fake_list, fake_head, fake_tags };
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, on_change, NULL, &sc);
+	scan_new(ix, f.s3, NULL, on_change, NULL, &sc);
 	scan_start_views(sc, &v, 1);
 	CHECK(scan_wait(sc, "bk", 10000) == 0 && index_objects(ix) == 10, "first scan: 10 objects");
 
 	/* behind the index's back (events lost) */
-	fake_put(&f, "a-first", 1, 1100, NULL);    /* before every key */
-	fake_put(&f, "m04x", 2, 1100, NULL);       /* inside a page */
-	fake_put(&f, "z-last", 3, 1100, NULL);     /* after every key */
-	fake_del(&f, "m00");                       /* the first key */
-	fake_del(&f, "m05");                       /* a page boundary (m03 m04 m05) */
-	fake_del(&f, "m09");                       /* the last key */
-	fake_put(&f, "m07", 777, 1100, NULL);      /* changed */
+	put(&f, "a-first", 1, 1100, NULL);    /* before every key */
+	put(&f, "m04x", 2, 1100, NULL);       /* inside a page */
+	put(&f, "z-last", 3, 1100, NULL);     /* after every key */
+	del(&f, "m00");                       /* the first key */
+	del(&f, "m05");                       /* a page boundary (m03 m04 m05) */
+	del(&f, "m09");                       /* the last key */
+	put(&f, "m07", 777, 1100, NULL);      /* changed */
 	chg_reset();
-	int lists0 = atomic_load(&f.lists);
+	int lists0 = lists(&f);
 	char *rep = NULL;
 	int rc = scan_rescan(sc, "bk", &rep);
 	CHECK(rc == 0 && rep, "rescan returns 0 with a report (rc %d)", rc);
@@ -304,8 +255,8 @@ static void test_rescan_fixes(void)
 	      has_line(rep, "  removed: m09") && has_line(rep, "  updated: m07"),
 	      "report names the removed and updated keys");
 	free(rep);
-	CHECK(atomic_load(&f.lists) - lists0 == 4, "10 keys in pages of 3: 4 LISTs (%d)",
-	      atomic_load(&f.lists) - lists0);
+	CHECK(lists(&f) - lists0 == 4, "10 keys in pages of 3: 4 LISTs (%d)",
+	      lists(&f) - lists0);
 	uint64_t sz = 0;
 	CHECK(present(ix, 0, "a-first", NULL) && present(ix, 0, "m04x", NULL) &&
 	      present(ix, 0, "z-last", NULL), "added objects are in the view");
@@ -318,7 +269,7 @@ static void test_rescan_fixes(void)
 	      "change callback: 3 added, 3 removed, 1 changed (%d %d %d)",
 	      atomic_load(&n_chg[INDEX_ADDED]), atomic_load(&n_chg[INDEX_REMOVED]),
 	      atomic_load(&n_chg[INDEX_CHANGED]));
-	CHECK(atomic_load(&f.heads) == 0 && atomic_load(&f.tag_gets) == 0,
+	CHECK(reached(&f, S3K_HEAD) == 0 && reached(&f, S3K_TAGGING) == 0,
 	      "no HEAD or tag request when no view needs them");
 
 	/* nothing changed: nothing done */
@@ -332,9 +283,7 @@ static void test_rescan_fixes(void)
 	      "and no change callback");
 
 	/* an emptied bucket: everything removed */
-	pthread_mutex_lock(&f.mu);
-	f.n = 0;
-	pthread_mutex_unlock(&f.mu);
+	bucket_empty(&f);
 	rc = scan_rescan(sc, "bk", &rep);
 	CHECK(rc == 0 && has_line(rep, "bucket bk: listed 0, added 0, removed 10, updated 0, "
 				   "unchanged 0, kept (newer events) 0") &&
@@ -350,21 +299,28 @@ static void test_rescan_fixes(void)
 	CHECK(rc == -ENOENT && has_line(rep, "error: no view named \"nosuchview\""),
 	      "unknown view: -ENOENT, said why");
 	free(rep);
-	fake_put(&f, "back", 1, 1200, NULL);
-	f.fail_pages = 2;
+	put(&f, "back", 1, 1200, NULL);
+	s3_fault_fail(f.s3, S3K_LIST, 1, 2, -EIO);
+	lists0 = lists(&f);
 	rc = scan_rescan_view(sc, &v, 1, "all", &rep);
-	CHECK(rc == 0 && has_line(rep, "  added: back"), "rescan by view name; a failing page "
-	      "is retried (rc %d)", rc);
+	CHECK(rc == 0 && has_line(rep, "  added: back") && lists(&f) - lists0 == 3,
+	      "rescan by view name; a LIST failing twice is retried (rc %d, %d LISTs)", rc,
+	      lists(&f) - lists0);
 	free(rep);
-	f.fail_pages = 100;
+	s3_fault_clear(f.s3);
+	s3_fault_fail(f.s3, S3K_LIST, 1, 0, -EIO);
+	lists0 = lists(&f);
 	rc = scan_rescan(sc, "bk", &rep);
-	CHECK(rc == -EIO && strstr(rep, "bucket bk: error: Input/output error"),
-	      "a page failing every time: -EIO reported (rc %d)", rc);
+	CHECK(rc == -EIO && rep && strstr(rep, "bucket bk: error: Input/output error") &&
+	      lists(&f) - lists0 == SCAN_RESCAN_TRIES,
+	      "a LIST failing every time: -EIO reported after %d tries (rc %d)",
+	      lists(&f) - lists0, rc);
 	comment(rep);
 	free(rep);
-	f.fail_pages = 0;
+	s3_fault_clear(f.s3);
 
 	scan_free(sc);
+	bucket_free(&f);
 	index_close(ix);
 	view_free(v);
 	unit_rmtree(dir);
@@ -389,16 +345,15 @@ static void test_rescan_events(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct fake f;
-	fake_init(&f, 3);
+	struct bucket f;
+	bucket_init(&f, 3);
 	char key[32];
 	for (int i = 0; i < 9; i++) {
 		snprintf(key, sizeof key, "k%02d", i);
-		fake_put(&f, key, (uint64_t)i, 1000, NULL);
+		put(&f, key, (uint64_t)i, 1000, NULL);
 	}
-	struct scan_source src = { &f, fake_list, NULL, NULL };
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, on_change, NULL, &sc);
+	scan_new(ix, f.s3, NULL, on_change, NULL, &sc);
 	scan_start(sc, "bk", 0);
 	CHECK(scan_wait(sc, "bk", 10000) == 0, "first scan done");
 
@@ -408,15 +363,13 @@ static void test_rescan_events(void)
 	 * with other content (update event lost) */
 	apply1(ix, ev("k03x", 9, 1500, false));   /* old event; object gone from S3 */
 	apply1(ix, ev("k08", 0, 1500, true));     /* deleted at 1500 ... */
-	fake_put(&f, "k08", 8, 1600, NULL);       /* ... re-created at 1600 */
+	put(&f, "k08", 8, 1600, NULL);            /* ... re-created at 1600 */
 	apply1(ix, ev("k02", 2222, 1500, false)); /* old event; S3 still has size 2 */
 	CHECK(!present(ix, 0, "k08", NULL) && present(ix, 0, "k03x", NULL),
 	      "before: k08 tombstoned, k03x present");
 
 	struct during d = { ix, now_s() };
-	f.hook_after = "k02";
-	f.hook = events_during;
-	f.hook_ctx = &d;
+	hook_at_list(&f, 2, events_during, &d);   /* the page after k02 */
 	char *rep = NULL;
 	int rc = scan_rescan(sc, "bk", &rep);
 	comment(rep);
@@ -452,6 +405,7 @@ static void test_rescan_events(void)
 	      "records outside the range untouched");
 
 	scan_free(sc);
+	bucket_free(&f);
 	index_close(ix);
 	view_free(v);
 	unit_rmtree(dir);
@@ -470,21 +424,20 @@ static void test_tags(void)
 		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 	};
 	index_set_views(ix, v, 2);   /* first: tags only */
-	struct fake f;
-	fake_init(&f, 4);
+	struct bucket f;
+	bucket_init(&f, 4);
 	char key[32];
 	for (int i = 0; i < 10; i++) {
 		snprintf(key, sizeof key, "t%02d", i);
-		fake_put(&f, key, (uint64_t)i, 1000, i < 6 ? "raw" : i < 8 ? "cooked" : NULL);
+		put(&f, key, (uint64_t)i, 1000, i < 6 ? "raw" : i < 8 ? "cooked" : NULL);
 	}
-	struct scan_source src = { &f, fake_list, fake_head, fake_tags };
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, on_change, NULL, &sc);
+	scan_new(ix, f.s3, NULL, on_change, NULL, &sc);
 	scan_start_views(sc, v, 2);
 	CHECK(scan_wait(sc, "bk", 10000) == 0, "first scan with tags done");
-	CHECK(atomic_load(&f.tag_gets) == 10 && atomic_load(&f.heads) == 0,
+	CHECK(reached(&f, S3K_TAGGING) == 10 && reached(&f, S3K_HEAD) == 0,
 	      "two tag views: one tag request per object (%d), no HEAD (%d)",
-	      atomic_load(&f.tag_gets), atomic_load(&f.heads));
+	      reached(&f, S3K_TAGGING), reached(&f, S3K_HEAD));
 	CHECK(index_members(ix, 0) == 6 && index_members(ix, 1) == 2,
 	      "raw has 6 members, cooked 2 (%llu, %llu)",
 	      (unsigned long long)index_members(ix, 0), (unsigned long long)index_members(ix, 1));
@@ -500,50 +453,117 @@ static void test_tags(void)
 	free(si);
 
 	/* tags change later (no event): a rescan refreshes them */
-	fake_put(&f, "t00", 0, 1000, "cooked");    /* same content, new tags */
-	fake_put(&f, "t09", 9, 1000, "raw");
-	fake_put(&f, "t05", 5, 1000, NULL);
-	atomic_store(&f.tag_gets, 0);
+	retag(&f, "t00", "cooked");    /* same content, new tags */
+	retag(&f, "t09", "raw");
+	retag(&f, "t05", NULL);
+	int tags0 = reached(&f, S3K_TAGGING);
 	char *rep;
 	int rc = scan_rescan(sc, "bk", &rep);
 	comment(rep);
 	CHECK(rc == 0 && has_line(rep, "bucket bk: listed 10, added 0, removed 0, updated 3, "
 				   "unchanged 7, kept (newer events) 0"), "rescan: 3 updated tags");
 	free(rep);
-	CHECK(atomic_load(&f.tag_gets) == 10, "rescan: one tag request per object (%d)",
-	      atomic_load(&f.tag_gets));
+	CHECK(reached(&f, S3K_TAGGING) - tags0 == 10, "rescan: one tag request per object (%d)",
+	      reached(&f, S3K_TAGGING) - tags0);
 	CHECK(!present(ix, 0, "t00", NULL) && present(ix, 1, "t00", NULL) &&
 	      present(ix, 0, "t09", NULL) && !present(ix, 0, "t05", NULL),
 	      "memberships follow the new tags");
 	CHECK(index_members(ix, 0) == 5 && index_members(ix, 1) == 3, "raw 5, cooked 3");
 	scan_free(sc);
+	bucket_free(&f);
 
 	/* a metadata view too: HEAD and tags, each once per object */
 	index_set_views(ix, v, 3);
-	struct fake g;
-	fake_init(&g, 4);
+	struct bucket g;
+	bucket_init(&g, 4);
 	for (int i = 0; i < 7; i++) {
 		snprintf(key, sizeof key, "u%02d", i);
-		fake_put(&g, key, (uint64_t)i, 1000, "raw");
+		put(&g, key, (uint64_t)i, 1000, "raw");
 	}
-	struct scan_source src2 = { &g, fake_list, fake_head, fake_tags };
-	scan_new(ix, &src2, NULL, NULL, NULL, &sc);
+	scan_new(ix, g.s3, NULL, NULL, NULL, &sc);
 	/* a fresh state dir would scan again; here the bucket is scanned, so
 	 * a rescan does the work */
 	scan_start_views(sc, v, 3);
 	scan_wait(sc, "bk", 10000);
 	rc = scan_rescan(sc, "bk", &rep);
-	CHECK(rc == 0 && atomic_load(&g.heads) == 7 && atomic_load(&g.tag_gets) == 7,
+	CHECK(rc == 0 && reached(&g, S3K_HEAD) == 7 && reached(&g, S3K_TAGGING) == 7,
 	      "meta and tag views: one HEAD (%d) and one tag request (%d) per object",
-	      atomic_load(&g.heads), atomic_load(&g.tag_gets));
+	      reached(&g, S3K_HEAD), reached(&g, S3K_TAGGING));
 	CHECK(present(ix, 0, "u03", NULL) && present(ix, 2, "u03", NULL),
 	      "the object is in the tag view and the metadata view");
 	comment(rep);
 	free(rep);
 	scan_free(sc);
+	bucket_free(&g);
 	index_close(ix);
 	for (int i = 0; i < 3; i++)
 		view_free(v[i]);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* A rescan's HEAD and tag requests failing: the page is retried like a
+ * failed LIST (SCAN_RESCAN_TRIES attempts), except -EPROTO (an answer
+ * that cannot be read), reported at once. */
+static void test_rescan_failures(void)
+{
+	char *dir = unit_tmpdir("rescan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"gr\",\"bucket\":\"bk\",\"match\":"
+				   "{\"metadata\":{\"color\":\"green\"},\"tags\":{\"stage\":\"raw\"}}}");
+	index_set_views(ix, &v, 1);
+	struct bucket f;
+	bucket_init(&f, 4);
+	char key[32];
+	for (int i = 0; i < 7; i++) {
+		snprintf(key, sizeof key, "f%02d", i);
+		put(&f, key, (uint64_t)i, 1000, "raw");
+	}
+	struct scanner *sc;
+	scan_new(ix, f.s3, NULL, NULL, NULL, &sc);
+	scan_start_views(sc, &v, 1);
+	CHECK(scan_wait(sc, "bk", 10000) == 0 && index_members(ix, 0) == 7,
+	      "failures: first scan, 7 members");
+	static const struct {
+		enum s3_kind kind;
+		unsigned first, times;
+		int err, rc, lists;
+		const char *what;
+	} c[] = {
+		{ S3K_HEAD, 5, 1, -EIO, 0, 3, "a HEAD of page 1 failing once: page 1 again" },
+		{ S3K_TAGGING, 2, 1, -EACCES, 0, 3, "a tag request refused once: page 0 again" },
+		{ S3K_HEAD, 1, 0, -EHOSTUNREACH, -EHOSTUNREACH, SCAN_RESCAN_TRIES,
+		  "every HEAD failing: reported after the tries" },
+		{ S3K_TAGGING, 6, 1, -EPROTO, -EPROTO, 2,
+		  "an unreadable tag answer: reported at once" },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		/* new content everywhere: the rescan must HEAD every object */
+		for (int k = 0; k < 7; k++) {
+			snprintf(key, sizeof key, "f%02d", k);
+			put(&f, key, (uint64_t)k, 2000 + (int64_t)i, "raw");
+		}
+		s3_fault_fail(f.s3, c[i].kind, c[i].first, c[i].times, c[i].err);
+		int lists0 = lists(&f);
+		char *rep = NULL;
+		int rc = scan_rescan(sc, "bk", &rep);
+		int nl = lists(&f) - lists0;
+		char want[128];
+		snprintf(want, sizeof want, "bucket bk: error: %s", strerror(-c[i].err));
+		bool said = c[i].rc == 0 ? rep && has_line(rep, "bucket bk: listed 7, added 0, "
+				"removed 0, updated 7, unchanged 0, kept (newer events) 0")
+			  : rep && strstr(rep, want) != NULL;
+		CHECK(rc == c[i].rc && nl == c[i].lists && said &&
+		      s3_fault_injected(f.s3, c[i].kind) >= 1,
+		      "failures: %s (rc %d, %d LISTs)", c[i].what, rc, nl);
+		comment(rep);
+		free(rep);
+		s3_fault_clear(f.s3);
+	}
+	scan_free(sc);
+	bucket_free(&f);
+	index_close(ix);
+	view_free(v);
 	unit_rmtree(dir);
 	free(dir);
 }
@@ -564,19 +584,17 @@ static void test_busy(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct fake f;
-	fake_init(&f, 2);
-	fake_put(&f, "b1", 1, 1000, NULL);
-	fake_put(&f, "b2", 1, 1000, NULL);
-	fake_put(&f, "b3", 1, 1000, NULL);
+	struct bucket f;
+	bucket_init(&f, 2);
+	put(&f, "b1", 1, 1000, NULL);
+	put(&f, "b2", 1, 1000, NULL);
+	put(&f, "b3", 1, 1000, NULL);
 	atomic_store(&release_scan, false);
-	f.hook_after = "b2";
-	f.hook = block_until_released;
-	struct scan_source src = { &f, fake_list, NULL, NULL };
+	hook_at_list(&f, 2, block_until_released, NULL);   /* the page after b2 */
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, NULL, NULL, &sc);
+	scan_new(ix, f.s3, NULL, NULL, NULL, &sc);
 	scan_start(sc, "bk", 0);
-	while (atomic_load(&f.lists) < 2)
+	while (lists(&f) < 2)
 		usleep(1000);
 	char *rep;
 	int rc = scan_rescan(sc, "bk", &rep);
@@ -590,6 +608,7 @@ static void test_busy(void)
 				   "unchanged 3, kept (newer events) 0"), "and a rescan then works");
 	free(rep);
 	scan_free(sc);
+	bucket_free(&f);
 	index_close(ix);
 	view_free(v);
 	unit_rmtree(dir);
@@ -603,15 +622,14 @@ static void test_periodic(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct fake f;
-	fake_init(&f, 5);
-	fake_put(&f, "p1", 1, 1000, NULL);
-	struct scan_source src = { &f, fake_list, NULL, NULL };
+	struct bucket f;
+	bucket_init(&f, 5);
+	put(&f, "p1", 1, 1000, NULL);
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, NULL, NULL, &sc);
+	scan_new(ix, f.s3, NULL, NULL, NULL, &sc);
 	scan_start(sc, "bk", 0);
 	scan_wait(sc, "bk", 10000);
-	fake_put(&f, "p2", 2, 1100, NULL);
+	put(&f, "p2", 2, 1100, NULL);
 	CHECK(scan_set_rescan_interval(sc, 1) == 0, "periodic rescan every 1 s");
 	bool seen = false;
 	for (int i = 0; i < 60 && !seen; i++) {
@@ -620,6 +638,7 @@ static void test_periodic(void)
 	}
 	CHECK(seen, "lost object found by the periodic rescan");
 	scan_free(sc);   /* joins the periodic thread */
+	bucket_free(&f);
 	index_close(ix);
 	view_free(v);
 	unit_rmtree(dir);
@@ -631,6 +650,7 @@ int main(void)
 	test_rescan_fixes();
 	test_rescan_events();
 	test_tags();
+	test_rescan_failures();
 	test_busy();
 	test_periodic();
 	return unit_exit();

@@ -323,11 +323,53 @@ static void test_fault(void)
 	s3_free(f);
 }
 
+/* The hook acts as another client between two requests. */
+struct hook_seen { int calls; enum s3_kind last; char key[32]; struct s3 *s; };
+
+static void hook_fn(void *ctx, enum s3_kind k, const char *bucket, const char *key)
+{
+	struct hook_seen *h = ctx;
+	h->calls++;
+	h->last = k;
+	snprintf(h->key, sizeof h->key, "%s", key ? key : "(null)");
+	if (k == S3K_GET)    /* overwrite the object just before the GET */
+		s3_fake_object_put(h->s, bucket, key, "new", 3, NULL, 0, NULL);
+}
+
+static void test_hook(void)
+{
+	struct s3 *s;
+	s3_fake_new(&s);
+	s3_fake_bucket_add(s, "b");
+	s3_fake_object_put(s, "b", "k", "old", 3, NULL, 0, NULL);
+	struct obj_meta h;
+	s3_head(s, "b", "k", &h);
+	struct hook_seen hs = { .s = s };
+	s3_fake_hook_set(s, hook_fn, &hs);
+	char buf[8];
+	size_t got;
+	int err = s3_get(s, "b", "k", 0, 3, h.etag, buf, &got);
+	CHECK(hs.calls == 1 && hs.last == S3K_GET && !strcmp(hs.key, "k") && err == -ESTALE,
+	      "hook: runs before the GET; the object it changed gives -ESTALE");
+	char next[64];
+	bool trunc;
+	struct listed l = { .stop_at = -1 };
+	s3_list_page(s, "b", NULL, NULL, list_cb, &l, next, sizeof next, &trunc);
+	CHECK(hs.calls == 2 && hs.last == S3K_LIST && !strcmp(hs.key, "(null)"),
+	      "hook: LIST has no key");
+	s3_fake_hook_set(s, NULL, NULL);
+	s3_get(s, "b", "k", 0, 3, NULL, buf, &got);
+	CHECK(hs.calls == 2, "hook: removed");
+	obj_meta_release(&h);
+	s3_free(s);
+}
+
 int main(void)
 {
 	test_objects();
 	test_list();
 	test_threads();
+	test_hook();
 	test_fault();
 	return unit_exit();
 }

@@ -1,6 +1,8 @@
-/* test_scan.c — unit tests of views/scan.h with a fake bucket listing
- * (no services): paging, events interleaved with a scan, resume after an
- * interruption, no re-listing of a completed bucket, HEAD for metadata. */
+/* test_scan.c — unit tests of views/scan.h on the in-memory store
+ * (sync/s3_fake.h) behind the fault wrapper (sync/s3_fault.h), no
+ * services: paging, events interleaved with a scan, resume after an
+ * interruption, no re-listing of a completed bucket, HEAD for metadata,
+ * tags, and every S3 failure of a scan (LIST, HEAD, tagging) retried. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,6 +11,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"
@@ -17,80 +21,53 @@
 
 
 #define S 1000000000LL
-#define PAGE 1000
 
-/* ---- the fake bucket -------------------------------------------------- */
+/* ---- the bucket --------------------------------------------------------- */
 
-struct fake {
-	const char *bucket;
-	int n;                        /* objects k00000 .. */
-	int fail_from_page;           /* -1: never; else pages >= this fail */
-	atomic_int list_calls, heads;
-	char first_token[64];
-	/* called once, just before page `hook_page` is returned */
-	int hook_page;
-	void (*hook)(void *);
-	void *hook_ctx;
+/* Objects k00000 .. of bucket "bk": object i has obj_size(i) bytes,
+ * Last-Modified 1000 s, user metadata color=green (even i) or black, type
+ * text/plain. Listed 1,000 keys a page (the fake's default). */
+struct bucket {
+	struct s3 *fake;
+	struct s3 *s3;           /* the fault wrapper the scanner gets */
 };
 
-static void fake_key(int i, char *out, size_t len)
+static void obj_key(int i, char *out, size_t len)
 {
-	snprintf(out, len, "d%d/k%05d", i / 100, i);
+	snprintf(out, len, "d%03d/k%05d", i / 100, i);
 }
 
-static int fake_list(void *ctx, const char *bucket, const char *token, scan_obj_fn fn,
-		     void *fnctx, char *next, size_t ntlen, bool *truncated)
+static uint64_t obj_size(int i)
 {
-	struct fake *f = ctx;
-	if (strcmp(bucket, f->bucket) != 0)
-		return -ENOENT;
-	int calls = atomic_fetch_add(&f->list_calls, 1);
-	if (calls == 0)
-		snprintf(f->first_token, sizeof f->first_token, "%s", token ? token : "");
-	int start = token && *token ? atoi(token + 3) : 0;   /* "tok%d" */
-	int page = start / PAGE;
-	if (f->fail_from_page >= 0 && page >= f->fail_from_page)
-		return -EIO;
-	if (f->hook && page == f->hook_page) {
-		f->hook(f->hook_ctx);
-		f->hook = NULL;
-	}
-	char key[64];
-	for (int i = start; i < f->n && i < start + PAGE; i++) {
-		struct obj_meta o;
-		memset(&o, 0, sizeof o);
-		fake_key(i, key, sizeof key);
-		o.key = key;
-		o.size = (uint64_t)i;
-		o.mtime_ns = 1000 * S;   /* Last-Modified of every listed object */
-		snprintf(o.etag, sizeof o.etag, "etag%d", i);
-		o.flags = OBJ_FROM_SCAN;
-		int rc = fn(fnctx, &o);
-		if (rc)
-			return rc;
-	}
-	*truncated = start + PAGE < f->n;
-	snprintf(next, ntlen, "tok%d", start + PAGE);
-	return 0;
+	return (uint64_t)(i % 997);
 }
 
-/* HEAD: even objects have color=green, every 7th is gone */
-static int fake_head(void *ctx, const char *bucket, const char *key, struct obj_meta *out)
+static void bucket_make(struct bucket *b, int n)
 {
-	struct fake *f = ctx;
-	atomic_fetch_add(&f->heads, 1);
-	int i = atoi(strrchr(key, 'k') + 1);
-	if (i % 7 == 3)
-		return -ENOENT;
-	memset(out, 0, sizeof *out);
-	out->bucket = strdup(bucket);
-	out->key = strdup(key);
-	out->size = (uint64_t)i;
-	out->mtime_ns = 1000 * S;
-	out->flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
-	out->content_type = strdup("text/plain");
-	obj_kv_add(&out->meta, &out->n_meta, "color", i % 2 ? "black" : "green");
-	return 0;
+	static char data[1000];
+	if (s3_fake_new(&b->fake) || s3_fault_new(b->fake, true, &b->s3) ||
+	    s3_fake_bucket_add(b->fake, "bk") || s3_fake_bucket_add(b->fake, "zz"))
+		exit(2);
+	s3_fake_clock_set(b->fake, 1000 * S);
+	for (int i = 0; i < n; i++) {
+		char key[64];
+		obj_key(i, key, sizeof key);
+		struct obj_kv color = { "color", i % 2 ? "black" : "green" };
+		if (s3_fake_object_put(b->fake, "bk", key, data, (size_t)obj_size(i), &color, 1,
+				       "text/plain"))
+			exit(2);
+	}
+}
+
+static void bucket_free(struct bucket *b)
+{
+	s3_free(b->s3);
+}
+
+/* Requests of a kind that reached the store. */
+static int reached(struct bucket *b, enum s3_kind k)
+{
+	return (int)s3_fake_count(b->fake, k);
 }
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -135,16 +112,22 @@ static struct obj_meta mk(const char *key, uint64_t size, int64_t t_s, bool del)
 
 /* ---- tests ------------------------------------------------------------ */
 
-struct hook_ctx { struct index *ix; };
+struct hook_ctx { struct index *ix; struct bucket *b; int lists; };
 
-/* Events arriving while page 2 is being listed (pages 0-1 already in). */
-static void events_during_scan(void *p)
+/* Events arriving while page 2 is being listed (pages 0-1 already
+ * listed): the fake's hook at the start of the 3rd LIST. */
+static void events_during_scan(void *p, enum s3_kind k, const char *bucket,
+			       const char *key)
 {
 	struct hook_ctx *h = p;
+	(void)bucket;
+	(void)key;
+	if (k != S3K_LIST || ++h->lists != 3)
+		return;
 	struct obj_meta ev[4] = {
-		mk("d21/k02100", 777777, 1500, false),  /* page 2: newer content */
-		mk("d23/k02300", 0, 1500, true),        /* page 2: deleted after LIST time */
-		mk("d0/k00005", 0, 1500, true),         /* already scanned: deleted */
+		mk("d021/k02100", 777777, 1500, false),  /* page 2: newer content */
+		mk("d023/k02300", 0, 1500, true),        /* page 2: deleted after LIST time */
+		mk("d000/k00005", 0, 1500, true),         /* already scanned: deleted */
 		mk("new/only-event", 5, 1500, false),   /* never listed */
 	};
 	index_apply(h->ix, ev, 4, NULL, 0, NULL, NULL);
@@ -160,27 +143,28 @@ static void test_scan_with_events(void)
 	struct index *ix = unit_index_open(dir, &st);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct hook_ctx hc = { ix };
-	struct fake f = { .bucket = "bk", .n = 2500, .fail_from_page = -1,
-			  .hook_page = 2, .hook = events_during_scan, .hook_ctx = &hc };
-	struct scan_source src = { &f, fake_list, fake_head, NULL };
+	struct bucket b;
+	bucket_make(&b, 2500);
+	struct hook_ctx hc = { ix, &b, 0 };
+	s3_fake_hook_set(b.fake, events_during_scan, &hc);
 	struct scanner *sc;
 	atomic_store(&n_added, 0);
-	CHECK(scan_new(ix, &src, &st, on_change, NULL, &sc) == 0, "scanner created");
+	CHECK(scan_new(ix, b.s3, &st, on_change, NULL, &sc) == 0, "scanner created");
 	CHECK(scan_start_views(sc, &v, 1) == 0, "scan started");
 	CHECK(scan_wait(sc, "bk", 10000) == 0, "scan completed");
-	CHECK(atomic_load(&f.list_calls) == 3, "3 pages listed (%d)", atomic_load(&f.list_calls));
-	CHECK(atomic_load(&f.heads) == 0, "no HEAD when no view needs metadata");
+	CHECK(reached(&b, S3K_LIST) == 3, "3 pages listed (%d)", reached(&b, S3K_LIST));
+	CHECK(reached(&b, S3K_HEAD) == 0 && reached(&b, S3K_TAGGING) == 0,
+	      "no HEAD or tag request when no view needs them");
 	CHECK(stats_get(&st, scans_completed) == 1 && stats_get(&st, scan_objects) == 2500 &&
 	      stats_get(&st, scans_running) == 0, "stats: completed 1, objects 2500, running 0");
 	struct index_attr a;
-	CHECK(index_lookup(ix, 0, "d21/k02100", &a) == 0 && a.size == 777777,
+	CHECK(index_lookup(ix, 0, "d021/k02100", &a) == 0 && a.size == 777777,
 	      "event during the scan not undone by the listing");
-	CHECK(index_lookup(ix, 0, "d23/k02300", &a) == -ENOENT,
+	CHECK(index_lookup(ix, 0, "d023/k02300", &a) == -ENOENT,
 	      "delete during the scan: tombstone not resurrected");
-	CHECK(index_lookup(ix, 0, "d0/k00005", &a) == -ENOENT, "delete of a scanned key");
+	CHECK(index_lookup(ix, 0, "d000/k00005", &a) == -ENOENT, "delete of a scanned key");
 	CHECK(index_lookup(ix, 0, "new/only-event", &a) == 0, "created by event only");
-	CHECK(index_lookup(ix, 0, "d7/k00777", &a) == 0 && a.size == 777 &&
+	CHECK(index_lookup(ix, 0, "d007/k00777", &a) == 0 && a.size == obj_size(777) &&
 	      a.mtime_ns == 1000 * S, "listed object with listed attrs");
 	CHECK(index_objects(ix) == 2500 - 2 + 1, "object count %llu",
 	      (unsigned long long)index_objects(ix));
@@ -192,15 +176,28 @@ static void test_scan_with_events(void)
 	      si[0].objects == 2500 && si[0].pages == 3, "status: done, 2500 objects, 3 pages");
 	free(si);
 	/* a late event older than Last-Modified - 1 s is stale */
-	struct obj_meta old = mk("d9/k00900", 1, 998, false);
+	struct obj_meta old = mk("d009/k00900", 1, 998, false);
 	CHECK(index_apply(ix, &old, 1, NULL, 0, NULL, NULL) == 1, "late older event is stale");
 	obj_meta_release(&old);
 	scan_free(sc);
+	bucket_free(&b);
 	index_close(ix);
 	view_free(v);
 	stats_release(&st);
 	unit_rmtree(dir);
 	free(dir);
+}
+
+/* The bucket's scan info (exactly one bucket). */
+static struct scan_info info_of(struct scanner *sc)
+{
+	struct scan_info *si = NULL, r;
+	size_t n = 0;
+	memset(&r, 0, sizeof r);
+	if (scan_status(sc, &si, &n) == 0 && n >= 1)
+		r = si[0];
+	free(si);
+	return r;
 }
 
 static void test_scan_resume(void)
@@ -209,69 +206,67 @@ static void test_scan_resume(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct fake f = { .bucket = "bk", .n = 3500, .fail_from_page = 2 };
-	struct scan_source src = { &f, fake_list, NULL, NULL };
+	struct bucket b;
+	bucket_make(&b, 3500);
+	s3_fault_fail(b.s3, S3K_LIST, 3, 0, -EIO);   /* page 2 on, for ever */
 	struct scanner *sc;
 	struct stats st1;
 	stats_init(&st1);
-	scan_new(ix, &src, &st1, NULL, NULL, &sc);
+	scan_new(ix, b.s3, &st1, NULL, NULL, &sc);
 	scan_start(sc, "bk", 0);
-	/* wait until page 2 failed at least once */
-	struct scan_info *si = NULL;
-	size_t n = 0;
-	for (int i = 0; i < 200; i++) {
-		free(si);
-		si = NULL;
-		scan_status(sc, &si, &n);
-		if (n == 1 && si[0].last_error)
-			break;
+	/* wait until page 2 failed at least twice (it is retried) */
+	struct scan_info si;
+	for (int i = 0; i < 1000 && s3_fault_injected(b.s3, S3K_LIST) < 2; i++)
 		usleep(10000);
-	}
-	CHECK(n == 1 && si[0].last_error == -EIO && si[0].state == SCAN_RUNNING &&
-	      si[0].objects == 2000, "failing page retried, 2000 objects in (%llu)",
-	      n ? (unsigned long long)si[0].objects : 0ULL);
-	free(si);
+	si = info_of(sc);
+	CHECK(s3_fault_injected(b.s3, S3K_LIST) >= 2 && si.last_error == -EIO &&
+	      si.state == SCAN_RUNNING && si.objects == 2000,
+	      "failing LIST of page 2 retried (%llu tries), 2000 objects in (%llu)",
+	      (unsigned long long)s3_fault_injected(b.s3, S3K_LIST),
+	      (unsigned long long)si.objects);
 	CHECK(stats_get(&st1, scans_running) == 1, "scans_running 1 during the scan");
 	scan_free(sc);   /* the process stops mid-scan */
 	CHECK(stats_get(&st1, scans_running) == 0 && stats_get(&st1, scans_completed) == 0,
 	      "stopped: not running, not completed");
+	struct index_scan_state state;
+	CHECK(index_scan_state_get(ix, "bk", &state) == 0 && !state.done &&
+	      strcmp(state.token, "d019/k01999") == 0,
+	      "stored token: after the last key of page 1 ('%s')", state.token);
 	index_close(ix);
 
 	/* restart: resumes at page 2 */
 	ix = unit_index_open(dir, NULL);
 	index_set_views(ix, &v, 1);
-	struct fake g = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
-	struct scan_source src2 = { &g, fake_list, NULL, NULL };
+	s3_fault_clear(b.s3);
+	int lists0 = reached(&b, S3K_LIST);
 	struct stats st2;
 	stats_init(&st2);
-	scan_new(ix, &src2, &st2, NULL, NULL, &sc);
+	scan_new(ix, b.s3, &st2, NULL, NULL, &sc);
 	scan_start(sc, "bk", 0);
 	CHECK(scan_wait(sc, "bk", 10000) == 0, "resumed scan completed");
-	CHECK(strcmp(g.first_token, "tok2000") == 0, "resumed from the stored token ('%s')",
-	      g.first_token);
-	CHECK(atomic_load(&g.list_calls) == 2, "only the 2 remaining pages listed");
+	CHECK(reached(&b, S3K_LIST) - lists0 == 2, "only the 2 remaining pages listed");
 	CHECK(stats_get(&st2, scan_objects) == 1500 && index_objects(ix) == 3500,
 	      "1500 objects listed now, 3500 indexed");
-	scan_status(sc, &si, &n);
-	CHECK(n == 1 && si[0].objects == 3500, "status counts objects of both runs");
-	free(si);
+	si = info_of(sc);
+	CHECK(si.objects == 3500 && si.last_error == 0,
+	      "status counts objects of both runs, no error left");
 	scan_free(sc);
 	index_close(ix);
 
 	/* restart again: a completed bucket is not listed */
 	ix = unit_index_open(dir, NULL);
 	index_set_views(ix, &v, 1);
-	struct fake h = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
-	struct scan_source src3 = { &h, fake_list, NULL, NULL };
+	lists0 = reached(&b, S3K_LIST);
 	struct stats st3;
 	stats_init(&st3);
-	scan_new(ix, &src3, &st3, NULL, NULL, &sc);
+	scan_new(ix, b.s3, &st3, NULL, NULL, &sc);
 	CHECK(scan_start_views(sc, &v, 1) == 0 && scan_wait(sc, "bk", 1000) == 0,
 	      "completed bucket: scan_start returns done");
-	CHECK(atomic_load(&h.list_calls) == 0 && stats_get(&st3, scans_completed) == 0 &&
+	CHECK(reached(&b, S3K_LIST) == lists0 && stats_get(&st3, scans_completed) == 0 &&
 	      stats_get(&st3, scan_objects) == 0, "and lists nothing");
-	CHECK(ls_count(ix, "d34") == 100, "index intact: d34 has 100 entries");
+	CHECK(ls_count(ix, "d034") == 100, "index intact: d034 has 100 entries");
 	scan_free(sc);
+	bucket_free(&b);
 	index_close(ix);
 	view_free(v);
 	stats_release(&st1);
@@ -279,6 +274,16 @@ static void test_scan_resume(void)
 	stats_release(&st3);
 	unit_rmtree(dir);
 	free(dir);
+}
+
+/* Every 7th object (i % 7 == 3) is deleted by another client just before
+ * its HEAD: the fake's hook. */
+static void delete_before_head(void *p, enum s3_kind k, const char *bucket,
+			       const char *key)
+{
+	struct bucket *b = p;
+	if (k == S3K_HEAD && atoi(strrchr(key, 'k') + 1) % 7 == 3)
+		s3_fake_object_delete(b->fake, bucket, key);
 }
 
 static void test_scan_head(void)
@@ -290,14 +295,15 @@ static void test_scan_head(void)
 		unit_view("{\"name\":\"other\",\"bucket\":\"zz\"}"),
 	};
 	index_set_views(ix, v, 2);
-	struct fake f = { .bucket = "bk", .n = 1400, .fail_from_page = -1 };
-	struct scan_source src = { &f, fake_list, fake_head, NULL };
+	struct bucket b;
+	bucket_make(&b, 1400);
+	s3_fake_hook_set(b.fake, delete_before_head, &b);
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, NULL, NULL, &sc);
+	scan_new(ix, b.s3, NULL, NULL, NULL, &sc);
 	scan_start_views(sc, v, 2);
 	CHECK(scan_wait(sc, "bk", 10000) == 0, "scan with HEAD completed");
-	CHECK(atomic_load(&f.heads) == 1400, "one HEAD per listed object (%d)",
-	      atomic_load(&f.heads));
+	CHECK(reached(&b, S3K_HEAD) == 1400, "one HEAD per listed object (%d)",
+	      reached(&b, S3K_HEAD));
 	int expect = 0, gone = 0;
 	for (int i = 0; i < 1400; i++) {
 		if (i % 7 == 3)
@@ -309,7 +315,7 @@ static void test_scan_head(void)
 	      (unsigned long long)index_members(ix, 0), expect);
 	CHECK(index_objects(ix) == (uint64_t)(1400 - gone), "objects gone at HEAD time left out");
 	struct obj_meta o;
-	CHECK(index_object(ix, 0, "d0/k00000", &o) == 0 && o.content_type &&
+	CHECK(index_object(ix, 0, "d000/k00000", &o) == 0 && o.content_type &&
 	      strcmp(o.content_type, "text/plain") == 0 && (o.flags & OBJ_FROM_SCAN),
 	      "HEAD fields stored");
 	obj_meta_release(&o);
@@ -319,11 +325,68 @@ static void test_scan_head(void)
 	CHECK(n == 2 && si[0].heads == 1400, "status counts HEADs");
 	free(si);
 	scan_free(sc);
+	bucket_free(&b);
 	index_close(ix);
 	view_free(v[0]);
 	view_free(v[1]);
 	unit_rmtree(dir);
 	free(dir);
+}
+
+/* S3 failures during a first scan: a LIST, a HEAD, a tag request failing
+ * make the page fail; the scan notes the error, backs off, lists the page
+ * again and completes with everything. */
+static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int err,
+			 int lists, const char *what)
+{
+	char *dir = unit_tmpdir("scan");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"g\",\"bucket\":\"bk\",\"match\":"
+				   "{\"metadata\":{\"color\":\"green\"},\"tags\":{\"t\":\"1\"}}}");
+	index_set_views(ix, &v, 1);
+	struct bucket b;
+	bucket_make(&b, 2500);
+	struct obj_kv tag = { "t", "1" };
+	for (int i = 0; i < 2500; i += 2) {
+		char key[64];
+		obj_key(i, key, sizeof key);
+		s3_fake_tags_set(b.fake, "bk", key, &tag, 1);
+	}
+	s3_fault_fail(b.s3, kind, first, times, err);
+	struct stats st;
+	stats_init(&st);
+	struct scanner *sc;
+	scan_new(ix, b.s3, &st, NULL, NULL, &sc);
+	scan_start_views(sc, &v, 1);
+	int rc = scan_wait(sc, "bk", 30000);
+	struct scan_info si = info_of(sc);
+	printf("# %s: %llu injected; %d LISTs, %d HEADs, %d tag requests reached the store\n",
+	       what, (unsigned long long)s3_fault_injected(b.s3, kind), reached(&b, S3K_LIST),
+	       reached(&b, S3K_HEAD), reached(&b, S3K_TAGGING));
+	CHECK(rc == 0 && s3_fault_injected(b.s3, kind) == times && si.last_error == 0 &&
+	      si.objects == 2500 && index_objects(ix) == 2500 && index_members(ix, 0) == 1250,
+	      "%s: retried, scan complete with 2500 objects and 1250 members", what);
+	int tried = (int)s3_fault_seen(b.s3, S3K_LIST);
+	CHECK(tried == lists && stats_get(&st, scans_completed) == 1,
+	      "%s: %d LISTs tried (want %d)", what, tried, lists);
+	scan_free(sc);
+	bucket_free(&b);
+	index_close(ix);
+	view_free(v);
+	stats_release(&st);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* LISTs expected: 3 pages, plus each failed LIST again; a page whose HEAD
+ * or tag request fails is found failed once the next page is listed (the
+ * listing runs one page ahead), and both are listed again: 3 + 2. */
+static void test_scan_failures(void)
+{
+	scan_failing(S3K_LIST, 1, 2, -EHOSTUNREACH, 5, "the first 2 LISTs unreachable");
+	scan_failing(S3K_LIST, 2, 1, -EIO, 4, "the LIST of page 1 failing");
+	scan_failing(S3K_HEAD, 1500, 1, -EIO, 5, "a HEAD of page 1 failing");
+	scan_failing(S3K_TAGGING, 10, 1, -EACCES, 5, "a tag request of page 0 refused");
 }
 
 struct reader { struct index *ix; atomic_bool stop; long reads; };
@@ -335,7 +398,7 @@ static void *reader_main(void *p)
 		int n = 0;
 		index_readdir(r->ix, 0, "", NULL, count_fn, &n);
 		struct index_attr a;
-		index_lookup(r->ix, 0, "d5/k00500", &a);
+		index_lookup(r->ix, 0, "d005/k00500", &a);
 		r->reads++;
 	}
 	return NULL;
@@ -348,10 +411,10 @@ static void test_scan_concurrent(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
 	index_set_views(ix, &v, 1);
-	struct fake f = { .bucket = "bk", .n = 20000, .fail_from_page = -1 };
-	struct scan_source src = { &f, fake_list, NULL, NULL };
+	struct bucket b;
+	bucket_make(&b, 20000);
 	struct scanner *sc;
-	scan_new(ix, &src, NULL, NULL, NULL, &sc);
+	scan_new(ix, b.s3, NULL, NULL, NULL, &sc);
 	struct reader rd = { .ix = ix };
 	atomic_init(&rd.stop, false);
 	pthread_t th;
@@ -361,7 +424,7 @@ static void test_scan_concurrent(void)
 	 * tens, size changes on even tens */
 	char key[64];
 	for (int i = 0; i < 20000; i += 10) {
-		fake_key(i, key, sizeof key);
+		obj_key(i, key, sizeof key);
 		struct obj_meta e = mk(key, 5, 2000, (i / 10) % 2 == 1);
 		index_apply(ix, &e, 1, NULL, 0, NULL, NULL);
 		obj_meta_release(&e);
@@ -372,10 +435,10 @@ static void test_scan_concurrent(void)
 	int bad = 0;
 	struct index_attr a;
 	for (int i = 0; i < 20000; i++) {
-		fake_key(i, key, sizeof key);
+		obj_key(i, key, sizeof key);
 		int rc = index_lookup(ix, 0, key, &a);
 		bool want_gone = i % 10 == 0 && (i / 10) % 2 == 1;
-		uint64_t want_size = i % 10 == 0 ? 5 : (uint64_t)i;
+		uint64_t want_size = i % 10 == 0 ? 5 : obj_size(i);
 		if (want_gone ? rc != -ENOENT : (rc != 0 || a.size != want_size))
 			bad++;
 	}
@@ -385,12 +448,13 @@ static void test_scan_concurrent(void)
 	int n = 0;
 	for (int d = 0; d < 200; d++) {
 		char dd[16];
-		snprintf(dd, sizeof dd, "d%d", d);
+		snprintf(dd, sizeof dd, "d%03d", d);
 		n += ls_count(ix, dd);
 	}
 	CHECK(n == 19000, "listing agrees with the counters (%d)", n);
 	CHECK(rd.reads > 0, "reader ran alongside (%ld listings)", rd.reads);
 	scan_free(sc);
+	bucket_free(&b);
 	index_close(ix);
 	view_free(v);
 	unit_rmtree(dir);
@@ -403,5 +467,6 @@ int main(void)
 	test_scan_resume();
 	test_scan_head();
 	test_scan_concurrent();
+	test_scan_failures();
 	return unit_exit();
 }
