@@ -8,6 +8,7 @@
  * is under f->mu; s3_fake_list copies a page out before calling back.
  */
 #include "sync/s3_fake.h"
+#include "sync/s3_fake_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -19,35 +20,6 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-
-#define FAKE_PAGE_DEFAULT 1000
-#define FAKE_KEY_MAX 1024
-
-struct fake_obj {
-	struct obj_meta m;       /* bucket, key, size, mtime_ns, etag, ctype, meta, tags */
-	unsigned char *data;     /* m.size bytes (never NULL) */
-	uint64_t version;
-	bool gone;               /* a tombstone */
-};
-
-struct s3_fake {
-	struct s3 iface;
-	pthread_mutex_t mu;
-	char **buckets;
-	size_t n_buckets;
-	struct fake_obj *objs;   /* sorted by (bucket, key) */
-	size_t n_objs, cap_objs;
-	int64_t clock_ns;
-	size_t page_size;
-	uint64_t counts[S3K_N];
-	s3_fake_hook_fn hook;
-	void *hook_ctx;
-};
-
-static struct s3_fake *fake_of(struct s3 *s)
-{
-	return (struct s3_fake *)s;
-}
 
 /* ---- helpers (f->mu held) ------------------------------------------------ */
 
@@ -82,7 +54,7 @@ static size_t fake_find(const struct s3_fake *f, const char *bucket,
 }
 
 /* The live object at (bucket, key) or NULL. */
-static struct fake_obj *fake_live(struct s3_fake *f, const char *bucket,
+struct fake_obj *fake_live(struct s3_fake *f, const char *bucket,
 				  const char *key)
 {
 	bool found;
@@ -122,7 +94,7 @@ static int fake_slot(struct s3_fake *f, const char *bucket, const char *key,
 	return 0;
 }
 
-static void md5_hex(const void *buf, size_t len, char out[72])
+void fake_md5_hex(const void *buf, size_t len, char out[72])
 {
 	unsigned char d[16];
 	unsigned dl = 0;
@@ -131,7 +103,7 @@ static void md5_hex(const void *buf, size_t len, char out[72])
 		snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-static int check_key(const char *key)
+int fake_check_key(const char *key)
 {
 	if (!key || !*key)
 		return -EINVAL;
@@ -139,7 +111,7 @@ static int check_key(const char *key)
 }
 
 /* Metadata as the real client accepts it (s3_ops.c), names lower-cased. */
-static int kv_build(const struct obj_kv *in, size_t n, struct obj_kv **out,
+int fake_kv_build(const struct obj_kv *in, size_t n, struct obj_kv **out,
 		    size_t *nout)
 {
 	*out = NULL;
@@ -171,7 +143,7 @@ invalid:
 
 /* Store a new version at (bucket, key): takes data, meta and tags (freed
  * here on failure); ctype is copied. */
-static int fake_write(struct s3_fake *f, const char *bucket, const char *key,
+int fake_write(struct s3_fake *f, const char *bucket, const char *key,
 		      unsigned char *data, size_t len, struct obj_kv *meta,
 		      size_t n_meta, const char *ctype, struct obj_kv *tags,
 		      size_t n_tags, char etag_out[72])
@@ -195,7 +167,7 @@ static int fake_write(struct s3_fake *f, const char *bucket, const char *key,
 	o->data = data;
 	o->m.size = len;
 	o->m.mtime_ns = f->clock_ns;
-	md5_hex(data, len, o->m.etag);
+	fake_md5_hex(data, len, o->m.etag);
 	o->m.content_type = ct;
 	o->m.meta = meta;
 	o->m.n_meta = n_meta;
@@ -227,7 +199,7 @@ static int fake_head_fill(const struct fake_obj *o, struct obj_meta *out,
 	return 0;
 }
 
-static void fake_hook(struct s3_fake *f, enum s3_kind k, const char *bucket,
+void fake_hook(struct s3_fake *f, enum s3_kind k, const char *bucket,
 		      const char *key)
 {
 	pthread_mutex_lock(&f->mu);
@@ -239,7 +211,7 @@ static void fake_hook(struct s3_fake *f, enum s3_kind k, const char *bucket,
 }
 
 /* The hook, then the lock (held on success) and the bucket check. */
-static int fake_begin(struct s3_fake *f, enum s3_kind k, const char *bucket,
+int fake_begin(struct s3_fake *f, enum s3_kind k, const char *bucket,
 		      const char *key)
 {
 	fake_hook(f, k, bucket, key);
@@ -262,7 +234,7 @@ static int fake_get(struct s3 *s, const char *bucket, const char *key,
 	*got = 0;
 	if (len == 0)
 		return 0;
-	int err = check_key(key);
+	int err = fake_check_key(key);
 	if (err)
 		return err;
 	err = fake_begin(f, S3K_GET, bucket, key);
@@ -287,7 +259,7 @@ static int fake_head(struct s3 *s, const char *bucket, const char *key,
 {
 	struct s3_fake *f = fake_of(s);
 	memset(out, 0, sizeof *out);
-	int err = check_key(key);
+	int err = fake_check_key(key);
 	if (err)
 		return err;
 	err = fake_begin(f, S3K_HEAD, bucket, key);
@@ -303,7 +275,7 @@ static int fake_get_tagging(struct s3 *s, const char *bucket, const char *key,
 			    struct obj_kv **tags, size_t *n)
 {
 	struct s3_fake *f = fake_of(s);
-	int err = check_key(key);
+	int err = fake_check_key(key);
 	if (err)
 		return err;
 	err = fake_begin(f, S3K_TAGGING, bucket, key);
@@ -391,7 +363,7 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 {
 	struct s3_fake *f = fake_of(s);
 	etag_out[0] = '\0';
-	int err = check_key(key);
+	int err = fake_check_key(key);
 	if (!err && (fd < 0 || (content_type && strpbrk(content_type, "\r\n")) ||
 		     size > SIZE_MAX - 1))
 		err = -EINVAL;
@@ -400,7 +372,7 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 	struct obj_kv *m = NULL;
 	size_t nm = 0;
 	unsigned char *data = malloc(size ? (size_t)size : 1);
-	err = data ? kv_build(meta, n_meta, &m, &nm) : -ENOMEM;
+	err = data ? fake_kv_build(meta, n_meta, &m, &nm) : -ENOMEM;
 	for (uint64_t pos = 0; !err && pos < size;) {
 		ssize_t r = pread(fd, data + pos, (size_t)(size - pos), (off_t)pos);
 		if (r < 0 && errno == EINTR)
@@ -431,7 +403,7 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 static int fake_del(struct s3 *s, const char *bucket, const char *key)
 {
 	struct s3_fake *f = fake_of(s);
-	int err = check_key(key);
+	int err = fake_check_key(key);
 	if (err)
 		return err;
 	err = fake_begin(f, S3K_DELETE, bucket, key);
@@ -453,9 +425,9 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 {
 	struct s3_fake *f = fake_of(s);
 	etag_out[0] = '\0';
-	int err = check_key(src_key);
+	int err = fake_check_key(src_key);
 	if (!err)
-		err = check_key(dst_key);
+		err = fake_check_key(dst_key);
 	if (err)
 		return err;
 	struct obj_kv *m = NULL, *t = NULL;
@@ -463,7 +435,7 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 	unsigned char *data = NULL;
 	char *ct = NULL;
 	if (meta) {
-		err = kv_build(meta, n_meta, &m, &nm);
+		err = fake_kv_build(meta, n_meta, &m, &nm);
 		if (err)
 			return err;
 	}
@@ -521,6 +493,7 @@ static void fake_free(struct s3 *s)
 		free(f->objs[i].data);
 	}
 	free(f->objs);
+	fake_mpu_release(f);
 	for (size_t i = 0; i < f->n_buckets; i++)
 		free(f->buckets[i]);
 	free(f->buckets);
@@ -537,6 +510,12 @@ static const struct s3_ops fake_ops = {
 	.del = fake_del,
 	.copy = fake_copy,
 	.bucket_check = fake_bucket_check,
+	.mpu_create = fake_mpu_create,
+	.mpu_put_part = fake_mpu_put_part,
+	.mpu_copy_part = fake_mpu_copy_part,
+	.mpu_complete = fake_mpu_complete,
+	.mpu_abort = fake_mpu_abort,
+	.mpu_list = fake_mpu_list,
 	.free = fake_free,
 };
 
@@ -551,6 +530,7 @@ int s3_fake_new(struct s3 **out)
 	pthread_mutex_init(&f->mu, NULL);
 	f->clock_ns = S3_FAKE_CLOCK_START_NS;
 	f->page_size = FAKE_PAGE_DEFAULT;
+	f->min_part = S3_MIN_PART;
 	*out = &f->iface;
 	return 0;
 }
@@ -623,7 +603,7 @@ int s3_fake_object_put(struct s3 *s, const char *bucket, const char *key,
 		       size_t n_meta, const char *content_type)
 {
 	struct s3_fake *f = fake_of(s);
-	int err = check_key(key);
+	int err = fake_check_key(key);
 	if (err)
 		return err;
 	struct obj_kv *m = NULL;
@@ -633,7 +613,7 @@ int s3_fake_object_put(struct s3 *s, const char *bucket, const char *key,
 		return -ENOMEM;
 	if (len)
 		memcpy(d, data, len);
-	err = kv_build(meta, n_meta, &m, &nm);
+	err = fake_kv_build(meta, n_meta, &m, &nm);
 	if (err) {
 		free(d);
 		return err;

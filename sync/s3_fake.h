@@ -33,6 +33,9 @@
 enum s3_kind {
 	S3K_GET, S3K_HEAD, S3K_TAGGING, S3K_LIST, S3K_PUT, S3K_DELETE,
 	S3K_COPY, S3K_BUCKET_CHECK,
+	/* multipart uploads */
+	S3K_MPU_CREATE, S3K_MPU_PART, S3K_MPU_COPY, S3K_MPU_COMPLETE,
+	S3K_MPU_ABORT, S3K_MPU_LIST,
 	S3K_N
 };
 
@@ -82,5 +85,17 @@ int  s3_fake_object_read(struct s3 *s, const char *bucket, const char *key,
 			 uint64_t *version);
 /* Number of objects in a bucket (0 if there is no such bucket). */
 size_t s3_fake_object_count(struct s3 *s, const char *bucket);
+
+/* Multipart uploads (s3_fake_mpu.c) behave as S3's: parts 1..10,000,
+ * each part's ETag the MD5 of its bytes, a completion refused (-EIO, as
+ * the real client reports InvalidPart/EntityTooSmall) when a listed part
+ * is missing, has another ETag, or is smaller than the minimum part size
+ * and not the last; the completed object's ETag is "MD5-of-MD5s-N"; an
+ * upload id is unknown (-ENOENT) once completed or aborted, and abort of
+ * an unknown one is 0. The minimum part size is S3_MIN_PART (5 MiB) unless
+ * a test lowers it (a test bed's RGW can too). */
+void s3_fake_min_part_set(struct s3 *s, uint64_t bytes);
+/* Uploads in progress in bucket (0 if there is no such bucket). */
+size_t s3_fake_upload_count(struct s3 *s, const char *bucket);
 
 #endif

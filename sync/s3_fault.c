@@ -217,6 +217,73 @@ static int w_bucket_check(struct s3 *s, const char *bucket)
 	return h.err ? h.err : s3_bucket_check(w->inner, bucket);
 }
 
+static int w_mpu_create(struct s3 *s, const char *bucket, const char *key,
+			const struct obj_kv *meta, size_t n_meta,
+			const char *content_type, char *upload_id, size_t idlen)
+{
+	struct s3_fault *w = fault_of(s);
+	struct fault_hit h;
+	fault_match(w, S3K_MPU_CREATE, &h);
+	return h.err ? h.err : s3_mpu_create(w->inner, bucket, key, meta, n_meta,
+					     content_type, upload_id, idlen);
+}
+
+static int w_mpu_put_part(struct s3 *s, const char *bucket, const char *key,
+			  const char *upload_id, unsigned part, int fd,
+			  uint64_t off, uint64_t size, char etag_out[72])
+{
+	struct s3_fault *w = fault_of(s);
+	struct fault_hit h;
+	etag_out[0] = '\0';
+	fault_match(w, S3K_MPU_PART, &h);
+	return h.err ? h.err : s3_mpu_put_part(w->inner, bucket, key, upload_id,
+					       part, fd, off, size, etag_out);
+}
+
+static int w_mpu_copy_part(struct s3 *s, const char *bucket, const char *key,
+			   const char *upload_id, unsigned part,
+			   const char *src_key, const char *src_if_match,
+			   uint64_t off, uint64_t size, char etag_out[72])
+{
+	struct s3_fault *w = fault_of(s);
+	struct fault_hit h;
+	etag_out[0] = '\0';
+	fault_match(w, S3K_MPU_COPY, &h);
+	return h.err ? h.err : s3_mpu_copy_part(w->inner, bucket, key, upload_id,
+						part, src_key, src_if_match,
+						off, size, etag_out);
+}
+
+static int w_mpu_complete(struct s3 *s, const char *bucket, const char *key,
+			  const char *upload_id, const struct s3_part *parts,
+			  size_t n, char etag_out[72])
+{
+	struct s3_fault *w = fault_of(s);
+	struct fault_hit h;
+	etag_out[0] = '\0';
+	fault_match(w, S3K_MPU_COMPLETE, &h);
+	return h.err ? h.err : s3_mpu_complete(w->inner, bucket, key, upload_id,
+					       parts, n, etag_out);
+}
+
+static int w_mpu_abort(struct s3 *s, const char *bucket, const char *key,
+		       const char *upload_id)
+{
+	struct s3_fault *w = fault_of(s);
+	struct fault_hit h;
+	fault_match(w, S3K_MPU_ABORT, &h);
+	return h.err ? h.err : s3_mpu_abort(w->inner, bucket, key, upload_id);
+}
+
+static int w_mpu_list(struct s3 *s, const char *bucket, const char *prefix,
+		      s3_upload_fn fn, void *ctx)
+{
+	struct s3_fault *w = fault_of(s);
+	struct fault_hit h;
+	fault_match(w, S3K_MPU_LIST, &h);
+	return h.err ? h.err : s3_mpu_list(w->inner, bucket, prefix, fn, ctx);
+}
+
 static void w_free(struct s3 *s)
 {
 	struct s3_fault *w = fault_of(s);
@@ -236,6 +303,12 @@ static const struct s3_ops fault_ops = {
 	.del = w_del,
 	.copy = w_copy,
 	.bucket_check = w_bucket_check,
+	.mpu_create = w_mpu_create,
+	.mpu_put_part = w_mpu_put_part,
+	.mpu_copy_part = w_mpu_copy_part,
+	.mpu_complete = w_mpu_complete,
+	.mpu_abort = w_mpu_abort,
+	.mpu_list = w_mpu_list,
 	.free = w_free,
 };
 
