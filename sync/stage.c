@@ -120,6 +120,7 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	pthread_mutex_init(&st->lock, NULL);
 	st->max_bytes = conf->max_bytes;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
+	st->up = conf->up;
 	st->s3 = conf->s3;
 	st->next_id = 1;
 	int err = -ENOMEM;
@@ -547,8 +548,10 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	f->js = STAGE_JS_COMMIT;
 	pthread_mutex_unlock(&f->lock);
 
-	err = s3_put_file(st->s3, f->bucket, f->key, f->fd, size, f->meta,
-			  f->n_meta, f->ctype, etag);
+	struct jnl_started js = { .st = st, .id = f->id, .j = &j };
+	err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
+			  f->meta, f->n_meta, f->ctype, stage_jnl_started, &js,
+			  etag);
 	pthread_mutex_lock(&st->lock);
 	if (err) {
 		st->cnt.upload_errors++;
@@ -593,7 +596,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	if (size > st->max_object) {
 		count_efbig(st);
 		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
-			  "-byte single-PUT limit: not uploaded, data kept",
+			  "-byte object limit: not uploaded, data kept",
 			  f->bucket, f->key, size, st->max_object);
 		err = -EFBIG;
 	} else {

@@ -16,8 +16,9 @@
  * Journal states (stage_journal.c): no journal = nothing the user wrote is
  * at risk (never written, or committed); "dirty" = written since the last
  * commit (set by the first pwrite/truncate/set_meta/rename after it);
- * "commit" = a commit began (data fdatasync'ed first, size recorded); a
- * successful upload removes the journal.
+ * "commit" = a commit began (data fdatasync'ed first, size recorded; a
+ * multipart upload's id is added once it exists); a successful upload
+ * removes the journal.
  * Crash rule (stage_recover): "commit" -> upload again (kept staged if that
  * fails); "dirty" -> moved to recovered/ as BUCKET%2FKEY@TIME (+ .journal);
  * data without journal -> deleted.
@@ -46,17 +47,20 @@
 #include <sys/types.h>
 
 #include "common/object.h"
+#include "common/s3.h"
+#include "sync/upload.h"
 
 struct s3;
 struct stage;
 struct stage_file;
 
-#define STAGE_MAX_OBJECT (5ull << 30)  /* S3's single-PUT limit */
+#define STAGE_MAX_OBJECT S3_MAX_OBJECT   /* S3's limit (multipart) */
 
 struct stage_conf {
 	const char *dir;           /* staging directory, made if missing */
 	uint64_t max_bytes;        /* budget of staged bytes */
 	uint64_t max_object;       /* largest object; 0 -> STAGE_MAX_OBJECT */
+	struct upload_conf up;     /* part size and parts in flight (upload.h) */
 	struct s3 *s3;             /* uploads and fills (borrowed: it must
 				    * outlive the stage) */
 };

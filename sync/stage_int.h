@@ -27,6 +27,7 @@ struct stage {
 	int dir_fd;
 	int rec_fd;
 	uint64_t max_bytes, max_object;
+	struct upload_conf up;
 	struct s3 *s3;               /* borrowed */
 
 	pthread_mutex_t lock;
@@ -60,6 +61,7 @@ struct stage_jnl {
 	enum stage_jstate state;
 	uint64_t size;               /* data size at "commit" */
 	char *bucket, *key, *ctype;
+	char *upload_id;             /* a multipart upload begun at "commit" */
 	struct obj_kv *meta;
 	size_t n_meta;
 };
@@ -71,6 +73,14 @@ int  stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out);
 /* Remove ID.jnl durably (missing is fine). */
 int  stage_jnl_remove(struct stage *st, uint64_t id);
 void stage_jnl_release(struct stage_jnl *j);
+/* upload_file's started callback: rewrite the "commit" journal j of file
+ * id with the multipart upload's id, so that a crash can abort it. */
+struct jnl_started {
+	struct stage *st;
+	uint64_t id;
+	struct stage_jnl *j;         /* borrowed; upload_id set while writing */
+};
+int  stage_jnl_started(void *ctx, const char *upload_id);
 
 void stage_uncharge(struct stage *st, uint64_t n);
 /* A listing of the staging directory (closedir it); 0 or -errno. */

@@ -10,6 +10,7 @@
  *   bucket :B
  *   key :K
  *   ctype :T            (optional)
+ *   upload :ID          (optional: a multipart upload begun at "commit")
  *   meta :NAME :VALUE   (zero or more)
  */
 #include "sync/stage_int.h"
@@ -104,6 +105,10 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 		fputs("\nctype ", fp);
 		put_escaped(fp, j->ctype);
 	}
+	if (j->upload_id) {
+		fputs("\nupload ", fp);
+		put_escaped(fp, j->upload_id);
+	}
 	for (size_t i = 0; i < j->n_meta; i++) {
 		fputs("\nmeta ", fp);
 		put_escaped(fp, j->meta[i].name);
@@ -156,6 +161,7 @@ void stage_jnl_release(struct stage_jnl *j)
 	free(j->bucket);
 	free(j->key);
 	free(j->ctype);
+	free(j->upload_id);
 	obj_kv_free(j->meta, j->n_meta);
 	memset(j, 0, sizeof *j);
 }
@@ -186,7 +192,8 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 	}
 	char **dst = strcmp(line, "bucket") == 0 ? &j->bucket :
 		     strcmp(line, "key") == 0 ? &j->key :
-		     strcmp(line, "ctype") == 0 ? &j->ctype : NULL;
+		     strcmp(line, "ctype") == 0 ? &j->ctype :
+		     strcmp(line, "upload") == 0 ? &j->upload_id : NULL;
 	if (dst) {
 		if (*dst)
 			return -EINVAL;
@@ -414,6 +421,18 @@ static int move_recovered(struct stage *st, uint64_t id,
 	return 0;
 }
 
+int stage_jnl_started(void *ctx, const char *upload_id)
+{
+	struct jnl_started *js = ctx;
+	js->j->upload_id = (char *)upload_id;
+	int err = stage_jnl_write(js->st, js->id, js->j);
+	js->j->upload_id = NULL;
+	if (err)
+		log_error("stage: cannot journal upload %s: %s", upload_id,
+			  strerror(-err));
+	return err ? -EIO : 0;
+}
+
 static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		    const struct stat *sb, struct stage_recovery_report *rep)
 {
@@ -422,8 +441,23 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	int fd = openat(st->dir_fd, data, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	int err = s3_put_file(st->s3, j->bucket, j->key, fd, j->size, j->meta,
-			      j->n_meta, j->ctype, etag);
+	/* A multipart upload the crash interrupted: drop its parts first. */
+	if (j->upload_id) {
+		int aerr = s3_mpu_abort(st->s3, j->bucket, j->key, j->upload_id);
+		if (aerr)
+			log_warn("stage: aborting the interrupted upload %s of %s/%s: "
+				 "%s", j->upload_id, j->bucket, j->key,
+				 strerror(-aerr));
+		else
+			log_info("stage: interrupted upload %s of %s/%s aborted",
+				 j->upload_id, j->bucket, j->key);
+	}
+	struct stage_jnl jc = *j;
+	jc.upload_id = NULL;
+	struct jnl_started js = { .st = st, .id = id, .j = &jc };
+	int err = upload_file(st->s3, &st->up, j->bucket, j->key, fd, j->size,
+			      j->meta, j->n_meta, j->ctype, stage_jnl_started,
+			      &js, etag);
 	close(fd);
 	pthread_mutex_lock(&st->lock);
 	if (err) {

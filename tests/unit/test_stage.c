@@ -782,12 +782,12 @@ static void test_budget(void)
 	      "efbig: an existing object over max_object cannot be opened for writing");
 	stage_file_release(g);
 	stage_close(st);
-	st = open_stage(dir, 1ull << 40, 0, &fk);
+	st = open_stage(dir, 1ull << 43, 0, &fk);
 	stage_file_new(st, "b", "f", NULL, 0, NULL, &f);
 	CHECK(stage_file_pwrite(f, "x", 1, STAGE_MAX_OBJECT) == -EFBIG &&
 	      stage_file_pwrite(f, "x", 1, STAGE_MAX_OBJECT - 1) == 1 &&
 	      stage_file_size(f) == STAGE_MAX_OBJECT,
-	      "efbig: default limit is 5 GiB (sparse file up to it is fine)");
+	      "efbig: default limit is S3's 5 TiB (sparse file up to it is fine)");
 	stage_file_truncate(f, 0);
 	stage_file_commit(f, NULL);
 	stage_file_release(f);

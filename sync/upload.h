@@ -1,0 +1,48 @@
+/*
+ * upload.h — one local file to one S3 object, whole: a single PUT when it
+ * fits in one part, else a multipart upload whose parts go up in parallel
+ * (at most upload_conf.threads at once per upload, each read with pread
+ * straight from the file: no buffer of the upload's own). The object
+ * appears whole when this returns 0 (S3 shows no object until the
+ * completion), and a failed multipart upload is aborted so that no parts
+ * stay behind.
+ *
+ * Part sizes grow with the file: part_size (8 MiB by default) while that
+ * needs at most S3_MAX_PARTS parts, else the size divided by S3_MAX_PARTS
+ * rounded up to a MiB, so every object up to S3_MAX_OBJECT (5 TiB) fits.
+ * Threads: any thread; one call runs its part threads and joins them
+ * before it returns; no lock is held. Errors: as common/s3.h, -EFBIG past
+ * S3_MAX_OBJECT; the failing part's error when a part fails.
+ */
+#ifndef FACETFS_UPLOAD_H
+#define FACETFS_UPLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/object.h"
+#include "common/s3.h"
+
+#define UPLOAD_PART_DEFAULT (8ull << 20)
+#define UPLOAD_THREADS_DEFAULT 4
+
+struct upload_conf {
+	uint64_t part_size;      /* 0 -> UPLOAD_PART_DEFAULT */
+	unsigned threads;        /* parts in flight per upload; 0 -> default */
+};
+
+/* The part size used for an object of size bytes. */
+uint64_t upload_part_size(const struct upload_conf *c, uint64_t size);
+
+/* Upload size bytes of fd (offsets 0..size-1) as bucket/key with meta and
+ * content type. started (may be NULL) is called with the upload id once a
+ * multipart upload exists, before its first part (the stage journals it,
+ * so that a crash can abort it); a nonzero return aborts the upload and
+ * is returned. etag: the new object's ETag ("...-N" for multipart). */
+int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
+		const char *key, int fd, uint64_t size, const struct obj_kv *meta,
+		size_t n_meta, const char *content_type,
+		int (*started)(void *ctx, const char *upload_id), void *ctx,
+		char etag[72]);
+
+#endif
