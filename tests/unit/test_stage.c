@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -91,8 +92,9 @@ static char *obj_get(struct store *t, const char *bucket, const char *key,
 static struct stage *open_stage(const char *dir, uint64_t max, uint64_t maxobj,
 				struct store *t)
 {
+	/* One PUT per commit unless a test asks for parts (test_multipart). */
 	struct stage_conf c = { .dir = dir, .max_bytes = max, .max_object = maxobj,
-				.s3 = t->s3 };
+				.s3 = t->s3, .up = { .part_size = 1ull << 30 } };
 	struct stage *st = NULL;
 	int err = stage_open(&c, &st);
 	if (err) {
@@ -829,6 +831,100 @@ static void test_journal(void)
 	store_release(&fk);
 }
 
+/* Commits in parts: bytes and ETag form, a failing part (aborted, data
+ * kept, retried), the upload id in the journal, and recovery aborting an
+ * upload a crash left behind. */
+static void test_multipart(void)
+{
+	struct store fk;
+	store_init(&fk);
+	s3_fake_min_part_set(fk.fake, 1 << 20);
+	char *dir = unit_tmpdir("stage-mpu");
+	struct stage_conf c = { .dir = dir, .max_bytes = 64 << 20, .s3 = fk.s3,
+				.up = { .part_size = 1 << 20, .threads = 3 } };
+	struct stage *st = NULL;
+	CHECK(stage_open(&c, &st) == 0, "mpu: stage opened");
+	size_t size = (11 << 19) + 123;       /* 5.5 MiB + 123: 6 parts */
+	char *obj = malloc(size);
+	uint64_t s = 11;
+	for (size_t i = 0; i < size; i++)
+		obj[i] = (char)rnd(&s);
+	struct stage_file *f;
+	stage_file_new(st, "b", "big", NULL, 0, "text/plain", &f);
+	CHECK(stage_file_pwrite(f, obj, size, 0) == (ssize_t)size, "mpu: 5.5 MiB staged");
+	/* the 3rd part fails: commit -EIO, nothing left open, data kept */
+	CHECK(s3_fault_fail(fk.s3, S3K_MPU_PART, 3, 1, -EIO) == 0, "mpu: rule");
+	char etag[72];
+	int rc = stage_file_commit(f, etag);
+	CHECK(rc == -EIO && s3_fake_upload_count(fk.fake, "b") == 0 &&
+	      s3_fault_seen(fk.s3, S3K_MPU_ABORT) == 1 && stage_file_dirty(f),
+	      "mpu: a failed part: -EIO, the upload aborted, the file still dirty (%d)", rc);
+	size_t olen = 0;
+	char *o = obj_get(&fk, "b", "big", &olen, NULL, 0);
+	CHECK(!o, "mpu: no object appeared");
+	free(o);
+	rc = stage_file_commit(f, etag);
+	o = obj_get(&fk, "b", "big", &olen, NULL, 0);
+	CHECK(rc == 0 && o && olen == size && memcmp(o, obj, size) == 0,
+	      "mpu: the retry uploads every byte (%d)", rc);
+	CHECK(strlen(etag) == 34 && !strcmp(etag + 32, "-6") && puts_tried(&fk) == 0,
+	      "mpu: 6 parts, no single PUT, ETag %s", etag);
+	CHECK(s3_fake_upload_count(fk.fake, "b") == 0, "mpu: no upload left open");
+	free(o);
+	stage_file_release(f);
+
+	/* the upload id is journaled while the parts are in flight */
+	struct s3_fault_rule slow = { .kind = S3K_MPU_PART, .type = S3F_DELAY,
+				      .first = 1, .times = 0, .delay_ms = 200 };
+	CHECK(s3_fault_add(fk.s3, &slow) == 0, "mpu: slow parts");
+	stage_file_new(st, "b", "slow", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, obj, 3 << 20, 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		stage_file_commit(f, etag);
+		_exit(0);
+	}
+	char jpath[4200], text[4096] = "";
+	snprintf(jpath, sizeof jpath, "%s/%016x.jnl", dir, 2);
+	bool seen = false;
+	for (int i = 0; i < 200 && !seen; i++) {
+		FILE *j = fopen(jpath, "r");
+		size_t n = j ? fread(text, 1, sizeof text - 1, j) : 0;
+		if (j)
+			fclose(j);
+		text[n] = '\0';
+		seen = strstr(text, "\nupload :fake-upload-") != NULL;
+		if (!seen)
+			usleep(10000);
+	}
+	kill(pid, SIGKILL);          /* a crash in the middle of the parts */
+	waitpid(pid, NULL, 0);
+	CHECK(seen && strstr(text, "state commit"), "mpu: the journal names the upload");
+	s3_fault_clear(fk.s3);
+	/* The child's parts went to its copy of the fake: make the parent's
+	 * store hold an upload of that id, as S3 would after such a crash. */
+	char id[64];
+	s3_mpu_create(fk.fake, "b", "slow", NULL, 0, NULL, id, sizeof id);
+	stage_file_release(f);       /* the parent's view: uncommitted */
+	stage_close(st);
+	char *jid = strstr(text, "fake-upload-");
+	CHECK(jid && !strncmp(jid, id, strlen(id)), "mpu: the parent's upload has the journaled id (%s)", id);
+	CHECK(stage_open(&c, &st) == 0, "mpu: reopened");
+	struct stage_recovery_report rep;
+	rc = stage_recover(st, &rep);
+	o = obj_get(&fk, "b", "slow", &olen, NULL, 0);
+	CHECK(rc == 0 && rep.reuploaded == 1 && o && olen == 3 << 20 &&
+	      memcmp(o, obj, olen) == 0, "mpu: recovery uploads the file again (%d)", rc);
+	CHECK(s3_fake_upload_count(fk.fake, "b") == 0,
+	      "mpu: recovery aborted the interrupted upload: none left open");
+	free(o);
+	stage_close(st);
+	unit_rmtree(dir);
+	free(dir);
+	free(obj);
+	store_release(&fk);
+}
+
 int main(void)
 {
 	log_init("test_stage", getenv("STAGE_DEBUG") ? 2 : 0);
@@ -839,5 +935,6 @@ int main(void)
 	test_concurrency();
 	test_crash();
 	test_budget();
+	test_multipart();
 	return unit_exit();
 }
