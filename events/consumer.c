@@ -384,7 +384,7 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
 	c->lag_at_ns = 0;
 	if (c->st)
-		atomic_store(&c->st->kafka_partitions, (uint_fast64_t)c->n_parts);
+		stats_set(c->st, kafka_partitions, (uint_fast64_t)c->n_parts);
 	pthread_mutex_lock(&c->lock);
 	c->assigned = true;
 	pthread_cond_broadcast(&c->cond);
@@ -409,7 +409,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 		c->n_parts = 0;
 	}
 	if (c->st)
-		atomic_store(&c->st->kafka_partitions, (uint_fast64_t)c->n_parts);
+		stats_set(c->st, kafka_partitions, (uint_fast64_t)c->n_parts);
 }
 
 static void consumer_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,

@@ -204,10 +204,11 @@ static int cmd_status(int argc, char **argv)
 	for (const cJSON *p = lag ? lag->child : NULL; p; p = p->next, nlag++)
 		printf("%s %.0f  ", p->string, p->valuedouble);
 	printf("%s\n", nlag ? "" : "(not measured yet)");
-	printf("s3        list %.0f  head %.0f  get %.0f  put %.0f  copy %.0f  delete %.0f  errors %.0f\n",
-	       num(s, "s3", "list"), num(s, "s3", "head"), num(s, "s3", "get"),
-	       num(s, "s3", "put"), num(s, "s3", "copy"), num(s, "s3", "delete"),
-	       num(s, "s3", "errors"));
+	printf("s3        list %.0f  head %.0f  get_tagging %.0f  get %.0f  put %.0f  copy %.0f  "
+	       "delete %.0f  errors %.0f\n",
+	       num(s, "s3", "list"), num(s, "s3", "head"), num(s, "s3", "get_tagging"),
+	       num(s, "s3", "get"), num(s, "s3", "put"), num(s, "s3", "copy"),
+	       num(s, "s3", "delete"), num(s, "s3", "errors"));
 	printf("scans     running %.0f  completed %.0f  objects listed %.0f\n",
 	       num(s, "scans", "running"), num(s, "scans", "completed"),
 	       num(s, "scans", "objects"));

@@ -40,11 +40,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/stats.h"
-#include "views/filter.h"
 #include "common/object.h"
+#include "views/filter.h"
 
 struct index;
+struct stats;
 
 /* Open (create) STATE_DIR/index. st may be NULL. On error err holds why. */
 int  index_open(const char *state_dir, struct stats *st, struct index **out,

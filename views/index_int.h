@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/stats.h"
 #include "views/index.h"
 #include "views/index_codec.h"
 

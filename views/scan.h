@@ -31,10 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/stats.h"
+#include "common/object.h"
 #include "views/filter.h"
 #include "views/index.h"
-#include "common/object.h"
+
+struct stats;
 
 #define SCAN_HEAD_THREADS 8
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"
