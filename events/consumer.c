@@ -38,6 +38,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "common/stats.h"
 
@@ -160,15 +161,8 @@ static void consumer_part_set(struct consumer *c, int32_t partition, int64_t nex
 	struct part_pos *p = consumer_part_find(c, partition);
 
 	if (!p) {
-		if (c->n_parts == c->cap_parts) {
-			size_t cap = c->cap_parts ? 2 * c->cap_parts : 16;
-			struct part_pos *np = realloc(c->parts, cap * sizeof *np);
-
-			if (!np)
-				return;       /* only lag reporting suffers */
-			c->parts = np;
-			c->cap_parts = cap;
-		}
+		if (ARRAY_GROW(&c->parts, &c->cap_parts, c->n_parts + 1) < 0)
+			return;       /* only lag reporting suffers */
 		p = &c->parts[c->n_parts++];
 		p->partition = partition;
 	}

@@ -23,6 +23,7 @@
 #include "events/consumer.h"
 #include "events/record.h"
 #include "fuse/fs.h"
+#include "common/array.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "common/s3.h"
@@ -88,21 +89,6 @@ struct ingest {
 	struct ingest_slot slots[INGEST_SLOTS];
 };
 
-static int grow(void **arr, size_t *cap, size_t want, size_t elem)
-{
-	if (want <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 64;
-	while (n < want)
-		n *= 2;
-	void *p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
 /* Claim and decode messages of s until none is left unclaimed; wakes the
  * waiters when this thread decoded the slot's last message. */
 static void slot_decode(struct ingest *g, struct ingest_slot *s)
@@ -166,8 +152,8 @@ static struct ingest_slot *slot_post(struct ingest *g, const struct consumer_msg
 			s = &g->slots[i];
 	while (s && s->workers)      /* a decoder still leaving its last batch */
 		pthread_cond_wait(&g->done_cv, &g->job_lock);
-	if (s && (grow((void **)&s->docs, &s->docs_cap, n, sizeof *s->docs) < 0 ||
-		  grow((void **)&s->rcs, &s->rcs_cap, n, sizeof *s->rcs) < 0))
+	if (s && (ARRAY_GROW(&s->docs, &s->docs_cap, n) < 0 ||
+		  ARRAY_GROW(&s->rcs, &s->rcs_cap, n) < 0))
 		s = NULL;
 	if (s) {
 		s->msgs = msgs;
@@ -467,9 +453,9 @@ static size_t batch_scan(struct ingest *g, struct ingest_slot *s, size_t *npos)
 static int events_reserve(struct ingest *g, size_t nev)
 {
 	size_t want = nev ? nev : 1;    /* each array knows its own size */
-	if (grow((void **)&g->evs, &g->evs_cap, want, sizeof *g->evs) < 0 ||
-	    grow((void **)&g->ev_ts_ms, &g->ts_cap, want, sizeof *g->ev_ts_ms) < 0 ||
-	    grow((void **)&g->lat_ms, &g->lat_cap, want, sizeof *g->lat_ms) < 0)
+	if (ARRAY_GROW(&g->evs, &g->evs_cap, want) < 0 ||
+	    ARRAY_GROW(&g->ev_ts_ms, &g->ts_cap, want) < 0 ||
+	    ARRAY_GROW(&g->lat_ms, &g->lat_cap, want) < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -493,7 +479,7 @@ static void batch_latency(struct ingest *g, size_t nev)
 /* Enrich and apply a decoded batch with its offsets in one index write. */
 static int batch_apply(struct ingest *g, struct ingest_slot *s)
 {
-	if (grow((void **)&g->pos, &g->pos_cap, s->n, sizeof *g->pos) < 0)
+	if (ARRAY_GROW(&g->pos, &g->pos_cap, s->n) < 0)
 		return -ENOMEM;
 	size_t npos;
 	size_t nev = batch_scan(g, s, &npos);

@@ -1,5 +1,6 @@
 /* main.c — the facetfs command line: mount, check, status, rescan. */
 #include "gateway/gateway.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "views/filter.h"
 
@@ -15,6 +16,8 @@
 #ifndef FACETFS_VERSION
 #define FACETFS_VERSION "0.1.0"
 #endif
+
+#define META_FILE_MAX (16u << 20)   /* .facetfs/stats, views: a few KiB each */
 
 static const char usage_text[] =
 	"usage: facetfs COMMAND [ARGS]\n"
@@ -127,31 +130,13 @@ static char *read_meta(const char *mountpoint, const char *name)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/.facetfs/%s", mountpoint, name);
-	int fd = open(path, O_RDONLY);
-	if (fd < 0) {
+	char *buf;
+	int rc = file_read_all(path, META_FILE_MAX, &buf, NULL);
+	if (rc == -EFBIG)
+		fprintf(stderr, "facetfs: %s: larger than %u bytes\n", path, META_FILE_MAX);
+	else if (rc < 0)
 		fprintf(stderr, "facetfs: %s: %s (is a facetfs gateway mounted there?)\n",
-			path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	ssize_t n;
-	while (buf && (n = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += (size_t)n;
-		if (cap - len < 2) {
-			char *g = realloc(buf, cap * 2);
-			if (!g) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = g;
-			cap *= 2;
-		}
-	}
-	close(fd);
-	if (buf)
-		buf[len] = '\0';
+			path, strerror(-rc));
 	return buf;
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "views/route.h"
 
@@ -217,59 +218,37 @@ void index_set_sync(struct index *ix, bool sync)
 
 /* ---- the batch overlay ------------------------------------------------ */
 
-static int scratch_prepare(struct index *ix, size_t n)
-{
-	arena_reset(&ix->ar);
-	leveldb_writebatch_clear(ix->wb);
-	ix->n_chg = 0;
-	ix->n_ops = 0;
-	if (n > ix->ev_cap) {
-		int32_t *e = realloc(ix->evslot, n * sizeof *e);
-		if (e)
-			ix->evslot = e;
-		int32_t *o = e ? realloc(ix->order, n * sizeof *o) : NULL;
-		if (!o)
-			return -ENOMEM;
-		ix->order = o;
-		ix->ev_cap = n;
-	}
-	if (n > ix->slots_cap) {
-		struct ix_slot *s = realloc(ix->slots, n * sizeof *s);
-		if (!s)
-			return -ENOMEM;
-		ix->slots = s;
-		ix->slots_cap = n;
-	}
-	size_t tc = 16;
-	while (tc < 2 * n)
-		tc *= 2;
-	if (tc > ix->tab_cap) {
-		int32_t *t = realloc(ix->tab, tc * sizeof *t);
-		if (!t)
-			return -ENOMEM;
-		ix->tab = t;
-		ix->tab_cap = tc;
-	}
-	/* only the part sized for this call is used (and cleared) */
-	memset(ix->tab, 0xff, tc * sizeof *ix->tab);
-	if (ix->n_views > ix->mdelta_cap) {
-		int64_t *d = realloc(ix->mdelta, ix->n_views * sizeof *d);
-		if (!d)
-			return -ENOMEM;
-		ix->mdelta = d;
-		ix->mdelta_cap = ix->n_views;
-	}
-	if (ix->n_views)
-		memset(ix->mdelta, 0, ix->n_views * sizeof *ix->mdelta);
-	return 0;
-}
-
 static size_t tab_mask(size_t n)
 {
 	size_t tc = 16;
 	while (tc < 2 * n)
 		tc *= 2;
 	return tc - 1;
+}
+
+static int scratch_prepare(struct index *ix, size_t n)
+{
+	arena_reset(&ix->ar);
+	leveldb_writebatch_clear(ix->wb);
+	ix->n_chg = 0;
+	ix->n_ops = 0;
+	/* evslot and order share ev_cap: it grows once both did */
+	size_t ecap = ix->ev_cap, ocap = ix->ev_cap, tc = tab_mask(n) + 1;
+	int rc = ARRAY_GROW(&ix->evslot, &ecap, n);
+	if (rc == 0)
+		rc = ARRAY_GROW(&ix->order, &ocap, n);
+	if (rc < 0)
+		return rc;
+	ix->ev_cap = ecap < ocap ? ecap : ocap;
+	if (ARRAY_GROW(&ix->slots, &ix->slots_cap, n) < 0 ||
+	    ARRAY_GROW(&ix->tab, &ix->tab_cap, tc) < 0 ||
+	    ARRAY_GROW(&ix->mdelta, &ix->mdelta_cap, ix->n_views) < 0)
+		return -ENOMEM;
+	/* only the part sized for this call is used (and cleared) */
+	memset(ix->tab, 0xff, tc * sizeof *ix->tab);
+	if (ix->n_views)
+		memset(ix->mdelta, 0, ix->n_views * sizeof *ix->mdelta);
+	return 0;
 }
 
 /* The slot of the 'O' key in ix->kbuf, created (not loaded) if new. */
@@ -406,14 +385,8 @@ static int slots_load(struct index *ix, size_t nslots, bool *in_order)
 static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
 		  const char *v, size_t vl)
 {
-	if (ix->n_ops == ix->ops_cap) {
-		size_t cap = ix->ops_cap ? 2 * ix->ops_cap : 1024;
-		struct ix_op *o = realloc(ix->ops, cap * sizeof *o);
-		if (!o)
-			return -ENOMEM;
-		ix->ops = o;
-		ix->ops_cap = cap;
-	}
+	if (ARRAY_GROW(&ix->ops, &ix->ops_cap, ix->n_ops + 1) < 0)
+		return -ENOMEM;
 	struct ix_op *op = &ix->ops[ix->n_ops];
 	op->k = arena_dup(&ix->ar, k, kl);
 	op->v = v;
@@ -433,18 +406,6 @@ static int prefix_cmp(const void *a, const void *b, void *ctx)
 	return bytes_cmp(x->prefix, x->plen, y->prefix, y->plen);
 }
 
-static int grow_buf(void **p, size_t *cap, size_t want, size_t elem)
-{
-	if (want <= *cap)
-		return 0;
-	void *q = realloc(*p, want * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = want;
-	return 0;
-}
-
 /* The ops of a page in key order, without comparing keys in a sort: every
  * key of a view starts with its prefix ('M' name \0, so the prefixes of two
  * views order all their keys), so a stable counting sort by the rank of the
@@ -454,8 +415,8 @@ static int grow_buf(void **p, size_t *cap, size_t want, size_t elem)
 static bool ops_group(struct index *ix)
 {
 	size_t nv = ix->n_views, n = ix->n_ops;
-	if (grow_buf((void **)&ix->vsort, &ix->vsort_cap, 3 * nv + 1, sizeof *ix->vsort) < 0 ||
-	    grow_buf((void **)&ix->ops_tmp, &ix->ops_tmp_cap, n, sizeof *ix->ops_tmp) < 0)
+	if (ARRAY_GROW(&ix->vsort, &ix->vsort_cap, 3 * nv + 1) < 0 ||
+	    ARRAY_GROW(&ix->ops_tmp, &ix->ops_tmp_cap, n) < 0)
 		return false;
 	size_t *vord = ix->vsort, *rank = vord + nv, *start = rank + nv;
 	for (size_t v = 0; v < nv; v++)
@@ -545,14 +506,8 @@ static bool is_live(const struct ix_slot *s)
 
 static int change_add(struct index *ix, size_t vi, const char *path, int what)
 {
-	if (ix->n_chg == ix->chg_cap) {
-		size_t cap = ix->chg_cap ? 2 * ix->chg_cap : 256;
-		struct ix_change *c = realloc(ix->chg, cap * sizeof *c);
-		if (!c)
-			return -ENOMEM;
-		ix->chg = c;
-		ix->chg_cap = cap;
-	}
+	if (ARRAY_GROW(&ix->chg, &ix->chg_cap, ix->n_chg + 1) < 0)
+		return -ENOMEM;
 	char *p = arena_dup(&ix->ar, path, strlen(path));
 	if (!p)
 		return -ENOMEM;

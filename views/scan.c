@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/log.h"
 
 static int64_t mono_ns(void)
@@ -35,14 +36,8 @@ int scan_page_collect(void *ctx, const struct obj_meta *o)
 	struct page *pg = ctx;
 	if (!o->key || !*o->key)
 		return 0;
-	if (pg->n == pg->cap) {
-		size_t cap = pg->cap ? 2 * pg->cap : 1024;
-		struct obj_meta *g = realloc(pg->o, cap * sizeof *g);
-		if (!g)
-			return pg->err = -ENOMEM;
-		pg->o = g;
-		pg->cap = cap;
-	}
+	if (ARRAY_GROW(&pg->o, &pg->cap, pg->n + 1) < 0)
+		return pg->err = -ENOMEM;
 	struct obj_meta *d = &pg->o[pg->n];
 	if (obj_meta_copy(d, o) < 0)
 		return pg->err = -ENOMEM;
