@@ -332,28 +332,22 @@ static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
  * scan or an earlier event already fetched it. */
 static unsigned from_index(struct ingest *g, struct obj_meta *o, unsigned missing)
 {
-	struct obj_meta r = { 0 };
-	if (!o->etag[0] || index_object_get(g->ix, o->bucket, o->key, &r) < 0)
+	struct obj_meta r;
+	if (index_same_version(g->ix, o, &r) < 0)
 		return missing;
-	/* Same version: same ETag and the same time to the second (a copy
-	 * with new metadata keeps the ETag but not the time). */
-	int64_t dt = r.mtime_ns - o->mtime_ns;
-	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
-	    dt < 1000000000 && dt > -1000000000) {
-		if ((missing & OBJ_HAS_META) && (r.flags & OBJ_HAS_META)) {
-			o->meta = r.meta;
-			o->n_meta = r.n_meta;
-			r.meta = NULL;
-			r.n_meta = 0;
-			o->flags |= OBJ_HAS_META;
-			missing &= ~OBJ_HAS_META;
-		}
-		if ((missing & OBJ_HAS_CTYPE) && (r.flags & OBJ_HAS_CTYPE)) {
-			o->content_type = r.content_type;
-			r.content_type = NULL;
-			o->flags |= OBJ_HAS_CTYPE;
-			missing &= ~OBJ_HAS_CTYPE;
-		}
+	if ((missing & OBJ_HAS_META) && (r.flags & OBJ_HAS_META)) {
+		o->meta = r.meta;
+		o->n_meta = r.n_meta;
+		r.meta = NULL;
+		r.n_meta = 0;
+		o->flags |= OBJ_HAS_META;
+		missing &= ~OBJ_HAS_META;
+	}
+	if ((missing & OBJ_HAS_CTYPE) && (r.flags & OBJ_HAS_CTYPE)) {
+		o->content_type = r.content_type;
+		r.content_type = NULL;
+		o->flags |= OBJ_HAS_CTYPE;
+		missing &= ~OBJ_HAS_CTYPE;
 	}
 	obj_meta_release(&r);
 	return missing;

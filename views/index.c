@@ -53,8 +53,6 @@ enum run_mode { RUN_EVENTS, RUN_SCAN, RUN_DECIDED };   /* DECIDED: index_reconci
 
 struct ix_decider { ix_decide_fn fn; void *ctx; };
 
-#define SCAN_SLACK_NS 1000000000LL   /* Last-Modified vs eventTime slack */
-
 /* ---- LevelDB helpers -------------------------------------------------- */
 
 int ix_write(struct index *ix, const char *what)
@@ -123,6 +121,7 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 	}
 	ix->st = st;
 	pthread_mutex_init(&ix->wmu, NULL);
+	pthread_mutex_init(&ix->bloom_mu, NULL);
 	pthread_rwlock_init(&ix->vlock, NULL);
 
 	ix->opts = leveldb_options_create();
@@ -200,11 +199,12 @@ void index_close(struct index *ix)
 	free(ix->order);
 	free(ix->ops);
 	free(ix->ops_tmp);
-	free(ix->vsort);
+	free(ix->vstart);
 	free(ix->cand);
 	if (ix->st == &ix->own_st)
 		stats_release(&ix->own_st);
 	pthread_rwlock_destroy(&ix->vlock);
+	pthread_mutex_destroy(&ix->bloom_mu);
 	pthread_mutex_destroy(&ix->wmu);
 	free(ix);
 }
@@ -406,32 +406,43 @@ static int prefix_cmp(const void *a, const void *b, void *ctx)
 	return bytes_cmp(x->prefix, x->plen, y->prefix, y->plen);
 }
 
+int ix_table_rank(struct ixview *views, size_t n)
+{
+	size_t *ord = malloc((n ? n : 1) * sizeof *ord);
+	if (!ord)
+		return -ENOMEM;
+	for (size_t v = 0; v < n; v++)
+		ord[v] = v;
+	qsort_r(ord, n, sizeof *ord, prefix_cmp, views);
+	for (size_t r = 0; r < n; r++)
+		views[ord[r]].rank = r;
+	free(ord);
+	return 0;
+}
+
 /* The ops of a page in key order, without comparing keys in a sort: every
  * key of a view starts with its prefix ('M' name \0, so the prefixes of two
  * views order all their keys), so a stable counting sort by the rank of the
- * view's prefix puts them in key order when each view's ops came in key
- * order, as a listed page's mostly do ('/' stored as \0 can reorder paths);
- * this is checked, and false (ops untouched) means: sort them. */
+ * view's prefix (ixview.rank, set once per view set) puts them in key
+ * order when each view's ops came in key order, as a listed page's mostly
+ * do ('/' stored as \0 can reorder paths); this is checked, and false (ops
+ * untouched) means: sort them. */
 static bool ops_group(struct index *ix)
 {
 	size_t nv = ix->n_views, n = ix->n_ops;
-	if (ARRAY_GROW(&ix->vsort, &ix->vsort_cap, 3 * nv + 1) < 0 ||
+	const struct ixview *views = ix->views;
+	if (ARRAY_GROW(&ix->vstart, &ix->vstart_cap, nv + 1) < 0 ||
 	    ARRAY_GROW(&ix->ops_tmp, &ix->ops_tmp_cap, n) < 0)
 		return false;
-	size_t *vord = ix->vsort, *rank = vord + nv, *start = rank + nv;
-	for (size_t v = 0; v < nv; v++)
-		vord[v] = v;
-	qsort_r(vord, nv, sizeof *vord, prefix_cmp, ix->views);
-	for (size_t r = 0; r < nv; r++)
-		rank[vord[r]] = r;
+	size_t *start = ix->vstart;
 	memset(start, 0, (nv + 1) * sizeof *start);
 	for (size_t i = 0; i < n; i++)
-		start[rank[ix->ops[i].vi] + 1]++;
+		start[views[ix->ops[i].vi].rank + 1]++;
 	for (size_t r = 0; r < nv; r++)
 		start[r + 1] += start[r];
 	struct ix_op *out = ix->ops_tmp;
 	for (size_t i = 0; i < n; i++)
-		out[start[rank[ix->ops[i].vi]]++] = ix->ops[i];
+		out[start[views[ix->ops[i].vi].rank]++] = ix->ops[i];
 	for (size_t i = 1; i < n; i++)
 		if (out[i].vi == out[i - 1].vi &&
 		    bytes_cmp(out[i - 1].k, out[i - 1].kl, out[i].k, out[i].kl) > 0)
@@ -487,12 +498,11 @@ static bool event_is_stale(const struct obj_meta *rec, const struct obj_meta *ev
 	if (c != SEQ_INCOMPARABLE)
 		return c < 0;
 	if ((rec->flags & OBJ_FROM_SCAN) && !(rec->flags & OBJ_DELETED))
-		return ev->mtime_ns < rec->mtime_ns - SCAN_SLACK_NS;
+		return ev->mtime_ns < rec->mtime_ns - INDEX_TIME_SLACK_NS;
 	return false;
 }
 
-/* Scan pages: keep the stored record instead of the listed one? */
-static bool scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed)
+bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed)
 {
 	if (rec->flags & OBJ_DELETED)
 		return rec->mtime_ns >= listed->mtime_ns;
@@ -586,7 +596,7 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 		}
 	} else if (s->exists) {
 		bool skip = mode == RUN_EVENTS ? event_is_stale(&s->rec, o)
-					       : scan_keeps_record(&s->rec, o);
+					       : ix_scan_keeps_record(&s->rec, o);
 		if (skip) {
 			*skipped = true;
 			return 0;
