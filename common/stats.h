@@ -29,12 +29,15 @@
 /* X(field, "section", "name"), in the order the JSON shows them (a section
  * is written where its first counter is). Who bumps each: */
 #define STATS_COUNTERS(X)                                                    \
-	/* events/ consumes, views/ applies or skips as stale, gateway/ingest \
-	 * counts undecodable messages and ignored records */               \
+	/* events/ consumes, views/ applies or skips as stale (redelivered:  \
+	 * applied events that were the stored record already, a replay or a \
+	 * duplicate message), gateway/ingest counts undecodable messages and \
+	 * ignored records */                                               \
 	X(ev_consumed,      "events", "consumed")                            \
 	X(ev_applied,       "events", "applied")                             \
 	X(ev_ignored,       "events", "ignored")                             \
 	X(ev_malformed,     "events", "malformed")                           \
+	X(ev_redelivered,   "events", "redelivered")                         \
 	/* events/: partitions assigned to this consumer now (a gauge) */    \
 	X(kafka_partitions, "kafka",  "partitions_assigned")                 \
 	/* sync/: S3 requests by kind (head: HeadObject only; GetObjectTagging \

@@ -581,12 +581,14 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 	return 0;
 }
 
-/* Process one object/event; *applied says whether it changed anything. */
+/* Process one object/event: *skipped when the stored record was kept,
+ * *same when o is the stored record already (a redelivery). */
 static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 		   const struct obj_meta *o, const struct ix_decider *dec,
-		   int64_t *obj_delta, bool *skipped)
+		   int64_t *obj_delta, bool *skipped, bool *same)
 {
 	*skipped = false;
+	*same = false;
 	s->rec.bucket = o->bucket;
 	s->rec.key = o->key;
 	if (mode == RUN_DECIDED) {
@@ -622,8 +624,10 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 	if (rec_encode(&ix->vbuf, &nr) < 0)
 		return -ENOMEM;
 	if (s->exists && s->enclen == ix->vbuf.len &&
-	    memcmp(s->enc, ix->vbuf.p, s->enclen) == 0)
-		return 0;   /* same record again (redelivery): nothing to do */
+	    memcmp(s->enc, ix->vbuf.p, s->enclen) == 0) {
+		*same = true;   /* same record again (redelivery): nothing to do */
+		return 0;
+	}
 	char *enc = arena_dup(&ix->ar, ix->vbuf.p, ix->vbuf.len);
 	if (!enc)
 		return -ENOMEM;
@@ -693,7 +697,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		  const char *scan_bucket, const struct index_scan_state *ss,
 		  const struct ix_decider *dec, index_change_fn fn, void *ctx)
 {
-	size_t nslots = 0, skipped = 0, applied = 0;
+	size_t nslots = 0, skipped = 0, applied = 0, redelivered = 0;
 	int64_t obj_delta = 0;
 	bool in_order = false;
 	pthread_mutex_lock(&ix->wmu);
@@ -716,13 +720,14 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 			skipped++;
 			continue;
 		}
-		bool skip;
+		bool skip, same;
 		rc = run_one(ix, mode, &ix->slots[ix->evslot[i]], &objs[i], dec,
-			    &obj_delta, &skip);
+			    &obj_delta, &skip, &same);
 		if (skip)
 			skipped++;
 		else
 			applied++;
+		redelivered += same;
 	}
 	if (rc == 0)
 		ops_flush(ix, nslots, in_order);
@@ -747,6 +752,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 	if (mode == RUN_EVENTS) {
 		stats_add(ix->st, ev_applied, applied);
 		stats_add(ix->st, ev_ignored, skipped);
+		stats_add(ix->st, ev_redelivered, redelivered);
 	}
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)

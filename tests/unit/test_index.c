@@ -215,6 +215,8 @@ static void test_tombstones_and_order(void)
 	struct changes ch = { 0 };
 	rc = index_apply(ix, &c3, 1, NULL, 0, on_change, &ch);
 	CHECK(rc == 0 && ch.n == 0, "identical redelivery changes nothing");
+	CHECK(stats_get(&st, ev_redelivered) == 1, "and is counted as redelivered (%llu)",
+	      (unsigned long long)stats_get(&st, ev_redelivered));
 
 	/* from-scan records: events >1 s older than Last-Modified are stale */
 	struct obj_meta s1 = mk("b", "scanned", 7, 1000, "s", NULL);
