@@ -64,7 +64,7 @@
 	X(fuse_open,        "fuse",   "open")                                \
 	X(fuse_getxattr,    "fuse",   "getxattr")                            \
 	X(fuse_inval,       "fuse",   "invalidations")                       \
-	/* sync/reader: read-ahead windows that had / lacked the data */     \
+	/* sync/reader: reads served from the read-ahead window / needing a GET */ \
 	X(cache_hits,       "cache",  "hits")                                \
 	X(cache_misses,     "cache",  "misses")                              \
 	/* views/: keys that cannot be paths in a view that matches them */  \

@@ -30,11 +30,15 @@ n0=$(kcat -C -b "$KAFKA_BROKERS" -t "$KAFKA_TOPIC" -e -q -f '.' | wc -c)
   python3 "$MK" "$B" k- 2000 --start 5000 --delete; } >"$T/events"
 kcat -P -b "$KAFKA_BROKERS" -t "$KAFKA_TOPIC" -K '\t' -z lz4 <"$T/events" &
 prod=$!
-partial() { [[ $(stat_field "$M" .events.applied) -ge 3000 ]]; }
+# Kill right after the read that saw 3,000 applied, so that the kill lands
+# in the middle of the stream (a read more and a fast ingest has finished).
+partial() {
+	jq -r '[.events.applied, .events.consumed] | map(tostring) | join(" ")' \
+		"$M/.facetfs/stats" >"$T/snap" && read -r applied _ <"$T/snap" && ((applied >= 3000))
+}
 wait_for 60 partial || not_ok "ingest started"
-before=$(stat_field "$M" .events.applied)
-consumed1=$(stat_field "$M" .events.consumed)
 crash_gateway A
+read -r before consumed1 <"$T/snap"
 ok "killed with -9 after $before events applied"
 wait "$prod" || not_ok "produce"
 fusermount3 -u "$M" 2>/dev/null || fusermount3 -uz "$M"
