@@ -39,7 +39,7 @@ struct ix_op {
 	const char *k, *v;         /* arena; v NULL = delete */
 	size_t kl, vl;
 	uint32_t seq;              /* order of the op in the call: later wins */
-	uint32_t vi;               /* the view whose membership it is */
+	uint32_t rank;             /* of its view's prefix (ixview.rank) */
 	uint64_t sk;               /* sort key: see key_head() */
 };
 
@@ -395,7 +395,7 @@ static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
 	op->kl = kl;
 	op->vl = vl;
 	op->seq = (uint32_t)ix->n_ops++;
-	op->vi = (uint32_t)vi;
+	op->rank = (uint32_t)ix->views[vi].rank;
 	return 0;
 }
 
@@ -430,21 +430,20 @@ int ix_table_rank(struct ixview *views, size_t n)
 static bool ops_group(struct index *ix)
 {
 	size_t nv = ix->n_views, n = ix->n_ops;
-	const struct ixview *views = ix->views;
 	if (ARRAY_GROW(&ix->vstart, &ix->vstart_cap, nv + 1) < 0 ||
 	    ARRAY_GROW(&ix->ops_tmp, &ix->ops_tmp_cap, n) < 0)
 		return false;
 	size_t *start = ix->vstart;
 	memset(start, 0, (nv + 1) * sizeof *start);
 	for (size_t i = 0; i < n; i++)
-		start[views[ix->ops[i].vi].rank + 1]++;
+		start[ix->ops[i].rank + 1]++;
 	for (size_t r = 0; r < nv; r++)
 		start[r + 1] += start[r];
 	struct ix_op *out = ix->ops_tmp;
 	for (size_t i = 0; i < n; i++)
-		out[start[views[ix->ops[i].vi].rank]++] = ix->ops[i];
+		out[start[ix->ops[i].rank]++] = ix->ops[i];
 	for (size_t i = 1; i < n; i++)
-		if (out[i].vi == out[i - 1].vi &&
+		if (out[i].rank == out[i - 1].rank &&
 		    bytes_cmp(out[i - 1].k, out[i - 1].kl, out[i].k, out[i].kl) > 0)
 			return false;
 	ix->ops_tmp = ix->ops;
