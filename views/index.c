@@ -382,7 +382,7 @@ static int slots_load(struct index *ix, size_t nslots, bool *in_order)
 }
 
 /* v is already in the arena (shared by the ops of one key) or NULL. */
-static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
+static int op_add(struct index *ix, const struct ixview *xv, const char *k, size_t kl,
 		  const char *v, size_t vl)
 {
 	if (ARRAY_GROW(&ix->ops, &ix->ops_cap, ix->n_ops + 1) < 0)
@@ -395,7 +395,7 @@ static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
 	op->kl = kl;
 	op->vl = vl;
 	op->seq = (uint32_t)ix->n_ops++;
-	op->rank = (uint32_t)ix->views[vi].rank;
+	op->rank = (uint32_t)xv->rank;
 	return 0;
 }
 
@@ -556,7 +556,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 			return -ENOMEM;
 		int what;
 		if (om && !nm) {
-			if (op_add(ix, vi, ix->tbuf.p, ix->tbuf.len, NULL, 0) < 0)
+			if (op_add(ix, xv, ix->tbuf.p, ix->tbuf.len, NULL, 0) < 0)
 				return -ENOMEM;
 			ix->mdelta[vi]--;
 			what = INDEX_REMOVED;
@@ -568,7 +568,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 					return -ENOMEM;
 				mvl = ix->vbuf.len;
 			}
-			if (op_add(ix, vi, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
+			if (op_add(ix, xv, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
 				return -ENOMEM;
 			if (!om)
 				ix->mdelta[vi]++;
