@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,74 +86,106 @@ void stats_lag_set(struct stats *st, const char *name, int64_t lag)
 	pthread_mutex_unlock(&st->lock);
 }
 
-#define PUT(obj, name, st, field) \
-	cJSON_AddNumberToObject(obj, name, (double)stats_get(st, field))
+/* The table STATS_COUNTERS makes: where each counter goes in the JSON. */
+static const struct {
+	const char *section, *name;
+	size_t off;
+} counters[] = {
+#define STATS_ROW(field, section, name) { section, name, offsetof(struct stats, field) },
+	STATS_COUNTERS(STATS_ROW)
+#undef STATS_ROW
+};
 
-char *stats_to_json(struct stats *st, void (*extra)(void *ctx, struct cJSON *root),
+struct stats_writer {
+	cJSON *obj;
+	bool oom;
+};
+
+void stats_write_num(struct stats_writer *w, const char *name, double v)
+{
+	if (!cJSON_AddNumberToObject(w->obj, name, v))
+		w->oom = true;
+}
+
+void stats_write_str(struct stats_writer *w, const char *name, const char *s)
+{
+	if (!cJSON_AddStringToObject(w->obj, name, s ? s : ""))
+		w->oom = true;
+}
+
+/* The object named section of root, made if it is not there yet. */
+static cJSON *section_of(cJSON *root, const char *section)
+{
+	cJSON *o = cJSON_GetObjectItemCaseSensitive(root, section);
+	return o ? o : cJSON_AddObjectToObject(root, section);
+}
+
+static void write_counters(struct stats *st, cJSON *root, struct stats_writer *w)
+{
+	for (size_t i = 0; i < sizeof counters / sizeof *counters && !w->oom; i++) {
+		const atomic_uint_fast64_t *c =
+			(const atomic_uint_fast64_t *)((const char *)st + counters[i].off);
+		w->obj = section_of(root, counters[i].section);
+		if (!w->obj) {
+			w->oom = true;
+			break;
+		}
+		stats_write_num(w, counters[i].name,
+				(double)atomic_load_explicit(c, memory_order_relaxed));
+	}
+}
+
+static void write_lag(struct stats *st, cJSON *root, struct stats_writer *w)
+{
+	cJSON *kafka = section_of(root, "kafka");
+	w->obj = kafka ? cJSON_AddObjectToObject(kafka, "lag") : NULL;
+	if (!w->obj) {
+		w->oom = true;
+		return;
+	}
+	pthread_mutex_lock(&st->lock);
+	for (int i = 0; i < st->n_lag; i++)
+		stats_write_num(w, st->lag[i].name, (double)st->lag[i].lag);
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void write_latency(struct stats *st, cJSON *root, struct stats_writer *w)
+{
+	w->obj = cJSON_AddObjectToObject(root, "visible_latency_ms");
+	if (!w->obj) {
+		w->oom = true;
+		return;
+	}
+	pthread_mutex_lock(&st->lock);
+	uint64_t count = st->lat_count;
+	double max = st->lat_max_ms;
+	pthread_mutex_unlock(&st->lock);
+	stats_write_num(w, "count", (double)count);
+	stats_write_num(w, "p50", stats_latency_pct(st, 50));
+	stats_write_num(w, "p99", stats_latency_pct(st, 99));
+	stats_write_num(w, "max", max);
+}
+
+char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
 		    void *ctx)
 {
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	cJSON *ev = cJSON_AddObjectToObject(root, "events");
-	PUT(ev, "consumed", st, ev_consumed);
-	PUT(ev, "applied", st, ev_applied);
-	PUT(ev, "ignored", st, ev_ignored);
-	PUT(ev, "malformed", st, ev_malformed);
-
-	cJSON *kafka = cJSON_AddObjectToObject(root, "kafka");
-	PUT(kafka, "partitions_assigned", st, kafka_partitions);
-	cJSON *lag = cJSON_AddObjectToObject(kafka, "lag");
-	pthread_mutex_lock(&st->lock);
-	for (int i = 0; i < st->n_lag; i++)
-		cJSON_AddNumberToObject(lag, st->lag[i].name, (double)st->lag[i].lag);
-	pthread_mutex_unlock(&st->lock);
-
-	cJSON *s3 = cJSON_AddObjectToObject(root, "s3");
-	PUT(s3, "list", st, s3_list);
-	PUT(s3, "head", st, s3_head);
-	PUT(s3, "get", st, s3_get);
-	PUT(s3, "put", st, s3_put);
-	PUT(s3, "copy", st, s3_copy);
-	PUT(s3, "delete", st, s3_delete);
-	PUT(s3, "errors", st, s3_errors);
-	PUT(s3, "retries", st, s3_retries);
-	PUT(s3, "bytes_read", st, s3_bytes_read);
-
-	cJSON *scans = cJSON_AddObjectToObject(root, "scans");
-	PUT(scans, "running", st, scans_running);
-	PUT(scans, "completed", st, scans_completed);
-	PUT(scans, "objects", st, scan_objects);
-
-	cJSON *fuse = cJSON_AddObjectToObject(root, "fuse");
-	PUT(fuse, "lookup", st, fuse_lookup);
-	PUT(fuse, "getattr", st, fuse_getattr);
-	PUT(fuse, "readdir", st, fuse_readdir);
-	PUT(fuse, "read", st, fuse_read);
-	PUT(fuse, "open", st, fuse_open);
-	PUT(fuse, "getxattr", st, fuse_getxattr);
-	PUT(fuse, "invalidations", st, fuse_inval);
-
-	cJSON *cache = cJSON_AddObjectToObject(root, "cache");
-	PUT(cache, "hits", st, cache_hits);
-	PUT(cache, "misses", st, cache_misses);
-
-	cJSON *keys = cJSON_AddObjectToObject(root, "keys");
-	PUT(keys, "not_a_path", st, bad_keys);
-
-	cJSON *lat = cJSON_AddObjectToObject(root, "visible_latency_ms");
-	pthread_mutex_lock(&st->lock);
-	uint64_t count = st->lat_count;
-	double max = st->lat_max_ms;
-	pthread_mutex_unlock(&st->lock);
-	cJSON_AddNumberToObject(lat, "count", (double)count);
-	cJSON_AddNumberToObject(lat, "p50", stats_latency_pct(st, 50));
-	cJSON_AddNumberToObject(lat, "p99", stats_latency_pct(st, 99));
-	cJSON_AddNumberToObject(lat, "max", max);
-
-	if (extra)
-		extra(ctx, root);
-	char *text = cJSON_Print(root);
+	struct stats_writer w = { root, false };
+	write_counters(st, root, &w);
+	if (!w.oom)
+		write_lag(st, root, &w);
+	if (!w.oom)
+		write_latency(st, root, &w);
+	if (!w.oom && section && fn) {
+		w.obj = cJSON_AddObjectToObject(root, section);
+		if (w.obj)
+			fn(ctx, &w);
+		else
+			w.oom = true;
+	}
+	char *text = w.oom ? NULL : cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;
 }

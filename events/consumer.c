@@ -39,6 +39,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "events/decoder.h"
@@ -149,15 +150,8 @@ static void consumer_part_set(struct consumer *c, int32_t partition, int64_t nex
 	struct part_pos *p = consumer_part_find(c, partition);
 
 	if (!p) {
-		if (c->n_parts == c->cap_parts) {
-			size_t cap = c->cap_parts ? 2 * c->cap_parts : 16;
-			struct part_pos *np = realloc(c->parts, cap * sizeof *np);
-
-			if (!np)
-				return;       /* only lag reporting suffers */
-			c->parts = np;
-			c->cap_parts = cap;
-		}
+		if (ARRAY_GROW(&c->parts, &c->cap_parts, c->n_parts + 1) < 0)
+			return;       /* only lag reporting suffers */
 		p = &c->parts[c->n_parts++];
 		p->partition = partition;
 	}
@@ -373,7 +367,7 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
 	c->lag_at_ns = 0;
 	if (c->st)
-		atomic_store(&c->st->kafka_partitions, (uint_fast64_t)c->n_parts);
+		stats_set(c->st, kafka_partitions, (uint_fast64_t)c->n_parts);
 	pthread_mutex_lock(&c->lock);
 	c->assigned = true;
 	pthread_cond_broadcast(&c->cond);
@@ -398,7 +392,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 		c->n_parts = 0;
 	}
 	if (c->st)
-		atomic_store(&c->st->kafka_partitions, (uint_fast64_t)c->n_parts);
+		stats_set(c->st, kafka_partitions, (uint_fast64_t)c->n_parts);
 }
 
 static void consumer_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,

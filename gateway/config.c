@@ -10,6 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/file.h"
+
+#define CONFIG_FILE_MAX (1u << 20)   /* a configuration is a few hundred bytes */
+
 /* Accumulates error lines into the caller's buffer. */
 struct errs {
 	const char *file;
@@ -154,34 +158,23 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	struct errs e = { .file = path, .buf = err, .len = errlen };
 	if (errlen)
 		err[0] = '\0';
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
+	char *text;
+	size_t len;
+	int rc = file_read_all(path, CONFIG_FILE_MAX, &text, &len);
+	if (rc == -EFBIG) {
+		snprintf(err, errlen, "%s: larger than %u bytes: not a configuration file",
+			 path, CONFIG_FILE_MAX);
+		return rc;
 	}
-	char *text = NULL;
-	size_t cap = 0, len = 0, n;
-	char chunk[65536];
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-		if (len + n + 1 > cap) {
-			cap = (len + n + 1) * 2;
-			char *grown = realloc(text, cap);
-			if (!grown) {
-				free(text);
-				fclose(f);
-				return -ENOMEM;
-			}
-			text = grown;
-		}
-		memcpy(text + len, chunk, n);
-		len += n;
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
 	}
-	fclose(f);
-	if (!text) {
+	if (len == 0) {
+		free(text);
 		snprintf(err, errlen, "%s: empty file", path);
 		return -EINVAL;
 	}
-	text[len] = '\0';
 	const char *bad = NULL;
 	cJSON *root = cJSON_ParseWithOpts(text, &bad, 0);
 	if (!root || !cJSON_IsObject(root)) {

@@ -134,32 +134,29 @@ static char *gw_control(void *ctx, const char *command)
 }
 
 /* .facetfs/stats: the counters, plus the staging area's. */
-static void stats_staging(void *ctx, cJSON *root)
+static void stats_staging(void *ctx, struct stats_writer *w)
 {
 	struct gateway *gw = ctx;
-	if (!gw->stage)
-		return;
 	struct stage_counters c;
 	stage_counters_get(gw->stage, &c);
-	cJSON *sg = cJSON_AddObjectToObject(root, "staging");
-	cJSON_AddNumberToObject(sg, "used_bytes", (double)c.used_bytes);
-	cJSON_AddNumberToObject(sg, "max_bytes", (double)c.max_bytes);
-	cJSON_AddNumberToObject(sg, "open_files", (double)c.open_files);
-	cJSON_AddNumberToObject(sg, "pending_files", (double)c.pending_files);
-	cJSON_AddNumberToObject(sg, "uploads", (double)c.uploads);
-	cJSON_AddNumberToObject(sg, "upload_bytes", (double)c.upload_bytes);
-	cJSON_AddNumberToObject(sg, "upload_errors", (double)c.upload_errors);
-	cJSON_AddNumberToObject(sg, "enospc", (double)c.enospc);
-	cJSON_AddNumberToObject(sg, "efbig", (double)c.efbig);
-	cJSON_AddNumberToObject(sg, "recovered_files", (double)c.recovered_files);
-	cJSON_AddNumberToObject(sg, "reuploaded_files", (double)c.reuploaded_files);
-	cJSON_AddStringToObject(sg, "recovered_dir", stage_recovered_dir(gw->stage));
+	stats_write_num(w, "used_bytes", (double)c.used_bytes);
+	stats_write_num(w, "max_bytes", (double)c.max_bytes);
+	stats_write_num(w, "open_files", (double)c.open_files);
+	stats_write_num(w, "pending_files", (double)c.pending_files);
+	stats_write_num(w, "uploads", (double)c.uploads);
+	stats_write_num(w, "upload_bytes", (double)c.upload_bytes);
+	stats_write_num(w, "upload_errors", (double)c.upload_errors);
+	stats_write_num(w, "enospc", (double)c.enospc);
+	stats_write_num(w, "efbig", (double)c.efbig);
+	stats_write_num(w, "recovered_files", (double)c.recovered_files);
+	stats_write_num(w, "reuploaded_files", (double)c.reuploaded_files);
+	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
 }
 
 static char *gw_stats_text(void *ctx)
 {
 	struct gateway *gw = ctx;
-	return stats_to_json(&gw->st, stats_staging, gw);
+	return stats_to_json(&gw->st, gw->stage ? "staging" : NULL, stats_staging, gw);
 }
 
 /* ---------- live view changes ---------- */

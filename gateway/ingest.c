@@ -19,6 +19,7 @@
 #include "events/consumer.h"
 #include "events/decoder.h"
 #include "fuse/fs.h"
+#include "common/array.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "common/s3.h"
@@ -53,21 +54,6 @@ struct ingest {
 	struct { char *bucket; unsigned needs; } needs[64];
 	size_t n_needs;
 };
-
-static int grow(void **arr, size_t *cap, size_t want, size_t elem)
-{
-	if (want <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 64;
-	while (n < want)
-		n *= 2;
-	void *p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
 
 int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
@@ -150,28 +136,22 @@ static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
  * scan or an earlier event already fetched it. */
 static unsigned from_index(struct ingest *g, struct obj_meta *o, unsigned missing)
 {
-	struct obj_meta r = { 0 };
-	if (!o->etag[0] || index_object_get(g->ix, o->bucket, o->key, &r) < 0)
+	struct obj_meta r;
+	if (index_same_version(g->ix, o, &r) < 0)
 		return missing;
-	/* Same version: same ETag and the same time to the second (a copy
-	 * with new metadata keeps the ETag but not the time). */
-	int64_t dt = r.mtime_ns - o->mtime_ns;
-	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
-	    dt < 1000000000 && dt > -1000000000) {
-		if ((missing & OBJ_HAS_META) && (r.flags & OBJ_HAS_META)) {
-			o->meta = r.meta;
-			o->n_meta = r.n_meta;
-			r.meta = NULL;
-			r.n_meta = 0;
-			o->flags |= OBJ_HAS_META;
-			missing &= ~OBJ_HAS_META;
-		}
-		if ((missing & OBJ_HAS_CTYPE) && (r.flags & OBJ_HAS_CTYPE)) {
-			o->content_type = r.content_type;
-			r.content_type = NULL;
-			o->flags |= OBJ_HAS_CTYPE;
-			missing &= ~OBJ_HAS_CTYPE;
-		}
+	if ((missing & OBJ_HAS_META) && (r.flags & OBJ_HAS_META)) {
+		o->meta = r.meta;
+		o->n_meta = r.n_meta;
+		r.meta = NULL;
+		r.n_meta = 0;
+		o->flags |= OBJ_HAS_META;
+		missing &= ~OBJ_HAS_META;
+	}
+	if ((missing & OBJ_HAS_CTYPE) && (r.flags & OBJ_HAS_CTYPE)) {
+		o->content_type = r.content_type;
+		r.content_type = NULL;
+		o->flags |= OBJ_HAS_CTYPE;
+		missing &= ~OBJ_HAS_CTYPE;
 	}
 	obj_meta_release(&r);
 	return missing;
@@ -237,8 +217,8 @@ static void batch_latency(struct ingest *g, const struct ev_batch *b)
 /* Enrich and apply a decoded batch with its offsets in one index write. */
 static int batch_apply(struct ingest *g, struct ev_batch *b)
 {
-	if (grow((void **)&g->pos, &g->pos_cap, b->n_pos, sizeof *g->pos) < 0 ||
-	    grow((void **)&g->lat_ms, &g->lat_cap, b->n_ev, sizeof *g->lat_ms) < 0)
+	if (ARRAY_GROW(&g->pos, &g->pos_cap, b->n_pos) < 0 ||
+	    ARRAY_GROW(&g->lat_ms, &g->lat_cap, b->n_ev) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < b->n_pos; i++)
 		g->pos[i] = (struct index_pos){ b->pos[i].topic, b->pos[i].partition,

@@ -1,5 +1,6 @@
 /* main.c — the facetfs command line: mount, check, status, rescan. */
 #include "gateway/gateway.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "views/filter.h"
 
@@ -16,6 +17,8 @@
 #ifndef FACETFS_VERSION
 #define FACETFS_VERSION "0.1.0"
 #endif
+
+#define META_FILE_MAX (16u << 20)   /* .facetfs/stats, views: a few KiB each */
 
 static const char mount_help[] =
 	"usage: facetfs mount -c CONFIG MOUNTPOINT [-f] [-o FUSE_OPTIONS] [-v]... [-q]\n"
@@ -177,31 +180,13 @@ static char *read_meta(const char *mountpoint, const char *name)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/.facetfs/%s", mountpoint, name);
-	int fd = open(path, O_RDONLY);
-	if (fd < 0) {
+	char *buf;
+	int rc = file_read_all(path, META_FILE_MAX, &buf, NULL);
+	if (rc == -EFBIG)
+		fprintf(stderr, "facetfs: %s: larger than %u bytes\n", path, META_FILE_MAX);
+	else if (rc < 0)
 		fprintf(stderr, "facetfs: %s: %s (is a facetfs gateway mounted there?)\n",
-			path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	ssize_t n;
-	while (buf && (n = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += (size_t)n;
-		if (cap - len < 2) {
-			char *g = realloc(buf, cap * 2);
-			if (!g) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = g;
-			cap *= 2;
-		}
-	}
-	close(fd);
-	if (buf)
-		buf[len] = '\0';
+			path, strerror(-rc));
 	return buf;
 }
 
@@ -259,10 +244,11 @@ static int cmd_status(int argc, char **argv)
 	for (const cJSON *p = lag ? lag->child : NULL; p; p = p->next, nlag++)
 		printf("%s %.0f  ", p->string, p->valuedouble);
 	printf("%s\n", nlag ? "" : "(not measured yet)");
-	printf("s3        list %.0f  head %.0f  get %.0f  put %.0f  copy %.0f  delete %.0f  errors %.0f\n",
-	       num(s, "s3", "list"), num(s, "s3", "head"), num(s, "s3", "get"),
-	       num(s, "s3", "put"), num(s, "s3", "copy"), num(s, "s3", "delete"),
-	       num(s, "s3", "errors"));
+	printf("s3        list %.0f  head %.0f  get_tagging %.0f  get %.0f  put %.0f  copy %.0f  "
+	       "delete %.0f  errors %.0f\n",
+	       num(s, "s3", "list"), num(s, "s3", "head"), num(s, "s3", "get_tagging"),
+	       num(s, "s3", "get"), num(s, "s3", "put"), num(s, "s3", "copy"),
+	       num(s, "s3", "delete"), num(s, "s3", "errors"));
 	printf("scans     running %.0f  completed %.0f  objects listed %.0f\n",
 	       num(s, "scans", "running"), num(s, "scans", "completed"),
 	       num(s, "scans", "objects"));

@@ -34,11 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/stats.h"
 #include "common/object.h"
 #include "common/s3.h"
 
 struct s3;
+struct stats;
 
 struct s3_conf {
 	const char *endpoint;    /* "host:port" or "http(s)://host:port" */

@@ -122,7 +122,7 @@ static int http_get_tagging(struct s3 *iface, const char *bucket, const char *ke
 		goto out;
 	r.query = "tagging=";            /* RGW refuses a valueless "?tagging" */
 	r.sink = SINK_GROW;
-	S3_STAT(s, s3_head);
+	S3_STAT(s, s3_get_tagging);
 	err = s3_req_run(s, &r);
 	if (err)
 		goto out;

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stats.h"
+
 #define S3_POOL_MAX          32
 #define S3_TRIES             5
 #define S3_RETRY_BUDGET_MS   7000

@@ -7,83 +7,20 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "common/file.h"
 
 #define FILTER_FILE_MAX (1u << 20) /* a filter file is a few hundred bytes */
-
-static int read_all(const char *path, char **buf, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc;
-	struct stat st;
-	char *b = NULL;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		rc = -EISDIR;
-		goto out;
-	}
-	if (st.st_size > (off_t)FILTER_FILE_MAX) {
-		rc = -EFBIG;
-		goto out;
-	}
-	size_t cap = (size_t)st.st_size + 1, n = 0;
-	b = malloc(cap);
-	if (!b) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		if (n + 1 >= cap) {
-			if (cap > FILTER_FILE_MAX) {
-				rc = -EFBIG;
-				goto out;
-			}
-			char *g = realloc(b, cap * 2);
-			if (!g) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			b = g;
-			cap *= 2;
-		}
-		ssize_t r = read(fd, b + n, cap - n - 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	b[n] = '\0';
-	*buf = b;
-	*len = n;
-	b = NULL;
-	rc = 0;
-out:
-	free(b);
-	close(fd);
-	return rc;
-}
 
 int view_load_file(const char *path, struct view **out, struct diag *d)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	*out = NULL;
-	int rc = read_all(path, &buf, &len);
+	int rc = file_read_all(path, FILTER_FILE_MAX, &buf, &len);
 	if (rc < 0) {
 		if (rc == -EFBIG)
 			diag_add(d, "%s: $: file larger than %u bytes", path, FILTER_FILE_MAX);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "views/route.h"
 
@@ -38,7 +39,7 @@ struct ix_op {
 	const char *k, *v;         /* arena; v NULL = delete */
 	size_t kl, vl;
 	uint32_t seq;              /* order of the op in the call: later wins */
-	uint32_t vi;               /* the view whose membership it is */
+	uint32_t rank;             /* of its view's prefix (ixview.rank) */
 	uint64_t sk;               /* sort key: see key_head() */
 };
 
@@ -51,8 +52,6 @@ struct ix_change {
 enum run_mode { RUN_EVENTS, RUN_SCAN, RUN_DECIDED };   /* DECIDED: index_reconcile.c */
 
 struct ix_decider { ix_decide_fn fn; void *ctx; };
-
-#define SCAN_SLACK_NS 1000000000LL   /* Last-Modified vs eventTime slack */
 
 /* ---- LevelDB helpers -------------------------------------------------- */
 
@@ -122,6 +121,7 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 	}
 	ix->st = st;
 	pthread_mutex_init(&ix->wmu, NULL);
+	pthread_mutex_init(&ix->bloom_mu, NULL);
 	pthread_rwlock_init(&ix->vlock, NULL);
 
 	ix->opts = leveldb_options_create();
@@ -199,11 +199,12 @@ void index_close(struct index *ix)
 	free(ix->order);
 	free(ix->ops);
 	free(ix->ops_tmp);
-	free(ix->vsort);
+	free(ix->vstart);
 	free(ix->cand);
 	if (ix->st == &ix->own_st)
 		stats_release(&ix->own_st);
 	pthread_rwlock_destroy(&ix->vlock);
+	pthread_mutex_destroy(&ix->bloom_mu);
 	pthread_mutex_destroy(&ix->wmu);
 	free(ix);
 }
@@ -217,59 +218,37 @@ void index_set_sync(struct index *ix, bool sync)
 
 /* ---- the batch overlay ------------------------------------------------ */
 
-static int scratch_prepare(struct index *ix, size_t n)
-{
-	arena_reset(&ix->ar);
-	leveldb_writebatch_clear(ix->wb);
-	ix->n_chg = 0;
-	ix->n_ops = 0;
-	if (n > ix->ev_cap) {
-		int32_t *e = realloc(ix->evslot, n * sizeof *e);
-		if (e)
-			ix->evslot = e;
-		int32_t *o = e ? realloc(ix->order, n * sizeof *o) : NULL;
-		if (!o)
-			return -ENOMEM;
-		ix->order = o;
-		ix->ev_cap = n;
-	}
-	if (n > ix->slots_cap) {
-		struct ix_slot *s = realloc(ix->slots, n * sizeof *s);
-		if (!s)
-			return -ENOMEM;
-		ix->slots = s;
-		ix->slots_cap = n;
-	}
-	size_t tc = 16;
-	while (tc < 2 * n)
-		tc *= 2;
-	if (tc > ix->tab_cap) {
-		int32_t *t = realloc(ix->tab, tc * sizeof *t);
-		if (!t)
-			return -ENOMEM;
-		ix->tab = t;
-		ix->tab_cap = tc;
-	}
-	/* only the part sized for this call is used (and cleared) */
-	memset(ix->tab, 0xff, tc * sizeof *ix->tab);
-	if (ix->n_views > ix->mdelta_cap) {
-		int64_t *d = realloc(ix->mdelta, ix->n_views * sizeof *d);
-		if (!d)
-			return -ENOMEM;
-		ix->mdelta = d;
-		ix->mdelta_cap = ix->n_views;
-	}
-	if (ix->n_views)
-		memset(ix->mdelta, 0, ix->n_views * sizeof *ix->mdelta);
-	return 0;
-}
-
 static size_t tab_mask(size_t n)
 {
 	size_t tc = 16;
 	while (tc < 2 * n)
 		tc *= 2;
 	return tc - 1;
+}
+
+static int scratch_prepare(struct index *ix, size_t n)
+{
+	arena_reset(&ix->ar);
+	leveldb_writebatch_clear(ix->wb);
+	ix->n_chg = 0;
+	ix->n_ops = 0;
+	/* evslot and order share ev_cap: it grows once both did */
+	size_t ecap = ix->ev_cap, ocap = ix->ev_cap, tc = tab_mask(n) + 1;
+	int rc = ARRAY_GROW(&ix->evslot, &ecap, n);
+	if (rc == 0)
+		rc = ARRAY_GROW(&ix->order, &ocap, n);
+	if (rc < 0)
+		return rc;
+	ix->ev_cap = ecap < ocap ? ecap : ocap;
+	if (ARRAY_GROW(&ix->slots, &ix->slots_cap, n) < 0 ||
+	    ARRAY_GROW(&ix->tab, &ix->tab_cap, tc) < 0 ||
+	    ARRAY_GROW(&ix->mdelta, &ix->mdelta_cap, ix->n_views) < 0)
+		return -ENOMEM;
+	/* only the part sized for this call is used (and cleared) */
+	memset(ix->tab, 0xff, tc * sizeof *ix->tab);
+	if (ix->n_views)
+		memset(ix->mdelta, 0, ix->n_views * sizeof *ix->mdelta);
+	return 0;
 }
 
 /* The slot of the 'O' key in ix->kbuf, created (not loaded) if new. */
@@ -403,17 +382,11 @@ static int slots_load(struct index *ix, size_t nslots, bool *in_order)
 }
 
 /* v is already in the arena (shared by the ops of one key) or NULL. */
-static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
+static int op_add(struct index *ix, const struct ixview *xv, const char *k, size_t kl,
 		  const char *v, size_t vl)
 {
-	if (ix->n_ops == ix->ops_cap) {
-		size_t cap = ix->ops_cap ? 2 * ix->ops_cap : 1024;
-		struct ix_op *o = realloc(ix->ops, cap * sizeof *o);
-		if (!o)
-			return -ENOMEM;
-		ix->ops = o;
-		ix->ops_cap = cap;
-	}
+	if (ARRAY_GROW(&ix->ops, &ix->ops_cap, ix->n_ops + 1) < 0)
+		return -ENOMEM;
 	struct ix_op *op = &ix->ops[ix->n_ops];
 	op->k = arena_dup(&ix->ar, k, kl);
 	op->v = v;
@@ -422,7 +395,7 @@ static int op_add(struct index *ix, size_t vi, const char *k, size_t kl,
 	op->kl = kl;
 	op->vl = vl;
 	op->seq = (uint32_t)ix->n_ops++;
-	op->vi = (uint32_t)vi;
+	op->rank = (uint32_t)xv->rank;
 	return 0;
 }
 
@@ -433,46 +406,44 @@ static int prefix_cmp(const void *a, const void *b, void *ctx)
 	return bytes_cmp(x->prefix, x->plen, y->prefix, y->plen);
 }
 
-static int grow_buf(void **p, size_t *cap, size_t want, size_t elem)
+int ix_table_rank(struct ixview *views, size_t n)
 {
-	if (want <= *cap)
-		return 0;
-	void *q = realloc(*p, want * elem);
-	if (!q)
+	size_t *ord = malloc((n ? n : 1) * sizeof *ord);
+	if (!ord)
 		return -ENOMEM;
-	*p = q;
-	*cap = want;
+	for (size_t v = 0; v < n; v++)
+		ord[v] = v;
+	qsort_r(ord, n, sizeof *ord, prefix_cmp, views);
+	for (size_t r = 0; r < n; r++)
+		views[ord[r]].rank = r;
+	free(ord);
 	return 0;
 }
 
 /* The ops of a page in key order, without comparing keys in a sort: every
  * key of a view starts with its prefix ('M' name \0, so the prefixes of two
  * views order all their keys), so a stable counting sort by the rank of the
- * view's prefix puts them in key order when each view's ops came in key
- * order, as a listed page's mostly do ('/' stored as \0 can reorder paths);
- * this is checked, and false (ops untouched) means: sort them. */
+ * view's prefix (ixview.rank, set once per view set) puts them in key
+ * order when each view's ops came in key order, as a listed page's mostly
+ * do ('/' stored as \0 can reorder paths); this is checked, and false (ops
+ * untouched) means: sort them. */
 static bool ops_group(struct index *ix)
 {
 	size_t nv = ix->n_views, n = ix->n_ops;
-	if (grow_buf((void **)&ix->vsort, &ix->vsort_cap, 3 * nv + 1, sizeof *ix->vsort) < 0 ||
-	    grow_buf((void **)&ix->ops_tmp, &ix->ops_tmp_cap, n, sizeof *ix->ops_tmp) < 0)
+	if (ARRAY_GROW(&ix->vstart, &ix->vstart_cap, nv + 1) < 0 ||
+	    ARRAY_GROW(&ix->ops_tmp, &ix->ops_tmp_cap, n) < 0)
 		return false;
-	size_t *vord = ix->vsort, *rank = vord + nv, *start = rank + nv;
-	for (size_t v = 0; v < nv; v++)
-		vord[v] = v;
-	qsort_r(vord, nv, sizeof *vord, prefix_cmp, ix->views);
-	for (size_t r = 0; r < nv; r++)
-		rank[vord[r]] = r;
+	size_t *start = ix->vstart;
 	memset(start, 0, (nv + 1) * sizeof *start);
 	for (size_t i = 0; i < n; i++)
-		start[rank[ix->ops[i].vi] + 1]++;
+		start[ix->ops[i].rank + 1]++;
 	for (size_t r = 0; r < nv; r++)
 		start[r + 1] += start[r];
 	struct ix_op *out = ix->ops_tmp;
 	for (size_t i = 0; i < n; i++)
-		out[start[rank[ix->ops[i].vi]]++] = ix->ops[i];
+		out[start[ix->ops[i].rank]++] = ix->ops[i];
 	for (size_t i = 1; i < n; i++)
-		if (out[i].vi == out[i - 1].vi &&
+		if (out[i].rank == out[i - 1].rank &&
 		    bytes_cmp(out[i - 1].k, out[i - 1].kl, out[i].k, out[i].kl) > 0)
 			return false;
 	ix->ops_tmp = ix->ops;
@@ -526,12 +497,11 @@ static bool event_is_stale(const struct obj_meta *rec, const struct obj_meta *ev
 	if (c != SEQ_INCOMPARABLE)
 		return c < 0;
 	if ((rec->flags & OBJ_FROM_SCAN) && !(rec->flags & OBJ_DELETED))
-		return ev->mtime_ns < rec->mtime_ns - SCAN_SLACK_NS;
+		return ev->mtime_ns < rec->mtime_ns - INDEX_TIME_SLACK_NS;
 	return false;
 }
 
-/* Scan pages: keep the stored record instead of the listed one? */
-static bool scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed)
+bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed)
 {
 	if (rec->flags & OBJ_DELETED)
 		return rec->mtime_ns >= listed->mtime_ns;
@@ -545,14 +515,8 @@ static bool is_live(const struct ix_slot *s)
 
 static int change_add(struct index *ix, size_t vi, const char *path, int what)
 {
-	if (ix->n_chg == ix->chg_cap) {
-		size_t cap = ix->chg_cap ? 2 * ix->chg_cap : 256;
-		struct ix_change *c = realloc(ix->chg, cap * sizeof *c);
-		if (!c)
-			return -ENOMEM;
-		ix->chg = c;
-		ix->chg_cap = cap;
-	}
+	if (ARRAY_GROW(&ix->chg, &ix->chg_cap, ix->n_chg + 1) < 0)
+		return -ENOMEM;
 	char *p = arena_dup(&ix->ar, path, strlen(path));
 	if (!p)
 		return -ENOMEM;
@@ -592,7 +556,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 			return -ENOMEM;
 		int what;
 		if (om && !nm) {
-			if (op_add(ix, vi, ix->tbuf.p, ix->tbuf.len, NULL, 0) < 0)
+			if (op_add(ix, xv, ix->tbuf.p, ix->tbuf.len, NULL, 0) < 0)
 				return -ENOMEM;
 			ix->mdelta[vi]--;
 			what = INDEX_REMOVED;
@@ -604,7 +568,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 					return -ENOMEM;
 				mvl = ix->vbuf.len;
 			}
-			if (op_add(ix, vi, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
+			if (op_add(ix, xv, ix->tbuf.p, ix->tbuf.len, mv, mvl) < 0)
 				return -ENOMEM;
 			if (!om)
 				ix->mdelta[vi]++;
@@ -616,12 +580,14 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 	return 0;
 }
 
-/* Process one object/event; *applied says whether it changed anything. */
+/* Process one object/event: *skipped when the stored record was kept,
+ * *same when o is the stored record already (a redelivery). */
 static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 		   const struct obj_meta *o, const struct ix_decider *dec,
-		   int64_t *obj_delta, bool *skipped)
+		   int64_t *obj_delta, bool *skipped, bool *same)
 {
 	*skipped = false;
+	*same = false;
 	s->rec.bucket = o->bucket;
 	s->rec.key = o->key;
 	if (mode == RUN_DECIDED) {
@@ -631,7 +597,7 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 		}
 	} else if (s->exists) {
 		bool skip = mode == RUN_EVENTS ? event_is_stale(&s->rec, o)
-					       : scan_keeps_record(&s->rec, o);
+					       : ix_scan_keeps_record(&s->rec, o);
 		if (skip) {
 			*skipped = true;
 			return 0;
@@ -657,8 +623,10 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 	if (rec_encode(&ix->vbuf, &nr) < 0)
 		return -ENOMEM;
 	if (s->exists && s->enclen == ix->vbuf.len &&
-	    memcmp(s->enc, ix->vbuf.p, s->enclen) == 0)
-		return 0;   /* same record again (redelivery): nothing to do */
+	    memcmp(s->enc, ix->vbuf.p, s->enclen) == 0) {
+		*same = true;   /* same record again (redelivery): nothing to do */
+		return 0;
+	}
 	char *enc = arena_dup(&ix->ar, ix->vbuf.p, ix->vbuf.len);
 	if (!enc)
 		return -ENOMEM;
@@ -728,7 +696,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		  const char *scan_bucket, const struct index_scan_state *ss,
 		  const struct ix_decider *dec, index_change_fn fn, void *ctx)
 {
-	size_t nslots = 0, skipped = 0, applied = 0;
+	size_t nslots = 0, skipped = 0, applied = 0, redelivered = 0;
 	int64_t obj_delta = 0;
 	bool in_order = false;
 	pthread_mutex_lock(&ix->wmu);
@@ -751,13 +719,14 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 			skipped++;
 			continue;
 		}
-		bool skip;
+		bool skip, same;
 		rc = run_one(ix, mode, &ix->slots[ix->evslot[i]], &objs[i], dec,
-			    &obj_delta, &skip);
+			    &obj_delta, &skip, &same);
 		if (skip)
 			skipped++;
 		else
 			applied++;
+		redelivered += same;
 	}
 	if (rc == 0)
 		ops_flush(ix, nslots, in_order);
@@ -782,6 +751,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 	if (mode == RUN_EVENTS) {
 		stats_add(ix->st, ev_applied, applied);
 		stats_add(ix->st, ev_ignored, skipped);
+		stats_add(ix->st, ev_redelivered, redelivered);
 	}
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)

@@ -40,11 +40,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/stats.h"
-#include "views/filter.h"
 #include "common/object.h"
+#include "views/filter.h"
 
 struct index;
+struct stats;
+
+/* Clock slack between an event's time and an object's Last-Modified (two
+ * clocks, S3's and the event source's, and Last-Modified's whole seconds):
+ * index_apply's stale rule, index_same_version's "same version" and the
+ * rescan's "fresh" (index_reconcile.h) all allow this much. */
+#define INDEX_TIME_SLACK_NS 1000000000LL
 
 /* Open (create) STATE_DIR/index. st may be NULL. On error err holds why. */
 int  index_open(const char *state_dir, struct stats *st, struct index **out,
@@ -72,10 +78,11 @@ struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
  * and store the offsets, in ONE WriteBatch. Per key an event is skipped as
  * stale only when provably older than the stored record: seq_cmp < 0, or
  * (sequencers incomparable) the record came from a scan and the event's
- * time is more than 1 s before its Last-Modified. Deletes leave tombstones.
+ * time is more than INDEX_TIME_SLACK_NS before its Last-Modified. Deletes leave tombstones.
  * Events without bucket or key are skipped (counted as stale).
  * Returns the number of stale events (>= 0) or a negative errno (nothing
- * written). Bumps st->ev_applied / ev_ignored / bad_keys itself. */
+ * written). Bumps st->ev_applied / ev_ignored / bad_keys itself, and
+ * ev_redelivered for applied events that were the stored record already. */
 int  index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		 const struct index_pos *pos, size_t npos,
 		 index_change_fn fn, void *ctx);
@@ -123,6 +130,17 @@ int  index_object(struct index *ix, size_t view_idx, const char *path,
 /* Record by bucket/key, tombstones included (check OBJ_DELETED). */
 int  index_object_get(struct index *ix, const char *bucket, const char *key,
 		      struct obj_meta *out);
+/* The stored record of the same version of the object o describes (by
+ * o->bucket, o->key): live, the same ETag, a Last-Modified within
+ * INDEX_TIME_SLACK_NS of o->mtime_ns (a copy with new metadata keeps the
+ * ETag, not the time). For reusing what an earlier event or scan fetched
+ * (metadata, content type, tags) instead of asking S3 again. 0 with a deep
+ * copy in *out (obj_meta_release it); -ENOENT when there is no such record
+ * (none, a tombstone, another version, o without an ETag); -ENOMEM, -EIO.
+ * Any thread. Both reads consult the key filter first: a key never stored
+ * (a first scan, a new object's event) costs no LevelDB read. */
+int  index_same_version(struct index *ix, const struct obj_meta *o,
+			struct obj_meta *out);
 
 /* Counters for `facetfs status` (cheap: kept up to date by the writers). */
 uint64_t index_objects(struct index *ix);                     /* live objects */

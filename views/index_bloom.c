@@ -13,6 +13,8 @@
  * builder is done the filter replaces ix->bloom (under wmu). A filter that
  * fills past its capacity is rebuilt bigger the same way; until then the
  * old one keeps answering (more false positives, never false negatives).
+ * Readers (index_object_get, index_same_version) probe the complete filter
+ * too, under bloom_mu, which every replacement of ix->bloom also takes.
  */
 #include "views/index_int.h"
 
@@ -125,9 +127,11 @@ static void *builder_main(void *arg)
 	pthread_mutex_lock(&ix->wmu);
 	ix->bloom_building = NULL;
 	if (!stopped) {
+		pthread_mutex_lock(&ix->bloom_mu);
 		struct ix_bloom *old = ix->bloom;
 		ix->bloom = nb;
 		nb = old;
+		pthread_mutex_unlock(&ix->bloom_mu);
 	}
 	ix->bloom_running = false;
 	pthread_mutex_unlock(&ix->wmu);
@@ -167,8 +171,19 @@ void ix_bloom_stop(struct index *ix)
 	if (ix->bloom_joinable)
 		pthread_join(ix->bloom_thread, NULL);
 	ix->bloom_joinable = false;
+	pthread_mutex_lock(&ix->bloom_mu);
 	ix_bloom_free(ix->bloom);
 	ix->bloom = NULL;
+	pthread_mutex_unlock(&ix->bloom_mu);
+}
+
+bool ix_bloom_may_hold(struct index *ix, const char *k, size_t kl)
+{
+	uint64_t h = ix_key_hash(k, kl);
+	pthread_mutex_lock(&ix->bloom_mu);
+	bool maybe = !ix->bloom || ix_bloom_maybe(ix->bloom, h);
+	pthread_mutex_unlock(&ix->bloom_mu);
+	return maybe;
 }
 
 bool index_filter_ready(struct index *ix)

@@ -329,6 +329,16 @@ int rec_decode(const char *buf, size_t len, struct arena *ar, struct obj_meta *o
 	return 0;
 }
 
+int rec_flags(const char *buf, size_t len, uint32_t *flags)
+{
+	struct rd r = { (const unsigned char *)buf, (const unsigned char *)buf + len, false };
+	if (len < 1 || buf[0] != 1)
+		return -EINVAL;
+	r.p++;
+	*flags = (uint32_t)rd_varint(&r);
+	return r.bad ? -EINVAL : 0;
+}
+
 int member_encode(struct ibuf *b, const struct obj_meta *o)
 {
 	int rc = ibuf_addc(b, 1);

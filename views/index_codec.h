@@ -110,6 +110,9 @@ int  rec_encode(struct ibuf *b, const struct obj_meta *o);
 /* Decode into *o (bucket/key left NULL); strings point into buf, obj_kv
  * arrays come from ar. -EINVAL when malformed. */
 int  rec_decode(const char *buf, size_t len, struct arena *ar, struct obj_meta *o);
+/* Only the flags of a record value (OBJ_DELETED, OBJ_FROM_SCAN...), for
+ * walks that need nothing else; -EINVAL when the head is malformed. */
+int  rec_flags(const char *buf, size_t len, uint32_t *flags);
 
 /* Membership value. */
 struct member_val {

@@ -6,7 +6,8 @@
  * Locks: wmu serialises every writer and guards the scratch fields;
  * vlock guards the view table (views, buckets): readers take it shared for a
  * few instructions (copying a prefix), index_set_views takes it exclusive
- * while swapping tables. Order: wmu before vlock.
+ * while swapping tables; bloom_mu guards the key filter's pointer for
+ * readers (a probe). Order: wmu before vlock, wmu before bloom_mu.
  */
 #ifndef FACETFS_INDEX_INT_H
 #define FACETFS_INDEX_INT_H
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/stats.h"
 #include "views/index.h"
 #include "views/index_codec.h"
 
@@ -30,6 +32,7 @@ struct ixview {
 	char *prefix;          /* 'M' name \0 */
 	size_t plen;
 	bool multi;            /* more than one bucket: paths start "BUCKET/" */
+	size_t rank;           /* of prefix among the table's (ix_table_rank) */
 	_Atomic uint64_t members;
 };
 
@@ -77,14 +80,17 @@ struct index {
 	size_t n_ops, ops_cap;
 	struct ix_op *ops_tmp;     /* the ops grouped by view (index.c, ops_group) */
 	size_t ops_tmp_cap;
-	size_t *vsort;             /* per view: order by prefix, rank, group start */
-	size_t vsort_cap;
+	size_t *vstart;            /* per prefix rank: where its ops go (ops_group) */
+	size_t vstart_cap;
 	size_t *cand;              /* route_find output, route_max entries */
 	size_t cand_cap;
 
 	/* key filter (index_bloom.c): bloom answers "surely absent" once
 	 * complete; bloom_building is being filled by the builder thread.
-	 * Pointers and flags under wmu. */
+	 * Pointers and flags under wmu; bloom is also replaced under
+	 * bloom_mu, which readers take to probe it (ix_bloom_may_hold).
+	 * Order: wmu before bloom_mu. */
+	pthread_mutex_t bloom_mu;
 	struct ix_bloom *bloom, *bloom_building;
 	pthread_t bloom_thread;
 	bool bloom_running, bloom_joinable;
@@ -107,10 +113,18 @@ int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
  * scan record, OBJ_FROM_SCAN; a tombstone as a tombstone with o's mtime),
  * false to keep what is stored. One batch, memberships and counters as
  * index_scan_apply. Returns the number kept (>= 0) or -errno. */
+/* The scan page rule (index_scan_apply): keep the stored record rec instead
+ * of the listed object? A tombstone at or after the listed Last-Modified
+ * (deleted later) and a record written by an event are kept. The rescan's
+ * rules (index_reconcile.c) start from it. */
+bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed);
 typedef bool (*ix_decide_fn)(void *dctx, const struct obj_meta *stored,
 			     const struct obj_meta *o);
 int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 		    ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx);
+/* Set each view's rank: the order of its prefix among the n views' (the
+ * writers group membership keys by it). 0 or -ENOMEM. */
+int  ix_table_rank(struct ixview *views, size_t n);
 /* Free a view table and its router (index_views.c). */
 void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
 		   struct route *r);
@@ -133,6 +147,9 @@ static inline uint64_t ix_key_hash(const char *p, size_t n)
 void ix_bloom_add(struct ix_bloom *b, uint64_t h);
 bool ix_bloom_maybe(const struct ix_bloom *b, uint64_t h);
 void ix_bloom_free(struct ix_bloom *b);
+/* May the index hold the 'O' key k? false only when the complete filter
+ * says it surely does not. Any thread (takes bloom_mu for the probe). */
+bool ix_bloom_may_hold(struct index *ix, const char *k, size_t kl);
 /* Start building a filter if there is none or it is over capacity. */
 void ix_bloom_maybe_rebuild(struct index *ix, uint64_t capacity);
 void ix_bloom_stop(struct index *ix);

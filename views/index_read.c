@@ -1,7 +1,8 @@
 /*
  * index_read.c — the read side of the index, for FUSE threads: lookup,
- * readdir, records. Never takes the write mutex; holds the view-table lock
- * only to copy a view's key prefix. Directories are implicit: a path is a
+ * readdir, records (and the same-version read that spares ingest and scans
+ * a HEAD). Never takes the write mutex; holds the view-table lock only to
+ * copy a view's key prefix, the key filter's lock only for a probe. Directories are implicit: a path is a
  * directory when some membership key continues it with \0 (index.h).
  */
 #include "views/index_int.h"
@@ -180,26 +181,19 @@ int index_readdir(struct index *ix, size_t view_idx, const char *dir,
 }
 
 /* Decode a stored record into a deep copy owned by out. */
-static int record_copy(const char *v, size_t vl, const char *bucket, const char *key,
-		       struct obj_meta *out)
+/* Is the stored record r the version of the object that o describes? */
+static bool same_version(const struct obj_meta *r, const struct obj_meta *o)
 {
-	struct arena ar = { 0 };
-	struct obj_meta o;
-	int rc = rec_decode(v, vl, &ar, &o);
-	if (rc == 0) {
-		o.bucket = (char *)bucket;
-		o.key = (char *)key;
-		rc = obj_meta_copy(out, &o);
-	} else {
-		log_error("index: undecodable record of %s/%s", bucket, key);
-		rc = -EIO;
-	}
-	arena_release(&ar);
-	return rc;
+	int64_t dt = r->mtime_ns - o->mtime_ns;
+	return !(r->flags & OBJ_DELETED) && strcmp(r->etag, o->etag) == 0 &&
+	       dt < INDEX_TIME_SLACK_NS && dt > -INDEX_TIME_SLACK_NS;
 }
 
-int index_object_get(struct index *ix, const char *bucket, const char *key,
-		     struct obj_meta *out)
+/* The record of bucket/key copied into *out, or -ENOENT when there is
+ * none or (version not NULL) it is not the same version as *version. A key
+ * the key filter has never seen is not read at all. */
+static int record_get(struct index *ix, const char *bucket, const char *key,
+		      const struct obj_meta *version, struct obj_meta *out)
 {
 	struct ibuf k = { 0 };
 	char *v;
@@ -207,13 +201,42 @@ int index_object_get(struct index *ix, const char *bucket, const char *key,
 	memset(out, 0, sizeof *out);
 	if (key_object(&k, bucket, key) < 0)
 		return -ENOMEM;
-	int rc = ix_get(ix, NULL, k.p, k.len, &v, &vl);
+	int rc = ix_bloom_may_hold(ix, k.p, k.len) ? ix_get(ix, NULL, k.p, k.len, &v, &vl)
+						   : -ENOENT;
 	ibuf_release(&k);
 	if (rc < 0)
 		return rc;
-	rc = record_copy(v, vl, bucket, key, out);
+	struct arena ar = { 0 };
+	struct obj_meta o;
+	rc = rec_decode(v, vl, &ar, &o);
+	if (rc < 0) {
+		log_error("index: undecodable record of %s/%s", bucket, key);
+		rc = -EIO;
+	} else if (version && !same_version(&o, version)) {
+		rc = -ENOENT;
+	} else {
+		o.bucket = (char *)bucket;
+		o.key = (char *)key;
+		rc = obj_meta_copy(out, &o);
+	}
+	arena_release(&ar);
 	leveldb_free(v);
 	return rc;
+}
+
+int index_object_get(struct index *ix, const char *bucket, const char *key,
+		     struct obj_meta *out)
+{
+	return record_get(ix, bucket, key, NULL, out);
+}
+
+int index_same_version(struct index *ix, const struct obj_meta *o, struct obj_meta *out)
+{
+	if (!o->bucket || !o->key || !o->etag[0]) {
+		memset(out, 0, sizeof *out);
+		return -ENOENT;
+	}
+	return record_get(ix, o->bucket, o->key, o, out);
 }
 
 int index_object(struct index *ix, size_t view_idx, const char *path,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/log.h"
 
 struct rc_note { int what; const char *key; };
@@ -70,7 +71,7 @@ static bool same_object(const struct obj_meta *r, const struct obj_meta *o)
 static bool reconcile_decide(void *dctx, const struct obj_meta *r, const struct obj_meta *o)
 {
 	struct rc_ctx *x = dctx;
-	int64_t fresh = x->t0_ns - INDEX_RECONCILE_SLACK_NS;
+	int64_t fresh = x->t0_ns - INDEX_TIME_SLACK_NS;
 	bool r_live = r && !(r->flags & OBJ_DELETED);
 	bool r_fresh_event = r_live && !(r->flags & OBJ_FROM_SCAN) && r->mtime_ns >= fresh;
 
@@ -83,13 +84,14 @@ static bool reconcile_decide(void *dctx, const struct obj_meta *r, const struct 
 	}
 	if (!r)
 		return decided(x, &x->c.added, IXR_ADDED, o, true);
-	if (!r_live) {
-		if (r->mtime_ns >= o->mtime_ns)
+	/* a tombstone or a fresh event record: what a scan page would do (a
+	 * tombstone newer than the listing and an event record stay); an
+	 * older event record is checked against the listing like a scan's */
+	if (!r_live || r_fresh_event) {
+		if (ix_scan_keeps_record(r, o))
 			return decided(x, &x->c.kept, IXR_KEPT, o, false);
 		return decided(x, &x->c.added, IXR_ADDED, o, true);
 	}
-	if (r_fresh_event)
-		return decided(x, &x->c.kept, IXR_KEPT, o, false);
 	if (same_object(r, o)) {
 		x->c.unchanged++;
 		return false;
@@ -102,6 +104,14 @@ static int key_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Byte order of a NUL-terminated listed key and a key of length kl. */
+static int listed_cmp(const char *listed, const char *k, size_t kl)
+{
+	size_t ll = strlen(listed);
+	int c = memcmp(listed, k, ll < kl ? ll : kl);
+	return c ? c : (ll > kl) - (ll < kl);
+}
+
 struct cand {
 	struct obj_meta *o;
 	size_t n, cap;
@@ -110,14 +120,8 @@ struct cand {
 static int cand_add(struct cand *c, const char *bucket, const char *key, size_t kl,
 		    int64_t t0_ns)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 64;
-		struct obj_meta *g = realloc(c->o, cap * sizeof *g);
-		if (!g)
-			return -ENOMEM;
-		c->o = g;
-		c->cap = cap;
-	}
+	if (ARRAY_GROW(&c->o, &c->cap, c->n + 1) < 0)
+		return -ENOMEM;
 	struct obj_meta *o = &c->o[c->n];
 	memset(o, 0, sizeof *o);
 	o->bucket = (char *)bucket;        /* borrowed: never released */
@@ -131,15 +135,13 @@ static int cand_add(struct cand *c, const char *bucket, const char *key, size_t 
 }
 
 /* Live records of bucket with keys in (after, upto] that are not in the
- * sorted listed[0..nl). */
+ * sorted listed[0..nl): one merge of the two sorted sequences. */
 static int range_walk(struct index *ix, const char *bucket, const char *after,
 		      const char *upto, char *const *listed, size_t nl,
 		      int64_t t0_ns, struct cand *out)
 {
 	struct ibuf pfx = { 0 }, seek = { 0 };
-	struct arena ar = { 0 };
-	char *kbuf = NULL;
-	size_t kcap = 0;
+	size_t li = 0;
 	int rc = key_object(&pfx, bucket, "");
 	if (rc == 0)
 		rc = key_object(&seek, bucket, after ? after : "");
@@ -167,23 +169,14 @@ static int range_walk(struct index *ix, const char *bucket, const char *after,
 			if (c > 0 || (c == 0 && keyl > ul))
 				break;
 		}
+		int c = 1;
+		while (li < nl && (c = listed_cmp(listed[li], key, keyl)) < 0)
+			li++;
+		if (li < nl && c == 0)
+			continue;                  /* listed */
 		const char *v = leveldb_iter_value(it, &vl);
-		struct obj_meta rec;
-		arena_reset(&ar);
-		if (rec_decode(v, vl, &ar, &rec) < 0 || (rec.flags & OBJ_DELETED))
-			continue;
-		if (keyl + 1 > kcap) {
-			char *g = realloc(kbuf, keyl + 1);
-			if (!g) {
-				rc = -ENOMEM;
-				break;
-			}
-			kbuf = g;
-			kcap = keyl + 1;
-		}
-		memcpy(kbuf, key, keyl);
-		kbuf[keyl] = '\0';
-		if (nl && bsearch(&kbuf, listed, nl, sizeof *listed, key_cmp))
+		uint32_t flags;
+		if (rec_flags(v, vl, &flags) < 0 || (flags & OBJ_DELETED))
 			continue;
 		rc = cand_add(out, bucket, key, keyl, t0_ns);
 		if (rc < 0)
@@ -197,8 +190,6 @@ static int range_walk(struct index *ix, const char *bucket, const char *after,
 		rc = -EIO;
 	}
 	leveldb_iter_destroy(it);
-	free(kbuf);
-	arena_release(&ar);
 	ibuf_release(&pfx);
 	ibuf_release(&seek);
 	return rc;
@@ -218,11 +209,17 @@ int index_reconcile_page(struct index *ix, const char *bucket,
 	char **listed = calloc(n ? n : 1, sizeof *listed);
 	int rc = listed ? 0 : -ENOMEM;
 	size_t nl = 0;
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		if (objs[i].key && *objs[i].key)
-			listed[nl++] = objs[i].key;
+	bool sorted = true;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!objs[i].key || !*objs[i].key)
+			continue;
+		if (nl && strcmp(listed[nl - 1], objs[i].key) >= 0)
+			sorted = false;
+		listed[nl++] = objs[i].key;
+	}
 	if (rc == 0) {
-		qsort(listed, nl, sizeof *listed, key_cmp);
+		if (!sorted)   /* a listing is in key order; never trusted blindly */
+			qsort(listed, nl, sizeof *listed, key_cmp);
 		rc = range_walk(ix, bucket, after, upto, listed, nl, t0_ns, &cand);
 	}
 	struct rc_ctx x = { .t0_ns = t0_ns };

@@ -3,8 +3,8 @@
  * bucket (`facetfs rescan`, views/scan_rescan.c). The rescan records its
  * start time T0 and hands the listing over page by page, each page with the
  * key range it covers; index_reconcile_page() compares page and index in
- * one write-locked batch and fixes what differs. Rules (T0 less 1 s of
- * clock slack is "fresh"):
+ * one write-locked batch and fixes what differs. Rules (T0 less
+ * INDEX_TIME_SLACK_NS is "fresh"):
  *   listed, no record                      -> inserted             (added)
  *   listed, tombstone at/after its L-M     -> kept                 (kept)
  *   listed, tombstone older than its L-M   -> inserted             (added)
@@ -24,7 +24,8 @@
  * Threads: any; it takes the index's write lock for the batch only (the
  * range walk reads an implicit snapshot; decisions are re-made under the
  * lock). Ranges rely on the listing being in byte order of keys
- * (ListObjectsV2 is); the caller checks that.
+ * (ListObjectsV2 is); the caller checks that, and a page that is not is
+ * sorted here rather than trusted.
  */
 #ifndef FACETFS_INDEX_RECONCILE_H
 #define FACETFS_INDEX_RECONCILE_H
@@ -33,8 +34,6 @@
 #include <stdint.h>
 
 #include "views/index.h"
-
-#define INDEX_RECONCILE_SLACK_NS 1000000000LL
 
 struct index_reconcile_counts {
 	uint64_t added, removed, updated, unchanged, kept;

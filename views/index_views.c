@@ -117,6 +117,8 @@ static int table_build(struct view *const *views, size_t n, struct ixview **out_
 		for (size_t j = 0; rc == 0 && j < view_n_buckets(views[i]); j++)
 			rc = bucket_add(&tb, &nb, view_bucket(views[i], j), i);
 	}
+	if (rc == 0)
+		rc = ix_table_rank(tv, n);
 	if (rc < 0) {
 		if (tv)
 			ix_table_free(tv, n, tb, nb, r);

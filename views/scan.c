@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/log.h"
 
 static int64_t mono_ns(void)
@@ -35,14 +36,8 @@ int scan_page_collect(void *ctx, const struct obj_meta *o)
 	struct page *pg = ctx;
 	if (!o->key || !*o->key)
 		return 0;
-	if (pg->n == pg->cap) {
-		size_t cap = pg->cap ? 2 * pg->cap : 1024;
-		struct obj_meta *g = realloc(pg->o, cap * sizeof *g);
-		if (!g)
-			return pg->err = -ENOMEM;
-		pg->o = g;
-		pg->cap = cap;
-	}
+	if (ARRAY_GROW(&pg->o, &pg->cap, pg->n + 1) < 0)
+		return pg->err = -ENOMEM;
 	struct obj_meta *d = &pg->o[pg->n];
 	if (obj_meta_copy(d, o) < 0)
 		return pg->err = -ENOMEM;
@@ -111,42 +106,35 @@ static int head_one(struct head_pool *hp, struct obj_meta *o)
 /* What the index holds of this version of the object (same ETag, fetched
  * by an event or an earlier scan), out of `want`: the metadata group
  * (META and CTYPE as wanted, all of it or nothing) and TAGS, each taken
- * into o when present. One index read. Returns the flags taken. */
+ * into o when present. At most one index read (none for a key the index
+ * never stored). Returns the flags taken. */
 static unsigned index_reuse(struct head_pool *hp, struct obj_meta *o, unsigned want)
 {
 	struct obj_meta r;
-	memset(&r, 0, sizeof r);
-	if (!want || !o->etag[0] ||
-	    index_object_get(hp->job->s->ix, o->bucket, o->key, &r) < 0)
+	if (!want || index_same_version(hp->job->s->ix, o, &r) < 0)
 		return 0;
-	/* Same version: same ETag and the same modification time (to the
-	 * second: a copy with new metadata keeps the ETag, not the time). */
-	int64_t dt = r.mtime_ns - o->mtime_ns;
 	unsigned taken = 0;
-	if (!(r.flags & OBJ_DELETED) && strcmp(r.etag, o->etag) == 0 &&
-	    dt < 1000000000 && dt > -1000000000) {
-		unsigned mw = want & (OBJ_HAS_META | OBJ_HAS_CTYPE);
-		if (mw && (r.flags & mw) == mw) {
-			obj_kv_free(o->meta, o->n_meta);
-			free(o->content_type);
-			o->meta = r.meta;
-			o->n_meta = r.n_meta;
-			o->content_type = r.content_type;
-			r.meta = NULL;
-			r.n_meta = 0;
-			r.content_type = NULL;
-			taken |= r.flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
-		}
-		if ((want & OBJ_HAS_TAGS) && (r.flags & OBJ_HAS_TAGS)) {
-			obj_kv_free(o->tags, o->n_tags);
-			o->tags = r.tags;
-			o->n_tags = r.n_tags;
-			r.tags = NULL;
-			r.n_tags = 0;
-			taken |= OBJ_HAS_TAGS;
-		}
-		o->flags |= taken;
+	unsigned mw = want & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	if (mw && (r.flags & mw) == mw) {
+		obj_kv_free(o->meta, o->n_meta);
+		free(o->content_type);
+		o->meta = r.meta;
+		o->n_meta = r.n_meta;
+		o->content_type = r.content_type;
+		r.meta = NULL;
+		r.n_meta = 0;
+		r.content_type = NULL;
+		taken |= r.flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 	}
+	if ((want & OBJ_HAS_TAGS) && (r.flags & OBJ_HAS_TAGS)) {
+		obj_kv_free(o->tags, o->n_tags);
+		o->tags = r.tags;
+		o->n_tags = r.n_tags;
+		r.tags = NULL;
+		r.n_tags = 0;
+		taken |= OBJ_HAS_TAGS;
+	}
+	o->flags |= taken;
 	obj_meta_release(&r);
 	return taken;
 }

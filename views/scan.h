@@ -33,11 +33,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/object.h"
 #include "common/s3.h"
-#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
-#include "common/object.h"
+
+struct stats;
 
 #define SCAN_HEAD_THREADS 8
 

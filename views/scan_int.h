@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/stats.h"
 #include "views/scan.h"
 
 struct scan_job {

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/log.h"
 
 /* ---- the report ------------------------------------------------------- */
@@ -55,16 +56,10 @@ static void rbuf_printf(struct rbuf *b, const char *fmt, ...)
 			b->len += (size_t)k;
 			return;
 		}
-		size_t cap = b->cap ? 2 * b->cap : 1024;
-		while (cap < b->len + (size_t)k + 1)
-			cap *= 2;
-		char *g = realloc(b->p, cap);
-		if (!g) {
+		if (ARRAY_GROW(&b->p, &b->cap, b->len + (size_t)k + 1) < 0) {
 			b->oom = true;
 			return;
 		}
-		b->p = g;
-		b->cap = cap;
 	}
 }
 
@@ -372,14 +367,9 @@ int scan_rescan_view(struct scanner *s, struct view *const *views, size_t n,
 				j++;
 			if (j < nn)
 				continue;     /* listed once, whatever the number of views */
-			if (nn == cap) {
-				char **g = realloc(names, 2 * cap * sizeof *g);
-				if (!g) {
-					rc = -ENOMEM;
-					break;
-				}
-				names = g;
-				cap *= 2;
+			if (ARRAY_GROW(&names, &cap, nn + 1) < 0) {
+				rc = -ENOMEM;
+				break;
 			}
 			if (!(names[nn] = strdup(bk)))
 				rc = -ENOMEM;

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/stats.h"
 #include "sync/s3_http.h"
 
 #define MAX_META 64

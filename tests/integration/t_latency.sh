@@ -2,8 +2,10 @@
 # t_latency.sh — event-to-visible latency over 200 PUTs through the real
 # path (RGW -> bridge -> Kafka -> gateway). Prints the median and p99 two
 # ways: the gateway's own histogram (eventTime -> index shows it) and, from
-# the outside, PUT returned -> stat succeeds in the mount. Figures only: the
-# check is that every object became visible.
+# the outside, PUT returned -> stat succeeds in the mount. Figures only, no
+# timed assertion; the checks: every object became visible, the histogram
+# counted exactly the events the gateway applied meanwhile (none ignored),
+# and its percentiles are finite and ordered (p50 <= p99 <= max).
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -15,6 +17,25 @@ view_file "$T/views" all "$B" '{ "prefix": "" }'
 gw_config "$T/gw.json" "$T/state" "$T/views"
 M=$T/mnt
 start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts"; exit 1; }
+
+# consumed applied ignored histogram-count, once they stop moving with at
+# least $1 messages consumed (a batch reaches .events at its index write and
+# the histogram just after: two equal reads 50 ms apart are past both).
+counters() {
+	jq -r '[.events.consumed, .events.applied, .events.ignored, .visible_latency_ms.count] |
+		map(tostring) | join(" ")' "$M/.facetfs/stats"
+}
+settled() {
+	local now
+	now=$(counters)
+	[[ ${now%% *} -ge $1 && $now == "$(cat "$T/last" 2>/dev/null)" ]] && return 0
+	printf '%s' "$now" >"$T/last"
+	return 1
+}
+# This new consumer group reads the shared topic's backlog first.
+n_topic=$(kcat -C -b "$KAFKA_BROKERS" -t "$KAFKA_TOPIC" -e -q -f '.' | wc -c)
+wait_for 120 settled "$n_topic" || not_ok "caught up with the topic's $n_topic messages"
+read -r _ applied0 ignored0 count0 <<<"$(counters)"
 
 python3 - "$B" "$M/all" "$FACETFS_BUILD/sync/s3tool" >"$T/outside" <<'PY'
 import os, subprocess, sys, time
@@ -41,6 +62,15 @@ PY
 rc=$?
 diag <"$T/outside"
 check_eq "all 200 PUTs became visible" 0 "$rc"
+wait_for 30 settled $((n_topic + 200)) || not_ok "the 200 PUTs' events consumed"
+read -r _ applied1 ignored1 count1 <<<"$(counters)"
+check "the 200 PUTs' events applied ($((applied1 - applied0)))" test $((applied1 - applied0)) -ge 200
+check_eq "none of them ignored" 0 $((ignored1 - ignored0))
+check_eq "the histogram counted each applied event once" $((applied1 - applied0)) $((count1 - count0))
+check "p50 <= p99 <= max, all finite numbers (cJSON writes inf and NaN as null)" \
+	jq -e '.visible_latency_ms | (.p50 | type) == "number" and (.p99 | type) == "number" and
+		(.max | type) == "number" and .p50 <= .p99 and .p99 <= .max and .count > 0' \
+	"$M/.facetfs/stats"
 # The histogram also holds the older events of other scripts that this new
 # consumer group read from the shared topic first (their latency is their age).
 printf '# gateway: eventTime -> visible in the index, all events this gateway applied incl. the topic backlog: p50 %s ms, p99 %s ms, max %s ms (%s events)\n' \

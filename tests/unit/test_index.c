@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "views/index_reconcile.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_views.h"
 
@@ -213,6 +215,8 @@ static void test_tombstones_and_order(void)
 	struct changes ch = { 0 };
 	rc = index_apply(ix, &c3, 1, NULL, 0, on_change, &ch);
 	CHECK(rc == 0 && ch.n == 0, "identical redelivery changes nothing");
+	CHECK(stats_get(&st, ev_redelivered) == 1, "and is counted as redelivered (%llu)",
+	      (unsigned long long)stats_get(&st, ev_redelivered));
 
 	/* from-scan records: events >1 s older than Last-Modified are stale */
 	struct obj_meta s1 = mk("b", "scanned", 7, 1000, "s", NULL);
@@ -729,6 +733,102 @@ static void test_made_dirs(void)
 	free(dir);
 }
 
+/* index_same_version: live, same ETag, Last-Modified within the slack; the
+ * key filter's answer for keys never stored. */
+static void test_same_version(void)
+{
+	char *dir = unit_tmpdir("index-sv");
+	struct index *ix = unit_index_open(dir, NULL);
+	for (int i = 0; i < 200 && !index_filter_ready(ix); i++)
+		usleep(10000);
+	CHECK(index_filter_ready(ix), "same version: the key filter is built");
+	struct obj_meta ev[2] = { mk("b", "k", 10, 100, "e1", "0001"),
+				  mk("b", "gone", 10, 100, "e2", "0001") };
+	ev[0].meta = calloc(1, sizeof *ev[0].meta);
+	ev[0].meta[0].name = strdup("color");
+	ev[0].meta[0].value = strdup("red");
+	ev[0].n_meta = 1;
+	struct obj_meta del = mkdel("b", "gone", 101, "0002");
+	CHECK(index_apply(ix, ev, 2, NULL, 0, NULL, NULL) == 0 &&
+	      index_apply(ix, &del, 1, NULL, 0, NULL, NULL) == 0, "same version: records stored");
+
+	struct obj_meta q = mk("b", "k", 10, 100, "e1", ""), r;
+	q.mtime_ns += S / 2;
+	int rc = index_same_version(ix, &q, &r);
+	CHECK(rc == 0 && r.n_meta == 1 && strcmp(r.meta[0].value, "red") == 0 &&
+	      strcmp(r.key, "k") == 0, "same version: same ETag, 0.5 s apart -> the record (%d)", rc);
+	obj_meta_release(&r);
+	q.mtime_ns = 100 * S - S / 2;
+	CHECK(index_same_version(ix, &q, &r) == 0, "same version: 0.5 s earlier too");
+	obj_meta_release(&r);
+	q.mtime_ns = 100 * S + INDEX_TIME_SLACK_NS;
+	CHECK(index_same_version(ix, &q, &r) == -ENOENT, "same version: the slack apart is another version");
+	q.mtime_ns = 100 * S;
+	snprintf(q.etag, sizeof q.etag, "e9");
+	CHECK(index_same_version(ix, &q, &r) == -ENOENT, "same version: another ETag is not");
+	q.etag[0] = '\0';
+	CHECK(index_same_version(ix, &q, &r) == -ENOENT, "same version: no ETag, no answer");
+	struct obj_meta g = mk("b", "gone", 10, 100, "e2", "");
+	CHECK(index_same_version(ix, &g, &r) == -ENOENT, "same version: a tombstone is not");
+	int absent = 0;
+	for (int i = 0; i < 1000; i++) {
+		char key[32];
+		snprintf(key, sizeof key, "never-%d", i);
+		struct obj_meta n = mk("b", key, 1, 100, "e", "");
+		absent += index_same_version(ix, &n, &r) == -ENOENT &&
+			  index_object_get(ix, "b", key, &r) == -ENOENT;
+		obj_meta_release(&n);
+	}
+	CHECK(absent == 1000, "same version: keys never stored are absent (%d of 1000)", absent);
+	obj_meta_release(&g);
+	obj_meta_release(&q);
+	obj_meta_release(&del);
+	release_all(ev, 2);
+	index_close(ix);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* index_reconcile_page: a page in key order and the same page shuffled
+ * give the same decisions (the merge walk, and the sort when needed). */
+static void test_reconcile_order(void)
+{
+	for (int shuffled = 0; shuffled < 2; shuffled++) {
+		char *dir = unit_tmpdir("index-rc");
+		struct index *ix = unit_index_open(dir, NULL);
+		struct obj_meta st[5];
+		const char *keys[5] = { "a", "b", "c", "d", "e" };
+		for (int i = 0; i < 5; i++)
+			st[i] = mk("b", keys[i], 5, 100, "e", "");
+		struct index_scan_state ss = { .done = true };
+		CHECK(index_scan_apply(ix, "b", st, 5, &ss, NULL, NULL) == 0,
+		      "reconcile: five scan records");
+		/* listed: a, c (changed), e; b and d are gone */
+		struct obj_meta pg[3] = { mk("b", "a", 5, 100, "e", ""),
+					  mk("b", "c", 6, 100, "e2", ""),
+					  mk("b", "e", 5, 100, "e", "") };
+		if (shuffled) {
+			struct obj_meta t = pg[0];
+			pg[0] = pg[2];
+			pg[2] = t;
+		}
+		struct index_reconcile_counts c = { 0 };
+		int rc = index_reconcile_page(ix, "b", pg, 3, NULL, NULL, 200 * S, &c, NULL, NULL,
+					      NULL, NULL);
+		CHECK(rc == 0 && c.removed == 2 && c.updated == 1 && c.unchanged == 2 &&
+		      c.added == 0 && c.kept == 0,
+		      "reconcile (%s page): removed 2, updated 1, unchanged 2 (%llu %llu %llu)",
+		      shuffled ? "shuffled" : "sorted", (unsigned long long)c.removed,
+		      (unsigned long long)c.updated, (unsigned long long)c.unchanged);
+		CHECK(index_objects(ix) == 3, "reconcile: three objects left");
+		release_all(pg, 3);
+		release_all(st, 5);
+		index_close(ix);
+		unit_rmtree(dir);
+		free(dir);
+	}
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -741,5 +841,7 @@ int main(void)
 	test_routing();
 	test_kill9();
 	test_made_dirs();
+	test_same_version();
+	test_reconcile_order();
 	return unit_exit();
 }

@@ -22,34 +22,20 @@
 #include <unistd.h>
 
 #include "common/log.h"
-
-static int failures;
-
-static void check(bool cond, const char *what)
-{
-	printf("%s - %s\n", cond ? "ok" : "not ok", what);
-	if (!cond)
-		failures++;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "common/stats.h"
+#include "tests/unit/unit.h"
 
 static void test_encode(void)
 {
 	char out[256];
 	int n = s3_url_encode("a b+c%d(e)/\xc3\xbc~*&<", true, out, sizeof out);
-	check(n > 0 && strcmp(out, "a%20b%2Bc%25d%28e%29/%C3%BC~%2A%26%3C") == 0,
-	      "encode: space %20, '+' '%' '(' '*' '&' '<' encoded, '/' '~' kept, UTF-8 bytes");
+	CHECK(n > 0 && strcmp(out, "a%20b%2Bc%25d%28e%29/%C3%BC~%2A%26%3C") == 0,
+	      "encode: space %%20, '+' '%%' '(' '*' '&' '<' encoded, '/' '~' kept, UTF-8 bytes");
 	s3_url_encode("a/b=c", false, out, sizeof out);
-	check(strcmp(out, "a%2Fb%3Dc") == 0, "encode: '/' and '=' encoded in query values");
+	CHECK(strcmp(out, "a%2Fb%3Dc") == 0, "encode: '/' and '=' encoded in query values");
 	s3_url_encode("AZaz09-._~", false, out, sizeof out);
-	check(strcmp(out, "AZaz09-._~") == 0, "encode: unreserved characters kept");
-	check(s3_url_encode("abc", true, out, 4) == 3 &&
+	CHECK(strcmp(out, "AZaz09-._~") == 0, "encode: unreserved characters kept");
+	CHECK(s3_url_encode("abc", true, out, 4) == 3 &&
 	      s3_url_encode("abc", true, out, 3) == -ENAMETOOLONG &&
 	      s3_url_encode(" ", true, out, 3) == -ENAMETOOLONG,
 	      "encode: exact fit works, one byte short is -ENAMETOOLONG");
@@ -68,7 +54,7 @@ static void test_sign(void)
 	int rc = s3_sign_v4("GET", "/test.txt", "", lines, 4, "20130524T000000Z",
 			    "us-east-1", "AKIAIOSFODNN7EXAMPLE",
 			    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", auth, sizeof auth);
-	check(rc == 0 && strcmp(auth, "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/"
+	CHECK(rc == 0 && strcmp(auth, "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/"
 				"20130524/us-east-1/s3/aws4_request, SignedHeaders=host;"
 				"range;x-amz-content-sha256;x-amz-date, Signature="
 				"f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41") == 0,
@@ -82,10 +68,10 @@ static void test_sign(void)
 	char a1[512], a2[512];
 	int r1 = s3_sign_v4("PUT", "/b/k", "", l1, 4, "20130524T000000Z", "r", "AK", "SK", a1, sizeof a1);
 	int r2 = s3_sign_v4("PUT", "/b/k", "", l2, 4, "20130524T000000Z", "r", "AK", "SK", a2, sizeof a2);
-	check(r1 == 0 && r2 == 0 && strcmp(a1, a2) == 0 &&
+	CHECK(r1 == 0 && r2 == 0 && strcmp(a1, a2) == 0 &&
 	      strstr(a1, "SignedHeaders=host;x-amz-date;x-amz-meta-a;x-amz-meta-a-b,"),
 	      "sign: headers sorted by name, values trimmed and spaces collapsed");
-	check(s3_sign_v4("GET", "/", "", l1, 4, "20130524T000000Z", "r", "AK", "SK", a1, 40) == -EOVERFLOW,
+	CHECK(s3_sign_v4("GET", "/", "", l1, 4, "20130524T000000Z", "r", "AK", "SK", a1, 40) == -EOVERFLOW,
 	      "sign: small output is -EOVERFLOW");
 }
 
@@ -94,14 +80,14 @@ static void test_xml_decode(void)
 	char out[64];
 	const char *in = "a&amp;b&lt;c&gt;d&quot;e&apos;f&#38;g&#x3C;&#252;&#x1F600;";
 	int n = s3_xml_decode(in, strlen(in), out, sizeof out);
-	check(n > 0 && strcmp(out, "a&b<c>d\"e'f&g<\xc3\xbc\xf0\x9f\x98\x80") == 0,
+	CHECK(n > 0 && strcmp(out, "a&b<c>d\"e'f&g<\xc3\xbc\xf0\x9f\x98\x80") == 0,
 	      "xml: named, decimal and hex entities (to UTF-8)");
-	check(s3_xml_decode("a&foo;", 6, out, sizeof out) == -EINVAL &&
+	CHECK(s3_xml_decode("a&foo;", 6, out, sizeof out) == -EINVAL &&
 	      s3_xml_decode("a&amp", 5, out, sizeof out) == -EINVAL &&
 	      s3_xml_decode("&#0;", 4, out, sizeof out) == -EINVAL &&
 	      s3_xml_decode("&#xD800;", 8, out, sizeof out) == -EINVAL,
 	      "xml: unknown, unterminated and invalid entities rejected");
-	check(s3_xml_decode("abcd", 4, out, 4) == -EOVERFLOW &&
+	CHECK(s3_xml_decode("abcd", 4, out, 4) == -EOVERFLOW &&
 	      s3_xml_decode("abcd", 4, out, 5) == 4, "xml: output bound respected");
 }
 
@@ -150,42 +136,42 @@ static void test_list_parse(void)
 	bool tr = false;
 	int rc = s3_xml_list_parse(list_doc, strlen(list_doc), "bkt", collect_fn,
 				   &c, tok, sizeof tok, &tr);
-	check(rc == 0 && c.n == 3, "list: three entries");
-	check(strcmp(c.keys[0], "a b&c<d>\"'") == 0 &&
+	CHECK(rc == 0 && c.n == 3, "list: three entries");
+	CHECK(strcmp(c.keys[0], "a b&c<d>\"'") == 0 &&
 	      strcmp(c.keys[1], "\xc3\xbc/\xc3\xbc") == 0 &&
 	      strcmp(c.keys[2], "KeyCount") == 0, "list: keys decoded");
-	check(c.sizes[0] == 3 && c.sizes[1] == UINT64_MAX && c.sizes[2] == 0,
+	CHECK(c.sizes[0] == 3 && c.sizes[1] == UINT64_MAX && c.sizes[2] == 0,
 	      "list: sizes");
-	check(strcmp(c.etags[0], "764efa883dda1e11db47671c4a3bbd9e") == 0 &&
+	CHECK(strcmp(c.etags[0], "764efa883dda1e11db47671c4a3bbd9e") == 0 &&
 	      strcmp(c.etags[1], "abc-2") == 0 && c.etags[2][0] == '\0',
 	      "list: ETags without quotes");
-	check(c.mtimes[0] == 1795317752449000000LL && c.mtimes[1] == 1000000000LL,
+	CHECK(c.mtimes[0] == 1795317752449000000LL && c.mtimes[1] == 1000000000LL,
 	      "list: LastModified in ns");
-	check(tr && strcmp(tok, "tok/+=&x") == 0,
+	CHECK(tr && strcmp(tok, "tok/+=&x") == 0,
 	      "list: IsTruncated and NextContinuationToken (not ContinuationToken)");
 
 	struct collect c2 = { .stop_at = 1 };
 	rc = s3_xml_list_parse(list_doc, strlen(list_doc), "bkt", collect_fn,
 			       &c2, tok, sizeof tok, &tr);
-	check(rc == 42 && c2.n == 1, "list: callback's nonzero return stops the page");
+	CHECK(rc == 42 && c2.n == 1, "list: callback's nonzero return stops the page");
 	rc = s3_xml_list_parse(list_doc, strlen(list_doc), "bkt", collect_fn,
 			       &c, tok, 4, &tr);
-	check(rc == -EOVERFLOW, "list: token longer than the buffer is -EOVERFLOW");
+	CHECK(rc == -EOVERFLOW, "list: token longer than the buffer is -EOVERFLOW");
 	const char *bad = "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>";
-	check(s3_xml_list_parse(bad, strlen(bad), "bkt", collect_fn, &c, tok,
+	CHECK(s3_xml_list_parse(bad, strlen(bad), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
 	      "list: truncated without a token is -EPROTO");
 	const char *err = "<Error><Code>NoSuchBucket</Code></Error>";
-	check(s3_xml_list_parse(err, strlen(err), "bkt", collect_fn, &c, tok,
+	CHECK(s3_xml_list_parse(err, strlen(err), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
 	      "list: an error document is -EPROTO");
 	const char *cut = "<ListBucketResult><Contents><Key>a</Key>";
-	check(s3_xml_list_parse(cut, strlen(cut), "bkt", collect_fn, &c, tok,
+	CHECK(s3_xml_list_parse(cut, strlen(cut), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
 	      "list: a cut document is -EPROTO");
 	const char *empty = "<ListBucketResult><IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></ListBucketResult>";
 	struct collect c3 = { .stop_at = -1 };
-	check(s3_xml_list_parse(empty, strlen(empty), "bkt", collect_fn, &c3,
+	CHECK(s3_xml_list_parse(empty, strlen(empty), "bkt", collect_fn, &c3,
 				tok, sizeof tok, &tr) == 0 && c3.n == 0 && !tr &&
 	      tok[0] == '\0', "list: empty page");
 }
@@ -213,11 +199,11 @@ static void test_list_speed(void)
 	char tok[64];
 	bool tr;
 	size_t n = 0;
-	double t0 = now_s();
+	double t0 = unit_now_s();
 	int rounds = 200, rc = 0;
 	for (int r = 0; r < rounds && !rc; r++)
 		rc = s3_xml_list_parse(doc, o, "bkt", count_fn, &n, tok, sizeof tok, &tr);
-	double dt = now_s() - t0;
+	double dt = unit_now_s() - t0;
 	double rate = n / dt;
 	printf("# list parse: %.0f keys/s (%d pages of 1,000)\n", rate, rounds);
 #ifdef __SANITIZE_ADDRESS__
@@ -225,24 +211,24 @@ static void test_list_speed(void)
 #else
 	double floor = 2.5e5;
 #endif
-	check(rc == 0 && n == (size_t)rounds * 1000 && rate > floor,
+	CHECK(rc == 0 && n == (size_t)rounds * 1000 && rate > floor,
 	      "list: parses 1,000-key pages fast (> 250K keys/s; RGW serves about 19K/s)");
 	free(doc);
 }
 
 static void test_times(void)
 {
-	check(s3_time_iso("2026-11-22T03:22:32.449Z", 24) == 1795317752449000000LL,
+	CHECK(s3_time_iso("2026-11-22T03:22:32.449Z", 24) == 1795317752449000000LL,
 	      "time: ISO 8601 with milliseconds");
-	check(s3_time_iso("2026-11-22T03:22:32.449000+00:00", 32) == 1795317752449000000LL,
+	CHECK(s3_time_iso("2026-11-22T03:22:32.449000+00:00", 32) == 1795317752449000000LL,
 	      "time: ISO 8601 with +00:00");
-	check(s3_time_iso("2000-02-29T00:00:00Z", 20) == 951782400LL * 1000000000,
+	CHECK(s3_time_iso("2000-02-29T00:00:00Z", 20) == 951782400LL * 1000000000,
 	      "time: leap day");
-	check(s3_time_iso("2026-13-22T03:22:32Z", 20) == -1 &&
+	CHECK(s3_time_iso("2026-13-22T03:22:32Z", 20) == -1 &&
 	      s3_time_iso("2026-11-22", 10) == -1, "time: bad ISO dates rejected");
-	check(s3_time_http("Sun, 22 Nov 2026 03:22:32 GMT", 29) == 1795317752LL * 1000000000,
+	CHECK(s3_time_http("Sun, 22 Nov 2026 03:22:32 GMT", 29) == 1795317752LL * 1000000000,
 	      "time: RFC 1123");
-	check(s3_time_http("Sun, 22 Foo 2026 03:22:32 GMT", 29) == -1,
+	CHECK(s3_time_http("Sun, 22 Foo 2026 03:22:32 GMT", 29) == -1,
 	      "time: bad RFC 1123 rejected");
 }
 
@@ -258,47 +244,47 @@ static void test_etag(void)
 	char big[100];
 	memset(big, 'x', sizeof big);
 	s3_etag_copy(e, big, sizeof big);
-	check(a && b && c && e[0] == '\0', "etag: quotes and W/ stripped, too long -> empty");
+	CHECK(a && b && c && e[0] == '\0', "etag: quotes and W/ stripped, too long -> empty");
 }
 
 static void test_errno_map(void)
 {
-	check(s3_errno_map(CURLE_OK, 200, "") == 0 && s3_errno_map(CURLE_OK, 206, "") == 0 &&
+	CHECK(s3_errno_map(CURLE_OK, 200, "") == 0 && s3_errno_map(CURLE_OK, 206, "") == 0 &&
 	      s3_errno_map(CURLE_OK, 204, "") == 0, "errno: 2xx is success");
-	check(s3_errno_map(CURLE_OK, 404, "NoSuchKey") == -ENOENT &&
+	CHECK(s3_errno_map(CURLE_OK, 404, "NoSuchKey") == -ENOENT &&
 	      s3_errno_map(CURLE_OK, 404, "NoSuchBucket") == -ENOENT &&
 	      s3_errno_map(CURLE_OK, 404, "") == -ENOENT, "errno: 404 ENOENT");
-	check(s3_errno_map(CURLE_OK, 403, "AccessDenied") == -EACCES &&
+	CHECK(s3_errno_map(CURLE_OK, 403, "AccessDenied") == -EACCES &&
 	      s3_errno_map(CURLE_OK, 403, "") == -EACCES &&
 	      s3_errno_map(CURLE_OK, 403, "SignatureDoesNotMatch") == -EACCES,
 	      "errno: 403 EACCES");
-	check(s3_errno_map(CURLE_OK, 412, "") == -ESTALE &&
+	CHECK(s3_errno_map(CURLE_OK, 412, "") == -ESTALE &&
 	      s3_errno_map(CURLE_OK, 412, "PreconditionFailed") == -ESTALE,
 	      "errno: 412 ESTALE");
-	check(s3_errno_map(CURLE_OK, 416, "InvalidRange") == -ERANGE,
+	CHECK(s3_errno_map(CURLE_OK, 416, "InvalidRange") == -ERANGE,
 	      "errno: 416 ERANGE (read past the end)");
-	check(s3_errno_map(CURLE_OK, 500, "") == -EIO && s3_errno_map(CURLE_OK, 503, "SlowDown") == -EIO &&
+	CHECK(s3_errno_map(CURLE_OK, 500, "") == -EIO && s3_errno_map(CURLE_OK, 503, "SlowDown") == -EIO &&
 	      s3_errno_map(CURLE_OK, 409, "BucketNotEmpty") == -EIO &&
 	      s3_errno_map(CURLE_OPERATION_TIMEDOUT, 0, "") == -EIO &&
 	      s3_errno_map(CURLE_RECV_ERROR, 0, "") == -EIO, "errno: 5xx, timeouts, others EIO");
-	check(s3_errno_map(CURLE_COULDNT_CONNECT, 0, "") == -EHOSTUNREACH &&
+	CHECK(s3_errno_map(CURLE_COULDNT_CONNECT, 0, "") == -EHOSTUNREACH &&
 	      s3_errno_map(CURLE_COULDNT_RESOLVE_HOST, 0, "") == -EHOSTUNREACH,
 	      "errno: refused / unresolvable EHOSTUNREACH");
-	check(s3_errno_map(CURLE_OK, 400, "KeyTooLongError") == -ENAMETOOLONG &&
+	CHECK(s3_errno_map(CURLE_OK, 400, "KeyTooLongError") == -ENAMETOOLONG &&
 	      s3_errno_map(CURLE_OK, 400, "") == -EINVAL, "errno: 400s");
 }
 
 static void test_retry(void)
 {
-	check(s3_retryable(CURLE_COULDNT_CONNECT, 0, "") &&
+	CHECK(s3_retryable(CURLE_COULDNT_CONNECT, 0, "") &&
 	      s3_retryable(CURLE_OPERATION_TIMEDOUT, 0, "") &&
 	      s3_retryable(CURLE_RECV_ERROR, 0, "") &&
 	      s3_retryable(CURLE_GOT_NOTHING, 0, ""), "retry: connection errors, timeouts");
-	check(s3_retryable(CURLE_OK, 500, "") && s3_retryable(CURLE_OK, 502, "") &&
+	CHECK(s3_retryable(CURLE_OK, 500, "") && s3_retryable(CURLE_OK, 502, "") &&
 	      s3_retryable(CURLE_OK, 503, "") && s3_retryable(CURLE_OK, 504, "") &&
 	      s3_retryable(CURLE_OK, 429, "") && s3_retryable(CURLE_OK, 400, "RequestTimeout") &&
 	      s3_retryable(CURLE_OK, 503, "SlowDown"), "retry: 5xx, 429, SlowDown");
-	check(!s3_retryable(CURLE_OK, 404, "NoSuchKey") && !s3_retryable(CURLE_OK, 403, "") &&
+	CHECK(!s3_retryable(CURLE_OK, 404, "NoSuchKey") && !s3_retryable(CURLE_OK, 403, "") &&
 	      !s3_retryable(CURLE_OK, 412, "") && !s3_retryable(CURLE_OK, 200, "") &&
 	      !s3_retryable(CURLE_WRITE_ERROR, 0, "") &&
 	      !s3_retryable(CURLE_ABORTED_BY_CALLBACK, 0, ""),
@@ -316,8 +302,8 @@ static void test_retry(void)
 		if (a < 4)
 			total += x;
 	}
-	check(bounded && jitter, "backoff: exponential, capped, jittered within [d/2, d]");
-	check(total <= 1500, "backoff: four retries sleep at most 1.5 s");
+	CHECK(bounded && jitter, "backoff: exponential, capped, jittered within [d/2, d]");
+	CHECK(total <= 1500, "backoff: four retries sleep at most 1.5 s");
 }
 
 /* ---- the engine against a scripted loopback server ---------------------- */
@@ -413,7 +399,7 @@ static void test_engine(void)
 
 	struct s3_conf bad = { .endpoint = NULL, .access_key = "a", .secret_key = "b" };
 	struct s3 *s = NULL;
-	check(s3_http_new(&bad, NULL, &s) == -EINVAL && !s, "engine: s3_new without endpoint is -EINVAL");
+	CHECK(s3_http_new(&bad, NULL, &s) == -EINVAL && !s, "engine: s3_new without endpoint is -EINVAL");
 
 	static const char *const retry503[] = {
 		"HTTP/1.1 503 Service Unavailable\r\n" CLOSE "Content-Length: 54\r\n\r\n"
@@ -427,12 +413,12 @@ static void test_engine(void)
 	s = client_for(f.port, &st);
 	int rc = s3_get(s, "bkt", "dir/a b+c", 3, 5, "e1", buf, &got);
 	fake_stop(&f);
-	check(rc == 0 && got == 5 && memcmp(buf, "hello", 5) == 0,
+	CHECK(rc == 0 && got == 5 && memcmp(buf, "hello", 5) == 0,
 	      "engine: GET succeeds after a 503 SlowDown and a 500");
-	check(stats_get(&st, s3_retries) == 2 && stats_get(&st, s3_get) == 1 &&
+	CHECK(stats_get(&st, s3_retries) == 2 && stats_get(&st, s3_get) == 1 &&
 	      stats_get(&st, s3_errors) == 0 && stats_get(&st, s3_bytes_read) == 5,
 	      "engine: stats count 2 retries, 1 get, 5 bytes, no error");
-	check(strstr(f.last_req, "GET /bkt/dir/a%20b%2Bc HTTP/1.1") &&
+	CHECK(strstr(f.last_req, "GET /bkt/dir/a%20b%2Bc HTTP/1.1") &&
 	      strstr(f.last_req, "Range: bytes=3-7") &&
 	      strstr(f.last_req, "If-Match: \"e1\"") &&
 	      strstr(f.last_req, "x-amz-content-sha256: UNSIGNED-PAYLOAD") &&
@@ -448,7 +434,7 @@ static void test_engine(void)
 	s = client_for(f.port, &st);
 	rc = s3_get(s, "bkt", "k", 4, 3, NULL, buf, &got);
 	fake_stop(&f);
-	check(rc == 0 && got == 3 && memcmp(buf, "456", 3) == 0,
+	CHECK(rc == 0 && got == 3 && memcmp(buf, "456", 3) == 0,
 	      "engine: a 200 to a ranged GET yields the asked range");
 	s3_free(s);
 
@@ -470,14 +456,14 @@ static void test_engine(void)
 	int r404 = s3_get(s, "bkt", "k", 0, 10, NULL, buf, &got);
 	int r403 = s3_head(s, "bkt", "k", &o);
 	fake_stop(&f);
-	check(r416 == 0 && got416 == 0, "engine: 416 reads as 0 bytes at EOF");
-	check(r412 == -ESTALE, "engine: 412 is -ESTALE");
-	check(r404 == -ENOENT, "engine: 404 NoSuchKey is -ENOENT");
-	check(r403 == -EACCES && o.key == NULL, "engine: 403 is -EACCES, *out left empty");
-	check(stats_get(&st, s3_retries) == 0 && stats_get(&st, s3_errors) == 1,
+	CHECK(r416 == 0 && got416 == 0, "engine: 416 reads as 0 bytes at EOF");
+	CHECK(r412 == -ESTALE, "engine: 412 is -ESTALE");
+	CHECK(r404 == -ENOENT, "engine: 404 NoSuchKey is -ENOENT");
+	CHECK(r403 == -EACCES && o.key == NULL, "engine: 403 is -EACCES, *out left empty");
+	CHECK(stats_get(&st, s3_retries) == 0 && stats_get(&st, s3_errors) == 1,
 	      "engine: no retries on 4xx; only the 403 counts as an error");
 	got = 99;
-	check(s3_get(s, "bkt", "k", 0, 0, NULL, buf, &got) == 0 && got == 0,
+	CHECK(s3_get(s, "bkt", "k", 0, 0, NULL, buf, &got) == 0 && got == 0,
 	      "engine: len 0 returns 0 bytes without a request");
 	s3_free(s);
 
@@ -495,18 +481,18 @@ static void test_engine(void)
 	rc = s3_head(s, "bkt", "k", &o);
 	int rc2 = s3_head(s, "bkt", "k2", &o2);
 	fake_stop(&f);
-	check(rc == 0 && !(o.flags & OBJ_HAS_TAGS),
+	CHECK(rc == 0 && !(o.flags & OBJ_HAS_TAGS),
 	      "engine: HEAD with a tag count: tags unknown (they need GetObjectTagging)");
-	check(rc2 == 0 && (o2.flags & OBJ_HAS_TAGS) && o2.n_tags == 0,
+	CHECK(rc2 == 0 && (o2.flags & OBJ_HAS_TAGS) && o2.n_tags == 0,
 	      "engine: then a HEAD without one, from that server: known to have no tags");
 	obj_meta_release(&o2);
-	check(rc == 0 && o.size == 1234 && o.mtime_ns == 1795317752LL * 1000000000 &&
+	CHECK(rc == 0 && o.size == 1234 && o.mtime_ns == 1795317752LL * 1000000000 &&
 	      strcmp(o.etag, "0123456789abcdef0123456789abcdef") == 0 &&
 	      o.content_type && strcmp(o.content_type, "text/plain") == 0 &&
 	      (o.flags & OBJ_HAS_CTYPE) && (o.flags & OBJ_HAS_META) &&
 	      strcmp(o.bucket, "bkt") == 0 && strcmp(o.key, "k") == 0,
 	      "engine: HEAD size, mtime, etag, content type, flags");
-	check(rc == 0 && o.n_meta == 2 && strcmp(o.meta[0].name, "color") == 0 &&
+	CHECK(rc == 0 && o.n_meta == 2 && strcmp(o.meta[0].name, "color") == 0 &&
 	      strcmp(o.meta[0].value, "black") == 0 &&
 	      strcmp(o.meta[1].name, "empty") == 0 && o.meta[1].value[0] == '\0',
 	      "engine: HEAD x-amz-meta-* to lower-case names");
@@ -526,17 +512,17 @@ static void test_engine(void)
 	s = client_for(f.port, &st);
 	char etag[72] = "";
 	int mfd = memfd_create("body", 0);
-	check(mfd >= 0 && write(mfd, "abc", 3) == 3, "engine: a body to put");
-	t0 = now_s();
+	CHECK(mfd >= 0 && write(mfd, "abc", 3) == 3, "engine: a body to put");
+	t0 = unit_now_s();
 	rc = s3_put_file(s, "bkt", "k", mfd, 3, NULL, 0, NULL, etag);
 	close(mfd);
-	dt = now_s() - t0;
+	dt = unit_now_s() - t0;
 	fake_stop(&f);
 	printf("# swallowed twice: rc %d, %.2f s, %ju retries\n", rc, dt,
 	       (uintmax_t)stats_get(&st, s3_retries));
-	check(rc == 0 && f.served == 3 && stats_get(&st, s3_retries) == 2,
+	CHECK(rc == 0 && f.served == 3 && stats_get(&st, s3_retries) == 2,
 	      "engine: a request the server swallows is sent again after the stall");
-	check(strstr(f.last_req, "PUT /bkt/k HTTP/1.1") != NULL,
+	CHECK(strstr(f.last_req, "PUT /bkt/k HTTP/1.1") != NULL,
 	      "engine: the retried request is the PUT");
 	s3_free(s);
 
@@ -546,13 +532,13 @@ static void test_engine(void)
 	fake_stop(&f);
 	stats_init(&st);
 	s = client_for(port, &st);
-	t0 = now_s();
+	t0 = unit_now_s();
 	rc = s3_bucket_check(s, "bkt");
-	dt = now_s() - t0;
+	dt = unit_now_s() - t0;
 	printf("# refused endpoint: %.2f s, %ju retries\n", dt,
 	       (uintmax_t)stats_get(&st, s3_retries));
-	check(rc == -EHOSTUNREACH && dt < 10.0, "engine: refused endpoint is -EHOSTUNREACH within 10 s");
-	check(stats_get(&st, s3_retries) == 4 && stats_get(&st, s3_errors) == 1,
+	CHECK(rc == -EHOSTUNREACH && dt < 10.0, "engine: refused endpoint is -EHOSTUNREACH within 10 s");
+	CHECK(stats_get(&st, s3_retries) == 4 && stats_get(&st, s3_errors) == 1,
 	      "engine: 5 attempts (4 retries), one error counted");
 	s3_free(s);
 }
@@ -570,6 +556,5 @@ int main(void)
 	test_errno_map();
 	test_retry();
 	test_engine();
-	printf("%s\n", failures ? "# FAILED" : "# all passed");
-	return failures ? 1 : 0;
+	return unit_exit();
 }

@@ -13,6 +13,7 @@
 
 #include "sync/s3_fake.h"
 #include "sync/s3_fault.h"
+#include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"
