@@ -17,6 +17,12 @@
  * state (msgs, n, seq, workers) changes under g->job_lock; a slot is reused
  * only when no decoder works on it (workers == 0). Everything else in
  * struct ingest is the consumer thread's. No global state.
+ *
+ * View sets: a batch pins the current set (views/viewset.h) for its
+ * enrich and apply, with no lock held across the HEADs; the index applies
+ * it only if that set is still the installed one (index_apply_for), else
+ * the batch is enriched again for the new set (only the fields still
+ * missing: at most the new views' needs) and applied then.
  */
 #include "gateway/ingest.h"
 
@@ -28,6 +34,7 @@
 #include "common/s3.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "views/viewset.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -57,10 +64,8 @@ struct ingest_slot {
 struct ingest {
 	struct index *ix;
 	struct s3 *s3;
-	struct view *const *views;
-	size_t n_views;
+	struct viewset_slot *views;  /* the current view set (gateway's) */
 	struct stats *st;
-	pthread_rwlock_t *views_lock;
 	_Atomic(struct fs *) fs;
 
 	/* Consumer thread only: buffers reused from batch to batch. */
@@ -71,11 +76,6 @@ struct ingest {
 	size_t ts_cap, lat_cap;
 	struct index_pos *pos;
 	size_t pos_cap;
-
-	/* What the views over a bucket read (view_needs), per bucket: filled
-	 * on first use, emptied by ingest_set_views. Consumer thread only. */
-	struct { char *bucket; unsigned needs; } needs[64];
-	size_t n_needs;
 
 	/* The decoder thread and the slots it decodes. */
 	pthread_t helper;
@@ -233,9 +233,8 @@ static void ingest_forget(void *ctx, const struct consumer_msg *msgs, size_t n)
 	slot_free(g, s);
 }
 
-int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
-	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
-	       struct ingest **out)
+int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
+	       struct stats *st, struct ingest **out)
 {
 	struct ingest *g = calloc(1, sizeof *g);
 	if (!g)
@@ -243,9 +242,7 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	g->ix = ix;
 	g->s3 = s3;
 	g->views = views;
-	g->n_views = n_views;
 	g->st = st;
-	g->views_lock = views_lock;
 	atomic_init(&g->fs, NULL);
 	pthread_mutex_init(&g->job_lock, NULL);
 	pthread_cond_init(&g->job_cv, NULL);
@@ -285,22 +282,11 @@ void ingest_free(struct ingest *g)
 	pthread_mutex_destroy(&g->job_lock);
 	pthread_cond_destroy(&g->job_cv);
 	pthread_cond_destroy(&g->done_cv);
-	for (size_t i = 0; i < g->n_needs; i++)
-		free(g->needs[i].bucket);
 	free(g->evs);
 	free(g->ev_ts_ms);
 	free(g->lat_ms);
 	free(g->pos);
 	free(g);
-}
-
-void ingest_set_views(struct ingest *g, struct view *const *views, size_t n)
-{
-	g->views = views;
-	g->n_views = n;
-	for (size_t i = 0; i < g->n_needs; i++)
-		free(g->needs[i].bucket);
-	g->n_needs = 0;
 }
 
 void ingest_set_fs(struct ingest *g, struct fs *fs)
@@ -309,7 +295,7 @@ void ingest_set_fs(struct ingest *g, struct fs *fs)
 		atomic_store(&g->fs, fs);
 }
 
-void ingest_change_fn(void *ctx, size_t view, const char *path, int what)
+void ingest_change_fn(void *ctx, const char *view, const char *path, int what)
 {
 	struct ingest *g = ctx;
 	struct fs *fs = atomic_load(&g->fs);
@@ -317,29 +303,11 @@ void ingest_change_fn(void *ctx, size_t view, const char *path, int what)
 		fs_notify_change(fs, view, path, what);
 }
 
-/* What the views over this bucket read that the event does not carry. */
-static unsigned bucket_needs(struct ingest *g, const char *bucket)
+/* What the views over the event's bucket read and the event does not
+ * carry (per bucket, built with the set: viewset_bucket_needs). */
+static unsigned missing_fields(const struct viewset *vs, const struct obj_meta *o)
 {
-	for (size_t i = 0; i < g->n_needs; i++)
-		if (strcmp(g->needs[i].bucket, bucket) == 0)
-			return g->needs[i].needs;
-	unsigned needs = 0;
-	for (size_t i = 0; i < g->n_views; i++)
-		if (view_uses_bucket(g->views[i], bucket))
-			needs |= view_needs(g->views[i]);
-	/* Remember it while there is room (a view set names few buckets). */
-	char *copy = g->n_needs < 64 ? strdup(bucket) : NULL;
-	if (copy) {
-		g->needs[g->n_needs].bucket = copy;
-		g->needs[g->n_needs].needs = needs;
-		g->n_needs++;
-	}
-	return needs;
-}
-
-static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
-{
-	return bucket_needs(g, o->bucket) & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	return viewset_bucket_needs(vs, o->bucket) & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 }
 
 /* Take what the event lacks from the stored record of the same version: a
@@ -377,11 +345,11 @@ static unsigned from_index(struct ingest *g, struct obj_meta *o, unsigned missin
  * RGW events no content type), once per object version: what the index
  * already holds for the same ETag is reused. A failed HEAD leaves the event
  * as it is: views that need the field then do not match it. */
-static void enrich(struct ingest *g, struct obj_meta *o)
+static void enrich(struct ingest *g, const struct viewset *vs, struct obj_meta *o)
 {
 	if (o->flags & OBJ_DELETED)
 		return;
-	unsigned missing = missing_fields(g, o);
+	unsigned missing = missing_fields(vs, o);
 	if (!missing || !(missing = from_index(g, o, missing)))
 		return;
 	struct obj_meta h = { 0 };
@@ -427,17 +395,6 @@ static int64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n);
-
-static int ingest_apply(void *ctx, const struct consumer_msg *msgs, size_t n)
-{
-	struct ingest *g = ctx;
-	pthread_rwlock_rdlock(g->views_lock);
-	int rc = apply_locked(g, msgs, n);
-	pthread_rwlock_unlock(g->views_lock);
-	return rc;
 }
 
 /* Count and log what the decoder skipped, in message order, note each
@@ -499,24 +456,31 @@ static int batch_apply(struct ingest *g, struct ingest_slot *s)
 	size_t nev = batch_scan(g, s, &npos);
 	if (events_reserve(g, nev) < 0)
 		return -ENOMEM;
-	/* Borrow the decoded records (shallow copies; docs keep ownership). */
-	size_t k = 0;
-	for (size_t i = 0; i < s->n; i++)
-		for (size_t j = 0; j < s->docs[i].n; j++) {
-			enrich(g, &s->docs[i].ev[j]);
-			g->evs[k] = s->docs[i].ev[j];
-			g->ev_ts_ms[k] = s->msgs[i].timestamp_ms;
-			k++;
-		}
-	int rc = index_apply(g->ix, g->evs, nev, g->pos, npos, ingest_change_fn, g);
+	int rc;
+	do {
+		/* Borrow the decoded records (shallow copies; docs keep
+		 * ownership), enriched for the set pinned for this try. */
+		struct viewset *vs = viewset_slot_pin(g->views);
+		size_t k = 0;
+		for (size_t i = 0; i < s->n; i++)
+			for (size_t j = 0; j < s->docs[i].n; j++) {
+				enrich(g, vs, &s->docs[i].ev[j]);
+				g->evs[k] = s->docs[i].ev[j];
+				g->ev_ts_ms[k] = s->msgs[i].timestamp_ms;
+				k++;
+			}
+		rc = index_apply_for(g->ix, vs, g->evs, nev, g->pos, npos, ingest_change_fn, g);
+		viewset_unpin(vs);
+	} while (rc == -EAGAIN);     /* a view set came in between: again for it */
 	if (rc < 0)
 		return rc;
 	batch_latency(g, nev);
 	return 0;
 }
 
-static int apply_locked(struct ingest *g, const struct consumer_msg *msgs, size_t n)
+static int ingest_apply(void *ctx, const struct consumer_msg *msgs, size_t n)
 {
+	struct ingest *g = ctx;
 	/* Prepared: decoded (or being decoded) already; else a retry or no
 	 * decoder: post it now and decode it here (with the decoder's help). */
 	struct ingest_slot *s = slot_find(g, msgs, n);

@@ -14,6 +14,12 @@
  * ingest_change_fn() is also called by scan threads. ingest_set_fs() may be
  * called from main at any time (the fs pointer is atomic): changes before
  * the mount exists need no invalidation.
+ *
+ * View sets: each batch pins the current set of the slot (views/viewset.h)
+ * for its enrich (HEADs, no lock held) and apply; the index applies it only
+ * while that set is installed, otherwise the batch is enriched again for
+ * the newer set (index_apply_for). A reload therefore never waits for a
+ * batch, and no batch is applied with what an older set needed.
  */
 #ifndef FACETFS_INGEST_H
 #define FACETFS_INGEST_H
@@ -23,18 +29,15 @@
 
 struct index;
 struct s3;
-struct view;
+struct viewset_slot;
 struct stats;
 struct fs;
 struct consumer_cb;
 struct ingest;
 
-/* views_lock is held for reading while a batch is applied (the gateway
- * takes it for writing to change the view set, then ingest_set_views()). */
-int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
-	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
-	       struct ingest **out);
-void ingest_set_views(struct ingest *g, struct view *const *views, size_t n);
+/* views: the slot holding the current set; it must outlive g. */
+int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
+	       struct stats *st, struct ingest **out);
 /* Stops the decoder thread. The consumer must be stopped first. */
 void ingest_free(struct ingest *g);
 /* Fill the consumer's callbacks (prepare, apply, forget, stored_offset)
@@ -42,6 +45,6 @@ void ingest_free(struct ingest *g);
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
 void ingest_set_fs(struct ingest *g, struct fs *fs);
 /* An index_change_fn: forwards a membership change to the mount. */
-void ingest_change_fn(void *ctx, size_t view, const char *path, int what);
+void ingest_change_fn(void *ctx, const char *view, const char *path, int what);
 
 #endif

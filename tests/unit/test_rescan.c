@@ -187,11 +187,11 @@ static void fake_init(struct fake *f, int page)
 
 static atomic_int n_chg[4];
 
-static void on_change(void *ctx, size_t vi, const char *path, int what)
+static void on_change(void *ctx, const char *view, const char *path, int what)
 {
 	(void)ctx;
 	(void)path;
-	if (vi == 0 && what >= 1 && what <= 3)
+	if (unit_view_index(view) == 0 && what >= 1 && what <= 3)
 		atomic_fetch_add(&n_chg[what], 1);
 }
 
@@ -228,7 +228,7 @@ static void apply1(struct index *ix, struct obj_meta o)
 static bool present(struct index *ix, size_t vi, const char *path, uint64_t *size)
 {
 	struct index_attr a;
-	if (index_lookup(ix, vi, path, &a) != 0)
+	if (index_lookup(ix, unit_v(vi), path, &a) != 0)
 		return false;
 	if (size)
 		*size = a.size;
@@ -267,7 +267,7 @@ static void test_rescan_fixes(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 3);
 	char key[32];
@@ -312,7 +312,7 @@ static void test_rescan_fixes(void)
 	CHECK(!present(ix, 0, "m00", NULL) && !present(ix, 0, "m05", NULL) &&
 	      !present(ix, 0, "m09", NULL), "removed objects are gone from the view");
 	CHECK(present(ix, 0, "m07", &sz) && sz == 777, "changed object has its new size");
-	CHECK(index_objects(ix) == 10 && index_members(ix, 0) == 10, "counters: 10 objects");
+	CHECK(index_objects(ix) == 10 && index_members(ix, unit_v(0)) == 10, "counters: 10 objects");
 	CHECK(atomic_load(&n_chg[INDEX_ADDED]) == 3 && atomic_load(&n_chg[INDEX_REMOVED]) == 3 &&
 	      atomic_load(&n_chg[INDEX_CHANGED]) == 1,
 	      "change callback: 3 added, 3 removed, 1 changed (%d %d %d)",
@@ -338,7 +338,7 @@ static void test_rescan_fixes(void)
 	rc = scan_rescan(sc, "bk", &rep);
 	CHECK(rc == 0 && has_line(rep, "bucket bk: listed 0, added 0, removed 10, updated 0, "
 				   "unchanged 0, kept (newer events) 0") &&
-	      index_objects(ix) == 0 && index_members(ix, 0) == 0, "emptied bucket: all removed");
+	      index_objects(ix) == 0 && index_members(ix, unit_v(0)) == 0, "emptied bucket: all removed");
 	free(rep);
 
 	/* errors */
@@ -388,7 +388,7 @@ static void test_rescan_events(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 3);
 	char key[32];
@@ -469,7 +469,7 @@ static void test_tags(void)
 		unit_view("{\"name\":\"cooked\",\"bucket\":\"bk\",\"match\":{\"tags\":{\"stage\":\"cooked\"}}}"),
 		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 	};
-	index_set_views(ix, v, 2);   /* first: tags only */
+	unit_set_views(ix, v, 2);   /* first: tags only */
 	struct fake f;
 	fake_init(&f, 4);
 	char key[32];
@@ -485,11 +485,11 @@ static void test_tags(void)
 	CHECK(atomic_load(&f.tag_gets) == 10 && atomic_load(&f.heads) == 0,
 	      "two tag views: one tag request per object (%d), no HEAD (%d)",
 	      atomic_load(&f.tag_gets), atomic_load(&f.heads));
-	CHECK(index_members(ix, 0) == 6 && index_members(ix, 1) == 2,
+	CHECK(index_members(ix, unit_v(0)) == 6 && index_members(ix, unit_v(1)) == 2,
 	      "raw has 6 members, cooked 2 (%llu, %llu)",
-	      (unsigned long long)index_members(ix, 0), (unsigned long long)index_members(ix, 1));
+	      (unsigned long long)index_members(ix, unit_v(0)), (unsigned long long)index_members(ix, unit_v(1)));
 	struct obj_meta o;
-	CHECK(index_object(ix, 0, "t00", &o) == 0 && (o.flags & OBJ_HAS_TAGS) && o.n_tags == 1 &&
+	CHECK(index_object(ix, unit_v(0), "t00", &o) == 0 && (o.flags & OBJ_HAS_TAGS) && o.n_tags == 1 &&
 	      !strcmp(o.tags[0].name, "stage") && !strcmp(o.tags[0].value, "raw"),
 	      "tags stored with the record");
 	obj_meta_release(&o);
@@ -515,11 +515,11 @@ static void test_tags(void)
 	CHECK(!present(ix, 0, "t00", NULL) && present(ix, 1, "t00", NULL) &&
 	      present(ix, 0, "t09", NULL) && !present(ix, 0, "t05", NULL),
 	      "memberships follow the new tags");
-	CHECK(index_members(ix, 0) == 5 && index_members(ix, 1) == 3, "raw 5, cooked 3");
+	CHECK(index_members(ix, unit_v(0)) == 5 && index_members(ix, unit_v(1)) == 3, "raw 5, cooked 3");
 	scan_free(sc);
 
 	/* a metadata view too: HEAD and tags, each once per object */
-	index_set_views(ix, v, 3);
+	unit_set_views(ix, v, 3);
 	struct fake g;
 	fake_init(&g, 4);
 	for (int i = 0; i < 7; i++) {
@@ -563,7 +563,7 @@ static void test_busy(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 2);
 	fake_put(&f, "b1", 1, 1000, NULL);
@@ -602,7 +602,7 @@ static void test_periodic(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake f;
 	fake_init(&f, 5);
 	fake_put(&f, "p1", 1, 1000, NULL);

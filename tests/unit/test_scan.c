@@ -97,10 +97,10 @@ static int fake_head(void *ctx, const char *bucket, const char *key, struct obj_
 
 static atomic_int n_added;
 
-static void on_change(void *ctx, size_t vi, const char *path, int what)
+static void on_change(void *ctx, const char *view, const char *path, int what)
 {
 	(void)ctx;
-	(void)vi;
+	(void)view;
 	(void)path;
 	if (what == INDEX_ADDED)
 		atomic_fetch_add(&n_added, 1);
@@ -117,7 +117,7 @@ static int count_fn(void *ctx, const char *name, const struct index_attr *a)
 static int ls_count(struct index *ix, const char *dir)
 {
 	int n = 0;
-	index_readdir(ix, 0, dir, NULL, count_fn, &n);
+	index_readdir(ix, unit_v(0), dir, NULL, count_fn, &n);
 	return n;
 }
 
@@ -159,7 +159,7 @@ static void test_scan_with_events(void)
 	stats_init(&st);
 	struct index *ix = unit_index_open(dir, &st);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct hook_ctx hc = { ix };
 	struct fake f = { .bucket = "bk", .n = 2500, .fail_from_page = -1,
 			  .hook_page = 2, .hook = events_during_scan, .hook_ctx = &hc };
@@ -174,13 +174,13 @@ static void test_scan_with_events(void)
 	CHECK(stats_get(&st, scans_completed) == 1 && stats_get(&st, scan_objects) == 2500 &&
 	      stats_get(&st, scans_running) == 0, "stats: completed 1, objects 2500, running 0");
 	struct index_attr a;
-	CHECK(index_lookup(ix, 0, "d21/k02100", &a) == 0 && a.size == 777777,
+	CHECK(index_lookup(ix, unit_v(0), "d21/k02100", &a) == 0 && a.size == 777777,
 	      "event during the scan not undone by the listing");
-	CHECK(index_lookup(ix, 0, "d23/k02300", &a) == -ENOENT,
+	CHECK(index_lookup(ix, unit_v(0), "d23/k02300", &a) == -ENOENT,
 	      "delete during the scan: tombstone not resurrected");
-	CHECK(index_lookup(ix, 0, "d0/k00005", &a) == -ENOENT, "delete of a scanned key");
-	CHECK(index_lookup(ix, 0, "new/only-event", &a) == 0, "created by event only");
-	CHECK(index_lookup(ix, 0, "d7/k00777", &a) == 0 && a.size == 777 &&
+	CHECK(index_lookup(ix, unit_v(0), "d0/k00005", &a) == -ENOENT, "delete of a scanned key");
+	CHECK(index_lookup(ix, unit_v(0), "new/only-event", &a) == 0, "created by event only");
+	CHECK(index_lookup(ix, unit_v(0), "d7/k00777", &a) == 0 && a.size == 777 &&
 	      a.mtime_ns == 1000 * S, "listed object with listed attrs");
 	CHECK(index_objects(ix) == 2500 - 2 + 1, "object count %llu",
 	      (unsigned long long)index_objects(ix));
@@ -208,7 +208,7 @@ static void test_scan_resume(void)
 	char *dir = unit_tmpdir("scan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake f = { .bucket = "bk", .n = 3500, .fail_from_page = 2 };
 	struct scan_source src = { &f, fake_list, NULL, NULL };
 	struct scanner *sc;
@@ -239,7 +239,7 @@ static void test_scan_resume(void)
 
 	/* restart: resumes at page 2 */
 	ix = unit_index_open(dir, NULL);
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake g = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
 	struct scan_source src2 = { &g, fake_list, NULL, NULL };
 	struct stats st2;
@@ -260,7 +260,7 @@ static void test_scan_resume(void)
 
 	/* restart again: a completed bucket is not listed */
 	ix = unit_index_open(dir, NULL);
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake h = { .bucket = "bk", .n = 3500, .fail_from_page = -1 };
 	struct scan_source src3 = { &h, fake_list, NULL, NULL };
 	struct stats st3;
@@ -289,7 +289,7 @@ static void test_scan_head(void)
 		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 		unit_view("{\"name\":\"other\",\"bucket\":\"zz\"}"),
 	};
-	index_set_views(ix, v, 2);
+	unit_set_views(ix, v, 2);
 	struct fake f = { .bucket = "bk", .n = 1400, .fail_from_page = -1 };
 	struct scan_source src = { &f, fake_list, fake_head, NULL };
 	struct scanner *sc;
@@ -305,11 +305,11 @@ static void test_scan_head(void)
 		else if (i % 2 == 0)
 			expect++;
 	}
-	CHECK(index_members(ix, 0) == (uint64_t)expect, "green members %llu == %d",
-	      (unsigned long long)index_members(ix, 0), expect);
+	CHECK(index_members(ix, unit_v(0)) == (uint64_t)expect, "green members %llu == %d",
+	      (unsigned long long)index_members(ix, unit_v(0)), expect);
 	CHECK(index_objects(ix) == (uint64_t)(1400 - gone), "objects gone at HEAD time left out");
 	struct obj_meta o;
-	CHECK(index_object(ix, 0, "d0/k00000", &o) == 0 && o.content_type &&
+	CHECK(index_object(ix, unit_v(0), "d0/k00000", &o) == 0 && o.content_type &&
 	      strcmp(o.content_type, "text/plain") == 0 && (o.flags & OBJ_FROM_SCAN),
 	      "HEAD fields stored");
 	obj_meta_release(&o);
@@ -333,9 +333,9 @@ static void *reader_main(void *p)
 	struct reader *r = p;
 	while (!atomic_load(&r->stop)) {
 		int n = 0;
-		index_readdir(r->ix, 0, "", NULL, count_fn, &n);
+		index_readdir(r->ix, unit_v(0), "", NULL, count_fn, &n);
 		struct index_attr a;
-		index_lookup(r->ix, 0, "d5/k00500", &a);
+		index_lookup(r->ix, unit_v(0), "d5/k00500", &a);
 		r->reads++;
 	}
 	return NULL;
@@ -347,7 +347,7 @@ static void test_scan_concurrent(void)
 	char *dir = unit_tmpdir("scan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct fake f = { .bucket = "bk", .n = 20000, .fail_from_page = -1 };
 	struct scan_source src = { &f, fake_list, NULL, NULL };
 	struct scanner *sc;
@@ -373,14 +373,14 @@ static void test_scan_concurrent(void)
 	struct index_attr a;
 	for (int i = 0; i < 20000; i++) {
 		fake_key(i, key, sizeof key);
-		int rc = index_lookup(ix, 0, key, &a);
+		int rc = index_lookup(ix, unit_v(0), key, &a);
 		bool want_gone = i % 10 == 0 && (i / 10) % 2 == 1;
 		uint64_t want_size = i % 10 == 0 ? 5 : (uint64_t)i;
 		if (want_gone ? rc != -ENOENT : (rc != 0 || a.size != want_size))
 			bad++;
 	}
 	CHECK(bad == 0, "every key as its last event or the listing says (%d wrong)", bad);
-	CHECK(index_objects(ix) == 19000 && index_members(ix, 0) == 19000,
+	CHECK(index_objects(ix) == 19000 && index_members(ix, unit_v(0)) == 19000,
 	      "counts agree: %llu objects", (unsigned long long)index_objects(ix));
 	int n = 0;
 	for (int d = 0; d < 200; d++) {
