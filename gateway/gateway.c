@@ -46,6 +46,7 @@ struct gateway {
 	size_t n_errors;
 	unsigned reloads;            /* view sets installed by views_reload() */
 	double reload_last_ms, reload_max_ms;
+	double reload_last_at;       /* when the last one became current (epoch s) */
 	struct viewwatch *watch;
 	struct index *ix;
 	struct s3 *s3;
@@ -113,6 +114,7 @@ static char *gw_views_json(void *ctx)
 	cJSON_AddNumberToObject(rl, "count", gw->reloads);
 	cJSON_AddNumberToObject(rl, "last_ms", gw->reload_last_ms);
 	cJSON_AddNumberToObject(rl, "max_ms", gw->reload_max_ms);
+	cJSON_AddNumberToObject(rl, "last_at", gw->reload_last_at);
 	pthread_mutex_unlock(&gw->err_lock);
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
@@ -305,6 +307,8 @@ static void views_reload(void *ctx)
 		return;
 	}
 	double ms = ms_since(&t0);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 
 	/* New buckets get their first scan. */
 	scan_start_views(gw->scan, viewset_views(next), n_next);
@@ -328,6 +332,7 @@ static void views_reload(void *ctx)
 	pthread_mutex_lock(&gw->err_lock);
 	gw->reloads++;
 	gw->reload_last_ms = ms;
+	gw->reload_last_at = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 	if (ms > gw->reload_max_ms)
 		gw->reload_max_ms = ms;
 	pthread_mutex_unlock(&gw->err_lock);
