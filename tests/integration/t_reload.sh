@@ -20,7 +20,7 @@ V=$T/views
 view_file "$V" up "$B" '{ "prefix": "u/" }' \
 	'"layout": { "strip_prefix": "u/" }, "writable": true, "visibility": "session"'
 view_file "$V" rd "$B" '{ "prefix": "r/" }' '"layout": { "strip_prefix": "r/" }'
-view_file "$V" flip "$B" '{ "prefix": "r/f-0000" }'
+view_file "$V" flip "$B" '{ "prefix": "r/f-000000" }'   # keys r/f-0000000..19
 gw_config "$T/gw.json" "$T/state" "$V"
 M=$T/mnt
 start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts"; exit 1; }
@@ -72,7 +72,7 @@ count=$(reloads) during=0 after=0 i=0
 while [[ ! -e $T/close-end ]] && ((i < 100)); do
 	i=$((i + 1))
 	t0=$(date +%s%N)
-	view_file "$V" flip "$B" "{ \"prefix\": \"r/f-0000$((i % 2))\" }"
+	view_file "$V" flip "$B" "{ \"prefix\": \"r/f-000000$((i % 2))\" }"   # 10 objects each
 	if ! wait_for 10 sh -c "[ \$(jq -r '.[\".reloads\"].count' '$M/.facetfs/views') -gt $count ]"; then
 		not_ok "reload $i completes" "no new view set within 10 s"
 		break
@@ -110,6 +110,7 @@ wait "$readers"
 read -r nreads badreads <"$T/reads"
 printf '# figure: %d reads of 64 KiB objects during the test\n' "$nreads"
 check_eq "every read returned the whole object" 0 "$badreads"
-check_eq "the changed view shows its last definition" \
-	"$(ls "$M/rd" | grep -c "^f-0000$((i % 2))")" "$(ls "$M/flip/r" | wc -l)"
+check_eq "the changed view shows its last definition (r/f-000000$((i % 2)))" \
+	"$(ls "$M/rd" | grep "^f-000000$((i % 2))" | tr '\n' ' ')" \
+	"$(ls "$M/flip/r" 2>&1 | tr '\n' ' ')"
 stop_gateway A; check_eq "clean stop" 0 "$?"
