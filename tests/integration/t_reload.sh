@@ -4,9 +4,11 @@
 # runs, a filter file is changed again and again; each reload's time is
 # printed (the gateway's own measure, .facetfs/views ".reloads", and from
 # the file change to that), and the one assertion on timing is that
-# reloads complete while the upload is still running (a reload that waited
-# for the upload would complete after it). The upload and the reads must
-# also come out right.
+# reloads complete while the upload is still running: after a reload is
+# seen installed, the gateway's count of finished uploads
+# (.facetfs/stats staging.uploads) must not have moved yet. A reload that
+# waited for the upload in flight would complete only once it finished.
+# The upload and the reads must also come out right.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -40,6 +42,7 @@ reloads() { jq -r '.[".reloads"].count' "$M/.facetfs/views"; }
 ) &
 readers=$!
 
+uploads0=$(stat_field "$M" .staging.uploads)
 # The upload: write 200 MiB, then close (which uploads); the close's start
 # and end times (epoch s) go to files the reload loop watches.
 head -c $((200 * 1024 * 1024)) /dev/urandom >"$T/big"
@@ -65,11 +68,11 @@ open(t + "/close-end", "w").write("%.3f %d\n" % (end, rc))
 PY
 writer=$!
 
-# Reloads: from the moment close() starts until it returns, change the
-# filter file of `flip` and wait for the gateway to install the new set.
+# Reloads: from the moment close() starts until the upload is done, change
+# the filter file of `flip` and wait for the gateway to install the new set.
 wait_for 60 test -e "$T/close-start" || not_ok "the writer reached close()"
 count=$(reloads) during=0 after=0 i=0
-while [[ ! -e $T/close-end ]] && ((i < 100)); do
+while [[ $(stat_field "$M" .staging.uploads) == "$uploads0" ]] && ((i < 100)); do
 	i=$((i + 1))
 	t0=$(date +%s%N)
 	view_file "$V" flip "$B" "{ \"prefix\": \"r/f-000000$((i % 2))\" }"   # 10 objects each
@@ -78,29 +81,31 @@ while [[ ! -e $T/close-end ]] && ((i < 100)); do
 		break
 	fi
 	t1=$(date +%s%N)
-	count=$(reloads)
-	read -r ms at < <(jq -r '.[".reloads"] | "\(.last_ms) \(.last_at)"' "$M/.facetfs/views")
-	running=no
-	if [[ ! -e $T/close-end ]] || awk -v a="$at" -v e="$(cut -d' ' -f1 "$T/close-end")" \
-		'BEGIN { exit !(a < e) }'; then
+	running=no        # read after the reload was seen: it finished before
+	if [[ $(stat_field "$M" .staging.uploads) == "$uploads0" ]]; then
 		running=yes
 		during=$((during + 1))
 	else
 		after=$((after + 1))
 	fi
+	count=$(reloads)
+	ms=$(jq -r '.[".reloads"].last_ms' "$M/.facetfs/views")
 	printf '# figure: reload %d: %.1f ms in the gateway, %d ms from the file change (100 ms debounce included); upload running: %s\n' \
 		"$i" "$ms" $(((t1 - t0) / 1000000)) "$running"
 done
+wait_for 120 sh -c "[ \$(jq -r .staging.uploads '$M/.facetfs/stats') != '$uploads0' ]"
+uploaded=$(date +%s.%N)
 wait "$writer"
 read -r start < "$T/close-start"
 read -r end rc < "$T/close-end"
-printf '# figure: close (the 200 MiB upload) took %.2f s; %d reloads completed during it, %d after\n' \
-	"$(awk -v s="$start" -v e="$end" 'BEGIN { print e - s }')" "$during" "$after"
+printf '# figure: close() took %.2f s, the upload was seen done %.2f s after it began; %d reloads completed during the upload, %d after\n' \
+	"$(awk -v s="$start" -v e="$end" 'BEGIN { print e - s }')" \
+	"$(awk -v s="$start" -v e="$uploaded" 'BEGIN { print e - s }')" "$during" "$after"
 if ((during > 0)); then
 	ok "view reloads complete while the upload is still running ($during)"
 else
 	not_ok "view reloads complete while the upload is still running" \
-		"none of $i completed before close() returned"
+		"none of $i completed before the upload finished"
 fi
 check_eq "close after the upload" 0 "$rc"
 check "the 200 MiB object in S3 equals the file" \
