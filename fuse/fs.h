@@ -12,7 +12,10 @@
  * Threads: fs_run() runs the multi-threaded FUSE loop on the calling thread
  * (normally main) until unmount, SIGINT, SIGTERM or SIGHUP; fuse installs
  * the signal handlers, so every other thread must block those signals.
- * fs_notify_change() may be called from any thread except a FUSE worker.
+ * fs_notify_change() and fs_view_changed() may be called from any thread,
+ * also with the index's write mutex held (change callbacks) or from a FUSE
+ * worker (the mount's own changes): they only queue the work, under a leaf
+ * lock; the notifier thread tells the kernel, holding no lock.
  *
  * The view set: every request pins the slot's current set (views/viewset.h)
  * when it starts and unpins it when it ends, so a request sees one set from

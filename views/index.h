@@ -31,15 +31,15 @@
  *
  * Threads and locks: writers (index_apply*, index_scan_apply,
  * index_set_views) take the index's write mutex (LevelDB writes happen
- * under it: it is the one lock held across disk I/O, and nothing outside
- * the index waits for it except other writers and index_members' short
- * table lock); readers (lookup, readdir, object, offset, stats) take no
- * lock of the index, they use LevelDB's own thread safety (a readdir
- * iterates one implicit snapshot). Change callbacks run on the writer's
- * thread with the write mutex held, after the batch is written: they may
- * call readers, never writers, and take only leaf locks. Process-wide lock
- * order: gateway/gateway.h. index_open starts one background thread
- * that builds an in-memory filter of the stored 'O' keys (index_bloom.c:
+ * under it: it is the one lock held across disk I/O; only writers wait for
+ * it: event batches, scan pages, and FUSE requests applying the mount's
+ * own change, e.g. a flush after its upload); readers (lookup, readdir,
+ * object, offset, stats) take no lock of the index, they use LevelDB's own
+ * thread safety (a readdir iterates one implicit snapshot). Change
+ * callbacks run on the writer's thread with the write mutex held, after
+ * the batch is written: they may call readers, never writers, and take
+ * only leaf locks. Process-wide lock order: gateway/gateway.h. index_open
+ * starts one background thread that builds an in-memory filter of the stored 'O' keys (index_bloom.c:
  * applies then skip the read of keys never stored); index_close joins it.
  * Errors: 0 or a negative errno; LevelDB failures are logged once here and
  * returned as -EIO.
