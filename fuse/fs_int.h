@@ -120,9 +120,12 @@ static inline struct fs *fs_of(fuse_req_t req)
 }
 
 /* fs_views.c: the view set pinned by the request this thread serves (a
- * thread-local pointer written only by the wrappers of fs_wrap_ops, which
- * pin it before and unpin it after the real operation). Only code running
- * inside a wrapped request may call these. */
+ * thread-local pointer written only by fs_req_pin/fs_req_unpin: the
+ * wrappers of fs_wrap_ops call them around the real operation; code that
+ * runs a request's logic without those wrappers calls them itself). Only
+ * code running inside such a request may call the accessors below. */
+struct viewset *fs_req_pin(struct fs *fs);          /* returns the previous */
+void fs_req_unpin(struct viewset *prev);
 const struct viewset *fs_req_views(void);
 struct view *fs_req_view(size_t view);       /* NULL for INODE_NO_VIEW */
 size_t fs_req_n_views(void);

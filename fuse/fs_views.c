@@ -49,14 +49,14 @@ void fs_view_changed(struct fs *fs, const char *name)
 	fs_notify_change(fs, NULL, name, 0);
 }
 
-static struct viewset *req_pin(struct fs *fs)
+struct viewset *fs_req_pin(struct fs *fs)
 {
 	struct viewset *prev = req_set;
 	req_set = viewset_slot_pin(fs->d.views);
 	return prev;
 }
 
-static void req_unpin(struct viewset *prev)
+void fs_req_unpin(struct viewset *prev)
 {
 	viewset_unpin(req_set);
 	req_set = prev;
@@ -64,8 +64,8 @@ static void req_unpin(struct viewset *prev)
 
 /* Every request that reads the view set runs with one pinned. */
 #define RD(req) struct fs *fs_ = fuse_req_userdata(req); \
-	struct viewset *prev_ = req_pin(fs_)
-#define UN() req_unpin(prev_)
+	struct viewset *prev_ = fs_req_pin(fs_)
+#define UN() fs_req_unpin(prev_)
 
 static void w_lookup(fuse_req_t req, fuse_ino_t p, const char *name)
 { RD(req); fs_->real.lookup(req, p, name); UN(); }
