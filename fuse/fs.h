@@ -23,7 +23,13 @@
  * calls). View indexes are only ever used inside the request that pinned
  * their set; inodes, open files, made directories, descriptors and queued
  * invalidations keep the view's name and find it again in the set of the
- * request that reads them (a view that is gone: ENOENT). The slot and the
+ * request that reads them (a view that is gone: ENOENT). A request that
+ * began before a reload ends with the old set: its index reads go by view
+ * name (a changed view shows its rebuilt membership, a removed one
+ * nothing), and what it writes to the index (a flush's own change) is
+ * applied for the set installed by then, as an event would be. An open
+ * descriptor keeps the bucket and key it opened; the view's properties
+ * (visibility, writable) come from each request's set. The slot and the
  * providers in struct fs_deps must outlive the fs. Locks: gateway/gateway.h.
  */
 #ifndef FACETFS_FS_H
