@@ -298,10 +298,10 @@ static void views_reload(void *ctx)
 	}
 	int rc = index_set_views(gw->ix, next, &gw->views);
 	if (rc < 0) {
-		/* keep the old set; put the index back to it */
-		index_set_views(gw->ix, old, &gw->views);
-		log_error("views: installing the new view set failed: %s; keeping the old one",
-			  strerror(-rc));
+		/* put the index (and with it the current set) back to the old set */
+		int rc2 = index_set_views(gw->ix, old, &gw->views);
+		log_error("views: installing the new view set failed: %s; %s", strerror(-rc),
+			  rc2 < 0 ? "going back to the old one failed too" : "keeping the old one");
 		viewset_unpin(next);
 		viewset_unpin(old);
 		return;

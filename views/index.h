@@ -74,10 +74,13 @@ void index_set_sync(struct index *ix, bool sync);
  * rebuilt from the stored object records (no S3 request); memberships of
  * views no longer present are dropped. Holds the write mutex for the
  * rebuild (writers wait; readers of a changed view meanwhile see its
- * membership half built). On success, if publish is not NULL, vs is made
- * current in it before the write mutex is released, so no writer ever sees
- * a published set that is not installed. On error vs stays installed and
- * nothing is published: install the previous set again. */
+ * membership half built). Once vs is installed, if publish is not NULL,
+ * vs is made current in it before the write mutex is released, so the
+ * published set is always the installed one whenever no writer runs
+ * (index_apply_for relies on it). A rebuild that fails (-EIO, -ENOMEM)
+ * leaves vs installed and published, its memberships incomplete: install
+ * a set again (the previous one) to rebuild; -ENOMEM before anything was
+ * installed changes nothing. */
 int  index_set_views(struct index *ix, struct viewset *vs, struct viewset_slot *publish);
 
 enum index_change { INDEX_ADDED = 1, INDEX_REMOVED = 2, INDEX_CHANGED = 3 };

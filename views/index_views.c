@@ -440,9 +440,10 @@ int index_set_views(struct index *ix, struct viewset *vs, struct viewset_slot *p
 	if (rc == 0)
 		rc = views_rebuild(ix, rebuild);
 	arena_reset(&ix->ar);
-	/* Published while no writer can run: a writer holding wmu always
-	 * finds the slot's set installed (index_apply_for). */
-	if (rc == 0 && publish)
+	/* Published while no writer can run, also when the rebuild failed
+	 * (vs is installed all the same): a writer holding wmu always finds
+	 * the slot's set installed (index_apply_for). */
+	if (publish)
 		viewset_slot_swap(publish, vs);
 	pthread_mutex_unlock(&ix->wmu);
 	viewset_unpin(os);
