@@ -2,8 +2,9 @@
  *
  * Every handler follows one shape: a worker computes a result or a negative
  * errno; the handler replies exactly once (fuse_reply_err(req, -rc) on
- * error). No lock is held across an index or S3 call; the inode table has
- * its own short critical sections.
+ * error). No lock is held across an index or S3 call (each request holds a
+ * reference to its view set instead, fs_views.c); the inode table has its
+ * own short critical sections.
  *
  * Readdir offsets: "." is 1, ".." is 2, the i-th entry after them is i + 3.
  * A directory handle remembers the name of the last entry it returned and
@@ -30,9 +31,9 @@
 
 struct dh {
 	uint64_t ino;
-	size_t view;                 /* INODE_NO_VIEW for fixed directories */
-	uint64_t gen;                /* fs->views_gen when view was resolved */
-	char *vname;
+	size_t view;                 /* in the set of the readdir running (the
+				      * kernel serialises readdir per handle) */
+	char *vname;                 /* NULL for fixed directories */
 	char *path;
 	off_t next_off;              /* offset after last_name */
 	char last_name[NAME_MAX_BYTES + 1];
@@ -78,13 +79,16 @@ void fs_attr_file(struct fs *fs, uint64_t ino, uint64_t size,
 
 mode_t fs_file_perm(struct fs *fs, size_t view)
 {
-	return view < fs->d.n_views && view_writable(fs->d.views[view]) ? 0644 : 0444;
+	(void)fs;
+	const struct view *v = fs_req_view(view);
+	return v && view_writable(v) ? 0644 : 0444;
 }
 
 static void view_dir_attr(struct fs *fs, size_t view, uint64_t ino, struct stat *st)
 {
 	fs_attr_dir(fs, ino, st);
-	if (view < fs->d.n_views && view_writable(fs->d.views[view]))
+	const struct view *v = fs_req_view(view);
+	if (v && view_writable(v))
 		st->st_mode = S_IFDIR | 0755;
 }
 
@@ -99,18 +103,8 @@ static void attr_fill_index(struct fs *fs, size_t view, uint64_t ino,
 
 static int view_by_name(struct fs *fs, const char *name, size_t *out)
 {
-	for (size_t i = 0; i < fs->d.n_views; i++)
-		if (strcmp(view_name(fs->d.views[i]), name) == 0) {
-			*out = i;
-			return 0;
-		}
-	return -ENOENT;
-}
-
-size_t fs_view_index(struct fs *fs, const char *name)
-{
-	size_t v;
-	return view_by_name(fs, name, &v) == 0 ? v : INODE_NO_VIEW;
+	*out = fs_view_index(fs, name);
+	return *out == INODE_NO_VIEW ? -ENOENT : 0;
 }
 
 /* Path of child `name` under `dir` ("" is a view's root). */
@@ -143,7 +137,7 @@ static int node_attr(struct fs *fs, size_t view, const char *path, uint64_t ino,
 		return 0;
 	}
 	struct index_attr a;
-	int rc = index_lookup(fs->d.ix, view, path, &a);
+	int rc = index_lookup(fs->d.ix, fs_req_view(view), path, &a);
 	if (rc == 0) {
 		attr_fill_index(fs, view, ino, &a, st);
 		*is_dir = a.is_dir;
@@ -179,7 +173,8 @@ int fs_child(struct fs *fs, fuse_ino_t parent, const char *name, size_t *view,
 int fs_path_object(struct fs *fs, size_t view, const char *path, char *bucket,
 		   size_t blen, char *key, size_t klen)
 {
-	const struct view *v = fs->d.views[view];
+	(void)fs;
+	const struct view *v = fs_req_view(view);
 	const char *p = path;
 	if (view_n_buckets(v) > 1) {
 		/* multi-bucket views show BUCKET/path */
@@ -197,7 +192,7 @@ int fs_path_object(struct fs *fs, size_t view, const char *path, char *bucket,
 	return view_path_key(v, p, key, klen);
 }
 
-static void local_change(void *ctx, size_t view, const char *path, int what)
+static void local_change(void *ctx, const char *view, const char *path, int what)
 {
 	fs_notify_change(ctx, view, path, what);
 }
@@ -261,7 +256,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		int rc = view_by_name(fs, name, &v);
 		if (rc < 0)
 			return rc;
-		e->ino = inode_ref(fs->it, name, v, "", true);
+		e->ino = inode_ref(fs->it, name, "", true);
 		if (!e->ino)
 			return -ENOMEM;
 		view_dir_attr(fs, v, e->ino, &e->attr);
@@ -286,11 +281,11 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 	/* The inode number does not depend on what the name is: compute the
 	 * attributes first, then take the reference. */
 	bool is_dir;
-	uint64_t ino = inode_number(view_name(fs->d.views[view]), path);
+	uint64_t ino = inode_number(view_name(fs_req_view(view)), path);
 	rc = node_attr(fs, view, path, ino, &e->attr, &is_dir);
 	if (rc < 0)
 		return rc;
-	e->ino = inode_ref(fs->it, view_name(fs->d.views[view]), view, path, is_dir);
+	e->ino = inode_ref(fs->it, view_name(fs_req_view(view)), path, is_dir);
 	if (!e->ino)
 		return -ENOMEM;
 	e->attr.st_ino = e->ino;
@@ -376,8 +371,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		}
 		dh->view = info.view;
 		dh->path = info.path;
-		dh->gen = fs->views_gen;
-		dh->vname = strdup(view_name(fs->d.views[info.view]));
+		dh->vname = strdup(view_name(fs_req_view(info.view)));
+		if (!dh->vname) {
+			free(dh->path);
+			free(dh);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
 	} else if (ino != INODE_ROOT && ino != INODE_META_DIR) {
 		free(dh);
 		fuse_reply_err(req, ENOTDIR);
@@ -432,12 +432,11 @@ static int rd_add(struct rd *r, const char *name, uint64_t ino, const struct sta
 		e.entry_timeout = FS_TIMEOUT;
 		bool counted = child_path != NULL;
 		if (counted) {
-			e.ino = inode_ref(r->fs->it, view_name(r->fs->d.views[r->dh->view]),
-					  r->dh->view, child_path, is_dir);
+			e.ino = inode_ref(r->fs->it, r->dh->vname, child_path, is_dir);
 			e.attr.st_ino = e.ino;
 		} else if (ino >= INODE_FIRST_DYNAMIC) {
 			/* a view directory listed in the root */
-			e.ino = inode_ref(r->fs->it, name, ino - INODE_FIRST_DYNAMIC, "", true);
+			e.ino = inode_ref(r->fs->it, name, "", true);
 			e.attr.st_ino = e.ino;
 			counted = true;
 		} else if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
@@ -465,7 +464,7 @@ static int rd_index_entry(void *ctx, const char *name, const struct index_attr *
 	if (fs_path_join(r->dh->path, name, child, sizeof child) < 0)
 		return 0;
 	struct stat st;
-	uint64_t ino = inode_number(view_name(r->fs->d.views[r->dh->view]), child);
+	uint64_t ino = inode_number(view_name(fs_req_view(r->dh->view)), child);
 	attr_fill_index(r->fs, r->dh->view, ino, a, &st);
 	return rd_add(r, name, ino, &st, child, a->is_dir);
 }
@@ -480,7 +479,7 @@ static void rd_made_dirs(struct rd *r)
 	size_t plen = strlen(r->dh->path);
 	pthread_mutex_lock(&fs->ofile_lock);
 	for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next) {
-		if (m->view != r->dh->view)
+		if (strcmp(m->vname, r->dh->vname) != 0)
 			continue;
 		const char *rest = m->path;
 		if (plen) {
@@ -506,12 +505,12 @@ static void rd_made_dirs(struct rd *r)
 		char child[PATH_MAX];
 		struct index_attr a;
 		if (fs_path_join(r->dh->path, names[i], child, sizeof child) < 0 ||
-		    index_lookup(fs->d.ix, r->dh->view, child, &a) == 0) {
+		    index_lookup(fs->d.ix, fs_req_view(r->dh->view), child, &a) == 0) {
 			r->dh->extra_pos++;
 			continue;    /* the index lists it already */
 		}
 		struct stat st;
-		uint64_t ino = inode_number(view_name(fs->d.views[r->dh->view]), child);
+		uint64_t ino = inode_number(view_name(fs_req_view(r->dh->view)), child);
 		view_dir_attr(fs, r->dh->view, ino, &st);
 		if (rd_add(r, names[i], ino, &st, child, true) == 0)
 			r->dh->extra_pos++;
@@ -527,10 +526,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs *fs = fs_of(req);
 	struct dh *dh = (struct dh *)(uintptr_t)fi->fh;
 	stats_inc(fs->d.st, fuse_readdir);
-	if (dh->vname && dh->gen != fs->views_gen) {
-		/* the view set changed since opendir */
+	if (dh->vname) {
+		/* this request's set may not be opendir's */
 		dh->view = fs_view_index(fs, dh->vname);
-		dh->gen = fs->views_gen;
 	}
 	if (dh->vname && dh->view == INODE_NO_VIEW) {
 		fuse_reply_err(req, ENOENT);
@@ -584,8 +582,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			if (view_by_name(fs, after, &v) == 0)
 				first = v + 1;
 		}
-		for (size_t v = first; v < fs->d.n_views; v++) {
-			const char *name = view_name(fs->d.views[v]);
+		for (size_t v = first; v < fs_req_n_views(); v++) {
+			const char *name = view_name(fs_req_view(v));
 			fs_attr_dir(fs, inode_number(name, ""), &st);
 			if (rd_add(&r, name, INODE_FIRST_DYNAMIC + v, &st, NULL, true))
 				break;
@@ -604,7 +602,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			dh->extra_pos = 0;
 		}
 		if (!dh->extra) {
-			rc = index_readdir(fs->d.ix, dh->view, dh->path, after,
+			rc = index_readdir(fs->d.ix, fs_req_view(dh->view), dh->path, after,
 					   rd_index_entry, &r);
 			if (rc == -ENOENT && fs_mkdir_exists(fs, dh->view, dh->path))
 				rc = 0;      /* an empty directory made here */
@@ -701,9 +699,9 @@ struct inval {
 /* Invalidate what the kernel may cache of (view, path). Runs on the
  * notifier thread: never inside a FUSE request (a related request could
  * deadlock with it) and with no lock of ours held. */
-static void invalidate(struct fs *fs, size_t view, const char *path, int what)
+static void invalidate(struct fs *fs, const char *vname, const char *path, int what)
 {
-	if (view == INODE_NO_VIEW) {
+	if (!vname) {
 		/* a whole view appeared, changed or went away: its name in the
 		 * root, and with it everything the kernel cached below */
 		uint64_t ino;
@@ -714,17 +712,11 @@ static void invalidate(struct fs *fs, size_t view, const char *path, int what)
 		stats_inc(fs->d.st, fuse_inval);
 		return;
 	}
-	/* What to invalidate is found under the views lock (the view's name);
-	 * the kernel is told after it is released: the kernel may wait for a
-	 * request that waits for that lock behind a view swap. */
-	char prefix[PATH_MAX], vname[NAME_MAX_BYTES + 1];
+	/* The job names its view: nothing to look up in a view set, which may
+	 * have changed since the job was queued (the inodes go by name too). */
+	char prefix[PATH_MAX];
 	size_t plen = strlen(path);
-	pthread_rwlock_rdlock(fs->d.views_lock);
-	bool known = view < fs->d.n_views && plen < sizeof prefix;
-	if (known)
-		snprintf(vname, sizeof vname, "%s", view_name(fs->d.views[view]));
-	pthread_rwlock_unlock(fs->d.views_lock);
-	if (!known)
+	if (plen >= sizeof prefix)
 		return;
 	struct inval todo[64];
 	size_t n = 0;
@@ -782,7 +774,7 @@ static void invalidate(struct fs *fs, size_t view, const char *path, int what)
 	}
 }
 
-void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
+void fs_notify_change(struct fs *fs, const char *view, const char *path, int what)
 {
 	if (!fs->mounted)
 		return;
@@ -790,16 +782,17 @@ void fs_notify_change(struct fs *fs, size_t view, const char *path, int what)
 	 * of any view, it caches nothing below one, and what it looks up from
 	 * now on is read after the change. A first scan before any listing
 	 * then queues nothing. */
-	if (view != INODE_NO_VIEW && inode_count(fs->it) == 0)
+	if (view && inode_count(fs->it) == 0)
 		return;
-	struct inval_job *j = malloc(sizeof *j);
-	if (!j || !(j->path = strdup(path))) {
+	struct inval_job *j = calloc(1, sizeof *j);
+	if (!j || !(j->path = strdup(path)) || (view && !(j->vname = strdup(view)))) {
+		if (j)
+			free(j->path);
 		free(j);
 		log_error("invalidate %s: out of memory; the kernel may show it stale "
 			  "for up to %.0f s", path, FS_TIMEOUT);
 		return;
 	}
-	j->view = view;
 	j->what = what;
 	j->next = NULL;
 	pthread_mutex_lock(&fs->inval_lock);
@@ -827,7 +820,8 @@ static void *notifier_main(void *arg)
 		if (!fs->inval_head)
 			fs->inval_tail = NULL;
 		pthread_mutex_unlock(&fs->inval_lock);
-		invalidate(fs, j->view, j->path, j->what);
+		invalidate(fs, j->vname, j->path, j->what);
+		free(j->vname);
 		free(j->path);
 		free(j);
 		pthread_mutex_lock(&fs->inval_lock);
@@ -853,6 +847,12 @@ static void unmount_stale(const char *mountpoint)
 		log_error("%s: could not unmount the stale mount", mountpoint);
 }
 
+/* The inode table's resolver: the index in the request's view set. */
+static size_t inode_resolve(void *ctx, const char *view_name)
+{
+	return fs_view_index(ctx, view_name);
+}
+
 int fs_mount(const char *mountpoint, const char *fuse_opts,
 	     const struct fs_deps *deps, struct fs **out)
 {
@@ -868,7 +868,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	pthread_mutex_init(&fs->inval_lock, NULL);
 	pthread_cond_init(&fs->inval_cond, NULL);
 	fs->mountpoint = strdup(mountpoint);
-	if (!fs->mountpoint || inode_table_new(&fs->it) < 0)
+	if (!fs->mountpoint || inode_table_new(inode_resolve, fs, &fs->it) < 0)
 		goto fail;
 	if ((rc = fs_mkdirs_load(fs)) < 0)
 		goto fail;
@@ -963,6 +963,7 @@ void fs_free(struct fs *fs)
 	inode_table_free(fs->it);
 	for (struct inval_job *j = fs->inval_head, *n; j; j = n) {
 		n = j->next;
+		free(j->vname);
 		free(j->path);
 		free(j);
 	}

@@ -12,17 +12,33 @@
  * Threads: fs_run() runs the multi-threaded FUSE loop on the calling thread
  * (normally main) until unmount, SIGINT, SIGTERM or SIGHUP; fuse installs
  * the signal handlers, so every other thread must block those signals.
- * fs_notify_change() may be called from any thread except a FUSE worker.
- * The views array and the providers in struct fs_deps must outlive the fs.
+ * fs_notify_change() and fs_view_changed() may be called from any thread,
+ * also with the index's write mutex held (change callbacks) or from a FUSE
+ * worker (the mount's own changes): they only queue the work, under a leaf
+ * lock; the notifier thread tells the kernel, holding no lock.
+ *
+ * The view set: every request pins the slot's current set (views/viewset.h)
+ * when it starts and unpins it when it ends, so a request sees one set from
+ * start to end and a reload never waits for a request (nor for its S3
+ * calls). View indexes are only ever used inside the request that pinned
+ * their set; inodes, open files, made directories, descriptors and queued
+ * invalidations keep the view's name and find it again in the set of the
+ * request that reads them (a view that is gone: ENOENT). A request that
+ * began before a reload ends with the old set: its index reads go by view
+ * name (a changed view shows its rebuilt membership, a removed one
+ * nothing), and what it writes to the index (a flush's own change) is
+ * applied for the set installed by then, as an event would be. An open
+ * descriptor keeps the bucket and key it opened; the view's properties
+ * (visibility, writable) come from each request's set. The slot and the
+ * providers in struct fs_deps must outlive the fs. Locks: gateway/gateway.h.
  */
 #ifndef FACETFS_FS_H
 #define FACETFS_FS_H
 
-#include <pthread.h>
 #include <stddef.h>
 
 struct index;
-struct view;
+struct viewset_slot;
 struct s3;
 struct stage;
 struct stats;
@@ -30,14 +46,10 @@ struct fs;
 
 struct fs_deps {
 	struct index *ix;
-	struct view *const *views;
-	size_t n_views;
+	struct viewset_slot *views;  /* the current view set, pinned per request */
 	struct s3 *s3;
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
-	/* Taken for reading around every request and by the event pipeline;
-	 * the gateway takes it for writing to change the view set. */
-	pthread_rwlock_t *views_lock;
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to
 	 * .facetfs/control and returns the answer. */
@@ -56,16 +68,13 @@ int fs_run(struct fs *fs);
 /* Unmount (if still mounted) and free. */
 void fs_free(struct fs *fs);
 
-/* Install a new view set (live view changes). The caller holds
- * views_lock for writing: no request is running. Inodes, open files and
- * made directories follow their view by name; those of views that are gone
- * answer ENOENT. Afterwards (lock released) call fs_view_changed() for every
- * view name added, removed or changed, so the kernel forgets what it cached. */
-void fs_views_set(struct fs *fs, struct view *const *views, size_t n);
+/* After a new view set was made current in the slot: call it for every
+ * view name added, removed or changed, so the kernel forgets what it
+ * cached of it (queued; no lock held by the caller is needed). */
 void fs_view_changed(struct fs *fs, const char *name);
 
-/* A view's membership changed at path (what: INDEX_ADDED, INDEX_REMOVED,
- * INDEX_CHANGED from views/index.h). */
-void fs_notify_change(struct fs *fs, size_t view, const char *path, int what);
+/* The membership of the view called view changed at path (what:
+ * INDEX_ADDED, INDEX_REMOVED, INDEX_CHANGED from views/index.h). */
+void fs_notify_change(struct fs *fs, const char *view, const char *path, int what);
 
 #endif

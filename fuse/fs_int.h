@@ -2,8 +2,13 @@
  * fs_int.h — internals shared by the files of the mount (not for other
  * modules): fs.c (lookup, getattr, readdir, change notification, mount),
  * fs_io.c (open, read, write, commit points, .facetfs files), fs_ns.c
- * (unlink, rename, mkdir, rmdir, xattrs), fs_views.c (the views lock around
- * every request, live view changes).
+ * (unlink, rename, mkdir, rmdir, xattrs), fs_views.c (the view set pinned
+ * around every request, live view changes).
+ *
+ * Views: a `size_t view` in a function of these files is an index into the
+ * set pinned by the request the calling thread serves (fs_req_view()); the
+ * structs below that outlive a request keep the view's name (vname) and
+ * compare or resolve by name (fs_view_index()).
  *
  * Locks: fs->ofile_lock protects the open-file table (ofiles) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
@@ -40,8 +45,7 @@ struct stage_file;
 
 struct ofile {
 	uint64_t ino;
-	size_t view;
-	char *vname;                 /* the view's name (view indexes change) */
+	char *vname;                 /* the view's name (outlives view sets) */
 	char *path;                  /* inside the view */
 	char *bucket, *key;
 	struct stage_file *sf;
@@ -52,7 +56,6 @@ struct ofile {
 };
 
 struct mkdir_ent {                   /* a directory made with mkdir, still empty */
-	size_t view;
 	char *vname;
 	char *path;
 	struct mkdir_ent *next;
@@ -60,7 +63,7 @@ struct mkdir_ent {                   /* a directory made with mkdir, still empty
 
 /* Pending kernel-cache invalidations, done by the notifier thread. */
 struct inval_job {
-	size_t view;
+	char *vname;                 /* NULL: path is a view name (whole view) */
 	char *path;
 	int what;
 	struct inval_job *next;
@@ -76,8 +79,7 @@ struct fs {
 	gid_t gid;
 	struct timespec start;
 
-	uint64_t views_gen;          /* bumped by fs_views_set (under views_lock) */
-	struct fuse_lowlevel_ops real; /* the operations the locking wrappers call */
+	struct fuse_lowlevel_ops real; /* the operations the pinning wrappers call */
 
 	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
 	struct ofile *ofiles;
@@ -97,9 +99,7 @@ enum fh_kind { FH_OBJECT, FH_TEXT, FH_CONTROL };
 struct fh {
 	enum fh_kind kind;
 	/* FH_OBJECT */
-	size_t view;                 /* valid while gen == fs->views_gen */
-	uint64_t gen;
-	char *vname;
+	char *vname;                 /* the view, found by name per request */
 	char *bucket, *key;
 	char etag[72];               /* version this descriptor reads */
 	uint64_t size;
@@ -119,9 +119,20 @@ static inline struct fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* fs.c */
-/* The view index of a name, or INODE_NO_VIEW. */
+/* fs_views.c: the view set pinned by the request this thread serves (a
+ * thread-local pointer written only by fs_req_pin/fs_req_unpin: the
+ * wrappers of fs_wrap_ops call them around the real operation; code that
+ * runs a request's logic without those wrappers calls them itself). Only
+ * code running inside such a request may call the accessors below. */
+struct viewset *fs_req_pin(struct fs *fs);          /* returns the previous */
+void fs_req_unpin(struct viewset *prev);
+const struct viewset *fs_req_views(void);
+struct view *fs_req_view(size_t view);       /* NULL for INODE_NO_VIEW */
+size_t fs_req_n_views(void);
+/* The view index of a name in the request's set, or INODE_NO_VIEW. */
 size_t fs_view_index(struct fs *fs, const char *name);
+
+/* fs.c */
 void fs_attr_dir(struct fs *fs, uint64_t ino, struct stat *st);
 void fs_attr_file(struct fs *fs, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		  mode_t perm, struct stat *st);
@@ -138,13 +149,15 @@ int fs_path_object(struct fs *fs, size_t view, const char *path, char *bucket,
  * changes visible to this mount before the event arrives). */
 int fs_index_local(struct fs *fs, const struct obj_meta *o);
 
-/* fs_views.c: replace every view-reading operation by a wrapper that
- * takes the views lock for reading around the real one (fs->real). */
+/* fs_views.c: replace every view-reading operation by a wrapper that pins
+ * the current view set around the real one (fs->real). */
 void fs_wrap_ops(struct fuse_lowlevel_ops *ops);
 
 /* fs_io.c */
 struct ofile *fs_ofile_find(struct fs *fs, uint64_t ino);       /* ref taken */
 struct ofile *fs_ofile_find_path(struct fs *fs, size_t view, const char *path);
+/* Is this open file / made directory in view (of the request's set)? */
+bool fs_in_view(const char *vname, size_t view);
 void fs_ofile_put(struct fs *fs, struct ofile *of);
 int fs_ofile_commit(struct fs *fs, struct ofile *of);
 void fs_io_init_ops(struct fuse_lowlevel_ops *ops);

@@ -55,7 +55,7 @@ struct ofile *fs_ofile_find_path(struct fs *fs, size_t view, const char *path)
 {
 	pthread_mutex_lock(&fs->ofile_lock);
 	struct ofile *of = fs->ofiles;
-	while (of && (of->view != view || strcmp(of->path, path) != 0))
+	while (of && (!fs_in_view(of->vname, view) || strcmp(of->path, path) != 0))
 		of = of->next;
 	if (of)
 		of->refs++;
@@ -112,13 +112,12 @@ static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
 	of = calloc(1, sizeof *of);
 	if (!of || !(of->path = strdup(path)) || !(of->bucket = strdup(bucket)) ||
 	    !(of->key = strdup(key)) ||
-	    !(of->vname = strdup(view_name(fs->d.views[view])))) {
+	    !(of->vname = strdup(view_name(fs_req_view(view))))) {
 		if (of)
 			ofile_free(of);
 		return -ENOMEM;
 	}
 	of->ino = ino;
-	of->view = view;
 	of->refs = 1;
 
 	/* The metadata the upload carries: the view's on_create for a new
@@ -137,7 +136,7 @@ static int ofile_get(struct fs *fs, uint64_t ino, size_t view, const char *path,
 		memset(&cur, 0, sizeof cur);
 	} else if (rc == 0) {
 		size_t n;
-		const struct obj_kv *kv = view_on_create(fs->d.views[view], &n);
+		const struct obj_kv *kv = view_on_create(fs_req_view(view), &n);
 		for (size_t i = 0; rc == 0 && i < n; i++)
 			rc = obj_kv_add(&of->meta.meta, &of->meta.n_meta, kv[i].name,
 					kv[i].value);
@@ -258,18 +257,16 @@ static int open_meta(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 
 static bool view_commit_policy(struct fs *fs, size_t view)
 {
-	return view < fs->d.n_views &&
-	       strcmp(view_visibility(fs->d.views[view]), "commit") == 0;
+	(void)fs;
+	const struct view *v = fs_req_view(view);
+	return v && strcmp(view_visibility(v), "commit") == 0;
 }
 
-/* The descriptor's view index now (the view set may have changed). */
+/* The descriptor's view index in the request's set (found by name: the
+ * set may have changed since open). */
 static size_t fh_view(struct fs *fs, struct fh *h)
 {
-	if (h->gen != fs->views_gen && h->vname) {
-		h->view = fs_view_index(fs, h->vname);
-		h->gen = fs->views_gen;
-	}
-	return h->view;
+	return h->vname ? fs_view_index(fs, h->vname) : INODE_NO_VIEW;
 }
 
 /* A read-only descriptor: validate the version once (HEAD) and read it. */
@@ -320,14 +317,12 @@ static int open_object(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	char bucket[256], key[4096];
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	h->kind = FH_OBJECT;
-	h->view = info.view;
-	h->gen = fs->views_gen;
-	h->vname = strdup(view_name(fs->d.views[info.view]));
+	h->vname = strdup(view_name(fs_req_view(info.view)));
 	if (!h->vname)
 		rc = -ENOMEM;
 	else if (info.is_dir)
 		rc = -EISDIR;
-	else if (writing && !view_writable(fs->d.views[info.view]))
+	else if (writing && !view_writable(fs_req_view(info.view)))
 		rc = -EROFS;
 	else
 		rc = fs_path_object(fs, info.view, info.path, bucket, sizeof bucket,
@@ -389,11 +384,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	char path[PATH_MAX], bucket[256], key[4096];
 	struct fh *h = NULL;
 	int rc = fs_child(fs, parent, name, &view, path, sizeof path);
-	if (rc == 0 && !view_writable(fs->d.views[view]))
+	if (rc == 0 && !view_writable(fs_req_view(view)))
 		rc = -EROFS;
 	if (rc == 0)
 		rc = fs_path_object(fs, view, path, bucket, sizeof bucket, key, sizeof key);
-	if (rc == 0 && !view_key_can_match(fs->d.views[view], key))
+	if (rc == 0 && !view_key_can_match(fs_req_view(view), key))
 		rc = -EINVAL;        /* the object could never be in this view */
 	if (rc == 0 && !(h = fh_new()))
 		rc = -ENOMEM;
@@ -402,15 +397,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	if (rc == 0) {
-		const char *vname = view_name(fs->d.views[view]);
-		e.ino = inode_ref(fs->it, vname, view, path, false);
+		const char *vname = view_name(fs_req_view(view));
+		e.ino = inode_ref(fs->it, vname, path, false);
 		rc = e.ino ? 0 : -ENOMEM;
 	}
 	if (rc == 0) {
 		h->kind = FH_OBJECT;
-		h->view = view;
-		h->gen = fs->views_gen;
-		h->vname = strdup(view_name(fs->d.views[view]));
+		h->vname = strdup(view_name(fs_req_view(view)));
 		rc = ofile_get(fs, e.ino, view, path, bucket, key, true, true, &h->of);
 		if (rc < 0)
 			inode_unref(fs->it, e.ino, 1);
@@ -418,7 +411,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc < 0) {
 		if (rc == -EINVAL)
 			log_info("create %s in view %s refused: key %s cannot match the view",
-				 name, view < fs->d.n_views ? view_name(fs->d.views[view]) : "?",
+				 name, fs_req_view(view) ? view_name(fs_req_view(view)) : "?",
 				 key);
 		fh_free(fs, h);
 		fuse_reply_err(req, -rc);
@@ -605,7 +598,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			rc = ino < INODE_FIRST_DYNAMIC ? -EACCES : inode_get(fs->it, ino, &info);
 			if (rc == 0 && info.is_dir)
 				rc = -EISDIR;
-			else if (rc == 0 && !view_writable(fs->d.views[info.view]))
+			else if (rc == 0 && !view_writable(fs_req_view(info.view)))
 				rc = -EROFS;
 			if (rc == 0)
 				rc = fs_path_object(fs, info.view, info.path, bucket,

@@ -44,14 +44,14 @@ bool fs_mkdir_exists(struct fs *fs, size_t view, const char *path)
 {
 	pthread_mutex_lock(&fs->ofile_lock);
 	struct mkdir_ent *m = fs->mkdirs;
-	while (m && (m->view != view || strcmp(m->path, path) != 0))
+	while (m && (!fs_in_view(m->vname, view) || strcmp(m->path, path) != 0))
 		m = m->next;
 	pthread_mutex_unlock(&fs->ofile_lock);
 	return m != NULL;
 }
 
-/* A made directory into fs->mkdirs (view by name: INODE_NO_VIEW-like
- * SIZE_MAX until a view of that name exists). */
+/* A made directory into fs->mkdirs (by view name: it shows while a view
+ * of that name exists). */
 static int mkdir_remember(struct fs *fs, const char *vname, const char *path)
 {
 	struct mkdir_ent *m = calloc(1, sizeof *m);
@@ -61,7 +61,6 @@ static int mkdir_remember(struct fs *fs, const char *vname, const char *path)
 		free(m);
 		return -ENOMEM;
 	}
-	m->view = fs_view_index(fs, vname);
 	pthread_mutex_lock(&fs->ofile_lock);
 	m->next = fs->mkdirs;
 	fs->mkdirs = m;
@@ -91,16 +90,16 @@ static int first_child(void *ctx, const char *name, const struct index_attr *a)
 static bool dir_has_children(struct fs *fs, size_t view, const char *path)
 {
 	bool any = false;
-	index_readdir(fs->d.ix, view, path, NULL, first_child, &any);
+	index_readdir(fs->d.ix, fs_req_view(view), path, NULL, first_child, &any);
 	if (any)
 		return true;
 	size_t plen = strlen(path);
 	pthread_mutex_lock(&fs->ofile_lock);
 	for (struct mkdir_ent *m = fs->mkdirs; m && !any; m = m->next)
-		any = m->view == view && strncmp(m->path, path, plen) == 0 &&
+		any = fs_in_view(m->vname, view) && strncmp(m->path, path, plen) == 0 &&
 		      m->path[plen] == '/';
 	for (struct ofile *o = fs->ofiles; o && !any; o = o->next)
-		any = o->view == view && strncmp(o->path, path, plen) == 0 &&
+		any = fs_in_view(o->vname, view) && strncmp(o->path, path, plen) == 0 &&
 		      o->path[plen] == '/';
 	pthread_mutex_unlock(&fs->ofile_lock);
 	return any;
@@ -110,7 +109,7 @@ static bool name_exists(struct fs *fs, size_t view, const char *path, bool *is_d
 {
 	struct index_attr a;
 	*is_dir = false;
-	if (index_lookup(fs->d.ix, view, path, &a) == 0) {
+	if (index_lookup(fs->d.ix, fs_req_view(view), path, &a) == 0) {
 		*is_dir = a.is_dir;
 		return true;
 	}
@@ -127,7 +126,7 @@ static int writable_child(struct fs *fs, fuse_ino_t parent, const char *name,
 			  size_t *view, char *path, size_t pathlen)
 {
 	int rc = fs_child(fs, parent, name, view, path, pathlen);
-	if (rc == 0 && !view_writable(fs->d.views[*view]))
+	if (rc == 0 && !view_writable(fs_req_view(*view)))
 		rc = -EROFS;
 	return rc;
 }
@@ -142,14 +141,14 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	int rc = writable_child(fs, parent, name, &view, path, sizeof path);
 	if (rc == 0 && name_exists(fs, view, path, &is_dir))
 		rc = -EEXIST;
-	const char *vname = rc == 0 ? view_name(fs->d.views[view]) : NULL;
+	const char *vname = rc == 0 ? view_name(fs_req_view(view)) : NULL;
 	if (rc == 0 && (rc = index_dir_add(fs->d.ix, vname, path)) == 0 &&
 	    (rc = mkdir_remember(fs, vname, path)) < 0)
 		index_dir_remove(fs->d.ix, vname, path);
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	if (rc == 0) {
-		e.ino = inode_ref(fs->it, view_name(fs->d.views[view]), view, path, true);
+		e.ino = inode_ref(fs->it, view_name(fs_req_view(view)), path, true);
 		rc = e.ino ? fs_attr_of(fs, e.ino, &e.attr) : -ENOMEM;
 	}
 	if (rc < 0) {
@@ -175,11 +174,11 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	else if (rc == 0 && dir_has_children(fs, view, path))
 		rc = -ENOTEMPTY;
 	if (rc == 0 && fs_mkdir_exists(fs, view, path))
-		rc = index_dir_remove(fs->d.ix, view_name(fs->d.views[view]), path);
+		rc = index_dir_remove(fs->d.ix, view_name(fs_req_view(view)), path);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->ofile_lock);
 		for (struct mkdir_ent **pp = &fs->mkdirs; *pp; pp = &(*pp)->next)
-			if ((*pp)->view == view && strcmp((*pp)->path, path) == 0) {
+			if (fs_in_view((*pp)->vname, view) && strcmp((*pp)->path, path) == 0) {
 				struct mkdir_ent *m = *pp;
 				*pp = m->next;
 				free(m->path);
@@ -259,13 +258,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rc = -EXDEV;
 		else if (dst_exists)
 			rc = n_is_dir && !dir_has_children(fs, nview, npath) ? 0 : -ENOTEMPTY;
-		const char *vname = view_name(fs->d.views[view]);
+		const char *vname = view_name(fs_req_view(view));
 		if (rc == 0 && (rc = index_dir_add(fs->d.ix, vname, npath)) == 0)
 			index_dir_remove(fs->d.ix, vname, path);
 		if (rc == 0) {
 			pthread_mutex_lock(&fs->ofile_lock);
 			for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next)
-				if (m->view == view && strcmp(m->path, path) == 0) {
+				if (fs_in_view(m->vname, view) && strcmp(m->path, path) == 0) {
 					char *p = strdup(npath);
 					if (p) {
 						free(m->path);
@@ -284,7 +283,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = fs_path_object(fs, nview, npath, nbucket, sizeof nbucket, nkey, sizeof nkey);
 	if (rc == 0 && (strcmp(bucket, nbucket) != 0))
 		rc = -EXDEV;
-	if (rc == 0 && !view_key_can_match(fs->d.views[view], nkey))
+	if (rc == 0 && !view_key_can_match(fs_req_view(view), nkey))
 		rc = -EINVAL;
 	/* A file open for writing here: publish it first, then move it. */
 	struct ofile *of = rc == 0 ? fs_ofile_find_path(fs, view, path) : NULL;
@@ -333,7 +332,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc == 0) {
 		/* The kernel keeps the moved inode: it now stands for npath. */
 		uint64_t ino;
-		if (inode_find(fs->it, view_name(fs->d.views[view]), path, &ino))
+		if (inode_find(fs->it, view_name(fs_req_view(view)), path, &ino))
 			inode_rename(fs->it, ino, npath);
 	}
 out:
@@ -363,7 +362,7 @@ static int xattr_object(struct fs *fs, fuse_ino_t ino, struct obj_meta *o)
 	int rc = inode_get(fs->it, ino, &info);
 	if (rc < 0)
 		return rc;
-	rc = info.is_dir ? -ENOENT : index_object(fs->d.ix, info.view, info.path, o);
+	rc = info.is_dir ? -ENOENT : index_object(fs->d.ix, fs_req_view(info.view), info.path, o);
 	free(info.path);
 	return rc;
 }
@@ -444,7 +443,7 @@ static int set_metadata(struct fs *fs, fuse_ino_t ino, const char *name,
 	struct ofile *of = NULL;
 	if (info.is_dir)
 		rc = -EOPNOTSUPP;           /* S3 has no directories to tag */
-	else if (!view_writable(fs->d.views[info.view]))
+	else if (!view_writable(fs_req_view(info.view)))
 		rc = -EROFS;
 	if (rc == 0)
 		rc = fs_path_object(fs, info.view, info.path, bucket, sizeof bucket,

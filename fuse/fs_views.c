@@ -1,45 +1,71 @@
-/* fs_views.c — the mount's side of live view changes: every request runs
- * under the gateway's views lock (read), and fs_views_set() (called with it
- * held for writing) moves inodes, open files and made directories to the
- * new view set by name. See fs.h and fs_int.h.
+/* fs_views.c — the mount's side of the view set: every request that reads
+ * views runs with the current set pinned (views/viewset.h), reachable from
+ * its thread through a thread-local pointer that only the wrappers below
+ * write; live view changes need nothing else from the mount but the
+ * invalidations of fs_view_changed(). See fs.h and fs_int.h.
  */
 #include "fuse/fs_int.h"
 
-#include "common/stats.h"
 #include "views/filter.h"
+#include "views/viewset.h"
 
-#include <pthread.h>
+#include <assert.h>
+#include <string.h>
 
-/* ---------- live view changes ---------- */
+/* The set pinned by the request this thread serves; NULL between requests. */
+static _Thread_local struct viewset *req_set;
 
-static size_t remap_view(void *ctx, const char *name)
+const struct viewset *fs_req_views(void)
 {
-	return fs_view_index(ctx, name);
+	assert(req_set);
+	return req_set;
 }
 
-void fs_views_set(struct fs *fs, struct view *const *views, size_t n)
+struct view *fs_req_view(size_t view)
 {
-	fs->d.views = views;
-	fs->d.n_views = n;
-	fs->views_gen++;
-	inode_remap_views(fs->it, remap_view, fs);
-	pthread_mutex_lock(&fs->ofile_lock);
-	for (struct ofile *of = fs->ofiles; of; of = of->next)
-		of->view = fs_view_index(fs, of->vname);
-	for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next)
-		m->view = fs_view_index(fs, m->vname);
-	pthread_mutex_unlock(&fs->ofile_lock);
+	return viewset_view(fs_req_views(), view);
+}
+
+size_t fs_req_n_views(void)
+{
+	return viewset_count(fs_req_views());
+}
+
+size_t fs_view_index(struct fs *fs, const char *name)
+{
+	(void)fs;
+	size_t v = viewset_find(fs_req_views(), name);
+	return v == VIEWSET_NONE ? INODE_NO_VIEW : v;
+}
+
+bool fs_in_view(const char *vname, size_t view)
+{
+	const struct view *v = fs_req_view(view);
+	return v && strcmp(view_name(v), vname) == 0;
 }
 
 void fs_view_changed(struct fs *fs, const char *name)
 {
-	fs_notify_change(fs, INODE_NO_VIEW, name, 0);
+	fs_notify_change(fs, NULL, name, 0);
 }
 
-/* Every request that reads the view set runs under views_lock (read). */
+struct viewset *fs_req_pin(struct fs *fs)
+{
+	struct viewset *prev = req_set;
+	req_set = viewset_slot_pin(fs->d.views);
+	return prev;
+}
+
+void fs_req_unpin(struct viewset *prev)
+{
+	viewset_unpin(req_set);
+	req_set = prev;
+}
+
+/* Every request that reads the view set runs with one pinned. */
 #define RD(req) struct fs *fs_ = fuse_req_userdata(req); \
-	pthread_rwlock_rdlock(fs_->d.views_lock)
-#define UN() pthread_rwlock_unlock(fs_->d.views_lock)
+	struct viewset *prev_ = fs_req_pin(fs_)
+#define UN() fs_req_unpin(prev_)
 
 static void w_lookup(fuse_req_t req, fuse_ino_t p, const char *name)
 { RD(req); fs_->real.lookup(req, p, name); UN(); }

@@ -12,8 +12,7 @@
 struct inode_node {
 	uint64_t ino;
 	uint64_t nlookup;
-	size_t view;
-	char *view_name;     /* borrowed identity: copied so hashing is self-contained */
+	char *view_name;     /* the view by name: indexes change with the view set */
 	char *path;
 	bool is_dir;
 	char etag[72];           /* version the page cache may hold */
@@ -24,6 +23,8 @@ struct inode_node {
 };
 
 struct inode_table {
+	size_t (*resolve)(void *ctx, const char *view_name);  /* set once */
+	void *resolve_ctx;
 	pthread_mutex_t lock;    /* protects everything below */
 	struct inode_node **slots;
 	size_t n_slots;          /* power of two */
@@ -47,11 +48,14 @@ uint64_t inode_number(const char *view_name, const char *path)
 	return h;
 }
 
-int inode_table_new(struct inode_table **out)
+int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *ctx,
+		    struct inode_table **out)
 {
 	struct inode_table *t = calloc(1, sizeof *t);
 	if (!t)
 		return -ENOMEM;
+	t->resolve = resolve;
+	t->resolve_ctx = ctx;
 	t->n_slots = 4096;
 	t->slots = calloc(t->n_slots, sizeof *t->slots);
 	if (!t->slots) {
@@ -143,7 +147,7 @@ static void table_grow(struct inode_table *t)
 	free(old);
 }
 
-uint64_t inode_ref(struct inode_table *t, const char *view_name, size_t view,
+uint64_t inode_ref(struct inode_table *t, const char *view_name,
 		   const char *path, bool is_dir)
 {
 	uint64_t ino = 0;
@@ -164,7 +168,6 @@ uint64_t inode_ref(struct inode_table *t, const char *view_name, size_t view,
 	}
 	n->ino = ino;
 	n->nlookup = 1;
-	n->view = view;
 	n->is_dir = is_dir;
 	struct inode_node **s = slot_of(t, ino);
 	n->next = *s;
@@ -198,15 +201,25 @@ void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n)
 int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 {
 	int rc = -ENOENT;
+	char *vname = NULL;
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
-	if (n && n->view != INODE_NO_VIEW) {
+	if (n) {
 		out->path = strdup(n->path);
-		rc = out->path ? 0 : -ENOMEM;
-		out->view = n->view;
+		vname = strdup(n->view_name);
+		rc = out->path && vname ? 0 : -ENOMEM;
 		out->is_dir = n->is_dir;
 	}
 	pthread_mutex_unlock(&t->lock);
+	/* Resolved outside the lock: the resolver is the caller's. */
+	out->view = rc == 0 ? t->resolve(t->resolve_ctx, vname) : INODE_NO_VIEW;
+	if (rc == 0 && out->view == INODE_NO_VIEW)
+		rc = -ENOENT;            /* its view is gone */
+	free(vname);
+	if (rc < 0) {
+		free(out->path);
+		out->path = NULL;
+	}
 	return rc;
 }
 
@@ -272,16 +285,6 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
 	pthread_mutex_unlock(&t->lock);
 	free(p);
 	return rc;
-}
-
-void inode_remap_views(struct inode_table *t,
-		       size_t (*remap)(void *ctx, const char *view_name), void *ctx)
-{
-	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->n_slots; i++)
-		for (struct inode_node *n = t->slots[i]; n; n = n->next)
-			n->view = remap(ctx, n->view_name);
-	pthread_mutex_unlock(&t->lock);
 }
 
 void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,

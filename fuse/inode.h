@@ -13,6 +13,11 @@
  * (inode_ref()), forget subtracts (inode_unref()), the node is freed at zero.
  * All functions take the table's own mutex; none calls out while holding it.
  * Returned paths are copies the caller frees.
+ *
+ * Views: a node keeps its view's NAME, never an index (indexes belong to a
+ * view set, and the set changes while the kernel holds the inode);
+ * inode_get() turns the name into an index with the table's resolver (the
+ * mount's answers for the view set of the request being served).
  */
 #ifndef FACETFS_INODE_H
 #define FACETFS_INODE_H
@@ -36,12 +41,15 @@ enum {
 struct inode_table;
 
 struct inode_info {
-	size_t view;         /* index of the view, INODE_NO_VIEW for fixed inodes */
+	size_t view;         /* index of the view, as the resolver says */
 	char *path;          /* path inside the view, "" for the view's root; caller frees */
 	bool is_dir;
 };
 
-int inode_table_new(struct inode_table **out);
+/* resolve(ctx, view name): the view's index, or INODE_NO_VIEW when there
+ * is no such view (any thread that calls inode_get; no table lock held). */
+int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *ctx,
+		    struct inode_table **out);
 void inode_table_free(struct inode_table *t);
 
 /* The stable number for (view name, path); does not touch the table. */
@@ -49,13 +57,14 @@ uint64_t inode_number(const char *view_name, const char *path);
 
 /* Add one lookup to the inode of (view, path), creating it; returns the
  * inode number actually used (0 on allocation failure). */
-uint64_t inode_ref(struct inode_table *t, const char *view_name, size_t view,
+uint64_t inode_ref(struct inode_table *t, const char *view_name,
 		   const char *path, bool is_dir);
 /* Subtract n lookups; the node is freed at zero. */
 void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n);
 
 /* Copy out what ino stands for: 0, or -ENOENT if the kernel holds no such
- * inode or its view is gone. Fixed inodes are not in the table. */
+ * inode or the resolver knows no view of its name (gone). Fixed inodes are
+ * not in the table. */
 int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
 /* Is (view, path) currently known to the kernel? Sets *ino. */
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
@@ -76,11 +85,6 @@ void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 /* After a rename: ino now stands for new_path (its number stays, as the
  * kernel's inode does; a later lookup of new_path may get another number). */
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path);
-
-/* After the view set changed: every node's view index becomes
- * remap(ctx, view name), INODE_NO_VIEW for a view that is gone. */
-void inode_remap_views(struct inode_table *t,
-		       size_t (*remap)(void *ctx, const char *view_name), void *ctx);
 
 /* The kernel page cache of an inode is shared by all its descriptors; it
  * must never hold pages of two versions. A read-only descriptor of version

@@ -14,6 +14,7 @@
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/scan.h"
+#include "views/viewset.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A filter file whose last edit is invalid: the previous version of its
@@ -37,14 +39,16 @@ struct view_error {
 struct gateway {
 	struct config cfg;
 	struct stats st;
-	/* The view set: read under views_lock (FUSE requests, event batches),
-	 * replaced under it for writing by views_reload() on the watcher. */
-	pthread_rwlock_t views_lock;
-	struct view **views;
-	size_t n_views;
-	pthread_mutex_t err_lock;    /* protects errors */
+	/* The current view set: pinned by FUSE requests, event batches and
+	 * the .facetfs/ providers; made current by index_set_views() (start-up,
+	 * views_reload() on the watcher). */
+	struct viewset_slot views;
+	pthread_mutex_t err_lock;    /* protects errors and the reload figures */
 	struct view_error *errors;
 	size_t n_errors;
+	unsigned reloads;            /* view sets installed by views_reload() */
+	double reload_last_ms, reload_max_ms;
+	double reload_last_at;       /* when the last one became current (epoch s) */
 	struct viewwatch *watch;
 	struct index *ix;
 	struct s3 *s3;
@@ -67,8 +71,9 @@ static char *gw_views_json(void *ctx)
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	for (size_t i = 0; i < gw->n_views; i++) {
-		struct view *v = gw->views[i];
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	for (size_t i = 0; i < viewset_count(vs); i++) {
+		const struct view *v = viewset_view(vs, i);
 		cJSON *o = cJSON_AddObjectToObject(root, view_name(v));
 		cJSON_AddStringToObject(o, "file", view_source(v));
 		cJSON *buckets = cJSON_AddArrayToObject(o, "buckets");
@@ -86,7 +91,7 @@ static char *gw_views_json(void *ctx)
 			cJSON_AddItemToArray(buckets, bo);
 		}
 		cJSON_AddStringToObject(o, "state", state);
-		cJSON_AddNumberToObject(o, "objects", (double)index_members(gw->ix, i));
+		cJSON_AddNumberToObject(o, "objects", (double)index_members(gw->ix, v));
 		cJSON_AddStringToObject(o, "visibility", view_visibility(v));
 		cJSON_AddBoolToObject(o, "writable", view_writable(v));
 		const char *err = NULL;
@@ -100,13 +105,21 @@ static char *gw_views_json(void *ctx)
 			cJSON_AddNullToObject(o, "last_error");
 		pthread_mutex_unlock(&gw->err_lock);
 	}
-	/* Invalid filter files, with or without a running previous version. */
+	viewset_unpin(vs);
+	/* Invalid filter files, with or without a running previous version;
+	 * how long installing changed view sets took (".reloads", like
+	 * ".errors", cannot be a view: names do not start with a dot). */
 	pthread_mutex_lock(&gw->err_lock);
 	if (gw->n_errors) {
 		cJSON *errs = cJSON_AddArrayToObject(root, ".errors");
 		for (size_t e = 0; e < gw->n_errors; e++)
 			cJSON_AddItemToArray(errs, cJSON_CreateString(gw->errors[e].text));
 	}
+	cJSON *rl = cJSON_AddObjectToObject(root, ".reloads");
+	cJSON_AddNumberToObject(rl, "count", gw->reloads);
+	cJSON_AddNumberToObject(rl, "last_ms", gw->reload_last_ms);
+	cJSON_AddNumberToObject(rl, "max_ms", gw->reload_max_ms);
+	cJSON_AddNumberToObject(rl, "last_at", gw->reload_last_at);
 	pthread_mutex_unlock(&gw->err_lock);
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
@@ -119,7 +132,10 @@ static char *gw_control(void *ctx, const char *command)
 	char *answer = NULL;
 	if (strcmp(command, "rescan") == 0 || strncmp(command, "rescan ", 7) == 0) {
 		const char *view = command[6] ? command + 7 : NULL;
-		int rc = scan_rescan_view(gw->scan, gw->views, gw->n_views, view, &answer);
+		struct viewset *vs = viewset_slot_pin(&gw->views);  /* held while it lists */
+		int rc = scan_rescan_view(gw->scan, viewset_views(vs), viewset_count(vs), view,
+					  &answer);
+		viewset_unpin(vs);
 		if (rc < 0 && !answer &&
 		    asprintf(&answer, "error: rescan%s%s: %s\n", view ? " " : "",
 			     view ? view : "", strerror(-rc)) < 0)
@@ -176,30 +192,28 @@ static void errors_set(struct gateway *gw, struct view_error *errs, size_t n)
 	free(old);
 }
 
-static struct view *find_by_name(struct view **vs, size_t n, const char *name)
+/* Does the (maybe unsealed) set hold a view called name? */
+static bool has_name(const struct viewset *vs, const char *name)
 {
-	for (size_t i = 0; i < n; i++)
-		if (vs[i] && strcmp(view_name(vs[i]), name) == 0)
-			return vs[i];
-	return NULL;
-}
-
-static bool in_set(struct view **vs, size_t n, const struct view *v)
-{
-	for (size_t i = 0; i < n; i++)
-		if (vs[i] == v)
+	for (size_t i = 0; i < viewset_count(vs); i++)
+		if (strcmp(view_name(viewset_view(vs, i)), name) == 0)
 			return true;
 	return false;
 }
 
-/* The filter files changed: load them all again. A valid file gives its
- * view (the old object is kept when the definition is the same); an invalid
- * one keeps its previous view running and records the error; a file that is
- * gone takes its view away. Membership of new or changed views is rebuilt
- * from the index (no bucket is listed again unless it is new). */
-static void views_reload(void *ctx)
+static double ms_since(const struct timespec *t0)
 {
-	struct gateway *gw = ctx;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The next set from the filter files: a valid file gives its view (the
+ * running one, shared, when the definition is the same); an invalid one
+ * keeps its previous view (if its file still exists). Errors go to
+ * .facetfs/views. NULL when memory is short (the old set stays). */
+static struct viewset *next_set(struct gateway *gw, struct viewset *old)
+{
 	struct diag d = { 0 };
 	struct view **loaded = NULL;
 	size_t n_loaded = 0;
@@ -217,120 +231,161 @@ static void views_reload(void *ctx)
 		errs[n_errs].text = strdup(d.lines[i]);
 		n_errs++;
 	}
+	diag_release(&d);
 
-	struct view **next = calloc(n_loaded + gw->n_views + 1, sizeof *next);
-	if (!next || !errs) {
-		log_error("views: out of memory reloading %s; keeping the views", gw->cfg.views_dir);
-		view_free_all(loaded, n_loaded);
-		diag_release(&d);
-		free(next);
-		errors_set(gw, errs, n_errs);
-		return;
-	}
-	size_t n_next = 0;
+	struct viewset *next = NULL;
+	int rc = errs ? viewset_new(n_loaded + viewset_count(old), &next) : -ENOMEM;
 	for (size_t i = 0; i < n_loaded; i++) {
-		struct view *old = find_by_name(gw->views, gw->n_views, view_name(loaded[i]));
-		if (old && view_hash(old) == view_hash(loaded[i]) &&
-		    strcmp(view_source(old), view_source(loaded[i])) == 0) {
-			next[n_next++] = old;        /* unchanged: keep the running one */
-			view_free(loaded[i]);
+		struct view *v = loaded[i];
+		size_t oi = viewset_find(old, view_name(v));
+		const struct view *ov = viewset_view(old, oi);
+		if (rc < 0) {
+			view_free(v);
+		} else if (ov && view_hash(ov) == view_hash(v) &&
+			   strcmp(view_source(ov), view_source(v)) == 0) {
+			rc = viewset_add_shared(next, old, oi);   /* unchanged: keep it */
+			view_free(v);
 		} else {
-			next[n_next++] = loaded[i];
+			rc = viewset_add(next, v);               /* takes v, also on error */
 		}
-		loaded[i] = NULL;
 	}
 	free(loaded);
 	/* Invalid edits keep the previous version of their file's view. */
-	for (size_t i = 0; i < gw->n_views; i++) {
-		struct view *old = gw->views[i];
+	for (size_t i = 0; rc == 0 && i < viewset_count(old); i++) {
+		const struct view *ov = viewset_view(old, i);
 		bool file_has_error = false;
 		for (size_t e = 0; e < n_errs; e++)
-			file_has_error |= strcmp(errs[e].file, view_source(old)) == 0;
-		if (file_has_error && !find_by_name(next, n_next, view_name(old)) &&
-		    access(view_source(old), F_OK) == 0)
-			next[n_next++] = old;
+			file_has_error |= strcmp(errs[e].file, view_source(ov)) == 0;
+		if (file_has_error && !has_name(next, view_name(ov)) &&
+		    access(view_source(ov), F_OK) == 0)
+			rc = viewset_add_shared(next, old, i);
 	}
 	errors_set(gw, errs, n_errs);
-	diag_release(&d);
+	if (rc == 0)
+		rc = viewset_seal(next);
+	if (rc < 0) {
+		log_error("views: out of memory reloading %s; keeping the views", gw->cfg.views_dir);
+		viewset_unpin(next);
+		return NULL;
+	}
+	return next;
+}
 
-	/* What changed, by name. */
-	bool changed = n_next != gw->n_views;
+/* The filter files changed: build the next set, install it in the index
+ * (membership of new or changed views rebuilt from the index; no bucket is
+ * listed again unless it is new), which makes it current, then start first
+ * scans and tell the mount what changed. Requests in flight keep the set
+ * they pinned: nothing here waits for them. Runs on the watcher thread
+ * (never twice at once), the only thread that changes the current set. */
+static void views_reload(void *ctx)
+{
+	struct gateway *gw = ctx;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct viewset *old = viewset_slot_pin(&gw->views);
+	struct viewset *next = next_set(gw, old);
+	if (!next) {
+		viewset_unpin(old);
+		return;
+	}
+	size_t n_old = viewset_count(old), n_next = viewset_count(next);
+	bool changed = n_next != n_old;
 	for (size_t i = 0; i < n_next && !changed; i++)
-		changed = !in_set(gw->views, gw->n_views, next[i]);
+		changed = !viewset_holds(old, viewset_view(next, i));
 	if (!changed) {
-		free(next);
+		viewset_unpin(next);
+		viewset_unpin(old);
 		log_info("views: filter files changed, view set unchanged");
 		return;
 	}
-
-	pthread_rwlock_wrlock(&gw->views_lock);
-	struct view **old = gw->views;
-	size_t n_old = gw->n_views;
-	int rc = index_set_views(gw->ix, next, n_next);
+	int rc = index_set_views(gw->ix, next, &gw->views);
 	if (rc < 0) {
-		/* keep the old set; put the index back to it */
-		index_set_views(gw->ix, old, n_old);
-		pthread_rwlock_unlock(&gw->views_lock);
-		log_error("views: installing the new view set failed: %s; keeping the old one",
-			  strerror(-rc));
-		for (size_t i = 0; i < n_next; i++)
-			if (!in_set(old, n_old, next[i]))
-				view_free(next[i]);
-		free(next);
+		/* put the index (and with it the current set) back to the old set */
+		int rc2 = index_set_views(gw->ix, old, &gw->views);
+		log_error("views: installing the new view set failed: %s; %s", strerror(-rc),
+			  rc2 < 0 ? "going back to the old one failed too" : "keeping the old one");
+		viewset_unpin(next);
+		viewset_unpin(old);
 		return;
 	}
-	gw->views = next;
-	gw->n_views = n_next;
-	ingest_set_views(gw->ing, next, n_next);
-	if (gw->fs)
-		fs_views_set(gw->fs, next, n_next);
-	pthread_rwlock_unlock(&gw->views_lock);
+	double ms = ms_since(&t0);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 
 	/* New buckets get their first scan. */
-	scan_start_views(gw->scan, next, n_next);
+	scan_start_views(gw->scan, viewset_views(next), n_next);
 	unsigned added = 0, removed = 0, updated = 0;
 	for (size_t i = 0; i < n_next; i++) {
-		if (in_set(old, n_old, next[i]))
+		const struct view *v = viewset_view(next, i);
+		if (viewset_holds(old, v))
 			continue;
-		struct view *prev = find_by_name(old, n_old, view_name(next[i]));
-		prev ? updated++ : added++;
+		viewset_find(old, view_name(v)) != VIEWSET_NONE ? updated++ : added++;
 		if (gw->fs)
-			fs_view_changed(gw->fs, view_name(next[i]));
+			fs_view_changed(gw->fs, view_name(v));
 	}
 	for (size_t i = 0; i < n_old; i++) {
-		if (in_set(next, n_next, old[i]))
-			continue;
-		if (!find_by_name(next, n_next, view_name(old[i]))) {
+		const struct view *v = viewset_view(old, i);
+		if (viewset_find(next, view_name(v)) == VIEWSET_NONE) {
 			removed++;
 			if (gw->fs)
-				fs_view_changed(gw->fs, view_name(old[i]));
+				fs_view_changed(gw->fs, view_name(v));
 		}
-		view_free(old[i]);       /* no request can hold it: they ran under the lock */
 	}
-	free(old);
-	log_info("views: %u added, %u changed, %u removed (%zu now)", added, updated,
-		 removed, n_next);
+	pthread_mutex_lock(&gw->err_lock);
+	gw->reloads++;
+	gw->reload_last_ms = ms;
+	gw->reload_last_at = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	if (ms > gw->reload_max_ms)
+		gw->reload_max_ms = ms;
+	pthread_mutex_unlock(&gw->err_lock);
+	log_info("views: %u added, %u changed, %u removed (%zu now) in %.1f ms", added,
+		 updated, removed, n_next, ms);
+	viewset_unpin(next);
+	viewset_unpin(old);          /* freed here or by the last request holding it */
 }
 
 /* ---------- start-up steps ---------- */
 
+/* The first view set, made current in gw->views (the index installs it
+ * again in open_index). */
 static int load_views(struct gateway *gw)
 {
 	struct diag d = { 0 };
-	int rc = view_load_dir(gw->cfg.views_dir, &gw->views, &gw->n_views, &d);
+	struct view **views = NULL;
+	size_t n = 0;
+	int rc = view_load_dir(gw->cfg.views_dir, &views, &n, &d);
 	for (size_t i = 0; i < d.n; i++)
 		fprintf(stderr, "%s\n", d.lines[i]);
 	if (rc == 0 && d.n)
 		rc = -EINVAL;
 	diag_release(&d);
 	if (rc < 0) {
+		view_free_all(views, n);
 		log_error("%s: invalid filter files; nothing mounted", gw->cfg.views_dir);
 		return rc;
 	}
-	if (gw->n_views == 0)
+	struct viewset *vs;
+	rc = viewset_new(n, &vs);
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0)
+			rc = viewset_add(vs, views[i]);   /* takes it, also on error */
+		else
+			view_free(views[i]);
+	}
+	free(views);
+	if (rc == 0)
+		rc = viewset_seal(vs);
+	if (rc == 0)
+		viewset_slot_swap(&gw->views, vs);
+	viewset_unpin(vs);
+	if (rc < 0) {
+		log_error("%s: %s; nothing mounted", gw->cfg.views_dir, strerror(-rc));
+		return rc;
+	}
+	if (n == 0)
 		log_warn("%s: no filter files (*.json): the mount will be empty",
 			 gw->cfg.views_dir);
-	log_info("%zu view(s) from %s", gw->n_views, gw->cfg.views_dir);
+	log_info("%zu view(s) from %s", n, gw->cfg.views_dir);
 	return 0;
 }
 
@@ -364,7 +419,9 @@ static int open_index(struct gateway *gw)
 		log_error("index in %s: %s", gw->cfg.state_dir, err);
 		return rc;
 	}
-	rc = index_set_views(gw->ix, gw->views, gw->n_views);
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	rc = index_set_views(gw->ix, vs, &gw->views);
+	viewset_unpin(vs);
 	if (rc < 0)
 		log_error("index: installing the views failed: %s", strerror(-rc));
 	return rc;
@@ -402,22 +459,22 @@ static int check_s3(struct gateway *gw)
 		log_error("S3 client: %s", strerror(-rc));
 		return rc;
 	}
-	for (size_t i = 0; i < gw->n_views; i++)
-		for (size_t b = 0; b < view_n_buckets(gw->views[i]); b++) {
-			const char *bucket = view_bucket(gw->views[i], b);
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	for (size_t i = 0; rc == 0 && i < viewset_count(vs); i++) {
+		const struct view *v = viewset_view(vs, i);
+		for (size_t b = 0; rc == 0 && b < view_n_buckets(v); b++) {
+			const char *bucket = view_bucket(v, b);
 			rc = s3_bucket_check(gw->s3, bucket);
-			if (rc == -ENOENT) {
+			if (rc == -ENOENT)
 				log_error("S3 %s: bucket \"%s\" (view %s) does not exist",
-					  gw->cfg.s3_endpoint, bucket, view_name(gw->views[i]));
-				return rc;
-			}
-			if (rc < 0) {
+					  gw->cfg.s3_endpoint, bucket, view_name(v));
+			else if (rc < 0)
 				log_error("S3 %s: cannot reach bucket \"%s\": %s",
 					  gw->cfg.s3_endpoint, bucket, strerror(-rc));
-				return rc;
-			}
 		}
-	return 0;
+	}
+	viewset_unpin(vs);
+	return rc;
 }
 
 /* Write staging under cache.dir, and the crash rule for what a previous
@@ -562,10 +619,9 @@ static void gateway_stop(struct gateway *gw)
 	creds_renewer_free(gw->renew);   /* its SIGHUP thread uses s3 */
 	gw->renew = NULL;
 	s3_free(gw->s3);
-	view_free_all(gw->views, gw->n_views);
+	viewset_slot_release(&gw->views);
 	config_release(&gw->cfg);
 	errors_set(gw, NULL, 0);
-	pthread_rwlock_destroy(&gw->views_lock);
 	pthread_mutex_destroy(&gw->err_lock);
 	stats_release(&gw->st);
 }
@@ -577,12 +633,7 @@ int gateway_mount(const struct mount_opts *o)
 	struct gateway gw = { .ready_fd = -1, .config_path =
 		realpath(o->config_path, conf_abs) ? conf_abs : o->config_path };
 	stats_init(&gw.st);
-	pthread_rwlockattr_t rwa;
-	pthread_rwlockattr_init(&rwa);
-	/* A view change must not wait behind a stream of readers. */
-	pthread_rwlockattr_setkind_np(&rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&gw.views_lock, &rwa);
-	pthread_rwlockattr_destroy(&rwa);
+	viewset_slot_init(&gw.views, NULL);
 	pthread_mutex_init(&gw.err_lock, NULL);
 	char err[4096] = "";
 	if (config_load(o->config_path, &gw.cfg, err, sizeof err) < 0) {
@@ -607,8 +658,7 @@ int gateway_mount(const struct mount_opts *o)
 
 	if (open_index(&gw) < 0 || check_s3(&gw) < 0 || open_stage(&gw) < 0)
 		goto out;
-	if (ingest_new(gw.ix, gw.s3, gw.views, gw.n_views, &gw.views_lock, &gw.st,
-		       &gw.ing) < 0 ||
+	if (ingest_new(gw.ix, gw.s3, &gw.views, &gw.st, &gw.ing) < 0 ||
 	    start_scanner(&gw) < 0)
 		goto out;
 	/* First scans start now: they need neither Kafka nor the mount. The
@@ -616,13 +666,15 @@ int gateway_mount(const struct mount_opts *o)
 	 * Kafka's initial rebalance delay), only for the brokers to answer for
 	 * the topic; events are applied from the stored offsets once the
 	 * partitions are assigned (.facetfs/stats: kafka.partitions_assigned). */
-	scan_start_views(gw.scan, gw.views, gw.n_views);
+	struct viewset *vs = viewset_slot_pin(&gw.views);
+	scan_start_views(gw.scan, viewset_views(vs), viewset_count(vs));
+	size_t n_views = viewset_count(vs);
+	viewset_unpin(vs);
 	if (start_consumer(&gw) < 0)
 		goto out;
 
 	struct fs_deps deps = {
-		.ix = gw.ix, .views = gw.views, .n_views = gw.n_views, .s3 = gw.s3,
-		.stage = gw.stage, .views_lock = &gw.views_lock,
+		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 	};
@@ -634,7 +686,7 @@ int gateway_mount(const struct mount_opts *o)
 	if (viewwatch_start(gw.cfg.views_dir, views_reload, &gw, &gw.watch) < 0)
 		log_warn("views: changes to %s need a remount", gw.cfg.views_dir);
 	log_info("mounted %s: %zu view(s), kafka %s topic %s group %s", o->mountpoint,
-		 gw.n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);
+		 n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);
 	report_ready(&gw, 0);
 
 	/* SIGHUP stays blocked: the renewer's thread takes it (credentials). */

@@ -10,10 +10,42 @@
  * reported on stderr and returns non-zero: nothing is mounted.
  *
  * Threads: gateway_mount() runs on main; it blocks SIGINT/SIGTERM/SIGHUP
- * before starting any thread so that only the FUSE loop on main sees them.
+ * before starting any thread so that only the FUSE loop on main sees
+ * SIGINT and SIGTERM, and only the credentials renewer's thread SIGHUP
+ * (creds.h: it re-reads the credentials).
  * The event pipeline: events/ polls and decodes (the consumer thread and
  * its decoder thread, events/consumer.h); ingest.c enriches, applies and
  * notifies each decoded batch on the consumer thread.
+ *
+ * View sets (views/viewset.h): the gateway owns the slot holding the
+ * current set. FUSE requests, event batches and the .facetfs/ providers pin
+ * it for as long as they run, with no lock held; a reload builds the next
+ * set, index_set_views() installs it and makes it current, and the old set
+ * dies when its last holder unpins. A reload never waits for a request, an
+ * upload or a HEAD; what waits for a reload is only the index's writers
+ * (event batches, scan pages, a mount's own changes) while it rebuilds the
+ * membership of new or changed views.
+ *
+ * LOCK ORDER (the whole process; a lock may be taken while holding only
+ * locks listed above it on its line, never the reverse):
+ *   index wmu -> index vlock -> view-set slot mutex
+ *   index wmu -> index bloom_mu
+ *   index wmu -> (change callbacks) fs inval_lock, inode table lock, stats
+ *   S3 client refresh_lock -> (refresh callback) creds renewer lock ->
+ *     S3 client cred_lock
+ *   fs descriptor lock (fh->lock) -> reader lock, S3 connection pool lock
+ *   stage_file lock -> stage lock
+ * Every other lock is a leaf, taken with no other lock held and released
+ * before any call out of its module: the slot mutex, gateway err_lock,
+ * fs ofile_lock, inode table, inval_lock, the decoder's job lock, scanner
+ * mu, consumer and bridge locks, stats. No lock is held across an S3
+ * request or a wait for one, except: the index's wmu across its own
+ * LevelDB writes (by design: it serialises writers), a commit-view
+ * descriptor's fh->lock across its read (it serialises reads of that one
+ * descriptor with its revalidation, fuse/fs_io.c), and the S3 client's
+ * refresh_lock across a credentials refresh (re-reading the config and
+ * credentials files: it serialises renewals and nothing else takes it). Nothing is held across a FUSE
+ * invalidation (the kernel may wait for a request, fuse/fs.c).
  */
 #ifndef FACETFS_GATEWAY_H
 #define FACETFS_GATEWAY_H

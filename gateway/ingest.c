@@ -11,8 +11,14 @@
  * consumer's retry with the same batch is safe (records already enriched
  * are not fetched again).
  *
- * Threads: everything in struct ingest but fs is the consumer thread's;
- * views_lock is held for reading across a batch. No global state.
+ * Threads: everything in struct ingest but fs is the consumer thread's.
+ * No global state.
+ *
+ * View sets: a batch pins the current set (views/viewset.h) for its
+ * enrich and apply, with no lock held across the HEADs; the index applies
+ * it only if that set is still the installed one (index_apply_for), else
+ * the batch is enriched again for the new set (only the fields still
+ * missing: at most the new views' needs) and applied then.
  */
 #include "gateway/ingest.h"
 
@@ -25,6 +31,7 @@
 #include "common/s3.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "views/viewset.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -37,10 +44,8 @@
 struct ingest {
 	struct index *ix;
 	struct s3 *s3;
-	struct view *const *views;
-	size_t n_views;
+	struct viewset_slot *views;  /* the current view set (gateway's) */
 	struct stats *st;
-	pthread_rwlock_t *views_lock;
 	_Atomic(struct fs *) fs;
 
 	/* Consumer thread only: buffers reused from batch to batch. */
@@ -48,16 +53,10 @@ struct ingest {
 	size_t lat_cap;
 	struct index_pos *pos;
 	size_t pos_cap;
-
-	/* What the views over a bucket read (view_needs), per bucket: filled
-	 * on first use, emptied by ingest_set_views. Consumer thread only. */
-	struct { char *bucket; unsigned needs; } needs[64];
-	size_t n_needs;
 };
 
-int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
-	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
-	       struct ingest **out)
+int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
+	       struct stats *st, struct ingest **out)
 {
 	struct ingest *g = calloc(1, sizeof *g);
 	if (!g)
@@ -65,9 +64,7 @@ int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
 	g->ix = ix;
 	g->s3 = s3;
 	g->views = views;
-	g->n_views = n_views;
 	g->st = st;
-	g->views_lock = views_lock;
 	atomic_init(&g->fs, NULL);
 	*out = g;
 	return 0;
@@ -77,20 +74,9 @@ void ingest_free(struct ingest *g)
 {
 	if (!g)
 		return;
-	for (size_t i = 0; i < g->n_needs; i++)
-		free(g->needs[i].bucket);
 	free(g->lat_ms);
 	free(g->pos);
 	free(g);
-}
-
-void ingest_set_views(struct ingest *g, struct view *const *views, size_t n)
-{
-	g->views = views;
-	g->n_views = n;
-	for (size_t i = 0; i < g->n_needs; i++)
-		free(g->needs[i].bucket);
-	g->n_needs = 0;
 }
 
 void ingest_set_fs(struct ingest *g, struct fs *fs)
@@ -99,7 +85,7 @@ void ingest_set_fs(struct ingest *g, struct fs *fs)
 		atomic_store(&g->fs, fs);
 }
 
-void ingest_change_fn(void *ctx, size_t view, const char *path, int what)
+void ingest_change_fn(void *ctx, const char *view, const char *path, int what)
 {
 	struct ingest *g = ctx;
 	struct fs *fs = atomic_load(&g->fs);
@@ -107,29 +93,11 @@ void ingest_change_fn(void *ctx, size_t view, const char *path, int what)
 		fs_notify_change(fs, view, path, what);
 }
 
-/* What the views over this bucket read that the event does not carry. */
-static unsigned bucket_needs(struct ingest *g, const char *bucket)
+/* What the views over the event's bucket read and the event does not
+ * carry (per bucket, built with the set: viewset_bucket_needs). */
+static unsigned missing_fields(const struct viewset *vs, const struct obj_meta *o)
 {
-	for (size_t i = 0; i < g->n_needs; i++)
-		if (strcmp(g->needs[i].bucket, bucket) == 0)
-			return g->needs[i].needs;
-	unsigned needs = 0;
-	for (size_t i = 0; i < g->n_views; i++)
-		if (view_uses_bucket(g->views[i], bucket))
-			needs |= view_needs(g->views[i]);
-	/* Remember it while there is room (a view set names few buckets). */
-	char *copy = g->n_needs < 64 ? strdup(bucket) : NULL;
-	if (copy) {
-		g->needs[g->n_needs].bucket = copy;
-		g->needs[g->n_needs].needs = needs;
-		g->n_needs++;
-	}
-	return needs;
-}
-
-static unsigned missing_fields(struct ingest *g, const struct obj_meta *o)
-{
-	return bucket_needs(g, o->bucket) & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
+	return viewset_bucket_needs(vs, o->bucket) & ~o->flags & (OBJ_HAS_META | OBJ_HAS_CTYPE);
 }
 
 /* Take what the event lacks from the stored record of the same version: a
@@ -161,11 +129,11 @@ static unsigned from_index(struct ingest *g, struct obj_meta *o, unsigned missin
  * RGW events no content type), once per object version: what the index
  * already holds for the same ETag is reused. A failed HEAD leaves the event
  * as it is: views that need the field then do not match it. */
-static void enrich(struct ingest *g, struct obj_meta *o)
+static void enrich(struct ingest *g, const struct viewset *vs, struct obj_meta *o)
 {
 	if (o->flags & OBJ_DELETED)
 		return;
-	unsigned missing = missing_fields(g, o);
+	unsigned missing = missing_fields(vs, o);
 	if (!missing || !(missing = from_index(g, o, missing)))
 		return;
 	struct obj_meta h = { 0 };
@@ -223,9 +191,17 @@ static int batch_apply(struct ingest *g, struct ev_batch *b)
 	for (size_t i = 0; i < b->n_pos; i++)
 		g->pos[i] = (struct index_pos){ b->pos[i].topic, b->pos[i].partition,
 						b->pos[i].next };
-	for (size_t i = 0; i < b->n_ev; i++)
-		enrich(g, &b->ev[i]);
-	int rc = index_apply(g->ix, b->ev, b->n_ev, g->pos, b->n_pos, ingest_change_fn, g);
+	int rc;
+	do {
+		/* Enriched for the set pinned for this try (only the fields
+		 * still missing are fetched again after a set change). */
+		struct viewset *vs = viewset_slot_pin(g->views);
+		for (size_t i = 0; i < b->n_ev; i++)
+			enrich(g, vs, &b->ev[i]);
+		rc = index_apply_for(g->ix, vs, b->ev, b->n_ev, g->pos, b->n_pos,
+				     ingest_change_fn, g);
+		viewset_unpin(vs);
+	} while (rc == -EAGAIN);     /* a view set came in between: again for it */
 	if (rc < 0)
 		return rc;
 	batch_latency(g, b);
@@ -234,9 +210,7 @@ static int batch_apply(struct ingest *g, struct ev_batch *b)
 
 int ingest_batch_apply(struct ingest *g, struct ev_batch *b)
 {
-	pthread_rwlock_rdlock(g->views_lock);
 	int rc = batch_apply(g, b);
-	pthread_rwlock_unlock(g->views_lock);
 	return rc;
 }
 

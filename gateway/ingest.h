@@ -12,6 +12,12 @@
  * ingest_set_fs() may be called from main at any time (the fs pointer is
  * atomic): changes before the mount exists need no invalidation. No
  * thread of its own.
+ *
+ * View sets: each batch pins the current set of the slot (views/viewset.h)
+ * for its enrich (HEADs, no lock held) and apply; the index applies it only
+ * while that set is installed, otherwise the batch is enriched again for
+ * the newer set (index_apply_for). A reload therefore never waits for a
+ * batch, and no batch is applied with what an older set needed.
  */
 #ifndef FACETFS_INGEST_H
 #define FACETFS_INGEST_H
@@ -21,19 +27,16 @@
 
 struct index;
 struct s3;
-struct view;
+struct viewset_slot;
 struct stats;
 struct fs;
 struct consumer_cb;
 struct ev_batch;
 struct ingest;
 
-/* views_lock is held for reading while a batch is applied (the gateway
- * takes it for writing to change the view set, then ingest_set_views()). */
-int ingest_new(struct index *ix, struct s3 *s3, struct view *const *views,
-	       size_t n_views, pthread_rwlock_t *views_lock, struct stats *st,
-	       struct ingest **out);
-void ingest_set_views(struct ingest *g, struct view *const *views, size_t n);
+/* views: the slot holding the current set; it must outlive g. */
+int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
+	       struct stats *st, struct ingest **out);
 /* The consumer must be stopped first. NULL is fine. */
 void ingest_free(struct ingest *g);
 /* Enrich, apply with its offsets, notify (the consumer's apply callback).
@@ -44,6 +47,6 @@ int ingest_batch_apply(struct ingest *g, struct ev_batch *b);
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
 void ingest_set_fs(struct ingest *g, struct fs *fs);
 /* An index_change_fn: forwards a membership change to the mount. */
-void ingest_change_fn(void *ctx, size_t view, const char *path, int what);
+void ingest_change_fn(void *ctx, const char *view, const char *path, int what);
 
 #endif

@@ -259,7 +259,13 @@ static int cmd_status(int argc, char **argv)
 	       num(s, "visible_latency_ms", "count"), num(s, "visible_latency_ms", "p50"),
 	       num(s, "visible_latency_ms", "p99"), num(s, "visible_latency_ms", "max"));
 	printf("keys      not mappable to a path: %.0f\n", num(s, "keys", "not_a_path"));
+	const cJSON *rl = cJSON_GetObjectItemCaseSensitive(v, ".reloads");
+	if (rl)
+		printf("views     reloads %.0f  last %.1f ms  max %.1f ms\n", num(rl, "count", NULL),
+		       num(rl, "last_ms", NULL), num(rl, "max_ms", NULL));
 	for (const cJSON *x = v ? v->child : NULL; x; x = x->next) {
+		if (x->string && x->string[0] == '.')
+			continue;    /* .errors, .reloads: not views */
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "state");
 		printf("view %-20s %-9s objects %.0f", x->string,
 		       cJSON_IsString(st) ? st->valuestring : "?", num(x, "objects", NULL));

@@ -187,6 +187,7 @@ void index_close(struct index *ix)
 	leveldb_cache_destroy(ix->cache);
 	leveldb_filterpolicy_destroy(ix->fpolicy);
 	ix_table_free(ix->views, ix->n_views, ix->buckets, ix->n_buckets, ix->route);
+	viewset_unpin(ix->set);
 	arena_release(&ix->ar);
 	ibuf_release(&ix->kbuf);
 	ibuf_release(&ix->vbuf);
@@ -691,15 +692,22 @@ static int put_offsets(struct index *ix, const struct index_pos *pos, size_t npo
 	return 0;
 }
 
+/* want: the view set the caller prepared the records for (NULL: any);
+ * -EAGAIN without writing anything when another set is installed. */
 static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *objs,
 		  size_t n, const struct index_pos *pos, size_t npos,
 		  const char *scan_bucket, const struct index_scan_state *ss,
-		  const struct ix_decider *dec, index_change_fn fn, void *ctx)
+		  const struct ix_decider *dec, const struct viewset *want,
+		  index_change_fn fn, void *ctx)
 {
 	size_t nslots = 0, skipped = 0, applied = 0, redelivered = 0;
 	int64_t obj_delta = 0;
 	bool in_order = false;
 	pthread_mutex_lock(&ix->wmu);
+	if (want && want != ix->set) {
+		pthread_mutex_unlock(&ix->wmu);
+		return -EAGAIN;
+	}
 	int rc = scratch_prepare(ix, n);
 	size_t mask = tab_mask(n);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -755,7 +763,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 	}
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)
-		fn(ctx, ix->chg[i].view, ix->chg[i].path, ix->chg[i].what);
+		fn(ctx, ix->views[ix->chg[i].view].name, ix->chg[i].path, ix->chg[i].what);
 	rc = (int)skipped;
 out:
 	pthread_mutex_unlock(&ix->wmu);
@@ -766,7 +774,15 @@ int index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		const struct index_pos *pos, size_t npos,
 		index_change_fn fn, void *ctx)
 {
-	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, NULL, fn, ctx);
+	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, NULL, NULL, fn, ctx);
+}
+
+int index_apply_for(struct index *ix, const struct viewset *vs,
+		    const struct obj_meta *ev, size_t n,
+		    const struct index_pos *pos, size_t npos,
+		    index_change_fn fn, void *ctx)
+{
+	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, NULL, vs, fn, ctx);
 }
 
 int index_scan_apply(struct index *ix, const char *bucket,
@@ -774,14 +790,14 @@ int index_scan_apply(struct index *ix, const char *bucket,
 		     const struct index_scan_state *after,
 		     index_change_fn fn, void *ctx)
 {
-	return ix_run(ix, RUN_SCAN, objs, n, NULL, 0, bucket, after, NULL, fn, ctx);
+	return ix_run(ix, RUN_SCAN, objs, n, NULL, 0, bucket, after, NULL, NULL, fn, ctx);
 }
 
 int ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 		   ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx)
 {
 	struct ix_decider dec = { decide, dctx };
-	return ix_run(ix, RUN_DECIDED, objs, n, NULL, 0, NULL, NULL, &dec, fn, ctx);
+	return ix_run(ix, RUN_DECIDED, objs, n, NULL, 0, NULL, NULL, &dec, NULL, fn, ctx);
 }
 
 /* ---- offsets and scan state ------------------------------------------- */

@@ -21,15 +21,27 @@
  * A name that is both an object and a directory is shown as the directory
  * (lookup and readdir agree); the object stays reachable by its key in S3.
  *
- * Threads: writers (index_apply, index_scan_apply, index_set_views) take
- * the index's write mutex; readers (lookup, readdir, object, offset, stats)
- * never do, they use LevelDB's own thread safety (a readdir iterates one
- * implicit snapshot). Change callbacks run on the writer's thread with the
- * write mutex held, after the batch is written: they may call readers, never
- * writers. Views passed to index_set_views are borrowed until the next
- * index_set_views or index_close. index_open starts one background thread
- * that builds an in-memory filter of the stored 'O' keys (index_bloom.c:
- * applies then skip the read of keys never stored); index_close joins it.
+ * View sets (views/viewset.h): the writers compute memberships for the
+ * INSTALLED set, the one index_set_views() last installed (the index holds
+ * a reference to it until the next one or index_close). Readers name the
+ * view itself (a view of a set the caller pinned, found by name: its key
+ * prefix is 'M' name \0), so a reader that pinned an older set reads that
+ * view's memberships by its name, whatever is installed meanwhile. Change
+ * callbacks name the view too: a view index would need its set.
+ *
+ * Threads and locks: writers (index_apply*, index_scan_apply,
+ * index_set_views) take the index's write mutex (LevelDB writes happen
+ * under it: it is the one lock held across disk I/O; only writers wait for
+ * it: event batches, scan pages, and FUSE requests applying the mount's
+ * own change, e.g. a flush after its upload); readers (lookup, readdir,
+ * object, offset, stats) take no lock of the index, they use LevelDB's own
+ * thread safety (a readdir iterates one implicit snapshot). Change
+ * callbacks run on the writer's thread with the write mutex held, after
+ * the batch is written: they may call readers, never writers, and take
+ * only leaf locks. Process-wide lock order: gateway/gateway.h. index_open
+ * starts one background thread that builds an in-memory filter of the
+ * stored 'O' keys (index_bloom.c: applies then skip the read of keys never
+ * stored); index_close joins it.
  * Errors: 0 or a negative errno; LevelDB failures are logged once here and
  * returned as -EIO.
  */
@@ -52,6 +64,9 @@ struct stats;
  * rescan's "fresh" (index_reconcile.h) all allow this much. */
 #define INDEX_TIME_SLACK_NS 1000000000LL
 
+struct viewset;
+struct viewset_slot;
+
 /* Open (create) STATE_DIR/index. st may be NULL. On error err holds why. */
 int  index_open(const char *state_dir, struct stats *st, struct index **out,
 		char *err, size_t errlen);
@@ -61,15 +76,24 @@ void index_close(struct index *ix);
  * crash, even kill -9, never loses a written batch; a power loss may). */
 void index_set_sync(struct index *ix, bool sync);
 
-/* Install the view set (borrowed, see above); view_idx below is an index
- * into this array. For every view that is new or whose view_hash changed,
- * its membership is dropped and rebuilt from the stored object records (no
- * S3 request); memberships of views no longer present are dropped. Holds
- * the write lock for the rebuild; readers meanwhile see it half built. */
-int  index_set_views(struct index *ix, struct view *const *views, size_t n);
+/* Install a sealed view set (the index takes a reference). For every view
+ * that is new or whose view_hash changed, its membership is dropped and
+ * rebuilt from the stored object records (no S3 request); memberships of
+ * views no longer present are dropped. Holds the write mutex for the
+ * rebuild (writers wait; readers of a changed view meanwhile see its
+ * membership half built). Once vs is installed, if publish is not NULL,
+ * vs is made current in it before the write mutex is released, so the
+ * published set is always the installed one whenever no writer runs
+ * (index_apply_for relies on it). A rebuild that fails (-EIO, -ENOMEM)
+ * leaves vs installed and published, its memberships incomplete: install
+ * a set again (the previous one) to rebuild; -ENOMEM before anything was
+ * installed changes nothing. */
+int  index_set_views(struct index *ix, struct viewset *vs, struct viewset_slot *publish);
 
 enum index_change { INDEX_ADDED = 1, INDEX_REMOVED = 2, INDEX_CHANGED = 3 };
-typedef void (*index_change_fn)(void *ctx, size_t view_idx, const char *path,
+/* view: the name of the view whose membership changed (valid during the
+ * call). */
+typedef void (*index_change_fn)(void *ctx, const char *view, const char *path,
 				int what);
 
 struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
@@ -86,6 +110,13 @@ struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
 int  index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		 const struct index_pos *pos, size_t npos,
 		 index_change_fn fn, void *ctx);
+/* index_apply for events prepared (enriched with what its views need) for
+ * the set vs: -EAGAIN, nothing written, when vs is not the installed set
+ * (a reload came in between): prepare them for the current set, retry. */
+int  index_apply_for(struct index *ix, const struct viewset *vs,
+		     const struct obj_meta *ev, size_t n,
+		     const struct index_pos *pos, size_t npos,
+		     index_change_fn fn, void *ctx);
 
 /* Stored next offset of a partition; -ENOENT if none. */
 int  index_offset_get(struct index *ix, const char *topic, int32_t partition,
@@ -112,20 +143,21 @@ int  index_scan_apply(struct index *ix, const char *bucket,
 /* What a listing shows of one name. */
 struct index_attr { bool is_dir; uint64_t size; int64_t mtime_ns; char etag[72]; };
 
-/* path is relative to the view root ("a/b", "" = the root, which always
- * exists). -ENOENT if nothing is there; -EINVAL for a bad view_idx. */
-int  index_lookup(struct index *ix, size_t view_idx, const char *path,
+/* v: a view of a set the caller holds (see above). path is relative to
+ * the view root ("a/b", "" = the root, which always exists). -ENOENT if
+ * nothing is there; -EINVAL for a NULL view. */
+int  index_lookup(struct index *ix, const struct view *v, const char *path,
 		  struct index_attr *out);
 /* Children of dir, in byte order of their names, with names > after (NULL
  * or "" = from the start), until fn returns nonzero. 0, or -ENOENT when a
  * non-root dir has no children at all (and after is empty). */
 typedef int (*index_dir_fn)(void *ctx, const char *name, const struct index_attr *a);
-int  index_readdir(struct index *ix, size_t view_idx, const char *dir,
+int  index_readdir(struct index *ix, const struct view *v, const char *dir,
 		   const char *after, index_dir_fn fn, void *ctx);
 /* Full record of the object stored at path (deep copy: obj_meta_release it).
  * -ENOENT if no object is there (a pure directory); a name that is both an
  * object and a directory still gives the object here. */
-int  index_object(struct index *ix, size_t view_idx, const char *path,
+int  index_object(struct index *ix, const struct view *v, const char *path,
 		  struct obj_meta *out);
 /* Record by bucket/key, tombstones included (check OBJ_DELETED). */
 int  index_object_get(struct index *ix, const char *bucket, const char *key,
@@ -144,7 +176,8 @@ int  index_same_version(struct index *ix, const struct obj_meta *o,
 
 /* Counters for `facetfs status` (cheap: kept up to date by the writers). */
 uint64_t index_objects(struct index *ix);                     /* live objects */
-uint64_t index_members(struct index *ix, size_t view_idx);    /* 0 if bad idx */
+/* Members of the installed view called view_name(v); 0 if none is. */
+uint64_t index_members(struct index *ix, const struct view *v);
 size_t   index_n_views(struct index *ix);
 /* Is the in-memory key filter complete (applies then skip the read of keys
  * never stored)? Built in the background after index_open; for status/tests. */

@@ -3,11 +3,15 @@
  * offsets, scan pages), index_views.c (view set, membership rebuild) and
  * index_read.c (lookup, readdir, records). Not for other modules.
  *
- * Locks: wmu serialises every writer and guards the scratch fields;
- * vlock guards the view table (views, buckets): readers take it shared for a
- * few instructions (copying a prefix), index_set_views takes it exclusive
- * while swapping tables; bloom_mu guards the key filter's pointer for
- * readers (a probe). Order: wmu before vlock, wmu before bloom_mu.
+ * Locks: wmu serialises every writer and guards the scratch fields and
+ * the installed set (set: the view set the table was built from, pinned);
+ * vlock guards the view table (views, buckets) for index_members, which
+ * takes it shared; index_set_views takes it exclusive while swapping
+ * tables; bloom_mu guards the key filter's pointer for readers (a probe).
+ * Readers (index_read.c) use neither wmu nor vlock: they get the view from
+ * the caller. Order: wmu, then vlock, then the publishing slot's mutex
+ * (views/viewset.h); wmu before bloom_mu; the change callbacks run under
+ * wmu.
  */
 #ifndef FACETFS_INDEX_INT_H
 #define FACETFS_INDEX_INT_H
@@ -19,6 +23,7 @@
 #include "common/stats.h"
 #include "views/index.h"
 #include "views/index_codec.h"
+#include "views/viewset.h"
 
 struct ix_slot;
 struct ix_change;
@@ -54,6 +59,7 @@ struct index {
 
 	pthread_mutex_t wmu;
 	pthread_rwlock_t vlock;
+	struct viewset *set;       /* installed set (pinned); views[i] is its view i */
 	struct ixview *views;
 	size_t n_views;
 	struct ixbucket *buckets;

@@ -1,8 +1,9 @@
 /*
  * index_read.c — the read side of the index, for FUSE threads: lookup,
  * readdir, records (and the same-version read that spares ingest and scans
- * a HEAD). Never takes the write mutex; holds the view-table lock only to
- * copy a view's key prefix, the key filter's lock only for a probe. Directories are implicit: a path is a
+ * a HEAD). Takes no lock of the index but the key filter's for a probe:
+ * the caller names the view (from a set it pinned) and its key prefix is
+ * 'M' name \0. Directories are implicit: a path is a
  * directory when some membership key continues it with \0 (index.h).
  */
 #include "views/index_int.h"
@@ -16,21 +17,18 @@
 #define KEY_MAX (IX_PATH_MAX + 512)
 
 /* 'M' view \0 + encoded path into k. */
-static int member_key(struct index *ix, size_t vi, const char *path, char *k, size_t *kl)
+static int member_key(const struct view *v, const char *path, char *k, size_t *kl)
 {
-	size_t pl = strlen(path);
-	pthread_rwlock_rdlock(&ix->vlock);
-	if (vi >= ix->n_views) {
-		pthread_rwlock_unlock(&ix->vlock);
+	if (!v)
 		return -EINVAL;
-	}
-	size_t plen = ix->views[vi].plen;
-	if (plen + pl + 2 > KEY_MAX) {
-		pthread_rwlock_unlock(&ix->vlock);
+	size_t pl = strlen(path);
+	const char *name = view_name(v);
+	size_t nl = strlen(name);
+	size_t plen = nl + 2;
+	if (plen + pl + 2 > KEY_MAX)
 		return -ENAMETOOLONG;
-	}
-	memcpy(k, ix->views[vi].prefix, plen);
-	pthread_rwlock_unlock(&ix->vlock);
+	k[0] = 'M';
+	memcpy(k + 1, name, nl + 1);
 	for (size_t i = 0; i < pl; i++)
 		k[plen + i] = path[i] == '/' ? '\0' : path[i];
 	*kl = plen + pl;
@@ -57,12 +55,12 @@ static void attr_from_value(const char *v, size_t vl, struct index_attr *a)
 	a->etag[n] = '\0';
 }
 
-int index_lookup(struct index *ix, size_t view_idx, const char *path,
+int index_lookup(struct index *ix, const struct view *v, const char *path,
 		 struct index_attr *out)
 {
 	char k[KEY_MAX];
 	size_t kl;
-	int rc = member_key(ix, view_idx, path, k, &kl);
+	int rc = member_key(v, path, k, &kl);
 	if (rc < 0)
 		return rc;
 	memset(out, 0, sizeof *out);
@@ -98,12 +96,12 @@ done:
 	return rc;
 }
 
-int index_readdir(struct index *ix, size_t view_idx, const char *dir,
+int index_readdir(struct index *ix, const struct view *v, const char *dir,
 		  const char *after, index_dir_fn fn, void *ctx)
 {
 	char k[KEY_MAX], name[IX_PATH_MAX];
 	size_t pl;
-	int rc = member_key(ix, view_idx, dir, k, &pl);
+	int rc = member_key(v, dir, k, &pl);
 	if (rc < 0)
 		return rc;
 	if (*dir)
@@ -239,7 +237,7 @@ int index_same_version(struct index *ix, const struct obj_meta *o, struct obj_me
 	return record_get(ix, o->bucket, o->key, o, out);
 }
 
-int index_object(struct index *ix, size_t view_idx, const char *path,
+int index_object(struct index *ix, const struct view *v, const char *path,
 		 struct obj_meta *out)
 {
 	char k[KEY_MAX];
@@ -247,22 +245,22 @@ int index_object(struct index *ix, size_t view_idx, const char *path,
 	memset(out, 0, sizeof *out);
 	if (!*path)
 		return -ENOENT;
-	int rc = member_key(ix, view_idx, path, k, &kl);
+	int rc = member_key(v, path, k, &kl);
 	if (rc < 0)
 		return rc;
-	char *v;
+	char *val;
 	size_t vl;
-	rc = ix_get(ix, NULL, k, kl, &v, &vl);
+	rc = ix_get(ix, NULL, k, kl, &val, &vl);
 	if (rc < 0)
 		return rc;
 	struct member_val mv;
-	if (member_decode(v, vl, &mv) < 0) {
+	if (member_decode(val, vl, &mv) < 0) {
 		log_error("index: undecodable membership of %s", path);
-		leveldb_free(v);
+		leveldb_free(val);
 		return -EIO;
 	}
 	rc = index_object_get(ix, mv.bucket, mv.key, out);
-	leveldb_free(v);
+	leveldb_free(val);
 	if (rc == 0 && (out->flags & OBJ_DELETED)) {
 		obj_meta_release(out);
 		rc = -ENOENT;

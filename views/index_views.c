@@ -394,13 +394,13 @@ static int views_rebuild(struct index *ix, const bool *rebuild)
 	return rc;
 }
 
-int index_set_views(struct index *ix, struct view *const *views, size_t n)
+int index_set_views(struct index *ix, struct viewset *vs, struct viewset_slot *publish)
 {
 	struct ixview *tv;
 	struct ixbucket *tb;
 	struct route *tr;
-	size_t nb;
-	int rc = table_build(views, n, &tv, &tb, &nb, &tr);
+	size_t nb, n = viewset_count(vs);
+	int rc = table_build(viewset_views(vs), n, &tv, &tb, &nb, &tr);
 	if (rc < 0)
 		return rc;
 	bool *rebuild = calloc(n ? n : 1, sizeof *rebuild);
@@ -416,7 +416,9 @@ int index_set_views(struct index *ix, struct view *const *views, size_t n)
 	struct ixview *ov = ix->views;
 	struct ixbucket *ob = ix->buckets;
 	struct route *orr = ix->route;
+	struct viewset *os = ix->set;
 	size_t onv = ix->n_views, onb = ix->n_buckets;
+	ix->set = viewset_pin(vs);
 	ix->views = tv;
 	ix->n_views = n;
 	ix->buckets = tb;
@@ -440,19 +442,31 @@ int index_set_views(struct index *ix, struct view *const *views, size_t n)
 	if (rc == 0)
 		rc = views_rebuild(ix, rebuild);
 	arena_reset(&ix->ar);
+	/* Published while no writer can run, also when the rebuild failed
+	 * (vs is installed all the same): a writer holding wmu always finds
+	 * the slot's set installed (index_apply_for). */
+	if (publish)
+		viewset_slot_swap(publish, vs);
 	pthread_mutex_unlock(&ix->wmu);
+	viewset_unpin(os);
 	free(rebuild);
 	if (rc == -ENOMEM)
 		log_error("index: out of memory installing %zu views", n);
 	return rc;
 }
 
-uint64_t index_members(struct index *ix, size_t view_idx)
+uint64_t index_members(struct index *ix, const struct view *v)
 {
 	uint64_t m = 0;
+	if (!v)
+		return 0;
+	const char *name = view_name(v);
 	pthread_rwlock_rdlock(&ix->vlock);
-	if (view_idx < ix->n_views)
-		m = atomic_load(&ix->views[view_idx].members);
+	for (size_t i = 0; i < ix->n_views; i++)
+		if (strcmp(ix->views[i].name, name) == 0) {
+			m = atomic_load(&ix->views[i].members);
+			break;
+		}
 	pthread_rwlock_unlock(&ix->vlock);
 	return m;
 }

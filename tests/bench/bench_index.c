@@ -36,6 +36,7 @@
 
 #include "views/filter.h"
 #include "views/index.h"
+#include "tests/unit/unit_views.h"
 
 static double clock_s(clockid_t id)
 {
@@ -162,9 +163,9 @@ static void events_make(struct obj_meta *ev, char (*keys)[96], struct obj_kv *kv
 
 /* The change callback, as the gateway's (which hands each change to the
  * mount): here it only counts. */
-static void change_count(void *ctx, size_t view_idx, const char *path, int what)
+static void change_count(void *ctx, const char *view, const char *path, int what)
 {
-	(void)view_idx;
+	(void)view;
 	(void)path;
 	if (what == INDEX_ADDED)
 		(*(long *)ctx)++;
@@ -189,7 +190,7 @@ static int run(const struct cfg *c)
 		return 1;
 	}
 	index_set_sync(ix, c->sync);
-	if (index_set_views(ix, views, (size_t)c->n_views) < 0)
+	if (unit_set_views(ix, views, (size_t)c->n_views) < 0)
 		return 1;
 	/* the key filter is built in the background: timed applies start once
 	 * it answers, so no run pays LevelDB reads for keys never stored only
@@ -232,7 +233,7 @@ static int run(const struct cfg *c)
 	hwc_close(&hw);
 	uint64_t members = 0;
 	for (long i = 0; i < c->n_views; i++)
-		members += index_members(ix, (size_t)i);
+		members += index_members(ix, unit_v((size_t)i));
 	printf("figure: views=%ld batch=%ld objects=%ld %s: %.0f events/s per CPU-s of the "
 	       "applying thread, %.0f events/s wall (index_apply %.2f s, cpu %.2f s, "
 	       "process cpu %.2f s, run %.2f s)\n",
@@ -261,7 +262,7 @@ static int run(const struct cfg *c)
 		for (long i = 0; i < 100000; i++) {
 			char path[96];
 			snprintf(path, sizeof path, "p%03ld/run%04ld", i % c->n_views, i % 1000);
-			hits += index_lookup(ix, (size_t)(i % c->n_views), path, &at) == 0;
+			hits += index_lookup(ix, unit_v((size_t)(i % c->n_views)), path, &at) == 0;
 		}
 		double r = now_s() - r0;
 		printf("  lookups: %.0f/s (%ld hits of 100000)\n", 100000 / r, hits);
@@ -274,26 +275,26 @@ static int run(const struct cfg *c)
 		if (view_load_buf("bench.json", js, strlen(js), &more[c->n_views], &d) < 0)
 			return 1;
 		double b0 = now_s();
-		if (index_set_views(ix, more, (size_t)c->n_views + 1) < 0)
+		if (unit_set_views(ix, more, (size_t)c->n_views + 1) < 0)
 			return 1;
 		double bt = now_s() - b0;
 		printf("  new view built from %llu records in %.2f s (%llu members)\n",
 		       (unsigned long long)index_objects(ix), bt,
-		       (unsigned long long)index_members(ix, (size_t)c->n_views));
-		ok = ok && index_members(ix, (size_t)c->n_views) == (uint64_t)c->n_obj;
+		       (unsigned long long)index_members(ix, unit_v((size_t)c->n_views)));
+		ok = ok && index_members(ix, unit_v((size_t)c->n_views)) == (uint64_t)c->n_obj;
 
 		/* a new prefix view: only its key range is read */
 		js = "{\"name\":\"again\",\"bucket\":\"bench\",\"match\":{\"prefix\":\"p000/run00\"}}";
 		if (view_load_buf("bench.json", js, strlen(js), &more[c->n_views + 1], &d) < 0)
 			return 1;
 		b0 = now_s();
-		if (index_set_views(ix, more, (size_t)c->n_views + 2) < 0)
+		if (unit_set_views(ix, more, (size_t)c->n_views + 2) < 0)
 			return 1;
 		bt = now_s() - b0;
-		uint64_t m = index_members(ix, (size_t)c->n_views + 1);
+		uint64_t m = index_members(ix, unit_v((size_t)c->n_views + 1));
 		printf("  new prefix view (p000/run00) built in %.3f s (%llu members)\n", bt,
 		       (unsigned long long)m);
-		ok = ok && m > 0 && m <= index_members(ix, 0);
+		ok = ok && m > 0 && m <= index_members(ix, unit_v(0));
 		view_free(more[c->n_views]);
 		view_free(more[c->n_views + 1]);
 		free(more);

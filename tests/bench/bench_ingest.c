@@ -38,6 +38,7 @@
 #include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "views/viewset.h"
 #include "tests/unit/unit.h"
 
 static double cpu_s(void)
@@ -59,10 +60,9 @@ struct msg { const char *p; size_t len; };
 /* Batches of the whole file through the decoder and ingest, in the
  * consumer's order: post(N+1) before finish/apply(N) when pipeline.
  * Returns the number of failed applies. */
-static int run_ingest(struct index *ix, struct view **views, size_t n_views,
+static int run_ingest(struct index *ix, struct viewset_slot *views,
 		      const struct msg *m, size_t n, size_t batch, bool pipeline)
 {
-	pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 	struct stats st;
 	struct ingest *g = NULL;
 	struct decoder *dec = NULL;
@@ -71,7 +71,7 @@ static int run_ingest(struct index *ix, struct view **views, size_t n_views,
 	int failed = 0;
 	stats_init(&st);
 	if (!dm || decoder_new(&st, &dec) < 0 ||
-	    ingest_new(ix, NULL, views, n_views, &lock, &st, &g) < 0)
+	    ingest_new(ix, NULL, views, &st, &g) < 0)
 		return 1;
 	for (size_t i = 0; i < n; i++)
 		dm[i] = (struct decoder_msg){ "bench", 0, (int64_t)i, -1, m[i].p, m[i].len };
@@ -109,7 +109,7 @@ static int run_ingest(struct index *ix, struct view **views, size_t n_views,
 	return failed;
 }
 
-static void change_count(void *ctx, size_t view, const char *path, int what)
+static void change_count(void *ctx, const char *view, const char *path, int what)
 {
 	(void)view;
 	(void)path;
@@ -127,6 +127,8 @@ int main(int argc, char **argv)
 	bool decode_only = argc > 4 && strcmp(argv[4], "--decode-only") == 0;
 	bool pipeline = argc > 4 && strcmp(argv[4], "--pipeline") == 0;
 	bool no_prepare = argc > 4 && strcmp(argv[4], "--no-prepare") == 0;
+	struct viewset_slot slot;
+	viewset_slot_init(&slot, NULL);
 	size_t len;
 	char *buf = unit_read_file(argv[1], &len);
 	if (!buf || n_views < 1 || n_views > 1000 || batch < 1) {
@@ -179,12 +181,23 @@ int main(int argc, char **argv)
 			}
 			diag_release(&d);
 		}
-		if (index_set_views(ix, views, (size_t)n_views) < 0)
+		/* the gateway's arrangement: a slot holding the current set,
+		 * made current by the index (the set borrows the views) */
+		struct viewset *vs;
+		int rc = viewset_new((size_t)n_views, &vs);
+		for (long i = 0; rc == 0 && i < n_views; i++)
+			rc = viewset_add_borrowed(vs, views[i]);
+		if (rc == 0)
+			rc = viewset_seal(vs);
+		if (rc == 0)
+			rc = index_set_views(ix, vs, &slot);
+		viewset_unpin(vs);
+		if (rc < 0)
 			return 1;
 	}
 
 	if (pipeline || no_prepare) {
-		int failed = run_ingest(ix, views, (size_t)n_views, m, n, (size_t)batch, pipeline);
+		int failed = run_ingest(ix, &slot, m, n, (size_t)batch, pipeline);
 		int ok = failed == 0 && index_objects(ix) == (uint64_t)n;
 		if (!ok)
 			fprintf(stderr, "bench-ingest: %d failed applies, %llu objects of %zu\n",
@@ -194,6 +207,7 @@ int main(int argc, char **argv)
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", tmpl);
+		viewset_slot_release(&slot);
 		view_free_all(views, (size_t)n_views);
 		free(m);
 		free(buf);
@@ -249,6 +263,7 @@ int main(int argc, char **argv)
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", tmpl);
 	}
+	viewset_slot_release(&slot);
 	view_free_all(views, ix ? (size_t)n_views : 0);
 	free(docs);
 	free(evs);

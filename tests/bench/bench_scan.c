@@ -42,6 +42,7 @@
 #include "sync/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "tests/unit/unit_views.h"
 #include "views/scan.h"
 
 static double clock_s(clockid_t id)
@@ -130,9 +131,9 @@ static void page_make(struct obj_meta *pg, char (*keys)[32], long n, long first)
 	}
 }
 
-static void change_count(void *ctx, size_t view_idx, const char *path, int what)
+static void change_count(void *ctx, const char *view, const char *path, int what)
 {
-	(void)view_idx;
+	(void)view;
 	(void)path;
 	if (what == INDEX_ADDED)
 		(*(long *)ctx)++;
@@ -219,7 +220,7 @@ static int run(const struct cfg *c)
 		fprintf(stderr, "index_open: %s\n", err);
 		return 1;
 	}
-	if (index_set_views(ix, views, (size_t)c->n_views) < 0)
+	if (unit_set_views(ix, views, (size_t)c->n_views) < 0)
 		return 1;
 	/* as at a mount: the key filter of the empty index is built at once */
 	for (int i = 0; i < 1000 && !index_filter_ready(ix); i++)
@@ -277,7 +278,7 @@ check:;
 	/* what a view shows must be what was listed */
 	uint64_t members = 0, want = 0;
 	for (long i = 0; i < c->n_views; i++) {
-		members += index_members(ix, (size_t)i);
+		members += index_members(ix, unit_v((size_t)i));
 		size_t kind = (size_t)i % N_KINDS;
 		want += kind == 0 || kind == 1 || kind == 2 ? (uint64_t)n
 		      : kind == 3 ? (uint64_t)(n < 100000 ? n : 100000) : 0;

@@ -50,11 +50,12 @@ static void release_all(struct obj_meta *o, size_t n)
 
 struct changes { char log[8192]; size_t len; int n; };
 
-static void on_change(void *ctx, size_t vi, const char *path, int what)
+static void on_change(void *ctx, const char *view, const char *path, int what)
 {
 	struct changes *c = ctx;
 	const char *w = what == INDEX_ADDED ? "+" : what == INDEX_REMOVED ? "-" : "~";
-	c->len += snprintf(c->log + c->len, sizeof c->log - c->len, "%s%zu:%s ", w, vi, path);
+	c->len += snprintf(c->log + c->len, sizeof c->log - c->len, "%s%ld:%s ", w,
+			   unit_view_index(view), path);
 	c->n++;
 }
 
@@ -79,7 +80,7 @@ static const char *ls(struct index *ix, size_t vi, const char *dir, const char *
 {
 	static struct listing l;
 	memset(&l, 0, sizeof l);
-	*rc = index_readdir(ix, vi, dir, after, on_entry, &l);
+	*rc = index_readdir(ix, unit_v(vi), dir, after, on_entry, &l);
 	return l.names;
 }
 
@@ -96,7 +97,7 @@ static void test_round_trip(void)
 		unit_view("{\"name\":\"runs\",\"bucket\":\"b1\",\"match\":{\"prefix\":\"runs/\"},"
 		     "\"layout\":{\"strip_prefix\":\"runs/\"}}"),
 	};
-	CHECK(index_set_views(ix, v, 2) == 0, "set_views on an empty index");
+	CHECK(unit_set_views(ix, v, 2) == 0, "set_views on an empty index");
 	struct obj_meta ev[5] = {
 		mk("b1", "runs/a/x.fa", 10, 100, "e1", NULL),
 		mk("b1", "runs/a/y.fa", 20, 101, "e2", NULL),
@@ -114,7 +115,7 @@ static void test_round_trip(void)
 	      "changes name view and path: %s", c.log);
 	CHECK(stats_get(&st, ev_applied) == 5, "ev_applied counts applied events");
 	CHECK(index_objects(ix) == 5, "5 live objects (%llu)", (unsigned long long)index_objects(ix));
-	CHECK(index_members(ix, 0) == 4 && index_members(ix, 1) == 3, "member counts 4 and 3");
+	CHECK(index_members(ix, unit_v(0)) == 4 && index_members(ix, unit_v(1)) == 3, "member counts 4 and 3");
 
 	int64_t off = -1;
 	CHECK(index_offset_get(ix, "s3events", 0, &off) == 0 && off == 17, "offset p0 = 17");
@@ -123,14 +124,14 @@ static void test_round_trip(void)
 	CHECK(index_offset_get(ix, "other", 0, &off) == -ENOENT, "offset of another topic unknown");
 
 	struct index_attr a;
-	CHECK(index_lookup(ix, 1, "a/x.fa", &a) == 0 && !a.is_dir && a.size == 10 &&
+	CHECK(index_lookup(ix, unit_v(1), "a/x.fa", &a) == 0 && !a.is_dir && a.size == 10 &&
 	      a.mtime_ns == 100 * S && strcmp(a.etag, "e1") == 0, "lookup file attrs");
-	CHECK(index_lookup(ix, 1, "a", &a) == 0 && a.is_dir, "lookup implicit directory");
-	CHECK(index_lookup(ix, 1, "", &a) == 0 && a.is_dir, "lookup root");
-	CHECK(index_lookup(ix, 1, "b", &a) == -ENOENT, "lookup missing");
-	CHECK(index_lookup(ix, 1, "a/x", &a) == -ENOENT, "lookup of a name prefix is not a hit");
-	CHECK(index_lookup(ix, 1, "logs", &a) == -ENOENT, "other view's object not visible");
-	CHECK(index_lookup(ix, 9, "a", &a) == -EINVAL, "bad view index");
+	CHECK(index_lookup(ix, unit_v(1), "a", &a) == 0 && a.is_dir, "lookup implicit directory");
+	CHECK(index_lookup(ix, unit_v(1), "", &a) == 0 && a.is_dir, "lookup root");
+	CHECK(index_lookup(ix, unit_v(1), "b", &a) == -ENOENT, "lookup missing");
+	CHECK(index_lookup(ix, unit_v(1), "a/x", &a) == -ENOENT, "lookup of a name prefix is not a hit");
+	CHECK(index_lookup(ix, unit_v(1), "logs", &a) == -ENOENT, "other view's object not visible");
+	CHECK(index_lookup(ix, unit_v(9), "a", &a) == -EINVAL, "bad view index");
 
 	const char *l = ls(ix, 1, "", NULL, &rc);
 	CHECK(rc == 0 && strcmp(l, "a/ top.txt") == 0, "readdir root: '%s'", l);
@@ -144,11 +145,11 @@ static void test_round_trip(void)
 	CHECK(rc == 0 && strcmp(l, "logs/ runs/") == 0, "readdir root of view all: '%s'", l);
 
 	struct obj_meta o;
-	CHECK(index_object(ix, 1, "a/y.fa", &o) == 0 && strcmp(o.bucket, "b1") == 0 &&
+	CHECK(index_object(ix, unit_v(1), "a/y.fa", &o) == 0 && strcmp(o.bucket, "b1") == 0 &&
 	      strcmp(o.key, "runs/a/y.fa") == 0 && o.size == 20 && strcmp(o.etag, "e2") == 0,
 	      "index_object gives the full record");
 	obj_meta_release(&o);
-	CHECK(index_object(ix, 1, "a", &o) == -ENOENT, "index_object of a directory");
+	CHECK(index_object(ix, unit_v(1), "a", &o) == -ENOENT, "index_object of a directory");
 
 	index_close(ix);
 	view_free(v[0]);
@@ -166,7 +167,7 @@ static void test_tombstones_and_order(void)
 	stats_init(&st);
 	struct index *ix = unit_index_open(dir, &st);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct index_attr a;
 	int rc;
 
@@ -175,12 +176,12 @@ static void test_tombstones_and_order(void)
 	struct obj_meta e2 = mkdel("b", "k", 101, "14");
 	struct obj_meta e3 = mk("b", "k", 3, 99, "e3", "0F");
 	index_apply(ix, &e1, 1, NULL, 0, NULL, NULL);
-	CHECK(index_lookup(ix, 0, "k", &a) == 0, "put visible");
+	CHECK(index_lookup(ix, unit_v(0), "k", &a) == 0, "put visible");
 	index_apply(ix, &e2, 1, NULL, 0, NULL, NULL);
-	CHECK(index_lookup(ix, 0, "k", &a) == -ENOENT, "delete removes it");
-	CHECK(index_objects(ix) == 0 && index_members(ix, 0) == 0, "counts back to 0");
+	CHECK(index_lookup(ix, unit_v(0), "k", &a) == -ENOENT, "delete removes it");
+	CHECK(index_objects(ix) == 0 && index_members(ix, unit_v(0)) == 0, "counts back to 0");
 	rc = index_apply(ix, &e3, 1, NULL, 0, NULL, NULL);
-	CHECK(rc == 1 && index_lookup(ix, 0, "k", &a) == -ENOENT,
+	CHECK(rc == 1 && index_lookup(ix, unit_v(0), "k", &a) == -ENOENT,
 	      "late older put does not resurrect (stale=%d)", rc);
 	struct obj_meta o;
 	CHECK(index_object_get(ix, "b", "k", &o) == 0 && (o.flags & OBJ_DELETED) &&
@@ -192,7 +193,7 @@ static void test_tombstones_and_order(void)
 	struct obj_meta p2 = mk("b", "never", 5, 199, "x", "40");
 	index_apply(ix, &d2, 1, NULL, 0, NULL, NULL);
 	rc = index_apply(ix, &p2, 1, NULL, 0, NULL, NULL);
-	CHECK(rc == 1 && index_lookup(ix, 0, "never", &a) == -ENOENT,
+	CHECK(rc == 1 && index_lookup(ix, unit_v(0), "never", &a) == -ENOENT,
 	      "tombstone of an unseen key holds");
 
 	/* Ceph-normalised sequencers (ns since epoch as hex): a newer one
@@ -204,12 +205,12 @@ static void test_tombstones_and_order(void)
 	index_apply(ix, &c1, 1, NULL, 0, NULL, NULL);
 	index_apply(ix, &c2, 1, NULL, 0, NULL, NULL);
 	rc = index_apply(ix, &c0, 1, NULL, 0, NULL, NULL);
-	CHECK(rc == 1 && index_lookup(ix, 0, "ceph", &a) == 0 && a.size == 2,
+	CHECK(rc == 1 && index_lookup(ix, unit_v(0), "ceph", &a) == 0 && a.size == 2,
 	      "older sequencer skipped, newer kept");
 	/* unknown sequencer: applied in partition order */
 	struct obj_meta c3 = mk("b", "ceph", 3, 250, "c3", NULL);
 	rc = index_apply(ix, &c3, 1, NULL, 0, NULL, NULL);
-	CHECK(rc == 0 && index_lookup(ix, 0, "ceph", &a) == 0 && a.size == 3,
+	CHECK(rc == 0 && index_lookup(ix, unit_v(0), "ceph", &a) == 0 && a.size == 3,
 	      "event without sequencer applies");
 	/* redelivery of the same event: applied, no change reported */
 	struct changes ch = { 0 };
@@ -226,10 +227,10 @@ static void test_tombstones_and_order(void)
 	struct obj_meta old = mk("b", "scanned", 8, 998, "o", "AB");
 	struct obj_meta nearly = mk("b", "scanned", 9, 999, "n", "AC");
 	rc = index_apply(ix, &old, 1, NULL, 0, NULL, NULL);
-	CHECK(rc == 1 && index_lookup(ix, 0, "scanned", &a) == 0 && a.size == 7,
+	CHECK(rc == 1 && index_lookup(ix, unit_v(0), "scanned", &a) == 0 && a.size == 7,
 	      "event 2 s older than the scanned Last-Modified is stale");
 	rc = index_apply(ix, &nearly, 1, NULL, 0, NULL, NULL);
-	CHECK(rc == 0 && index_lookup(ix, 0, "scanned", &a) == 0 && a.size == 9,
+	CHECK(rc == 0 && index_lookup(ix, unit_v(0), "scanned", &a) == 0 && a.size == 9,
 	      "event within 1 s of Last-Modified applies");
 	CHECK(stats_get(&st, ev_ignored) == 4, "ev_ignored counts stale events (%llu)",
 	      (unsigned long long)stats_get(&st, ev_ignored));
@@ -248,7 +249,7 @@ static void test_batch_duplicates(void)
 	char *dir = unit_tmpdir("index");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct obj_meta ev[6] = {
 		mk("b", "k", 1, 10, "v1", "01"),
 		mk("b", "k", 2, 11, "v2", "02"),
@@ -261,11 +262,11 @@ static void test_batch_duplicates(void)
 	int rc = index_apply(ix, ev, 6, NULL, 0, on_change, &c);
 	struct index_attr a;
 	CHECK(rc == 1, "one stale event inside the batch (%d)", rc);
-	CHECK(index_lookup(ix, 0, "k", &a) == 0 && a.size == 5 && strcmp(a.etag, "v5") == 0,
+	CHECK(index_lookup(ix, unit_v(0), "k", &a) == 0 && a.size == 5 && strcmp(a.etag, "v5") == 0,
 	      "last event of the key wins");
 	CHECK(strcmp(c.log, "+0:k ~0:k -0:k +0:k +0:j ") == 0,
 	      "changes in order: '%s'", c.log);
-	CHECK(index_objects(ix) == 2 && index_members(ix, 0) == 2, "counts after the batch");
+	CHECK(index_objects(ix) == 2 && index_members(ix, unit_v(0)) == 2, "counts after the batch");
 	index_close(ix);
 	view_free(v);
 	release_all(ev, 6);
@@ -286,7 +287,7 @@ static void test_sorted_batches(void)
 		unit_view("{\"name\":\"aa\",\"bucket\":\"b\"}"),
 		unit_view("{\"name\":\"mm\",\"bucket\":\"b\",\"match\":{\"size\":{\"max\":3}}}"),
 	};
-	index_set_views(ix, v, 3);
+	unit_set_views(ix, v, 3);
 	struct obj_meta ev[5] = {
 		mk("b", "a", 1, 10, "a1", "01"),
 		mkdel("b", "a", 11, "02"),
@@ -299,18 +300,18 @@ static void test_sorted_batches(void)
 	CHECK(rc == 0, "sorted batch with repeated keys applied (%d)", rc);
 	bool ok = true;
 	for (size_t vi = 0; vi < 3; vi++) {
-		ok = ok && index_lookup(ix, vi, "a", &a) == -ENOENT;
-		ok = ok && index_lookup(ix, vi, "c", &a) == 0 && a.size == 3;
+		ok = ok && index_lookup(ix, unit_v(vi), "a", &a) == -ENOENT;
+		ok = ok && index_lookup(ix, unit_v(vi), "c", &a) == 0 && a.size == 3;
 	}
-	ok = ok && index_lookup(ix, 0, "b", &a) == 0 && a.size == 5 &&
-	     index_lookup(ix, 1, "b", &a) == 0 && a.size == 5 &&
-	     index_lookup(ix, 2, "b", &a) == -ENOENT;
+	ok = ok && index_lookup(ix, unit_v(0), "b", &a) == 0 && a.size == 5 &&
+	     index_lookup(ix, unit_v(1), "b", &a) == 0 && a.size == 5 &&
+	     index_lookup(ix, unit_v(2), "b", &a) == -ENOENT;
 	CHECK(ok, "the last op of each key wins in every view");
-	CHECK(index_members(ix, 0) == 2 && index_members(ix, 1) == 2 &&
-	      index_members(ix, 2) == 1, "member counts %llu %llu %llu",
-	      (unsigned long long)index_members(ix, 0),
-	      (unsigned long long)index_members(ix, 1),
-	      (unsigned long long)index_members(ix, 2));
+	CHECK(index_members(ix, unit_v(0)) == 2 && index_members(ix, unit_v(1)) == 2 &&
+	      index_members(ix, unit_v(2)) == 1, "member counts %llu %llu %llu",
+	      (unsigned long long)index_members(ix, unit_v(0)),
+	      (unsigned long long)index_members(ix, unit_v(1)),
+	      (unsigned long long)index_members(ix, unit_v(2)));
 
 	/* a listed page: key order "a-b" < "a/b" < "a0", path order "a/b" first */
 	struct obj_meta pg[4] = {
@@ -326,7 +327,7 @@ static void test_sorted_batches(void)
 	CHECK(rc == 0 && strcmp(l, "a/ a-b a0 b c") == 0, "root of aa: '%s'", l);
 	l = ls(ix, 2, "a", NULL, &rc);
 	CHECK(rc == 0 && strcmp(l, "b c") == 0, "a/ of mm: '%s'", l);
-	CHECK(index_members(ix, 1) == 6 && index_members(ix, 2) == 4,
+	CHECK(index_members(ix, unit_v(1)) == 6 && index_members(ix, unit_v(2)) == 4,
 	      "member counts after the page");
 	index_close(ix);
 	for (int i = 0; i < 3; i++)
@@ -345,7 +346,7 @@ static void test_membership_moves(void)
 		unit_view("{\"name\":\"black\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"black\"}}}"),
 		unit_view("{\"name\":\"green\",\"bucket\":\"b\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 	};
-	index_set_views(ix, v, 2);
+	unit_set_views(ix, v, 2);
 	struct obj_meta e1 = mk("b", "d/f", 1, 10, "x", "01");
 	obj_kv_add(&e1.meta, &e1.n_meta, "color", "black");
 	struct obj_meta e2 = mk("b", "d/f", 1, 11, "y", "02");
@@ -355,14 +356,14 @@ static void test_membership_moves(void)
 	struct changes c = { 0 };
 	struct index_attr a;
 	index_apply(ix, &e1, 1, NULL, 0, on_change, &c);
-	CHECK(index_lookup(ix, 0, "d/f", &a) == 0 && index_lookup(ix, 1, "d/f", &a) == -ENOENT,
+	CHECK(index_lookup(ix, unit_v(0), "d/f", &a) == 0 && index_lookup(ix, unit_v(1), "d/f", &a) == -ENOENT,
 	      "black object in view black only");
 	index_apply(ix, &e2, 1, NULL, 0, on_change, &c);
-	CHECK(index_lookup(ix, 0, "d/f", &a) == -ENOENT && index_lookup(ix, 1, "d/f", &a) == 0,
+	CHECK(index_lookup(ix, unit_v(0), "d/f", &a) == -ENOENT && index_lookup(ix, unit_v(1), "d/f", &a) == 0,
 	      "after the metadata change it moved to view green");
-	CHECK(index_lookup(ix, 0, "d", &a) == -ENOENT, "its directory left view black too");
+	CHECK(index_lookup(ix, unit_v(0), "d", &a) == -ENOENT, "its directory left view black too");
 	index_apply(ix, &e3, 1, NULL, 0, on_change, &c);
-	CHECK(index_lookup(ix, 1, "d/f", &a) == -ENOENT, "unknown metadata matches neither");
+	CHECK(index_lookup(ix, unit_v(1), "d/f", &a) == -ENOENT, "unknown metadata matches neither");
 	CHECK(strcmp(c.log, "+0:d/f -0:d/f +1:d/f -1:d/f ") == 0, "changes: '%s'", c.log);
 	struct obj_meta o;
 	index_apply(ix, &e2, 1, NULL, 0, NULL, NULL);   /* stale now (seq 02 < 03) */
@@ -389,7 +390,7 @@ static void test_bad_keys_and_dirs(void)
 		unit_view("{\"name\":\"all\",\"bucket\":\"b\"}"),
 		unit_view("{\"name\":\"multi\",\"bucket\":[\"b\",\"c\"]}"),
 	};
-	index_set_views(ix, v, 2);
+	unit_set_views(ix, v, 2);
 	char big[300];
 	memset(big, 'x', sizeof big - 1);
 	big[sizeof big - 1] = '\0';
@@ -414,12 +415,12 @@ static void test_bad_keys_and_dirs(void)
 	const char *l = ls(ix, 0, "", NULL, &rc);
 	CHECK(strcmp(l, "same/ same.txt same0") == 0, "bad keys left out; dir wins: '%s'", l);
 	struct index_attr a;
-	CHECK(index_lookup(ix, 0, "same", &a) == 0 && a.is_dir, "lookup agrees: directory");
+	CHECK(index_lookup(ix, unit_v(0), "same", &a) == 0 && a.is_dir, "lookup agrees: directory");
 	l = ls(ix, 1, "", NULL, &rc);
 	CHECK(strcmp(l, "b/ c/") == 0, "multi-bucket view shows bucket dirs: '%s'", l);
 	l = ls(ix, 1, "c", NULL, &rc);
 	CHECK(strcmp(l, "same") == 0, "multi-bucket view bucket c: '%s'", l);
-	CHECK(index_lookup(ix, 1, "b/same.txt", &a) == 0 && a.size == 3, "multi lookup");
+	CHECK(index_lookup(ix, unit_v(1), "b/same.txt", &a) == 0 && a.size == 3, "multi lookup");
 	CHECK(index_objects(ix) == 9, "bad-key objects are still recorded (%llu)",
 	      (unsigned long long)index_objects(ix));
 
@@ -433,15 +434,15 @@ static void test_bad_keys_and_dirs(void)
 	}
 	CHECK(index_apply(ix, many, 100000, NULL, 0, NULL, NULL) == 0, "apply 100K objects");
 	struct listing lst = { 0 };
-	rc = index_readdir(ix, 0, "big", NULL, on_entry, &lst);
+	rc = index_readdir(ix, unit_v(0), "big", NULL, on_entry, &lst);
 	CHECK(rc == 0 && lst.n == 5000, "readdir big: 5000 subdirs (%d)", lst.n);
 	memset(&lst, 0, sizeof lst);
 	lst.stop_after = 3;
-	index_readdir(ix, 0, "big", "s0100", on_entry, &lst);
+	index_readdir(ix, unit_v(0), "big", "s0100", on_entry, &lst);
 	CHECK(strcmp(lst.names, "s0101/ s0102/ s0103/") == 0, "resume after s0100 + stop: '%s'",
 	      lst.names);
 	memset(&lst, 0, sizeof lst);
-	index_readdir(ix, 0, "big/s0042", NULL, on_entry, &lst);
+	index_readdir(ix, unit_v(0), "big/s0042", NULL, on_entry, &lst);
 	CHECK(lst.n == 20, "a subdirectory lists its 20 files");
 	release_all(many, 100000);
 	free(many);
@@ -460,7 +461,7 @@ static void test_view_changes_and_reopen(void)
 	char *dir = unit_tmpdir("index");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v1 = unit_view("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".fa\"}}");
-	index_set_views(ix, &v1, 1);
+	unit_set_views(ix, &v1, 1);
 	struct obj_meta ev[4] = {
 		mk("b", "x/1.fa", 1, 1, "", NULL),
 		mk("b", "x/2.fa", 2, 1, "", NULL),
@@ -469,7 +470,7 @@ static void test_view_changes_and_reopen(void)
 	};
 	struct index_pos pos = { "t", 0, 4 };
 	index_apply(ix, ev, 4, &pos, 1, NULL, NULL);
-	CHECK(index_members(ix, 0) == 2, "view fa has 2 members");
+	CHECK(index_members(ix, unit_v(0)) == 2, "view fa has 2 members");
 	int rc;
 
 	/* same name, new definition; plus a new view; no events, no scan */
@@ -477,21 +478,21 @@ static void test_view_changes_and_reopen(void)
 		unit_view("{\"name\":\"fa\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
 		unit_view("{\"name\":\"x\",\"bucket\":\"b\",\"layout\":{\"strip_prefix\":\"x/\"}}"),
 	};
-	CHECK(index_set_views(ix, v2, 2) == 0, "set_views with a changed and a new view");
+	CHECK(unit_set_views(ix, v2, 2) == 0, "set_views with a changed and a new view");
 	view_free(v1);
 	const char *l = ls(ix, 0, "x", NULL, &rc);
 	CHECK(strcmp(l, "3.txt") == 0, "changed view rebuilt from records: '%s'", l);
 	l = ls(ix, 1, "", NULL, &rc);
 	CHECK(strcmp(l, "1.fa 2.fa 3.txt") == 0, "new view built from records: '%s'", l);
-	CHECK(index_members(ix, 0) == 1 && index_members(ix, 1) == 3, "rebuilt member counts");
+	CHECK(index_members(ix, unit_v(0)) == 1 && index_members(ix, unit_v(1)) == 3, "rebuilt member counts");
 	index_close(ix);
 
 	/* reopen: everything is still there, nothing is rebuilt */
 	ix = unit_index_open(dir, NULL);
-	CHECK(index_set_views(ix, v2, 2) == 0, "reopen + same views");
+	CHECK(unit_set_views(ix, v2, 2) == 0, "reopen + same views");
 	CHECK(index_objects(ix) == 3, "objects count survives (%llu)",
 	      (unsigned long long)index_objects(ix));
-	CHECK(index_members(ix, 0) == 1 && index_members(ix, 1) == 3, "member counts survive");
+	CHECK(index_members(ix, unit_v(0)) == 1 && index_members(ix, unit_v(1)) == 3, "member counts survive");
 	int64_t off = 0;
 	CHECK(index_offset_get(ix, "t", 0, &off) == 0 && off == 4, "offset survives");
 	l = ls(ix, 1, "", NULL, &rc);
@@ -510,11 +511,11 @@ static void test_view_changes_and_reopen(void)
 
 	/* a view removed: its membership goes, the view that stays keeps its */
 	struct view *only = v2[1];
-	CHECK(index_set_views(ix, &only, 1) == 0, "set_views with one view removed");
+	CHECK(unit_set_views(ix, &only, 1) == 0, "set_views with one view removed");
 	l = ls(ix, 0, "", NULL, &rc);
 	CHECK(strcmp(l, "1.fa 2.fa 3.txt") == 0, "remaining view intact (now index 0)");
 	/* re-adding the removed view rebuilds it (its V entry was dropped) */
-	CHECK(index_set_views(ix, v2, 2) == 0 && index_members(ix, 0) == 1,
+	CHECK(unit_set_views(ix, v2, 2) == 0 && index_members(ix, unit_v(0)) == 1,
 	      "re-added view rebuilt");
 	index_close(ix);
 	view_free(v2[0]);
@@ -554,9 +555,9 @@ static int rt_check(struct index *ix, struct view **v, size_t n, const struct rt
 	int bad = 0;
 	for (size_t i = 0; i < n; i++) {
 		int want = rt_expected(v[i], pool);
-		if (index_members(ix, i) != (uint64_t)want) {
+		if (index_members(ix, unit_v(i)) != (uint64_t)want) {
 			printf("# view %s: %llu members, %d expected\n", view_name(v[i]),
-			       (unsigned long long)index_members(ix, i), want);
+			       (unsigned long long)index_members(ix, unit_v(i)), want);
 			bad++;
 		}
 	}
@@ -594,7 +595,7 @@ static void test_routing(void)
 	struct view *va[NA];
 	for (size_t i = 0; i < NA; i++)
 		va[i] = unit_view(set_a[i]);
-	CHECK(index_set_views(ix, va, NA) == 0, "routing: first view set");
+	CHECK(unit_set_views(ix, va, NA) == 0, "routing: first view set");
 
 	/* random puts and deletes, in batches, increasing sequencers */
 	struct obj_meta ev[100];
@@ -635,7 +636,7 @@ static void test_routing(void)
 	memcpy(vb, va, sizeof va);
 	for (size_t i = 0; i < NB; i++)
 		vb[NA + i] = unit_view(set_b[i]);
-	CHECK(index_set_views(ix, vb, NA + NB) == 0, "routing: prefix views added");
+	CHECK(unit_set_views(ix, vb, NA + NB) == 0, "routing: prefix views added");
 	CHECK(rt_check(ix, vb, NA + NB, pool) == 0, "routing: rebuilt prefix views = brute force");
 
 	/* a new view with no literal prefix: the whole bucket is walked */
@@ -643,7 +644,7 @@ static void test_routing(void)
 		vb[NA],
 		unit_view("{\"name\":\"u0\",\"bucket\":\"b\",\"match\":{\"suffix\":\".txt\"}}"),
 	};
-	CHECK(index_set_views(ix, vc, 2) == 0, "routing: a view without prefix added");
+	CHECK(unit_set_views(ix, vc, 2) == 0, "routing: a view without prefix added");
 	CHECK(rt_check(ix, vc, 2, pool) == 0, "routing: rebuilt whole-bucket view = brute force");
 	index_close(ix);
 	view_free(vc[1]);
@@ -666,7 +667,7 @@ static void test_kill9(void)
 		close(p[0]);
 		struct index *ix = unit_index_open(dir, NULL);
 		struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
-		index_set_views(ix, &v, 1);
+		unit_set_views(ix, &v, 1);
 		struct obj_meta *ev = calloc(1000, sizeof *ev);
 		char key[32];
 		for (int i = 0; i < 1000; i++) {
@@ -692,12 +693,12 @@ static void test_kill9(void)
 	CHECK(ack == 'y' && WIFSIGNALED(status), "child applied a batch and was killed -9");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	int64_t off = 0;
 	struct index_attr a;
 	CHECK(index_offset_get(ix, "t", 2, &off) == 0 && off == 1000, "offset survived kill -9");
-	CHECK(index_objects(ix) == 1000 && index_members(ix, 0) == 1000 &&
-	      index_lookup(ix, 0, "d/k0999", &a) == 0 && a.size == 999,
+	CHECK(index_objects(ix) == 1000 && index_members(ix, unit_v(0)) == 1000 &&
+	      index_lookup(ix, unit_v(0), "d/k0999", &a) == 0 && a.size == 999,
 	      "records and membership survived kill -9");
 	index_close(ix);
 	view_free(v);

@@ -35,6 +35,7 @@
 #include "sync/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "views/viewset.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_views.h"
 
@@ -101,7 +102,7 @@ static int64_t offset_of(struct index *ix, int32_t partition)
 static bool in_view(struct index *ix, size_t view, const char *path)
 {
 	struct index_attr a;
-	return index_lookup(ix, view, path, &a) == 0 && !a.is_dir;
+	return index_lookup(ix, unit_v(view), path, &a) == 0 && !a.is_dir;
 }
 
 enum { V_ALL, V_BLACK, V_TEXT, N_VIEWS };
@@ -136,7 +137,7 @@ int main(void)
 	struct stats st;
 	char *dir = unit_tmpdir("ingest");
 	struct view *views[N_VIEWS];
-	pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+	struct viewset_slot slot;
 	struct ingest *g = NULL;
 	struct batch t;
 	struct index *ix;
@@ -149,7 +150,20 @@ int main(void)
 	views[V_TEXT] = unit_view("{\"name\":\"text\",\"bucket\":\"c\",\"match\":"
 				  "{\"content_type\":\"text/*\"}}");
 	ix = unit_index_open(dir, &st);
-	if (index_set_views(ix, views, N_VIEWS) < 0) {
+	/* The gateway's arrangement: a slot holding the current set. */
+	viewset_slot_init(&slot, NULL);
+	struct viewset *vs = NULL;
+	int vrc = viewset_new(N_VIEWS, &vs);
+	for (size_t i = 0; vrc == 0 && i < N_VIEWS; i++)
+		vrc = viewset_add_borrowed(vs, views[i]);
+	if (vrc == 0)
+		vrc = viewset_seal(vs);
+	if (vrc == 0)
+		vrc = index_set_views(ix, vs, &slot);
+	viewset_unpin(vs);
+	unit_cur_views = views;      /* unit_v(i): views[i] */
+	unit_cur_n = N_VIEWS;
+	if (vrc < 0) {
 		printf("# index_set_views failed\n");
 		return 2;
 	}
@@ -165,7 +179,7 @@ int main(void)
 	store_put(fake, "m", "k1", "black", NULL, etag_k1);
 	store_put(fake, "m", "k3", "black", NULL, etag_k3);
 	store_put(fake, "c", "t1", NULL, "text/plain", etag_t1);
-	if (ingest_new(ix, s3, views, N_VIEWS, &lock, &st, &g) < 0) {
+	if (ingest_new(ix, s3, &slot, &st, &g) < 0) {
 		printf("# ingest_new failed\n");
 		return 2;
 	}
@@ -271,6 +285,7 @@ int main(void)
 
 	ingest_free(g);
 	index_close(ix);
+	viewset_slot_release(&slot);
 	s3_free(s3);                  /* and the fake it owns */
 	for (size_t i = 0; i < N_VIEWS; i++)
 		view_free(views[i]);

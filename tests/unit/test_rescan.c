@@ -139,11 +139,11 @@ static int reached(struct bucket *b, enum s3_kind k)
 
 static atomic_int n_chg[4];
 
-static void on_change(void *ctx, size_t vi, const char *path, int what)
+static void on_change(void *ctx, const char *view, const char *path, int what)
 {
 	(void)ctx;
 	(void)path;
-	if (vi == 0 && what >= 1 && what <= 3)
+	if (unit_view_index(view) == 0 && what >= 1 && what <= 3)
 		atomic_fetch_add(&n_chg[what], 1);
 }
 
@@ -180,7 +180,7 @@ static void apply1(struct index *ix, struct obj_meta o)
 static bool present(struct index *ix, size_t vi, const char *path, uint64_t *size)
 {
 	struct index_attr a;
-	if (index_lookup(ix, vi, path, &a) != 0)
+	if (index_lookup(ix, unit_v(vi), path, &a) != 0)
 		return false;
 	if (size)
 		*size = a.size;
@@ -219,7 +219,7 @@ static void test_rescan_fixes(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket f;
 	bucket_init(&f, 3);
 	char key[32];
@@ -263,7 +263,7 @@ static void test_rescan_fixes(void)
 	CHECK(!present(ix, 0, "m00", NULL) && !present(ix, 0, "m05", NULL) &&
 	      !present(ix, 0, "m09", NULL), "removed objects are gone from the view");
 	CHECK(present(ix, 0, "m07", &sz) && sz == 777, "changed object has its new size");
-	CHECK(index_objects(ix) == 10 && index_members(ix, 0) == 10, "counters: 10 objects");
+	CHECK(index_objects(ix) == 10 && index_members(ix, unit_v(0)) == 10, "counters: 10 objects");
 	CHECK(atomic_load(&n_chg[INDEX_ADDED]) == 3 && atomic_load(&n_chg[INDEX_REMOVED]) == 3 &&
 	      atomic_load(&n_chg[INDEX_CHANGED]) == 1,
 	      "change callback: 3 added, 3 removed, 1 changed (%d %d %d)",
@@ -287,7 +287,7 @@ static void test_rescan_fixes(void)
 	rc = scan_rescan(sc, "bk", &rep);
 	CHECK(rc == 0 && has_line(rep, "bucket bk: listed 0, added 0, removed 10, updated 0, "
 				   "unchanged 0, kept (newer events) 0") &&
-	      index_objects(ix) == 0 && index_members(ix, 0) == 0, "emptied bucket: all removed");
+	      index_objects(ix) == 0 && index_members(ix, unit_v(0)) == 0, "emptied bucket: all removed");
 	free(rep);
 
 	/* errors */
@@ -344,7 +344,7 @@ static void test_rescan_events(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket f;
 	bucket_init(&f, 3);
 	char key[32];
@@ -423,7 +423,7 @@ static void test_tags(void)
 		unit_view("{\"name\":\"cooked\",\"bucket\":\"bk\",\"match\":{\"tags\":{\"stage\":\"cooked\"}}}"),
 		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 	};
-	index_set_views(ix, v, 2);   /* first: tags only */
+	unit_set_views(ix, v, 2);   /* first: tags only */
 	struct bucket f;
 	bucket_init(&f, 4);
 	char key[32];
@@ -438,11 +438,11 @@ static void test_tags(void)
 	CHECK(reached(&f, S3K_TAGGING) == 10 && reached(&f, S3K_HEAD) == 0,
 	      "two tag views: one tag request per object (%d), no HEAD (%d)",
 	      reached(&f, S3K_TAGGING), reached(&f, S3K_HEAD));
-	CHECK(index_members(ix, 0) == 6 && index_members(ix, 1) == 2,
+	CHECK(index_members(ix, unit_v(0)) == 6 && index_members(ix, unit_v(1)) == 2,
 	      "raw has 6 members, cooked 2 (%llu, %llu)",
-	      (unsigned long long)index_members(ix, 0), (unsigned long long)index_members(ix, 1));
+	      (unsigned long long)index_members(ix, unit_v(0)), (unsigned long long)index_members(ix, unit_v(1)));
 	struct obj_meta o;
-	CHECK(index_object(ix, 0, "t00", &o) == 0 && (o.flags & OBJ_HAS_TAGS) && o.n_tags == 1 &&
+	CHECK(index_object(ix, unit_v(0), "t00", &o) == 0 && (o.flags & OBJ_HAS_TAGS) && o.n_tags == 1 &&
 	      !strcmp(o.tags[0].name, "stage") && !strcmp(o.tags[0].value, "raw"),
 	      "tags stored with the record");
 	obj_meta_release(&o);
@@ -468,12 +468,12 @@ static void test_tags(void)
 	CHECK(!present(ix, 0, "t00", NULL) && present(ix, 1, "t00", NULL) &&
 	      present(ix, 0, "t09", NULL) && !present(ix, 0, "t05", NULL),
 	      "memberships follow the new tags");
-	CHECK(index_members(ix, 0) == 5 && index_members(ix, 1) == 3, "raw 5, cooked 3");
+	CHECK(index_members(ix, unit_v(0)) == 5 && index_members(ix, unit_v(1)) == 3, "raw 5, cooked 3");
 	scan_free(sc);
 	bucket_free(&f);
 
 	/* a metadata view too: HEAD and tags, each once per object */
-	index_set_views(ix, v, 3);
+	unit_set_views(ix, v, 3);
 	struct bucket g;
 	bucket_init(&g, 4);
 	for (int i = 0; i < 7; i++) {
@@ -511,7 +511,7 @@ static void test_rescan_failures(void)
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"gr\",\"bucket\":\"bk\",\"match\":"
 				   "{\"metadata\":{\"color\":\"green\"},\"tags\":{\"stage\":\"raw\"}}}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket f;
 	bucket_init(&f, 4);
 	char key[32];
@@ -522,7 +522,7 @@ static void test_rescan_failures(void)
 	struct scanner *sc;
 	scan_new(ix, f.s3, NULL, NULL, NULL, &sc);
 	scan_start_views(sc, &v, 1);
-	CHECK(scan_wait(sc, "bk", 10000) == 0 && index_members(ix, 0) == 7,
+	CHECK(scan_wait(sc, "bk", 10000) == 0 && index_members(ix, unit_v(0)) == 7,
 	      "failures: first scan, 7 members");
 	static const struct {
 		enum s3_kind kind;
@@ -583,7 +583,7 @@ static void test_busy(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket f;
 	bucket_init(&f, 2);
 	put(&f, "b1", 1, 1000, NULL);
@@ -621,7 +621,7 @@ static void test_periodic(void)
 	char *dir = unit_tmpdir("rescan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket f;
 	bucket_init(&f, 5);
 	put(&f, "p1", 1, 1000, NULL);

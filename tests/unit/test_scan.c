@@ -75,10 +75,10 @@ static int reached(struct bucket *b, enum s3_kind k)
 
 static atomic_int n_added;
 
-static void on_change(void *ctx, size_t vi, const char *path, int what)
+static void on_change(void *ctx, const char *view, const char *path, int what)
 {
 	(void)ctx;
-	(void)vi;
+	(void)view;
 	(void)path;
 	if (what == INDEX_ADDED)
 		atomic_fetch_add(&n_added, 1);
@@ -95,7 +95,7 @@ static int count_fn(void *ctx, const char *name, const struct index_attr *a)
 static int ls_count(struct index *ix, const char *dir)
 {
 	int n = 0;
-	index_readdir(ix, 0, dir, NULL, count_fn, &n);
+	index_readdir(ix, unit_v(0), dir, NULL, count_fn, &n);
 	return n;
 }
 
@@ -143,7 +143,7 @@ static void test_scan_with_events(void)
 	stats_init(&st);
 	struct index *ix = unit_index_open(dir, &st);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket b;
 	bucket_make(&b, 2500);
 	struct hook_ctx hc = { ix, &b, 0 };
@@ -159,13 +159,13 @@ static void test_scan_with_events(void)
 	CHECK(stats_get(&st, scans_completed) == 1 && stats_get(&st, scan_objects) == 2500 &&
 	      stats_get(&st, scans_running) == 0, "stats: completed 1, objects 2500, running 0");
 	struct index_attr a;
-	CHECK(index_lookup(ix, 0, "d021/k02100", &a) == 0 && a.size == 777777,
+	CHECK(index_lookup(ix, unit_v(0), "d021/k02100", &a) == 0 && a.size == 777777,
 	      "event during the scan not undone by the listing");
-	CHECK(index_lookup(ix, 0, "d023/k02300", &a) == -ENOENT,
+	CHECK(index_lookup(ix, unit_v(0), "d023/k02300", &a) == -ENOENT,
 	      "delete during the scan: tombstone not resurrected");
-	CHECK(index_lookup(ix, 0, "d000/k00005", &a) == -ENOENT, "delete of a scanned key");
-	CHECK(index_lookup(ix, 0, "new/only-event", &a) == 0, "created by event only");
-	CHECK(index_lookup(ix, 0, "d007/k00777", &a) == 0 && a.size == obj_size(777) &&
+	CHECK(index_lookup(ix, unit_v(0), "d000/k00005", &a) == -ENOENT, "delete of a scanned key");
+	CHECK(index_lookup(ix, unit_v(0), "new/only-event", &a) == 0, "created by event only");
+	CHECK(index_lookup(ix, unit_v(0), "d007/k00777", &a) == 0 && a.size == obj_size(777) &&
 	      a.mtime_ns == 1000 * S, "listed object with listed attrs");
 	CHECK(index_objects(ix) == 2500 - 2 + 1, "object count %llu",
 	      (unsigned long long)index_objects(ix));
@@ -206,7 +206,7 @@ static void test_scan_resume(void)
 	char *dir = unit_tmpdir("scan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket b;
 	bucket_make(&b, 3500);
 	s3_fault_fail(b.s3, S3K_LIST, 3, 0, -EIO);   /* page 2 on, for ever */
@@ -237,7 +237,7 @@ static void test_scan_resume(void)
 
 	/* restart: resumes at page 2 */
 	ix = unit_index_open(dir, NULL);
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	s3_fault_clear(b.s3);
 	int lists0 = reached(&b, S3K_LIST);
 	struct stats st2;
@@ -256,7 +256,7 @@ static void test_scan_resume(void)
 
 	/* restart again: a completed bucket is not listed */
 	ix = unit_index_open(dir, NULL);
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	lists0 = reached(&b, S3K_LIST);
 	struct stats st3;
 	stats_init(&st3);
@@ -295,7 +295,7 @@ static void test_scan_head(void)
 		unit_view("{\"name\":\"green\",\"bucket\":\"bk\",\"match\":{\"metadata\":{\"color\":\"green\"}}}"),
 		unit_view("{\"name\":\"other\",\"bucket\":\"zz\"}"),
 	};
-	index_set_views(ix, v, 2);
+	unit_set_views(ix, v, 2);
 	struct bucket b;
 	bucket_make(&b, 1400);
 	s3_fake_hook_set(b.fake, delete_before_head, &b);
@@ -312,11 +312,11 @@ static void test_scan_head(void)
 		else if (i % 2 == 0)
 			expect++;
 	}
-	CHECK(index_members(ix, 0) == (uint64_t)expect, "green members %llu == %d",
-	      (unsigned long long)index_members(ix, 0), expect);
+	CHECK(index_members(ix, unit_v(0)) == (uint64_t)expect, "green members %llu == %d",
+	      (unsigned long long)index_members(ix, unit_v(0)), expect);
 	CHECK(index_objects(ix) == (uint64_t)(1400 - gone), "objects gone at HEAD time left out");
 	struct obj_meta o;
-	CHECK(index_object(ix, 0, "d000/k00000", &o) == 0 && o.content_type &&
+	CHECK(index_object(ix, unit_v(0), "d000/k00000", &o) == 0 && o.content_type &&
 	      strcmp(o.content_type, "text/plain") == 0 && (o.flags & OBJ_FROM_SCAN),
 	      "HEAD fields stored");
 	obj_meta_release(&o);
@@ -344,7 +344,7 @@ static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int 
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"g\",\"bucket\":\"bk\",\"match\":"
 				   "{\"metadata\":{\"color\":\"green\"},\"tags\":{\"t\":\"1\"}}}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket b;
 	bucket_make(&b, 2500);
 	struct obj_kv tag = { "t", "1" };
@@ -365,7 +365,7 @@ static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int 
 	       what, (unsigned long long)s3_fault_injected(b.s3, kind), reached(&b, S3K_LIST),
 	       reached(&b, S3K_HEAD), reached(&b, S3K_TAGGING));
 	CHECK(rc == 0 && s3_fault_injected(b.s3, kind) == times && si.last_error == 0 &&
-	      si.objects == 2500 && index_objects(ix) == 2500 && index_members(ix, 0) == 1250,
+	      si.objects == 2500 && index_objects(ix) == 2500 && index_members(ix, unit_v(0)) == 1250,
 	      "%s: retried, scan complete with 2500 objects and 1250 members", what);
 	int tried = (int)s3_fault_seen(b.s3, S3K_LIST);
 	CHECK(tried == lists && stats_get(&st, scans_completed) == 1,
@@ -397,7 +397,7 @@ static void *reader_main(void *p)
 	struct reader *r = p;
 	while (!atomic_load(&r->stop)) {
 		int n = 0;
-		index_readdir(r->ix, 0, "", NULL, count_fn, &n);
+		index_readdir(r->ix, unit_v(0), "", NULL, count_fn, &n);
 		struct index_attr a;
 		index_lookup(r->ix, 0, "d005/k00500", &a);
 		r->reads++;
@@ -411,7 +411,7 @@ static void test_scan_concurrent(void)
 	char *dir = unit_tmpdir("scan");
 	struct index *ix = unit_index_open(dir, NULL);
 	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"bk\"}");
-	index_set_views(ix, &v, 1);
+	unit_set_views(ix, &v, 1);
 	struct bucket b;
 	bucket_make(&b, 20000);
 	struct scanner *sc;
@@ -437,14 +437,14 @@ static void test_scan_concurrent(void)
 	struct index_attr a;
 	for (int i = 0; i < 20000; i++) {
 		obj_key(i, key, sizeof key);
-		int rc = index_lookup(ix, 0, key, &a);
+		int rc = index_lookup(ix, unit_v(0), key, &a);
 		bool want_gone = i % 10 == 0 && (i / 10) % 2 == 1;
 		uint64_t want_size = i % 10 == 0 ? 5 : obj_size(i);
 		if (want_gone ? rc != -ENOENT : (rc != 0 || a.size != want_size))
 			bad++;
 	}
 	CHECK(bad == 0, "every key as its last event or the listing says (%d wrong)", bad);
-	CHECK(index_objects(ix) == 19000 && index_members(ix, 0) == 19000,
+	CHECK(index_objects(ix) == 19000 && index_members(ix, unit_v(0)) == 19000,
 	      "counts agree: %llu objects", (unsigned long long)index_objects(ix));
 	int n = 0;
 	for (int d = 0; d < 200; d++) {
