@@ -39,11 +39,42 @@ void stats_latency_add_batch(struct stats *st, const double *ms, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		double v = ms[i] < 0 ? 0 : ms[i];
 		st->lat_hist[lat_bucket(v)]++;
+		st->lat_sum_ms += v;
 		if (v > st->lat_max_ms)
 			st->lat_max_ms = v;
 	}
 	st->lat_count += n;
 	pthread_mutex_unlock(&st->lock);
+}
+
+void stats_s3_latency_add(struct stats *st, double ms)
+{
+	double v = ms < 0 ? 0 : ms;
+	pthread_mutex_lock(&st->lock);
+	st->s3_hist[lat_bucket(v)]++;
+	st->s3_count++;
+	st->s3_sum_ms += v;
+	pthread_mutex_unlock(&st->lock);
+}
+
+void stats_hist_get(struct stats *st, enum stats_hist_kind k,
+		    struct stats_hist *out)
+{
+	pthread_mutex_lock(&st->lock);
+	const uint64_t *h = k == STATS_HIST_S3 ? st->s3_hist : st->lat_hist;
+	memcpy(out->bucket, h, sizeof out->bucket);
+	out->count = k == STATS_HIST_S3 ? st->s3_count : st->lat_count;
+	out->sum_ms = k == STATS_HIST_S3 ? st->s3_sum_ms : st->lat_sum_ms;
+	pthread_mutex_unlock(&st->lock);
+}
+
+int stats_lag_get(struct stats *st, struct stats_lag *out, int max)
+{
+	pthread_mutex_lock(&st->lock);
+	int n = st->n_lag < max ? st->n_lag : max;
+	memcpy(out, st->lag, (size_t)n * sizeof *out);
+	pthread_mutex_unlock(&st->lock);
+	return n;
 }
 
 double stats_latency_pct(struct stats *st, double pct)

@@ -83,7 +83,10 @@ struct stats {
 	pthread_mutex_t lock;        /* protects everything below */
 	uint64_t lat_hist[STATS_LAT_BUCKETS];
 	uint64_t lat_count;
-	double lat_max_ms;
+	double lat_max_ms, lat_sum_ms;
+	uint64_t s3_hist[STATS_LAT_BUCKETS];   /* S3 request latencies */
+	uint64_t s3_count;
+	double s3_sum_ms;
 	struct stats_lag lag[STATS_MAX_PARTS];
 	int n_lag;
 };
@@ -110,6 +113,22 @@ double stats_latency_pct(struct stats *st, double pct);
 
 /* Set the lag of one partition, named "topic/partition". */
 void stats_lag_set(struct stats *st, const char *name, int64_t lag);
+/* A copy of up to max partitions' lag; returns how many. */
+int  stats_lag_get(struct stats *st, struct stats_lag *out, int max);
+
+/* Record one S3 request's latency (ms, retries included). */
+void stats_s3_latency_add(struct stats *st, double ms);
+
+/* A histogram as Prometheus wants it: bucket b counts values of at most
+ * 2^b microseconds (bucket 0: under 1 µs), not cumulative. */
+enum stats_hist_kind { STATS_HIST_VISIBLE, STATS_HIST_S3 };
+struct stats_hist {
+	uint64_t bucket[STATS_LAT_BUCKETS];
+	uint64_t count;
+	double sum_ms;
+};
+void stats_hist_get(struct stats *st, enum stats_hist_kind k,
+		    struct stats_hist *out);
 
 /* One JSON object being written by a section callback: add members by name.
  * Running out of memory makes the whole text NULL, nothing else fails. */

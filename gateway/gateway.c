@@ -6,6 +6,8 @@
 #include "gateway/config.h"
 #include "gateway/creds.h"
 #include "gateway/ingest.h"
+#include "gateway/metrics.h"
+#include "gateway/metrics_text.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
@@ -59,6 +61,7 @@ struct gateway {
 	struct fs *fs;
 	const char *config_path;
 	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP) */
+	struct metrics *metrics;     /* /metrics, when configured */
 	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */
 	bool pid_written;        /* STATE_DIR/facetfs.pid is ours (background) */
 };
@@ -173,6 +176,12 @@ static char *gw_stats_text(void *ctx)
 {
 	struct gateway *gw = ctx;
 	return stats_to_json(&gw->st, gw->stage ? "staging" : NULL, stats_staging, gw);
+}
+
+static char *gw_metrics_text(void *ctx)
+{
+	struct gateway *gw = ctx;
+	return metrics_text(&gw->st, gw->stage);
 }
 
 /* ---------- live view changes ---------- */
@@ -602,6 +611,8 @@ static int daemonize(struct gateway *gw)
 
 static void gateway_stop(struct gateway *gw)
 {
+	metrics_stop(gw->metrics);
+	gw->metrics = NULL;
 	viewwatch_stop(gw->watch);
 	gw->watch = NULL;
 	if (gw->cons)
@@ -671,6 +682,9 @@ int gateway_mount(const struct mount_opts *o)
 	size_t n_views = viewset_count(vs);
 	viewset_unpin(vs);
 	if (start_consumer(&gw) < 0)
+		goto out;
+	if (gw.cfg.metrics_listen &&
+	    metrics_start(gw.cfg.metrics_listen, gw_metrics_text, &gw, &gw.metrics) < 0)
 		goto out;
 
 	struct fs_deps deps = {

@@ -738,7 +738,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	}
 	if (!r->stall_s)
 		r->stall_s = s->stall_s;
-	int64_t t0 = s3_now_ms();
+	int64_t t0 = s3_now_ms(), t_start = t0;
 	uint64_t rng = (uint64_t)t0 * 0x9E3779B97F4A7C15ull ^ (uintptr_t)r;
 	int err = 0, attempt;
 	bool refreshed = false;
@@ -821,6 +821,8 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 			;
 	}
 	free(url);
+	if (s->st)
+		stats_s3_latency_add(s->st, (double)(s3_now_ms() - t_start));
 	if (err == 0 || err == -ERANGE)
 		return err;
 	const char *why = cc ? (errbuf[0] ? errbuf : curl_easy_strerror(cc)) : "";

@@ -24,6 +24,27 @@ PKGS=(
 	openssl
 )
 
+# promtool (checks the gateway's /metrics text in t_metrics): taken out of
+# Debian's prometheus package without installing it (installing would start
+# a Prometheus server as a service).
+PROMTOOL_DIR=/var/cache/facetfs-tests/prometheus
+fetch_promtool() {
+	[[ -x $PROMTOOL_DIR/usr/bin/promtool ]] && return 0
+	((EUID == 0)) || return 0
+	echo "deps: fetching promtool (Debian package prometheus, unpacked in $PROMTOOL_DIR)"
+	mkdir -p "$PROMTOOL_DIR.dl"
+	if ! (cd "$PROMTOOL_DIR.dl" && apt-get download -q prometheus >/dev/null 2>&1); then
+		apt-get update -q >/dev/null 2>&1 || true
+		(cd "$PROMTOOL_DIR.dl" && apt-get download -q prometheus >/dev/null 2>&1) ||
+			echo "deps: could not download the prometheus package (t_metrics will say so)"
+	fi
+	local deb
+	for deb in "$PROMTOOL_DIR.dl"/prometheus_*.deb; do
+		[[ -f $deb ]] && dpkg-deb -x "$deb" "$PROMTOOL_DIR" && break
+	done
+	rm -rf "$PROMTOOL_DIR.dl"
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
 	if [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) != installed ]]; then
@@ -32,6 +53,7 @@ for p in "${PKGS[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
 	echo "deps: all ${#PKGS[@]} packages installed"
+	fetch_promtool
 	exit 0
 fi
 
@@ -44,3 +66,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -q
 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fetch_promtool

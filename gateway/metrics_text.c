@@ -1,0 +1,231 @@
+/* metrics_text.c — the gateway's state in the Prometheus text exposition
+ * format (version 0.0.4) for /metrics: every counter of common/stats.h
+ * (STATS_COUNTERS: one name each, facetfs_SECTION_NAME_total, or without
+ * _total for the gauges listed below), the per-partition Kafka lag, the
+ * event-to-visible latency and S3 request latency histograms (seconds),
+ * the staging area's counters and the scans' state. */
+#include "gateway/metrics_text.h"
+#include "common/stats.h"
+#include "sync/stage.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growing text; out of memory leaves it NULL for good. */
+struct mtext {
+	char *p;
+	size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void mt_printf(struct mtext *t, const char *fmt, ...)
+{
+	if (!t->p && t->cap)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		size_t room = t->cap - t->len;
+		int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? room : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if (t->p && (size_t)n < room) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = t->cap ? t->cap * 2 : 16384;
+		while (cap < t->len + (size_t)n + 1)
+			cap *= 2;
+		char *g = realloc(t->p, cap);
+		if (!g) {
+			free(t->p);
+			t->p = NULL;
+			t->cap = 1;     /* marks the failure */
+			return;
+		}
+		t->p = g;
+		t->cap = cap;
+	}
+}
+
+/* How a counter of STATS_COUNTERS is shown: its metric family, the label
+ * that tells it apart inside the family ("" for none), a gauge or not. */
+struct mdef {
+	const char *section, *name;
+	size_t off;                  /* offsetof(struct stats, field) */
+};
+
+static const struct mdef defs[] = {
+#define MDEF(field, section, name) { section, name, offsetof(struct stats, field) },
+	STATS_COUNTERS(MDEF)
+#undef MDEF
+};
+
+static bool in_list(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(s, *list))
+			return true;
+	return false;
+}
+
+/* The family and label of one counter into fam/label; true for a gauge. */
+static bool mdef_family(const struct mdef *d, char *fam, size_t flen,
+			char *label, size_t llen)
+{
+	static const char *const s3_kinds[] = { "list", "head", "get_tagging",
+		"get", "put", "copy", "delete", NULL };
+	static const char *const fuse_ops[] = { "lookup", "getattr", "readdir",
+		"read", "open", "getxattr", NULL };
+	label[0] = '\0';
+	if (!strcmp(d->section, "s3") && in_list(d->name, s3_kinds)) {
+		snprintf(fam, flen, "facetfs_s3_requests_total");
+		snprintf(label, llen, "kind=\"%s\"", d->name);
+		return false;
+	}
+	if (!strcmp(d->section, "fuse") && in_list(d->name, fuse_ops)) {
+		snprintf(fam, flen, "facetfs_fuse_requests_total");
+		snprintf(label, llen, "op=\"%s\"", d->name);
+		return false;
+	}
+	if (!strcmp(d->section, "s3") && !strcmp(d->name, "bytes_read")) {
+		snprintf(fam, flen, "facetfs_s3_read_bytes_total");
+		return false;
+	}
+	bool gauge = (!strcmp(d->section, "kafka") && !strcmp(d->name, "partitions_assigned")) ||
+		     (!strcmp(d->section, "scans") && !strcmp(d->name, "running"));
+	snprintf(fam, flen, "facetfs_%s_%s%s", d->section, d->name, gauge ? "" : "_total");
+	return gauge;
+}
+
+static void mt_family(struct mtext *t, const char *fam, const char *type,
+		      const char *help)
+{
+	mt_printf(t, "# HELP %s %s\n# TYPE %s %s\n", fam, help, fam, type);
+}
+
+static void mt_counters(struct mtext *t, struct stats *st)
+{
+	size_t n = sizeof defs / sizeof defs[0];
+	bool *done = calloc(n, sizeof *done);
+	if (!done) {
+		free(t->p);
+		t->p = NULL;
+		t->cap = 1;
+		return;
+	}
+	/* One family at a time, in the order of its first counter. */
+	for (size_t i = 0; i < n; i++) {
+		if (done[i])
+			continue;
+		char fam[96], label[64];
+		bool gauge = mdef_family(&defs[i], fam, sizeof fam, label, sizeof label);
+		char help[160];
+		snprintf(help, sizeof help, "%s %s (.facetfs/stats %s.%s%s)",
+			 defs[i].section, label[0] ? "requests by kind" : defs[i].name,
+			 defs[i].section, label[0] ? "*" : defs[i].name,
+			 gauge ? ", now" : "");
+		mt_family(t, fam, gauge ? "gauge" : "counter", help);
+		for (size_t j = i; j < n; j++) {
+			char f2[96], l2[64];
+			mdef_family(&defs[j], f2, sizeof f2, l2, sizeof l2);
+			if (strcmp(f2, fam))
+				continue;
+			done[j] = true;
+			const atomic_uint_fast64_t *v =
+				(const atomic_uint_fast64_t *)((const char *)st + defs[j].off);
+			uint64_t x = atomic_load_explicit(v, memory_order_relaxed);
+			if (l2[0])
+				mt_printf(t, "%s{%s} %" PRIu64 "\n", fam, l2, x);
+			else
+				mt_printf(t, "%s %" PRIu64 "\n", fam, x);
+		}
+	}
+	free(done);
+}
+
+/* A log2 histogram of microseconds as a Prometheus histogram in seconds
+ * (buckets from 1 µs to about 1.1 hours, then +Inf). */
+static void mt_hist(struct mtext *t, struct stats *st, enum stats_hist_kind k,
+		    const char *fam, const char *help)
+{
+	struct stats_hist h;
+	stats_hist_get(st, k, &h);
+	mt_family(t, fam, "histogram", help);
+	uint64_t cum = 0;
+	for (int b = 0; b < 33 && b < STATS_LAT_BUCKETS; b++) {
+		cum += h.bucket[b];
+		mt_printf(t, "%s_bucket{le=\"%.9g\"} %" PRIu64 "\n", fam,
+			  (double)(1ull << b) / 1e6, cum);
+	}
+	mt_printf(t, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", fam, h.count);
+	mt_printf(t, "%s_sum %.9g\n%s_count %" PRIu64 "\n", fam, h.sum_ms / 1e3,
+		  fam, h.count);
+}
+
+/* Label values escaped as the format wants (\\, \", \n). */
+static void mt_label_value(struct mtext *t, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			mt_printf(t, "\\%c", *v);
+		else if (*v == '\n')
+			mt_printf(t, "\\n");
+		else
+			mt_printf(t, "%c", *v);
+	}
+}
+
+char *metrics_text(struct stats *st, struct stage *stage)
+{
+	struct mtext t = { 0 };
+	mt_counters(&t, st);
+
+	struct stats_lag *lg = calloc(STATS_MAX_PARTS, sizeof *lg);
+	int nl = lg ? stats_lag_get(st, lg, STATS_MAX_PARTS) : 0;
+	mt_family(&t, "facetfs_kafka_lag_messages", "gauge",
+		  "messages behind the end of each partition (topic/partition)");
+	for (int i = 0; i < nl; i++) {
+		mt_printf(&t, "facetfs_kafka_lag_messages{partition=\"");
+		mt_label_value(&t, lg[i].name);
+		mt_printf(&t, "\"} %" PRId64 "\n", lg[i].lag);
+	}
+	free(lg);
+
+	mt_hist(&t, st, STATS_HIST_VISIBLE, "facetfs_visible_latency_seconds",
+		"event time to visible in the mount");
+	mt_hist(&t, st, STATS_HIST_S3, "facetfs_s3_request_duration_seconds",
+		"S3 requests, retries included");
+
+	if (stage) {
+		struct stage_counters c;
+		stage_counters_get(stage, &c);
+		const struct { const char *name, *type, *help; uint64_t v; } sg[] = {
+			{ "facetfs_staging_used_bytes", "gauge", "bytes staged now", c.used_bytes },
+			{ "facetfs_staging_max_bytes", "gauge", "staging budget", c.max_bytes },
+			{ "facetfs_staging_open_files", "gauge", "staged files open", c.open_files },
+			{ "facetfs_staging_pending_files", "gauge", "released with uncommitted data", c.pending_files },
+			{ "facetfs_staging_uploads_total", "counter", "uploads", c.uploads },
+			{ "facetfs_staging_upload_bytes_total", "counter", "bytes uploaded", c.upload_bytes },
+			{ "facetfs_staging_upload_errors_total", "counter", "failed uploads", c.upload_errors },
+			{ "facetfs_staging_enospc_total", "counter", "writes refused: budget", c.enospc },
+			{ "facetfs_staging_efbig_total", "counter", "writes refused: too large", c.efbig },
+			{ "facetfs_staging_recovered_files_total", "counter", "moved to recovered/", c.recovered_files },
+			{ "facetfs_staging_reuploaded_files_total", "counter", "uploaded again by recovery", c.reuploaded_files },
+		};
+		for (size_t i = 0; i < sizeof sg / sizeof sg[0]; i++) {
+			mt_family(&t, sg[i].name, sg[i].type, sg[i].help);
+			mt_printf(&t, "%s %" PRIu64 "\n", sg[i].name, sg[i].v);
+		}
+	}
+	if (!t.p && t.cap)
+		return NULL;
+	return t.p ? t.p : strdup("");
+}

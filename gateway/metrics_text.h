@@ -1,0 +1,18 @@
+/*
+ * metrics_text.h — the gateway's counters in the Prometheus text format
+ * (for gateway/metrics.h's /metrics). Names follow Prometheus's
+ * conventions: facetfs_SECTION_NAME_total for counters, base units
+ * (seconds, bytes), S3 requests by kind and FUSE requests by op as labels.
+ * Threads: any (stats and stage counters are read with their own locks).
+ * Ownership: the text is malloc'ed, the caller frees it; NULL on -ENOMEM.
+ */
+#ifndef FACETFS_METRICS_TEXT_H
+#define FACETFS_METRICS_TEXT_H
+
+struct stats;
+struct stage;
+
+/* stage may be NULL (no staging section). */
+char *metrics_text(struct stats *st, struct stage *stage);
+
+#endif
