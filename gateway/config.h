@@ -4,9 +4,10 @@
  * config_load() reads and validates the whole file and reports every
  * problem as "FILE: JSON.PATH: reason" lines in the error buffer (several
  * lines separated by '\n'). Credentials missing from the file are taken
- * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Sizes accept units
- * ("20GiB"). Defaults: region "default", https false, group
- * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB,
+ * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Sizes are strings with
+ * units ("20GiB") or whole JSON numbers below 2^64 (1e20, -1 or 1.5 is an
+ * error, never a converted value). Defaults: region "default", https
+ * false, group "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB,
  * rescan_interval_s 0 (no periodic reconcile; `facetfs rescan` still works).
  * The struct owns all its strings; config_release() frees them.
  */
@@ -30,6 +31,10 @@ struct config {
 };
 
 int config_load(const char *path, struct config *out, char *err, size_t errlen);
+/* The same from text[0..len) (no NUL needed); path is FILE in the errors.
+ * 0, or -EINVAL with the errors in err; *out is then released. */
+int config_parse(const char *path, const char *text, size_t len,
+		 struct config *out, char *err, size_t errlen);
 void config_release(struct config *c);
 
 #endif

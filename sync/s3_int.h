@@ -74,9 +74,12 @@ void s3_mpu_etag(const struct s3_part *parts, size_t n, char out[72]);
  * NUL-terminated XML (the caller frees), NULL on -ENOMEM. */
 char *s3_xml_complete_body(const struct s3_part *parts, size_t n);
 
-/* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad */
+/* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad
+ * (also for dates before 1970 or after 2262-04-11T23:47:15Z, which do not
+ * fit: refused, not clamped) */
 int64_t s3_time_http(const char *s, size_t n);
-/* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad */
+/* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad
+ * (same range) */
 int64_t s3_time_iso(const char *s, size_t n);
 
 /* Copy an ETag without surrounding quotes (and without a W/ prefix) into

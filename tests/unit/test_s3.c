@@ -244,6 +244,25 @@ static void test_times(void)
 	      "time: RFC 1123");
 	check(s3_time_http("Sun, 22 Foo 2026 03:22:32 GMT", 29) == -1,
 	      "time: bad RFC 1123 rejected");
+	/* Past 2262-04-11T23:47:16Z a time does not fit in int64 ns: refused
+	 * (-1, the caller keeps no mtime), not clamped. The inputs the
+	 * fuzzer found (a signed overflow before): */
+	check(s3_time_iso("4052-11-22T03:22:34", 19) == -1 &&
+	      s3_time_http("Sat, 22 Nov 9999 01:40:52 GMT", 29) == -1,
+	      "time: years past 2262 refused (no overflow)");
+	check(s3_time_iso("2262-04-11T23:47:15.999999999Z", 30) ==
+	      9223372035999999999LL &&
+	      s3_time_iso("2262-04-11T23:47:16Z", 20) == -1,
+	      "time: the last representable second kept, the next one refused");
+	const char *far = "<ListBucketResult><Contents><Key>k</Key><LastModified>"
+			  "4052-11-22T03:22:34</LastModified><Size>1</Size>"
+			  "</Contents></ListBucketResult>";
+	struct collect c = { .stop_at = -1 };
+	char tok[8];
+	bool tr;
+	check(s3_xml_list_parse(far, strlen(far), "bkt", collect_fn, &c, tok,
+				sizeof tok, &tr) == 0 && c.n == 1 && c.mtimes[0] == 0 &&
+	      c.sizes[0] == 1, "time: a listing dated 4052 gives the entry without mtime");
 }
 
 static void test_etag(void)
