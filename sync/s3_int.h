@@ -31,7 +31,8 @@ int s3_url_encode(const char *in, bool keep_slash, char *out, size_t outlen);
 
 /* Decode XML character data in[0..n) (&amp; &lt; &gt; &quot; &apos; &#N;
  * &#xH;) into out, NUL-terminated. Returns the length, -EOVERFLOW if out is
- * too small, -EINVAL on a malformed entity. */
+ * too small, -EINVAL on a malformed entity or a NUL byte in the input (so
+ * the result never holds a NUL before its end). */
 int s3_xml_decode(const char *in, size_t n, char *out, size_t outlen);
 
 /* Find the first <tag>text</tag> in xml[0..len): *text points at the raw

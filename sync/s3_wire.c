@@ -119,6 +119,10 @@ static int wire_entity(const char *in, size_t n, char *out, size_t *used)
 int s3_xml_decode(const char *in, size_t n, char *out, size_t outlen)
 {
 	size_t o = 0, i = 0;
+	/* XML has no U+0000, and a key or id cut at a NUL would name
+	 * another object or upload (found by tests/fuzz/fuzz_s3_list.c). */
+	if (memchr(in, '\0', n))
+		return -EINVAL;
 	while (i < n) {
 		const char *amp = memchr(in + i, '&', n - i);
 		size_t run = amp ? (size_t)(amp - (in + i)) : n - i;

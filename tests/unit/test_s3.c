@@ -103,6 +103,11 @@ static void test_xml_decode(void)
 	      "xml: unknown, unterminated and invalid entities rejected");
 	check(s3_xml_decode("abcd", 4, out, 4) == -EOVERFLOW &&
 	      s3_xml_decode("abcd", 4, out, 5) == 4, "xml: output bound respected");
+	/* Found by fuzz_s3_list: a raw NUL decoded into a key "" (or "a" for
+	 * "a\0b", another object's key). XML cannot hold U+0000. */
+	check(s3_xml_decode("a\0b", 3, out, sizeof out) == -EINVAL &&
+	      s3_xml_decode("\0", 1, out, sizeof out) == -EINVAL,
+	      "xml: a NUL byte in character data rejected");
 }
 
 struct collect {
@@ -179,6 +184,12 @@ static void test_list_parse(void)
 	check(s3_xml_list_parse(err, strlen(err), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
 	      "list: an error document is -EPROTO");
+	static const char nul[] = "<ListBucketResult><Contents><Key>\0\0a</Key><Size>1</Size>"
+				  "</Contents></ListBucketResult>";
+	struct collect c4 = { .stop_at = -1 };
+	check(s3_xml_list_parse(nul, sizeof nul - 1, "bkt", collect_fn, &c4, tok,
+				sizeof tok, &tr) == -EPROTO && c4.n == 0,
+	      "list: a key with a NUL byte is -EPROTO (no empty or cut key)");
 	const char *cut = "<ListBucketResult><Contents><Key>a</Key>";
 	check(s3_xml_list_parse(cut, strlen(cut), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
