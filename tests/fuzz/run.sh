@@ -57,7 +57,7 @@ n_corpus0=$(find "$work/corpus" -type f | wc -l)
 # build has -fno-sanitize-recover). Symbolised stacks need llvm-symbolizer.
 sym=/usr/lib/llvm-14/bin/llvm-symbolizer
 [[ -x $sym ]] || sym=$(command -v llvm-symbolizer || true)
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:symbolize=1}${sym:+:external_symbolizer_path=$sym} \
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:symbolize=1}${sym:+:external_symbolizer_path=$sym} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:symbolize=1}${sym:+:external_symbolizer_path=$sym} \
 	"$exe" -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -max_len=65536 \
 	-print_final_stats=1 -artifact_prefix="$work/crashes/" ${dict:+-dict="$dict"} \
