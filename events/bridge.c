@@ -38,6 +38,7 @@
 #include <librdkafka/rdkafka.h>
 #include <microhttpd.h>
 
+#include "events/bridge_body.h"
 #include "events/kafka.h"
 #include "events/record.h"
 #include "common/log.h"
@@ -404,72 +405,28 @@ static void bridge_peer(struct MHD_Connection *conn, char *out, size_t outlen)
 	snprintf(out, outlen, "%s:%s", host, port);
 }
 
-/* An SNS envelope? Returns 1 for a confirmation (handled: log and 200),
-   2 with *message (malloc'ed) for a Notification whose Message is the S3
-   document, 0 if the body is not SNS. */
-static int bridge_sns(const char *body, size_t len, const char *who, char **message)
-{
-	cJSON *root = cJSON_ParseWithLength(body, len);
-	const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "Type");
-	int rc = 0;
-
-	*message = NULL;
-	if (!cJSON_IsString(type))
-		goto out;
-	if (strcmp(type->valuestring, "SubscriptionConfirmation") == 0 ||
-	    strcmp(type->valuestring, "UnsubscribeConfirmation") == 0) {
-		const cJSON *topic = cJSON_GetObjectItemCaseSensitive(root, "TopicArn");
-		const cJSON *url = cJSON_GetObjectItemCaseSensitive(root, "SubscribeURL");
-
-		log_warn("%s: SNS %s for %s acknowledged; to confirm, GET %s", who,
-		         type->valuestring, cJSON_IsString(topic) ? topic->valuestring : "?",
-		         cJSON_IsString(url) ? url->valuestring : "(no SubscribeURL)");
-		rc = 1;
-	} else if (strcmp(type->valuestring, "Notification") == 0) {
-		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(root, "Message");
-
-		if (cJSON_IsString(msg) && (*message = strdup(msg->valuestring)))
-			rc = 2;
-	}
-out:
-	cJSON_Delete(root);
-	return rc;
-}
-
 static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *conn,
                                      const char *url, struct request *req)
 {
-	char who[600], err[512] = "", peer[128];
+	char who[600], err[1024] = "", peer[128];
 	struct ev_part *parts = NULL;
 	size_t n = 0;
-	char *inner = NULL;
+	bool sns;
 	enum MHD_Result ret;
 	int rc;
 
 	bridge_peer(conn, peer, sizeof peer);
 	snprintf(who, sizeof who, "POST %.400s from %s", bridge_url_for_log(b, url), peer);
-	rc = record_split(req->body, req->len, &parts, &n, err, sizeof err);
-	if (rc == -EINVAL && strncmp(err, "test event", 10) == 0) {
-		log_info("%s: 200, ignored: %s", who, err);
+	rc = bridge_body_check(req->body, req->len, &parts, &n, &sns, err, sizeof err);
+	if (rc == BRIDGE_BODY_TEST) {
+		log_info("%s: 200, ignored%s: %s", who, sns ? " (in an SNS notification)" : "", err);
 		return bridge_reply(conn, MHD_HTTP_OK, "test event ignored\n");
 	}
-	if (rc == -EINVAL) {
-		switch (bridge_sns(req->body, req->len, who, &inner)) {
-		case 1:
-			return bridge_reply(conn, MHD_HTTP_OK, "confirmation noted\n");
-		case 2:
-			rc = record_split(inner, strlen(inner), &parts, &n, err, sizeof err);
-			free(inner);
-			if (rc == -EINVAL && strncmp(err, "test event", 10) == 0) {
-				log_info("%s: 200, ignored (in an SNS notification): %s", who, err);
-				return bridge_reply(conn, MHD_HTTP_OK, "test event ignored\n");
-			}
-			break;
-		default:
-			break;
-		}
+	if (rc == BRIDGE_BODY_CONFIRM) {
+		log_warn("%s: %s", who, err);
+		return bridge_reply(conn, MHD_HTTP_OK, "confirmation noted\n");
 	}
-	if (rc == -EINVAL) {
+	if (rc == BRIDGE_BODY_BAD) {
 		log_warn("%s: 400, not an S3 event document (%zu bytes): %s", who, req->len, err);
 		return bridge_reply(conn, MHD_HTTP_BAD_REQUEST, "not an S3 event document\n");
 	}

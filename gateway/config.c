@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,21 @@ static char *get_str(struct errs *e, const cJSON *obj, const char *name,
 		return NULL;
 	}
 	return strdup(it->valuestring);
+}
+
+/* A byte count given as a JSON number, checked before the conversion: a
+ * double at or past 2^64 (cJSON reads 1e999 as infinity) has no uint64_t
+ * value, and a negative or fractional one is a typo. */
+static void get_bytes(struct errs *e, const char *path, double x, uint64_t *out)
+{
+	if (!(x >= 0))
+		err_add(e, path, "negative");
+	else if (x >= 18446744073709551616.0)
+		err_add(e, path, "too large");
+	else if (x != floor(x))
+		err_add(e, path, "not a whole number of bytes");
+	else
+		*out = (uint64_t)x;
 }
 
 static void check_known(struct errs *e, const cJSON *obj, const char *where,
@@ -155,7 +171,6 @@ static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)
 int config_load(const char *path, struct config *c, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof *c);
-	struct errs e = { .file = path, .buf = err, .len = errlen };
 	if (errlen)
 		err[0] = '\0';
 	char *text;
@@ -175,8 +190,20 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: empty file", path);
 		return -EINVAL;
 	}
+	rc = config_parse(path, text, len, c, err, errlen);
+	free(text);
+	return rc;
+}
+
+int config_parse(const char *path, const char *text, size_t len,
+		 struct config *c, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof *c);
+	struct errs e = { .file = path, .buf = err, .len = errlen };
+	if (errlen)
+		err[0] = '\0';
 	const char *bad = NULL;
-	cJSON *root = cJSON_ParseWithOpts(text, &bad, 0);
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &bad, 0);
 	if (!root || !cJSON_IsObject(root)) {
 		size_t off = bad ? (size_t)(bad - text) : 0, line = 1;
 		for (size_t i = 0; i < off && i < len; i++)
@@ -184,7 +211,6 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: $: not a JSON object (error near line %zu)",
 			 path, line);
 		cJSON_Delete(root);
-		free(text);
 		return -EINVAL;
 	}
 	static const char *const known[] = { "s3", "kafka", "state_dir", "views_dir",
@@ -209,8 +235,8 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	c->cache_max_bytes = 1ULL << 30;
 	const cJSON *mb = cache ? cJSON_GetObjectItemCaseSensitive(cache, "max_bytes") : NULL;
 	char why[160] = "";
-	if (cJSON_IsNumber(mb) && mb->valuedouble >= 0)
-		c->cache_max_bytes = (uint64_t)mb->valuedouble;
+	if (cJSON_IsNumber(mb))
+		get_bytes(&e, "cache.max_bytes", mb->valuedouble, &c->cache_max_bytes);
 	else if (cJSON_IsString(mb) &&
 		 view_size_parse(mb->valuestring, &c->cache_max_bytes, why, sizeof why) < 0)
 		err_add(&e, "cache.max_bytes", "%s", why);
@@ -218,7 +244,7 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		err_add(&e, "cache.max_bytes", "must be a number or a size string");
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
-	if (ri && (!cJSON_IsNumber(ri) || ri->valuedouble < 0 || ri->valuedouble > 1e7))
+	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))
 		err_add(&e, "rescan_interval_s", "must be a number of seconds (0 = never)");
 	else if (ri)
 		c->rescan_interval_s = (unsigned)ri->valuedouble;
@@ -233,7 +259,6 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 		err_add(&e, "metrics.listen", "expected HOST:PORT");
 
 	cJSON_Delete(root);
-	free(text);
 	if (e.count) {
 		config_release(c);
 		return -EINVAL;

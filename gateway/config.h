@@ -4,12 +4,14 @@
  * config_load() reads and validates the whole file and reports every
  * problem as "FILE: JSON.PATH: reason" lines in the error buffer (several
  * lines separated by '\n'). Credentials missing from the file are found
- * by gateway/creds.h (environment, shared credentials file). Sizes accept units
- * ("20GiB"). Defaults: region "default", https false, group
- * "facetfs-<hostname>", topic "s3events", cache.max_bytes 1 GiB,
- * rescan_interval_s 0 (no periodic reconcile; `facetfs rescan` still works),
- * s3.ca_file none (the system's CA store), s3.insecure false (certificates
- * are verified unless the config says otherwise, explicitly).
+ * by gateway/creds.h (environment, shared credentials file). Sizes are
+ * strings with units ("20GiB") or whole JSON numbers below 2^64 (1e20, -1
+ * or 1.5 is an error, never a converted value). Defaults: region
+ * "default", https false, group "facetfs-<hostname>", topic "s3events",
+ * cache.max_bytes 1 GiB, rescan_interval_s 0 (no periodic reconcile;
+ * `facetfs rescan` still works), s3.ca_file none (the system's CA store),
+ * s3.insecure false (certificates are verified unless the config says
+ * otherwise, explicitly).
  * The struct owns all its strings; config_release() frees them.
  */
 #ifndef FACETFS_CONFIG_H
@@ -40,6 +42,10 @@ struct config {
 };
 
 int config_load(const char *path, struct config *out, char *err, size_t errlen);
+/* The same from text[0..len) (no NUL needed); path is FILE in the errors.
+ * 0, or -EINVAL with the errors in err; *out is then released. */
+int config_parse(const char *path, const char *text, size_t len,
+		 struct config *out, char *err, size_t errlen);
 void config_release(struct config *c);
 
 #endif

@@ -31,7 +31,8 @@ int s3_url_encode(const char *in, bool keep_slash, char *out, size_t outlen);
 
 /* Decode XML character data in[0..n) (&amp; &lt; &gt; &quot; &apos; &#N;
  * &#xH;) into out, NUL-terminated. Returns the length, -EOVERFLOW if out is
- * too small, -EINVAL on a malformed entity. */
+ * too small, -EINVAL on a malformed entity or a NUL byte in the input (so
+ * the result never holds a NUL before its end). */
 int s3_xml_decode(const char *in, size_t n, char *out, size_t outlen);
 
 /* Find the first <tag>text</tag> in xml[0..len): *text points at the raw
@@ -74,9 +75,12 @@ void s3_mpu_etag(const struct s3_part *parts, size_t n, char out[72]);
  * NUL-terminated XML (the caller frees), NULL on -ENOMEM. */
 char *s3_xml_complete_body(const struct s3_part *parts, size_t n);
 
-/* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad */
+/* "Sat, 22 Nov 2026 01:40:52 GMT" (RFC 1123) -> ns since epoch, -1 if bad
+ * (also for dates before 1970 or after 2262-04-11T23:47:15Z, which do not
+ * fit: refused, not clamped) */
 int64_t s3_time_http(const char *s, size_t n);
-/* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad */
+/* "2026-11-22T01:40:52.940Z" (ISO 8601, UTC) -> ns since epoch, -1 if bad
+ * (same range) */
 int64_t s3_time_iso(const char *s, size_t n);
 
 /* Copy an ETag without surrounding quotes (and without a W/ prefix) into

@@ -119,6 +119,10 @@ static int wire_entity(const char *in, size_t n, char *out, size_t *used)
 int s3_xml_decode(const char *in, size_t n, char *out, size_t outlen)
 {
 	size_t o = 0, i = 0;
+	/* XML has no U+0000, and a key or id cut at a NUL would name
+	 * another object or upload (found by tests/fuzz/fuzz_s3_list.c). */
+	if (memchr(in, '\0', n))
+		return -EINVAL;
 	while (i < n) {
 		const char *amp = memchr(in + i, '&', n - i);
 		size_t run = amp ? (size_t)(amp - (in + i)) : n - i;
@@ -326,13 +330,20 @@ static bool wire_num(const char *s, size_t n, int *out)
 	return n > 0;
 }
 
+/* The last second whose every nanosecond fits in an int64_t of ns
+ * (2262-04-11T23:47:15Z). */
+#define WIRE_SECS_MAX ((INT64_MAX - 999999999) / 1000000000)
+
+/* -1 for a bad field, a date before 1970 or after WIRE_SECS_MAX: such a
+ * date is refused (the caller then has no mtime), not clamped, since an
+ * endpoint that answers it is not telling a time the index can keep. */
 static int64_t wire_make_ns(int y, int mo, int d, int h, int mi, int s,
 			    int64_t frac_ns)
 {
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
 		return -1;
 	int64_t secs = wire_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
-	if (secs < 0)
+	if (secs < 0 || secs > WIRE_SECS_MAX)
 		return -1;
 	return secs * 1000000000 + frac_ns;
 }

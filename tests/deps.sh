@@ -9,6 +9,10 @@ set -euo pipefail
 PKGS=(
 	# build
 	gcc libc6-dev pkg-config meson ninja-build
+	# fuzz targets (tests/fuzz): clang, its sanitizer and libFuzzer
+	# runtimes (libclang_rt.fuzzer is in libclang-rt-14-dev, only a
+	# Recommends of clang-14) and llvm-symbolizer for readable stacks
+	clang-14 libclang-rt-14-dev llvm-14
 	# libraries (meson.build says what each is for)
 	libfuse3-dev librdkafka-dev libleveldb-dev libcjson-dev libcurl4-gnutls-dev
 	libmicrohttpd-dev libssl-dev libpcre2-dev

@@ -586,6 +586,11 @@ static void parse_on_create(struct pctx *c, const cJSON *j, struct view *v)
 	}
 }
 
+/* S3 bucket names have 3 to 63 bytes. Shorter ones are kept (they are
+ * safe directory names, and RGW test setups use them), except "." and
+ * "..": a view over several buckets starts its paths with BUCKET/. */
+#define BUCKET_MAX_LEN 63
+
 static void parse_buckets(struct pctx *c, const cJSON *j, struct view *v)
 {
 	char p[PATH_MAX_LEN];
@@ -597,8 +602,14 @@ static void parse_buckets(struct pctx *c, const cJSON *j, struct view *v)
 			path_idx(p, "bucket", i);
 		else
 			snprintf(p, sizeof p, "bucket");
+		size_t len = strlen(b);
 		if (!b[0])
 			perr(c, p, "empty bucket name");
+		else if (len > BUCKET_MAX_LEN)
+			perr(c, p, "bucket name of %zu bytes (S3 bucket names have at most %d)",
+			     len, BUCKET_MAX_LEN);
+		else if (!strcmp(b, ".") || !strcmp(b, ".."))
+			perr(c, p, "bucket name \"%s\" is no S3 bucket (and cannot be a directory name)", b);
 		else if (strchr(b, '/'))
 			perr(c, p, "bucket name \"%s\" contains '/'", b);
 	}

@@ -89,6 +89,11 @@ static void test_xml_decode(void)
 	      "xml: unknown, unterminated and invalid entities rejected");
 	CHECK(s3_xml_decode("abcd", 4, out, 4) == -EOVERFLOW &&
 	      s3_xml_decode("abcd", 4, out, 5) == 4, "xml: output bound respected");
+	/* Found by fuzz_s3_list: a raw NUL decoded into a key "" (or "a" for
+	 * "a\0b", another object's key). XML cannot hold U+0000. */
+	CHECK(s3_xml_decode("a\0b", 3, out, sizeof out) == -EINVAL &&
+	      s3_xml_decode("\0", 1, out, sizeof out) == -EINVAL,
+	      "xml: a NUL byte in character data rejected");
 }
 
 struct collect {
@@ -165,6 +170,12 @@ static void test_list_parse(void)
 	CHECK(s3_xml_list_parse(err, strlen(err), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
 	      "list: an error document is -EPROTO");
+	static const char nul[] = "<ListBucketResult><Contents><Key>\0\0a</Key><Size>1</Size>"
+				  "</Contents></ListBucketResult>";
+	struct collect c4 = { .stop_at = -1 };
+	CHECK(s3_xml_list_parse(nul, sizeof nul - 1, "bkt", collect_fn, &c4, tok,
+				sizeof tok, &tr) == -EPROTO && c4.n == 0,
+	      "list: a key with a NUL byte is -EPROTO (no empty or cut key)");
 	const char *cut = "<ListBucketResult><Contents><Key>a</Key>";
 	CHECK(s3_xml_list_parse(cut, strlen(cut), "bkt", collect_fn, &c, tok,
 				sizeof tok, &tr) == -EPROTO,
@@ -230,6 +241,25 @@ static void test_times(void)
 	      "time: RFC 1123");
 	CHECK(s3_time_http("Sun, 22 Foo 2026 03:22:32 GMT", 29) == -1,
 	      "time: bad RFC 1123 rejected");
+	/* Past 2262-04-11T23:47:16Z a time does not fit in int64 ns: refused
+	 * (-1, the caller keeps no mtime), not clamped. The inputs the
+	 * fuzzer found (a signed overflow before): */
+	CHECK(s3_time_iso("4052-11-22T03:22:34", 19) == -1 &&
+	      s3_time_http("Sat, 22 Nov 9999 01:40:52 GMT", 29) == -1,
+	      "time: years past 2262 refused (no overflow)");
+	CHECK(s3_time_iso("2262-04-11T23:47:15.999999999Z", 30) ==
+	      9223372035999999999LL &&
+	      s3_time_iso("2262-04-11T23:47:16Z", 20) == -1,
+	      "time: the last representable second kept, the next one refused");
+	const char *far = "<ListBucketResult><Contents><Key>k</Key><LastModified>"
+			  "4052-11-22T03:22:34</LastModified><Size>1</Size>"
+			  "</Contents></ListBucketResult>";
+	struct collect c = { .stop_at = -1 };
+	char tok[8];
+	bool tr;
+	CHECK(s3_xml_list_parse(far, strlen(far), "bkt", collect_fn, &c, tok,
+				sizeof tok, &tr) == 0 && c.n == 1 && c.mtimes[0] == 0 &&
+	      c.sizes[0] == 1, "time: a listing dated 4052 gives the entry without mtime");
 }
 
 static void test_etag(void)

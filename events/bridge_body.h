@@ -1,0 +1,33 @@
+/*
+ * bridge_body.h — what a body POSTed to facetfs-bridge is, and its records.
+ *
+ * The bridge accepts an S3 event document (record.h, either shape), or an
+ * AWS SNS envelope: a Notification whose Message is such a document, or a
+ * (Un)SubscriptionConfirmation, which is only noted. bridge_body_check()
+ * decides which, and splits the document into one part per record.
+ * Pure: no I/O, no logging (the caller logs with the peer's address), any
+ * thread, the caller's buffer (no NUL needed). The caller owns *parts and
+ * frees them with ev_parts_free(). Fuzzed by tests/fuzz/fuzz_bridge_body.c.
+ */
+#ifndef FACETFS_BRIDGE_BODY_H
+#define FACETFS_BRIDGE_BODY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "events/record.h"
+
+enum bridge_body {
+	BRIDGE_BODY_RECORDS,  /* *parts[0..*n) to produce (*n may be 0) */
+	BRIDGE_BODY_TEST,     /* an AWS test event: err says so; answer 200 */
+	BRIDGE_BODY_CONFIRM,  /* SNS confirmation: err has topic and URL; 200 */
+	BRIDGE_BODY_BAD,      /* not an event document: err says why; 400 */
+};
+
+/* Classify and split body[0..len). Returns an enum bridge_body, or -ENOMEM.
+ * *sns tells whether the document came inside an SNS Notification. *parts
+ * and *n are set (non-empty) only for BRIDGE_BODY_RECORDS. */
+int bridge_body_check(const char *body, size_t len, struct ev_part **parts,
+		      size_t *n, bool *sns, char *err, size_t errlen);
+
+#endif

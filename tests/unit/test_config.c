@@ -1,0 +1,148 @@
+/*
+ * test_config.c — the gateway configuration loader (gateway/config.h):
+ * numbers read from JSON are range-checked before they are converted
+ * (cache.max_bytes 7.7e41 was a float-to-integer overflow found by
+ * tests/fuzz/fuzz_config.c; 1e20 loaded as 2^63 bytes), sizes as strings,
+ * rescan_interval_s bounds, and config_load() from a file giving what
+ * config_parse() gives from memory.
+ *
+ * Prints "ok - ..." / "not ok - ..." lines; exits 1 if any check failed.
+ */
+#include "gateway/config.h"
+#include "tests/unit/unit.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A complete config with CACHE as the "cache" member and EXTRA appended
+ * to the top-level object. */
+static int load(const char *cache, const char *extra, struct config *c,
+		char *err, size_t errlen)
+{
+	char doc[1024];
+	snprintf(doc, sizeof doc,
+		 "{\"s3\":{\"endpoint\":\"127.0.0.1:1\",\"access_key\":\"a\","
+		 "\"secret_key\":\"s\"},\"kafka\":{\"brokers\":\"127.0.0.1:2\"},"
+		 "\"cache\":%s%s}", cache, extra);
+	return config_parse("f.json", doc, strlen(doc), c, err, errlen);
+}
+
+/* cache.max_bytes = NUM must fail with exactly "f.json: cache.max_bytes: WHY". */
+static void refused(const char *num, const char *why)
+{
+	char cache[128], err[512], want[128];
+	struct config c;
+	snprintf(cache, sizeof cache, "{\"max_bytes\":%s}", num);
+	snprintf(want, sizeof want, "f.json: cache.max_bytes: %s", why);
+	int rc = load(cache, "", &c, err, sizeof err);
+	CHECK(rc == -EINVAL && strcmp(err, want) == 0,
+	      "cache.max_bytes %s refused: \"%s\" (rc %d)", num, err, rc);
+}
+
+static void accepted(const char *num, uint64_t want)
+{
+	char cache[128], err[512];
+	struct config c;
+	snprintf(cache, sizeof cache, "{\"max_bytes\":%s}", num);
+	int rc = load(cache, "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_max_bytes == want,
+	      "cache.max_bytes %s is %llu (rc %d, got %llu, '%s')", num,
+	      (unsigned long long)want, rc,
+	      rc == 0 ? (unsigned long long)c.cache_max_bytes : 0ULL, err);
+	if (rc == 0)
+		config_release(&c);
+}
+
+static void test_max_bytes(void)
+{
+	refused("7.7e41", "too large");          /* the fuzzer's input */
+	refused("1e20", "too large");            /* loaded as 2^63 before */
+	refused("18446744073709551616", "too large");
+	refused("1e999", "too large");           /* cJSON: infinity */
+	refused("-1", "negative");               /* silently ignored before */
+	refused("-1e999", "negative");
+	refused("1.5", "not a whole number of bytes");
+	accepted("0", 0);
+	accepted("1073741824", 1ULL << 30);
+	/* the largest double below 2^64 */
+	accepted("18446744073709549568", 18446744073709549568ULL);
+	accepted("\"20GiB\"", 20ULL << 30);
+
+	char err[512];
+	struct config c;
+	int rc = load("{\"max_bytes\":\"1e20\"}", "", &c, err, sizeof err);
+	CHECK(rc == -EINVAL && strstr(err, "cache.max_bytes: ") != NULL,
+	      "cache.max_bytes as a bad size string refused: \"%s\"", err);
+	rc = load("{\"max_bytes\":true}", "", &c, err, sizeof err);
+	CHECK(rc == -EINVAL &&
+	      strcmp(err, "f.json: cache.max_bytes: must be a number or a size string") == 0,
+	      "cache.max_bytes of another type refused: \"%s\"", err);
+}
+
+static void test_rescan_interval(void)
+{
+	static const char *const bad[] = { "1e999", "-1e999", "-1", "10000000.5", "10000001" };
+	char err[512], extra[64];
+	struct config c;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(extra, sizeof extra, ",\"rescan_interval_s\":%s", bad[i]);
+		int rc = load("{}", extra, &c, err, sizeof err);
+		CHECK(rc == -EINVAL && strstr(err, "rescan_interval_s") != NULL,
+		      "rescan_interval_s %s refused: \"%s\"", bad[i], err);
+	}
+	int rc = load("{}", ",\"rescan_interval_s\":3600", &c, err, sizeof err);
+	CHECK(rc == 0 && c.rescan_interval_s == 3600, "rescan_interval_s 3600 read");
+	if (rc == 0)
+		config_release(&c);
+}
+
+static void test_load_file(void)
+{
+	char *dir = unit_tmpdir("config");
+	char path[512], err[512];
+	snprintf(path, sizeof path, "%s/facetfs.json", dir);
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(2);
+	}
+	fputs("{\"s3\":{\"endpoint\":\"h:1\",\"access_key\":\"a\",\"secret_key\":\"s\"},\n"
+	      "\"kafka\":{\"brokers\":\"b:1\"},\n\"cache\":{\"max_bytes\":1e20}}\n", f);
+	fclose(f);
+	struct config c;
+	int rc = config_load(path, &c, err, sizeof err);
+	char want[600];
+	snprintf(want, sizeof want, "%s: cache.max_bytes: too large", path);
+	CHECK(rc == -EINVAL && strcmp(err, want) == 0,
+	      "config_load: a file with max_bytes 1e20 refused: \"%s\"", err);
+	f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(2);
+	}
+	fputs("{\"s3\":{\"endpoint\":\"h:1\",\"access_key\":\"a\",\"secret_key\":\"s\"},\n"
+	      "\"kafka\":{\"brokers\":\"b:1\"},\n\"cache\":{\"max_bytes\":4096}}\n", f);
+	fclose(f);
+	rc = config_load(path, &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_max_bytes == 4096 && strcmp(c.s3_endpoint, "h:1") == 0,
+	      "config_load: a good file loads (rc %d, '%s')", rc, err);
+	if (rc == 0)
+		config_release(&c);
+	rc = config_parse("x", "{\"s3\":", 6, &c, err, sizeof err);
+	CHECK(rc == -EINVAL && strcmp(err, "x: $: not a JSON object (error near line 1)") == 0,
+	      "config_parse: a cut document refused: \"%s\"", err);
+	unlink(path);
+	rmdir(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	test_max_bytes();
+	test_rescan_interval();
+	test_load_file();
+	return unit_exit();
+}
