@@ -103,7 +103,7 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 					     "https", "ca_file", "insecure", NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
-	if (!c->s3_endpoint)
+	if (!c->s3_endpoint || !*c->s3_endpoint)
 		err_add(e, "s3.endpoint", "missing (HOST:PORT of the S3 store)");
 	c->s3_region = get_str(e, s3, "region", "s3.region", "default");
 	/* Credentials: only what the file says; gateway/creds.c resolves
@@ -126,7 +126,7 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 	c->s3_https = cJSON_IsTrue(https);
 	c->s3_ca_file = get_str(e, s3, "ca_file", "s3.ca_file", NULL);
 	if (c->s3_ca_file && access(c->s3_ca_file, R_OK) != 0)
-		err_add(e, "s3.ca_file", strerror(errno));
+		err_add(e, "s3.ca_file", "%s", strerror(errno));
 	const cJSON *insecure = cJSON_GetObjectItemCaseSensitive(s3, "insecure");
 	if (insecure && !cJSON_IsBool(insecure))
 		err_add(e, "s3.insecure", "must be true or false");

@@ -25,9 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   "a failed load kept strings");
 		return 0;
 	}
-	FUZZ_CHECK(c.s3_endpoint && c.s3_region && c.s3_access_key && c.s3_secret_key &&
+	FUZZ_CHECK(c.s3_endpoint && *c.s3_endpoint && c.s3_region &&
 		   c.kafka_brokers && c.kafka_topic && c.kafka_group && c.state_dir &&
 		   c.views_dir && c.cache_dir, "a loaded config misses a string");
+	/* Credentials may be elsewhere (gateway/creds.h), but never half. */
+	FUZZ_CHECK(!c.s3_access_key == !c.s3_secret_key, "half a key pair");
+	FUZZ_CHECK(!c.s3_session_token || c.s3_access_key, "a token without keys");
 	FUZZ_CHECK(c.n_kafka_options % 2 == 0, "odd kafka options");
 	for (size_t i = 0; i < c.n_kafka_options; i++)
 		FUZZ_CHECK(c.kafka_options[i], "kafka option %zu is NULL", i);
