@@ -8,6 +8,7 @@
  */
 #include "sync/s3_fake.h"
 #include "sync/s3_fake_int.h"
+#include "sync/s3_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 struct fake_part {
 	unsigned number;
@@ -237,33 +237,6 @@ int fake_mpu_copy_part(struct s3 *s, const char *bucket, const char *key,
 	return err;
 }
 
-/* S3's ETag of an object made of parts[0..n): MD5 of the binary MD5s. */
-static void mpu_etag(const struct s3_part *parts, size_t n, char out[72])
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned char d[16];
-	unsigned dl = 0;
-	out[0] = '\0';
-	if (!md || EVP_DigestInit_ex(md, EVP_md5(), NULL) != 1)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char bin[16];
-		for (int j = 0; j < 16; j++) {
-			unsigned v = 0;
-			sscanf(parts[i].etag + 2 * j, "%2x", &v);
-			bin[j] = (unsigned char)v;
-		}
-		EVP_DigestUpdate(md, bin, sizeof bin);
-	}
-	if (EVP_DigestFinal_ex(md, d, &dl) != 1 || dl != 16)
-		goto out;
-	for (int j = 0; j < 16; j++)
-		snprintf(out + 2 * j, 3, "%02x", d[j]);
-	snprintf(out + 32, 72 - 32, "-%zu", n);
-out:
-	EVP_MD_CTX_free(md);
-}
-
 int fake_mpu_complete(struct s3 *s, const char *bucket, const char *key,
 		      const char *upload_id, const struct s3_part *parts,
 		      size_t n, char etag_out[72])
@@ -320,7 +293,7 @@ int fake_mpu_complete(struct s3 *s, const char *bucket, const char *key,
 		data = NULL;
 		if (!err) {
 			struct fake_obj *o = fake_live(f, bucket, key);
-			mpu_etag(parts, n, o->m.etag);
+			s3_mpu_etag(parts, n, o->m.etag);   /* sync/s3_int.h */
 			memcpy(etag_out, o->m.etag, sizeof o->m.etag);
 			upload_remove(f, u);
 		}

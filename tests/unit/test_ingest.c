@@ -152,18 +152,7 @@ int main(void)
 	ix = unit_index_open(dir, &st);
 	/* The gateway's arrangement: a slot holding the current set. */
 	viewset_slot_init(&slot, NULL);
-	struct viewset *vs = NULL;
-	int vrc = viewset_new(N_VIEWS, &vs);
-	for (size_t i = 0; vrc == 0 && i < N_VIEWS; i++)
-		vrc = viewset_add_borrowed(vs, views[i]);
-	if (vrc == 0)
-		vrc = viewset_seal(vs);
-	if (vrc == 0)
-		vrc = index_set_views(ix, vs, &slot);
-	viewset_unpin(vs);
-	unit_cur_views = views;      /* unit_v(i): views[i] */
-	unit_cur_n = N_VIEWS;
-	if (vrc < 0) {
+	if (unit_set_views_slot(ix, views, N_VIEWS, &slot) < 0) {
 		printf("# index_set_views failed\n");
 		return 2;
 	}

@@ -57,8 +57,10 @@ static inline long unit_view_index(const char *name)
 }
 
 /* index_set_views with a set that borrows views[0..n) (the test frees
- * them, after the index let go: the next set or index_close). */
-static inline int unit_set_views(struct index *ix, struct view *const *views, size_t n)
+ * them, after the index let go: the next set or index_close), published
+ * into slot when it is not NULL (the gateway's arrangement). */
+static inline int unit_set_views_slot(struct index *ix, struct view *const *views,
+				      size_t n, struct viewset_slot *slot)
 {
 	unit_cur_views = views;
 	unit_cur_n = n;
@@ -69,9 +71,14 @@ static inline int unit_set_views(struct index *ix, struct view *const *views, si
 	if (rc == 0)
 		rc = viewset_seal(vs);
 	if (rc == 0)
-		rc = index_set_views(ix, vs, NULL);
+		rc = index_set_views(ix, vs, slot);
 	viewset_unpin(vs);
 	return rc;
+}
+
+static inline int unit_set_views(struct index *ix, struct view *const *views, size_t n)
+{
+	return unit_set_views_slot(ix, views, n, NULL);
 }
 
 #endif
