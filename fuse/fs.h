@@ -1,10 +1,11 @@
 /*
- * fs.h — the FUSE mount (libfuse3 low-level API).
+ * fs.h — the FUSE mount (libfuse3 low-level API): a thin adapter over the
+ * file-system core (fuse/core.h), which holds the logic.
  *
  * The root holds one directory per view and .facetfs/ (stats, views,
  * control). A view's directory shows its index membership: listing and stat
  * are answered from the index alone (views/index.h), file data comes through
- * sync/reader.h. Entry and attribute timeouts are long; correctness comes
+ * sync/visibility.h. Entry and attribute timeouts are long; correctness comes
  * from fs_notify_change(), which the event pipeline calls after each durable
  * index change and which invalidates exactly the kernel cache entries that
  * the kernel can hold (inodes it looked up).
@@ -12,8 +13,10 @@
  * Threads: fs_run() runs the multi-threaded FUSE loop on the calling thread
  * (normally main) until unmount, SIGINT, SIGTERM or SIGHUP; fuse installs
  * the signal handlers, so every other thread must block those signals.
- * fs_notify_change() may be called from any thread except a FUSE worker.
- * The views array and the providers in struct fs_deps must outlive the fs.
+ * fs_notify_change() may be called from any thread: it only queues; one
+ * notifier thread tells the kernel. The views array stays in use until the
+ * next fs_views_set() (the core reads it), the providers in struct fs_deps
+ * until fs_free().
  */
 #ifndef FACETFS_FS_H
 #define FACETFS_FS_H

@@ -1,20 +1,17 @@
 /*
- * fs_int.h — internals shared by the files of the mount (not for other
- * modules): fs.c (lookup, getattr, readdir, change notification, mount),
- * fs_io.c (open, read, write, commit points, .facetfs files), fs_ns.c
- * (unlink, rename, mkdir, rmdir, xattrs), fs_views.c (the views lock around
- * every request, live view changes).
+ * fs_int.h — internals shared by the files of the FUSE adapter (not for
+ * other modules). Layers, each calling only those below it:
+ *   fs.c         the top: mount, session loop, unmount, the operation table
+ *   fs_views.c   the views lock around every request; live view changes
+ *   fs_ops.c     one thin handler per request: decode, call the core
+ *                (fuse/core.h), reply exactly once
+ *   fs_notify.c  the notifier thread: kernel-cache invalidation
+ * The logic is in the core; the adapter holds no lock of its own across a
+ * call into it.
  *
- * Locks: fs->ofile_lock protects the open-file table (ofiles) and the
- * made-directories list (mkdirs); it is a leaf: nothing else is taken while
- * it is held and it is never held across an S3, index or stage call that
- * blocks (stage_file_* calls are made with an ofile reference, not the lock).
- * The inode table has its own lock (fuse/inode.h).
- *
- * Open files: an inode opened for writing gets one struct ofile holding its
- * staged version (sync/stage.h), shared by every descriptor of this mount
- * (read-your-writes inside a mount). It lives while any descriptor holds it
- * (refs) and is released after the last close.
+ * Locks: inval_lock protects the notifier's queue and its stop flag (a
+ * leaf, never held while telling the kernel). The core and the inode table
+ * have their own (fuse/core_int.h, fuse/inode.h).
  */
 #ifndef FACETFS_FS_INT_H
 #define FACETFS_FS_INT_H
@@ -22,41 +19,16 @@
 #define FUSE_USE_VERSION 314
 #include "fuse/fs.h"
 
+#include "fuse/core.h"
 #include "fuse/inode.h"
-#include "common/object.h"
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/stat.h>
 
 #define FS_TIMEOUT 3600.0   /* entry/attr timeout; made correct by invalidation */
-#define FS_READAHEAD (1024u * 1024)  /* kernel read-ahead asked for (and set: fs_set_readahead) */
-#define NAME_MAX_BYTES 255
-
-struct reader;
-struct stage_file;
-
-struct ofile {
-	uint64_t ino;
-	size_t view;
-	char *vname;                 /* the view's name (view indexes change) */
-	char *path;                  /* inside the view */
-	char *bucket, *key;
-	struct stage_file *sf;
-	struct obj_meta meta;        /* what the upload carries: metadata, type */
-	int refs;                    /* descriptors holding it */
-	bool unlinked;               /* unlinked while open: never uploaded again */
-	struct ofile *next;
-};
-
-struct mkdir_ent {                   /* a directory made with mkdir, still empty */
-	size_t view;
-	char *vname;
-	char *path;
-	struct mkdir_ent *next;
-};
+#define FS_READAHEAD (1024u * 1024)  /* kernel read-ahead asked for (and set) */
 
 /* Pending kernel-cache invalidations, done by the notifier thread. */
 struct inval_job {
@@ -70,19 +42,11 @@ struct fs {
 	struct fs_deps d;
 	struct fuse_session *se;
 	struct inode_table *it;
+	struct core *core;
 	char *mountpoint;
 	bool mounted;
-	uid_t uid;
-	gid_t gid;
-	struct timespec start;
 
-	uint64_t views_gen;          /* bumped by fs_views_set (under views_lock) */
 	struct fuse_lowlevel_ops real; /* the operations the locking wrappers call */
-
-	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
-	struct ofile *ofiles;
-	struct mkdir_ent *mkdirs;
-	char *recovered;             /* absolute: target of .facetfs/recovered */
 
 	pthread_mutex_t inval_lock;  /* protects the queue and stopping */
 	pthread_cond_t inval_cond;
@@ -92,71 +56,20 @@ struct fs {
 	pthread_t inval_thread;
 };
 
-enum fh_kind { FH_OBJECT, FH_TEXT, FH_CONTROL };
-
-struct fh {
-	enum fh_kind kind;
-	/* FH_OBJECT */
-	size_t view;                 /* valid while gen == fs->views_gen */
-	uint64_t gen;
-	char *vname;
-	char *bucket, *key;
-	char etag[72];               /* version this descriptor reads */
-	uint64_t size;
-	struct reader *rd;           /* S3 version (read-only descriptors) */
-	struct ofile *of;            /* staged version (writable descriptors) */
-	bool writable;
-	bool cached;                 /* counted in the inode's cached_opens */
-	uint64_t ino;
-	pthread_mutex_t lock;        /* protects rd/etag/size for commit reads */
-	/* FH_TEXT: snapshot; FH_CONTROL: last answer */
-	char *text;
-	size_t text_len;
-};
-
 static inline struct fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
-/* fs.c */
-/* The view index of a name, or INODE_NO_VIEW. */
-size_t fs_view_index(struct fs *fs, const char *name);
-void fs_attr_dir(struct fs *fs, uint64_t ino, struct stat *st);
-void fs_attr_file(struct fs *fs, uint64_t ino, uint64_t size, int64_t mtime_ns,
-		  mode_t perm, struct stat *st);
-mode_t fs_file_perm(struct fs *fs, size_t view);
-int fs_attr_of(struct fs *fs, uint64_t ino, struct stat *st);
-int fs_path_join(const char *dir, const char *name, char *out, size_t outlen);
-/* The (view, path) of a directory inode and the path of its child name. */
-int fs_child(struct fs *fs, fuse_ino_t parent, const char *name, size_t *view,
-	     char *path, size_t pathlen);
-/* bucket + key of (view, path); -EINVAL if the path cannot be a key. */
-int fs_path_object(struct fs *fs, size_t view, const char *path, char *bucket,
-		   size_t blen, char *key, size_t klen);
-/* Apply a change made through this mount to the index at once (own
- * changes visible to this mount before the event arrives). */
-int fs_index_local(struct fs *fs, const struct obj_meta *o);
-
 /* fs_views.c: replace every view-reading operation by a wrapper that
  * takes the views lock for reading around the real one (fs->real). */
 void fs_wrap_ops(struct fuse_lowlevel_ops *ops);
 
-/* fs_io.c */
-struct ofile *fs_ofile_find(struct fs *fs, uint64_t ino);       /* ref taken */
-struct ofile *fs_ofile_find_path(struct fs *fs, size_t view, const char *path);
-void fs_ofile_put(struct fs *fs, struct ofile *of);
-int fs_ofile_commit(struct fs *fs, struct ofile *of);
-void fs_io_init_ops(struct fuse_lowlevel_ops *ops);
-/* Raise the mount's read-ahead to kib (the kernel's per-device cap);
- * abs_mountpoint: the realpath taken before mounting. Makes no request
- * to the mount (safe before the session loop runs). */
-void fs_set_readahead(const char *abs_mountpoint, unsigned kib);
+/* fs_ops.c: the handlers. */
+void fs_ops_init(struct fuse_lowlevel_ops *ops);
 
-/* fs_ns.c */
-bool fs_mkdir_exists(struct fs *fs, size_t view, const char *path);
-/* The directories made with mkdir before (stored in the index), at mount. */
-int  fs_mkdirs_load(struct fs *fs);
-void fs_ns_init_ops(struct fuse_lowlevel_ops *ops);
+/* fs_notify.c: the notifier thread (fs_notify_change() in fs.h queues). */
+int  fs_notify_start(struct fs *fs);
+void fs_notify_stop(struct fs *fs);   /* drains and joins; frees the queue */
 
 #endif

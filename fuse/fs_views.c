@@ -1,34 +1,20 @@
 /* fs_views.c — the mount's side of live view changes: every request runs
  * under the gateway's views lock (read), and fs_views_set() (called with it
- * held for writing) moves inodes, open files and made directories to the
- * new view set by name. See fs.h and fs_int.h.
+ * held for writing) hands the new set to the core (core_views_set: inodes,
+ * open files and made directories follow their view by name). See fs.h
+ * and fs_int.h.
  */
 #include "fuse/fs_int.h"
-
-#include "common/stats.h"
-#include "views/filter.h"
 
 #include <pthread.h>
 
 /* ---------- live view changes ---------- */
 
-static size_t remap_view(void *ctx, const char *name)
-{
-	return fs_view_index(ctx, name);
-}
-
 void fs_views_set(struct fs *fs, struct view *const *views, size_t n)
 {
 	fs->d.views = views;
 	fs->d.n_views = n;
-	fs->views_gen++;
-	inode_remap_views(fs->it, remap_view, fs);
-	pthread_mutex_lock(&fs->ofile_lock);
-	for (struct ofile *of = fs->ofiles; of; of = of->next)
-		of->view = fs_view_index(fs, of->vname);
-	for (struct mkdir_ent *m = fs->mkdirs; m; m = m->next)
-		m->view = fs_view_index(fs, m->vname);
-	pthread_mutex_unlock(&fs->ofile_lock);
+	core_views_set(fs->core, views, n);
 }
 
 void fs_view_changed(struct fs *fs, const char *name)
