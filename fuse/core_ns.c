@@ -141,6 +141,9 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 		}
 		rc = delete_object(c, bucket, key);
 	}
+	/* The kernel's inode of the name stays with its open descriptors. */
+	if (rc == 0)
+		inode_unname(c->d.it, view_name(core_view(c, view)), path);
 	return rc;
 }
 
