@@ -18,7 +18,10 @@
  *
  * Threads: vis_version_read() may run on several threads at once for one
  * version; a commit-policy revalidation swaps the reader under the
- * version's own mutex (never held across the HEAD). open/close: one thread.
+ * version's own mutex, which is not held across the HEAD but is held
+ * across the read that follows (a swap must not free the reader a read
+ * uses): reads of one commit descriptor run one at a time, as before this
+ * module. Session reads take no lock of this module. open/close: one thread.
  * Ownership: vis_version_open() copies bucket and key.
  */
 #ifndef FACETFS_SYNC_VISIBILITY_H
