@@ -131,6 +131,10 @@ int  core_fsync(struct core *c, struct core_file *f);   /* one under `commit` */
 void core_release(struct core *c, struct core_file *f);
 /* truncate(2) (f NULL: by path, its own commit point) or ftruncate(2). */
 int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size);
+/* setattr: the size when set_size (core_truncate), then the attributes
+ * after it in *st; owner, mode and times are answered, not stored. */
+int  core_setattr(struct core *c, uint64_t ino, struct core_file *f, bool set_size,
+		  uint64_t size, struct stat *st);
 /* readlink of .facetfs/recovered. */
 int  core_readlink(struct core *c, uint64_t ino, const char **target);
 

@@ -444,6 +444,13 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	return rc;
 }
 
+int core_setattr(struct core *c, uint64_t ino, struct core_file *f, bool set_size,
+		 uint64_t size, struct stat *st)
+{
+	int rc = set_size ? core_truncate(c, ino, f, size) : 0;
+	return rc < 0 ? rc : core_attr_of(c, ino, st);
+}
+
 int core_readlink(struct core *c, uint64_t ino, const char **target)
 {
 	if (ino != INODE_META_RECOVERED)

@@ -6,8 +6,8 @@
  *   fs_ops.c     one thin handler per request: decode, call the core
  *                (fuse/core.h), reply exactly once
  *   fs_notify.c  the notifier thread: kernel-cache invalidation
- * The logic is in the core; the adapter holds no lock of its own across a
- * call into it.
+ * The logic is in the core. Around each core call the adapter holds only
+ * the gateway's views lock (read side, fs_views.c), nothing of its own.
  *
  * Locks: inval_lock protects the notifier's queue and its stop flag (a
  * leaf, never held while telling the kernel). The core and the inode table

@@ -84,13 +84,9 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
-	struct core *c = fs_of(req)->core;
-	int rc = 0;
-	if (to_set & FUSE_SET_ATTR_SIZE)
-		rc = core_truncate(c, ino, fi ? file_of(fi) : NULL, (uint64_t)attr->st_size);
 	struct stat st;
-	if (rc == 0)
-		rc = core_getattr(c, ino, &st);
+	int rc = core_setattr(fs_of(req)->core, ino, fi ? file_of(fi) : NULL,
+			      to_set & FUSE_SET_ATTR_SIZE, (uint64_t)attr->st_size, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
