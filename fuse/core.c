@@ -255,11 +255,11 @@ int core_index_local(struct core *c, const struct obj_meta *o)
 
 /* ---------- the open-file table ---------- */
 
-struct ofile *core_ofile_find(struct core *c, uint64_t ino)
+struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
 {
 	pthread_mutex_lock(&c->ofile_lock);
 	struct ofile *of = c->ofiles;
-	while (of && of->ino != ino)
+	while (of && (of->ino != ino || (of->unlinked && !unlinked_too)))
 		of = of->next;
 	if (of)
 		of->refs++;
@@ -271,12 +271,29 @@ struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path
 {
 	pthread_mutex_lock(&c->ofile_lock);
 	struct ofile *of = c->ofiles;
-	while (of && (of->view != view || strcmp(of->path, path) != 0))
+	while (of && (of->unlinked || of->view != view || strcmp(of->path, path) != 0))
 		of = of->next;
 	if (of)
 		of->refs++;
 	pthread_mutex_unlock(&c->ofile_lock);
 	return of;
+}
+
+void core_ofile_unlink(struct core *c, struct ofile *of)
+{
+	if (!of)
+		return;
+	pthread_mutex_lock(&c->ofile_lock);
+	of->unlinked = true;
+	pthread_mutex_unlock(&c->ofile_lock);
+}
+
+bool core_ofile_unlinked(struct core *c, struct ofile *of)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	bool u = of->unlinked;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return u;
 }
 
 void core_ofile_free(struct ofile *of)
@@ -313,7 +330,7 @@ struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
 {
 	pthread_mutex_lock(&c->ofile_lock);
 	struct ofile *other = c->ofiles;
-	while (other && other->ino != of->ino)
+	while (other && (other->ino != of->ino || other->unlinked))
 		other = other->next;
 	if (other) {
 		other->refs++;

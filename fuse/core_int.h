@@ -52,7 +52,8 @@ struct ofile {
 	struct stage_file *sf;
 	struct obj_meta meta;        /* what the upload carries: metadata, type */
 	int refs;                    /* descriptors holding it */
-	bool unlinked;               /* unlinked while open: never uploaded again */
+	bool unlinked;               /* its name is gone (unlink, renamed over):
+				      * never uploaded again, found by inode only */
 	struct ofile *next;
 };
 
@@ -134,11 +135,19 @@ int  core_path_object(struct core *c, size_t view, const char *path, char *bucke
  * changes visible to this mount before the event arrives). */
 int  core_index_local(struct core *c, const struct obj_meta *o);
 
-struct ofile *core_ofile_find(struct core *c, uint64_t ino);   /* ref taken */
+/* The staged file of an inode (ref taken). A new open wants the one its
+ * name shows (unlinked_too false); a descriptor's reads also the one whose
+ * name is gone (it is still that descriptor's file). */
+struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too);
+/* The staged file a name of this mount shows (never an unlinked one). */
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path);
+/* The name of of is gone (unlink, or renamed over): its descriptors keep
+ * its bytes, no name leads to it and it is never uploaded again. */
+void core_ofile_unlink(struct core *c, struct ofile *of);
+bool core_ofile_unlinked(struct core *c, struct ofile *of);
 void core_ofile_put(struct core *c, struct ofile *of);
-/* Put of into the table unless another ofile of its inode is there: then
- * that one (ref taken) is returned and of is not inserted. */
+/* Put of into the table unless another (not unlinked) ofile of its inode
+ * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);
 void core_ofile_free(struct ofile *of);
 /* Does (view, path) hold something staged here, or a made directory, below

@@ -43,7 +43,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		     const char *bucket, const char *key, bool trunc, bool create,
 		     struct ofile **out)
 {
-	struct ofile *of = core_ofile_find(c, ino);
+	struct ofile *of = core_ofile_find(c, ino, false);
 	if (of) {
 		int rc = trunc ? stage_file_truncate(of->sf, 0) : 0;
 		if (rc < 0) {
@@ -116,7 +116,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 
 int core_ofile_commit(struct core *c, struct ofile *of)
 {
-	if (of->unlinked)
+	if (core_ofile_unlinked(c, of))
 		return 0;    /* unlinked while open: nothing to publish */
 	bool dirty = stage_file_dirty(of->sf);
 	char etag[72] = "";
@@ -206,7 +206,7 @@ static int open_reader(struct core *c, uint64_t ino, struct core_file *f,
 	int rc = vis_version_open(c->d.s3, c->d.st, f->bucket, f->key, &f->ver);
 	if (rc == -ENOENT) {
 		/* Not in S3 (yet): a file created here and still open. */
-		struct ofile *of = core_ofile_find(c, ino);
+		struct ofile *of = core_ofile_find(c, ino, false);
 		if (!of)
 			return -ENOENT;
 		core_ofile_put(c, of);
@@ -372,7 +372,7 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		return read_text(f, buf, len, off);
 	/* A writable descriptor holds its staged copy; any other descriptor
 	 * of an inode staged here reads it too (our own writes). */
-	struct ofile *of = f->of ? NULL : core_ofile_find(c, f->ino);
+	struct ofile *of = f->of ? NULL : core_ofile_find(c, f->ino, true);
 	if (f->of || of) {
 		ssize_t n = stage_file_pread(f->of ? f->of->sf : of->sf, buf, len,
 					     (uint64_t)off);

@@ -5,6 +5,10 @@
  * so this mount sees it before the event arrives; other mounts follow the
  * event. Read-only views answer EROFS.
  *
+ * A name unlinked or renamed over while a file staged under it is open
+ * here leaves with it: the descriptors keep the staged bytes, nothing
+ * publishes them, and a file made again under the name is another file.
+ *
  * What is not atomic (S3 has no rename): rename is a server-side COPY then
  * a DELETE of the source; a crash between the two leaves both names.
  * Renaming a directory that holds objects is refused with EXDEV, so mv(1)
@@ -135,10 +139,8 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 	if (rc == 0) {
 		/* Open descriptors keep their data but never publish it again. */
 		struct ofile *of = core_ofile_find_path(c, view, path);
-		if (of) {
-			of->unlinked = true;
-			core_ofile_put(c, of);
-		}
+		core_ofile_unlink(c, of);
+		core_ofile_put(c, of);
 		rc = delete_object(c, bucket, key);
 	}
 	/* The kernel's inode of the name stays with its open descriptors. */
@@ -216,6 +218,8 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 		rc = -EXDEV;
 	if (rc == 0 && !name_exists(c, view, path, &is_dir))
 		rc = -ENOENT;
+	if (rc == 0 && strcmp(path, npath) == 0)
+		return 0;                    /* rename(2) of a name onto itself */
 	bool dst_exists = rc == 0 && name_exists(c, nview, npath, &n_is_dir);
 	if (rc == 0 && dst_exists && (flags & RENAME_NOREPLACE))
 		rc = -EEXIST;
@@ -231,8 +235,10 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 		rc = -EXDEV;
 	if (rc == 0 && !view_key_can_match(core_view(c, view), nkey))
 		rc = -EINVAL;
-	/* A file open for writing here: publish it first, then move it. */
+	/* A file open for writing here: publish it first, then move it. One
+	 * staged under the new name is replaced: its name is gone. */
 	struct ofile *of = rc == 0 ? core_ofile_find_path(c, view, path) : NULL;
+	struct ofile *dof = rc == 0 && dst_exists ? core_ofile_find_path(c, nview, npath) : NULL;
 	if (of)
 		rc = core_ofile_commit(c, of);
 	char etag[72] = "";
@@ -246,15 +252,21 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	obj_meta_release(&rec);
 	if (rc == 0)
 		rc = delete_object(c, bucket, key);
+	if (rc == 0)
+		core_ofile_unlink(c, dof);
 	if (rc == 0 && of)
 		rename_ofile(c, of, bucket, npath, nkey);
-	if (of)
-		core_ofile_put(c, of);
+	core_ofile_put(c, of);
+	core_ofile_put(c, dof);
 	if (rc == 0) {
-		/* The kernel keeps the moved inode: it now stands for npath. */
+		/* The kernel keeps the moved inode: it now stands for npath
+		 * (and an inode that stood for npath no longer does). */
 		uint64_t ino;
-		if (inode_find(c->d.it, view_name(core_view(c, view)), path, &ino))
+		const char *vname = view_name(core_view(c, view));
+		if (inode_find(c->d.it, vname, path, &ino))
 			inode_rename(c->d.it, ino, npath);
+		else
+			inode_unname(c->d.it, vname, npath);
 	}
 	return rc;
 }
@@ -272,7 +284,7 @@ static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
 {
 	if (ino < INODE_FIRST_DYNAMIC)
 		return -ENOENT;
-	struct ofile *of = core_ofile_find(c, ino);
+	struct ofile *of = core_ofile_find(c, ino, true);
 	if (of) {
 		int rc = obj_meta_copy(o, &of->meta);
 		core_ofile_put(c, of);
@@ -368,7 +380,7 @@ static int set_metadata(struct core *c, uint64_t ino, const char *name,
 		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
 				      key, sizeof key);
 	if (rc == 0) {
-		of = core_ofile_find(c, ino);
+		of = core_ofile_find(c, ino, true);
 		rc = of ? obj_meta_copy(&o, &of->meta) : s3_head(c->d.s3, bucket, key, &o);
 	}
 	const char *mname = name + 5;
