@@ -111,7 +111,8 @@ struct core_dirent {
 };
 typedef int (*core_fill_fn)(void *ctx, const struct core_dirent *e);
 /* Entries from offset off ("." is 1, ".." 2, the i-th entry after them
- * i + 3). 0, or a negative errno when nothing could be listed. */
+ * i + 3). 0, or a negative errno (entries filled before it stand: a
+ * caller with some replies with them). */
 int  core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 		  core_fill_fn fill, void *ctx);
 
