@@ -22,12 +22,8 @@
  * points. Unlinking a name, or renaming onto it, while it is open (for
  * writing too) leaves the open file with its descriptors: its staged bytes
  * are never published, and a file made again under the name is another
- * file. Out of the model: directories (fixed cases at the start check
- * made directories and a renamed inode one by one). Before the sequences,
- * a third gateway over the fault wrapper (sync/s3_fault.h) checks each S3
- * error path of the core: PUT at fsync and close, HEAD at open and at a
- * commit read, GET at a read and at the fill of an open for writing, COPY
- * at rename and setxattr, DELETE at unlink.
+ * file. Out of the model: directories and S3 failures (test_fscore_cases.c
+ * checks those case by case).
  *
  * Usage: test_fscore [SEED [SEQUENCES [STEPS]]] (default: a seed from the clock,
  * 4,000 sequences of 40 steps). Sequence i runs with seed SEED + i; a
@@ -36,13 +32,13 @@
  */
 #include "unit.h"
 #include "unit_views.h"
+#include "unit_fscore.h"
 
 #include "common/s3.h"
 #include "common/stats.h"
 #include "fuse/core.h"
 #include "fuse/inode.h"
 #include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
 #include "sync/stage.h"
 
 #include <errno.h>
@@ -58,7 +54,6 @@
 #define NKEYS 3
 #define MAXD 8            /* descriptors open at once */
 #define MAXLEN 512        /* model objects stay below this */
-#define BUCKET "b"
 
 /* ---------- bytes ---------- */
 
@@ -98,16 +93,6 @@ struct mdesc {
 	bool missing;                /* opened while S3 had no object (staged here) */
 	struct bytes ver;            /* session: the version's bytes */
 	unsigned ver_id;
-};
-
-struct gw {
-	char *dir;
-	struct stats st;
-	struct index *ix;
-	struct stage *stage;
-	struct inode_table *it;
-	struct core *core;
-	uint64_t view_ino[2];
 };
 
 struct world {
@@ -726,283 +711,6 @@ static void sequence(struct world *w, unsigned seed, unsigned steps)
 			core_release(w->gw[w->d[i].g].core, w->d[i].f);
 }
 
-/* ---------- set-up ---------- */
-
-static const char *const view_json[2] = {
-	"{ \"name\": \"s\", \"bucket\": \"" BUCKET "\", \"match\": { \"prefix\": \"s/\" },"
-	"  \"layout\": { \"strip_prefix\": \"s/\" }, \"writable\": true,"
-	"  \"visibility\": \"session\" }",
-	"{ \"name\": \"c\", \"bucket\": \"" BUCKET "\", \"match\": { \"prefix\": \"c/\" },"
-	"  \"layout\": { \"strip_prefix\": \"c/\" }, \"writable\": true,"
-	"  \"visibility\": \"commit\" }",
-};
-
-static char *tmpdir(const char *tag)
-{
-	char *t = NULL;
-	/* tmpfs when there is one: the staging journal fsyncs at every step */
-	if (asprintf(&t, "/dev/shm/facetfs-test-%s-XXXXXX", tag) >= 0 && mkdtemp(t))
-		return t;
-	free(t);
-	return unit_tmpdir(tag);
-}
-
-static void gw_open(struct world *w, struct s3 *s3, struct gw *gw, const char *tag)
-{
-	gw->dir = tmpdir(tag);
-	stats_init(&gw->st);
-	char path[512];
-	snprintf(path, sizeof path, "%s/state", gw->dir);
-	gw->ix = unit_index_open(path, &gw->st);
-	if (index_set_views(gw->ix, w->views, 2) < 0) {
-		printf("# index_set_views failed\n");
-		exit(2);
-	}
-	snprintf(path, sizeof path, "%s/staging", gw->dir);
-	struct stage_conf sc = { .dir = path, .max_bytes = 1ull << 30,
-				 .up = stage_uploader_s3(s3) };
-	int rc = stage_open(&sc, &gw->stage);
-	if (rc == 0)
-		rc = inode_table_new(&gw->it);
-	struct core_deps deps = { .ix = gw->ix, .s3 = s3, .stage = gw->stage,
-				  .st = &gw->st, .it = gw->it };
-	if (rc == 0)
-		rc = core_new(&deps, w->views, 2, &gw->core);
-	struct core_entry e;
-	for (int v = 0; rc == 0 && v < 2; v++) {
-		rc = core_lookup(gw->core, INODE_ROOT, view_name(w->views[v]), &e);
-		gw->view_ino[v] = e.ino;
-	}
-	if (rc < 0) {
-		printf("# gateway set-up: %s\n", strerror(-rc));
-		exit(2);
-	}
-}
-
-static void gw_close(struct gw *gw)
-{
-	core_free(gw->core);
-	inode_table_free(gw->it);
-	stage_close(gw->stage);
-	index_close(gw->ix);
-	stats_release(&gw->st);
-	unit_rmtree(gw->dir);
-	free(gw->dir);
-}
-
-/* ---------- fixed cases: the defects the model found or the issue named ---------- */
-
-static int count_entry(void *ctx, const struct core_dirent *e)
-{
-	struct { const char *name; int n; } *c = ctx;
-	if (strcmp(e->name, c->name) == 0)
-		c->n++;
-	return 0;
-}
-
-/* How many times the view's root lists name. */
-static int listed(struct core *c, uint64_t dir, const char *name)
-{
-	struct { const char *name; int n; } cnt = { name, 0 };
-	struct core_dir *d;
-	if (core_opendir(c, dir, &d) < 0)
-		return -1;
-	int rc = core_readdir(c, d, 0, false, count_entry, &cnt);
-	core_releasedir(c, d);
-	return rc < 0 ? -1 : cnt.n;
-}
-
-static void fixed_cases(struct world *w)
-{
-	struct gw *gw = &w->gw[0];
-	struct core *c = gw->core;
-	uint64_t root = gw->view_ino[0];
-	struct core_entry e1, e2, e;
-
-	/* An empty made directory renamed onto another one: one entry, and
-	 * rmdir removes it (the mirror of the index kept a second one). */
-	int rc = core_mkdir(c, root, "fx_d1", &e1);
-	if (rc == 0)
-		rc = core_mkdir(c, root, "fx_d2", &e2);
-	if (rc == 0)
-		rc = core_rename(c, root, "fx_d1", root, "fx_d2", 0);
-	CHECK(rc == 0, "mkdir, mkdir, rename onto the empty made directory: %d", rc);
-	CHECK(listed(c, root, "fx_d2") == 1 && listed(c, root, "fx_d1") == 0,
-	      "the view lists fx_d2 once and fx_d1 no more (%d, %d)",
-	      listed(c, root, "fx_d2"), listed(c, root, "fx_d1"));
-	rc = core_rmdir(c, root, "fx_d2");
-	int lrc = core_lookup(c, root, "fx_d2", &e);
-	CHECK(rc == 0 && lrc == -ENOENT, "rmdir removes it for good: rmdir %d, lookup %d",
-	      rc, lrc);
-
-	/* A renamed inode is found by its new name: the lookup answers the
-	 * number the kernel holds, and reads through it see the staged copy. */
-	struct core_file *f = NULL;
-	struct core_open_cache cache;
-	rc = core_create(c, root, "fx_f", &e1, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, "abc", 3, 0) : -1;
-	if (rc == 0)
-		rc = core_rename(c, root, "fx_f", root, "fx_g", 0);
-	lrc = rc == 0 ? core_lookup(c, root, "fx_g", &e2) : -1;
-	CHECK(n == 3 && rc == 0 && lrc == 0 && e2.ino == e1.ino,
-	      "after rename the new name is the same inode (%llu, %llu)",
-	      (unsigned long long)e1.ino, (unsigned long long)e2.ino);
-	struct core_file *r = NULL;
-	char buf[8] = "";
-	n = lrc == 0 && core_open(c, e2.ino, O_RDONLY, &r, &cache) == 0
-		    ? core_read(c, r, buf, sizeof buf, 0) : -1;
-	CHECK(n == 3 && memcmp(buf, "abc", 3) == 0,
-	      "a descriptor opened by the new name reads the staged bytes (%zd)", n);
-	core_release(c, r);
-	if (f) {
-		CHECK(core_flush(c, f) == 0, "close publishes the renamed file");
-		core_release(c, f);
-	}
-	lrc = core_lookup(c, root, "fx_f", &e);
-	CHECK(lrc == -ENOENT, "the old name is gone (%d)", lrc);
-}
-
-/* ---------- S3 failures: each error path of the core, injected ---------- */
-
-/* The bytes S3 holds for key (fake's view), or -ENOENT. */
-static int s3_bytes(struct world *w, const char *key, char *buf, size_t cap, size_t *len)
-{
-	void *data = NULL;
-	int rc = s3_fake_object_read(w->s3, BUCKET, key, &data, len, NULL, NULL);
-	if (rc == 0) {
-		if (*len > cap)
-			*len = cap;
-		memcpy(buf, data, *len);
-	}
-	free(data);
-	return rc;
-}
-
-static void fault_cases(struct world *w)
-{
-	struct s3 *fs3;
-	if (s3_fault_new(w->s3, false, &fs3) < 0) {
-		printf("# s3_fault_new failed\n");
-		exit(2);
-	}
-	struct gw gw;
-	gw_open(w, fs3, &gw, "fscore-f");
-	struct core *c = gw.core;
-	uint64_t cv = gw.view_ino[1], sv = gw.view_ino[0];
-	struct core_entry e;
-	struct core_open_cache cache;
-	struct core_file *f = NULL, *r = NULL;
-	char buf[64];
-	size_t len = 0;
-
-	/* commit: a failed upload makes fsync return EIO and keeps the data;
-	 * the next fsync uploads it */
-	int rc = core_create(c, cv, "ft_a", &e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, "hello", 5, 0) : -1;
-	s3_fault_fail(fs3, S3K_PUT, 1, 1, -EHOSTUNREACH);
-	int frc = rc == 0 ? core_fsync(c, f) : 0;
-	CHECK(n == 5 && frc == -EIO && s3_bytes(w, "c/ft_a", buf, sizeof buf, &len) == -ENOENT,
-	      "fsync with the PUT failing: EIO, nothing in S3 (%d)", frc);
-	n = f ? core_read(c, f, buf, sizeof buf, 0) : -1;
-	CHECK(n == 5 && memcmp(buf, "hello", 5) == 0, "the staged data is kept (%zd)", n);
-	frc = f ? core_fsync(c, f) : -1;
-	CHECK(frc == 0 && s3_bytes(w, "c/ft_a", buf, sizeof buf, &len) == 0 && len == 5,
-	      "the next fsync uploads it (%d)", frc);
-
-	/* a failed close (flush) also answers EIO; the next close uploads */
-	n = f ? core_write(c, f, "HELLO", 5, 0) : -1;
-	s3_fault_fail(fs3, S3K_PUT, 1, 1, -EIO);
-	frc = f ? core_flush(c, f) : 0;
-	CHECK(frc == -EIO && s3_bytes(w, "c/ft_a", buf, sizeof buf, &len) == 0 &&
-	      memcmp(buf, "hello", 5) == 0, "close with the PUT failing: EIO, S3 keeps the "
-	      "old bytes (%d)", frc);
-	frc = f ? core_flush(c, f) : -1;
-	CHECK(frc == 0 && s3_bytes(w, "c/ft_a", buf, sizeof buf, &len) == 0 &&
-	      memcmp(buf, "HELLO", 5) == 0, "the next close uploads (%d)", frc);
-	core_release(c, f);
-	f = NULL;
-
-	/* open validates with a HEAD: its failure is the open's */
-	uint64_t ino = 0;
-	rc = core_lookup(c, cv, "ft_a", &e);
-	ino = e.ino;
-	s3_fault_fail(fs3, S3K_HEAD, 1, 1, -EHOSTUNREACH);
-	int orc = rc == 0 ? core_open(c, ino, O_RDONLY, &r, &cache) : 0;
-	CHECK(orc == -EHOSTUNREACH, "open with the HEAD failing answers its error (%d)", orc);
-	if (orc == 0)
-		core_release(c, r);
-
-	/* commit: each read validates; a failed HEAD fails that read only */
-	orc = core_open(c, ino, O_RDONLY, &r, &cache);
-	s3_fault_fail(fs3, S3K_HEAD, 1, 1, -EIO);
-	n = orc == 0 ? core_read(c, r, buf, sizeof buf, 0) : 0;
-	ssize_t n2 = orc == 0 ? core_read(c, r, buf, sizeof buf, 0) : 0;
-	CHECK(orc == 0 && n == -EIO && n2 == 5, "commit read with the HEAD failing: EIO, "
-	      "then the next read works (%zd, %zd)", n, n2);
-	if (orc == 0)
-		core_release(c, r);
-
-	/* rename: a failed COPY changes nothing */
-	s3_fault_fail(fs3, S3K_COPY, 1, 1, -EIO);
-	rc = core_rename(c, cv, "ft_a", cv, "ft_b", 0);
-	int l1 = core_lookup(c, cv, "ft_a", &e), l2 = core_lookup(c, cv, "ft_b", &e);
-	CHECK(rc == -EIO && l1 == 0 && l2 == -ENOENT &&
-	      s3_bytes(w, "c/ft_b", buf, sizeof buf, &len) == -ENOENT,
-	      "rename with the COPY failing: EIO, the old name stays, no new one (%d)", rc);
-
-	/* unlink: a failed DELETE leaves the object and its name */
-	s3_fault_fail(fs3, S3K_DELETE, 1, 1, -EIO);
-	rc = core_unlink(c, cv, "ft_a");
-	l1 = core_lookup(c, cv, "ft_a", &e);
-	CHECK(rc == -EIO && l1 == 0 && s3_bytes(w, "c/ft_a", buf, sizeof buf, &len) == 0,
-	      "unlink with the DELETE failing: EIO, object and name stay (%d)", rc);
-
-	/* setxattr is a COPY onto itself: its failure leaves the metadata */
-	s3_fault_fail(fs3, S3K_COPY, 1, 1, -EIO);
-	rc = core_setxattr(c, ino, "user.color", "red", 3, 0);
-	n = core_getxattr(c, ino, "user.color", buf, sizeof buf);
-	CHECK(rc == -EIO && n == -ENODATA, "setxattr with the COPY failing: EIO, no "
-	      "xattr (%d, %zd)", rc, n);
-	rc = core_setxattr(c, ino, "user.color", "red", 3, 0);
-	n = core_getxattr(c, ino, "user.color", buf, sizeof buf);
-	CHECK(rc == 0 && n == 3 && memcmp(buf, "red", 3) == 0, "then it works (%d, %zd)",
-	      rc, n);
-
-	/* open for writing fills the staged copy from S3: a failed GET fails
-	 * the open (session view) */
-	rc = core_create(c, sv, "ft_s", &e, &f, &cache);
-	n = rc == 0 ? core_write(c, f, "abc", 3, 0) : -1;
-	frc = rc == 0 ? core_flush(c, f) : -1;
-	core_release(c, f);
-	f = NULL;
-	/* a read that needs a GET: its failure fails that read only */
-	orc = frc == 0 ? core_open(c, e.ino, O_RDONLY, &r, &cache) : -1;
-	s3_fault_fail(fs3, S3K_GET, 1, 1, -EIO);
-	n = orc == 0 ? core_read(c, r, buf, sizeof buf, 0) : 0;
-	n2 = orc == 0 ? core_read(c, r, buf, sizeof buf, 0) : 0;
-	CHECK(orc == 0 && n == -EIO && n2 == 3, "read with the GET failing: EIO, then the "
-	      "next read works (%zd, %zd)", n, n2);
-	if (orc == 0)
-		core_release(c, r);
-	s3_fault_fail(fs3, S3K_GET, 1, 1, -EIO);
-	orc = frc == 0 ? core_open(c, e.ino, O_RDWR, &f, &cache) : 0;
-	CHECK(frc == 0 && orc == -EIO, "open for writing with the GET of the fill failing: "
-	      "EIO (%d)", orc);
-	if (orc == 0)
-		core_release(c, f);
-	CHECK(s3_fault_injected(fs3, S3K_PUT) == 2 && s3_fault_injected(fs3, S3K_COPY) == 2 &&
-	      s3_fault_injected(fs3, S3K_GET) == 2 && s3_fault_injected(fs3, S3K_HEAD) == 2 &&
-	      s3_fault_injected(fs3, S3K_DELETE) == 1,
-	      "every injected failure was met (PUT %llu, COPY %llu, GET %llu, HEAD %llu, "
-	      "DELETE %llu)", (unsigned long long)s3_fault_injected(fs3, S3K_PUT),
-	      (unsigned long long)s3_fault_injected(fs3, S3K_COPY),
-	      (unsigned long long)s3_fault_injected(fs3, S3K_GET),
-	      (unsigned long long)s3_fault_injected(fs3, S3K_HEAD),
-	      (unsigned long long)s3_fault_injected(fs3, S3K_DELETE));
-	gw_close(&gw);
-	s3_free(fs3);
-}
-
 int main(int argc, char **argv)
 {
 	unsigned seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0)
@@ -1016,11 +724,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int v = 0; v < 2; v++)
-		w.views[v] = unit_view(view_json[v]);
-	gw_open(&w, w.s3, &w.gw[0], "fscore-a");
-	gw_open(&w, w.s3, &w.gw[1], "fscore-b");
-	fixed_cases(&w);
-	fault_cases(&w);
+		w.views[v] = unit_view(unit_fscore_view_json[v]);
+	gw_open(w.views, w.s3, &w.gw[0], "fscore-a");
+	gw_open(w.views, w.s3, &w.gw[1], "fscore-b");
 
 	double t0 = unit_now_s();
 	unsigned done = 0;
