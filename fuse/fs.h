@@ -1,10 +1,11 @@
 /*
- * fs.h — the FUSE mount (libfuse3 low-level API).
+ * fs.h — the FUSE mount (libfuse3 low-level API): a thin adapter over the
+ * file-system core (fuse/core.h), which holds the logic.
  *
  * The root holds one directory per view and .facetfs/ (stats, views,
  * control). A view's directory shows its index membership: listing and stat
  * are answered from the index alone (views/index.h), file data comes through
- * sync/reader.h. Entry and attribute timeouts are long; correctness comes
+ * sync/visibility.h. Entry and attribute timeouts are long; correctness comes
  * from fs_notify_change(), which the event pipeline calls after each durable
  * index change and which invalidates exactly the kernel cache entries that
  * the kernel can hold (inodes it looked up).

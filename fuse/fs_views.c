@@ -1,72 +1,31 @@
-/* fs_views.c — the mount's side of the view set: every request that reads
- * views runs with the current set pinned (views/viewset.h), reachable from
- * its thread through a thread-local pointer that only the wrappers below
- * write; live view changes need nothing else from the mount but the
- * invalidations of fs_view_changed(). See fs.h and fs_int.h.
+/* fs_views.c — the mount's side of the view set: every request runs with
+ * the current set pinned (views/viewset.h) for as long as it runs, through
+ * the core (core_req_begin/core_req_end): a reload swaps the gateway's slot
+ * and never waits for a request, and a request never sees two sets. Live
+ * view changes need nothing else from the mount but the invalidations of
+ * fs_view_changed(). See fs.h and fs_int.h.
  */
 #include "fuse/fs_int.h"
-
-#include "views/filter.h"
-#include "views/viewset.h"
-
-#include <assert.h>
-#include <string.h>
-
-/* The set pinned by the request this thread serves; NULL between requests. */
-static _Thread_local struct viewset *req_set;
-
-const struct viewset *fs_req_views(void)
-{
-	assert(req_set);
-	return req_set;
-}
-
-struct view *fs_req_view(size_t view)
-{
-	return viewset_view(fs_req_views(), view);
-}
-
-size_t fs_req_n_views(void)
-{
-	return viewset_count(fs_req_views());
-}
-
-size_t fs_view_index(struct fs *fs, const char *name)
-{
-	(void)fs;
-	size_t v = viewset_find(fs_req_views(), name);
-	return v == VIEWSET_NONE ? INODE_NO_VIEW : v;
-}
-
-bool fs_in_view(const char *vname, size_t view)
-{
-	const struct view *v = fs_req_view(view);
-	return v && strcmp(view_name(v), vname) == 0;
-}
 
 void fs_view_changed(struct fs *fs, const char *name)
 {
 	fs_notify_change(fs, NULL, name, 0);
 }
 
-struct viewset *fs_req_pin(struct fs *fs)
-{
-	struct viewset *prev = req_set;
-	req_set = viewset_slot_pin(fs->d.views);
-	return prev;
-}
+/* Every request runs with the view set pinned. */
+#define RD(req) struct fs *fs_ = fuse_req_userdata(req); core_req_begin(fs_->core)
+#define UN() core_req_end(fs_->core)
 
-void fs_req_unpin(struct viewset *prev)
-{
-	viewset_unpin(req_set);
-	req_set = prev;
-}
-
-/* Every request that reads the view set runs with one pinned. */
-#define RD(req) struct fs *fs_ = fuse_req_userdata(req); \
-	struct viewset *prev_ = fs_req_pin(fs_)
-#define UN() fs_req_unpin(prev_)
-
+static void w_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n)
+{ RD(req); fs_->real.forget(req, ino, n); UN(); }
+static void w_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{ RD(req); fs_->real.forget_multi(req, count, f); UN(); }
+static void w_readlink(fuse_req_t req, fuse_ino_t ino)
+{ RD(req); fs_->real.readlink(req, ino); UN(); }
+static void w_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{ RD(req); fs_->real.releasedir(req, ino, fi); UN(); }
+static void w_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{ RD(req); fs_->real.release(req, ino, fi); UN(); }
 static void w_lookup(fuse_req_t req, fuse_ino_t p, const char *name)
 { RD(req); fs_->real.lookup(req, p, name); UN(); }
 static void w_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -118,6 +77,11 @@ static void w_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 void fs_wrap_ops(struct fuse_lowlevel_ops *ops)
 {
+	ops->forget = w_forget;
+	ops->forget_multi = w_forget_multi;
+	ops->readlink = w_readlink;
+	ops->releasedir = w_releasedir;
+	ops->release = w_release;
 	ops->lookup = w_lookup;
 	ops->getattr = w_getattr;
 	ops->opendir = w_opendir;

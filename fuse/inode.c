@@ -1,4 +1,8 @@
-/* inode.c — see inode.h. A chained hash map from inode number to node. */
+/* inode.c — see inode.h. Two chained hash maps over the same nodes: by
+ * inode number (what the kernel asks about) and by name (view, path: what
+ * a lookup asks about). A node's number stays when it is renamed; its name
+ * moves to the chain of the new name, so a lookup of the new name finds
+ * the node the kernel holds (and the old name is free for another node). */
 #include "fuse/inode.h"
 
 #include "common/log.h"
@@ -19,15 +23,19 @@ struct inode_node {
 	int cached_opens;        /* open read descriptors using the page cache */
 	bool looked_up_in;       /* a LOOKUP under this directory was answered:
 				  * the kernel may hold negative entries in it */
-	struct inode_node *next;
+	uint64_t name_hash;      /* inode_number(view_name, path) */
+	bool unnamed;            /* renamed over: in no name chain */
+	struct inode_node *next;      /* chain by inode number */
+	struct inode_node *name_next; /* chain by name */
 };
 
 struct inode_table {
 	size_t (*resolve)(void *ctx, const char *view_name);  /* set once */
 	void *resolve_ctx;
 	pthread_mutex_t lock;    /* protects everything below */
-	struct inode_node **slots;
-	size_t n_slots;          /* power of two */
+	struct inode_node **slots;       /* by inode number */
+	struct inode_node **name_slots;  /* by name_hash */
+	size_t n_slots;          /* power of two, both maps */
 	size_t count;
 };
 
@@ -58,7 +66,10 @@ int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *c
 	t->resolve_ctx = ctx;
 	t->n_slots = 4096;
 	t->slots = calloc(t->n_slots, sizeof *t->slots);
-	if (!t->slots) {
+	t->name_slots = calloc(t->n_slots, sizeof *t->name_slots);
+	if (!t->slots || !t->name_slots) {
+		free(t->slots);
+		free(t->name_slots);
 		free(t);
 		return -ENOMEM;
 	}
@@ -86,6 +97,7 @@ void inode_table_free(struct inode_table *t)
 		}
 	}
 	free(t->slots);
+	free(t->name_slots);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -103,37 +115,67 @@ static struct inode_node *node_by_ino(struct inode_table *t, uint64_t ino)
 	return NULL;
 }
 
-/* Walk the probe sequence of (view, path): the node holding it, or NULL with
- * *free_ino set to the first number not in use. */
+static struct inode_node **name_slot_of(struct inode_table *t, uint64_t name_hash)
+{
+	return &t->name_slots[(name_hash * 0x9e3779b97f4a7c15ULL >> 20) & (t->n_slots - 1)];
+}
+
+static void name_unlink(struct inode_table *t, struct inode_node *n)
+{
+	for (struct inode_node **pp = name_slot_of(t, n->name_hash); *pp; pp = &(*pp)->name_next)
+		if (*pp == n) {
+			*pp = n->name_next;
+			return;
+		}
+}
+
+static void name_link(struct inode_table *t, struct inode_node *n)
+{
+	struct inode_node **s = name_slot_of(t, n->name_hash);
+	n->name_next = *s;
+	*s = n;
+}
+
+/* The node holding (view, path), or NULL and, if free_ino is not NULL,
+ * *free_ino set to the first number of its probe sequence not in use (a
+ * node renamed away may still use the number this name hashes to). */
 static struct inode_node *node_by_name(struct inode_table *t, const char *view_name,
 				       const char *path, uint64_t *free_ino)
 {
-	uint64_t ino = inode_number(view_name, path);
-	for (;;) {
-		struct inode_node *n = node_by_ino(t, ino);
-		if (!n) {
-			*free_ino = ino;
-			return NULL;
-		}
-		if (strcmp(n->view_name, view_name) == 0 && strcmp(n->path, path) == 0)
+	uint64_t h = inode_number(view_name, path);
+	for (struct inode_node *n = *name_slot_of(t, h); n; n = n->name_next)
+		if (n->name_hash == h && strcmp(n->view_name, view_name) == 0 &&
+		    strcmp(n->path, path) == 0)
 			return n;
-		log_warn("inode %llu: hash collision between %s/%s and %s/%s",
+	if (!free_ino)
+		return NULL;
+	uint64_t ino = h;
+	for (struct inode_node *n; (n = node_by_ino(t, ino)); ) {
+		log_warn("inode %llu: in use by %s/%s; %s/%s gets the next number",
 			 (unsigned long long)ino, n->view_name, n->path, view_name, path);
 		ino++;
 		if (ino < INODE_FIRST_DYNAMIC)
 			ino = INODE_FIRST_DYNAMIC;
 	}
+	*free_ino = ino;
+	return NULL;
 }
 
 static void table_grow(struct inode_table *t)
 {
 	size_t n_new = t->n_slots * 2;
 	struct inode_node **slots = calloc(n_new, sizeof *slots);
-	if (!slots)
+	struct inode_node **name_slots = calloc(n_new, sizeof *name_slots);
+	if (!slots || !name_slots) {
+		free(slots);
+		free(name_slots);
 		return;              /* keep the longer chains; still correct */
+	}
 	struct inode_node **old = t->slots;
 	size_t n_old = t->n_slots;
+	free(t->name_slots);
 	t->slots = slots;
+	t->name_slots = name_slots;
 	t->n_slots = n_new;
 	for (size_t i = 0; i < n_old; i++) {
 		struct inode_node *n = old[i], *next;
@@ -142,6 +184,8 @@ static void table_grow(struct inode_table *t)
 			struct inode_node **s = slot_of(t, n->ino);
 			n->next = *s;
 			*s = n;
+			if (!n->unnamed)
+				name_link(t, n);
 		}
 	}
 	free(old);
@@ -169,9 +213,11 @@ uint64_t inode_ref(struct inode_table *t, const char *view_name,
 	n->ino = ino;
 	n->nlookup = 1;
 	n->is_dir = is_dir;
+	n->name_hash = inode_number(view_name, path);
 	struct inode_node **s = slot_of(t, ino);
 	n->next = *s;
 	*s = n;
+	name_link(t, n);
 	if (++t->count > t->n_slots)
 		table_grow(t);
 out:
@@ -190,6 +236,8 @@ void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n)
 		node->nlookup = node->nlookup > n ? node->nlookup - n : 0;
 		if (node->nlookup == 0) {
 			*pp = node->next;
+			if (!node->unnamed)
+				name_unlink(t, node);
 			node_free(node);
 			t->count--;
 		}
@@ -226,9 +274,8 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 		uint64_t *ino)
 {
-	uint64_t unused;
 	pthread_mutex_lock(&t->lock);
-	struct inode_node *n = node_by_name(t, view_name, path, &unused);
+	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	if (n)
 		*ino = n->ino;
 	pthread_mutex_unlock(&t->lock);
@@ -247,9 +294,8 @@ void inode_note_lookup(struct inode_table *t, uint64_t parent)
 bool inode_find_dir(struct inode_table *t, const char *view_name, const char *path,
 		    uint64_t *ino, bool *looked_up_in)
 {
-	uint64_t unused;
 	pthread_mutex_lock(&t->lock);
-	struct inode_node *n = node_by_name(t, view_name, path, &unused);
+	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	if (n) {
 		*ino = n->ino;
 		*looked_up_in = n->looked_up_in;
@@ -276,15 +322,39 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n) {
+		/* Another node may hold new_path (looked up before the rename):
+		 * it keeps its number and path (what the kernel may still ask
+		 * about) but the name now leads to the moved node. */
+		struct inode_node *other = node_by_name(t, n->view_name, new_path, NULL);
+		if (other && other != n) {
+			name_unlink(t, other);
+			other->unnamed = true;
+		}
+		if (!n->unnamed)
+			name_unlink(t, n);
+		n->unnamed = false;
 		free(n->path);
 		n->path = p;
 		p = NULL;
+		n->name_hash = inode_number(n->view_name, new_path);
+		name_link(t, n);
 		n->etag[0] = '\0';
 		rc = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
 	free(p);
 	return rc;
+}
+
+void inode_unname(struct inode_table *t, const char *view_name, const char *path)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_name(t, view_name, path, NULL);
+	if (n) {
+		name_unlink(t, n);
+		n->unnamed = true;
+	}
+	pthread_mutex_unlock(&t->lock);
 }
 
 void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,

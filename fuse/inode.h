@@ -7,7 +7,8 @@
  * NFS client that remembers one finds the same file after a remount. The
  * fixed inodes of the root and of .facetfs/ are below INODE_FIRST_DYNAMIC.
  * On the (astronomically rare) hash collision the next free number is used
- * and the collision is logged.
+ * and the collision is logged; so is a name whose number a renamed inode
+ * still uses (the inode keeps its number after a rename).
  *
  * Lookup counts follow the FUSE rule: every entry reply adds one
  * (inode_ref()), forget subtracts (inode_unref()), the node is freed at zero.
@@ -83,8 +84,15 @@ bool inode_find_dir(struct inode_table *t, const char *view_name, const char *pa
 void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 
 /* After a rename: ino now stands for new_path (its number stays, as the
- * kernel's inode does; a later lookup of new_path may get another number). */
+ * kernel's inode does) and a lookup of new_path finds it; a node that held
+ * new_path before keeps its number and path but no lookup finds it again. */
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path);
+
+/* After an unlink through this mount: the inode of (view, path), if the
+ * kernel holds one, keeps its number and path for its open descriptors,
+ * but no lookup finds it again: a file made later under that name is
+ * another inode (the next free number). */
+void inode_unname(struct inode_table *t, const char *view_name, const char *path);
 
 /* The kernel page cache of an inode is shared by all its descriptors; it
  * must never hold pages of two versions. A read-only descriptor of version

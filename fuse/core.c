@@ -1,0 +1,573 @@
+/* core.c — see core.h and core_int.h: the bottom layer of the core. Its
+ * lifecycle and view set, the open-file table, the made directories, and
+ * the attributes and paths every operation needs. Calls nothing else of
+ * the core.
+ */
+#include "fuse/core_int.h"
+
+#include "common/log.h"
+#include "sync/stage.h"
+#include "views/filter.h"
+#include "views/index.h"
+#include "views/viewset.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---------- lifecycle and the view set ---------- */
+
+static int mkdir_loaded(void *ctx, const char *vname, const char *path)
+{
+	return core_mkdir_remember(ctx, vname, path);
+}
+
+int core_new(const struct core_deps *deps, struct core **out)
+{
+	struct core *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	c->d = *deps;
+	c->uid = getuid();
+	c->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &c->start);
+	pthread_mutex_init(&c->ofile_lock, NULL);
+	int rc = index_dirs_each(c->d.ix, mkdir_loaded, c);
+	if (rc < 0)
+		goto fail;
+	rc = -ENOMEM;
+	c->recovered = c->d.stage ? realpath(stage_recovered_dir(c->d.stage), NULL) : NULL;
+	if (!c->recovered && !(c->recovered = strdup("/nonexistent")))
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	core_free(c);
+	return rc;
+}
+
+void core_free(struct core *c)
+{
+	if (!c)
+		return;
+	for (struct mkdir_ent *m = c->mkdirs, *n; m; m = n) {
+		n = m->next;
+		free(m->path);
+		free(m->vname);
+		free(m);
+	}
+	for (struct ofile *of = c->ofiles, *n; of; of = n) {
+		n = of->next;
+		core_ofile_free(of);
+	}
+	pthread_mutex_destroy(&c->ofile_lock);
+	free(c->recovered);
+	free(c);
+}
+
+/* The view sets this thread's requests pinned, one entry per core (a test
+ * drives two cores from one thread). */
+#define CORE_PINS 4
+struct core_pin {
+	struct core *c;
+	struct viewset *vs;
+	unsigned depth;
+	struct core_views cv;
+};
+static _Thread_local struct core_pin core_pins[CORE_PINS];
+
+static struct core_pin *pin_of(struct core *c)
+{
+	for (int i = 0; i < CORE_PINS; i++)
+		if (core_pins[i].c == c)
+			return &core_pins[i];
+	return NULL;
+}
+
+void core_req_begin(struct core *c)
+{
+	struct core_pin *p = pin_of(c);
+	if (p) {
+		p->depth++;
+		return;
+	}
+	p = pin_of(NULL);
+	assert(p);                   /* more cores than CORE_PINS on one thread */
+	p->c = c;
+	p->depth = 1;
+	p->vs = viewset_slot_pin(c->d.views);
+	p->cv.views = p->vs ? viewset_views(p->vs) : NULL;
+	p->cv.n = p->vs ? viewset_count(p->vs) : 0;
+}
+
+void core_req_end(struct core *c)
+{
+	struct core_pin *p = pin_of(c);
+	assert(p && p->depth);
+	if (--p->depth)
+		return;
+	viewset_unpin(p->vs);
+	memset(p, 0, sizeof *p);
+}
+
+const struct core_views *core_views(struct core *c)
+{
+	static const struct core_views none = { NULL, 0 };
+	struct core_pin *p = pin_of(c);
+	assert(p);                   /* views are read inside a request only */
+	return p ? &p->cv : &none;
+}
+
+size_t core_view_find(struct core *c, const char *name)
+{
+	return core_view_index(c, name);
+}
+
+size_t core_view_index(struct core *c, const char *name)
+{
+	const struct core_views *vs = core_views(c);
+	for (size_t i = 0; i < vs->n; i++)
+		if (strcmp(view_name(vs->views[i]), name) == 0)
+			return i;
+	return INODE_NO_VIEW;
+}
+
+bool core_in_view(struct core *c, const char *vname, size_t view)
+{
+	const struct core_views *vs = core_views(c);
+	return vname && view < vs->n && strcmp(view_name(vs->views[view]), vname) == 0;
+}
+
+size_t core_view_follow(struct core *c, size_t *view, const char *vname)
+{
+	if (vname)
+		*view = core_view_index(c, vname);
+	return *view;
+}
+
+bool core_view_writable(struct core *c, size_t view)
+{
+	return view < core_views(c)->n && view_writable(core_view(c, view));
+}
+
+enum vis_policy core_view_policy(struct core *c, size_t view)
+{
+	return view < core_views(c)->n ? vis_policy_of(view_visibility(core_view(c, view)))
+				       : VIS_SESSION;
+}
+
+const char *core_recovered(struct core *c)
+{
+	return c->recovered;
+}
+
+int64_t core_now_ns(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* ---------- attributes and paths ---------- */
+
+void core_attr_dir(struct core *c, uint64_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = ino;
+	st->st_mode = S_IFDIR | 0555;
+	st->st_nlink = 2;
+	st->st_uid = c->uid;
+	st->st_gid = c->gid;
+	st->st_blksize = 4096;
+	st->st_mtim = st->st_ctim = st->st_atim = c->start;
+}
+
+void core_attr_file(struct core *c, uint64_t ino, uint64_t size,
+		    int64_t mtime_ns, mode_t perm, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = ino;
+	st->st_mode = S_IFREG | perm;
+	st->st_nlink = 1;
+	st->st_uid = c->uid;
+	st->st_gid = c->gid;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	st->st_blksize = 4096;
+	st->st_mtim.tv_sec = mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = mtime_ns % 1000000000;
+	st->st_ctim = st->st_atim = st->st_mtim;
+}
+
+mode_t core_file_perm(struct core *c, size_t view)
+{
+	return core_view_writable(c, view) ? 0644 : 0444;
+}
+
+void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st)
+{
+	core_attr_dir(c, ino, st);
+	if (core_view_writable(c, view))
+		st->st_mode = S_IFDIR | 0755;
+}
+
+/* Path of child `name` under `dir` ("" is a view's root). */
+int core_path_join(const char *dir, const char *name, char *out, size_t outlen)
+{
+	int n = *dir ? snprintf(out, outlen, "%s/%s", dir, name)
+		     : snprintf(out, outlen, "%s", name);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+int core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
+	       char *path, size_t pathlen)
+{
+	if (strlen(name) > CORE_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (parent < INODE_FIRST_DYNAMIC)
+		return parent == INODE_ROOT ? -EPERM : -EACCES;
+	struct inode_info info;
+	int rc = inode_get(c->d.it, parent, &info);
+	if (rc < 0)
+		return rc;
+	if (!info.is_dir)
+		rc = -ENOTDIR;
+	else
+		rc = core_path_join(info.path, name, path, pathlen);
+	*view = info.view;
+	free(info.path);
+	return rc;
+}
+
+int core_writable_child(struct core *c, uint64_t parent, const char *name,
+			size_t *view, char *path, size_t pathlen)
+{
+	int rc = core_child(c, parent, name, view, path, pathlen);
+	if (rc == 0 && !view_writable(core_view(c, *view)))
+		rc = -EROFS;
+	return rc;
+}
+
+int core_path_object(struct core *c, size_t view, const char *path, char *bucket,
+		     size_t blen, char *key, size_t klen)
+{
+	const struct view *v = core_view(c, view);
+	const char *p = path;
+	if (view_n_buckets(v) > 1) {
+		/* multi-bucket views show BUCKET/path */
+		const char *slash = strchr(path, '/');
+		if (!slash || (size_t)(slash - path) >= blen)
+			return -EINVAL;
+		memcpy(bucket, path, (size_t)(slash - path));
+		bucket[slash - path] = '\0';
+		if (!view_uses_bucket(v, bucket))
+			return -EINVAL;
+		p = slash + 1;
+	} else {
+		snprintf(bucket, blen, "%s", view_bucket(v, 0));
+	}
+	return view_path_key(v, p, key, klen);
+}
+
+static void local_change(void *ctx, const char *view, const char *path, int what)
+{
+	struct core *c = ctx;
+	if (c->d.changed)
+		c->d.changed(c->d.changed_ctx, view, path, what);
+}
+
+int core_index_local(struct core *c, const struct obj_meta *o)
+{
+	int rc = index_apply(c->d.ix, o, 1, NULL, 0, local_change, c);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---------- the open-file table ---------- */
+
+struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct ofile *of = c->ofiles;
+	while (of && (of->ino != ino || (of->unlinked && !unlinked_too)))
+		of = of->next;
+	if (of)
+		of->refs++;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return of;
+}
+
+struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct ofile *of = c->ofiles;
+	while (of && (of->unlinked || !core_in_view(c, of->vname, view) || strcmp(of->path, path) != 0))
+		of = of->next;
+	if (of)
+		of->refs++;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return of;
+}
+
+void core_ofile_unlink(struct core *c, struct ofile *of)
+{
+	if (!of)
+		return;
+	pthread_mutex_lock(&c->ofile_lock);
+	of->unlinked = true;
+	pthread_mutex_unlock(&c->ofile_lock);
+}
+
+bool core_ofile_unlinked(struct core *c, struct ofile *of)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	bool u = of->unlinked;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return u;
+}
+
+void core_ofile_free(struct ofile *of)
+{
+	if (of->sf)
+		stage_file_release(of->sf);
+	obj_meta_release(&of->meta);
+	free(of->vname);
+	free(of->path);
+	free(of->bucket);
+	free(of->key);
+	free(of);
+}
+
+void core_ofile_put(struct core *c, struct ofile *of)
+{
+	if (!of)
+		return;
+	pthread_mutex_lock(&c->ofile_lock);
+	bool last = --of->refs == 0;
+	if (last) {
+		struct ofile **pp = &c->ofiles;
+		while (*pp && *pp != of)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = of->next;
+	}
+	pthread_mutex_unlock(&c->ofile_lock);
+	if (last)
+		core_ofile_free(of);
+}
+
+struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct ofile *other = c->ofiles;
+	while (other && (other->ino != of->ino || other->unlinked))
+		other = other->next;
+	if (other) {
+		other->refs++;
+	} else {
+		of->next = c->ofiles;
+		c->ofiles = of;
+	}
+	pthread_mutex_unlock(&c->ofile_lock);
+	return other;
+}
+
+static bool under(const char *path, const char *dir, size_t dlen)
+{
+	return strncmp(path, dir, dlen) == 0 && path[dlen] == '/';
+}
+
+bool core_tables_have_child(struct core *c, size_t view, const char *path)
+{
+	bool any = false;
+	size_t plen = strlen(path);
+	pthread_mutex_lock(&c->ofile_lock);
+	for (struct mkdir_ent *m = c->mkdirs; m && !any; m = m->next)
+		any = core_in_view(c, m->vname, view) && under(m->path, path, plen);
+	for (struct ofile *o = c->ofiles; o && !any; o = o->next)
+		any = core_in_view(c, o->vname, view) && under(o->path, path, plen);
+	pthread_mutex_unlock(&c->ofile_lock);
+	return any;
+}
+
+/* ---------- directories made here ---------- */
+
+bool core_mkdir_exists(struct core *c, size_t view, const char *path)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct mkdir_ent *m = c->mkdirs;
+	while (m && (!core_in_view(c, m->vname, view) || strcmp(m->path, path) != 0))
+		m = m->next;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return m != NULL;
+}
+
+/* A made directory into c->mkdirs (its view by name: INODE_NO_VIEW until a
+ * view of that name exists). */
+int core_mkdir_remember(struct core *c, const char *vname, const char *path)
+{
+	struct mkdir_ent *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(path)) || !(m->vname = strdup(vname))) {
+		if (m)
+			free(m->path);
+		free(m);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&c->ofile_lock);
+	m->next = c->mkdirs;
+	c->mkdirs = m;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return 0;
+}
+
+static void mkdir_unlink_locked(struct core *c, size_t view, const char *path)
+{
+	for (struct mkdir_ent **pp = &c->mkdirs; *pp; pp = &(*pp)->next)
+		if (core_in_view(c, (*pp)->vname, view) && strcmp((*pp)->path, path) == 0) {
+			struct mkdir_ent *m = *pp;
+			*pp = m->next;
+			free(m->path);
+			free(m->vname);
+			free(m);
+			return;
+		}
+}
+
+void core_mkdir_forget(struct core *c, size_t view, const char *path)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	mkdir_unlink_locked(c, view, path);
+	pthread_mutex_unlock(&c->ofile_lock);
+}
+
+void core_mkdir_move(struct core *c, size_t view, const char *path, const char *npath)
+{
+	char *p = strdup(npath);
+	pthread_mutex_lock(&c->ofile_lock);
+	if (p) {
+		/* the index keeps one key per name: so does the list */
+		mkdir_unlink_locked(c, view, npath);
+		for (struct mkdir_ent *m = c->mkdirs; m; m = m->next)
+			if (core_in_view(c, m->vname, view) && strcmp(m->path, path) == 0) {
+				free(m->path);
+				m->path = p;
+				p = NULL;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&c->ofile_lock);
+	free(p);
+}
+
+int core_mkdir_children(struct core *c, size_t view, const char *dir,
+			char ***names_out, size_t *n_out)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	size_t plen = strlen(dir);
+	int rc = 0;
+	pthread_mutex_lock(&c->ofile_lock);
+	for (struct mkdir_ent *m = c->mkdirs; m; m = m->next) {
+		if (!core_in_view(c, m->vname, view))
+			continue;
+		const char *rest = m->path;
+		if (plen) {
+			if (!under(m->path, dir, plen))
+				continue;
+			rest = m->path + plen + 1;
+		}
+		if (strchr(rest, '/'))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 8;
+			char **g = realloc(names, cap * sizeof *names);
+			if (!g) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = g;
+		}
+		if (!(names[n] = strdup(rest))) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	pthread_mutex_unlock(&c->ofile_lock);
+	/* What was gathered is still listed (as before: a failed allocation
+	 * shortens the list, it does not fail the readdir). */
+	*names_out = names;
+	*n_out = n;
+	return rc;
+}
+
+/* ---------- what a node is ---------- */
+
+int core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
+		   struct stat *st, bool *is_dir)
+{
+	*is_dir = true;
+	if (!*path) {
+		core_attr_view_dir(c, view, ino, st);
+		return 0;
+	}
+	struct ofile *of = core_ofile_find_path(c, view, path);
+	if (of) {
+		core_attr_file(c, ino, stage_file_size(of->sf), core_now_ns(),
+			       core_file_perm(c, view), st);
+		core_ofile_put(c, of);
+		*is_dir = false;
+		return 0;
+	}
+	struct index_attr a;
+	int rc = index_lookup(c->d.ix, core_view(c, view), path, &a);
+	if (rc == 0) {
+		if (a.is_dir)
+			core_attr_view_dir(c, view, ino, st);
+		else
+			core_attr_file(c, ino, a.size, a.mtime_ns, core_file_perm(c, view), st);
+		*is_dir = a.is_dir;
+		return 0;
+	}
+	if (rc == -ENOENT && core_mkdir_exists(c, view, path)) {
+		core_attr_view_dir(c, view, ino, st);
+		return 0;
+	}
+	return rc;
+}
+
+int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
+{
+	switch (ino) {
+	case INODE_ROOT:
+	case INODE_META_DIR:
+		core_attr_dir(c, ino, st);
+		return 0;
+	case INODE_META_STATS:
+	case INODE_META_VIEWS:
+		core_attr_file(c, ino, 0, 0, 0444, st);
+		st->st_mtim = st->st_ctim = st->st_atim = c->start;
+		return 0;
+	case INODE_META_CONTROL:
+		core_attr_file(c, ino, 0, 0, 0600, st);
+		st->st_mtim = st->st_ctim = st->st_atim = c->start;
+		return 0;
+	case INODE_META_RECOVERED:
+		core_attr_file(c, ino, strlen(c->recovered), 0, 0777, st);
+		st->st_mode = S_IFLNK | 0777;
+		st->st_mtim = st->st_ctim = st->st_atim = c->start;
+		return 0;
+	}
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	bool is_dir;
+	rc = core_node_attr(c, info.view, info.path, ino, st, &is_dir);
+	free(info.path);
+	return rc;
+}

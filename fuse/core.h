@@ -1,0 +1,171 @@
+/*
+ * core.h — the file-system core of the mount, below the FUSE adapter:
+ * every operation as a function that returns 0 (or a count) or a negative
+ * errno, takes inode numbers, names and buffers, and knows no libfuse type.
+ * fuse/fs*.c decode each request, call one of these and reply exactly once;
+ * tests/unit/test_fscore.c drives it with no mount at all.
+ *
+ * It lives in fuse/ (it is the mount's namespace over the index: inodes,
+ * lookup counts, open files, made directories) but builds as its own
+ * library without libfuse; the per-view visibility rule it applies is
+ * sync/visibility.h, the staging of writes sync/stage.h.
+ *
+ * Lookup counts: every function that fills a struct core_entry (lookup,
+ * create, mkdir) and every readdirplus entry adds one to its inode;
+ * core_forget() subtracts. The caller hands each such entry to the kernel.
+ * Views: every call runs inside a request: core_req_begin() pins the
+ * current view set of the gateway's slot (views/viewset.h) for the calling
+ * thread and core_req_end() unpins it (the adapter wraps each FUSE request
+ * in them, fuse/fs_views.c; a test wraps what it calls). The core reads
+ * the set only through core_views() (core_int.h), so one request sees one
+ * set, and a reload never waits for a request. View indexes live only
+ * inside the request whose set they index; what outlives a request (open
+ * files, made directories, descriptors, inodes, invalidations) keeps the
+ * view's name and finds it again in the next request's set (a view that is
+ * gone: ENOENT).
+ * Threads: any thread may call any function at the same time, except
+ * core_new/core_free. A thread pins at most 4 cores' sets at once. No lock
+ * of the core is held across an S3, index or staging call that blocks.
+ * Ownership: a struct core_file / core_dir belongs to the caller from the
+ * open that made it to its release; deps' pointers must outlive the core.
+ */
+#ifndef FACETFS_FUSE_CORE_H
+#define FACETFS_FUSE_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+struct core;
+struct core_dir;
+struct core_file;
+struct index;
+struct inode_table;
+struct s3;
+struct stage;
+struct stats;
+struct view;
+struct viewset_slot;
+
+#define CORE_NAME_MAX 255
+
+struct core_deps {
+	struct index *ix;
+	struct s3 *s3;
+	struct stage *stage;         /* write staging (sync/stage.h) */
+	struct stats *st;
+	struct viewset_slot *views;  /* the current view set (the gateway's) */
+	struct inode_table *it;      /* the inodes the kernel holds (fuse/inode.h) */
+	/* The membership of the view called view changed at path (own
+	 * changes, applied to the index at once): INDEX_ADDED/REMOVED/CHANGED.
+	 * May be NULL. */
+	void (*changed)(void *ctx, const char *view, const char *path, int what);
+	void *changed_ctx;
+	/* Providers of the .facetfs/ files: malloc'ed text (caller frees) or
+	 * NULL; control() answers one command written to .facetfs/control. */
+	void *ctx;
+	char *(*stats_json)(void *ctx);
+	char *(*views_json)(void *ctx);
+	char *(*control)(void *ctx, const char *command);
+};
+
+/* What a lookup, create or mkdir answers: the inode (one lookup added) and
+ * its attributes; attr_uncached for generated files. */
+struct core_entry {
+	uint64_t ino;
+	struct stat attr;
+	bool attr_uncached;
+};
+
+/* How the kernel may cache an opened file's pages. */
+struct core_open_cache {
+	bool direct_io;
+	bool keep_cache;
+};
+
+/* Makes the core; loads the directories made with mkdir from the index. */
+int  core_new(const struct core_deps *deps, struct core **out);
+void core_free(struct core *c);
+/* A request begins / ends on this thread (nests: the outermost pins). */
+void core_req_begin(struct core *c);
+void core_req_end(struct core *c);
+/* The index of the view called name in this request's set, or
+ * INODE_NO_VIEW (fuse/inode.h): the inode table's resolver. */
+size_t core_view_find(struct core *c, const char *name);
+/* The target of .facetfs/recovered (an absolute path). */
+const char *core_recovered(struct core *c);
+
+/* ---- names and attributes ---- */
+int  core_lookup(struct core *c, uint64_t parent, const char *name,
+		 struct core_entry *e);            /* -ENOENT: cache a negative entry */
+void core_forget(struct core *c, uint64_t ino, uint64_t nlookup);
+int  core_getattr(struct core *c, uint64_t ino, struct stat *st);
+/* Is ino one of the generated .facetfs files (attributes never cached)? */
+bool core_ino_generated(uint64_t ino);
+
+/* ---- directories ---- */
+int  core_opendir(struct core *c, uint64_t ino, struct core_dir **out);
+void core_releasedir(struct core *c, struct core_dir *d);
+/* One entry for the caller's buffer: next is the offset after it; ino is
+ * the inode to hand to the kernel with readdirplus (one lookup added by
+ * the core; 0: none, for "." and ".."). fill returns 0 when the entry was
+ * taken, 1 when the buffer is full (the core then drops the lookup). */
+struct core_dirent {
+	const char *name;
+	struct stat attr;
+	uint64_t ino;
+	off_t next;
+};
+typedef int (*core_fill_fn)(void *ctx, const struct core_dirent *e);
+/* Entries from offset off ("." is 1, ".." 2, the i-th entry after them
+ * i + 3). 0, or a negative errno (entries filled before it stand: a
+ * caller with some replies with them). */
+int  core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
+		  core_fill_fn fill, void *ctx);
+
+/* ---- files ---- */
+/* flags: open(2)'s (O_ACCMODE, O_TRUNC). */
+int  core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
+	       struct core_open_cache *cache);
+int  core_create(struct core *c, uint64_t parent, const char *name,
+		 struct core_entry *e, struct core_file **out,
+		 struct core_open_cache *cache);
+ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
+		  off_t off);
+ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
+		   size_t len, off_t off);
+int  core_flush(struct core *c, struct core_file *f);   /* close: a commit point */
+int  core_fsync(struct core *c, struct core_file *f);   /* one under `commit` */
+void core_release(struct core *c, struct core_file *f);
+/* truncate(2) (f NULL: by path, its own commit point) or ftruncate(2). */
+int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size);
+/* setattr: the size when set_size (core_truncate), then the attributes
+ * after it in *st; owner, mode and times are answered, not stored. */
+int  core_setattr(struct core *c, uint64_t ino, struct core_file *f, bool set_size,
+		  uint64_t size, struct stat *st);
+/* readlink of .facetfs/recovered. */
+int  core_readlink(struct core *c, uint64_t ino, const char **target);
+
+/* ---- namespace ---- */
+int  core_mkdir(struct core *c, uint64_t parent, const char *name,
+		struct core_entry *e);
+int  core_rmdir(struct core *c, uint64_t parent, const char *name);
+int  core_unlink(struct core *c, uint64_t parent, const char *name);
+/* flags: 0 or RENAME_NOREPLACE. */
+int  core_rename(struct core *c, uint64_t parent, const char *name,
+		 uint64_t newparent, const char *newname, unsigned flags);
+
+/* ---- user metadata as xattrs ---- */
+/* getxattr(2)/listxattr(2) conventions: size 0 asks for the length; the
+ * value's length, -ERANGE if size is too small, -ENODATA, -EOPNOTSUPP. */
+ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
+		      size_t size);
+ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size);
+/* flags: XATTR_CREATE / XATTR_REPLACE. */
+int  core_setxattr(struct core *c, uint64_t ino, const char *name,
+		   const char *value, size_t size, int flags);
+int  core_removexattr(struct core *c, uint64_t ino, const char *name);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * core_int.h — internals shared by the files of the file-system core (not
+ * for other modules). Layers, each calling only those below it:
+ *   core.c      the bottom: the core's lifecycle, the view set, the
+ *               open-file table, made directories, attributes and paths
+ *   core_dir.c  lookup, getattr, readdir
+ *   core_io.c   open, read, write, commit points, truncate, .facetfs files
+ *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_io's commit)
+ *
+ * Locks: c->ofile_lock protects the open-file table (ofiles) and the
+ * made-directories list (mkdirs); it is a leaf: nothing else is taken while
+ * it is held and it is never held across an S3, index or stage call that
+ * blocks (stage_file_* calls are made with an ofile reference, not the lock).
+ * The inode table has its own lock (fuse/inode.h).
+ *
+ * Open files: an inode opened for writing gets one struct ofile holding its
+ * staged version (sync/stage.h), shared by every descriptor of this mount
+ * (read-your-writes inside a mount). It lives while any descriptor holds it
+ * (refs) and is released after the last close.
+ *
+ * Made directories: c->mkdirs is what the index stores under 'D' (loaded at
+ * core_new, changed together with it); one entry per (view, path).
+ */
+#ifndef FACETFS_FUSE_CORE_INT_H
+#define FACETFS_FUSE_CORE_INT_H
+
+#include "fuse/core.h"
+
+#include "common/object.h"
+#include "fuse/inode.h"
+#include "sync/visibility.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct stage_file;
+
+/* The view set of the request being served (core_req_begin pinned it). */
+struct core_views {
+	struct view *const *views;
+	size_t n;
+};
+
+struct ofile {
+	uint64_t ino;
+	char *vname;                 /* the view's name (view indexes change) */
+	char *path;                  /* inside the view */
+	char *bucket, *key;
+	struct stage_file *sf;
+	struct obj_meta meta;        /* what the upload carries: metadata, type */
+	int refs;                    /* descriptors holding it */
+	bool unlinked;               /* its name is gone (unlink, renamed over):
+				      * never uploaded again, found by inode only */
+	struct ofile *next;
+};
+
+struct mkdir_ent {                   /* a directory made with mkdir */
+	char *vname;
+	char *path;
+	struct mkdir_ent *next;
+};
+
+struct core {
+	struct core_deps d;
+	uid_t uid;
+	gid_t gid;
+	struct timespec start;
+	char *recovered;             /* absolute: target of .facetfs/recovered */
+
+	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
+	struct ofile *ofiles;
+	struct mkdir_ent *mkdirs;
+};
+
+enum file_kind { FILE_OBJECT, FILE_TEXT, FILE_CONTROL };
+
+struct core_file {
+	enum file_kind kind;
+	/* FILE_OBJECT */
+	uint64_t ino;
+	size_t view;                 /* in the set of the request that set it;
+				      * core_view_follow() finds it again by vname */
+	char *vname;
+	char *bucket, *key;
+	struct vis_version *ver;     /* S3 version (read-only descriptors) */
+	struct ofile *of;            /* staged version (writable descriptors) */
+	bool writable;
+	bool cached;                 /* counted in the inode's cached_opens */
+	/* FILE_TEXT: snapshot; FILE_CONTROL: last answer */
+	pthread_mutex_t lock;        /* protects text */
+	char *text;
+	size_t text_len;
+};
+
+/* The one accessor of the view set (see core.h "Views"): the set this
+ * thread's request pinned (core_req_begin). */
+const struct core_views *core_views(struct core *c);
+
+/* View view of this request's set; NULL for INODE_NO_VIEW or beyond. */
+static inline const struct view *core_view(struct core *c, size_t view)
+{
+	const struct core_views *vs = core_views(c);
+	return view < vs->n ? vs->views[view] : NULL;
+}
+
+/* core.c */
+size_t core_view_index(struct core *c, const char *name);  /* or INODE_NO_VIEW */
+/* The view index of a descriptor or directory handle in this request's
+ * set, found again by its name (the view set may have changed). */
+size_t core_view_follow(struct core *c, size_t *view, const char *vname);
+/* Is view (an index in this request's set) the view called vname? Stored
+ * entries (open files, made directories) know their view by name. */
+bool core_in_view(struct core *c, const char *vname, size_t view);
+bool core_view_writable(struct core *c, size_t view);
+enum vis_policy core_view_policy(struct core *c, size_t view);
+int64_t core_now_ns(void);
+void core_attr_dir(struct core *c, uint64_t ino, struct stat *st);
+void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st);
+void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		    mode_t perm, struct stat *st);
+mode_t core_file_perm(struct core *c, size_t view);
+int  core_path_join(const char *dir, const char *name, char *out, size_t outlen);
+/* The (view, path) of a directory inode and the path of its child name. */
+int  core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
+		char *path, size_t pathlen);
+/* core_child() in a writable view (-EROFS otherwise). */
+int  core_writable_child(struct core *c, uint64_t parent, const char *name,
+			 size_t *view, char *path, size_t pathlen);
+/* bucket + key of (view, path); -EINVAL if the path cannot be a key. */
+int  core_path_object(struct core *c, size_t view, const char *path, char *bucket,
+		      size_t blen, char *key, size_t klen);
+/* Apply a change made through this mount to the index at once (own
+ * changes visible to this mount before the event arrives). */
+int  core_index_local(struct core *c, const struct obj_meta *o);
+
+/* The staged file of an inode (ref taken). A new open wants the one its
+ * name shows (unlinked_too false); a descriptor's reads also the one whose
+ * name is gone (it is still that descriptor's file). */
+struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too);
+/* The staged file a name of this mount shows (never an unlinked one). */
+struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path);
+/* The name of of is gone (unlink, or renamed over): its descriptors keep
+ * its bytes, no name leads to it and it is never uploaded again. */
+void core_ofile_unlink(struct core *c, struct ofile *of);
+bool core_ofile_unlinked(struct core *c, struct ofile *of);
+void core_ofile_put(struct core *c, struct ofile *of);
+/* Put of into the table unless another (not unlinked) ofile of its inode
+ * is there: then that one (ref taken) is returned and of is not inserted. */
+struct ofile *core_ofile_insert(struct core *c, struct ofile *of);
+void core_ofile_free(struct ofile *of);
+/* Does (view, path) hold something staged here, or a made directory, below
+ * it? (for rmdir and rename) */
+bool core_tables_have_child(struct core *c, size_t view, const char *path);
+
+bool core_mkdir_exists(struct core *c, size_t view, const char *path);
+int  core_mkdir_remember(struct core *c, const char *vname, const char *path);
+void core_mkdir_forget(struct core *c, size_t view, const char *path);
+/* The made directory (view, path) is now npath (an entry there already is
+ * dropped: one per name). */
+void core_mkdir_move(struct core *c, size_t view, const char *path, const char *npath);
+/* Names of the made directories directly under dir (malloc'ed array of
+ * malloc'ed names; the caller frees both). */
+int  core_mkdir_children(struct core *c, size_t view, const char *dir,
+			 char ***names, size_t *n);
+
+/* What (view, path) is for this mount: a file staged here (created or
+ * being written), what the index shows, or a directory made here. */
+int  core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
+		    struct stat *st, bool *is_dir);
+/* Attributes of an inode the kernel holds. */
+int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
+
+/* core_io.c */
+/* Commit point: upload the staged copy if it changed, then show the new
+ * version in the index at once. */
+int  core_ofile_commit(struct core *c, struct ofile *of);
+
+#endif

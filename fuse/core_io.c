@@ -1,0 +1,457 @@
+/* core_io.c — open, read, write and the commit points (core.h), and the
+ * generated files of .facetfs/.
+ *
+ * Visibility (DESIGN.md "Visibility policies"; the read rule itself is
+ * sync/visibility.h):
+ *  - a descriptor opened for writing works on the inode's staged copy
+ *    (sync/stage.h); close (flush) uploads it whole and returns only once S3
+ *    has it (EIO and the data kept otherwise); under `commit` fsync does too.
+ *    The index is updated at once so this mount sees its own change.
+ *  - `session`: open() validates the version with one HEAD; the descriptor
+ *    reads that version (-ESTALE once it is gone from S3 and not held
+ *    here). The kernel page cache is kept across opens while the ETag stays
+ *    the same; a descriptor opened on a new version while another
+ *    descriptor of the inode reads an older one gets direct I/O, so the
+ *    page cache never mixes two versions.
+ *  - `commit`: descriptors use direct I/O and every read validates the
+ *    version with a HEAD first, so a descriptor opened before another
+ *    client's commit reads the new bytes.
+ *  - any descriptor of an inode that has a staged copy here reads the staged
+ *    copy (read-your-writes inside the mount).
+ */
+#include "fuse/core_int.h"
+
+#include "common/log.h"
+#include "common/s3.h"
+#include "common/stats.h"
+#include "sync/stage.h"
+#include "views/filter.h"
+#include "views/index.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------- staged copies ---------- */
+
+/* Find the inode's staged copy or make one: empty when truncating or
+ * creating, otherwise filled with the object's current bytes. */
+static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path,
+		     const char *bucket, const char *key, bool trunc, bool create,
+		     struct ofile **out)
+{
+	struct ofile *of = core_ofile_find(c, ino, false);
+	if (of) {
+		int rc = trunc ? stage_file_truncate(of->sf, 0) : 0;
+		if (rc < 0) {
+			core_ofile_put(c, of);
+			return rc;
+		}
+		*out = of;
+		return 0;
+	}
+	of = calloc(1, sizeof *of);
+	if (!of || !(of->path = strdup(path)) || !(of->bucket = strdup(bucket)) ||
+	    !(of->key = strdup(key)) ||
+	    !(of->vname = strdup(view_name(core_view(c, view))))) {
+		if (of)
+			core_ofile_free(of);
+		return -ENOMEM;
+	}
+	of->ino = ino;
+	of->refs = 1;
+
+	/* The metadata the upload carries: the view's on_create for a new
+	 * object, the current object's otherwise. */
+	int rc = 0;
+	struct obj_meta cur = { 0 };
+	bool exists = false;
+	if (!create) {
+		rc = s3_head(c->d.s3, bucket, key, &cur);
+		exists = rc == 0;
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == 0 && exists) {
+		of->meta = cur;
+		memset(&cur, 0, sizeof cur);
+	} else if (rc == 0) {
+		size_t n;
+		const struct obj_kv *kv = view_on_create(core_view(c, view), &n);
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = obj_kv_add(&of->meta.meta, &of->meta.n_meta, kv[i].name,
+					kv[i].value);
+		of->meta.flags |= OBJ_HAS_META;
+	}
+	if (rc == 0)
+		rc = stage_file_new(c->d.stage, bucket, key, of->meta.meta,
+				    of->meta.n_meta, of->meta.content_type, &of->sf);
+	if (rc == 0 && exists && !trunc && of->meta.size > 0) {
+		rc = stage_file_fill(of->sf, bucket, key, of->meta.size,
+				     of->meta.etag);
+	}
+	obj_meta_release(&cur);
+	if (rc < 0) {
+		core_ofile_free(of);
+		return rc;
+	}
+
+	/* Another descriptor may have made one meanwhile: use the first. */
+	struct ofile *other = core_ofile_insert(c, of);
+	if (other) {
+		core_ofile_free(of);
+		of = other;
+		if (trunc && (rc = stage_file_truncate(of->sf, 0)) < 0) {
+			core_ofile_put(c, of);
+			return rc;
+		}
+	}
+	*out = of;
+	return 0;
+}
+
+int core_ofile_commit(struct core *c, struct ofile *of)
+{
+	if (core_ofile_unlinked(c, of))
+		return 0;    /* unlinked while open: nothing to publish */
+	bool dirty = stage_file_dirty(of->sf);
+	char etag[72] = "";
+	int rc = stage_file_commit(of->sf, etag);
+	if (rc < 0) {
+		log_error("commit of %s/%s failed: %s (the data stays staged)",
+			  of->bucket, of->key, strerror(-rc));
+		return rc == -EFBIG ? -EFBIG : -EIO;
+	}
+	if (!dirty)
+		return 0;
+	struct obj_meta o = { 0 };
+	o.bucket = of->bucket;
+	o.key = of->key;
+	o.size = stage_file_size(of->sf);
+	o.mtime_ns = core_now_ns();
+	snprintf(o.etag, sizeof o.etag, "%s", etag);
+	o.meta = of->meta.meta;
+	o.n_meta = of->meta.n_meta;
+	o.content_type = of->meta.content_type;
+	o.flags = OBJ_HAS_META | (o.content_type ? OBJ_HAS_CTYPE : 0);
+	rc = core_index_local(c, &o);
+	if (rc < 0)   /* S3 has it; the event will bring the index up to date */
+		log_warn("index update after the upload of %s/%s: %s", of->bucket,
+			 of->key, strerror(-rc));
+	/* The page cache holds what was just written: keep it. */
+	inode_set_etag(c->d.it, of->ino, etag);
+	return 0;
+}
+
+/* ---------- descriptors ---------- */
+
+static struct core_file *file_new(void)
+{
+	struct core_file *f = calloc(1, sizeof *f);
+	if (f)
+		pthread_mutex_init(&f->lock, NULL);
+	return f;
+}
+
+void core_release(struct core *c, struct core_file *f)
+{
+	if (!f)
+		return;
+	if (f->cached)
+		inode_close_read(c->d.it, f->ino, false);
+	vis_version_close(f->ver);
+	if (f->of)
+		core_ofile_put(c, f->of);
+	free(f->bucket);
+	free(f->key);
+	free(f->vname);
+	free(f->text);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static int open_meta(struct core *c, uint64_t ino, int flags, struct core_file *f,
+		     struct core_open_cache *cache)
+{
+	if (ino == INODE_META_CONTROL) {
+		f->kind = FILE_CONTROL;
+	} else {
+		if ((flags & O_ACCMODE) != O_RDONLY)
+			return -EACCES;
+		f->kind = FILE_TEXT;
+		f->text = ino == INODE_META_STATS ? c->d.stats_json(c->d.ctx)
+						  : c->d.views_json(c->d.ctx);
+		if (!f->text)
+			return -ENOMEM;
+		f->text_len = strlen(f->text);
+	}
+	cache->direct_io = true;     /* generated: size unknown until read */
+	return 0;
+}
+
+/* The descriptor's view index now (the view set may have changed). */
+static size_t file_view(struct core *c, struct core_file *f)
+{
+	return core_view_follow(c, &f->view, f->vname);
+}
+
+/* A read-only descriptor: validate the version once (HEAD) and read it. */
+static int open_reader(struct core *c, uint64_t ino, struct core_file *f,
+		       struct core_open_cache *cache)
+{
+	int rc = vis_version_open(c->d.s3, c->d.st, f->bucket, f->key, &f->ver);
+	if (rc == -ENOENT) {
+		/* Not in S3 (yet): a file created here and still open. */
+		struct ofile *of = core_ofile_find(c, ino, false);
+		if (!of)
+			return -ENOENT;
+		core_ofile_put(c, of);
+		rc = vis_version_open_missing(c->d.s3, c->d.st, f->bucket, f->key, &f->ver);
+	}
+	if (rc < 0)
+		return rc;
+	if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
+		cache->direct_io = true;     /* every read validates; no page cache */
+	} else {
+		/* Never two versions in the inode's page cache: a new version
+		 * while older descriptors read the old one from it gets direct
+		 * I/O (inode.h). */
+		char etag[72];
+		bool direct, keep;
+		vis_version_etag(f->ver, etag);
+		inode_open_read(c->d.it, ino, etag, &direct, &keep);
+		cache->direct_io = direct;
+		cache->keep_cache = keep;
+		f->cached = !direct;
+	}
+	return 0;
+}
+
+static int open_object(struct core *c, uint64_t ino, int flags, struct core_file *f,
+		       struct core_open_cache *cache)
+{
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	char bucket[256], key[4096];
+	bool writing = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+	f->kind = FILE_OBJECT;
+	f->ino = ino;
+	f->view = info.view;
+	f->vname = strdup(view_name(core_view(c, info.view)));
+	if (!f->vname)
+		rc = -ENOMEM;
+	else if (info.is_dir)
+		rc = -EISDIR;
+	else if (writing && !view_writable(core_view(c, info.view)))
+		rc = -EROFS;
+	else
+		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
+				      key, sizeof key);
+	if (rc == 0 && (!(f->bucket = strdup(bucket)) || !(f->key = strdup(key))))
+		rc = -ENOMEM;
+	if (rc == 0 && writing) {
+		rc = ofile_get(c, ino, info.view, info.path, bucket, key,
+			       flags & O_TRUNC, false, &f->of);
+		f->writable = rc == 0;
+		cache->keep_cache = true;    /* our own writes keep the page cache right */
+	} else if (rc == 0) {
+		rc = open_reader(c, ino, f, cache);
+	}
+	free(info.path);
+	return rc;
+}
+
+int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
+	      struct core_open_cache *cache)
+{
+	stats_inc(c->d.st, fuse_open);
+	memset(cache, 0, sizeof *cache);
+	struct core_file *f = file_new();
+	if (!f)
+		return -ENOMEM;
+	int rc;
+	if (ino == INODE_ROOT || ino == INODE_META_DIR)
+		rc = -EISDIR;
+	else if (ino < INODE_FIRST_DYNAMIC)
+		rc = open_meta(c, ino, flags, f, cache);
+	else
+		rc = open_object(c, ino, flags, f, cache);
+	if (rc < 0) {
+		core_release(c, f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+int core_create(struct core *c, uint64_t parent, const char *name,
+		struct core_entry *e, struct core_file **out,
+		struct core_open_cache *cache)
+{
+	size_t view;
+	char path[PATH_MAX], bucket[256], key[4096] = "";
+	struct core_file *f = NULL;
+	memset(e, 0, sizeof *e);
+	memset(cache, 0, sizeof *cache);
+	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	if (rc == 0)
+		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
+	if (rc == 0 && !view_key_can_match(core_view(c, view), key))
+		rc = -EINVAL;        /* the object could never be in this view */
+	if (rc == 0 && !(f = file_new()))
+		rc = -ENOMEM;
+	if (rc == 0 && (!(f->bucket = strdup(bucket)) || !(f->key = strdup(key))))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		const char *vname = view_name(core_view(c, view));
+		e->ino = inode_ref(c->d.it, vname, path, false);
+		rc = e->ino ? 0 : -ENOMEM;
+	}
+	if (rc == 0) {
+		f->kind = FILE_OBJECT;
+		f->ino = e->ino;
+		f->view = view;
+			f->vname = strdup(view_name(core_view(c, view)));
+		rc = ofile_get(c, e->ino, view, path, bucket, key, true, true, &f->of);
+		if (rc < 0)
+			inode_unref(c->d.it, e->ino, 1);
+	}
+	if (rc < 0) {
+		if (rc == -EINVAL)
+			log_info("create %s in view %s refused: key %s cannot match the view",
+				 name, view < core_views(c)->n
+					       ? view_name(core_view(c, view)) : "?", key);
+		core_release(c, f);
+		return rc;
+	}
+	f->writable = true;
+	core_attr_file(c, e->ino, 0, core_now_ns(), core_file_perm(c, view), &e->attr);
+	cache->keep_cache = true;
+	*out = f;
+	return 0;
+}
+
+int core_flush(struct core *c, struct core_file *f)
+{
+	return f->writable ? core_ofile_commit(c, f->of) : 0;
+}
+
+int core_fsync(struct core *c, struct core_file *f)
+{
+	/* Under `session` fsync is not a visibility point. */
+	if (f->writable && vis_fsync_commits(core_view_policy(c, file_view(c, f))))
+		return core_ofile_commit(c, f->of);
+	return 0;
+}
+
+static ssize_t read_text(struct core_file *f, void *buf, size_t len, off_t off)
+{
+	pthread_mutex_lock(&f->lock);
+	size_t n = 0;
+	if (f->text && off >= 0 && (size_t)off < f->text_len) {
+		n = f->text_len - (size_t)off < len ? f->text_len - (size_t)off : len;
+		memcpy(buf, f->text + off, n);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return (ssize_t)n;
+}
+
+ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
+		  off_t off)
+{
+	stats_inc(c->d.st, fuse_read);
+	if (f->kind != FILE_OBJECT)
+		return read_text(f, buf, len, off);
+	/* A writable descriptor holds its staged copy; any other descriptor
+	 * of an inode staged here reads it too (our own writes). */
+	struct ofile *of = f->of ? NULL : core_ofile_find(c, f->ino, true);
+	if (f->of || of) {
+		ssize_t n = stage_file_pread(f->of ? f->of->sf : of->sf, buf, len,
+					     (uint64_t)off);
+		core_ofile_put(c, of);
+		return n;
+	}
+	return vis_version_read(f->ver, core_view_policy(c, file_view(c, f)), buf, len,
+				(uint64_t)off);
+}
+
+static ssize_t control_write(struct core *c, struct core_file *f, const char *buf,
+			     size_t len)
+{
+	char *cmd = strndup(buf, len);
+	if (!cmd)
+		return -ENOMEM;
+	cmd[strcspn(cmd, "\r\n")] = '\0';
+	char *answer = c->d.control ? c->d.control(c->d.ctx, cmd) : NULL;
+	free(cmd);
+	if (!answer)
+		answer = strdup("error: no answer\n");
+	pthread_mutex_lock(&f->lock);
+	free(f->text);
+	f->text = answer;
+	f->text_len = answer ? strlen(answer) : 0;
+	pthread_mutex_unlock(&f->lock);
+	return (ssize_t)len;
+}
+
+ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
+		   size_t len, off_t off)
+{
+	if (f->kind == FILE_CONTROL)
+		return control_write(c, f, buf, len);
+	if (!f->writable)
+		return -EBADF;
+	return stage_file_pwrite(f->of->sf, buf, len, (uint64_t)off);
+}
+
+int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size)
+{
+	struct ofile *of = f && f->writable ? f->of : NULL;
+	bool own = false;
+	struct inode_info info = { 0 };
+	int rc = 0;
+	if (!of) {
+		char bucket[256], key[4096];
+		rc = ino < INODE_FIRST_DYNAMIC ? -EACCES : inode_get(c->d.it, ino, &info);
+		if (rc == 0 && info.is_dir)
+			rc = -EISDIR;
+		else if (rc == 0 && !view_writable(core_view(c, info.view)))
+			rc = -EROFS;
+		if (rc == 0)
+			rc = core_path_object(c, info.view, info.path, bucket,
+					      sizeof bucket, key, sizeof key);
+		if (rc == 0)
+			rc = ofile_get(c, ino, info.view, info.path, bucket, key,
+				       size == 0, false, &of);
+		own = rc == 0;
+	}
+	if (rc == 0)
+		rc = stage_file_truncate(of->sf, size);
+	/* truncate(2) on a path is its own commit point. */
+	if (rc == 0 && own)
+		rc = core_ofile_commit(c, of);
+	if (own)
+		core_ofile_put(c, of);
+	free(info.path);
+	return rc;
+}
+
+int core_setattr(struct core *c, uint64_t ino, struct core_file *f, bool set_size,
+		 uint64_t size, struct stat *st)
+{
+	int rc = set_size ? core_truncate(c, ino, f, size) : 0;
+	return rc < 0 ? rc : core_attr_of(c, ino, st);
+}
+
+int core_readlink(struct core *c, uint64_t ino, const char **target)
+{
+	if (ino != INODE_META_RECOVERED)
+		return -EINVAL;
+	*target = core_recovered(c);
+	return 0;
+}

@@ -1,0 +1,443 @@
+/* core_ns.c — changes to the namespace through the mount (unlink, rename,
+ * mkdir, rmdir) and user metadata as xattrs (get, list, set, remove).
+ *
+ * Every change is made in S3 first and then applied to the index at once,
+ * so this mount sees it before the event arrives; other mounts follow the
+ * event. Read-only views answer EROFS.
+ *
+ * A name unlinked or renamed over while a file staged under it is open
+ * here leaves with it: the descriptors keep the staged bytes, nothing
+ * publishes them, and a file made again under the name is another file.
+ *
+ * What is not atomic (S3 has no rename): rename is a server-side COPY then
+ * a DELETE of the source; a crash between the two leaves both names.
+ * Renaming a directory that holds objects is refused with EXDEV, so mv(1)
+ * falls back to copying file by file. Directories made with mkdir are in
+ * c->mkdirs and stored in the index (S3 has no directories: index_dir_add),
+ * so an empty one outlives a restart; rmdir and rename update both.
+ * setxattr/removexattr of user.* is a COPY of the object onto itself with
+ * the new metadata (x-amz-metadata-directive: REPLACE).
+ */
+#include "fuse/core_int.h"
+
+#include "common/s3.h"
+#include "common/stats.h"
+#include "sync/stage.h"
+#include "views/filter.h"
+#include "views/index.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+/* ---------- what is there ---------- */
+
+static int first_child(void *ctx, const char *name, const struct index_attr *a)
+{
+	(void)name;
+	(void)a;
+	*(bool *)ctx = true;
+	return 1;
+}
+
+/* Does the directory hold anything (in the index or made here)? */
+static bool dir_has_children(struct core *c, size_t view, const char *path)
+{
+	bool any = false;
+	index_readdir(c->d.ix, core_view(c, view), path, NULL, first_child, &any);
+	return any || core_tables_have_child(c, view, path);
+}
+
+static bool name_exists(struct core *c, size_t view, const char *path, bool *is_dir)
+{
+	struct index_attr a;
+	*is_dir = false;
+	if (index_lookup(c->d.ix, core_view(c, view), path, &a) == 0) {
+		*is_dir = a.is_dir;
+		return true;
+	}
+	if (core_mkdir_exists(c, view, path)) {
+		*is_dir = true;
+		return true;
+	}
+	struct ofile *of = core_ofile_find_path(c, view, path);
+	core_ofile_put(c, of);
+	return of != NULL;
+}
+
+/* ---------- mkdir, rmdir ---------- */
+
+int core_mkdir(struct core *c, uint64_t parent, const char *name, struct core_entry *e)
+{
+	size_t view;
+	char path[PATH_MAX];
+	bool is_dir;
+	memset(e, 0, sizeof *e);
+	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	if (rc == 0 && name_exists(c, view, path, &is_dir))
+		rc = -EEXIST;
+	const char *vname = rc == 0 ? view_name(core_view(c, view)) : NULL;
+	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, path)) == 0 &&
+	    (rc = core_mkdir_remember(c, vname, path)) < 0)
+		index_dir_remove(c->d.ix, vname, path);
+	if (rc < 0)
+		return rc;
+	e->ino = inode_ref(c->d.it, vname, path, true);
+	return e->ino ? core_attr_of(c, e->ino, &e->attr) : -ENOMEM;
+}
+
+int core_rmdir(struct core *c, uint64_t parent, const char *name)
+{
+	size_t view;
+	char path[PATH_MAX];
+	bool is_dir;
+	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	if (rc == 0 && !name_exists(c, view, path, &is_dir))
+		rc = -ENOENT;
+	else if (rc == 0 && !is_dir)
+		rc = -ENOTDIR;
+	else if (rc == 0 && dir_has_children(c, view, path))
+		rc = -ENOTEMPTY;
+	if (rc == 0 && core_mkdir_exists(c, view, path))
+		rc = index_dir_remove(c->d.ix, view_name(core_view(c, view)), path);
+	if (rc == 0)
+		core_mkdir_forget(c, view, path);
+	return rc;
+}
+
+/* ---------- unlink, rename ---------- */
+
+static int delete_object(struct core *c, const char *bucket, const char *key)
+{
+	int rc = s3_delete(c->d.s3, bucket, key);
+	if (rc < 0)
+		return rc;
+	struct obj_meta o = { 0 };
+	o.bucket = (char *)bucket;
+	o.key = (char *)key;
+	o.mtime_ns = core_now_ns();
+	o.flags = OBJ_DELETED;
+	core_index_local(c, &o);
+	return 0;
+}
+
+int core_unlink(struct core *c, uint64_t parent, const char *name)
+{
+	size_t view;
+	char path[PATH_MAX], bucket[256], key[4096];
+	bool is_dir;
+	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	if (rc == 0 && !name_exists(c, view, path, &is_dir))
+		rc = -ENOENT;
+	else if (rc == 0 && is_dir)
+		rc = -EISDIR;
+	if (rc == 0)
+		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
+	if (rc == 0) {
+		/* Open descriptors keep their data but never publish it again. */
+		struct ofile *of = core_ofile_find_path(c, view, path);
+		core_ofile_unlink(c, of);
+		core_ofile_put(c, of);
+		rc = delete_object(c, bucket, key);
+	}
+	/* The kernel's inode of the name stays with its open descriptors. */
+	if (rc == 0)
+		inode_unname(c->d.it, view_name(core_view(c, view)), path);
+	return rc;
+}
+
+/* Only an empty directory made here can move (in memory and in the index). */
+static int rename_dir(struct core *c, size_t view, const char *path, const char *npath,
+		      bool dst_exists, bool n_is_dir)
+{
+	int rc = 0;
+	if (dir_has_children(c, view, path) || !core_mkdir_exists(c, view, path))
+		rc = -EXDEV;
+	else if (dst_exists)
+		rc = n_is_dir && !dir_has_children(c, view, npath) ? 0 : -ENOTEMPTY;
+	const char *vname = view_name(core_view(c, view));
+	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, npath)) == 0)
+		index_dir_remove(c->d.ix, vname, path);
+	if (rc == 0)
+		core_mkdir_move(c, view, path, npath);
+	return rc;
+}
+
+/* The new name's index record: the old one's under the new key (the copy
+ * keeps data, metadata and type: no HEAD needed). */
+static void rename_record(struct core *c, struct obj_meta *rec, const char *nkey,
+			  const char *etag)
+{
+	free(rec->key);
+	rec->key = strdup(nkey);
+	if (!rec->key)
+		return;
+	if (etag[0])
+		snprintf(rec->etag, sizeof rec->etag, "%s", etag);
+	rec->seq[0] = '\0';
+	rec->mtime_ns = core_now_ns();
+	rec->flags &= ~(uint32_t)OBJ_FROM_SCAN;
+	core_index_local(c, rec);
+}
+
+/* A file staged here follows its new name. */
+static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
+			 const char *npath, const char *nkey)
+{
+	stage_file_rename(of->sf, bucket, nkey);
+	char *np = strdup(npath), *nk = strdup(nkey);
+	pthread_mutex_lock(&c->ofile_lock);
+	if (np && nk) {
+		free(of->path);
+		free(of->key);
+		of->path = np;
+		of->key = nk;
+		np = nk = NULL;
+	}
+	pthread_mutex_unlock(&c->ofile_lock);
+	free(np);
+	free(nk);
+}
+
+int core_rename(struct core *c, uint64_t parent, const char *name,
+		uint64_t newparent, const char *newname, unsigned flags)
+{
+	size_t view, nview;
+	char path[PATH_MAX], npath[PATH_MAX], bucket[256], nbucket[256];
+	char key[4096], nkey[4096];
+	bool is_dir = false, n_is_dir = false;
+	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	if (rc == 0)
+		rc = core_writable_child(c, newparent, newname, &nview, npath, sizeof npath);
+	if (rc == 0 && (flags & ~RENAME_NOREPLACE))
+		rc = -EINVAL;                /* RENAME_EXCHANGE, WHITEOUT */
+	if (rc == 0 && nview != view)
+		rc = -EXDEV;
+	if (rc == 0 && !name_exists(c, view, path, &is_dir))
+		rc = -ENOENT;
+	if (rc == 0 && strcmp(path, npath) == 0)
+		return 0;                    /* rename(2) of a name onto itself */
+	bool dst_exists = rc == 0 && name_exists(c, nview, npath, &n_is_dir);
+	if (rc == 0 && dst_exists && (flags & RENAME_NOREPLACE))
+		rc = -EEXIST;
+	if (rc == 0 && is_dir)
+		return rename_dir(c, view, path, npath, dst_exists, n_is_dir);
+	if (rc == 0 && dst_exists && n_is_dir)
+		rc = -EISDIR;
+	if (rc == 0)
+		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
+	if (rc == 0)
+		rc = core_path_object(c, nview, npath, nbucket, sizeof nbucket, nkey, sizeof nkey);
+	if (rc == 0 && (strcmp(bucket, nbucket) != 0))
+		rc = -EXDEV;
+	if (rc == 0 && !view_key_can_match(core_view(c, view), nkey))
+		rc = -EINVAL;
+	/* A file open for writing here: publish it first, then move it. One
+	 * staged under the new name is replaced: its name is gone. */
+	struct ofile *of = rc == 0 ? core_ofile_find_path(c, view, path) : NULL;
+	struct ofile *dof = rc == 0 && dst_exists ? core_ofile_find_path(c, nview, npath) : NULL;
+	if (of)
+		rc = core_ofile_commit(c, of);
+	char etag[72] = "";
+	struct obj_meta rec = { 0 };
+	bool have_rec = rc == 0 && index_object_get(c->d.ix, bucket, key, &rec) == 0 &&
+			!(rec.flags & OBJ_DELETED);
+	if (rc == 0)
+		rc = s3_copy(c->d.s3, bucket, key, nkey, NULL, 0, NULL, etag);
+	if (rc == 0 && have_rec)
+		rename_record(c, &rec, nkey, etag);
+	obj_meta_release(&rec);
+	if (rc == 0)
+		rc = delete_object(c, bucket, key);
+	if (rc == 0)
+		core_ofile_unlink(c, dof);
+	if (rc == 0 && of)
+		rename_ofile(c, of, bucket, npath, nkey);
+	core_ofile_put(c, of);
+	core_ofile_put(c, dof);
+	if (rc == 0) {
+		/* The kernel keeps the moved inode: it now stands for npath
+		 * (and an inode that stood for npath no longer does). */
+		uint64_t ino;
+		const char *vname = view_name(core_view(c, view));
+		if (inode_find(c->d.it, vname, path, &ino))
+			inode_rename(c->d.it, ino, npath);
+		else
+			inode_unname(c->d.it, vname, npath);
+	}
+	return rc;
+}
+
+/* ---------- xattrs: user metadata ---------- */
+
+static bool is_user_xattr(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0;
+}
+
+/* The metadata of an object inode: its staged copy's if open for writing
+ * here, else the index's record. Released by the caller. */
+static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
+{
+	if (ino < INODE_FIRST_DYNAMIC)
+		return -ENOENT;
+	struct ofile *of = core_ofile_find(c, ino, true);
+	if (of) {
+		int rc = obj_meta_copy(o, &of->meta);
+		core_ofile_put(c, of);
+		return rc;
+	}
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	rc = info.is_dir ? -ENOENT : index_object(c->d.ix, core_view(c, info.view), info.path, o);
+	free(info.path);
+	return rc;
+}
+
+ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
+		      size_t size)
+{
+	stats_inc(c->d.st, fuse_getxattr);
+	/* security.*, system.*, trusted.*: not supported. ls -l asks for them
+	 * on every entry; EOPNOTSUPP is much cheaper for it than ENODATA
+	 * (TESTBED.md). */
+	if (!is_user_xattr(name))
+		return -EOPNOTSUPP;
+	struct obj_meta o = { 0 };
+	int rc = xattr_object(c, ino, &o);
+	const char *val = rc == 0 ? obj_meta_get(&o, name + 5) : NULL;
+	ssize_t n;
+	if (rc == -ENOENT || (rc == 0 && !val)) {
+		n = -ENODATA;
+	} else if (rc < 0) {
+		n = rc;
+	} else {
+		size_t len = strlen(val);
+		n = size && size < len ? -ERANGE : (ssize_t)len;
+		if (size && size >= len)
+			memcpy(buf, val, len);
+	}
+	obj_meta_release(&o);
+	return n;
+}
+
+ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size)
+{
+	struct obj_meta o = { 0 };
+	int rc = xattr_object(c, ino, &o);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	size_t total = 0;
+	for (size_t i = 0; i < o.n_meta; i++)
+		total += 5 + strlen(o.meta[i].name) + 1;
+	ssize_t n = (ssize_t)total;
+	if (size && size < total) {
+		n = -ERANGE;
+	} else if (size) {
+		char *p = buf;
+		for (size_t i = 0; i < o.n_meta; i++)
+			p += sprintf(p, "user.%s", o.meta[i].name) + 1;
+	}
+	obj_meta_release(&o);
+	return n;
+}
+
+/* Swap the user metadata arrays of a and b. */
+static void meta_swap(struct obj_meta *a, struct obj_meta *b)
+{
+	struct obj_kv *kv = a->meta;
+	size_t n = a->n_meta;
+	a->meta = b->meta;
+	a->n_meta = b->n_meta;
+	b->meta = kv;
+	b->n_meta = n;
+}
+
+/* Replace the user metadata of an object inode: on its staged copy if it
+ * is open for writing here (published at its commit), else in S3 now. */
+static int set_metadata(struct core *c, uint64_t ino, const char *name,
+			const char *value, size_t vlen, int flags)
+{
+	if (ino < INODE_FIRST_DYNAMIC)
+		return -EOPNOTSUPP;
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	char bucket[256], key[4096];
+	struct obj_meta o = { 0 }, nm = { 0 };
+	struct ofile *of = NULL;
+	if (info.is_dir)
+		rc = -EOPNOTSUPP;           /* S3 has no directories to tag */
+	else if (!view_writable(core_view(c, info.view)))
+		rc = -EROFS;
+	if (rc == 0)
+		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
+				      key, sizeof key);
+	if (rc == 0) {
+		of = core_ofile_find(c, ino, true);
+		rc = of ? obj_meta_copy(&o, &of->meta) : s3_head(c->d.s3, bucket, key, &o);
+	}
+	const char *mname = name + 5;
+	bool present = rc == 0 && obj_meta_get(&o, mname) != NULL;
+	if (rc == 0 && (flags & XATTR_CREATE) && present)
+		rc = -EEXIST;
+	if (rc == 0 && ((flags & XATTR_REPLACE) || !value) && !present)
+		rc = -ENODATA;
+	char *val = NULL;
+	if (rc == 0 && value && !(val = strndup(value, vlen)))
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < o.n_meta; i++)
+		if (strcmp(o.meta[i].name, mname) != 0)
+			rc = obj_kv_add(&nm.meta, &nm.n_meta, o.meta[i].name, o.meta[i].value);
+	if (rc == 0 && val)
+		rc = obj_kv_add(&nm.meta, &nm.n_meta, mname, val);
+	free(val);
+	if (rc == 0 && of) {
+		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, o.content_type);
+		if (rc == 0) {
+			pthread_mutex_lock(&c->ofile_lock);
+			meta_swap(&of->meta, &nm);
+			pthread_mutex_unlock(&c->ofile_lock);
+		}
+	} else if (rc == 0) {
+		/* One HEAD (above) serves the copy and the new record. */
+		char etag[72] = "";
+		rc = s3_copy(c->d.s3, bucket, key, key, nm.meta, nm.n_meta, &o, etag);
+		if (rc == 0) {
+			meta_swap(&o, &nm);
+			if (etag[0])
+				snprintf(o.etag, sizeof o.etag, "%s", etag);
+			o.seq[0] = '\0';
+			o.mtime_ns = core_now_ns();
+			o.flags |= OBJ_HAS_META;
+			core_index_local(c, &o);
+		}
+	}
+	core_ofile_put(c, of);
+	obj_meta_release(&o);
+	obj_meta_release(&nm);
+	free(info.path);
+	return rc;
+}
+
+int core_setxattr(struct core *c, uint64_t ino, const char *name,
+		  const char *value, size_t size, int flags)
+{
+	if (!is_user_xattr(name) || !name[5])
+		return -EOPNOTSUPP;
+	if (memchr(value, '\0', size) || memchr(value, '\n', size) ||
+	    memchr(value, '\r', size))
+		return -EINVAL;             /* not representable in an HTTP header */
+	return set_metadata(c, ino, name, value, size, flags);
+}
+
+int core_removexattr(struct core *c, uint64_t ino, const char *name)
+{
+	return is_user_xattr(name) ? set_metadata(c, ino, name, NULL, 0, 0) : -EOPNOTSUPP;
+}

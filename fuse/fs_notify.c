@@ -1,0 +1,186 @@
+/* fs_notify.c — kernel-cache invalidation (fs.h fs_notify_change): the
+ * event pipeline and the core queue changes; one notifier thread tells the
+ * kernel, never inside a FUSE request (a related request could deadlock
+ * with it) and with no lock of ours held.
+ */
+#include "fuse/fs_int.h"
+
+#include "common/log.h"
+#include "common/stats.h"
+#include "views/index.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct inval {
+	uint64_t parent;         /* 0: invalidate inode `ino` instead */
+	uint64_t ino;
+	char name[CORE_NAME_MAX + 1];
+};
+
+/* A whole view appeared, changed or went away: its name in the root, and
+ * with it everything the kernel cached below. */
+static void invalidate_view(struct fs *fs, const char *name)
+{
+	uint64_t ino;
+	fuse_lowlevel_notify_inval_entry(fs->se, INODE_ROOT, name, strlen(name));
+	if (inode_find(fs->it, name, "", &ino))
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	fuse_lowlevel_notify_inval_inode(fs->se, INODE_ROOT, 0, 0);
+	stats_inc(fs->d.st, fuse_inval);
+}
+
+/* Invalidate what the kernel may cache of (view, path); the job names its
+ * view: nothing to look up in a view set, which may have changed since the
+ * job was queued (the inodes go by name too). */
+static void invalidate(struct fs *fs, const char *vname, const char *path, int what)
+{
+	if (!vname) {
+		invalidate_view(fs, path);
+		return;
+	}
+	char prefix[PATH_MAX];
+	size_t plen = strlen(path);
+	if (plen >= sizeof prefix)
+		return;
+	struct inval todo[64];
+	size_t n = 0;
+
+	/* Each level (parent dir, component) the kernel may have cached. For
+	 * a change of contents only the leaf matters; names appear and vanish
+	 * at every level when objects are added or removed (implicit dirs). */
+	size_t start = 0;
+	for (;;) {
+		const char *slash = strchr(path + start, '/');
+		size_t end = slash ? (size_t)(slash - path) : plen;
+		bool leaf = !slash;
+		if (what != INDEX_CHANGED || leaf) {
+			memcpy(prefix, path, start ? start - 1 : 0);
+			prefix[start ? start - 1 : 0] = '\0';
+			uint64_t parent;
+			bool looked_up_in = false;
+			/* A name added where no LOOKUP was ever answered cannot
+			 * be a cached negative entry: nothing to invalidate (a
+			 * first scan adds 100,000s of names) */
+			if (n < 64 && end - start <= CORE_NAME_MAX &&
+			    inode_find_dir(fs->it, vname, prefix, &parent, &looked_up_in) &&
+			    (what != INDEX_ADDED || looked_up_in)) {
+				todo[n].parent = parent;
+				memcpy(todo[n].name, path + start, end - start);
+				todo[n].name[end - start] = '\0';
+				n++;
+			}
+		}
+		if (leaf)
+			break;
+		start = end + 1;
+	}
+	uint64_t ino;
+	if (what != INDEX_ADDED && n < 64 && inode_find(fs->it, vname, path, &ino)) {
+		todo[n].parent = 0;
+		todo[n].ino = ino;
+		n++;
+	}
+	/* No lock is held here: the kernel may call back into us. */
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+		if (todo[i].parent && what == INDEX_CHANGED)
+			continue;    /* the name itself did not change */
+		if (todo[i].parent)
+			rc = fuse_lowlevel_notify_inval_entry(fs->se, todo[i].parent,
+							      todo[i].name,
+							      strlen(todo[i].name));
+		else
+			rc = fuse_lowlevel_notify_inval_inode(fs->se, todo[i].ino, 0, 0);
+		if (rc == 0)
+			stats_inc(fs->d.st, fuse_inval);
+		else if (rc != -ENOENT)
+			log_debug("invalidate %s/%s: %s", vname, path, strerror(-rc));
+	}
+}
+
+void fs_notify_change(struct fs *fs, const char *view, const char *path, int what)
+{
+	if (!fs->mounted)
+		return;
+	/* The change is in the index already: while the kernel holds no inode
+	 * of any view, it caches nothing below one, and what it looks up from
+	 * now on is read after the change. A first scan before any listing
+	 * then queues nothing. */
+	if (view && inode_count(fs->it) == 0)
+		return;
+	struct inval_job *j = calloc(1, sizeof *j);
+	if (!j || !(j->path = strdup(path)) || (view && !(j->view = strdup(view)))) {
+		if (j)
+			free(j->path);
+		free(j);
+		log_error("invalidate %s: out of memory; the kernel may show it stale "
+			  "for up to %.0f s", path, FS_TIMEOUT);
+		return;
+	}
+	j->what = what;
+	j->next = NULL;
+	pthread_mutex_lock(&fs->inval_lock);
+	if (fs->inval_tail)
+		fs->inval_tail->next = j;
+	else
+		fs->inval_head = j;
+	fs->inval_tail = j;
+	pthread_cond_signal(&fs->inval_cond);
+	pthread_mutex_unlock(&fs->inval_lock);
+}
+
+static void *notifier_main(void *arg)
+{
+	struct fs *fs = arg;
+	pthread_setname_np(pthread_self(), "fs-notify");
+	pthread_mutex_lock(&fs->inval_lock);
+	for (;;) {
+		while (!fs->inval_head && !fs->inval_stop)
+			pthread_cond_wait(&fs->inval_cond, &fs->inval_lock);
+		struct inval_job *j = fs->inval_head;
+		if (!j)
+			break;       /* stopping, queue drained */
+		fs->inval_head = j->next;
+		if (!fs->inval_head)
+			fs->inval_tail = NULL;
+		pthread_mutex_unlock(&fs->inval_lock);
+		invalidate(fs, j->view, j->path, j->what);
+		free(j->view);
+		free(j->path);
+		free(j);
+		pthread_mutex_lock(&fs->inval_lock);
+	}
+	pthread_mutex_unlock(&fs->inval_lock);
+	return NULL;
+}
+
+int fs_notify_start(struct fs *fs)
+{
+	if (pthread_create(&fs->inval_thread, NULL, notifier_main, fs) != 0)
+		return -EAGAIN;
+	fs->inval_running = true;
+	return 0;
+}
+
+void fs_notify_stop(struct fs *fs)
+{
+	if (fs->inval_running) {
+		pthread_mutex_lock(&fs->inval_lock);
+		fs->inval_stop = true;
+		pthread_cond_signal(&fs->inval_cond);
+		pthread_mutex_unlock(&fs->inval_lock);
+		pthread_join(fs->inval_thread, NULL);
+		fs->inval_running = false;
+	}
+	for (struct inval_job *j = fs->inval_head, *n; j; j = n) {
+		n = j->next;
+		free(j->view);
+		free(j->path);
+		free(j);
+	}
+	fs->inval_head = fs->inval_tail = NULL;
+}

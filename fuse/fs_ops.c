@@ -1,0 +1,417 @@
+/* fs_ops.c — the low-level FUSE handlers: each decodes its request, calls
+ * one function of the core (fuse/core.h) and replies exactly once
+ * (fuse_reply_err(req, -rc) on error). Nothing here decides anything the
+ * kernel could not see: timeouts, negative entries, what a reply carries.
+ */
+#include "fuse/fs_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+static struct core_file *file_of(struct fuse_file_info *fi)
+{
+	return (struct core_file *)(uintptr_t)fi->fh;
+}
+
+static void entry_of(const struct core_entry *ce, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = ce->ino;
+	e->attr = ce->attr;
+	e->attr_timeout = ce->attr_uncached ? 0 : FS_TIMEOUT;
+	e->entry_timeout = FS_TIMEOUT;
+}
+
+static void reply_entry(fuse_req_t req, int rc, const struct core_entry *ce)
+{
+	struct fuse_entry_param e;
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	entry_of(ce, &e);
+	fuse_reply_entry(req, &e);
+}
+
+/* ---------- names and attributes ---------- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct core_entry ce;
+	int rc = core_lookup(fs_of(req)->core, parent, name, &ce);
+	if (rc == -ENOENT) {
+		/* A negative entry, cached until an event adds the name (the
+		 * change notifier invalidates it). */
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof e);
+		e.entry_timeout = FS_TIMEOUT;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry(req, rc, &ce);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct stat st;
+	int rc = core_getattr(fs_of(req)->core, ino, &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, core_ino_generated(ino) ? 0 : FS_TIMEOUT);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	core_forget(fs_of(req)->core, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct core *c = fs_of(req)->core;
+	for (size_t i = 0; i < count; i++)
+		core_forget(c, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* truncate(2)/ftruncate(2) and the attribute changes that make sense here;
+ * owner, mode and times are kept as S3 has them (answered, not stored). */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = core_setattr(fs_of(req)->core, ino, fi ? file_of(fi) : NULL,
+			      to_set & FUSE_SET_ATTR_SIZE, (uint64_t)attr->st_size, &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, ino < INODE_FIRST_DYNAMIC ? 0 : FS_TIMEOUT);
+}
+
+/* .facetfs/recovered points at the local directory where staged data that
+ * was never committed is put after a crash (sync/stage.h). */
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	const char *target;
+	int rc = core_readlink(fs_of(req)->core, ino, &target);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct statvfs sv;
+	memset(&sv, 0, sizeof sv);
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = 1ULL << 40;  /* an object store has no fixed size */
+	sv.f_bfree = sv.f_bavail = 1ULL << 40;
+	sv.f_files = 1ULL << 32;
+	sv.f_ffree = sv.f_favail = 1ULL << 32;
+	sv.f_namemax = CORE_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---------- directories ---------- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct core_dir *d;
+	int rc = core_opendir(fs_of(req)->core, ino, &d);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	core_releasedir(fs_of(req)->core, (struct core_dir *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* The reply buffer one readdir fills. */
+struct dirbuf {
+	fuse_req_t req;
+	bool plus;
+	char *buf;
+	size_t size, pos;
+};
+
+static int dirbuf_fill(void *ctx, const struct core_dirent *ce)
+{
+	struct dirbuf *b = ctx;
+	size_t room = b->size - b->pos, need;
+	if (!b->plus) {
+		need = fuse_add_direntry(b->req, b->buf + b->pos, room, ce->name,
+					 &ce->attr, ce->next);
+	} else {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof e);
+		e.ino = ce->ino;
+		e.attr = ce->attr;
+		e.attr_timeout = FS_TIMEOUT;
+		e.entry_timeout = FS_TIMEOUT;
+		need = fuse_add_direntry_plus(b->req, b->buf + b->pos, room, ce->name,
+					      &e, ce->next);
+	}
+	if (need > room)
+		return 1;
+	b->pos += need;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct dirbuf b = { .req = req, .plus = plus, .size = size };
+	if (!(b.buf = malloc(size ? size : 1))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = core_readdir(fs_of(req)->core, (struct core_dir *)(uintptr_t)fi->fh,
+			      off, plus, dirbuf_fill, &b);
+	if (rc < 0 && b.pos == 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, b.buf, b.pos);
+	free(b.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, true);
+}
+
+/* ---------- files ---------- */
+
+static void open_flags(struct fuse_file_info *fi, const struct core_open_cache *cache)
+{
+	fi->direct_io = cache->direct_io;
+	fi->keep_cache = cache->keep_cache;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct core *c = fs_of(req)->core;
+	struct core_file *f;
+	struct core_open_cache cache;
+	int rc = core_open(c, ino, fi->flags, &f, &cache);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	open_flags(fi, &cache);
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		core_release(c, f);          /* the open was interrupted */
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	(void)mode;
+	struct core *c = fs_of(req)->core;
+	struct core_entry ce;
+	struct core_file *f;
+	struct core_open_cache cache;
+	int rc = core_create(c, parent, name, &ce, &f, &cache);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	entry_of(&ce, &e);
+	open_flags(fi, &cache);
+	fi->fh = (uintptr_t)f;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		core_release(c, f);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)ino;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = core_read(fs_of(req)->core, file_of(fi), buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	ssize_t n = core_write(fs_of(req)->core, file_of(fi), buf, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, -core_flush(fs_of(req)->core, file_of(fi)));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	fuse_reply_err(req, -core_fsync(fs_of(req)->core, file_of(fi)));
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	core_release(fs_of(req)->core, file_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+/* ---------- namespace ---------- */
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)mode;
+	struct core_entry ce;
+	reply_entry(req, core_mkdir(fs_of(req)->core, parent, name, &ce), &ce);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -core_rmdir(fs_of(req)->core, parent, name));
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -core_unlink(fs_of(req)->core, parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, -core_rename(fs_of(req)->core, parent, name, newparent,
+					 newname, flags));
+}
+
+/* ---------- xattrs ---------- */
+
+/* A getxattr/listxattr answer: the length asked for (size 0) or the bytes. */
+static void reply_xattr(fuse_req_t req, ssize_t n, const char *buf, size_t size)
+{
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr(req, core_getxattr(fs_of(req)->core, ino, name, buf, size), buf, size);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr(req, core_listxattr(fs_of(req)->core, ino, buf, size), buf, size);
+	free(buf);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	fuse_reply_err(req, -core_setxattr(fs_of(req)->core, ino, name, value, size, flags));
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -core_removexattr(fs_of(req)->core, ino, name));
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* readdirplus for every listing: `ls -l` then needs no lookups. */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* Page cache contents stay until we invalidate them explicitly. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_readahead = FS_READAHEAD;
+}
+
+void fs_ops_init(struct fuse_lowlevel_ops *ops)
+{
+	memset(ops, 0, sizeof *ops);
+	ops->init = op_init;
+	ops->readlink = op_readlink;
+	ops->lookup = op_lookup;
+	ops->forget = op_forget;
+	ops->forget_multi = op_forget_multi;
+	ops->getattr = op_getattr;
+	ops->setattr = op_setattr;
+	ops->statfs = op_statfs;
+	ops->opendir = op_opendir;
+	ops->readdir = op_readdir;
+	ops->readdirplus = op_readdirplus;
+	ops->releasedir = op_releasedir;
+	ops->open = op_open;
+	ops->create = op_create;
+	ops->read = op_read;
+	ops->write = op_write;
+	ops->flush = op_flush;
+	ops->fsync = op_fsync;
+	ops->release = op_release;
+	ops->mkdir = op_mkdir;
+	ops->rmdir = op_rmdir;
+	ops->unlink = op_unlink;
+	ops->rename = op_rename;
+	ops->getxattr = op_getxattr;
+	ops->listxattr = op_listxattr;
+	ops->setxattr = op_setxattr;
+	ops->removexattr = op_removexattr;
+}

@@ -1,0 +1,112 @@
+/*
+ * unit_fscore.h — the "gateway" the tests of the file-system core drive
+ * (include after unit.h and unit_views.h): a LevelDB index, a staging
+ * directory (on tmpfs when there is one: the staging journal fsyncs at
+ * every step), an inode table and a core (fuse/core.h) over a given S3
+ * (the fake, or the fault wrapper around it), with two writable views on
+ * one bucket: "s" (session, keys s/...) and "c" (commit, keys c/...), in
+ * a view-set slot as the gateway keeps them. Each gateway's core runs one
+ * long request on the test's thread: gw_open() pins its view set
+ * (core_req_begin) until gw_close() (the tests change no view set). A
+ * set-up that fails prints why and exits 2.
+ */
+#ifndef FACETFS_TEST_UNIT_FSCORE_H
+#define FACETFS_TEST_UNIT_FSCORE_H
+
+#include "common/stats.h"
+#include "fuse/core.h"
+#include "fuse/inode.h"
+#include "sync/stage.h"
+#include "views/viewset.h"
+
+#include <stdint.h>
+
+#define BUCKET "b"
+
+struct gw {                      /* one gateway */
+	char *dir;
+	struct stats st;
+	struct index *ix;
+	struct stage *stage;
+	struct inode_table *it;
+	struct viewset_slot slot;
+	struct core *core;
+	uint64_t view_ino[2];            /* the views' directories, looked up */
+};
+
+static const char *const unit_fscore_view_json[2] __attribute__((unused)) = {
+	"{ \"name\": \"s\", \"bucket\": \"" BUCKET "\", \"match\": { \"prefix\": \"s/\" },"
+	"  \"layout\": { \"strip_prefix\": \"s/\" }, \"writable\": true,"
+	"  \"visibility\": \"session\" }",
+	"{ \"name\": \"c\", \"bucket\": \"" BUCKET "\", \"match\": { \"prefix\": \"c/\" },"
+	"  \"layout\": { \"strip_prefix\": \"c/\" }, \"writable\": true,"
+	"  \"visibility\": \"commit\" }",
+};
+
+static inline char *unit_fscore_tmpdir(const char *tag)
+{
+	char *t = NULL;
+	/* tmpfs when there is one: the staging journal fsyncs at every step */
+	if (asprintf(&t, "/dev/shm/facetfs-test-%s-XXXXXX", tag) >= 0 && mkdtemp(t))
+		return t;
+	free(t);
+	return unit_tmpdir(tag);
+}
+
+/* The inode table's resolver: a view name in the core's pinned set. */
+static inline size_t gw_resolve(void *ctx, const char *name)
+{
+	struct gw *gw = ctx;
+	return core_view_find(gw->core, name);
+}
+
+/* views: the two views of unit_fscore_view_json, loaded. */
+static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *gw,
+			   const char *tag)
+{
+	gw->dir = unit_fscore_tmpdir(tag);
+	stats_init(&gw->st);
+	char path[512];
+	snprintf(path, sizeof path, "%s/state", gw->dir);
+	gw->ix = unit_index_open(path, &gw->st);
+	viewset_slot_init(&gw->slot, NULL);
+	if (unit_set_views_slot(gw->ix, views, 2, &gw->slot) < 0) {
+		printf("# index_set_views failed\n");
+		exit(2);
+	}
+	snprintf(path, sizeof path, "%s/staging", gw->dir);
+	struct stage_conf sc = { .dir = path, .max_bytes = 1ull << 30, .s3 = s3 };
+	int rc = stage_open(&sc, &gw->stage);
+	if (rc == 0)
+		rc = inode_table_new(gw_resolve, gw, &gw->it);
+	struct core_deps deps = { .ix = gw->ix, .s3 = s3, .stage = gw->stage,
+				  .st = &gw->st, .views = &gw->slot, .it = gw->it };
+	if (rc == 0)
+		rc = core_new(&deps, &gw->core);
+	if (rc == 0)
+		core_req_begin(gw->core);
+	struct core_entry e;
+	for (int v = 0; rc == 0 && v < 2; v++) {
+		rc = core_lookup(gw->core, INODE_ROOT, view_name(views[v]), &e);
+		gw->view_ino[v] = e.ino;
+	}
+	if (rc < 0) {
+		printf("# gateway set-up: %s\n", strerror(-rc));
+		exit(2);
+	}
+}
+
+static inline void gw_close(struct gw *gw)
+{
+	core_req_end(gw->core);
+	core_free(gw->core);
+	inode_table_free(gw->it);
+	stage_close(gw->stage);
+	index_close(gw->ix);
+	viewset_slot_release(&gw->slot);
+	stats_release(&gw->st);
+	unit_rmtree(gw->dir);
+	free(gw->dir);
+}
+
+#endif
