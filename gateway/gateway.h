@@ -33,19 +33,20 @@
  *   index wmu -> (change callbacks) fs inval_lock, inode table lock, stats
  *   S3 client refresh_lock -> (refresh callback) creds renewer lock ->
  *     S3 client cred_lock
- *   fs descriptor lock (fh->lock) -> reader lock, S3 connection pool lock
+ *   commit-view version lock (sync/visibility.c) -> reader lock,
+ *     S3 connection pool lock
  *   stage_file lock -> stage lock
  * Every other lock is a leaf, taken with no other lock held and released
  * before any call out of its module: the slot mutex, gateway err_lock,
- * fs ofile_lock, inode table, inval_lock, the decoder's job lock, scanner
+ * the core's ofile_lock, inode table, inval_lock, the decoder's job lock, scanner
  * mu, consumer and bridge locks, stats. No lock is held across an S3
  * request or a wait for one, except: the index's wmu across its own
  * LevelDB writes (by design: it serialises writers), a commit-view
- * descriptor's fh->lock across its read (it serialises reads of that one
- * descriptor with its revalidation, fuse/fs_io.c), and the S3 client's
+ * descriptor's version lock across its read (it serialises reads of that
+ * one descriptor with its revalidation, sync/visibility.h), and the S3 client's
  * refresh_lock across a credentials refresh (re-reading the config and
  * credentials files: it serialises renewals and nothing else takes it). Nothing is held across a FUSE
- * invalidation (the kernel may wait for a request, fuse/fs.c).
+ * invalidation (the kernel may wait for a request, fuse/fs_notify.c).
  */
 #ifndef FACETFS_GATEWAY_H
 #define FACETFS_GATEWAY_H
