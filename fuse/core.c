@@ -33,8 +33,8 @@ int core_new(const struct core_deps *deps, struct core **out)
 	if (!c)
 		return -ENOMEM;
 	c->d = *deps;
-	c->uid = getuid();
-	c->gid = getgid();
+	c->uid = deps->owner.has_uid ? deps->owner.uid : getuid();
+	c->gid = deps->owner.has_gid ? deps->owner.gid : getgid();
 	clock_gettime(CLOCK_REALTIME, &c->start);
 	pthread_mutex_init(&c->ofile_lock, NULL);
 	int rc = index_dirs_each(c->d.ix, mkdir_loaded, c);
@@ -175,11 +175,23 @@ int64_t core_now_ns(void)
 
 /* ---------- attributes and paths ---------- */
 
+/* The mode shown for a directory or file: the given (or default) mode,
+ * without write bits unless writable, minus the umask. */
+static mode_t shown_mode(struct core *c, bool dir, bool writable)
+{
+	const struct core_owner *o = &c->d.owner;
+	mode_t m = dir ? (o->dir_mode ? o->dir_mode : 0755)
+		       : (o->file_mode ? o->file_mode : 0644);
+	if (!writable)
+		m &= ~(mode_t)0222;
+	return m & ~o->umask & 07777;
+}
+
 void core_attr_dir(struct core *c, uint64_t ino, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = ino;
-	st->st_mode = S_IFDIR | 0555;
+	st->st_mode = S_IFDIR | shown_mode(c, true, false);
 	st->st_nlink = 2;
 	st->st_uid = c->uid;
 	st->st_gid = c->gid;
@@ -206,14 +218,14 @@ void core_attr_file(struct core *c, uint64_t ino, uint64_t size,
 
 mode_t core_file_perm(struct core *c, size_t view)
 {
-	return core_view_writable(c, view) ? 0644 : 0444;
+	return shown_mode(c, false, core_view_writable(c, view));
 }
 
 void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st)
 {
 	core_attr_dir(c, ino, st);
 	if (core_view_writable(c, view))
-		st->st_mode = S_IFDIR | 0755;
+		st->st_mode = S_IFDIR | shown_mode(c, true, true);
 }
 
 /* Path of child `name` under `dir` ("" is a view's root). */

@@ -51,7 +51,21 @@ struct viewset_slot;
 
 #define CORE_NAME_MAX 255
 
+/* Who owns what the mount shows, and its modes (mount options uid=, gid=,
+ * umask=, file_mode=, dir_mode=); the kernel checks them (the mount always
+ * has default_permissions). Defaults: the mounting user, directories
+ * 0755 (0555 in a read-only view), files 0644 (0444), umask 0. A
+ * read-only view never shows write bits. */
+struct core_owner {
+	bool has_uid, has_gid;       /* else the mounting user's */
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;
+	mode_t file_mode, dir_mode;  /* 0: the defaults above */
+};
+
 struct core_deps {
+	struct core_owner owner;     /* all zero: the mounting user, defaults */
 	struct index *ix;
 	struct s3 *s3;
 	struct stage *stage;         /* write staging (sync/stage.h) */

@@ -95,9 +95,70 @@ static size_t fs_resolve_view(void *ctx, const char *name)
 	return core_view_find(fs->core, name);
 }
 
-static int core_make(struct fs *fs)
+/* Split the -o string: uid=, gid=, umask=, file_mode=, dir_mode= go to the
+ * core (decimal ids, octal modes), the rest to FUSE (*rest, malloc'ed, NULL
+ * when nothing is left). -EINVAL (logged) for a bad value. */
+static int opts_split(const char *opts, struct core_owner *o, char **rest)
+{
+	*rest = NULL;
+	memset(o, 0, sizeof *o);
+	if (!opts || !*opts)
+		return 0;
+	char *copy = strdup(opts), *out = calloc(1, strlen(opts) + 1), *save = NULL;
+	if (!copy || !out) {
+		free(copy);
+		free(out);
+		return -ENOMEM;
+	}
+	int rc = 0;
+	for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
+		static const char *const names[] = { "uid=", "gid=", "umask=",
+						     "file_mode=", "dir_mode=" };
+		int k = -1;
+		for (int i = 0; i < 5 && k < 0; i++)
+			if (strncmp(t, names[i], strlen(names[i])) == 0)
+				k = i;
+		if (k < 0) {
+			if (*out)
+				strcat(out, ",");
+			strcat(out, t);
+			continue;
+		}
+		const char *v = t + strlen(names[k]);
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(v, &end, k < 2 ? 10 : 8);
+		if (!*v || *end || errno || (k < 2 && n > 0xfffffffeul) ||
+		    (k >= 2 && n > 07777)) {
+			log_error("mount option %s: expected %s", t,
+				  k < 2 ? "a number" : "an octal mode (e.g. 0640)");
+			rc = -EINVAL;
+		} else if (k == 0) {
+			o->uid = (uid_t)n;
+			o->has_uid = true;
+		} else if (k == 1) {
+			o->gid = (gid_t)n;
+			o->has_gid = true;
+		} else if (k == 2) {
+			o->umask = (mode_t)n;
+		} else if (k == 3) {
+			o->file_mode = (mode_t)n;
+		} else {
+			o->dir_mode = (mode_t)n;
+		}
+	}
+	free(copy);
+	if (rc || !*out)
+		free(out);
+	else
+		*rest = out;
+	return rc;
+}
+
+static int core_make(struct fs *fs, const struct core_owner *owner)
 {
 	struct core_deps cd = {
+		.owner = *owner,
 		.ix = fs->d.ix, .s3 = fs->d.s3, .stage = fs->d.stage, .st = fs->d.st,
 		.views = fs->d.views, .it = fs->it,
 		.changed = core_changed, .changed_ctx = fs,
@@ -111,6 +172,8 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	     const struct fs_deps *deps, struct fs **out)
 {
 	int rc = -ENOMEM;
+	struct core_owner owner;
+	char *fopts = NULL;          /* the -o string without our own options */
 	struct fs *fs = calloc(1, sizeof *fs);
 	if (!fs)
 		return -ENOMEM;
@@ -120,7 +183,10 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	fs->mountpoint = strdup(mountpoint);
 	if (!fs->mountpoint || inode_table_new(fs_resolve_view, fs, &fs->it) < 0)
 		goto fail;
-	if ((rc = core_make(fs)) < 0)
+	if ((rc = opts_split(fuse_opts, &owner, &fopts)) < 0)
+		goto fail;
+	fuse_opts = fopts;           /* what FUSE gets */
+	if ((rc = core_make(fs, &owner)) < 0)
 		goto fail;
 
 	unmount_stale(mountpoint);
@@ -148,6 +214,9 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 		log_error("bad FUSE options: %s", fuse_opts ? fuse_opts : "");
 		goto fail;
 	}
+	free(fopts);
+	fopts = NULL;
+	fuse_opts = NULL;
 	if (fuse_set_signal_handlers(fs->se) != 0) {
 		rc = -EIO;
 		goto fail;
@@ -166,6 +235,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	*out = fs;
 	return 0;
 fail:
+	free(fopts);
 	fs_free(fs);
 	return rc;
 }

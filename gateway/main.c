@@ -31,7 +31,9 @@ static const char mount_help[] =
 	"  `fusermount3 -u MOUNTPOINT` (or umount), SIGTERM or Ctrl-C.\n"
 	"  -c, --config CONFIG   the gateway config (JSON)\n"
 	"  -f, --foreground      stay in the foreground, log to stderr\n"
-	"  -o OPTIONS            FUSE mount options (allow_other, ro, ...)\n"
+	"  -o OPTIONS            mount options: uid=N, gid=N, umask=OOO, file_mode=OOO,\n"
+	"                        dir_mode=OOO (owner and modes shown, checked by the\n"
+	"                        kernel), and FUSE's (allow_other, ro, ...)\n"
 	"  -v                    more log lines (twice: debug)\n"
 	"  -q                    errors and warnings only\n"
 	"  -h, --help            this text\n";
