@@ -100,7 +100,8 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 	static const char *const known[] = { "endpoint", "region", "access_key",
 					     "secret_key", "session_token",
 					     "profile", "credentials_file",
-					     "https", "ca_file", "insecure", NULL };
+					     "https", "ca_file", "insecure",
+					     "addressing", NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
 	if (!c->s3_endpoint || !*c->s3_endpoint)
@@ -131,6 +132,11 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 	if (insecure && !cJSON_IsBool(insecure))
 		err_add(e, "s3.insecure", "must be true or false");
 	c->s3_insecure = cJSON_IsTrue(insecure);
+	char *addr = get_str(e, s3, "addressing", "s3.addressing", "path");
+	if (addr && strcmp(addr, "path") && strcmp(addr, "virtual"))
+		err_add(e, "s3.addressing", "must be \"path\" or \"virtual\"");
+	c->s3_virtual_host = addr && !strcmp(addr, "virtual");
+	free(addr);
 	if (c->s3_insecure && c->s3_ca_file)
 		err_add(e, "s3.insecure", "cannot be true with s3.ca_file (no certificate is verified)");
 }

@@ -31,6 +31,7 @@ struct config {
 	bool s3_https;
 	char *s3_ca_file;            /* CA bundle for https (NULL: the system's) */
 	bool s3_insecure;            /* https without certificate checks */
+	bool s3_virtual_host;        /* s3.addressing "virtual" (default "path") */
 	char *kafka_brokers, *kafka_topic, *kafka_group;
 	char **kafka_options;        /* key, value, key, value, ... */
 	size_t n_kafka_options;      /* number of strings (2 per option) */

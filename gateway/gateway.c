@@ -454,6 +454,7 @@ static int check_s3(struct gateway *gw)
 		.session_token = cr.token,
 		.https = gw->cfg.s3_https, .ca_file = gw->cfg.s3_ca_file,
 		.insecure = gw->cfg.s3_insecure,
+		.virtual_host = gw->cfg.s3_virtual_host,
 		.refresh = creds_renew, .refresh_ctx = gw->renew,
 	};
 	if (sc.insecure)

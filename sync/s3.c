@@ -154,6 +154,19 @@ int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 		s->host = NULL;
 		goto fail;
 	}
+	if (!(s->hostport = strdup(hs)))
+		goto fail;
+	s->vhost = c->virtual_host;
+	if (s->vhost) {
+		/* every connection to the endpoint's host, whatever the name */
+		const char *colon = hs[0] == '[' ? strchr(hs, ']') : strrchr(hs, ':');
+		size_t hl = colon && *colon == ':' ? (size_t)(colon - hs) :
+			    colon ? (size_t)(colon - hs) + 1 : strlen(hs);
+		if (asprintf(&s->connect_to, "::%.*s:", (int)hl, hs) < 0) {
+			s->connect_to = NULL;
+			goto fail;
+		}
+	}
 	*out = &s->iface;
 	return 0;
 fail:
@@ -173,6 +186,8 @@ void s3_http_free(struct s3 *iface)
 	free(s->ca_file);
 	free(s->base);
 	free(s->host);
+	free(s->hostport);
+	free(s->connect_to);
 	free(s->region);
 	free(s);
 }
@@ -404,25 +419,59 @@ static size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud)
 
 /* ---- the engine --------------------------------------------------------- */
 
-/* "BASE/bucket/key?query" with bucket and key encoded; *path points at
- * the "/bucket/key" part inside it (what is signed). */
-static char *req_url(const struct s3_http *s, const struct s3_req *r, size_t *path)
+/* May bucket be addressed as a host name (virtual-hosted style)? Lower-
+ * case letters, digits and '-', 3 to 63 of them, not at the ends ('.'
+ * would break TLS certificates of the form *.host). */
+static bool bucket_dns_ok(const char *b)
+{
+	size_t n = strlen(b);
+	if (n < 3 || n > 63 || b[0] == '-' || b[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') ||
+		      b[i] == '-'))
+			return false;
+	return true;
+}
+
+/* "BASE/bucket/key?query" with bucket and key encoded, or with
+ * virtual_host "SCHEME://bucket.HOST/key?query"; *path points at the
+ * "/bucket/key" (or "/key") part inside it (what is signed), *host at a
+ * malloc'ed "Host: ..." line for it (the caller frees both). */
+static char *req_url(const struct s3_http *s, const struct s3_req *r, size_t *path,
+		     char **host)
 {
 	size_t kl = r->key ? strlen(r->key) : 0, bl = strlen(r->bucket);
-	size_t cap = strlen(s->base) + 3 * (bl + kl) + 8 +
+	size_t cap = strlen(s->base) + 3 * (bl + kl) + 16 +
 		     (r->query ? strlen(r->query) : 0);
+	bool vh = s->vhost && bucket_dns_ok(r->bucket);
 	char *u = malloc(cap);
+	*host = NULL;
 	if (!u)
 		return NULL;
-	*path = strlen(s->base);
-	size_t o = (size_t)snprintf(u, cap, "%s/", s->base);
-	int k = s3_url_encode(r->bucket, false, u + o, cap - o);
-	if (k < 0)
-		goto fail;
-	o += (size_t)k;
-	if (r->key) {
+	size_t o;
+	if (vh) {
+		size_t sl = (size_t)(strstr(s->base, "://") - s->base) + 3;
+		o = (size_t)snprintf(u, cap, "%.*s%s.%s", (int)sl, s->base, r->bucket,
+				     s->hostport);
+		*path = o;
 		u[o++] = '/';
-		k = s3_url_encode(r->key, true, u + o, cap - o);
+		if (asprintf(host, "Host: %s.%s", r->bucket, s->hostport) < 0) {
+			*host = NULL;
+			goto fail;
+		}
+	} else {
+		*path = strlen(s->base);
+		o = (size_t)snprintf(u, cap, "%s/", s->base);
+		int k = s3_url_encode(r->bucket, false, u + o, cap - o);
+		if (k < 0 || !(*host = strdup(s->host)))
+			goto fail;
+		o += (size_t)k;
+		if (r->key)
+			u[o++] = '/';
+	}
+	if (r->key) {
+		int k = s3_url_encode(r->key, true, u + o, cap - o);
 		if (k < 0)
 			goto fail;
 		o += (size_t)k;
@@ -432,6 +481,8 @@ static char *req_url(const struct s3_http *s, const struct s3_req *r, size_t *pa
 		snprintf(u + o, cap - o, "?%s", r->query);
 	return u;
 fail:
+	free(*host);
+	*host = NULL;
 	free(u);
 	return NULL;
 }
@@ -447,6 +498,8 @@ static CURLcode req_setup(const struct s3_http *s, CURL *h, struct s3_req *r,
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_TCP_NODELAY, 1L);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	if (s->connect_to)
+		SET(CURLOPT_CONNECT_TO, r->connect_to_list);
 	if (s->ca_file)
 		SET(CURLOPT_CAINFO, s->ca_file);
 	if (s->insecure) {
@@ -655,7 +708,7 @@ static int64_t s3_now_ms(void)
 static struct curl_slist *req_signed_headers(const struct s3_http *s,
 					     const struct s3_cred *cred,
 					     const struct s3_req *r,
-					     const char *path)
+					     const char *path, const char *host)
 {
 	char date[40], amzdate[17], auth[1024];
 	struct timespec ts;
@@ -673,7 +726,7 @@ static struct curl_slist *req_signed_headers(const struct s3_http *s,
 	if (!lines)
 		return NULL;
 	size_t i = 0;
-	lines[i++] = s->host;
+	lines[i++] = host;
 	lines[i++] = date;
 	if (cred->token_line)
 		lines[i++] = cred->token_line;
@@ -730,7 +783,10 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	size_t path_at = 0;
-	char *url = req_url(s, r, &path_at);
+	char *hostline = NULL;
+	char *url = req_url(s, r, &path_at, &hostline);
+	struct curl_slist connect_to = { s->connect_to, NULL };
+	r->connect_to_list = &connect_to;
 	if (!url) {
 		log_error("s3: %s %s%s%s: key too long or out of memory",
 			  r->method, r->bucket, r->key ? "/" : "", r->key ? r->key : "");
@@ -754,7 +810,8 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 			*q = '\0';
 		struct s3_cred *cred = cred_get(s);
 		uint64_t signed_gen = cred->gen;
-		struct curl_slist *hdrs = req_signed_headers(s, cred, r, url + path_at);
+		struct curl_slist *hdrs = req_signed_headers(s, cred, r, url + path_at,
+							     hostline);
 		cred_put(cred);   /* the headers hold copies */
 		if (q)
 			*q = '?';
@@ -821,6 +878,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 			;
 	}
 	free(url);
+	free(hostline);
 	if (s->st)
 		stats_s3_latency_add(s->st, (double)(s3_now_ms() - t_start));
 	if (err == 0 || err == -ERANGE)

@@ -49,6 +49,10 @@ struct s3_conf {
 	const char *ca_file;     /* CA bundle to verify the server (NULL: the
 				  * system's store) */
 	bool insecure;           /* no certificate verification at all */
+	bool virtual_host;       /* BUCKET.host/KEY instead of host/BUCKET/KEY
+				  * (buckets whose names DNS takes; the
+				  * connection still goes to the endpoint's
+				  * address, so no wildcard DNS is needed) */
 	unsigned stall_s;        /* no byte for this long: retry; 0 -> 15 s */
 	const char *session_token; /* temporary credentials' token, or NULL */
 	/* Called (never two at once) when the store refuses the credentials

@@ -47,6 +47,10 @@ struct s3_http {
 	struct s3 iface;             /* first: the interface (common/s3.h) */
 	char *base;                  /* "http://host:port", no trailing '/' */
 	char *host;                  /* "Host: host:port" as sent and signed */
+	char *hostport;              /* "host:port" of the endpoint */
+	char *connect_to;            /* "::HOST:": virtual-host requests go to
+				      * the endpoint's address (CURLOPT_CONNECT_TO) */
+	bool vhost;                  /* s3_conf.virtual_host */
 	char *region;
 	pthread_mutex_t cred_lock;   /* protects cred (the pointer) */
 	struct s3_cred *cred;
@@ -85,6 +89,7 @@ struct s3_req {
 	size_t len;
 	uint64_t off;
 	bool want_meta;              /* collect x-amz-meta-* */
+	struct curl_slist *connect_to_list;   /* set by s3_req_run */
 
 	/* what came back; cleared at every attempt by req_attempt_reset() */
 	long status;

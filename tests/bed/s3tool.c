@@ -5,7 +5,8 @@
  * Endpoint and credentials come from the environment: S3_ENDPOINT,
  * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN), and S3_REGION or
  * AWS_DEFAULT_REGION; for https endpoints S3_CA_FILE (a CA bundle) or
- * S3_INSECURE (set: no certificate checks). On failure it prints "s3tool: OP: ERRNO-TEXT" to
+ * S3_INSECURE (set: no certificate checks); S3_ADDRESSING=virtual for
+ * virtual-hosted-style requests. On failure it prints "s3tool: OP: ERRNO-TEXT" to
  * stderr and exits with the errno number (ENOENT 2, EACCES 13, ESTALE 116,
  * EHOSTUNREACH 113), so tests can tell failures apart.
  *
@@ -625,6 +626,8 @@ int main(int argc, char **argv)
 		.session_token = getenv("AWS_SESSION_TOKEN"),
 		.ca_file = getenv("S3_CA_FILE"),
 		.insecure = getenv("S3_INSECURE") != NULL,
+		.virtual_host = getenv("S3_ADDRESSING") &&
+				strcmp(getenv("S3_ADDRESSING"), "virtual") == 0,
 	};
 	log_init("s3tool", getenv("S3TOOL_DEBUG") ? 2 : 0);
 	stats_init(&t.st);

@@ -573,6 +573,40 @@ static void test_engine(void)
 	s3_free(s);
 }
 
+/* Virtual-hosted-style addressing: the bucket in the Host name, the key
+ * alone in the path (and signed so), the connection still to the
+ * endpoint's own address; a bucket name DNS cannot take stays path-style. */
+static void test_virtual_host(void)
+{
+	static const char *const answers[] = {
+		"HTTP/1.1 206 Partial Content\r\n" CLOSE "Content-Length: 2\r\n"
+		"Content-Range: bytes 0-1/2\r\n\r\nok",
+		"HTTP/1.1 206 Partial Content\r\n" CLOSE "Content-Length: 2\r\n"
+		"Content-Range: bytes 0-1/2\r\n\r\nok",
+	};
+	struct fake f;
+	char ep[64], buf[8], req1[4096];
+	size_t got = 0;
+	fake_start(&f, answers, 2);
+	snprintf(ep, sizeof ep, "localhost:%d", f.port);
+	struct s3_conf c = { .endpoint = ep, .region = "default", .access_key = "AK",
+			     .secret_key = "SK", .stall_s = 1, .virtual_host = true };
+	struct s3 *s = NULL;
+	CHECK(s3_http_new(&c, NULL, &s) == 0, "vhost: client made");
+	int rc = s3_get(s, "my-bucket", "dir/a b", 0, 2, NULL, buf, &got);
+	memcpy(req1, f.last_req, sizeof req1);
+	int rc2 = s3_get(s, "Upper_Case", "k", 0, 2, NULL, buf, &got);
+	fake_stop(&f);
+	char host[96];
+	snprintf(host, sizeof host, "Host: my-bucket.localhost:%d\r\n", f.port);
+	CHECK(rc == 0 && strstr(req1, "GET /dir/a%20b HTTP/1.1") && strstr(req1, host),
+	      "vhost: GET /KEY with Host: BUCKET.host:port, to the endpoint's address");
+	CHECK(strstr(req1, "SignedHeaders=host;"), "vhost: the Host name is signed");
+	CHECK(rc2 == 0 && strstr(f.last_req, "GET /Upper_Case/k HTTP/1.1"),
+	      "vhost: a bucket name DNS cannot take goes path-style");
+	s3_free(s);
+}
+
 int main(void)
 {
 	log_init("test_s3", 0);
@@ -586,5 +620,6 @@ int main(void)
 	test_errno_map();
 	test_retry();
 	test_engine();
+	test_virtual_host();
 	return unit_exit();
 }
