@@ -111,8 +111,10 @@ gw_stop() {
 }
 
 # All views of the mount "ready" (every bucket scanned).
+# (keys starting with '.' are not views: .errors, .reloads)
 views_ready() {
-	jq -e '[.[] | .state] | all(. == "ready")' "$1/.facetfs/views" >/dev/null 2>&1
+	jq -e 'to_entries | map(select(.key | startswith(".") | not)) |
+		length > 0 and all(.value.state == "ready")' "$1/.facetfs/views" >/dev/null 2>&1
 }
 
 # A field of the mount's stats.
