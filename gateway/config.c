@@ -120,7 +120,6 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 			"missing (access_key and secret_key go together)");
 	if (c->s3_session_token && !c->s3_access_key)
 		err_add(e, "s3.session_token", "needs s3.access_key and s3.secret_key");
-	c->secret_in_file = c->s3_secret_key || c->s3_session_token;
 	const cJSON *https = cJSON_GetObjectItemCaseSensitive(s3, "https");
 	if (https && !cJSON_IsBool(https))
 		err_add(e, "s3.https", "must be true or false");

@@ -27,7 +27,6 @@ struct config {
 	 * resolves the environment and the shared credentials file). */
 	char *s3_access_key, *s3_secret_key, *s3_session_token;
 	char *s3_profile, *s3_credentials_file;
-	bool secret_in_file;         /* a secret key or token is in the file */
 	bool s3_https;
 	char *s3_ca_file;            /* CA bundle for https (NULL: the system's) */
 	bool s3_insecure;            /* https without certificate checks */

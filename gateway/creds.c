@@ -152,6 +152,18 @@ static const char *env_nonempty(const char *name)
 	return v && *v ? v : NULL;
 }
 
+/* The shared credentials file: AWS_SHARED_CREDENTIALS_FILE, else
+ * $HOME/.aws/credentials (into buf), else NULL. */
+static const char *shared_file(char *buf, size_t len)
+{
+	const char *path = env_nonempty("AWS_SHARED_CREDENTIALS_FILE");
+	if (!path && env_nonempty("HOME")) {
+		snprintf(buf, len, "%s/.aws/credentials", getenv("HOME"));
+		path = buf;
+	}
+	return path;
+}
+
 int creds_resolve(const struct config *c, const char *config_path,
 		  struct creds *out, char *err, size_t errlen)
 {
@@ -160,7 +172,7 @@ int creds_resolve(const struct config *c, const char *config_path,
 		err[0] = '\0';
 	if (c->s3_access_key && c->s3_secret_key) {
 		snprintf(out->source, sizeof out->source, "config");
-		if (c->secret_in_file && config_path)
+		if (config_path)         /* a secret key is in the file */
 			warn_if_readable(config_path);
 		return creds_set(out, c->s3_access_key, c->s3_secret_key,
 				 c->s3_session_token);
@@ -170,14 +182,9 @@ int creds_resolve(const struct config *c, const char *config_path,
 	if (!profile)
 		profile = "default";
 	if (c->s3_credentials_file || c->s3_profile) {
-		const char *path = c->s3_credentials_file ?
-				   c->s3_credentials_file :
-				   env_nonempty("AWS_SHARED_CREDENTIALS_FILE");
 		char home[4096];
-		if (!path && env_nonempty("HOME")) {
-			snprintf(home, sizeof home, "%s/.aws/credentials", getenv("HOME"));
-			path = home;
-		}
+		const char *path = c->s3_credentials_file ? c->s3_credentials_file :
+				   shared_file(home, sizeof home);
 		if (!path) {
 			snprintf(err, errlen, "s3.profile: no credentials file (set "
 				 "s3.credentials_file, AWS_SHARED_CREDENTIALS_FILE or HOME)");
@@ -191,13 +198,8 @@ int creds_resolve(const struct config *c, const char *config_path,
 		snprintf(out->source, sizeof out->source, "environment");
 		return creds_set(out, ak, sk, env_nonempty("AWS_SESSION_TOKEN"));
 	}
-	const char *path = env_nonempty("AWS_SHARED_CREDENTIALS_FILE");
-	char home[4096];
-	if (!path && env_nonempty("HOME")) {
-		snprintf(home, sizeof home, "%s/.aws/credentials", getenv("HOME"));
-		path = home;
-	}
-	char ferr[1024] = "";
+	char home[4096], ferr[1024] = "";
+	const char *path = shared_file(home, sizeof home);
 	if (path) {
 		int rc = creds_from_file(path, profile, out, ferr, sizeof ferr);
 		if (rc != -ENOENT)

@@ -45,7 +45,7 @@ static bool opt_is_mounts(const char *o)
 {
 	static const char *const plain[] = {
 		"_netdev", "nofail", "auto", "noauto", "defaults", "rw", "user",
-		"nouser", "users", "owner", "group", "nofail", "sloppy",
+		"nouser", "users", "owner", "group", "sloppy",
 	};
 	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
 		if (strcmp(o, plain[i]) == 0)

@@ -162,10 +162,13 @@ int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 		const char *colon = hs[0] == '[' ? strchr(hs, ']') : strrchr(hs, ':');
 		size_t hl = colon && *colon == ':' ? (size_t)(colon - hs) :
 			    colon ? (size_t)(colon - hs) + 1 : strlen(hs);
-		if (asprintf(&s->connect_to, "::%.*s:", (int)hl, hs) < 0) {
-			s->connect_to = NULL;
+		char *line = NULL;
+		if (asprintf(&line, "::%.*s:", (int)hl, hs) < 0)
 			goto fail;
-		}
+		s->connect_to = curl_slist_append(NULL, line);
+		free(line);
+		if (!s->connect_to)
+			goto fail;
 	}
 	*out = &s->iface;
 	return 0;
@@ -187,7 +190,7 @@ void s3_http_free(struct s3 *iface)
 	free(s->base);
 	free(s->host);
 	free(s->hostport);
-	free(s->connect_to);
+	curl_slist_free_all(s->connect_to);
 	free(s->region);
 	free(s);
 }
@@ -499,7 +502,7 @@ static CURLcode req_setup(const struct s3_http *s, CURL *h, struct s3_req *r,
 	SET(CURLOPT_TCP_NODELAY, 1L);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
 	if (s->connect_to)
-		SET(CURLOPT_CONNECT_TO, r->connect_to_list);
+		SET(CURLOPT_CONNECT_TO, s->connect_to);
 	if (s->ca_file)
 		SET(CURLOPT_CAINFO, s->ca_file);
 	if (s->insecure) {
@@ -679,7 +682,7 @@ int req_body_error(struct s3_http *s, struct s3_req *r, const char *what)
 	return -EIO;
 }
 
-int req_upload_md5(struct s3_req *r, uint64_t size, char out[33])
+static int req_upload_md5(struct s3_req *r, uint64_t size, char out[33])
 {
 	unsigned char d[16];
 	unsigned dl = 0;
@@ -694,6 +697,32 @@ int req_upload_md5(struct s3_req *r, uint64_t size, char out[33])
 	for (int i = 0; i < 16; i++)
 		snprintf(out + 2 * i, 3, "%02x", d[i]);
 	return 0;
+}
+
+int req_send_fd(struct s3_http *s, struct s3_req *r, int fd, uint64_t off,
+		uint64_t size, char etag_out[72])
+{
+	etag_out[0] = '\0';
+	r->md5 = EVP_MD_CTX_new();
+	if (!r->md5)
+		return -ENOMEM;
+	r->upload = true;
+	r->fd = fd;
+	r->up_base = off;
+	r->up_size = size;
+	S3_STAT(s, s3_put);
+	int err = s3_req_run(s, r);
+	if (!err)
+		err = req_upload_md5(r, size, etag_out);
+	if (!err && r->etag[0] && strlen(r->etag) == 32 &&
+	    strcasecmp(r->etag, etag_out)) {
+		log_error("s3: %s %s/%s: server ETag %s, data MD5 %s", r->method,
+			  r->bucket, r->key ? r->key : "", r->etag, etag_out);
+		S3_STAT(s, s3_errors);
+		etag_out[0] = '\0';
+		err = -EIO;
+	}
+	return err;
 }
 
 static int64_t s3_now_ms(void)
@@ -785,8 +814,6 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	size_t path_at = 0;
 	char *hostline = NULL;
 	char *url = req_url(s, r, &path_at, &hostline);
-	struct curl_slist connect_to = { s->connect_to, NULL };
-	r->connect_to_list = &connect_to;
 	if (!url) {
 		log_error("s3: %s %s%s%s: key too long or out of memory",
 			  r->method, r->bucket, r->key ? "/" : "", r->key ? r->key : "");

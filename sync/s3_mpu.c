@@ -91,29 +91,9 @@ int s3_http_mpu_put_part(struct s3 *iface, const char *bucket, const char *key,
 		err = -ENAMETOOLONG;
 	if (err)
 		goto out;
-	r.md5 = EVP_MD_CTX_new();
-	if (!r.md5) {
-		err = -ENOMEM;
-		goto out;
-	}
 	r.verb = "PUT";
 	r.query = query;
-	r.upload = true;
-	r.fd = fd;
-	r.up_base = off;
-	r.up_size = size;
-	S3_STAT(s, s3_put);
-	err = s3_req_run(s, &r);
-	if (!err)
-		err = req_upload_md5(&r, size, etag_out);
-	if (!err && r.etag[0] && strlen(r.etag) == 32 &&
-	    strcasecmp(r.etag, etag_out)) {
-		log_error("s3: MPU-PART %s/%s part %u: server ETag %s, data MD5 %s",
-			  bucket, key, part, r.etag, etag_out);
-		S3_STAT(s, s3_errors);
-		etag_out[0] = '\0';
-		err = -EIO;
-	}
+	err = req_send_fd(s, &r, fd, off, size, etag_out);
 out:
 	free(query);
 	req_release(&r);

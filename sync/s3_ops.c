@@ -197,28 +197,7 @@ static int http_put_file(struct s3 *iface, const char *bucket, const char *key, 
 		err = req_meta_headers(&r, meta, n_meta, content_type);
 	if (err)
 		goto out;
-	r.md5 = EVP_MD_CTX_new();
-	if (!r.md5) {
-		err = -ENOMEM;
-		goto out;
-	}
-	r.upload = true;
-	r.fd = fd;
-	r.up_size = size;
-	S3_STAT(s, s3_put);
-	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	err = req_upload_md5(&r, size, etag_out);
-	if (err)
-		goto out;
-	if (r.etag[0] && strlen(r.etag) == 32 && strcasecmp(r.etag, etag_out)) {
-		log_error("s3: PUT %s/%s: server ETag %s, data MD5 %s", bucket,
-			  key, r.etag, etag_out);
-		S3_STAT(s, s3_errors);
-		etag_out[0] = '\0';
-		err = -EIO;
-	}
+	err = req_send_fd(s, &r, fd, 0, size, etag_out);
 out:
 	req_release(&r);
 	return err;

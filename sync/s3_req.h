@@ -48,7 +48,7 @@ struct s3_http {
 	char *base;                  /* "http://host:port", no trailing '/' */
 	char *host;                  /* "Host: host:port" as sent and signed */
 	char *hostport;              /* "host:port" of the endpoint */
-	char *connect_to;            /* "::HOST:": virtual-host requests go to
+	struct curl_slist *connect_to; /* "::HOST:": virtual-host requests go to
 				      * the endpoint's address (CURLOPT_CONNECT_TO) */
 	bool vhost;                  /* s3_conf.virtual_host */
 	char *region;
@@ -89,7 +89,6 @@ struct s3_req {
 	size_t len;
 	uint64_t off;
 	bool want_meta;              /* collect x-amz-meta-* */
-	struct curl_slist *connect_to_list;   /* set by s3_req_run */
 
 	/* what came back; cleared at every attempt by req_attempt_reset() */
 	long status;
@@ -137,9 +136,12 @@ void req_body_etag(const struct s3_req *r, char out[72]);
 /* A 200 answer whose body is an <Error> document (COPY, CompleteMultipart
  * Upload): logs it with what, counts an error and returns -EIO; else 0. */
 int  req_body_error(struct s3_http *s, struct s3_req *r, const char *what);
-/* The hex MD5 of what an upload sent into out[33]: -EIO (logged) unless
- * all size bytes were sent. */
-int  req_upload_md5(struct s3_req *r, uint64_t size, char out[33]);
+/* Send r (method, URL and headers set) with [off, off+size) of fd as its
+ * body, counted as a PUT: etag_out is the hex MD5 of the bytes sent,
+ * checked against the ETag the server answers (-EIO if they differ or if
+ * fewer bytes were sent; logged). */
+int  req_send_fd(struct s3_http *s, struct s3_req *r, int fd, uint64_t off,
+		 uint64_t size, char etag_out[72]);
 
 /* The real client's table of operations (s3_ops.c) and its free (s3.c). */
 extern const struct s3_ops s3_http_ops;
