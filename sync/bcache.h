@@ -1,0 +1,122 @@
+/*
+ * bcache.h — the read side of the burst buffer: a persistent, bounded
+ * cache of object blocks on local disk (DESIGN.md "Burst buffer").
+ *
+ * A block is block_size bytes of one object version, keyed by bucket, key,
+ * ETag and block number (block n holds bytes [n*block_size, +block_size);
+ * an object's last block may be shorter). Each block is one file
+ *   DIR/XX/HHHHHHHHHHHHHHHHHHHHHHHHHHHHHHHH-N
+ * (H: a 128-bit hash of bucket, key and ETag in hex, XX its first two
+ * digits, N the block number in hex) holding a header with the block's
+ * identity (bucket, key, ETag, offset, length) and a CRC-32C of the data,
+ * then the data. A block is written to a temporary file and renamed into
+ * place, so a block half written at a crash is never found under its name;
+ * every read checks identity and checksum: a mismatch is a miss (the file
+ * is removed and counted as corrupt), never bad bytes.
+ *
+ * Budget: clean blocks get what the staged writes leave of max_bytes
+ * (conf.staged() says how much staging holds now); a block is charged its
+ * file's size rounded up to 4 KiB. Eviction is scan-resistant (segmented
+ * LRU): a new block enters the probation segment, a hit promotes it to the
+ * protected segment (at most 80 % of the clean budget); eviction takes the
+ * least recently used probation block first, so one long sequential read
+ * replaces only probation blocks and never flushes the protected ones.
+ *
+ * Restart: bcache_open() does not read blocks; a background thread lists
+ * DIR to learn the blocks and their sizes (ordered by file mtime) and
+ * removes temporary files left by a crash. Lookups work at once (a block
+ * is found by its name); until the listing is done, puts are skipped
+ * (counted) so the budget is never overrun.
+ *
+ * Bad state is never the reader's problem: a cache that cannot be written
+ * (ENOSPC, EROFS, EIO) skips the put (counted, logged once per kind); a
+ * removed DIR is made again at the next put; every failure of the cache is
+ * a miss. Two processes must not share DIR: bcache_open takes an exclusive
+ * lock on DIR/lock (-EBUSY, with the holder's pid in err, when held).
+ *
+ * Threads: every function may be called from any thread at once (one
+ * internal mutex protects the table and the LRU lists; no lock is held
+ * across disk I/O: victims are unlinked after the mutex is released).
+ * Ownership: ids are copied when needed; the caller's buffers stay its own.
+ */
+#ifndef FACETFS_SYNC_BCACHE_H
+#define FACETFS_SYNC_BCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct bcache;
+struct stats;
+
+#define BCACHE_BLOCK_DEFAULT (1u << 20)
+#define BCACHE_BLOCK_MIN     (64u * 1024)
+#define BCACHE_BLOCK_MAX     (64u * 1024 * 1024)
+
+struct bcache_conf {
+	const char *dir;             /* made if missing */
+	uint64_t max_bytes;          /* the burst buffer's whole budget */
+	uint32_t block_size;         /* power of two, BLOCK_MIN..BLOCK_MAX */
+	/* Bytes staged writes hold now (never evicted); NULL: none. */
+	uint64_t (*staged)(void *ctx);
+	void *staged_ctx;
+	struct stats *st;            /* may be NULL */
+};
+
+/* One object version. */
+struct bcache_id {
+	const char *bucket, *key, *etag;
+};
+
+/* What a put is (bcache_put's flags). */
+#define BCACHE_WARM 1u               /* fetched ahead by warm-on-arrival */
+
+struct bcache_counters {
+	uint64_t max_bytes;          /* the whole budget */
+	uint64_t used_bytes;         /* clean blocks (charged sizes) */
+	uint64_t blocks;             /* clean blocks known */
+	uint64_t hits, misses;       /* bcache_read */
+	uint64_t evictions;          /* blocks evicted for room */
+	uint64_t corrupt;            /* blocks that failed their check */
+	uint64_t put_skipped;        /* puts not done: starting, too big, errors */
+	uint64_t write_errors;       /* puts that failed on the disk */
+	uint64_t dropped;            /* blocks released for a changed object */
+	uint64_t warm_blocks;        /* warm blocks not read yet */
+	uint64_t warm_used;          /* warm blocks read at least once */
+	uint64_t warm_wasted;        /* warm blocks evicted or dropped unread */
+	bool loading;                /* the start-up listing still runs */
+};
+
+/* Open (make) the cache in conf->dir. -EINVAL when max_bytes is smaller
+ * than one block or block_size is not allowed; -EBUSY when another process
+ * holds DIR; other -errno from the disk. err says why. */
+int  bcache_open(const struct bcache_conf *conf, struct bcache **out,
+		 char *err, size_t errlen);
+/* Waits for the background threads. NULL is a no-op. */
+void bcache_close(struct bcache *bc);
+uint32_t bcache_block_size(const struct bcache *bc);
+
+/* Copy bytes [boff, boff+len) of block blk of id into buf, after checking
+ * the whole block: the count copied (0 when boff is at or past the block's
+ * end), or -ENOENT when the block is not cached or failed its check (then
+ * removed). Counts a hit or a miss. */
+ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		    void *buf, size_t len, uint32_t boff);
+/* Is block blk of id cached (no check, no counting)? */
+bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
+/* Store block blk of id: len bytes (block_size, or fewer for an object's
+ * last block). 0, or a negative errno when it was not stored (the caller
+ * goes on: the cache is best effort). Evicts older blocks to stay inside
+ * the budget. flags: 0 or BCACHE_WARM. */
+int  bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		const void *data, size_t len, unsigned flags);
+/* Release every block of the object version id (size bytes long): queued,
+ * done by a background thread; returns at once. */
+void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size);
+/* Evict until clean blocks fit in what staging leaves of the budget (the
+ * stage calls it after it grew). */
+void bcache_trim(struct bcache *bc);
+void bcache_counters(struct bcache *bc, struct bcache_counters *out);
+
+#endif
