@@ -128,9 +128,12 @@ static const struct {
 };
 
 struct stats_writer {
+	cJSON *root;
 	cJSON *obj;
 	bool oom;
 };
+
+static cJSON *section_of(cJSON *root, const char *section);
 
 void stats_write_num(struct stats_writer *w, const char *name, double v)
 {
@@ -141,6 +144,18 @@ void stats_write_num(struct stats_writer *w, const char *name, double v)
 void stats_write_str(struct stats_writer *w, const char *name, const char *s)
 {
 	if (!cJSON_AddStringToObject(w->obj, name, s ? s : ""))
+		w->oom = true;
+}
+
+void stats_write_section(struct stats_writer *w, const char *section)
+{
+	if (!w->oom && !(w->obj = section_of(w->root, section)))
+		w->oom = true;
+}
+
+void stats_write_sub(struct stats_writer *w, const char *name)
+{
+	if (!w->oom && !(w->obj = section_of(w->obj, name)))
 		w->oom = true;
 }
 
@@ -203,18 +218,16 @@ char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
-	struct stats_writer w = { root, false };
+	struct stats_writer w = { root, root, false };
 	write_counters(st, root, &w);
 	if (!w.oom)
 		write_lag(st, root, &w);
 	if (!w.oom)
 		write_latency(st, root, &w);
 	if (!w.oom && section && fn) {
-		w.obj = cJSON_AddObjectToObject(root, section);
-		if (w.obj)
+		stats_write_section(&w, section);
+		if (!w.oom)
 			fn(ctx, &w);
-		else
-			w.oom = true;
 	}
 	char *text = w.oom ? NULL : cJSON_Print(root);
 	cJSON_Delete(root);

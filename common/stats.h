@@ -62,9 +62,11 @@
 	X(fuse_readdir,     "fuse",   "readdir")                             \
 	X(fuse_read,        "fuse",   "read")                                \
 	X(fuse_open,        "fuse",   "open")                                \
+	X(open_from_index,  "fuse",   "open_from_index")                     \
 	X(fuse_getxattr,    "fuse",   "getxattr")                            \
 	X(fuse_inval,       "fuse",   "invalidations")                       \
-	/* sync/reader: reads served from the read-ahead window / needing a GET */ \
+	/* sync/: burst buffer blocks read from it / not there (without one:   \
+	 * the reader's window hits / misses) */                             \
 	X(cache_hits,       "cache",  "hits")                                \
 	X(cache_misses,     "cache",  "misses")                              \
 	/* views/: keys that cannot be paths in a view that matches them */  \
@@ -135,12 +137,18 @@ void stats_hist_get(struct stats *st, enum stats_hist_kind k,
 struct stats_writer;
 void stats_write_num(struct stats_writer *w, const char *name, double v);
 void stats_write_str(struct stats_writer *w, const char *name, const char *s);
+/* Go on writing into the top-level object section (made, or the one the
+ * counters above already fill), or into the object name inside the
+ * current one. */
+void stats_write_section(struct stats_writer *w, const char *section);
+void stats_write_sub(struct stats_writer *w, const char *name);
 typedef void (*stats_section_fn)(void *ctx, struct stats_writer *w);
 
 /* The whole state as JSON; NULL on allocation failure. Caller frees.
- * When section and fn are not NULL, fn(ctx, w) fills one more top-level
- * object named section (the gateway adds the staging area's counters
- * under "staging"); it runs on the caller's thread with no lock held. */
+ * When section and fn are not NULL, fn(ctx, w) fills the top-level object
+ * named section (the gateway adds the staging area's counters under
+ * "staging") and may go on into others (stats_write_section); it runs on
+ * the caller's thread with no lock held. */
 char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
 		    void *ctx);
 

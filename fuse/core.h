@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+struct bcache;
 struct core;
 struct core_dir;
 struct core_file;
@@ -68,6 +69,7 @@ struct core_deps {
 	struct core_owner owner;     /* all zero: the mounting user, defaults */
 	struct index *ix;
 	struct s3 *s3;
+	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
 	struct viewset_slot *views;  /* the current view set (the gateway's) */

@@ -63,6 +63,7 @@ struct mkdir_ent {                   /* a directory made with mkdir */
 
 struct core {
 	struct core_deps d;
+	struct reader_src src;       /* d.s3, d.st, d.bc: what readers read */
 	uid_t uid;
 	gid_t gid;
 	struct timespec start;

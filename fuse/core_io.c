@@ -16,6 +16,11 @@
  *  - `commit`: descriptors use direct I/O and every read validates the
  *    version with a HEAD first, so a descriptor opened before another
  *    client's commit reads the new bytes.
+ *  - `eventual`: open takes the version from the index (no HEAD; a name
+ *    the index does not hold as an object, e.g. one still staged here, is
+ *    opened as under `session`); page cache as under `session`; a read
+ *    that finds S3 has moved on before the descriptor returned a byte
+ *    moves it and writes what the HEAD said into the index (moved_index).
  *  - any descriptor of an inode that has a staged copy here reads the staged
  *    copy (read-your-writes inside the mount).
  */
@@ -198,18 +203,74 @@ static size_t file_view(struct core *c, struct core_file *f)
 	return core_view_follow(c, &f->view, f->vname);
 }
 
-/* A read-only descriptor: validate the version once (HEAD) and read it. */
-static int open_reader(struct core *c, uint64_t ino, struct core_file *f,
-		       struct core_open_cache *cache)
+/* `eventual`: S3 had another version than the index when a descriptor
+ * first read: the index takes what the HEAD said (keeping the fields a
+ * HEAD does not give: tags) until the object's event comes. */
+static void moved_index(void *ctx, const struct obj_meta *o)
 {
-	int rc = vis_version_open(c->d.s3, c->d.st, f->bucket, f->key, &f->ver);
+	struct core *c = ctx;
+	struct obj_meta cur = { 0 }, nr = { 0 };
+	int rc = index_object_get(c->d.ix, o->bucket, o->key, &cur);
+	if (rc == 0 && !(cur.flags & OBJ_DELETED))
+		rc = obj_meta_copy(&nr, o);
+	else
+		rc = -ENOENT;        /* gone from the index meanwhile: leave it */
+	if (rc == 0) {
+		obj_kv_free(nr.tags, nr.n_tags);
+		nr.tags = cur.tags;
+		nr.n_tags = cur.n_tags;
+		cur.tags = NULL;
+		cur.n_tags = 0;
+		nr.flags = (o->flags | (cur.flags & OBJ_HAS_TAGS)) & ~(uint32_t)OBJ_DELETED;
+		rc = core_index_local(c, &nr);
+		if (rc < 0)
+			log_warn("index update for %s/%s after a changed version: %s",
+				 o->bucket, o->key, strerror(-rc));
+	}
+	obj_meta_release(&nr);
+	obj_meta_release(&cur);
+}
+
+/* The version a read-only descriptor reads: under `eventual` the index's
+ * (no S3 request), otherwise validated now (one HEAD). */
+static int open_version(struct core *c, struct core_file *f, size_t view,
+			const char *path)
+{
+	enum vis_policy p = core_view_policy(c, view);
+	if (vis_open_trusts_index(p)) {
+		struct obj_meta o = { 0 };
+		int rc = index_object(c->d.ix, core_view(c, view), path, &o);
+		if (rc == 0 && o.bucket && o.key && !strcmp(o.bucket, f->bucket) &&
+		    !strcmp(o.key, f->key) && o.etag[0])
+			rc = vis_version_open_known(&c->src, f->bucket, f->key, o.etag,
+						    o.size, &f->ver);
+		else if (rc == 0)
+			rc = -ENOENT;
+		obj_meta_release(&o);
+		if (rc == 0) {
+			stats_inc(c->d.st, open_from_index);
+			vis_version_on_moved(f->ver, moved_index, c);
+			return 0;
+		}
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return vis_version_open(&c->src, f->bucket, f->key, &f->ver);
+}
+
+/* A read-only descriptor: the version it reads, and how the kernel may
+ * cache its pages. */
+static int open_reader(struct core *c, uint64_t ino, const char *path,
+		       struct core_file *f, struct core_open_cache *cache)
+{
+	int rc = open_version(c, f, file_view(c, f), path);
 	if (rc == -ENOENT) {
 		/* Not in S3 (yet): a file created here and still open. */
 		struct ofile *of = core_ofile_find(c, ino, false);
 		if (!of)
 			return -ENOENT;
 		core_ofile_put(c, of);
-		rc = vis_version_open_missing(c->d.s3, c->d.st, f->bucket, f->key, &f->ver);
+		rc = vis_version_open_missing(&c->src, f->bucket, f->key, &f->ver);
 	}
 	if (rc < 0)
 		return rc;
@@ -260,7 +321,7 @@ static int open_object(struct core *c, uint64_t ino, int flags, struct core_file
 		f->writable = rc == 0;
 		cache->keep_cache = true;    /* our own writes keep the page cache right */
 	} else if (rc == 0) {
-		rc = open_reader(c, ino, f, cache);
+		rc = open_reader(c, ino, info.path, f, cache);
 	}
 	free(info.path);
 	return rc;

@@ -45,11 +45,14 @@ struct stage;
 struct stats;
 struct fs;
 
+struct bcache;
+
 struct fs_deps {
 	struct index *ix;
 	struct viewset_slot *views;  /* the current view set, pinned per request */
 	struct s3 *s3;
 	struct stage *stage;         /* write staging (sync/stage.h) */
+	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct stats *st;
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to

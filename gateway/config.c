@@ -200,6 +200,31 @@ int config_load(const char *path, struct config *c, char *err, size_t errlen)
 	return rc;
 }
 
+/* A size member of obj (a string with units or a whole number): 1 when
+ * absent, 0 when read into *out, -1 after an error was added. */
+static int get_size(struct errs *e, const cJSON *obj, const char *name,
+		    const char *path, uint64_t *out)
+{
+	const cJSON *j = obj ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
+	char why[160] = "";
+	if (!j)
+		return 1;
+	if (cJSON_IsNumber(j)) {
+		int before = e->count;
+		get_bytes(e, path, j->valuedouble, out);
+		return e->count == before ? 0 : -1;
+	}
+	if (!cJSON_IsString(j)) {
+		err_add(e, path, "must be a number or a size string");
+		return -1;
+	}
+	if (view_size_parse(j->valuestring, out, why, sizeof why) < 0) {
+		err_add(e, path, "%s", why);
+		return -1;
+	}
+	return 0;
+}
+
 int config_parse(const char *path, const char *text, size_t len,
 		 struct config *c, char *err, size_t errlen)
 {
@@ -234,19 +259,26 @@ int config_parse(const char *path, const char *text, size_t len,
 		parse_kafka(&e, kafka, c);
 	c->state_dir = get_str(&e, root, "state_dir", "state_dir", "/var/lib/facetfs");
 	c->views_dir = get_str(&e, root, "views_dir", "views_dir", "/etc/facetfs/views.d");
-	static const char *const cache_known[] = { "dir", "max_bytes", NULL };
+	static const char *const cache_known[] = { "dir", "max_bytes", "block_size", NULL };
 	check_known(&e, cache, "cache", cache_known);
 	c->cache_dir = get_str(&e, cache, "dir", "cache.dir", "/var/cache/facetfs");
 	c->cache_max_bytes = 1ULL << 30;
-	const cJSON *mb = cache ? cJSON_GetObjectItemCaseSensitive(cache, "max_bytes") : NULL;
-	char why[160] = "";
-	if (cJSON_IsNumber(mb))
-		get_bytes(&e, "cache.max_bytes", mb->valuedouble, &c->cache_max_bytes);
-	else if (cJSON_IsString(mb) &&
-		 view_size_parse(mb->valuestring, &c->cache_max_bytes, why, sizeof why) < 0)
-		err_add(&e, "cache.max_bytes", "%s", why);
-	else if (mb && !cJSON_IsNumber(mb) && !cJSON_IsString(mb))
-		err_add(&e, "cache.max_bytes", "must be a number or a size string");
+	c->cache_block_size = 1u << 20;
+	get_size(&e, cache, "max_bytes", "cache.max_bytes", &c->cache_max_bytes);
+	uint64_t bs = c->cache_block_size;
+	if (get_size(&e, cache, "block_size", "cache.block_size", &bs) == 0) {
+		if (bs < CONFIG_BLOCK_MIN || bs > CONFIG_BLOCK_MAX || (bs & (bs - 1)))
+			err_add(&e, "cache.block_size",
+				"%llu is not a power of two between 64KiB and 64MiB",
+				(unsigned long long)bs);
+		else if (c->cache_max_bytes < bs)
+			err_add(&e, "cache.max_bytes",
+				"%llu is smaller than one block (cache.block_size %llu)",
+				(unsigned long long)c->cache_max_bytes,
+				(unsigned long long)bs);
+		else
+			c->cache_block_size = (uint32_t)bs;
+	}
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
 	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))

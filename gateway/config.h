@@ -8,7 +8,7 @@
  * strings with units ("20GiB") or whole JSON numbers below 2^64 (1e20, -1
  * or 1.5 is an error, never a converted value). Defaults: region
  * "default", https false, group "facetfs-<hostname>", topic "s3events",
- * cache.max_bytes 1 GiB, rescan_interval_s 0 (no periodic reconcile;
+ * cache.max_bytes 1 GiB, cache.block_size 1 MiB, rescan_interval_s 0 (no periodic reconcile;
  * `facetfs rescan` still works), s3.ca_file none (the system's CA store),
  * s3.insecure false (certificates are verified unless the config says
  * otherwise, explicitly).
@@ -20,6 +20,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define CONFIG_BLOCK_MIN (64ull << 10)
+#define CONFIG_BLOCK_MAX (64ull << 20)
 
 struct config {
 	char *s3_endpoint, *s3_region;
@@ -36,7 +39,8 @@ struct config {
 	size_t n_kafka_options;      /* number of strings (2 per option) */
 	char *state_dir, *views_dir;
 	char *cache_dir;
-	uint64_t cache_max_bytes;
+	uint64_t cache_max_bytes;    /* the burst buffer: staging + blocks */
+	uint32_t cache_block_size;   /* a power of two, 64 KiB..64 MiB */
 	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
 	char *metrics_listen;        /* "HOST:PORT" of /metrics, NULL = off */
 };

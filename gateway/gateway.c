@@ -11,8 +11,10 @@
 #include "common/log.h"
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
+#include "sync/bcache.h"
 #include "sync/s3_http.h"
 #include "sync/stage.h"
+#include "sync/warm.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/scan.h"
@@ -56,6 +58,8 @@ struct gateway {
 	struct s3 *s3;
 	struct scanner *scan;
 	struct stage *stage;
+	struct bcache *bc;           /* the burst buffer's clean blocks */
+	struct warm *warm;           /* warm on arrival */
 	struct consumer *cons;
 	struct ingest *ing;
 	struct fs *fs;
@@ -97,6 +101,15 @@ static char *gw_views_json(void *ctx)
 		cJSON_AddNumberToObject(o, "objects", (double)index_members(gw->ix, v));
 		cJSON_AddStringToObject(o, "visibility", view_visibility(v));
 		cJSON_AddBoolToObject(o, "writable", view_writable(v));
+		bool on_scan;
+		uint64_t warm = view_warm(v, &on_scan);
+		if (warm) {
+			cJSON *w = cJSON_AddObjectToObject(o, "warm");
+			cJSON_AddNumberToObject(w, "max_object", (double)warm);
+			cJSON_AddBoolToObject(w, "on_scan", on_scan);
+		} else {
+			cJSON_AddBoolToObject(o, "warm", false);
+		}
 		const char *err = NULL;
 		pthread_mutex_lock(&gw->err_lock);
 		for (size_t e = 0; e < gw->n_errors; e++)
@@ -170,6 +183,36 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "recovered_files", (double)c.recovered_files);
 	stats_write_num(w, "reuploaded_files", (double)c.reuploaded_files);
 	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
+	if (!gw->bc)
+		return;
+	/* "cache": the burst buffer as a whole (hits and misses are counters
+	 * of common/stats.h, already in the section). */
+	struct bcache_counters b;
+	struct warm_counters wc = { 0 };
+	bcache_counters(gw->bc, &b);
+	if (gw->warm)
+		warm_counters(gw->warm, &wc);
+	stats_write_section(w, "cache");
+	stats_write_num(w, "max_bytes", (double)gw->cfg.cache_max_bytes);
+	stats_write_num(w, "used_bytes", (double)(b.used_bytes + c.used_bytes));
+	stats_write_num(w, "staged_bytes", (double)c.used_bytes);
+	stats_write_num(w, "clean_bytes", (double)b.used_bytes);
+	stats_write_num(w, "block_size", (double)gw->cfg.cache_block_size);
+	stats_write_num(w, "blocks", (double)b.blocks);
+	stats_write_num(w, "evictions", (double)b.evictions);
+	stats_write_num(w, "corrupt", (double)b.corrupt);
+	stats_write_num(w, "dropped", (double)b.dropped);
+	stats_write_num(w, "put_skipped", (double)b.put_skipped);
+	stats_write_num(w, "write_errors", (double)b.write_errors);
+	stats_write_num(w, "loading", b.loading ? 1 : 0);
+	stats_write_sub(w, "warm");
+	stats_write_num(w, "fetched", (double)wc.fetched);
+	stats_write_num(w, "fetched_bytes", (double)wc.fetched_bytes);
+	stats_write_num(w, "queued", (double)wc.queued);
+	stats_write_num(w, "used", (double)b.warm_used);
+	stats_write_num(w, "wasted", (double)b.warm_wasted);
+	stats_write_num(w, "skipped", (double)wc.skipped);
+	stats_write_num(w, "failed", (double)wc.failed);
 }
 
 static char *gw_stats_text(void *ctx)
@@ -495,7 +538,7 @@ static int open_stage(struct gateway *gw)
 	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
 	int rc = mkdir_p(gw->cfg.cache_dir);
 	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
-				 .s3 = gw->s3 };
+				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);
 	if (rc < 0) {
@@ -512,6 +555,73 @@ static int open_stage(struct gateway *gw)
 	if (rc < 0)
 		log_error("staging recovery in %s: %s", dir, strerror(-rc));
 	return rc;
+}
+
+/* ---------- the burst buffer ---------- */
+
+static uint64_t gw_staged_bytes(void *ctx)
+{
+	struct gateway *gw = ctx;
+	struct stage_counters c = { 0 };
+	if (gw->stage)
+		stage_counters_get(gw->stage, &c);
+	return c.used_bytes;
+}
+
+static void gw_stage_grew(void *ctx)
+{
+	struct gateway *gw = ctx;
+	if (gw->bc)
+		bcache_trim(gw->bc);
+}
+
+/* An object's version came or went (index.h): release the old one's
+ * blocks, fetch the new one ahead if a warm view wants it. */
+static void gw_version(void *ctx, const struct index_version *v)
+{
+	struct gateway *gw = ctx;
+	if (v->old_etag) {
+		struct bcache_id id = { v->bucket, v->key, v->old_etag };
+		bcache_drop(gw->bc, &id, v->old_size);
+	}
+	if (v->new_etag && v->warm_max && gw->warm)
+		warm_want(gw->warm, v->bucket, v->key, v->new_etag, v->new_size, v->warm_max);
+}
+
+/* Warm data not read yet may hold at most this share of the budget. */
+#define WARM_SHARE_DIV 4
+
+/* Clean blocks under cache.dir/blocks, sharing cache.max_bytes with
+ * staging; warm on arrival on top of it; the index's version hook. */
+static int open_cache(struct gateway *gw)
+{
+	char dir[4096], err[512] = "";
+	snprintf(dir, sizeof dir, "%s/blocks", gw->cfg.cache_dir);
+	int rc = mkdir_p(gw->cfg.cache_dir);
+	if (rc < 0) {
+		log_error("cache.dir %s: %s", gw->cfg.cache_dir, strerror(-rc));
+		return rc;
+	}
+	struct bcache_conf bc = {
+		.dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
+		.block_size = gw->cfg.cache_block_size,
+		.staged = gw_staged_bytes, .staged_ctx = gw, .st = &gw->st,
+	};
+	rc = bcache_open(&bc, &gw->bc, err, sizeof err);
+	if (rc < 0) {
+		log_error("burst buffer %s: %s", dir, err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	struct warm_conf wc = {
+		.s3 = gw->s3, .bc = gw->bc, .st = &gw->st,
+		.max_unread = gw->cfg.cache_max_bytes / WARM_SHARE_DIV,
+	};
+	if ((rc = warm_new(&wc, &gw->warm)) < 0) {
+		log_error("warm on arrival: %s", strerror(-rc));
+		return rc;
+	}
+	index_set_version_hook(gw->ix, gw_version, gw);
+	return 0;
 }
 
 static int start_consumer(struct gateway *gw)
@@ -626,7 +736,12 @@ static void gateway_stop(struct gateway *gw)
 	fs_free(gw->fs);
 	gw->fs = NULL;
 	ingest_free(gw->ing);
+	warm_free(gw->warm);
+	gw->warm = NULL;
 	stage_close(gw->stage);
+	gw->stage = NULL;
+	bcache_close(gw->bc);
+	gw->bc = NULL;
 	index_close(gw->ix);
 	creds_renewer_free(gw->renew);   /* its SIGHUP thread uses s3 */
 	gw->renew = NULL;
@@ -668,8 +783,12 @@ int gateway_mount(const struct mount_opts *o)
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, &old);
 
-	if (open_index(&gw) < 0 || check_s3(&gw) < 0 || open_stage(&gw) < 0)
+	/* The cache first: its lock keeps a second gateway away from
+	 * cache.dir before staging recovery touches anything there. */
+	if (open_index(&gw) < 0 || check_s3(&gw) < 0 || open_cache(&gw) < 0 ||
+	    open_stage(&gw) < 0)
 		goto out;
+	bcache_trim(gw.bc);          /* staging's recovered bytes count too */
 	if (ingest_new(gw.ix, gw.s3, &gw.views, &gw.st, &gw.ing) < 0 ||
 	    start_scanner(&gw) < 0)
 		goto out;
@@ -690,6 +809,7 @@ int gateway_mount(const struct mount_opts *o)
 
 	struct fs_deps deps = {
 		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
+		.bc = gw.bc,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 	};

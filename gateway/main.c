@@ -260,6 +260,22 @@ static int cmd_status(int argc, char **argv)
 	printf("latency   event->visible ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f\n",
 	       num(s, "visible_latency_ms", "count"), num(s, "visible_latency_ms", "p50"),
 	       num(s, "visible_latency_ms", "p99"), num(s, "visible_latency_ms", "max"));
+	double hits = num(s, "cache", "hits"), misses = num(s, "cache", "misses");
+	printf("cache     used %.0f of %.0f bytes (staged %.0f)  blocks %.0f  hits %.0f  "
+	       "misses %.0f  hit ratio %s%.1f%s  evictions %.0f  corrupt %.0f\n",
+	       num(s, "cache", "used_bytes"), num(s, "cache", "max_bytes"),
+	       num(s, "cache", "staged_bytes"), num(s, "cache", "blocks"), hits, misses,
+	       hits + misses > 0 ? "" : "(none yet) ",
+	       hits + misses > 0 ? 100.0 * hits / (hits + misses) : 0.0,
+	       hits + misses > 0 ? " %" : "",
+	       num(s, "cache", "evictions"), num(s, "cache", "corrupt"));
+	const cJSON *warm = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(s, "cache"), "warm");
+	if (warm)
+		printf("warm      fetched %.0f  used %.0f blocks  wasted %.0f blocks  skipped %.0f  "
+		       "queued %.0f\n", num(warm, "fetched", NULL), num(warm, "used", NULL),
+		       num(warm, "wasted", NULL), num(warm, "skipped", NULL),
+		       num(warm, "queued", NULL));
 	printf("keys      not mappable to a path: %.0f\n", num(s, "keys", "not_a_path"));
 	const cJSON *rl = cJSON_GetObjectItemCaseSensitive(v, ".reloads");
 	if (rl)
@@ -269,8 +285,11 @@ static int cmd_status(int argc, char **argv)
 		if (x->string && x->string[0] == '.')
 			continue;    /* .errors, .reloads: not views */
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "state");
-		printf("view %-20s %-9s objects %.0f", x->string,
-		       cJSON_IsString(st) ? st->valuestring : "?", num(x, "objects", NULL));
+		const cJSON *vis = cJSON_GetObjectItemCaseSensitive(x, "visibility");
+		printf("view %-20s %-9s objects %.0f  %s%s", x->string,
+		       cJSON_IsString(st) ? st->valuestring : "?", num(x, "objects", NULL),
+		       cJSON_IsString(vis) ? vis->valuestring : "?",
+		       cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x, "warm")) ? ", warm" : "");
 		const cJSON *bs = cJSON_GetObjectItemCaseSensitive(x, "buckets");
 		for (const cJSON *b = bs ? bs->child : NULL; b; b = b->next) {
 			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(b, "name");

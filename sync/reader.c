@@ -13,6 +13,7 @@
  */
 #include "sync/reader.h"
 
+#include "sync/bcache.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "common/s3.h"
@@ -38,6 +39,8 @@ struct win {
 struct reader {
 	struct s3 *s3;
 	struct stats *st;
+	struct bcache *bc;       /* NULL: no burst buffer (or no ETag) */
+	uint32_t bs;             /* its block size */
 	char *bucket, *key;
 	char etag[72];
 	uint64_t size;
@@ -53,7 +56,7 @@ struct reader {
 	size_t seq_win;          /* current read-ahead size */
 };
 
-int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
+int reader_open(const struct reader_src *src, const char *bucket,
 		const char *key, const char *etag, uint64_t size,
 		struct reader **out)
 {
@@ -69,8 +72,12 @@ int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
 		return -ENOMEM;
 	}
 	snprintf(r->etag, sizeof r->etag, "%s", etag ? etag : "");
-	r->s3 = s3;
-	r->st = st;
+	r->s3 = src->s3;
+	r->st = src->st;
+	if (src->bc && r->etag[0]) {
+		r->bc = src->bc;
+		r->bs = bcache_block_size(src->bc);
+	}
 	r->size = size;
 	r->seq_win = WIN_MIN;
 	*out = r;
@@ -107,20 +114,77 @@ static void win_set(struct win *w, char *buf, uint64_t off, size_t len)
 	w->len = len;
 }
 
-/* One GET of [at, at+want) into a new buffer; *got bytes arrived. */
+static size_t min_sz(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* [at, at+want) (whole blocks) from the burst buffer where it has them,
+ * the rest with GETs, stored in it as they arrive. *got: the bytes from at
+ * on that are there; a GET that fails after blocks were found gives those
+ * (the caller asks again for the rest and gets the error then). */
+static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
+			size_t *got)
+{
+	const struct bcache_id id = { r->bucket, r->key, r->etag };
+	size_t done = 0;
+	int rc = 0;
+	while (done < want) {
+		uint64_t pos = at + done;
+		size_t blen = min_sz(r->bs, want - done);
+		if (bcache_read(r->bc, &id, pos / r->bs, nb + done, blen, 0) == (ssize_t)blen) {
+			done += blen;
+			continue;
+		}
+		size_t run = blen;   /* the missing blocks from here: one GET */
+		while (done + run < want && !bcache_has(r->bc, &id, (pos + run) / r->bs))
+			run += min_sz(r->bs, want - done - run);
+		size_t g = 0;
+		if ((rc = s3_get(r->s3, r->bucket, r->key, pos, run, r->etag,
+				 nb + done, &g)) < 0)
+			break;
+		for (size_t o = 0; o < g; o += r->bs) {
+			size_t l = min_sz(r->bs, g - o);
+			if (l == r->bs || pos + o + l == r->size)
+				bcache_put(r->bc, &id, (pos + o) / r->bs, nb + done + o, l, 0);
+		}
+		done += g;
+		if (g < run)
+			break;           /* the object is shorter than the index said */
+	}
+	*got = done;
+	return done ? 0 : rc;
+}
+
+/* [at, at+want) into a new buffer; *got bytes arrived. */
 static int fetch(struct reader *r, uint64_t at, size_t want, char **out, size_t *got)
 {
 	char *nb = malloc(want ? want : 1);
 	if (!nb)
 		return -ENOMEM;
-	int rc = s3_get(r->s3, r->bucket, r->key, at, want,
-			r->etag[0] ? r->etag : NULL, nb, got);
+	int rc = r->bc ? fetch_blocks(r, at, want, nb, got)
+		       : s3_get(r->s3, r->bucket, r->key, at, want,
+				r->etag[0] ? r->etag : NULL, nb, got);
 	if (rc < 0) {
 		free(nb);
 		return rc;
 	}
 	*out = nb;
 	return 0;
+}
+
+/* With a burst buffer a window is whole blocks: [*at, +*want) grown to
+ * block boundaries (the object's end for the last one). */
+static void align_blocks(const struct reader *r, uint64_t *at, size_t *want)
+{
+	if (!r->bc)
+		return;
+	uint64_t start = *at / r->bs * r->bs;
+	uint64_t end = (*at + *want + r->bs - 1) / r->bs * r->bs;
+	if (end > r->size)
+		end = r->size;
+	*at = start;
+	*want = (size_t)(end - start);
 }
 
 static void *prefetch_main(void *arg)
@@ -161,6 +225,7 @@ static void maybe_prefetch(struct reader *r)
 				      * miss: grow here, or it stays where it was */
 	if (want > r->size - next)
 		want = (size_t)(r->size - next);
+	align_blocks(r, &next, &want);
 	r->busy = true;
 	r->busy_off = next;
 	r->busy_len = want;
@@ -224,16 +289,18 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 			want = len - done;
 		if (want > r->size - at)
 			want = (size_t)(r->size - at);
+		uint64_t from = at;
+		align_blocks(r, &from, &want);
 		bool mine = !r->busy;
 		if (mine) {
 			r->busy = true;
-			r->busy_off = at;
+			r->busy_off = from;
 			r->busy_len = want;
 		}
 		pthread_mutex_unlock(&r->lock);
 		char *nb = NULL;
 		size_t got = 0;
-		int rc = fetch(r, at, want, &nb, &got);
+		int rc = fetch(r, from, want, &nb, &got);
 		pthread_mutex_lock(&r->lock);
 		if (mine) {
 			r->busy = false;
@@ -243,18 +310,18 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 			result = rc;
 			break;
 		}
-		if (!got) {              /* the object is shorter than the index said */
+		if (from + got <= at) {  /* the object is shorter than the index said */
 			free(nb);
 			break;
 		}
-		win_set(&r->cur, nb, at, got);
+		win_set(&r->cur, nb, from, got);
 	}
 	if (result == 0 && done == len)
 		maybe_prefetch(r);
 	pthread_mutex_unlock(&r->lock);
-	if (missed)
+	if (!r->bc && missed)        /* with a burst buffer it counts blocks */
 		stats_inc(r->st, cache_misses);
-	else
+	else if (!r->bc)
 		stats_inc(r->st, cache_hits);
 	if (result < 0 && done == 0)
 		return result;

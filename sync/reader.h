@@ -11,6 +11,12 @@
  * thread while the caller copies from the current one. Random reads fetch
  * just what they need (rounded up to 64 KiB).
  *
+ * With a burst buffer (sync/bcache.h), windows are whole blocks: blocks
+ * the buffer holds for this version are read from it, the others fetched
+ * from S3 (consecutive missing blocks in one ranged GET) and stored in it.
+ * So a descriptor keeps reading its version from the buffer after S3 has
+ * a newer one: -ESTALE only for a block that is in neither.
+ *
  * Threads: reader_read() may be called from several FUSE worker threads at
  * once; the reader's mutex is never held across an S3 request.
  * Ownership: reader_open() copies bucket, key and etag.
@@ -22,11 +28,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct bcache;
 struct s3;
 struct stats;
 struct reader;
 
-int reader_open(struct s3 *s3, struct stats *st, const char *bucket,
+/* Where a reader's bytes come from (borrowed: must outlive the readers). */
+struct reader_src {
+	struct s3 *s3;
+	struct stats *st;
+	struct bcache *bc;           /* the burst buffer; NULL: none */
+};
+
+/* etag "" (a version S3 does not have yet): nothing is cached. */
+int reader_open(const struct reader_src *src, const char *bucket,
 		const char *key, const char *etag, uint64_t size,
 		struct reader **out);
 /* Up to len bytes at off; returns the count (0 at or past the end) or a

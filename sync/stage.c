@@ -44,6 +44,8 @@ static int charge(struct stage *st, uint64_t n)
 		st->used += n;
 	}
 	pthread_mutex_unlock(&st->lock);
+	if (err == 0 && n && st->grew)
+		st->grew(st->grew_ctx);
 	return err;
 }
 
@@ -119,6 +121,8 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->dir_fd = st->rec_fd = -1;
 	pthread_mutex_init(&st->lock, NULL);
 	st->max_bytes = conf->max_bytes;
+	st->grew = conf->grew;
+	st->grew_ctx = conf->grew_ctx;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
 	st->up = conf->up;
 	st->s3 = conf->s3;

@@ -63,6 +63,11 @@ struct stage_conf {
 	struct upload_conf up;     /* part size and parts in flight (upload.h) */
 	struct s3 *s3;             /* uploads and fills (borrowed: it must
 				    * outlive the stage) */
+	/* Called after the staged bytes grew (no lock of the stage held):
+	 * the burst buffer's clean blocks share the budget and make room.
+	 * May be NULL. */
+	void (*grew)(void *ctx);
+	void *grew_ctx;
 };
 
 /* Counters for .facetfs/stats ("staging" section). */

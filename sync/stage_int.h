@@ -29,6 +29,8 @@ struct stage {
 	uint64_t max_bytes, max_object;
 	struct upload_conf up;
 	struct s3 *s3;               /* borrowed */
+	void (*grew)(void *ctx);     /* stage_conf.grew */
+	void *grew_ctx;
 
 	pthread_mutex_t lock;
 	uint64_t used;               /* bytes charged, all staged files */

@@ -3,26 +3,33 @@
 
 #include "common/object.h"
 #include "common/s3.h"
-#include "sync/reader.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct vis_version {
-	struct s3 *s3;
-	struct stats *st;
+	const struct reader_src *src;
 	char *bucket, *key;
-	pthread_mutex_t lock;        /* protects rd and etag (commit swaps them) */
+	vis_moved_fn moved;
+	void *moved_ctx;
+	atomic_bool served;          /* a read returned bytes (eventual) */
+	pthread_mutex_t lock;        /* protects rd and etag (a revalidation
+				      * swaps them) */
 	struct reader *rd;
 	char etag[72];
 };
 
 enum vis_policy vis_policy_of(const char *visibility)
 {
-	return visibility && strcmp(visibility, "commit") == 0 ? VIS_COMMIT : VIS_SESSION;
+	if (visibility && strcmp(visibility, "commit") == 0)
+		return VIS_COMMIT;
+	if (visibility && strcmp(visibility, "eventual") == 0)
+		return VIS_EVENTUAL;
+	return VIS_SESSION;
 }
 
 bool vis_fsync_commits(enum vis_policy p)
@@ -35,21 +42,26 @@ bool vis_read_validates(enum vis_policy p)
 	return p == VIS_COMMIT;
 }
 
-static int version_new(struct s3 *s3, struct stats *st, const char *bucket,
-		       const char *key, const char *etag, uint64_t size,
-		       struct vis_version **out)
+bool vis_open_trusts_index(enum vis_policy p)
+{
+	return p == VIS_EVENTUAL;
+}
+
+int vis_version_open_known(const struct reader_src *src, const char *bucket,
+			   const char *key, const char *etag, uint64_t size,
+			   struct vis_version **out)
 {
 	struct vis_version *v = calloc(1, sizeof *v);
 	if (!v)
 		return -ENOMEM;
 	pthread_mutex_init(&v->lock, NULL);
-	v->s3 = s3;
-	v->st = st;
+	atomic_init(&v->served, false);
+	v->src = src;
 	int rc = -ENOMEM;
 	if (!(v->bucket = strdup(bucket)) || !(v->key = strdup(key)))
 		goto fail;
 	snprintf(v->etag, sizeof v->etag, "%s", etag);
-	if ((rc = reader_open(s3, st, bucket, key, etag, size, &v->rd)) < 0)
+	if ((rc = reader_open(src, bucket, key, etag, size, &v->rd)) < 0)
 		goto fail;
 	*out = v;
 	return 0;
@@ -58,59 +70,93 @@ fail:
 	return rc;
 }
 
-int vis_version_open(struct s3 *s3, struct stats *st, const char *bucket,
+int vis_version_open(const struct reader_src *src, const char *bucket,
 		     const char *key, struct vis_version **out)
 {
 	struct obj_meta o = { 0 };
-	int rc = s3_head(s3, bucket, key, &o);
+	int rc = s3_head(src->s3, bucket, key, &o);
 	if (rc == 0)
-		rc = version_new(s3, st, bucket, key, o.etag, o.size, out);
+		rc = vis_version_open_known(src, bucket, key, o.etag, o.size, out);
 	obj_meta_release(&o);
 	return rc;
 }
 
-int vis_version_open_missing(struct s3 *s3, struct stats *st, const char *bucket,
+int vis_version_open_missing(const struct reader_src *src, const char *bucket,
 			     const char *key, struct vis_version **out)
 {
-	return version_new(s3, st, bucket, key, "", 0, out);
+	return vis_version_open_known(src, bucket, key, "", 0, out);
 }
 
-/* `commit`: make sure the descriptor reads the version S3 has now. */
-static int revalidate(struct vis_version *v)
+void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx)
 {
-	struct obj_meta o = { 0 };
-	int rc = s3_head(v->s3, v->bucket, v->key, &o);
+	v->moved = fn;
+	v->moved_ctx = ctx;
+}
+
+/* Make sure the descriptor reads the version S3 has now (one HEAD);
+ * *moved: it did not before. */
+static int revalidate(struct vis_version *v, struct obj_meta *o, bool *moved)
+{
+	*moved = false;
+	int rc = s3_head(v->src->s3, v->bucket, v->key, o);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&v->lock);
-	if (strcmp(o.etag, v->etag) != 0) {
+	if (strcmp(o->etag, v->etag) != 0) {
 		struct reader *nr;
-		rc = reader_open(v->s3, v->st, v->bucket, v->key, o.etag, o.size, &nr);
+		rc = reader_open(v->src, v->bucket, v->key, o->etag, o->size, &nr);
 		if (rc == 0) {
 			reader_close(v->rd);
 			v->rd = nr;
-			snprintf(v->etag, sizeof v->etag, "%s", o.etag);
+			snprintf(v->etag, sizeof v->etag, "%s", o->etag);
+			*moved = true;
 		}
 	}
 	pthread_mutex_unlock(&v->lock);
-	obj_meta_release(&o);
 	return rc;
+}
+
+/* Read under the version's lock (a revalidation may swap the reader). */
+static ssize_t read_locked(struct vis_version *v, void *buf, size_t len, uint64_t off)
+{
+	pthread_mutex_lock(&v->lock);
+	ssize_t n = reader_read(v->rd, buf, len, off);
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+/* `eventual`: a 412 before any byte was returned moves the descriptor to
+ * the current version once; after that it is `session`. */
+static ssize_t read_eventual(struct vis_version *v, void *buf, size_t len,
+			     uint64_t off)
+{
+	ssize_t n = read_locked(v, buf, len, off);
+	if (n == -ESTALE && !atomic_load(&v->served)) {
+		struct obj_meta o = { 0 };
+		bool moved;
+		int rc = revalidate(v, &o, &moved);
+		if (rc == 0 && moved && v->moved)
+			v->moved(v->moved_ctx, &o);   /* the HEAD set bucket and key */
+		obj_meta_release(&o);
+		n = rc < 0 ? rc : read_locked(v, buf, len, off);
+	}
+	if (n > 0)
+		atomic_store(&v->served, true);
+	return n;
 }
 
 ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 			 size_t len, uint64_t off)
 {
+	if (p == VIS_EVENTUAL)
+		return read_eventual(v, buf, len, off);
 	if (!vis_read_validates(p))
 		return reader_read(v->rd, buf, len, off);
-	int rc = revalidate(v);
-	if (rc < 0)
-		return rc;
-	/* A read may race with another read's revalidation swapping the
-	 * reader: under commit the read holds the version's lock. */
-	pthread_mutex_lock(&v->lock);
-	ssize_t n = reader_read(v->rd, buf, len, off);
-	pthread_mutex_unlock(&v->lock);
-	return n;
+	struct obj_meta o = { 0 };
+	bool moved;
+	int rc = revalidate(v, &o, &moved);
+	obj_meta_release(&o);
+	return rc < 0 ? rc : read_locked(v, buf, len, off);
 }
 
 void vis_version_etag(struct vis_version *v, char out[72])

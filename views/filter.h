@@ -63,7 +63,12 @@ const char *view_source(const struct view *v);     /* file it came from */
 size_t view_n_buckets(const struct view *v);
 const char *view_bucket(const struct view *v, size_t i);
 bool view_uses_bucket(const struct view *v, const char *bucket);
-const char *view_visibility(const struct view *v); /* "session" or "commit" */
+/* "session", "commit" or "eventual" (sync/visibility.h says what each is). */
+const char *view_visibility(const struct view *v);
+/* "warm": the largest object the view fetches ahead into the burst buffer
+ * when an event brings it in (0: the view does not warm); *on_scan (may be
+ * NULL): also objects its buckets' first scans list. */
+uint64_t view_warm(const struct view *v, bool *on_scan);
 bool view_writable(const struct view *v);
 const char *view_strip_prefix(const struct view *v); /* "" if none */
 bool view_flat(const struct view *v);

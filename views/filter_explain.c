@@ -135,9 +135,15 @@ char *fl_explain(const struct view *v, bool pretty)
 	cJSON *l = cJSON_AddObjectToObject(root, "layout");
 	if (!l || !cJSON_AddStringToObject(l, "strip_prefix", v->strip_prefix) ||
 	    !cJSON_AddBoolToObject(l, "flat", v->flat) ||
-	    !cJSON_AddStringToObject(root, "visibility", v->commit ? "commit" : "session") ||
+	    !cJSON_AddStringToObject(root, "visibility", view_visibility(v)) ||
 	    !cJSON_AddBoolToObject(root, "writable", v->writable))
 		goto out;
+	if (v->warm) {   /* only when set: older definitions keep their hash */
+		cJSON *w = cJSON_AddObjectToObject(root, "warm");
+		if (!w || !cJSON_AddNumberToObject(w, "max_object", (double)v->warm_max) ||
+		    !cJSON_AddBoolToObject(w, "on_scan", v->warm_on_scan))
+			goto out;
+	}
 	cJSON *oc = cJSON_AddObjectToObject(root, "on_create");
 	cJSON *md = oc ? cJSON_AddObjectToObject(oc, "metadata") : NULL;
 	if (!md)

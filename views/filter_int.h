@@ -46,6 +46,9 @@ struct fl_match {
 	struct fl_match *not_; /* one sub-match or NULL */
 };
 
+enum { FL_SESSION, FL_COMMIT, FL_EVENTUAL };
+#define FL_WARM_MAX_DEFAULT (64ull << 20)
+
 struct view {
 	char *name;
 	char *source;
@@ -55,7 +58,10 @@ struct view {
 	char *strip_prefix; /* "" if none */
 	size_t strip_len;
 	bool flat;
-	bool commit;        /* visibility "commit" (else "session") */
+	unsigned char policy; /* FL_SESSION, FL_COMMIT, FL_EVENTUAL */
+	bool warm;          /* "warm": fetch arriving objects ahead */
+	bool warm_on_scan;  /* ... also those a first scan lists */
+	uint64_t warm_max;  /* ... up to this size */
 	bool writable;
 	struct obj_kv *on_create;
 	size_t n_on_create;

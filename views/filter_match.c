@@ -51,7 +51,18 @@ void diag_release(struct diag *d)
 const char *view_name(const struct view *v) { return v->name; }
 const char *view_source(const struct view *v) { return v->source; }
 size_t view_n_buckets(const struct view *v) { return v->n_buckets; }
-const char *view_visibility(const struct view *v) { return v->commit ? "commit" : "session"; }
+const char *view_visibility(const struct view *v)
+{
+	static const char *const names[] = { "session", "commit", "eventual" };
+	return names[v->policy];
+}
+
+uint64_t view_warm(const struct view *v, bool *on_scan)
+{
+	if (on_scan)
+		*on_scan = v->warm && v->warm_on_scan;
+	return v->warm ? v->warm_max : 0;
+}
 bool view_writable(const struct view *v) { return v->writable; }
 const char *view_strip_prefix(const struct view *v) { return v->strip_prefix; }
 bool view_flat(const struct view *v) { return v->flat; }

@@ -616,6 +616,37 @@ static void parse_buckets(struct pctx *c, const cJSON *j, struct view *v)
 	str_list_normalise(v->buckets, &v->n_buckets);
 }
 
+#define POLICIES "\"session\", \"commit\" or \"eventual\""
+
+/* "warm": true | false | { "max_object": SIZE, "on_scan": BOOL } */
+static void parse_warm(struct pctx *c, const cJSON *j, struct view *v)
+{
+	char p[PATH_MAX_LEN];
+	const cJSON *it;
+	v->warm_max = FL_WARM_MAX_DEFAULT;
+	if (cJSON_IsBool(j)) {
+		v->warm = cJSON_IsTrue(j);
+		return;
+	}
+	if (!want(c, j, "warm", cJSON_IsObject,
+		  "true, false or an object like {\"max_object\": \"64MiB\"}"))
+		return;
+	v->warm = true;
+	cJSON_ArrayForEach(it, j) {
+		path_key(p, "warm", it->string);
+		if (dup_field(c, j, it, p))
+			continue;
+		if (!strcmp(it->string, "max_object")) {
+			if (parse_size(c, it, p, &v->warm_max) == 0 && v->warm_max == 0)
+				perr(c, p, "must be at least 1 byte (use \"warm\": false to turn warming off)");
+		} else if (!strcmp(it->string, "on_scan")) {
+			parse_bool(c, it, p, &v->warm_on_scan);
+		} else {
+			perr(c, p, "unknown field");
+		}
+	}
+}
+
 static void parse_top(struct pctx *c, const cJSON *root, struct view *v)
 {
 	const cJSON *it;
@@ -637,13 +668,17 @@ static void parse_top(struct pctx *c, const cJSON *root, struct view *v)
 		} else if (!strcmp(k, "layout")) {
 			parse_layout(c, it, v);
 		} else if (!strcmp(k, "visibility")) {
-			if (!want(c, it, k, cJSON_IsString, "\"session\" or \"commit\""))
+			if (!want(c, it, k, cJSON_IsString, POLICIES))
 				continue;
 			if (!strcmp(it->valuestring, "commit"))
-				v->commit = true;
+				v->policy = FL_COMMIT;
+			else if (!strcmp(it->valuestring, "eventual"))
+				v->policy = FL_EVENTUAL;
 			else if (strcmp(it->valuestring, "session"))
-				perr(c, k, "bad visibility \"%s\" (want \"session\" or \"commit\")",
-				     it->valuestring);
+				perr(c, k, "bad visibility \"%s\" (want %s)",
+				     it->valuestring, POLICIES);
+		} else if (!strcmp(k, "warm")) {
+			parse_warm(c, it, v);
 		} else if (!strcmp(k, "writable")) {
 			parse_bool(c, it, k, &v->writable);
 		} else if (!strcmp(k, "on_create")) {

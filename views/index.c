@@ -195,6 +195,7 @@ void index_close(struct index *ix)
 	free(ix->slots);
 	free(ix->tab);
 	free(ix->chg);
+	free(ix->vchg);
 	free(ix->mdelta);
 	free(ix->evslot);
 	free(ix->order);
@@ -232,6 +233,7 @@ static int scratch_prepare(struct index *ix, size_t n)
 	arena_reset(&ix->ar);
 	leveldb_writebatch_clear(ix->wb);
 	ix->n_chg = 0;
+	ix->n_vchg = 0;
 	ix->n_ops = 0;
 	/* evslot and order share ev_cap: it grows once both did */
 	size_t ecap = ix->ev_cap, ocap = ix->ev_cap, tc = tab_mask(n) + 1;
@@ -525,10 +527,50 @@ static int change_add(struct index *ix, size_t vi, const char *path, int what)
 	return 0;
 }
 
-/* Recompute the memberships of one key: old record in s, new record nr. */
-static int members_update(struct index *ix, const struct ix_slot *s,
-			  const struct obj_meta *nr, bool new_live)
+void index_set_version_hook(struct index *ix, index_version_fn fn, void *ctx)
 {
+	pthread_mutex_lock(&ix->wmu);
+	ix->vhook = fn;
+	ix->vhook_ctx = ctx;
+	pthread_mutex_unlock(&ix->wmu);
+}
+
+/* Keep a version change of one key for the hook: old record in s (before
+ * it is replaced), new record nr. */
+static int version_add(struct index *ix, const struct ix_slot *s,
+		       const struct obj_meta *nr, bool new_live, bool from_scan,
+		       uint64_t warm, uint64_t warm_scan)
+{
+	bool old_live = is_live(s);
+	const char *oe = old_live ? s->rec.etag : NULL;
+	const char *ne = new_live ? nr->etag : NULL;
+	if (!ix->vhook || (!oe && !ne) || (oe && ne && !strcmp(oe, ne)))
+		return 0;    /* no version came or went: metadata only */
+	if (ARRAY_GROW(&ix->vchg, &ix->vchg_cap, ix->n_vchg + 1) < 0)
+		return -ENOMEM;
+	struct index_version v = {
+		.old_size = old_live ? s->rec.size : 0,
+		.new_size = new_live ? nr->size : 0,
+		.warm_max = new_live ? (from_scan ? warm_scan : warm) : 0,
+		.from_scan = from_scan,
+	};
+	if (!(v.bucket = arena_dup(&ix->ar, nr->bucket, strlen(nr->bucket))) ||
+	    !(v.key = arena_dup(&ix->ar, nr->key, strlen(nr->key))) ||
+	    (oe && !(v.old_etag = arena_dup(&ix->ar, oe, strlen(oe)))) ||
+	    (ne && !(v.new_etag = arena_dup(&ix->ar, ne, strlen(ne)))))
+		return -ENOMEM;
+	ix->vchg[ix->n_vchg++] = v;
+	return 0;
+}
+
+/* Recompute the memberships of one key: old record in s, new record nr.
+ * *warm / *warm_scan: the largest warm max_object among the views nr is a
+ * member of (those with on_scan for *warm_scan). */
+static int members_update(struct index *ix, const struct ix_slot *s,
+			  const struct obj_meta *nr, bool new_live,
+			  uint64_t *warm, uint64_t *warm_scan)
+{
+	*warm = *warm_scan = 0;
 	if (!ix->route)
 		return 0;   /* no view set installed yet */
 	size_t nc = route_find(ix->route, nr->bucket, nr->key, strlen(nr->key), ix->cand);
@@ -543,6 +585,13 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 		bool nm = new_live && view_match(xv->v, nr);
 		if (!om && !nm)
 			continue;
+		if (nm) {
+			bool on_scan;
+			uint64_t w = view_warm(xv->v, &on_scan);
+			*warm = w > *warm ? w : *warm;
+			if (on_scan && w > *warm_scan)
+				*warm_scan = w;
+		}
 		int rc = ix_member_path(ix, vi, nr->bucket, nr->key, path, sizeof path);
 		if (rc == -ENOENT)
 			continue;
@@ -632,7 +681,10 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 	if (!enc)
 		return -ENOMEM;
 	size_t enclen = ix->vbuf.len;
-	int rc = members_update(ix, s, &nr, new_live);
+	uint64_t warm, warm_scan;
+	int rc = members_update(ix, s, &nr, new_live, &warm, &warm_scan);
+	if (rc == 0)
+		rc = version_add(ix, s, &nr, new_live, mode != RUN_EVENTS, warm, warm_scan);
 	if (rc < 0)
 		return rc;
 	*obj_delta += (int64_t)new_live - (int64_t)is_live(s);
@@ -764,6 +816,8 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)
 		fn(ctx, ix->views[ix->chg[i].view].name, ix->chg[i].path, ix->chg[i].what);
+	for (size_t i = 0; ix->vhook && i < ix->n_vchg; i++)
+		ix->vhook(ix->vhook_ctx, &ix->vchg[i]);
 	rc = (int)skipped;
 out:
 	pthread_mutex_unlock(&ix->wmu);

@@ -96,6 +96,24 @@ enum index_change { INDEX_ADDED = 1, INDEX_REMOVED = 2, INDEX_CHANGED = 3 };
 typedef void (*index_change_fn)(void *ctx, const char *view, const char *path,
 				int what);
 
+/* An object's version changed (after the write that changed it, on the
+ * writer's thread, write mutex held: enqueue and return, call no index
+ * function). old_etag: the version that was live before (NULL: none);
+ * new_etag: the live one now (NULL: deleted). warm_max: the largest
+ * "warm" max_object among the views the new version is a member of (0:
+ * no warm view wants it; a scan counts only views with "on_scan"). The
+ * strings are valid during the call. */
+struct index_version {
+	const char *bucket, *key;
+	const char *old_etag, *new_etag;
+	uint64_t old_size, new_size;
+	uint64_t warm_max;
+	bool from_scan;
+};
+typedef void (*index_version_fn)(void *ctx, const struct index_version *v);
+/* Set once, before the first apply (the burst buffer's hook). */
+void index_set_version_hook(struct index *ix, index_version_fn fn, void *ctx);
+
 struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
 
 /* Apply events (obj_meta as decoded; deletes carry OBJ_DELETED) in order,

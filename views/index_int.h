@@ -77,6 +77,11 @@ struct index {
 	size_t tab_cap;
 	struct ix_change *chg;     /* changes to report after the write */
 	size_t n_chg, chg_cap;
+	struct index_version *vchg; /* version changes for the hook (strings
+				     * in the arena) */
+	size_t n_vchg, vchg_cap;
+	index_version_fn vhook;    /* set before the first apply */
+	void *vhook_ctx;
 	int64_t *mdelta;           /* member count change per view */
 	size_t mdelta_cap;
 	int32_t *evslot;           /* slot of each input record, -1 = skipped */

@@ -29,6 +29,7 @@ struct bed {
 	char *data;              /* the object "b/obj" */
 	size_t size;
 	char etag[33];
+	struct reader_src src;   /* s3 and st; no burst buffer */
 };
 
 static void bed_init(struct bed *b, size_t size)
@@ -63,7 +64,8 @@ static void bed_free(struct bed *b)
 static struct reader *bed_reader(struct bed *b, uint64_t size)
 {
 	struct reader *r;
-	if (reader_open(b->s3, &b->st, "b", "obj", b->etag, size, &r))
+	b->src = (struct reader_src){ b->s3, &b->st, NULL };
+	if (reader_open(&b->src, "b", "obj", b->etag, size, &r))
 		exit(2);
 	return r;
 }

@@ -1,0 +1,226 @@
+/* warm.c — see warm.h.
+ *
+ * DESIGN: the queue is an array used as a stack (newest on top); the
+ * fetch threads pop from the top and sleep on a condition variable when
+ * it is empty. A want for a (bucket, key) already queued replaces that
+ * entry's version in place. A full queue drops its bottom (oldest) entry.
+ */
+#include "sync/warm.h"
+
+#include "common/log.h"
+#include "common/s3.h"
+#include "common/stats.h"
+#include "sync/bcache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define CHUNK_BYTES (8u << 20)
+
+struct want {
+	char *bucket, *key, *etag;
+	uint64_t size;
+};
+
+struct warm {
+	struct warm_conf conf;
+	pthread_t *threads;
+	unsigned n_threads;
+
+	pthread_mutex_t lock;        /* protects everything below (a leaf) */
+	pthread_cond_t cv;
+	bool stop;
+	struct want *q;              /* q[0] oldest, q[n-1] newest */
+	size_t n;
+	struct warm_counters c;
+};
+
+static void want_release(struct want *x)
+{
+	free(x->bucket);
+	free(x->key);
+	free(x->etag);
+	memset(x, 0, sizeof *x);
+}
+
+static bool share_used_up(struct warm *w)
+{
+	if (!w->conf.max_unread)
+		return false;
+	struct bcache_counters bc;
+	bcache_counters(w->conf.bc, &bc);
+	return bc.warm_blocks * bcache_block_size(w->conf.bc) >= w->conf.max_unread;
+}
+
+/* Fetch one version into the burst buffer, chunk by chunk, skipping the
+ * blocks it holds already. */
+static int fetch_one(struct warm *w, const struct want *x, char *buf, uint64_t *bytes)
+{
+	const struct bcache_id id = { x->bucket, x->key, x->etag };
+	uint32_t bs = bcache_block_size(w->conf.bc);
+	size_t per = CHUNK_BYTES / bs ? CHUNK_BYTES / bs : 1;
+	uint64_t nblk = (x->size + bs - 1) / bs;
+	*bytes = 0;
+	for (uint64_t b = 0; b < nblk; b += per) {
+		uint64_t end = b + per < nblk ? b + per : nblk;
+		while (b < end && bcache_has(w->conf.bc, &id, b))
+			b++;                 /* cached already: start after it */
+		if (b == end)
+			continue;
+		if (share_used_up(w))
+			return -ENOSPC;
+		uint64_t off = b * bs;
+		uint64_t len = (end * (uint64_t)bs < x->size ? end * (uint64_t)bs : x->size) - off;
+		size_t got = 0;
+		int rc = s3_get(w->conf.s3, x->bucket, x->key, off, (size_t)len, x->etag,
+				buf, &got);
+		if (rc < 0)
+			return rc;
+		for (size_t o = 0; o < got; o += bs) {
+			size_t l = got - o < bs ? got - o : bs;
+			if (l == bs || off + o + l == x->size)
+				bcache_put(w->conf.bc, &id, (off + o) / bs, buf + o, l, BCACHE_WARM);
+		}
+		*bytes += got;
+		if (got < len)
+			return -EIO;         /* shorter than the event said */
+	}
+	return 0;
+}
+
+static void *fetch_main(void *arg)
+{
+	struct warm *w = arg;
+	/* Users' reads first: this thread runs at a lower priority. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+	uint32_t bs = bcache_block_size(w->conf.bc);
+	size_t cap = CHUNK_BYTES > bs ? CHUNK_BYTES : bs;
+	char *buf = malloc(cap);
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop) {
+		if (!w->n || !buf) {
+			pthread_cond_wait(&w->cv, &w->lock);
+			continue;
+		}
+		struct want x = w->q[--w->n];
+		pthread_mutex_unlock(&w->lock);
+		uint64_t bytes = 0;
+		int rc = fetch_one(w, &x, buf, &bytes);
+		pthread_mutex_lock(&w->lock);
+		w->c.fetched_bytes += bytes;
+		if (rc == 0)
+			w->c.fetched++;
+		else if (rc == -ENOSPC)
+			w->c.skipped++;
+		else
+			w->c.failed++;
+		if (rc < 0 && rc != -ENOSPC && rc != -ESTALE)
+			log_debug("warm: %s/%s: %s", x.bucket, x.key, strerror(-rc));
+		pthread_mutex_unlock(&w->lock);
+		want_release(&x);
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	free(buf);
+	return NULL;
+}
+
+int warm_new(const struct warm_conf *conf, struct warm **out)
+{
+	struct warm *w = calloc(1, sizeof *w);
+	if (!w)
+		return -ENOMEM;
+	w->conf = *conf;
+	if (!w->conf.threads)
+		w->conf.threads = 2;
+	if (!w->conf.queue_max)
+		w->conf.queue_max = 256;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->q = calloc(w->conf.queue_max, sizeof *w->q);
+	w->threads = calloc(w->conf.threads, sizeof *w->threads);
+	if (!w->q || !w->threads) {
+		warm_free(w);
+		return -ENOMEM;
+	}
+	for (; w->n_threads < w->conf.threads; w->n_threads++) {
+		if (pthread_create(&w->threads[w->n_threads], NULL, fetch_main, w) != 0) {
+			warm_free(w);
+			return -EAGAIN;
+		}
+	}
+	*out = w;
+	return 0;
+}
+
+void warm_free(struct warm *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < w->n_threads; i++)
+		pthread_join(w->threads[i], NULL);
+	for (size_t i = 0; i < w->n; i++)
+		want_release(&w->q[i]);
+	free(w->q);
+	free(w->threads);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
+
+void warm_want(struct warm *w, const char *bucket, const char *key,
+	       const char *etag, uint64_t size, uint64_t max_object)
+{
+	if (size == 0)
+		return;              /* nothing to fetch */
+	struct want x = { 0 };
+	bool big = size > max_object;
+	if (!big && (!(x.bucket = strdup(bucket)) || !(x.key = strdup(key)) ||
+		     !(x.etag = strdup(etag)))) {
+		want_release(&x);
+		big = true;          /* out of memory: skip it */
+	}
+	x.size = size;
+	pthread_mutex_lock(&w->lock);
+	if (big) {
+		w->c.skipped++;
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	size_t i = 0;
+	while (i < w->n && (strcmp(w->q[i].key, key) || strcmp(w->q[i].bucket, bucket)))
+		i++;
+	struct want old = { 0 };
+	if (i < w->n) {                /* queued already: a newer version */
+		old = w->q[i];
+		memmove(&w->q[i], &w->q[i + 1], (w->n - i - 1) * sizeof *w->q);
+		w->n--;
+	} else if (w->n == w->conf.queue_max) {
+		old = w->q[0];             /* backlog: the oldest goes */
+		memmove(&w->q[0], &w->q[1], (w->n - 1) * sizeof *w->q);
+		w->n--;
+		w->c.skipped++;
+	}
+	w->q[w->n++] = x;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->lock);
+	want_release(&old);
+}
+
+void warm_counters(struct warm *w, struct warm_counters *out)
+{
+	pthread_mutex_lock(&w->lock);
+	*out = w->c;
+	out->queued = w->n;
+	pthread_mutex_unlock(&w->lock);
+}
