@@ -39,6 +39,7 @@
 #include <sys/types.h>
 
 struct bcache;
+struct pins;
 struct core;
 struct core_dir;
 struct core_file;
@@ -70,6 +71,7 @@ struct core_deps {
 	struct index *ix;
 	struct s3 *s3;
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
+	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
 	struct viewset_slot *views;  /* the current view set (the gateway's) */

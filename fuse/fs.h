@@ -46,6 +46,7 @@ struct stats;
 struct fs;
 
 struct bcache;
+struct pins;
 
 struct fs_deps {
 	struct index *ix;
@@ -53,6 +54,7 @@ struct fs_deps {
 	struct s3 *s3;
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
+	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct stats *st;
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to

@@ -12,6 +12,7 @@
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
 #include "sync/bcache.h"
+#include "sync/pins.h"
 #include "sync/s3_http.h"
 #include "sync/stage.h"
 #include "sync/warm.h"
@@ -59,6 +60,7 @@ struct gateway {
 	struct scanner *scan;
 	struct stage *stage;
 	struct bcache *bc;           /* the burst buffer's clean blocks */
+	struct pins *pins;           /* versions open readers hold */
 	struct warm *warm;           /* warm on arrival */
 	struct consumer *cons;
 	struct ingest *ing;
@@ -582,7 +584,7 @@ static void gw_version(void *ctx, const struct index_version *v)
 	struct gateway *gw = ctx;
 	if (v->old_etag) {
 		struct bcache_id id = { v->bucket, v->key, v->old_etag };
-		bcache_drop(gw->bc, &id, v->old_size);
+		pins_drop(gw->pins, &id, v->old_size);
 	}
 	if (v->new_etag && v->warm_max && gw->warm)
 		warm_want(gw->warm, v->bucket, v->key, v->new_etag, v->new_size, v->warm_max);
@@ -612,6 +614,8 @@ static int open_cache(struct gateway *gw)
 		log_error("burst buffer %s: %s", dir, err[0] ? err : strerror(-rc));
 		return rc;
 	}
+	if ((rc = pins_new(gw->bc, &gw->pins)) < 0)
+		return rc;
 	struct warm_conf wc = {
 		.s3 = gw->s3, .bc = gw->bc, .st = &gw->st,
 		.max_unread = gw->cfg.cache_max_bytes / WARM_SHARE_DIV,
@@ -740,6 +744,8 @@ static void gateway_stop(struct gateway *gw)
 	gw->warm = NULL;
 	stage_close(gw->stage);
 	gw->stage = NULL;
+	pins_free(gw->pins);
+	gw->pins = NULL;
 	bcache_close(gw->bc);
 	gw->bc = NULL;
 	index_close(gw->ix);
@@ -809,7 +815,7 @@ int gateway_mount(const struct mount_opts *o)
 
 	struct fs_deps deps = {
 		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
-		.bc = gw.bc,
+		.bc = gw.bc, .pins = gw.pins,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 	};

@@ -14,6 +14,7 @@
 #include "sync/reader.h"
 
 #include "sync/bcache.h"
+#include "sync/pins.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "common/s3.h"
@@ -40,6 +41,7 @@ struct reader {
 	struct s3 *s3;
 	struct stats *st;
 	struct bcache *bc;       /* NULL: no burst buffer (or no ETag) */
+	struct pins *pins;       /* holds this version while bc is set */
 	uint32_t bs;             /* its block size */
 	char *bucket, *key;
 	char etag[72];
@@ -75,6 +77,12 @@ int reader_open(const struct reader_src *src, const char *bucket,
 	r->s3 = src->s3;
 	r->st = src->st;
 	if (src->bc && r->etag[0]) {
+		const struct bcache_id id = { r->bucket, r->key, r->etag };
+		if (src->pins && pins_pin(src->pins, &id) < 0) {
+			reader_close(r);
+			return -ENOMEM;
+		}
+		r->pins = src->pins;
 		r->bc = src->bc;
 		r->bs = bcache_block_size(src->bc);
 	}
@@ -92,6 +100,10 @@ void reader_close(struct reader *r)
 	while (r->prefetching)
 		pthread_cond_wait(&r->cv, &r->lock);
 	pthread_mutex_unlock(&r->lock);
+	if (r->pins) {
+		const struct bcache_id id = { r->bucket, r->key, r->etag };
+		pins_unpin(r->pins, &id);
+	}
 	free(r->cur.buf);
 	free(r->ahead.buf);
 	free(r->bucket);

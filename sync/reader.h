@@ -29,6 +29,7 @@
 #include <sys/types.h>
 
 struct bcache;
+struct pins;
 struct s3;
 struct stats;
 struct reader;
@@ -38,6 +39,7 @@ struct reader_src {
 	struct s3 *s3;
 	struct stats *st;
 	struct bcache *bc;           /* the burst buffer; NULL: none */
+	struct pins *pins;           /* versions readers hold (with bc) */
 };
 
 /* etag "" (a version S3 does not have yet): nothing is cached. */

@@ -3,11 +3,13 @@
 
 FACETFS=$FACETFS_BUILD/gateway/exe/facetfs
 
-# gw_config FILE STATE_DIR VIEWS_DIR [GROUP] [TOPIC] [FETCH_WAIT_MS] [CACHE_MAX]:
-# a gateway config for the bed (also used by tests/bench/bench_lib.sh).
+# gw_config FILE STATE_DIR VIEWS_DIR [GROUP] [TOPIC] [FETCH_WAIT_MS] [CACHE_MAX]
+# [CACHE_DIR] [BLOCK_SIZE]: a gateway config for the bed (also used by
+# tests/bench/bench_lib.sh).
 gw_config() {
 	local file=$1 state=$2 views=$3 group=${4:-facetfs-${TEST_NAME:-gw}-$$-$RANDOM}
 	local topic=${5:-$KAFKA_TOPIC} fetch_wait=${6:-5} cache_max=${7:-1GiB}
+	local cache_dir=${8:-$state/cache} block=${9:-1MiB}
 	cat >"$file" <<JSON
 { "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
              "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
@@ -16,7 +18,7 @@ gw_config() {
                           "heartbeat.interval.ms": "1000" } },
   "state_dir": "$state",
   "views_dir": "$views",
-  "cache": { "dir": "$state/cache", "max_bytes": "$cache_max" } }
+  "cache": { "dir": "$cache_dir", "max_bytes": "$cache_max", "block_size": "$block" } }
 JSON
 }
 

@@ -64,7 +64,7 @@ static void bed_free(struct bed *b)
 static struct reader *bed_reader(struct bed *b, uint64_t size)
 {
 	struct reader *r;
-	b->src = (struct reader_src){ b->s3, &b->st, NULL };
+	b->src = (struct reader_src){ .s3 = b->s3, .st = &b->st };
 	if (reader_open(&b->src, "b", "obj", b->etag, size, &r))
 		exit(2);
 	return r;

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# t_cache — the burst buffer (sync/bcache.h) on the real bed: blocks kept
+# across a restart and a kill -9 (no GET), a session descriptor reading
+# its version from the buffer after the object was replaced, the byte
+# budget shared with staging never exceeded, a corrupted block refetched,
+# `eventual` views making no S3 request for a cached object and never
+# mixing versions, warm-on-arrival, a full cache file system, and one
+# gateway per cache dir.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/gateway.sh"
+require_bed
+
+B=$(new_bucket cache)
+bed_cmd notify "$B" >/dev/null || { not_ok "notify"; exit 1; }
+T=$(test_tmp)
+view() { view_file "$T/views" "$1" "$B" "{ \"prefix\": \"$2/\" }" "\"layout\": { \"strip_prefix\": \"$2/\" }${3:+, $3}"; }
+view sess s
+view ev e '"visibility": "eventual"'
+view warm w '"visibility": "eventual", "warm": true'
+view rw b '"writable": true'
+# 8 MiB in all, blocks of 256 KiB.
+gw_config "$T/gw.json" "$T/state" "$T/views" "" "" "" 8MiB "" 256KiB
+M=$T/mnt
+st() { stat_field "$M" "$1"; }
+s3_requests() { jq '[.s3.list, .s3.head, .s3.get, .s3.put, .s3.copy, .s3.delete, .s3.get_tagging] | add' "$M/.facetfs/stats"; }
+drop_caches() { sync; echo 1 >/proc/sys/vm/drop_caches; }
+
+head -c $((3 << 20)) /dev/urandom >"$T/one"
+head -c $((3 << 20)) /dev/urandom >"$T/one-v2"
+head -c $((1 << 20)) /dev/urandom >"$T/ev"
+aws_s3 s3 cp "$T/one" "s3://$B/s/one" >/dev/null 2>&1 || not_ok "PUT s/one"
+aws_s3 s3 cp "$T/ev" "s3://$B/e/obj" >/dev/null 2>&1 || not_ok "PUT e/obj"
+for i in 1 2 3 4 5 6; do
+	head -c $((4 << 20)) /dev/urandom >"$T/big$i"
+	aws_s3 s3 cp "$T/big$i" "s3://$B/s/big$i" >/dev/null 2>&1 || not_ok "PUT s/big$i"
+done
+
+start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts"; exit 1; }
+wait_for 20 test -f "$M/sess/big6" || not_ok "the first scan lists the objects"
+
+# ---- 1. kept across a restart and a kill -9 ----
+check "first read of s/one" cmp -s "$M/sess/one" "$T/one"
+check "it needed GETs" test "$(st .s3.get)" -ge 1
+check "blocks are cached" test "$(st .cache.blocks)" -ge 12
+stop_gateway A
+start_gateway A "$T/gw.json" "$M" || { not_ok "gateway restarts"; exit 1; }
+check "after a restart: the same bytes" cmp -s "$M/sess/one" "$T/one"
+check_eq "… and no GET" 0 "$(st .s3.get)"
+crash_gateway A
+fusermount3 -uz "$M" 2>/dev/null
+start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts after kill -9"; exit 1; }
+check "after kill -9: the same bytes" cmp -s "$M/sess/one" "$T/one"
+check_eq "… and no GET" 0 "$(st .s3.get)"
+
+# ---- 2. a session descriptor keeps its version ----
+out=$(python3 - "$M/sess/one" "$T/one" "$T/one-v2" "$B" <<'PY' 2>&1
+import os, subprocess, sys, time
+path, oldf, newf, bucket = sys.argv[1:5]
+old, new = open(oldf, 'rb').read(), open(newf, 'rb').read()
+fd = os.open(path, os.O_RDONLY)
+first = os.pread(fd, len(old), 0)
+subprocess.run(['/usr/bin/aws', '--endpoint-url', os.environ['S3_URL'], 's3', 'cp',
+                newf, 's3://%s/s/one' % bucket], check=True, stdout=subprocess.DEVNULL)
+end = time.time() + 20
+while time.time() < end:
+    with open(path, 'rb') as f:
+        if f.read() == new:
+            break
+    time.sleep(0.1)
+else:
+    sys.exit('a new open never read the new bytes')
+os.sync()
+open('/proc/sys/vm/drop_caches', 'w').write('1')
+again = b''
+try:
+    again = os.pread(fd, len(old), 0)
+except OSError as e:
+    sys.exit('the old descriptor: %s' % e)
+print('first=%s new-open=new old-descriptor=%s' % (
+    'old' if first == old else 'other', 'old' if again == old else
+    'new' if again == new else 'mixed(%d bytes)' % len(again)))
+PY
+)
+check_eq "a new open reads v2; the descriptor opened on v1 reads v1 from the buffer" \
+	"first=old new-open=new old-descriptor=old" "$out"
+check "the replaced version's blocks are released" test "$(st .cache.dropped)" -ge 1
+
+# ---- 3. the budget: 3x max_bytes read while 2 MiB are staged ----
+exec 7>"$M/rw/staged"
+head -c $((2 << 20)) /dev/urandom >"$T/staged"
+cat "$T/staged" >&7
+(while :; do jq -r '.cache.used_bytes' "$M/.facetfs/stats" 2>/dev/null; sleep 0.05; done) >"$T/used" &
+sampler=$!
+for i in 1 2 3 4 5 6; do
+	cmp -s "$M/sess/big$i" "$T/big$i" || not_ok "read s/big$i"
+done
+kill "$sampler"; wait "$sampler" 2>/dev/null
+max=$(sort -n "$T/used" | tail -1)
+check "used_bytes sampled $(wc -l <"$T/used") times, at most $max <= 8388608" test "${max:-0}" -le 8388608
+check_eq "staged bytes are counted in it" 2097152 "$(st .cache.staged_bytes)"
+check "blocks were evicted ($(st .cache.evictions))" test "$(st .cache.evictions)" -ge 1
+exec 7>&-
+aws_s3 s3 cp "s3://$B/b/staged" "$T/staged.back" >/dev/null 2>&1
+check "the staged file was never evicted: S3 has all of it" cmp -s "$T/staged" "$T/staged.back"
+
+# ---- 4. a corrupted block ----
+cmp -s "$M/sess/big6" "$T/big6" || not_ok "read s/big6"
+blk=$(grep -rl --binary-files=text "s/big6" "$T/state/cache/blocks" | head -1)
+if [[ -n $blk ]]; then
+	python3 - "$blk" <<'PY'
+import sys
+p = sys.argv[1]
+with open(p, 'r+b') as f:
+    f.seek(-100, 2)
+    b = f.read(1)
+    f.seek(-100, 2)
+    f.write(bytes([b[0] ^ 0xff]))
+PY
+	before=$(st .cache.corrupt)
+	drop_caches
+	check "a flipped byte in a block: the read is still right" cmp -s "$M/sess/big6" "$T/big6"
+	check "… and counted corrupt" test "$(st .cache.corrupt)" -gt "$before"
+else
+	not_ok "a block file of s/big6 in the cache"
+fi
+
+# ---- 5. eventual ----
+check "eventual: first read" cmp -s "$M/ev/obj" "$T/ev"
+drop_caches
+r0=$(s3_requests)
+check "eventual: a cached object again" cmp -s "$M/ev/obj" "$T/ev"
+check_eq "… with no S3 request of any kind" "$r0" "$(s3_requests)"
+head -c $((1 << 20)) /dev/urandom >"$T/ev2"
+aws_s3 s3 cp "$T/ev2" "s3://$B/e/obj" >/dev/null 2>&1
+if wait_for 20 cmp -s "$M/ev/obj" "$T/ev2"; then ok "eventual: the next open after the event reads the new bytes"; else not_ok "eventual: the new bytes"; fi
+# Opens racing outside changes: every read sees one version whole.
+out=$(python3 - "$M/ev/obj" "$B" <<'PY' 2>&1
+import os, subprocess, sys, threading
+path, bucket = sys.argv[1:3]
+size = 1 << 20
+stop = False
+bad = []
+reads = [0]
+def reader():
+    while not stop:
+        try:
+            with open(path, 'rb') as f:
+                d = f.read()
+        except OSError as e:
+            continue          # ESTALE after a byte was served: allowed
+        if len(d) == size and d.count(d[:1]) != size:
+            bad.append(len(set(d)))
+        reads[0] += 1
+ts = [threading.Thread(target=reader) for _ in range(3)]
+for t in ts: t.start()
+for i in range(12):
+    c = b'ab'[i % 2:i % 2 + 1] * size
+    subprocess.run(['/usr/bin/aws', '--endpoint-url', os.environ['S3_URL'], 's3', 'cp', '-',
+                    's3://%s/e/obj' % bucket], input=c, check=True, stdout=subprocess.DEVNULL)
+stop = True
+for t in ts: t.join()
+print('mixed=%d reads=%d' % (len(bad), reads[0]))
+PY
+)
+case $out in
+"mixed=0 reads="*) ok "eventual: opens racing 12 outside changes never mix versions ($out)" ;;
+*) not_ok "eventual: opens racing outside changes never mix versions" "$out" ;;
+esac
+
+# ---- 6. warm on arrival ----
+head -c $((600 << 10)) /dev/urandom >"$T/w"
+f0=$(st .cache.warm.fetched)
+aws_s3 s3 cp "$T/w" "s3://$B/w/new" >/dev/null 2>&1
+if wait_for 20 sh -c "[ \$(jq .cache.warm.fetched '$M/.facetfs/stats') -gt $f0 ]"; then
+	ok "warm: the new object was fetched ahead"
+	g0=$(st .s3.get)
+	check "warm: the first open reads it" cmp -s "$M/warm/new" "$T/w"
+	check_eq "… with no GET" "$g0" "$(st .s3.get)"
+	check "… and counts as used" test "$(st .cache.warm.used)" -ge 1
+else
+	not_ok "warm: the new object was fetched ahead" "$(jq -c .cache "$M/.facetfs/stats")"
+fi
+
+# ---- 7. one gateway per cache dir ----
+mkdir -p "$T/mnt2"
+rc=0
+"$FACETFS" mount -c "$T/gw.json" "$T/mnt2" >"$T/second.out" 2>&1 || rc=$?
+if ((rc != 0)) && ! is_mounted "$T/mnt2"; then ok "a second gateway on the same cache dir is refused ($rc)"; else not_ok "a second gateway on the same cache dir is refused"; fi
+check "… saying why" grep -q "another gateway" "$T/second.out"
+stop_gateway A
+
+# ---- 8. the cache on a small full file system ----
+mkdir -p "$T/tiny"
+if mount -t tmpfs -o size=4m tmpfs "$T/tiny" 2>/dev/null; then
+	gw_config "$T/gw-tiny.json" "$T/state-tiny" "$T/views" "" "" "" 4MiB "$T/tiny/cache" 256KiB
+	if start_gateway C "$T/gw-tiny.json" "$M"; then
+		dd if=/dev/zero of="$T/tiny/filler" bs=64k >/dev/null 2>&1   # until ENOSPC
+		drop_caches
+		check "a full cache file system: reads stay right" cmp -s "$M/sess/big1" "$T/big1"
+		check "… and again" cmp -s "$M/sess/big1" "$T/big1"
+		check "… the failed block writes are counted" test "$(st .cache.write_errors)" -ge 1
+		stop_gateway C
+	else
+		not_ok "a gateway with its cache on a 4 MiB tmpfs starts"
+	fi
+	umount "$T/tiny" || umount -l "$T/tiny"
+else
+	skip "the cache on a full file system" "cannot mount a tmpfs here"
+fi
