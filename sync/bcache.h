@@ -85,6 +85,9 @@ struct bcache_counters {
 	uint64_t warm_blocks;        /* warm blocks not read yet */
 	uint64_t warm_used;          /* warm blocks read at least once */
 	uint64_t warm_wasted;        /* warm blocks evicted or dropped unread */
+	uint64_t drops_lost;         /* drop requests discarded because the
+	                              * queue was full (their blocks stay
+	                              * until evicted; never served: ETag) */
 	bool loading;                /* the start-up listing still runs */
 };
 

@@ -1,0 +1,857 @@
+/*
+ * bcache.c — the block cache's table and policy (bcache.h): a hash map of
+ * the blocks on disk, the segmented LRU, the budget, the start-up listing
+ * thread and the drop thread. The disk side is in bcache_disk.c.
+ *
+ * An entry (struct ent) is in one of three states, changed under bc->mu:
+ *   READY    its file is on disk; it is on one LRU list (probation or
+ *            protected) and its charge is in bc->used;
+ *   WRITING  a put reserved its charge (in bc->used) and writes the file
+ *            with no lock held; on no list, so never chosen for eviction;
+ *            a second put of the block is skipped; a drop marks it doomed
+ *            and the put removes the file once written;
+ *   DYING    chosen for removal (evicted, dropped, failed its check): its
+ *            charge is already out of bc->used, on no list; whoever made
+ *            it DYING unlinks the file with no lock held, then takes it
+ *            out of the map and frees it. A put of a DYING block is skipped.
+ * Invariants (under mu): used = sum of the charges of READY and WRITING
+ * entries; seg[s].bytes = sum over READY entries of segment s; n_ready
+ * counts READY entries; nents every entry in the map (at most ENTRIES_MAX
+ * plus the puts in flight). When nothing runs, the READY entries are
+ * exactly the block files on disk (drops of blocks the listing had not
+ * reached yet may leave an entry without a file: its first read removes it).
+ *
+ * Threads: the listing thread (list_main) runs once at open; the drop
+ * thread (drop_main) serves the bounded drop queue. conf.staged() is
+ * called with no lock held (the stage has its own).
+ */
+#include "sync/bcache_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/stats.h"
+
+/* Entries the map holds at most (about 80 bytes each: 320 MiB at the cap).
+ * A budget allows at most max_bytes / 4 KiB anyway. */
+#define ENTRIES_MAX   (1u << 22)
+#define BUCKETS_FIRST 1024u
+#define DROP_QUEUE    4096u          /* drop requests waiting at most */
+#define LIST_BATCH    4096u          /* listed blocks inserted per lock */
+
+enum ent_state { ENT_READY, ENT_WRITING, ENT_DYING };
+enum { SEG_PROBATION, SEG_PROTECTED, SEG_N };
+
+struct ent {
+	struct bcache_hash h;
+	uint64_t blk;
+	struct ent *hnext;           /* hash chain */
+	struct ent *prev, *next;     /* LRU list (READY): prev is more recent */
+	struct ent *vnext;           /* list of victims (DYING) */
+	uint64_t charge;
+	uint64_t seq;                /* new at every (re)write */
+	uint8_t state, seg;
+	bool warm;                   /* put by warm-on-arrival, unread */
+	bool doomed;                 /* WRITING, dropped meanwhile */
+};
+
+struct lru {
+	struct ent *head, *tail;     /* head: most recently used */
+	uint64_t bytes;
+};
+
+struct drop_req {
+	struct bcache_hash h;
+	uint64_t nblk;
+};
+
+struct bcache {
+	char *dir;
+	uint32_t block_size;
+	uint64_t max_bytes;
+	uint64_t (*staged)(void *ctx);
+	void *staged_ctx;
+	struct stats *st;
+	int lock_fd;                 /* DIR/lock, flock'ed */
+	pthread_t list_thr, drop_thr;
+	atomic_bool stop;            /* close: the listing gives up */
+	atomic_uint_fast64_t tmp_seq;
+	atomic_uint_fast64_t logged; /* errnos of write errors logged (bits) */
+
+	pthread_mutex_t mu;          /* protects everything below */
+	pthread_cond_t drop_cv;      /* drop queue not empty, or stopping */
+	struct ent **buckets;
+	size_t nbuckets, nents;
+	struct lru seg[SEG_N];
+	uint64_t used, n_ready, seq;
+	bool loading, stopping;
+	struct bcache_counters c;    /* the event counters */
+	struct drop_req drops[DROP_QUEUE];
+	size_t d_head, d_len;
+};
+
+/* ---- the map ---------------------------------------------------------- */
+
+static size_t slot_of(const struct bcache *bc, const struct bcache_hash *h,
+		      uint64_t blk)
+{
+	uint64_t x = h->h[1] ^ (blk * 0x9e3779b97f4a7c15ull);
+	x ^= x >> 31;
+	return (size_t)(x & (bc->nbuckets - 1));
+}
+
+static struct ent *map_find(struct bcache *bc, const struct bcache_hash *h,
+			    uint64_t blk)
+{
+	for (struct ent *e = bc->buckets[slot_of(bc, h, blk)]; e; e = e->hnext)
+		if (e->blk == blk && e->h.h[0] == h->h[0] && e->h.h[1] == h->h[1])
+			return e;
+	return NULL;
+}
+
+/* Double the buckets when the chains grow long (silently keeps the old
+ * ones when memory is short: chains are only longer). */
+static void map_grow(struct bcache *bc)
+{
+	size_t n = bc->nbuckets * 2;
+	struct ent **b = calloc(n, sizeof *b);
+	if (!b)
+		return;
+	struct ent **old = bc->buckets;
+	size_t on = bc->nbuckets;
+	bc->buckets = b;
+	bc->nbuckets = n;
+	for (size_t i = 0; i < on; i++) {
+		struct ent *e = old[i];
+		while (e) {
+			struct ent *nx = e->hnext;
+			size_t s = slot_of(bc, &e->h, e->blk);
+			e->hnext = b[s];
+			b[s] = e;
+			e = nx;
+		}
+	}
+	free(old);
+}
+
+static void map_insert(struct bcache *bc, struct ent *e)
+{
+	if (bc->nents >= bc->nbuckets && bc->nbuckets < ENTRIES_MAX)
+		map_grow(bc);
+	size_t s = slot_of(bc, &e->h, e->blk);
+	e->hnext = bc->buckets[s];
+	bc->buckets[s] = e;
+	bc->nents++;
+}
+
+static void map_remove(struct bcache *bc, struct ent *e)
+{
+	struct ent **pp = &bc->buckets[slot_of(bc, &e->h, e->blk)];
+	while (*pp && *pp != e)
+		pp = &(*pp)->hnext;
+	if (*pp) {
+		*pp = e->hnext;
+		bc->nents--;
+	}
+}
+
+static struct ent *ent_new(const struct bcache_hash *h, uint64_t blk)
+{
+	struct ent *e = calloc(1, sizeof *e);
+	if (e) {
+		e->h = *h;
+		e->blk = blk;
+	}
+	return e;
+}
+
+/* ---- LRU lists -------------------------------------------------------- */
+
+static void lru_push(struct bcache *bc, struct ent *e, int seg)
+{
+	struct lru *l = &bc->seg[seg];
+	e->seg = (uint8_t)seg;
+	e->prev = NULL;
+	e->next = l->head;
+	if (l->head)
+		l->head->prev = e;
+	else
+		l->tail = e;
+	l->head = e;
+	l->bytes += e->charge;
+}
+
+static void lru_unlink(struct bcache *bc, struct ent *e)
+{
+	struct lru *l = &bc->seg[e->seg];
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		l->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		l->tail = e->prev;
+	e->prev = e->next = NULL;
+	l->bytes -= e->charge;
+}
+
+/* A READY entry leaves the table's accounting: it becomes DYING (the
+ * caller unlinks its file, then reaps it). */
+static void ent_retire(struct bcache *bc, struct ent *e)
+{
+	lru_unlink(bc, e);
+	bc->used -= e->charge;
+	bc->n_ready--;
+	e->state = ENT_DYING;
+	if (e->warm) {
+		e->warm = false;
+		bc->c.warm_blocks--;
+		bc->c.warm_wasted++;
+	}
+}
+
+/* The clean budget now. Called with no lock held. */
+static uint64_t budget_now(const struct bcache *bc)
+{
+	uint64_t s = bc->staged ? bc->staged(bc->staged_ctx) : 0;
+	return s >= bc->max_bytes ? 0 : bc->max_bytes - s;
+}
+
+/* Evict READY entries (probation's LRU end first, then protected's) until
+ * need more bytes and one more entry fit; the victims are pushed on
+ * *victims for victims_reap(). false when not enough could be evicted. */
+static bool room_make(struct bcache *bc, uint64_t budget, uint64_t need,
+		      struct ent **victims)
+{
+	while (bc->used + need > budget ||
+	       (need && bc->nents + 1 > ENTRIES_MAX)) {
+		struct ent *v = bc->seg[SEG_PROBATION].tail;
+		if (!v)
+			v = bc->seg[SEG_PROTECTED].tail;
+		if (!v)
+			return false;
+		ent_retire(bc, v);
+		bc->c.evictions++;
+		v->vnext = *victims;
+		*victims = v;
+	}
+	return true;
+}
+
+/* Keep the protected segment at most 80 % of the clean budget. */
+static void protected_cap(struct bcache *bc, uint64_t budget)
+{
+	uint64_t cap = budget / 5 * 4;
+	struct lru *p = &bc->seg[SEG_PROTECTED];
+	while (p->bytes > cap && p->tail) {
+		struct ent *e = p->tail;
+		lru_unlink(bc, e);
+		lru_push(bc, e, SEG_PROBATION);
+	}
+}
+
+static void path_of(const struct bcache *bc, const struct bcache_hash *h,
+		    uint64_t blk, char *path, size_t size)
+{
+	char rel[BCACHE_NAME_MAX + 4];
+	bcache_name_format(h, blk, rel);
+	snprintf(path, size, "%s/%s", bc->dir, rel);
+}
+
+/* Unlink the victims' files (no lock held), then free them. */
+static void victims_reap(struct bcache *bc, struct ent *victims)
+{
+	if (!victims)
+		return;
+	for (struct ent *v = victims; v; v = v->vnext) {
+		char path[PATH_MAX];
+		path_of(bc, &v->h, v->blk, path, sizeof path);
+		unlink(path);
+	}
+	pthread_mutex_lock(&bc->mu);
+	for (struct ent *v = victims; v; v = v->vnext)
+		map_remove(bc, v);
+	pthread_mutex_unlock(&bc->mu);
+	while (victims) {
+		struct ent *nx = victims->vnext;
+		free(victims);
+		victims = nx;
+	}
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+/* A hit: move e to the most recent end of the protected segment. */
+static void hit_promote(struct bcache *bc, struct ent *e, uint64_t budget)
+{
+	lru_unlink(bc, e);
+	lru_push(bc, e, SEG_PROTECTED);
+	protected_cap(bc, budget);
+	if (e->warm) {
+		e->warm = false;
+		bc->c.warm_blocks--;
+		bc->c.warm_used++;
+	}
+}
+
+/* A block the listing has not reached yet was read: learn it now. */
+static void hit_learn(struct bcache *bc, const struct bcache_hash *h,
+		      uint64_t blk, uint64_t size)
+{
+	struct ent *e = ent_new(h, blk);
+	if (!e)
+		return;
+	e->charge = bcache_charge(size);
+	e->seq = ++bc->seq;
+	e->state = ENT_READY;
+	map_insert(bc, e);
+	lru_push(bc, e, SEG_PROTECTED);
+	bc->used += e->charge;
+	bc->n_ready++;
+}
+
+ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		    void *buf, size_t len, uint32_t boff)
+{
+	struct bcache_hash h;
+	char rel[BCACHE_NAME_MAX + 4];
+	bcache_hash_id(id, &h);
+	bcache_name_format(&h, blk, rel);
+
+	pthread_mutex_lock(&bc->mu);
+	struct ent *e = map_find(bc, &h, blk);
+	bool look = e ? e->state == ENT_READY : bc->loading;
+	uint64_t seq = e ? e->seq : 0;
+	bool known = e != NULL;
+	if (!look)
+		bc->c.misses++;
+	pthread_mutex_unlock(&bc->mu);
+	if (!look)
+		goto miss_counted;
+
+	uint64_t size = 0;
+	ssize_t n = bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
+				     bc->block_size, buf, len, boff, &size);
+	if (n >= 0) {
+		uint64_t budget = budget_now(bc);
+		pthread_mutex_lock(&bc->mu);
+		e = map_find(bc, &h, blk);
+		if (e && e->state == ENT_READY)
+			hit_promote(bc, e, budget);
+		else if (!e && bc->loading)
+			hit_learn(bc, &h, blk, size);
+		bc->c.hits++;
+		pthread_mutex_unlock(&bc->mu);
+		if (bc->st)
+			stats_inc(bc->st, cache_hits);
+		return n;
+	}
+
+	/* A miss: a file gone (ENOENT) or bad (EBADMSG) takes its entry with
+	 * it, unless a put replaced the block meanwhile (seq changed). */
+	bool bad = n == -EBADMSG;
+	struct ent *gone = NULL;
+	pthread_mutex_lock(&bc->mu);
+	bc->c.misses++;
+	if (bad)
+		bc->c.corrupt++;
+	e = map_find(bc, &h, blk);
+	if (e && e->state == ENT_READY && e->seq == seq && known &&
+	    (bad || n == -ENOENT)) {
+		ent_retire(bc, e);
+		gone = e;
+	}
+	pthread_mutex_unlock(&bc->mu);
+	if (bad) {
+		log_warn("bcache: block %" PRIu64 " of %s/%s (ETag %s) failed its "
+			 "check; removed", blk, id->bucket, id->key, id->etag);
+		if (gone || !known) {
+			char path[PATH_MAX];
+			snprintf(path, sizeof path, "%s/%s", bc->dir, rel);
+			unlink(path);
+		}
+	}
+	if (gone) {
+		pthread_mutex_lock(&bc->mu);
+		map_remove(bc, gone);
+		pthread_mutex_unlock(&bc->mu);
+		free(gone);
+	}
+miss_counted:
+	if (bc->st)
+		stats_inc(bc->st, cache_misses);
+	return -ENOENT;
+}
+
+bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
+{
+	struct bcache_hash h;
+	bcache_hash_id(id, &h);
+	pthread_mutex_lock(&bc->mu);
+	struct ent *e = map_find(bc, &h, blk);
+	bool has = e && e->state == ENT_READY;
+	bool look = !e && bc->loading;
+	pthread_mutex_unlock(&bc->mu);
+	if (look) {
+		char path[PATH_MAX];
+		path_of(bc, &h, blk, path, sizeof path);
+		has = access(path, F_OK) == 0;
+	}
+	return has;
+}
+
+/* ---- puts ------------------------------------------------------------- */
+
+static void write_error_log(struct bcache *bc, const char *rel, int rc)
+{
+	unsigned bit = -rc < 63 ? (unsigned)-rc : 63;
+	uint64_t m = 1ull << bit;
+	if (atomic_fetch_or(&bc->logged, m) & m)
+		return;
+	log_warn("bcache: cannot write block %s/%s: %s (reads go on from S3; "
+		 "further errors of this kind are only counted)", bc->dir, rel,
+		 strerror(-rc));
+}
+
+/* Reserve e (new or READY) for a put of charge bytes: WRITING. false when
+ * no room could be made (e is then retired or freed). */
+static bool put_reserve(struct bcache *bc, struct ent *e, bool fresh,
+			uint64_t budget, uint64_t charge, struct ent **victims)
+{
+	if (!fresh) {
+		/* Replaced: the old block leaves (unread warm: wasted). */
+		ent_retire(bc, e);
+	}
+	e->state = ENT_WRITING;
+	e->seq = ++bc->seq;
+	e->doomed = false;
+	if (!room_make(bc, budget, charge, victims)) {
+		if (fresh) {
+			map_remove(bc, e);
+			free(e);
+		} else {
+			/* DYING already: its old file goes with the victims. */
+			e->vnext = *victims;
+			*victims = e;
+		}
+		return false;
+	}
+	e->charge = charge;
+	bc->used += charge;
+	return true;
+}
+
+int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+	       const void *data, size_t len, unsigned flags)
+{
+	if (len == 0 || len > bc->block_size)
+		return -EINVAL;
+	struct bcache_hash h;
+	char rel[BCACHE_NAME_MAX + 4];
+	size_t hlen = bcache_hdr_len(id);
+	uint64_t charge = bcache_charge(hlen + len);
+	uint64_t budget = budget_now(bc);
+	bcache_hash_id(id, &h);
+	bcache_name_format(&h, blk, rel);
+
+	struct ent *victims = NULL, *e = NULL;
+	int rc = 0;
+	pthread_mutex_lock(&bc->mu);
+	if (bc->loading)
+		rc = -EAGAIN;
+	else if (!hlen)
+		rc = -ENAMETOOLONG;
+	else if (charge > budget)
+		rc = -ENOSPC;
+	if (!rc) {
+		e = map_find(bc, &h, blk);
+		bool fresh = !e;
+		if (e && e->state != ENT_READY)
+			rc = -EBUSY;          /* being written or removed */
+		else if (fresh && !(e = ent_new(&h, blk)))
+			rc = -ENOMEM;
+		else {
+			if (fresh)
+				map_insert(bc, e);
+			if (!put_reserve(bc, e, fresh, budget, charge, &victims))
+				rc = -ENOSPC;
+		}
+	}
+	if (rc)
+		bc->c.put_skipped++;
+	pthread_mutex_unlock(&bc->mu);
+	victims_reap(bc, victims);
+	if (rc)
+		return rc;
+
+	uint64_t size = 0;
+	rc = bcache_file_write(bc->dir, rel,
+			       atomic_fetch_add(&bc->tmp_seq, 1) + 1, id,
+			       blk * bc->block_size, data, (uint32_t)len, &size);
+	pthread_mutex_lock(&bc->mu);
+	if (rc || e->doomed) {
+		/* Failed (the old file of a replaced block must go too), or
+		 * dropped while written: the block leaves. */
+		bc->used -= e->charge;
+		e->state = ENT_DYING;
+		if (rc) {
+			bc->c.put_skipped++;
+			bc->c.write_errors++;
+		}
+		pthread_mutex_unlock(&bc->mu);
+		if (rc)
+			write_error_log(bc, rel, rc);
+		e->vnext = NULL;
+		victims_reap(bc, e);
+		return rc;
+	}
+	e->state = ENT_READY;
+	lru_push(bc, e, SEG_PROBATION);
+	bc->n_ready++;
+	if (flags & BCACHE_WARM) {
+		e->warm = true;
+		bc->c.warm_blocks++;
+	}
+	pthread_mutex_unlock(&bc->mu);
+	return 0;
+}
+
+void bcache_trim(struct bcache *bc)
+{
+	struct ent *victims = NULL;
+	uint64_t budget = budget_now(bc);
+	pthread_mutex_lock(&bc->mu);
+	room_make(bc, budget, 0, &victims);
+	protected_cap(bc, budget);
+	pthread_mutex_unlock(&bc->mu);
+	victims_reap(bc, victims);
+}
+
+/* ---- drops ------------------------------------------------------------ */
+
+/* Release every block of one object version. */
+static void drop_run(struct bcache *bc, const struct drop_req *r)
+{
+	for (uint64_t blk = 0; blk < r->nblk; blk++) {
+		struct ent *gone = NULL;
+		pthread_mutex_lock(&bc->mu);
+		struct ent *e = map_find(bc, &r->h, blk);
+		bool unl = bc->loading;      /* the listing may not know it */
+		if (e && e->state == ENT_READY) {
+			ent_retire(bc, e);
+			bc->c.dropped++;
+			gone = e;
+			unl = true;
+		} else if (e && e->state == ENT_WRITING) {
+			e->doomed = true;
+			bc->c.dropped++;
+			unl = true;
+		} else if (e) {
+			unl = false;             /* DYING: its remover unlinks */
+		}
+		pthread_mutex_unlock(&bc->mu);
+		if (!unl)
+			continue;
+		char path[PATH_MAX];
+		path_of(bc, &r->h, blk, path, sizeof path);
+		if (!unlink(path) && !e) {
+			pthread_mutex_lock(&bc->mu);
+			bc->c.dropped++;
+			pthread_mutex_unlock(&bc->mu);
+		}
+		if (gone) {
+			pthread_mutex_lock(&bc->mu);
+			map_remove(bc, gone);
+			pthread_mutex_unlock(&bc->mu);
+			free(gone);
+		}
+	}
+}
+
+static void *drop_main(void *arg)
+{
+	struct bcache *bc = arg;
+	pthread_mutex_lock(&bc->mu);
+	for (;;) {
+		while (!bc->d_len && !bc->stopping)
+			pthread_cond_wait(&bc->drop_cv, &bc->mu);
+		if (!bc->d_len)
+			break;               /* stopping, queue drained */
+		struct drop_req r = bc->drops[bc->d_head];
+		bc->d_head = (bc->d_head + 1) % DROP_QUEUE;
+		bc->d_len--;
+		pthread_mutex_unlock(&bc->mu);
+		drop_run(bc, &r);
+		pthread_mutex_lock(&bc->mu);
+	}
+	pthread_mutex_unlock(&bc->mu);
+	return NULL;
+}
+
+void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size)
+{
+	struct drop_req r;
+	bcache_hash_id(id, &r.h);
+	r.nblk = size ? (size + bc->block_size - 1) / bc->block_size : 1;
+	pthread_mutex_lock(&bc->mu);
+	if (bc->d_len == DROP_QUEUE) {
+		/* Full: the oldest request is given up (its blocks are never
+		 * served again, ETags differ; eviction reclaims them). */
+		bc->d_head = (bc->d_head + 1) % DROP_QUEUE;
+		bc->d_len--;
+		bc->c.drops_lost++;
+	}
+	bc->drops[(bc->d_head + bc->d_len) % DROP_QUEUE] = r;
+	bc->d_len++;
+	pthread_cond_signal(&bc->drop_cv);
+	pthread_mutex_unlock(&bc->mu);
+}
+
+/* ---- start-up --------------------------------------------------------- */
+
+/* Insert listed blocks (oldest first: the newest end at the recent end of
+ * probation), evicting when the budget or the entry cap is reached. */
+static void list_insert(struct bcache *bc, const struct bcache_found *f,
+			size_t n, uint64_t budget)
+{
+	for (size_t i = 0; i < n; i += LIST_BATCH) {
+		struct ent *victims = NULL;
+		size_t end = n - i < LIST_BATCH ? n : i + LIST_BATCH;
+		pthread_mutex_lock(&bc->mu);
+		for (size_t j = i; j < end; j++) {
+			if (map_find(bc, &f[j].h, f[j].blk))
+				continue;    /* learnt by a read meanwhile */
+			uint64_t charge = bcache_charge(f[j].size);
+			struct ent *e = ent_new(&f[j].h, f[j].blk);
+			if (!e)
+				break;
+			if (!room_make(bc, budget, charge, &victims)) {
+				/* Larger than the whole budget: remove it. */
+				e->state = ENT_DYING;
+				map_insert(bc, e);
+				e->vnext = victims;
+				victims = e;
+				continue;
+			}
+			e->charge = charge;
+			e->seq = ++bc->seq;
+			e->state = ENT_READY;
+			map_insert(bc, e);
+			lru_push(bc, e, SEG_PROBATION);
+			bc->used += charge;
+			bc->n_ready++;
+		}
+		pthread_mutex_unlock(&bc->mu);
+		victims_reap(bc, victims);
+	}
+}
+
+static void *list_main(void *arg)
+{
+	struct bcache *bc = arg;
+	struct bcache_found *f = NULL;
+	size_t n = 0, tmp = 0;
+	double t0 = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	int rc = bcache_dir_list(bc->dir, &bc->stop, &f, &n, &tmp);
+	if (rc && rc != -ECANCELED)
+		log_warn("bcache: cannot list %s: %s (blocks there are found "
+			 "only when read)", bc->dir, strerror(-rc));
+	if (!rc)
+		list_insert(bc, f, n, budget_now(bc));
+	free(f);
+	pthread_mutex_lock(&bc->mu);
+	bc->loading = false;
+	uint64_t blocks = bc->n_ready, used = bc->used;
+	pthread_mutex_unlock(&bc->mu);
+	if (!rc) {
+		bcache_trim(bc);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		log_info("bcache: %s: %" PRIu64 " blocks (%" PRIu64 " bytes) "
+			 "listed in %.3f s, %zu temporary files removed",
+			 bc->dir, blocks, used,
+			 (double)ts.tv_sec + ts.tv_nsec / 1e9 - t0, tmp);
+	}
+	return NULL;
+}
+
+/* Take DIR/lock (exclusive, for the life of the cache) and write our pid. */
+static int dir_lock(const char *dir, int *fd_out, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/lock", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		char pid[32] = "";
+		ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
+		pid[r > 0 ? r : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		if (rc == -EBUSY)
+			snprintf(err, errlen, "cache dir %s is used by another "
+				 "gateway (pid %s)", dir, pid[0] ? pid : "unknown");
+		else
+			snprintf(err, errlen, "cannot lock %s: %s", path,
+				 strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	char pid[32];
+	int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)n, 0) != n) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+static int conf_check(const struct bcache_conf *conf, char *err, size_t errlen)
+{
+	uint32_t b = conf->block_size;
+	if (!conf->dir || !conf->dir[0]) {
+		snprintf(err, errlen, "cache.dir is not set");
+		return -EINVAL;
+	}
+	if (b < BCACHE_BLOCK_MIN || b > BCACHE_BLOCK_MAX || (b & (b - 1))) {
+		snprintf(err, errlen, "cache.block_size (%" PRIu32 ") must be a "
+			 "power of two from %u to %u", b, BCACHE_BLOCK_MIN,
+			 BCACHE_BLOCK_MAX);
+		return -EINVAL;
+	}
+	if (conf->max_bytes < b) {
+		snprintf(err, errlen, "cache.max_bytes (%" PRIu64 ") is smaller "
+			 "than one block (cache.block_size %" PRIu32 ")",
+			 conf->max_bytes, b);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int bcache_open(const struct bcache_conf *conf, struct bcache **out,
+		char *err, size_t errlen)
+{
+	*out = NULL;
+	int rc = conf_check(conf, err, errlen);
+	if (rc)
+		return rc;
+	rc = bcache_mkdir_p(conf->dir);
+	if (rc) {
+		snprintf(err, errlen, "cannot make cache dir %s: %s", conf->dir,
+			 strerror(-rc));
+		return rc;
+	}
+	struct bcache *bc = calloc(1, sizeof *bc);
+	if (!bc || !(bc->dir = strdup(conf->dir)) ||
+	    !(bc->buckets = calloc(BUCKETS_FIRST, sizeof *bc->buckets))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail_mem;
+	}
+	bc->nbuckets = BUCKETS_FIRST;
+	bc->block_size = conf->block_size;
+	bc->max_bytes = conf->max_bytes;
+	bc->staged = conf->staged;
+	bc->staged_ctx = conf->staged_ctx;
+	bc->st = conf->st;
+	bc->loading = true;
+	atomic_init(&bc->stop, false);
+	atomic_init(&bc->tmp_seq, 0);
+	atomic_init(&bc->logged, 0);
+	rc = dir_lock(bc->dir, &bc->lock_fd, err, errlen);
+	if (rc)
+		goto fail_mem;
+	pthread_mutex_init(&bc->mu, NULL);
+	pthread_cond_init(&bc->drop_cv, NULL);
+	rc = -pthread_create(&bc->drop_thr, NULL, drop_main, bc);
+	if (rc) {
+		snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
+		goto fail_lock;
+	}
+	rc = -pthread_create(&bc->list_thr, NULL, list_main, bc);
+	if (rc) {
+		snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
+		pthread_mutex_lock(&bc->mu);
+		bc->stopping = true;
+		pthread_cond_signal(&bc->drop_cv);
+		pthread_mutex_unlock(&bc->mu);
+		pthread_join(bc->drop_thr, NULL);
+		goto fail_lock;
+	}
+	*out = bc;
+	return 0;
+
+fail_lock:
+	pthread_cond_destroy(&bc->drop_cv);
+	pthread_mutex_destroy(&bc->mu);
+	close(bc->lock_fd);
+fail_mem:
+	if (bc) {
+		free(bc->buckets);
+		free(bc->dir);
+		free(bc);
+	}
+	return rc;
+}
+
+void bcache_close(struct bcache *bc)
+{
+	if (!bc)
+		return;
+	atomic_store(&bc->stop, true);
+	pthread_join(bc->list_thr, NULL);
+	pthread_mutex_lock(&bc->mu);
+	bc->stopping = true;
+	pthread_cond_signal(&bc->drop_cv);
+	pthread_mutex_unlock(&bc->mu);
+	pthread_join(bc->drop_thr, NULL);
+	for (size_t i = 0; i < bc->nbuckets; i++) {
+		struct ent *e = bc->buckets[i];
+		while (e) {
+			struct ent *nx = e->hnext;
+			free(e);
+			e = nx;
+		}
+	}
+	free(bc->buckets);
+	pthread_cond_destroy(&bc->drop_cv);
+	pthread_mutex_destroy(&bc->mu);
+	close(bc->lock_fd);          /* releases the flock */
+	free(bc->dir);
+	free(bc);
+}
+
+uint32_t bcache_block_size(const struct bcache *bc)
+{
+	return bc->block_size;
+}
+
+void bcache_counters(struct bcache *bc, struct bcache_counters *out)
+{
+	pthread_mutex_lock(&bc->mu);
+	*out = bc->c;
+	out->max_bytes = bc->max_bytes;
+	out->used_bytes = bc->used;
+	out->blocks = bc->n_ready;
+	out->loading = bc->loading;
+	pthread_mutex_unlock(&bc->mu);
+}
