@@ -532,6 +532,8 @@ static int check_s3(struct gateway *gw)
 	return rc;
 }
 
+static void gw_stage_grew(void *ctx);
+
 /* Write staging under cache.dir, and the crash rule for what a previous
  * run left staged (sync/stage.h). */
 static int open_stage(struct gateway *gw)

@@ -558,6 +558,23 @@ static void test_key_can_match(void)
 	CHECK(view_writable(v) && !strcmp(view_visibility(v), "session") && !view_flat(v) &&
 	      !strcmp(view_strip_prefix(v), "runs/"), "accessors and defaults");
 	view_free(v);
+	bool on_scan = true;
+	v = load_str("{\"name\":\"t\",\"bucket\":\"demo\"}");
+	CHECK(v && view_warm(v, &on_scan) == 0 && !on_scan, "warm: off by default");
+	view_free(v);
+	v = load_str("{\"name\":\"t\",\"bucket\":\"demo\",\"visibility\":\"eventual\",\"warm\":true}");
+	CHECK(v && !strcmp(view_visibility(v), "eventual") && view_warm(v, &on_scan) == 64ull << 20 &&
+	      !on_scan, "eventual; warm: true is 64 MiB, not on scans");
+	view_free(v);
+	v = load_str("{\"name\":\"t\",\"bucket\":\"demo\",\"warm\":{\"max_object\":\"1KiB\",\"on_scan\":true}}");
+	CHECK(v && view_warm(v, &on_scan) == 1024 && on_scan, "warm: max_object and on_scan");
+	char *ex = v ? view_explain(v) : NULL;
+	CHECK(ex && strstr(ex, "\"warm\"") && strstr(ex, "1024"), "explain shows warm");
+	free(ex);
+	view_free(v);
+	v = load_str("{\"name\":\"t\",\"bucket\":\"demo\",\"warm\":false}");
+	CHECK(v && view_warm(v, NULL) == 0, "warm: false");
+	view_free(v);
 	v = load_str("{\"name\":\"t\",\"bucket\":\"demo\",\"match\":{\"not\":{\"size\":{\"min\":5}},"
 		     "\"any\":[{\"regex\":\"^a\"},{\"regex\":\"^b\"}]}}");
 	CHECK(v && view_key_can_match(v, "b1") && !view_key_can_match(v, "c1"), "key_can_match: any of regexes");
