@@ -357,13 +357,14 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		return n;
 	}
 
-	/* A miss: a file gone (ENOENT) or bad (EBADMSG) takes its entry with
-	 * it, unless a put replaced the block meanwhile (seq changed). */
-	bool bad = n == -EBADMSG;
+	/* A miss: a file gone (ENOENT), bad (EBADMSG) or unreadable (EIO)
+	 * takes its entry with it, unless a put replaced the block meanwhile
+	 * (seq changed). Other errors (ENOMEM, EMFILE) leave it. */
+	bool bad = n == -EBADMSG || n == -EIO;
 	struct ent *gone = NULL;
 	pthread_mutex_lock(&bc->mu);
 	bc->c.misses++;
-	if (bad)
+	if (n == -EBADMSG)
 		bc->c.corrupt++;
 	e = map_find(bc, &h, blk);
 	if (e && e->state == ENT_READY && e->seq == seq && known &&
@@ -373,8 +374,9 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	}
 	pthread_mutex_unlock(&bc->mu);
 	if (bad) {
-		log_warn("bcache: block %" PRIu64 " of %s/%s (ETag %s) failed its "
-			 "check; removed", blk, id->bucket, id->key, id->etag);
+		log_warn("bcache: block %" PRIu64 " of %s/%s (ETag %s) %s; "
+			 "removed", blk, id->bucket, id->key, id->etag,
+			 n == -EIO ? "cannot be read (EIO)" : "failed its check");
 		if (gone || !known) {
 			char path[PATH_MAX];
 			snprintf(path, sizeof path, "%s/%s", bc->dir, rel);

@@ -74,7 +74,8 @@ struct bcache_id {
 
 struct bcache_counters {
 	uint64_t max_bytes;          /* the whole budget */
-	uint64_t used_bytes;         /* clean blocks (charged sizes) */
+	uint64_t used_bytes;         /* clean blocks (charged sizes; puts
+	                              * being written count already) */
 	uint64_t blocks;             /* clean blocks known */
 	uint64_t hits, misses;       /* bcache_read */
 	uint64_t evictions;          /* blocks evicted for room */
@@ -118,7 +119,8 @@ int  bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
  * done by a background thread; returns at once. */
 void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size);
 /* Evict until clean blocks fit in what staging leaves of the budget (the
- * stage calls it after it grew). */
+ * stage calls it after it grew). Like put and read, it calls conf.staged():
+ * never call it holding a lock that staged() takes. */
 void bcache_trim(struct bcache *bc);
 void bcache_counters(struct bcache *bc, struct bcache_counters *out);
 
