@@ -205,16 +205,20 @@ static size_t file_view(struct core *c, struct core_file *f)
 
 /* `eventual`: S3 had another version than the index when a descriptor
  * first read: the index takes what the HEAD said (keeping the fields a
- * HEAD does not give: tags) until the object's event comes. */
+ * HEAD does not give: tags) if it is provably newer than what the index
+ * holds, until the object's event comes. */
 static void moved_index(void *ctx, const struct obj_meta *o)
 {
 	struct core *c = ctx;
 	struct obj_meta cur = { 0 }, nr = { 0 };
 	int rc = index_object_get(c->d.ix, o->bucket, o->key, &cur);
-	if (rc == 0 && !(cur.flags & OBJ_DELETED))
+	/* Only a provably newer version: the HEAD and a later event may
+	 * cross (an older HEAD answer must not undo a newer event). */
+	if (rc == 0 && !(cur.flags & OBJ_DELETED) &&
+	    o->mtime_ns > cur.mtime_ns + INDEX_TIME_SLACK_NS)
 		rc = obj_meta_copy(&nr, o);
 	else
-		rc = -ENOENT;        /* gone from the index meanwhile: leave it */
+		rc = -ENOENT;        /* gone, or not provably newer: the event will tell */
 	if (rc == 0) {
 		obj_kv_free(nr.tags, nr.n_tags);
 		nr.tags = cur.tags;
@@ -287,6 +291,11 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 		cache->direct_io = direct;
 		cache->keep_cache = keep;
 		f->cached = !direct;
+		/* Pages of the inode serve this descriptor without a read
+		 * reaching the core: it can never know it returned no byte, so
+		 * `eventual` must not move it to another version. */
+		if (f->cached)
+			vis_version_served(f->ver);
 	}
 	return 0;
 }

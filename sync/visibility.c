@@ -87,6 +87,11 @@ int vis_version_open_missing(const struct reader_src *src, const char *bucket,
 	return vis_version_open_known(src, bucket, key, "", 0, out);
 }
 
+void vis_version_served(struct vis_version *v)
+{
+	atomic_store(&v->served, true);
+}
+
 void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx)
 {
 	v->moved = fn;

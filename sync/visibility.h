@@ -75,6 +75,10 @@ int  vis_version_open_known(const struct reader_src *src, const char *bucket,
  * staged): empty, reads give 0 bytes unless a commit read finds one. */
 int  vis_version_open_missing(const struct reader_src *src, const char *bucket,
 			      const char *key, struct vis_version **out);
+/* The descriptor's bytes may reach its reader without a read of this
+ * module (the kernel's page cache, shared by the inode's descriptors):
+ * eventual must not move it then (-ESTALE instead, as under session). */
+void vis_version_served(struct vis_version *v);
 /* Where eventual's moves are told (before the first read; fn may be NULL). */
 void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx);
 /* Up to len bytes at off under policy p: the count (0 at the end) or a

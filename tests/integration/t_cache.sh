@@ -134,9 +134,10 @@ head -c $((1 << 20)) /dev/urandom >"$T/ev2"
 aws_s3 s3 cp "$T/ev2" "s3://$B/e/obj" >/dev/null 2>&1
 if wait_for 20 cmp -s "$M/ev/obj" "$T/ev2"; then ok "eventual: the next open after the event reads the new bytes"; else not_ok "eventual: the new bytes"; fi
 # Opens racing outside changes: every read sees one version whole.
-out=$(python3 - "$M/ev/obj" "$B" <<'PY' 2>&1
+out=$(python3 - "$M/ev/obj" "$B" "$T/ev2" <<'PY' 2>&1
 import os, subprocess, sys, threading
-path, bucket = sys.argv[1:3]
+path, bucket, before = sys.argv[1:4]
+before = open(before, 'rb').read()    # the version before the race
 size = 1 << 20
 stop = False
 bad = []
@@ -148,8 +149,11 @@ def reader():
                 d = f.read()
         except OSError as e:
             continue          # ESTALE after a byte was served: allowed
-        if len(d) == size and d.count(d[:1]) != size:
-            bad.append(len(set(d)))
+        if d != before and len(d) == size and d.count(d[:1]) != size:
+            i = 0
+            while d[i] == d[0]:
+                i += 1
+            bad.append(i)         # where the version changes
         reads[0] += 1
 ts = [threading.Thread(target=reader) for _ in range(3)]
 for t in ts: t.start()
@@ -159,7 +163,7 @@ for i in range(12):
                     's3://%s/e/obj' % bucket], input=c, check=True, stdout=subprocess.DEVNULL)
 stop = True
 for t in ts: t.join()
-print('mixed=%d reads=%d' % (len(bad), reads[0]))
+print('mixed=%d reads=%d (changes at %s)' % (len(bad), reads[0], sorted(set(bad))[:8]))
 PY
 )
 case $out in
@@ -183,8 +187,9 @@ fi
 
 # ---- 7. one gateway per cache dir ----
 mkdir -p "$T/mnt2"
+gw_config "$T/gw2.json" "$T/state2" "$T/views" "" "" "" 8MiB "$T/state/cache" 256KiB
 rc=0
-"$FACETFS" mount -c "$T/gw.json" "$T/mnt2" >"$T/second.out" 2>&1 || rc=$?
+"$FACETFS" mount -c "$T/gw2.json" "$T/mnt2" >"$T/second.out" 2>&1 || rc=$?
 if ((rc != 0)) && ! is_mounted "$T/mnt2"; then ok "a second gateway on the same cache dir is refused ($rc)"; else not_ok "a second gateway on the same cache dir is refused"; fi
 check "… saying why" grep -q "another gateway" "$T/second.out"
 stop_gateway A
