@@ -114,8 +114,8 @@ static void *fetch_main(void *arg)
 		int rc = fetch_one(w, &x, buf, &bytes);
 		pthread_mutex_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
-		if (rc == 0)
-			w->c.fetched++;
+		if (rc == 0 && bytes)
+			w->c.fetched++;      /* (wholly cached already: nothing) */
 		else if (rc == -ENOSPC)
 			w->c.skipped++;
 		else

@@ -1,0 +1,336 @@
+/*
+ * test_readcache.c — the burst buffer's read side over the fake S3 (with
+ * the fault wrapper counting requests) and a real block cache in a
+ * temporary directory: readers storing and reusing blocks, pins keeping a
+ * replaced version's blocks for its readers, the eventual policy's open
+ * without HEAD and its move on a 412, and warm on arrival.
+ */
+#define UNIT_WITH_MD5
+#include "unit.h"
+
+#include "common/object.h"
+#include "common/s3.h"
+#include "common/stats.h"
+#include "sync/bcache.h"
+#include "sync/pins.h"
+#include "sync/reader.h"
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
+#include "sync/visibility.h"
+#include "sync/warm.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BS (64u * 1024)
+
+struct bed {
+	struct s3 *fake, *s3;
+	struct stats st;
+	char *dir;
+	struct bcache *bc;
+	struct pins *pins;
+	struct reader_src src;
+};
+
+static void bed_init(struct bed *b)
+{
+	memset(b, 0, sizeof *b);
+	stats_init(&b->st);
+	if (s3_fake_new(&b->fake) || s3_fault_new(b->fake, true, &b->s3) ||
+	    s3_fake_bucket_add(b->fake, "b"))
+		exit(2);
+	b->dir = unit_tmpdir("readcache");
+	struct bcache_conf c = { .dir = b->dir, .max_bytes = 64 * BS, .block_size = BS,
+				 .st = &b->st };
+	char err[256];
+	if (bcache_open(&c, &b->bc, err, sizeof err) || pins_new(b->bc, &b->pins)) {
+		printf("# %s\n", err);
+		exit(2);
+	}
+	for (int i = 0; i < 500; i++) {     /* the start-up listing */
+		struct bcache_counters k;
+		bcache_counters(b->bc, &k);
+		if (!k.loading)
+			break;
+		usleep(10000);
+	}
+	b->src = (struct reader_src){ b->s3, &b->st, b->bc, b->pins };
+}
+
+static void bed_free(struct bed *b)
+{
+	pins_free(b->pins);
+	bcache_close(b->bc);
+	s3_free(b->s3);
+	unit_rmtree(b->dir);
+	free(b->dir);
+	stats_release(&b->st);
+}
+
+static char *pattern(size_t n, unsigned seed)
+{
+	char *p = malloc(n);
+	if (!p)
+		exit(2);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (char)(i * 31 + seed * 7 + (i >> 9));
+	return p;
+}
+
+static void put(struct bed *b, const char *key, const char *data, size_t n, char etag[33])
+{
+	if (s3_fake_object_put(b->fake, "b", key, data, n, NULL, 0, NULL))
+		exit(2);
+	unit_md5_hex(data, n, etag);
+}
+
+static uint64_t gets(struct bed *b)
+{
+	return s3_fault_seen(b->s3, S3K_GET);
+}
+
+/* Read all of [0, n) through a new reader of etag; 1 if the bytes are want. */
+static int read_all(struct bed *b, const char *key, const char *etag, const char *want,
+		    size_t n)
+{
+	struct reader *r;
+	if (reader_open(&b->src, "b", key, etag, n, &r))
+		return 0;
+	char *buf = malloc(n + 1);
+	size_t done = 0;
+	while (done < n) {
+		ssize_t k = reader_read(r, buf + done, 100000, done);
+		if (k <= 0)
+			break;
+		done += (size_t)k;
+	}
+	int ok = done == n && memcmp(buf, want, n) == 0;
+	free(buf);
+	reader_close(r);
+	return ok;
+}
+
+/* Wait for the cache's background drops. */
+static void drops_settle(struct bed *b, uint64_t want)
+{
+	for (int i = 0; i < 300; i++) {
+		struct bcache_counters k;
+		bcache_counters(b->bc, &k);
+		if (k.dropped >= want)
+			return;
+		usleep(10000);
+	}
+}
+
+static void test_reader_blocks(void)
+{
+	struct bed b;
+	bed_init(&b);
+	size_t n = 5 * BS + 1234;           /* a short last block */
+	char *d = pattern(n, 1), etag[33];
+	put(&b, "o", d, n, etag);
+	CHECK(read_all(&b, "o", etag, d, n), "reader with a cache: the bytes");
+	uint64_t g = gets(&b);
+	CHECK(g >= 1, "… fetched with GETs (%llu)", (unsigned long long)g);
+	struct bcache_counters k;
+	bcache_counters(b.bc, &k);
+	CHECK(k.blocks == 6, "… and stored as 6 blocks (%llu)", (unsigned long long)k.blocks);
+	CHECK(read_all(&b, "o", etag, d, n), "a second reader: the same bytes");
+	CHECK(gets(&b) == g, "… with no GET");
+	/* A read in the middle: a window of whole blocks from the cache. */
+	struct reader *r;
+	char buf[100];
+	reader_open(&b.src, "b", "o", etag, n, &r);
+	CHECK(reader_read(r, buf, sizeof buf, 3 * BS + 17) == (ssize_t)sizeof buf &&
+	      !memcmp(buf, d + 3 * BS + 17, sizeof buf) && gets(&b) == g,
+	      "a random read inside a cached block: no GET");
+	reader_close(r);
+	free(d);
+	bed_free(&b);
+}
+
+static void test_pins(void)
+{
+	struct bed b;
+	bed_init(&b);
+	size_t n = 3 * BS;
+	char *v1 = pattern(n, 1), *v2 = pattern(n, 2), e1[33], e2[33];
+	put(&b, "o", v1, n, e1);
+	struct reader *r;
+	CHECK(reader_open(&b.src, "b", "o", e1, n, &r) == 0, "open v1");
+	char *buf = malloc(n);
+	CHECK(reader_read(r, buf, n, 0) == (ssize_t)n && !memcmp(buf, v1, n), "read v1");
+	put(&b, "o", v2, n, e2);
+	/* The event for v2 releases v1's blocks: deferred while r pins v1. */
+	struct bcache_id id1 = { "b", "o", e1 };
+	pins_drop(b.pins, &id1, n);
+	usleep(50000);
+	CHECK(bcache_has(b.bc, &id1, 0) && bcache_has(b.bc, &id1, 2),
+	      "a pinned version's blocks stay after the drop");
+	/* A new reader of v1 (the same version, still pinned by r) reads
+	 * v1 from the cache although S3 has v2 (If-Match would fail). */
+	uint64_t g = gets(&b);
+	CHECK(read_all(&b, "o", e1, v1, n) && gets(&b) == g,
+	      "the old version is read from the cache after S3 moved on, no GET");
+	reader_close(r);
+	drops_settle(&b, 3);
+	CHECK(!bcache_has(b.bc, &id1, 0) && !bcache_has(b.bc, &id1, 2),
+	      "the last unpin releases them");
+	/* Now the old version is in neither: -ESTALE. */
+	CHECK(reader_open(&b.src, "b", "o", e1, n, &r) == 0, "open v1 again");
+	CHECK(reader_read(r, buf, n, 0) == -ESTALE, "v1 in neither the cache nor S3: ESTALE");
+	reader_close(r);
+	/* A drop with no pin is done at once. */
+	CHECK(read_all(&b, "o", e2, v2, n), "read v2");
+	struct bcache_id id2 = { "b", "o", e2 };
+	pins_drop(b.pins, &id2, n);
+	drops_settle(&b, 6);
+	CHECK(!bcache_has(b.bc, &id2, 1), "an unpinned version's drop is done");
+	free(buf);
+	free(v1);
+	free(v2);
+	bed_free(&b);
+}
+
+struct moved { int calls; char etag[72]; };
+
+static void on_moved(void *ctx, const struct obj_meta *o)
+{
+	struct moved *m = ctx;
+	m->calls++;
+	snprintf(m->etag, sizeof m->etag, "%s", o->etag);
+}
+
+static void test_eventual(void)
+{
+	struct bed b;
+	bed_init(&b);
+	size_t n = 2 * BS;
+	char *v1 = pattern(n, 1), *v2 = pattern(n, 2), e1[33], e2[33];
+	put(&b, "o", v1, n, e1);
+	CHECK(vis_policy_of("eventual") == VIS_EVENTUAL && vis_open_trusts_index(VIS_EVENTUAL) &&
+	      !vis_open_trusts_index(VIS_SESSION) && !vis_fsync_commits(VIS_EVENTUAL),
+	      "eventual: what it is");
+	/* Open on the version the index names: no HEAD. */
+	struct vis_version *v;
+	uint64_t h = s3_fault_seen(b.s3, S3K_HEAD);
+	CHECK(vis_version_open_known(&b.src, "b", "o", e1, n, &v) == 0 &&
+	      s3_fault_seen(b.s3, S3K_HEAD) == h, "eventual open: no HEAD");
+	char *buf = malloc(n);
+	CHECK(vis_version_read(v, VIS_EVENTUAL, buf, n, 0) == (ssize_t)n && !memcmp(buf, v1, n),
+	      "eventual read");
+	vis_version_close(v);
+	/* A cached object: open + read with no request at all. */
+	uint64_t before = s3_fault_seen(b.s3, S3K_GET) + s3_fault_seen(b.s3, S3K_HEAD);
+	vis_version_open_known(&b.src, "b", "o", e1, n, &v);
+	CHECK(vis_version_read(v, VIS_EVENTUAL, buf, n, 0) == (ssize_t)n && !memcmp(buf, v1, n) &&
+	      s3_fault_seen(b.s3, S3K_GET) + s3_fault_seen(b.s3, S3K_HEAD) == before,
+	      "eventual: a cached object costs no S3 request");
+	vis_version_close(v);
+	/* The index is behind S3 (v2 landed, its event not applied): the
+	 * first read moves the descriptor to v2 and says so. */
+	put(&b, "o", v2, n, e2);
+	struct moved m = { 0 };
+	vis_version_open_known(&b.src, "b", "o", "0123456789abcdef0123456789abcdef", n, &v);
+	vis_version_on_moved(v, on_moved, &m);
+	CHECK(vis_version_read(v, VIS_EVENTUAL, buf, n, 0) == (ssize_t)n && !memcmp(buf, v2, n),
+	      "a 412 before any byte: moved to the current version, its bytes");
+	CHECK(m.calls == 1 && !strcmp(m.etag, e2), "… and the caller is told (%d)", m.calls);
+	vis_version_close(v);
+	/* After a byte was served, no move: ESTALE (as session). */
+	char *v3 = pattern(n, 3), e3[33];
+	vis_version_open_known(&b.src, "b", "o", e2, n, &v);
+	CHECK(vis_version_read(v, VIS_EVENTUAL, buf, 10, 0) == 10, "read 10 bytes of v2");
+	put(&b, "o", v3, n, e3);
+	struct bcache_id id2 = { "b", "o", e2 };
+	pins_drop(b.pins, &id2, n);   /* deferred: v pins v2 */
+	CHECK(vis_version_read(v, VIS_EVENTUAL, buf, n, 0) == (ssize_t)n && !memcmp(buf, v2, n),
+	      "served: it keeps reading v2 from the cache");
+	vis_version_close(v);
+	drops_settle(&b, 2);
+	vis_version_open_known(&b.src, "b", "o", e2, n, &v);
+	vis_version_served(v);
+	CHECK(vis_version_read(v, VIS_EVENTUAL, buf, n, 0) == -ESTALE,
+	      "a descriptor the page cache may serve never moves: ESTALE");
+	vis_version_close(v);
+	free(buf);
+	free(v1);
+	free(v2);
+	free(v3);
+	bed_free(&b);
+}
+
+static void test_warm(void)
+{
+	struct bed b;
+	bed_init(&b);
+	struct warm *w;
+	struct warm_conf wc = { .s3 = b.s3, .bc = b.bc, .st = &b.st, .threads = 1,
+				.queue_max = 4, .max_unread = 20 * BS };
+	CHECK(warm_new(&wc, &w) == 0, "warm_new");
+	size_t n = 3 * BS + 5;
+	char *d = pattern(n, 4), e[33];
+	put(&b, "w", d, n, e);
+	warm_want(w, "b", "w", e, n, 64 * BS);
+	struct warm_counters k = { 0 };
+	for (int i = 0; i < 300 && !k.fetched; i++) {
+		usleep(10000);
+		warm_counters(w, &k);
+	}
+	CHECK(k.fetched == 1 && k.fetched_bytes == n, "warm: fetched the object (%llu bytes)",
+	      (unsigned long long)k.fetched_bytes);
+	uint64_t g = gets(&b);
+	CHECK(read_all(&b, "w", e, d, n) && gets(&b) == g, "warm: the first read needs no GET");
+	struct bcache_counters bk;
+	bcache_counters(b.bc, &bk);
+	CHECK(bk.warm_used >= 1, "warm: counted as used (%llu)", (unsigned long long)bk.warm_used);
+	warm_want(w, "b", "w", e, n, 64 * BS);
+	for (int i = 0; i < 300; i++) {
+		usleep(10000);
+		warm_counters(w, &k);
+		if (!k.queued)
+			break;
+	}
+	usleep(50000);
+	warm_counters(w, &k);
+	CHECK(gets(&b) == g && k.fetched == 1, "warm: a version already cached is not fetched again");
+	warm_want(w, "b", "w", e, n, BS);
+	warm_counters(w, &k);
+	CHECK(k.skipped == 1, "warm: larger than max_object: skipped");
+	warm_free(w);
+	/* A backlog drops the oldest: every GET waits, so wants pile up. */
+	wc.threads = 1;
+	wc.queue_max = 2;
+	CHECK(warm_new(&wc, &w) == 0, "warm_new (backlog)");
+	struct s3_fault_rule slow = { .kind = S3K_GET, .type = S3F_DELAY, .first = 1,
+				      .delay_ms = 200 };
+	s3_fault_add(b.s3, &slow);
+	char ek[4][33];
+	for (int i = 0; i < 4; i++) {
+		char key[8];
+		snprintf(key, sizeof key, "k%d", i);
+		char *x = pattern(BS, 10 + (unsigned)i);
+		put(&b, key, x, BS, ek[i]);
+		free(x);
+		warm_want(w, "b", key, ek[i], BS, 64 * BS);
+	}
+	warm_counters(w, &k);
+	CHECK(k.skipped >= 1 && k.queued <= 2, "warm: a full queue drops the oldest (skipped %llu, "
+	      "queued %llu)", (unsigned long long)k.skipped, (unsigned long long)k.queued);
+	warm_free(w);
+	s3_fault_clear(b.s3);
+	free(d);
+	bed_free(&b);
+}
+
+int main(void)
+{
+	test_reader_blocks();
+	test_pins();
+	test_eventual();
+	test_warm();
+	return unit_exit();
+}
