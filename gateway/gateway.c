@@ -226,7 +226,7 @@ static char *gw_stats_text(void *ctx)
 static char *gw_metrics_text(void *ctx)
 {
 	struct gateway *gw = ctx;
-	return metrics_text(&gw->st, gw->stage);
+	return metrics_text(&gw->st, gw->stage, gw->bc);
 }
 
 /* ---------- live view changes ---------- */

@@ -6,6 +6,7 @@
  * the staging area's counters and the scans' state. */
 #include "gateway/metrics_text.h"
 #include "common/stats.h"
+#include "sync/bcache.h"
 #include "sync/stage.h"
 
 #include <inttypes.h>
@@ -183,7 +184,18 @@ static void mt_label_value(struct mtext *t, const char *v)
 	}
 }
 
-char *metrics_text(struct stats *st, struct stage *stage)
+/* One family with one sample per entry. */
+struct mt_sample { const char *name, *type, *help; uint64_t v; };
+
+static void mt_samples(struct mtext *t, const struct mt_sample *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		mt_family(t, s[i].name, s[i].type, s[i].help);
+		mt_printf(t, "%s %" PRIu64 "\n", s[i].name, s[i].v);
+	}
+}
+
+char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc)
 {
 	struct mtext t = { 0 };
 	mt_counters(&t, st);
@@ -207,7 +219,7 @@ char *metrics_text(struct stats *st, struct stage *stage)
 	if (stage) {
 		struct stage_counters c;
 		stage_counters_get(stage, &c);
-		const struct { const char *name, *type, *help; uint64_t v; } sg[] = {
+		const struct mt_sample sg[] = {
 			{ "facetfs_staging_used_bytes", "gauge", "bytes staged now", c.used_bytes },
 			{ "facetfs_staging_max_bytes", "gauge", "staging budget", c.max_bytes },
 			{ "facetfs_staging_open_files", "gauge", "staged files open", c.open_files },
@@ -220,10 +232,22 @@ char *metrics_text(struct stats *st, struct stage *stage)
 			{ "facetfs_staging_recovered_files_total", "counter", "moved to recovered/", c.recovered_files },
 			{ "facetfs_staging_reuploaded_files_total", "counter", "uploaded again by recovery", c.reuploaded_files },
 		};
-		for (size_t i = 0; i < sizeof sg / sizeof sg[0]; i++) {
-			mt_family(&t, sg[i].name, sg[i].type, sg[i].help);
-			mt_printf(&t, "%s %" PRIu64 "\n", sg[i].name, sg[i].v);
-		}
+		mt_samples(&t, sg, sizeof sg / sizeof sg[0]);
+	}
+	if (bc) {
+		struct bcache_counters c;
+		bcache_counters(bc, &c);
+		const struct mt_sample bg[] = {
+			{ "facetfs_cache_clean_bytes", "gauge", "cached object blocks (charged bytes)", c.used_bytes },
+			{ "facetfs_cache_blocks", "gauge", "cached object blocks", c.blocks },
+			{ "facetfs_cache_evictions_total", "counter", "blocks evicted for room", c.evictions },
+			{ "facetfs_cache_corrupt_total", "counter", "blocks that failed their check", c.corrupt },
+			{ "facetfs_cache_dropped_total", "counter", "blocks of replaced versions released", c.dropped },
+			{ "facetfs_cache_write_errors_total", "counter", "blocks the disk refused", c.write_errors },
+			{ "facetfs_cache_warm_used_total", "counter", "warm blocks read", c.warm_used },
+			{ "facetfs_cache_warm_wasted_total", "counter", "warm blocks gone unread", c.warm_wasted },
+		};
+		mt_samples(&t, bg, sizeof bg / sizeof bg[0]);
 	}
 	if (!t.p && t.cap)
 		return NULL;

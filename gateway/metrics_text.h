@@ -10,9 +10,10 @@
 #define FACETFS_METRICS_TEXT_H
 
 struct stats;
+struct bcache;
 struct stage;
 
-/* stage may be NULL (no staging section). */
-char *metrics_text(struct stats *st, struct stage *stage);
+/* stage and bc may be NULL (no staging / burst buffer families). */
+char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc);
 
 #endif

@@ -53,6 +53,8 @@ if [[ -n $vis ]] && ((vis >= 5)) && [[ $vis == "$inf" ]]; then ok "visible laten
 s3n=$(metric facetfs_s3_request_duration_seconds_count)
 if [[ -n $s3n ]] && ((s3n >= gets)); then ok "S3 request duration histogram counts every request ($s3n)"; else not_ok "S3 request duration histogram" "'$s3n'"; fi
 check "staging gauges present" grep -q '^facetfs_staging_max_bytes ' "$T/m1"
+blocks=$(metric facetfs_cache_blocks)
+if [[ -n $blocks ]] && ((blocks >= 1)); then ok "burst buffer gauges: blocks cached by the reads ($blocks)"; else not_ok "burst buffer gauges" "'$blocks'"; fi
 check "a Kafka lag gauge per partition" grep -q '^facetfs_kafka_lag_messages{partition="' "$T/m1"
 check_eq "other path: 404" 404 "$(curl -s -o /dev/null -w '%{http_code}' "$URL/")"
 check_eq "POST: 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/metrics")"
