@@ -95,13 +95,16 @@ static const cJSON *get_obj(struct errs *e, const cJSON *root, const char *name)
 	return it;
 }
 
+static int get_size(struct errs *e, const cJSON *obj, const char *name,
+		    const char *path, uint64_t *out);
+
 static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 {
 	static const char *const known[] = { "endpoint", "region", "access_key",
 					     "secret_key", "session_token",
 					     "profile", "credentials_file",
 					     "https", "ca_file", "insecure",
-					     "addressing", NULL };
+					     "addressing", "part_size", NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
 	if (!c->s3_endpoint || !*c->s3_endpoint)
@@ -136,6 +139,14 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 		err_add(e, "s3.addressing", "must be \"path\" or \"virtual\"");
 	c->s3_virtual_host = addr && !strcmp(addr, "virtual");
 	free(addr);
+	uint64_t ps = 0;
+	if (get_size(e, s3, "part_size", "s3.part_size", &ps) == 0) {
+		if (ps < CONFIG_PART_MIN || ps > CONFIG_PART_MAX)
+			err_add(e, "s3.part_size", "%llu is outside 4KiB..5GiB (S3 wants at "
+				"least 5MiB; a store may accept less)", (unsigned long long)ps);
+		else
+			c->s3_part_size = ps;
+	}
 	if (c->s3_insecure && c->s3_ca_file)
 		err_add(e, "s3.insecure", "cannot be true with s3.ca_file (no certificate is verified)");
 }
@@ -266,19 +277,17 @@ int config_parse(const char *path, const char *text, size_t len,
 	c->cache_block_size = 1u << 20;
 	get_size(&e, cache, "max_bytes", "cache.max_bytes", &c->cache_max_bytes);
 	uint64_t bs = c->cache_block_size;
-	if (get_size(&e, cache, "block_size", "cache.block_size", &bs) == 0) {
-		if (bs < CONFIG_BLOCK_MIN || bs > CONFIG_BLOCK_MAX || (bs & (bs - 1)))
-			err_add(&e, "cache.block_size",
-				"%llu is not a power of two between 64KiB and 64MiB",
-				(unsigned long long)bs);
-		else if (c->cache_max_bytes < bs)
-			err_add(&e, "cache.max_bytes",
-				"%llu is smaller than one block (cache.block_size %llu)",
-				(unsigned long long)c->cache_max_bytes,
-				(unsigned long long)bs);
-		else
-			c->cache_block_size = (uint32_t)bs;
-	}
+	int bsrc = get_size(&e, cache, "block_size", "cache.block_size", &bs);
+	if (bsrc == 0 && (bs < CONFIG_BLOCK_MIN || bs > CONFIG_BLOCK_MAX || (bs & (bs - 1))))
+		err_add(&e, "cache.block_size",
+			"%llu is not a power of two between 64KiB and 64MiB",
+			(unsigned long long)bs);
+	else if (bsrc >= 0 && c->cache_max_bytes < bs)
+		err_add(&e, "cache.max_bytes",
+			"%llu is smaller than one block (cache.block_size %llu)",
+			(unsigned long long)c->cache_max_bytes, (unsigned long long)bs);
+	else if (bsrc == 0)
+		c->cache_block_size = (uint32_t)bs;
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
 	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define CONFIG_PART_MIN  (4ull << 10)
+#define CONFIG_PART_MAX  (5ull << 30)
 #define CONFIG_BLOCK_MIN (64ull << 10)
 #define CONFIG_BLOCK_MAX (64ull << 20)
 
@@ -34,6 +36,7 @@ struct config {
 	char *s3_ca_file;            /* CA bundle for https (NULL: the system's) */
 	bool s3_insecure;            /* https without certificate checks */
 	bool s3_virtual_host;        /* s3.addressing "virtual" (default "path") */
+	uint64_t s3_part_size;       /* multipart part size; 0: the default (8 MiB) */
 	char *kafka_brokers, *kafka_topic, *kafka_group;
 	char **kafka_options;        /* key, value, key, value, ... */
 	size_t n_kafka_options;      /* number of strings (2 per option) */

@@ -542,7 +542,8 @@ static int open_stage(struct gateway *gw)
 	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
 	int rc = mkdir_p(gw->cfg.cache_dir);
 	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
-				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw };
+				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw,
+				 .up = { .part_size = gw->cfg.s3_part_size } };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);
 	if (rc < 0) {

@@ -65,7 +65,8 @@ static void test_max_bytes(void)
 	refused("-1", "negative");               /* silently ignored before */
 	refused("-1e999", "negative");
 	refused("1.5", "not a whole number of bytes");
-	accepted("0", 0);
+	refused("0", "0 is smaller than one block (cache.block_size 1048576)");
+	accepted("1048576", 1ULL << 20);
 	accepted("1073741824", 1ULL << 30);
 	/* the largest double below 2^64 */
 	accepted("18446744073709549568", 18446744073709549568ULL);
@@ -124,10 +125,10 @@ static void test_load_file(void)
 		exit(2);
 	}
 	fputs("{\"s3\":{\"endpoint\":\"h:1\",\"access_key\":\"a\",\"secret_key\":\"s\"},\n"
-	      "\"kafka\":{\"brokers\":\"b:1\"},\n\"cache\":{\"max_bytes\":4096}}\n", f);
+	      "\"kafka\":{\"brokers\":\"b:1\"},\n\"cache\":{\"max_bytes\":4194304}}\n", f);
 	fclose(f);
 	rc = config_load(path, &c, err, sizeof err);
-	CHECK(rc == 0 && c.cache_max_bytes == 4096 && strcmp(c.s3_endpoint, "h:1") == 0,
+	CHECK(rc == 0 && c.cache_max_bytes == 4194304 && strcmp(c.s3_endpoint, "h:1") == 0,
 	      "config_load: a good file loads (rc %d, '%s')", rc, err);
 	if (rc == 0)
 		config_release(&c);
@@ -139,9 +140,48 @@ static void test_load_file(void)
 	free(dir);
 }
 
+/* cache.block_size and s3.part_size: ranges, and the budget holding a block. */
+static void test_sizes(void)
+{
+	char err[512];
+	struct config c;
+	int rc = load("{\"max_bytes\":\"1GiB\"}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_block_size == 1u << 20 && c.s3_part_size == 0,
+	      "defaults: 1 MiB blocks, the default part size");
+	if (rc == 0)
+		config_release(&c);
+	rc = load("{\"max_bytes\":\"1GiB\",\"block_size\":\"256KiB\"}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_block_size == 256u << 10, "block_size 256KiB");
+	if (rc == 0)
+		config_release(&c);
+	const char *bad[][2] = {
+		{ "{\"block_size\":\"100KiB\"}", "f.json: cache.block_size: 102400 is not a power of two between 64KiB and 64MiB" },
+		{ "{\"block_size\":\"128MiB\"}", "f.json: cache.block_size: 134217728 is not a power of two between 64KiB and 64MiB" },
+		{ "{\"max_bytes\":\"1MiB\",\"block_size\":\"4MiB\"}", "f.json: cache.max_bytes: 1048576 is smaller than one block (cache.block_size 4194304)" },
+		{ "{\"block_size\":true}", "f.json: cache.block_size: must be a number or a size string" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		rc = load(bad[i][0], "", &c, err, sizeof err);
+		CHECK(rc == -EINVAL && !strcmp(err, bad[i][1]), "refused: %s (\"%s\")", bad[i][0], err);
+	}
+	char doc[512];
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"part_size\":\"16MiB\"},"
+		 "\"kafka\":{\"brokers\":\"h:2\"}}");
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && c.s3_part_size == 16u << 20, "s3.part_size 16MiB ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"part_size\":\"6GiB\"},"
+		 "\"kafka\":{\"brokers\":\"h:2\"}}");
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == -EINVAL && strstr(err, "f.json: s3.part_size: 6442450944 is outside 4KiB..5GiB"),
+	      "s3.part_size 6GiB refused ('%s')", err);
+}
+
 int main(void)
 {
 	test_max_bytes();
+	test_sizes();
 	test_rescan_interval();
 	test_load_file();
 	return unit_exit();
