@@ -192,9 +192,15 @@ rc=0
 "$FACETFS" mount -c "$T/gw2.json" "$T/mnt2" >"$T/second.out" 2>&1 || rc=$?
 if ((rc != 0)) && ! is_mounted "$T/mnt2"; then ok "a second gateway on the same cache dir is refused ($rc)"; else not_ok "a second gateway on the same cache dir is refused"; fi
 check "… saying why" grep -q "another gateway" "$T/second.out"
+
+# ---- 8. the cache directory removed while mounted (after 7: its lock goes too) ----
+rm -rf "$T/state/cache/blocks"
+drop_caches
+check "blocks/ removed while mounted: a read is still right" cmp -s "$M/sess/big2" "$T/big2"
+check "… and blocks are stored again" test -n "$(find "$T/state/cache/blocks" -type f -name '*-*' 2>/dev/null | head -1)"
 stop_gateway A
 
-# ---- 8. the cache on a small full file system ----
+# ---- 9. the cache on a small full file system ----
 mkdir -p "$T/tiny"
 if mount -t tmpfs -o size=4m tmpfs "$T/tiny" 2>/dev/null; then
 	gw_config "$T/gw-tiny.json" "$T/state-tiny" "$T/views" "" "" "" 4MiB "$T/tiny/cache" 256KiB
