@@ -101,6 +101,7 @@ struct core_entry {
 struct core_open_cache {
 	bool direct_io;
 	bool keep_cache;
+	bool no_flush;               /* close need not call core_flush (read-only) */
 };
 
 /* Makes the core; loads the directories made with mkdir from the index. */

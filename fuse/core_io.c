@@ -278,6 +278,7 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 	}
 	if (rc < 0)
 		return rc;
+	cache->no_flush = true;          /* nothing to publish at close */
 	if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
 		cache->direct_io = true;     /* every read validates; no page cache */
 	} else {

@@ -210,6 +210,7 @@ static void open_flags(struct fuse_file_info *fi, const struct core_open_cache *
 {
 	fi->direct_io = cache->direct_io;
 	fi->keep_cache = cache->keep_cache;
+	fi->noflush = cache->no_flush;   /* one round trip less per close */
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
