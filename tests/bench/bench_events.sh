@@ -18,6 +18,10 @@
 # produce, linger.ms=0 — kcat -P holds piped lines until its input ends);
 # produce -> stat() sees the file, from the outside, and the gateway's
 # histogram. Both for fetch.wait.max.ms = 10 and 1 (BENCH_FETCH_WAITS).
+# BENCH_WARM_VIEW=1 adds one more view, "warm" (every key of the bucket,
+# "visibility": "eventual", "warm": true), so that every event also queues
+# a warm-on-arrival fetch (the records are synthetic: the objects do not
+# exist in S3, each fetch ends in a 404); bench_cache.sh compares the two.
 # Exits 1 if applied != produced or an idle record never became visible.
 . "$(dirname "$0")/bench_lib.sh"
 bench_require_bed
@@ -40,8 +44,12 @@ for ((i = 0; i < P; i++)); do
 	printf '{ "name": "v%s", "bucket": "%s", "match": { "prefix": "p%s/" }, "layout": { "strip_prefix": "p%s/" } }\n' \
 		"$n" "$B" "$n" "$n" >"$T/views/v$n.json"
 done
+if [[ ${BENCH_WARM_VIEW:-0} == 1 ]]; then
+	printf '{ "name": "warm", "bucket": "%s", "match": { "prefix": "" }, "visibility": "eventual", "warm": true }\n' \
+		"$B" >"$T/views/warm.json"
+fi
 
-bench_say "bucket $B, $P prefix views, $N events, chunks of $CHUNK, at most $AHEAD chunk(s) ahead; load average $(loadavg)"
+bench_say "bucket $B, $P prefix views${BENCH_WARM_VIEW:+ (BENCH_WARM_VIEW=$BENCH_WARM_VIEW)}, $N events, chunks of $CHUNK, at most $AHEAD chunk(s) ahead; load average $(loadavg)"
 FAILED=0
 start=0
 for fw in ${BENCH_FETCH_WAITS:-10 1}; do
