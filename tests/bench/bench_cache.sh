@@ -17,12 +17,16 @@
 #     burst buffer after drop_caches, and after a gateway restart, next to
 #     the same bytes from a plain file on the same disk after the same drop;
 #     the GETs each made.
-#  3. cached reads (dd, drop_caches before each pass) of 4 objects of
+#  3. cached reads (dd, drop_caches before each object) of 4 objects of
 #     LOOP_MIB/4 MiB in a loop, with cache.max_bytes above the data
-#     (no eviction) and below it (the cache at its budget, evicting).
+#     (no eviction) and below it (the cache at its budget, evicting); and
+#     reads of one of them (its blocks cached) while a second reader
+#     streams the other three, under the same two budgets (the stream
+#     served by the cache vs the stream keeping the cache evicting).
 #  4. warm-on-arrival cost: bench_events.sh (BENCH_CACHE_EVENTS records,
-#     100 prefix views, fetch.wait.max.ms=1) without and with one more
-#     view that is warm and matches every event (BENCH_WARM_VIEW=1).
+#     100 prefix views, fetch.wait.max.ms=1) as it is, with one more view
+#     matching every event (BENCH_WARM_VIEW=cold), and with that view warm
+#     (BENCH_WARM_VIEW=1): the warm cost is the third next to the second.
 #
 # Bed: BED_DIR=DIR (a bed that is up, memstore >= 2 GiB) or none, and the
 # script brings up its own (BED_MEMSTORE_BYTES default 4 GiB, RAM) and
@@ -139,7 +143,7 @@ pass() {
 	[[ -z $fs ]] || a=($(stats "$S3REQ, .s3.get, .s3.head"))
 	out=$(python3 "$HELPER" pass "$dir" "$SMALL" "$seed") || bench_die "pass $key over $dir"
 	set -- $out    # ops N secs S ops_s X mib_s Y
-	rec "$key.ops" "$6"
+	rec "$key" "$6"
 	if [[ -n $fs ]]; then
 		b=($(stats "$S3REQ, .s3.get, .s3.head"))
 		rec "$key.req" "$((b[0] - a[0]))"
@@ -361,20 +365,48 @@ for c in "fits $((LOOP_MIB * 2))" "evicts $((LOOP_MIB * 5 / 8))"; do
 		rec "loop.$case.gets" "$((b[3] - a[3]))"
 		rec "loop.$case.used_mib" "$((b[4] >> 20))"
 	done
+	# Hot reads of loop1 while a second reader streams loop2..4 (a drop
+	# before each object, so its reads reach the gateway): under "fits"
+	# the stream is served by the cache, under "evicts" it keeps the cache
+	# at its budget and evicting.
+	dd if="$M/loop/loop1" of=/dev/null bs=1M 2>/dev/null || bench_die "hot fill"
+	(while :; do
+		for i in 2 3 4; do
+			echo 1 >/proc/sys/vm/drop_caches
+			dd if="$M/loop/loop$i" of=/dev/null bs=1M 2>/dev/null
+		done
+	done) &
+	streamer=$!
+	a=($(stats '.cache.hits, .cache.misses, .cache.evictions, .s3.get'))
+	for r in $(seq 1 $((REPEAT * 3))); do
+		drop_caches
+		t0=$(now_ns)
+		dd if="$M/loop/loop1" of=/dev/null bs=1M 2>/dev/null || bench_die "hot read"
+		t1=$(now_ns)
+		rec "hot.$case" "$(rate "$part" "$t0" "$t1")"
+	done
+	b=($(stats '.cache.hits, .cache.misses, .cache.evictions, .s3.get'))
+	kill "$streamer" 2>/dev/null
+	wait "$streamer" 2>/dev/null
+	rec "hot.$case.counts" "$((b[0] - a[0]))/$((b[1] - a[1]))/$((b[2] - a[2]))/$((b[3] - a[3]))"
 	gw_stop loop
 	fig "loop of $LOOP_MIB MiB, budget ${budget} MiB ($case), MiB/s" "loop.$case" ""
 	bench_figure "  per pass: hits / misses / evictions / GETs" \
 		"$(summary "loop.$case.hits") / $(summary "loop.$case.misses") / $(summary "loop.$case.evictions") / $(summary "loop.$case.gets")" ""
 	bench_figure "  used_bytes after a pass, MiB" "$(summary "loop.$case.used_mib")" "<= $budget"
+	fig "hot $part MiB object (cached) while a 2nd reader streams, budget ${budget} MiB ($case), MiB/s" "hot.$case" ""
+	bench_figure "  during it (both readers): hits / misses / evictions / GETs" \
+		"$(awk -v k="hot.$case.counts" '$1 == k { print $2 }' "$T/figs" | tr / ' ' | awk '{ printf "%s / %s / %s / %s", $1, $2, $3, $4 }')" ""
 done
-bench_figure "evicting as % of no eviction" "$(pct loop.evicts loop.fits)" ">= 80 %"
+bench_figure "loop: evicting as % of no eviction" "$(pct loop.evicts loop.fits)" "(LRU vs a cyclic loop)"
+bench_figure "hot object while streaming: evicting as % of no eviction" "$(pct hot.evicts hot.fits)" ">= 80 %"
 fi
 
 # ===================== 4. warm-on-arrival cost =====================
 if want events; then
 echo
 bench_say "4. events applied/s and produce -> visible, without and with a warm view receiving every event ($EVENTS records, bench_events.sh)"
-for w in 0 1; do
+for w in 0 cold 1; do
 	: >"$T/ev$w"
 	BENCH_RESULTS=$T/ev$w BENCH_WARM_VIEW=$w BENCH_EVENTS=$EVENTS BENCH_FETCH_WAITS=${BENCH_FETCH_WAITS:-1} \
 		"$HERE/bench_events.sh" 2>&1 | sed "s/^/    [warm=$w] /"
@@ -384,7 +416,7 @@ evfig() { awk -F'|' -v k="$2" 'index($1, k) == 1 { print $2; exit }' "$T/ev$1"; 
 for k in "events/s, 100 views, fw=1: total" "events/s, 100 views, fw=1: steady state (10-90 %)" \
 	"visible_latency_ms under load p50/p99, fw=1" "idle produce->stat sees it p50/p99 ms, fw=1" \
 	"idle gateway histogram p50/p99 ms, fw=1"; do
-	bench_figure "$k: without / with warm view" "$(evfig 0 "$k") / $(evfig 1 "$k")" ""
+	bench_figure "$k: no extra view / extra view / extra warm view" "$(evfig 0 "$k") / $(evfig cold "$k") / $(evfig 1 "$k")" ""
 done
 fi
 echo
