@@ -18,6 +18,12 @@
 # produce, linger.ms=0 — kcat -P holds piped lines until its input ends);
 # produce -> stat() sees the file, from the outside, and the gateway's
 # histogram. Both for fetch.wait.max.ms = 10 and 1 (BENCH_FETCH_WAITS).
+# BENCH_WARM_VIEW=1 adds one more view, "warm" (every key of the bucket,
+# "visibility": "eventual", "warm": true), so that every event also queues
+# a warm-on-arrival fetch (the records are synthetic: the objects do not
+# exist in S3, each fetch ends in a 404); BENCH_WARM_VIEW=cold adds the
+# same view without "warm" (the cost of one more matching view alone).
+# bench_cache.sh compares the three.
 # Exits 1 if applied != produced or an idle record never became visible.
 . "$(dirname "$0")/bench_lib.sh"
 bench_require_bed
@@ -40,8 +46,18 @@ for ((i = 0; i < P; i++)); do
 	printf '{ "name": "v%s", "bucket": "%s", "match": { "prefix": "p%s/" }, "layout": { "strip_prefix": "p%s/" } }\n' \
 		"$n" "$B" "$n" "$n" >"$T/views/v$n.json"
 done
+case ${BENCH_WARM_VIEW:-0} in
+1) printf '{ "name": "warm", "bucket": "%s", "match": { "prefix": "" }, "visibility": "eventual", "warm": true }\n' \
+	"$B" >"$T/views/warm.json" ;;
+cold) printf '{ "name": "warm", "bucket": "%s", "match": { "prefix": "" }, "visibility": "eventual" }\n' \
+	"$B" >"$T/views/warm.json" ;;
+esac
+warm_say() {
+	[[ ${BENCH_WARM_VIEW:-0} == 0 ]] ||
+		bench_say "after $1: $(jq -c '{warm: .cache.warm, s3_get: .s3.get, s3_head: .s3.head}' "$M/.facetfs/stats")"
+}
 
-bench_say "bucket $B, $P prefix views, $N events, chunks of $CHUNK, at most $AHEAD chunk(s) ahead; load average $(loadavg)"
+bench_say "bucket $B, $P prefix views${BENCH_WARM_VIEW:+ (BENCH_WARM_VIEW=$BENCH_WARM_VIEW)}, $N events, chunks of $CHUNK, at most $AHEAD chunk(s) ahead; load average $(loadavg)"
 FAILED=0
 start=0
 for fw in ${BENCH_FETCH_WAITS:-10 1}; do
@@ -70,6 +86,7 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	bench_figure "events per CPU-s of the busiest gateway thread, fw=$fw" "${R[rate_per_busiest_cpu_s]:-?}" "(diagnostic)"
 	bench_figure "gateway busiest thread: CPU s / run-queue wait s, fw=$fw" "${R[gw_busiest_cpu_s]:-?}/${R[gw_busiest_runqueue_wait_s]:-?}" "(diagnostic)"
 	bench_figure "visible_latency_ms under load p50/p99, fw=$fw" "${R[lat_p50_ms]:-?}/${R[lat_p99_ms]:-?}" "(queue <= $AHEAD chunks)"
+	warm_say "the load"
 	gw_stop "load$fw"
 	start=$((start + N))
 
@@ -94,6 +111,7 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	printf '    gateway histogram: count=%s p50=%s p99=%s max=%s ms\n' "$hcount" "$hp50" "$hp99" "$hmax"
 	bench_figure "idle produce->stat sees it p50/p99 ms, fw=$fw" "${R[idle_p50_ms]:-?}/${R[idle_p99_ms]:-?}" "p99 < 5 ms"
 	bench_figure "idle gateway histogram p50/p99 ms, fw=$fw" "$hp50/$hp99" "p99 < 5 ms"
+	warm_say "the idle run"
 	gw_stop "idle$fw"
 	start=$((start + IDLE_N + 10))
 done

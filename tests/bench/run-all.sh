@@ -2,7 +2,7 @@
 # run-all.sh — every benchmark on a bed of its own, then a table of
 # figure | value | target (targets from shared/DESIGN.md).
 #
-#   tests/bench/run-all.sh [BENCH...]     default: bench_events bench_listing
+#   tests/bench/run-all.sh [BENCH...]     default: bench_events bench_listing bench_cache
 #
 # Brings up a bed in a temp dir (BED_MEMSTORE_BYTES default 4 GiB, room for
 # the 100K-object bucket), stops it with `bed down` (by the PIDs in its run
@@ -54,7 +54,7 @@ fi
 echo "run-all: machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (the figures are only as quiet as the machine)"
 
 FAILED=()
-for b in "${@:-bench_events bench_listing}"; do
+for b in "${@:-bench_events bench_listing bench_cache}"; do
 	for name in $b; do
 		echo
 		echo "=== $name ==="

@@ -1,0 +1,423 @@
+#!/usr/bin/env bash
+# bench_cache.sh — issue 8's benchmarks: the burst buffer (sync/bcache.c),
+# the `eventual` policy and warm on arrival, side by side with s3fs
+# (`-o use_cache=DIR`) and rclone (`--vfs-cache-mode full`) on one bed.
+#
+# Prints figures, asserts nothing about speed (a step that fails, or reads
+# the wrong number of bytes, stops the run with an error).
+#
+#  1. open + read + close of N (200) objects of 116 KiB, one stream, each
+#     file once per pass (bench_cache.py): first touch on a `warm` +
+#     `eventual` view once .cache.warm.fetched reached N, next to the first
+#     touch of s3fs and rclone; again (cached) on the eventual view and on a
+#     `session` view over the same keys, next to rclone's (and s3fs')
+#     repeat; then the same after `echo 1 > /proc/sys/vm/drop_caches` (the
+#     burst buffer, not the page cache). S3 requests per pass from stats.
+#  2. sequential re-read (dd bs=1M) of a BIG_MIB (512) MiB object from the
+#     burst buffer after drop_caches, and after a gateway restart, next to
+#     the same bytes from a plain file on the same disk after the same drop;
+#     the GETs each made.
+#  3. cached reads (dd, drop_caches before each object) of 4 objects of
+#     LOOP_MIB/4 MiB in a loop, with cache.max_bytes above the data
+#     (no eviction) and below it (the cache at its budget, evicting); and
+#     reads of one of them (its blocks cached) while a second reader
+#     streams the other three, under the same two budgets (the stream
+#     served by the cache vs the stream keeping the cache evicting).
+#  4. warm-on-arrival cost: bench_events.sh (BENCH_CACHE_EVENTS records,
+#     100 prefix views, fetch.wait.max.ms=1) as it is, with one more view
+#     matching every event (BENCH_WARM_VIEW=cold), and with that view warm
+#     (BENCH_WARM_VIEW=1): the warm cost is the third next to the second.
+#
+# Bed: BED_DIR=DIR (a bed that is up, memstore >= 2 GiB) or none, and the
+# script brings up its own (BED_MEMSTORE_BYTES default 4 GiB, RAM) and
+# stops it. Needs root (drop_caches), s3fs and rclone (Debian packages; a
+# peer that is missing is reported "n/a"). Env: N, BIG_MIB, LOOP_MIB,
+# REPEAT (passes per figure, default 3), BENCH_CACHE_EVENTS (300,000),
+# ONLY (default "small big evict events": the sections to run), KEEP_TMP=1.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+N=${N:-200}
+SMALL=118784
+BIG_MIB=${BIG_MIB:-512}
+LOOP_MIB=${LOOP_MIB:-256}
+REPEAT=${REPEAT:-3}
+EVENTS=${BENCH_CACHE_EVENTS:-300000}
+OWN_BED=
+want() { [[ " ${ONLY:-small big evict events} " == *" $1 "* ]]; }
+
+if [[ -z ${BED_DIR:-} ]]; then
+	OWN_BED=$(mktemp -d /tmp/bench_cache_bed.XXXXXX)
+	BED_MEMSTORE_BYTES=${BED_MEMSTORE_BYTES:-4294967296} \
+		"$HERE/../bed/bed" up "$OWN_BED" >"$OWN_BED.log" 2>&1 ||
+		{ echo "bench_cache: bed up failed:" >&2; tail -n 20 "$OWN_BED.log" >&2
+		  "$HERE/../bed/bed" down "$OWN_BED" >/dev/null 2>&1; exit 1; }
+	export BED_DIR=$OWN_BED
+fi
+
+# shellcheck source=tests/bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+HELPER=$HERE/bench_cache.py
+declare -A PEER_PID=() PEER_MNT=()
+
+peer_stop() {
+	local pid=${PEER_PID[$1]:-} mnt=${PEER_MNT[$1]:-}
+	[[ -n $pid ]] || return 0
+	if mountpoint -q "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
+	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset "PEER_PID[$1]"
+}
+
+cache_cleanup() {
+	local rc=$? name
+	for name in "${!PEER_PID[@]}"; do peer_stop "$name"; done
+	for name in "${!BG_PID[@]}"; do gw_stop "$name"; done
+	if [[ -n ${BENCH_TMP:-} && -d $BENCH_TMP ]]; then
+		if [[ ${KEEP_TMP:-0} == 1 || $rc != 0 ]]; then
+			echo "$BENCH_NAME: kept $BENCH_TMP"
+		else
+			rm -rf "$BENCH_TMP"
+		fi
+	fi
+	if [[ -n $OWN_BED ]]; then
+		"$HERE/../bed/bed" down "$OWN_BED" >>"$OWN_BED.log" 2>&1
+		[[ $rc != 0 ]] || rm -rf "$OWN_BED" "$OWN_BED.log"
+	fi
+	exit "$rc"
+}
+trap cache_cleanup EXIT
+
+bench_require_bed
+[[ $(id -u) == 0 ]] || bench_die "needs root (echo 1 > /proc/sys/vm/drop_caches)"
+[[ -x $S3TOOL ]] || bench_die "build first: ninja -C $FACETFS_BUILD"
+memstore=$(awk -F' = ' '/memstore device bytes/ {print $2}' "${CEPH_CONF:-/dev/null}" 2>/dev/null)
+need_mib=$((BIG_MIB + LOOP_MIB + 1024))
+if [[ -n $memstore ]] && (( memstore < need_mib * 1048576 )); then
+	bench_die "the bed's memstore ($((memstore >> 20)) MiB) is too small (need about $need_mib MiB: BED_MEMSTORE_BYTES=4294967296)"
+fi
+
+B=bench-cache-$$-$RANDOM
+T=$BENCH_TMP
+M=$T/mnt
+
+# ---- figures: rec KEY VALUE; summary KEY -> "median (min-max)" ----
+rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
+summary() {
+	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
+		if (!n) { print "n/a"; exit }
+		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+		m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+		f = m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")
+		if (n == 1) printf f "\n", m
+		else printf f " (" f "-" f ")\n", m, v[0], v[n - 1] }' "$T/figs"
+}
+fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
+# ratio A B: median of A / median of B ("n/a" when one is missing).
+ratio() {
+	local a b
+	a=$(summary "$1" | cut -d' ' -f1) b=$(summary "$2" | cut -d' ' -f1)
+	[[ $a != n/a && $b != n/a ]] || { echo n/a; return; }
+	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1fx", (b > 0 ? a / b : 0) }'
+}
+pct() {
+	local a b
+	a=$(summary "$1" | cut -d' ' -f1) b=$(summary "$2" | cut -d' ' -f1)
+	[[ $a != n/a && $b != n/a ]] || { echo n/a; return; }
+	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f %%", (b > 0 ? 100 * a / b : 0) }'
+}
+rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", n / ((b - a) / 1e9) }'; }
+stats() { jq -r "[$1] | map(tostring) | join(\" \")" "$M/.facetfs/stats"; }
+S3REQ='(.s3.list + .s3.head + .s3.get + .s3.put + .s3.copy + .s3.delete + (.s3.get_tagging // 0))'
+drop_caches() { sync; echo 1 >/proc/sys/vm/drop_caches; }
+
+bench_say "bucket $B; $(nproc) cores shared with other work, load average $(loadavg)"
+"$HERE/../bed/bed" notify "$BED_DIR" "$B" >"$T/notify.log" 2>&1 || bench_die "bed notify: $(tail -n 3 "$T/notify.log")"
+
+# One pass of bench_cache.py over DIR; KEY.ops gets ops/s. With a facetfs
+# mount, KEY.req / KEY.get / KEY.head get the S3 requests the pass made.
+pass() {
+	local key=$1 dir=$2 seed=$3 fs=${4:-} out a b
+	[[ -z $fs ]] || a=($(stats "$S3REQ, .s3.get, .s3.head"))
+	out=$(python3 "$HELPER" pass "$dir" "$SMALL" "$seed") || bench_die "pass $key over $dir"
+	set -- $out    # ops N secs S ops_s X mib_s Y
+	rec "$key" "$6"
+	if [[ -n $fs ]]; then
+		b=($(stats "$S3REQ, .s3.get, .s3.head"))
+		rec "$key.req" "$((b[0] - a[0]))"
+		rec "$key.get" "$((b[1] - a[1]))"
+		rec "$key.head" "$((b[2] - a[2]))"
+	fi
+}
+reqs() { printf '%s / %s / %s' "$(summary "$1.req")" "$(summary "$1.get")" "$(summary "$1.head")"; }
+
+mkdir -p "$T/views"
+view() {
+	printf '{ "name": "%s", "bucket": "%s", "match": { "prefix": "%s/" }, "layout": { "strip_prefix": "%s/" }%s }\n' \
+		"$1" "$B" "$2" "$2" "${3:+, $3}" >"$T/views/$1.json"
+}
+view warm w '"visibility": "eventual", "warm": true'
+view sess w '"visibility": "session"'
+view big b '"visibility": "session"'
+gw_config "$T/gw.json" "$T/state" "$T/views" "bench-cache-$$-$RANDOM" "$KAFKA_TOPIC" 1 \
+	"$((BIG_MIB + 1024))MiB"
+gw_start main "$T/gw.json" "$M" || exit 1
+wait_until 60 views_ready "$M" || bench_die "views not ready"
+
+# ===================== 1. open + read + close of N x 116 KiB =====================
+if want small; then
+echo
+bench_say "1. open + read + close of $N x 116 KiB objects, one stream, each file once per pass"
+mkdir -p "$T/small"
+python3 -c '
+import os, sys
+for i in range(int(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], "f%04d" % i), "wb") as f:
+        f.write(os.urandom(int(sys.argv[3])))' "$T/small" "$N" "$SMALL" || bench_die "small files"
+f0=$(stats .cache.warm.fetched)
+t0=$(now_ns)
+"$AWS" --endpoint-url "$S3_URL" s3 cp --recursive --quiet "$T/small" "s3://$B/w/" || bench_die "aws s3 cp"
+t1=$(now_ns)
+warmed() { (( $(stats .cache.warm.fetched) - f0 >= N )) && (( $(ls "$M/warm" | wc -l) == N )); }
+wait_until 120 warmed || bench_die "warm.fetched $(stats .cache.warm.fetched) after 120 s (want $((f0 + N)))"
+t2=$(now_ns)
+bench_say "PUT of $N objects: $(s_between "$t0" "$t1") s; all warm-fetched $(s_between "$t1" "$t2") s after the last PUT returned"
+cmp -s "$M/warm/f0007" "$T/small/f0007" || bench_die "warm/f0007 differs from what was PUT"
+
+# Peers on the same objects.
+printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
+chmod 600 "$T/s3fs.passwd"
+cat >"$T/rclone.conf" <<EOF
+[bed]
+type = s3
+provider = Ceph
+access_key_id = $AWS_ACCESS_KEY_ID
+secret_access_key = $AWS_SECRET_ACCESS_KEY
+endpoint = $S3_URL
+force_path_style = true
+EOF
+peer_start() {    # NAME MOUNT command...
+	local name=$1 mnt=$2 pid
+	shift 2
+	mkdir -p "$mnt"
+	"$@" </dev/null >"$T/$name.log" 2>&1 &
+	pid=$!
+	PEER_PID[$name]=$pid PEER_MNT[$name]=$mnt
+	peer_up() { pid_alive "$pid" && mountpoint -q "$mnt" && (( $(ls "$mnt" | wc -l) == N )); }
+	wait_until 60 peer_up && return 0
+	bench_say "$name did not mount with $N files; last lines of its log:"
+	tail -n 5 "$T/$name.log"
+	peer_stop "$name"
+	return 1
+}
+HAVE_S3FS= HAVE_RCLONE=
+if command -v s3fs >/dev/null; then
+	peer_start s3fs "$T/s3fs" s3fs "$B:/w" "$T/s3fs" -f -o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd,use_cache=$T/s3fs-cache" &&
+		HAVE_S3FS=1
+else
+	bench_say "no s3fs (apt-get install s3fs): its figures are n/a"
+fi
+if command -v rclone >/dev/null; then
+	peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" mount "bed:$B/w" "$T/rclone" \
+		--vfs-cache-mode full --cache-dir "$T/rclone-cache" --use-server-modtime && HAVE_RCLONE=1
+else
+	bench_say "no rclone (apt-get install rclone): its figures are n/a"
+fi
+
+# First touch: facetfs warm view, then each peer (each reads every object once).
+pass first.warm "$M/warm" 1 fs
+[[ -z $HAVE_S3FS ]] || pass first.s3fs "$T/s3fs" 1
+[[ -z $HAVE_RCLONE ]] || pass first.rclone "$T/rclone" 1
+# Again: REPEAT passes each, page cache as it is; then after drop_caches.
+for r in $(seq 1 "$REPEAT"); do
+	pass again.ev "$M/warm" "$((r + 1))" fs
+	pass again.sess "$M/sess" "$((r + 1))" fs
+	[[ -z $HAVE_S3FS ]] || pass again.s3fs "$T/s3fs" "$((r + 1))"
+	[[ -z $HAVE_RCLONE ]] || pass again.rclone "$T/rclone" "$((r + 1))"
+done
+for r in $(seq 1 "$REPEAT"); do
+	drop_caches; pass drop.ev "$M/warm" "$((r + 10))" fs
+	drop_caches; pass drop.sess "$M/sess" "$((r + 10))" fs
+	[[ -z $HAVE_S3FS ]] || { drop_caches; pass drop.s3fs "$T/s3fs" "$((r + 10))"; }
+	[[ -z $HAVE_RCLONE ]] || { drop_caches; pass drop.rclone "$T/rclone" "$((r + 10))"; }
+done
+peer_stop s3fs
+peer_stop rclone
+c=($(stats '.cache.hits, .cache.misses, .cache.warm.fetched, .cache.warm.used, .cache.warm.wasted'))
+bench_say "cache after section 1: hits ${c[0]}, misses ${c[1]}, warm fetched ${c[2]} used ${c[3]} wasted ${c[4]}"
+fig "first touch, warm+eventual view, opens/s" first.warm ""
+bench_figure "  S3 requests / GETs / HEADs in the pass" "$(reqs first.warm)" "0 GETs"
+fig "first touch, s3fs (use_cache), opens/s" first.s3fs ""
+fig "first touch, rclone (vfs-cache-mode full), opens/s" first.rclone ""
+bench_figure "first touch: facetfs warm / s3fs" "$(ratio first.warm first.s3fs)" ">= 10x"
+bench_figure "first touch: facetfs warm / rclone" "$(ratio first.warm first.rclone)" ">= 10x"
+fig "again, eventual view, opens/s" again.ev ""
+bench_figure "  S3 requests / GETs / HEADs per pass" "$(reqs again.ev)" "0"
+fig "again, session view, opens/s" again.sess ""
+bench_figure "  S3 requests / GETs / HEADs per pass" "$(reqs again.sess)" "$N HEADs"
+fig "again, s3fs, opens/s" again.s3fs ""
+fig "again, rclone, opens/s" again.rclone ""
+bench_figure "again: eventual / rclone" "$(ratio again.ev again.rclone)" ">= 10x"
+bench_figure "again: session / rclone" "$(ratio again.sess again.rclone)" ">= 1.5x"
+fig "after drop_caches, eventual view (burst buffer), opens/s" drop.ev ""
+bench_figure "  S3 requests / GETs / HEADs per pass" "$(reqs drop.ev)" "0"
+fig "after drop_caches, session view (burst buffer), opens/s" drop.sess ""
+bench_figure "  S3 requests / GETs / HEADs per pass" "$(reqs drop.sess)" ""
+fig "after drop_caches, s3fs, opens/s" drop.s3fs ""
+fig "after drop_caches, rclone, opens/s" drop.rclone ""
+bench_figure "after drop_caches: eventual / rclone" "$(ratio drop.ev drop.rclone)" ""
+bench_figure "after drop_caches: session / rclone" "$(ratio drop.sess drop.rclone)" ""
+fi
+
+# ===================== 2. sequential re-read of a big object =====================
+if want big; then
+echo
+bench_say "2. sequential re-read of a $BIG_MIB MiB object (dd bs=1M) after drop_caches"
+head -c $((BIG_MIB << 20)) /dev/urandom >"$T/plain" || bench_die "no space for $T/plain"
+"$S3TOOL" put "$B" b/big "$T/plain" >/dev/null || bench_die "put b/big"
+wait_until 60 test -f "$M/big/big" || bench_die "b/big not listed 60 s after its PUT"
+a=($(stats '.s3.get'))
+t0=$(now_ns)
+dd if="$M/big/big" of=/dev/null bs=1M 2>/dev/null || bench_die "cold read"
+t1=$(now_ns)
+b=($(stats '.s3.get, .cache.blocks, .cache.used_bytes'))
+bench_say "cold read: $(rate "$BIG_MIB" "$t0" "$t1") MiB/s, $((b[0] - a[0])) GETs; cache now ${b[1]} blocks, ${b[2]} bytes"
+bbread() {    # KEY FILE: dd after drop_caches, MiB/s and GETs
+	local a b t0 t1
+	drop_caches
+	a=($(stats '.s3.get'))
+	t0=$(now_ns)
+	dd if="$2" of=/dev/null bs=1M 2>/dev/null || bench_die "read $2"
+	t1=$(now_ns)
+	b=($(stats '.s3.get'))
+	rec "$1" "$(rate "$BIG_MIB" "$t0" "$t1")"
+	rec "$1.gets" "$((b[0] - a[0]))"
+}
+plainread() {
+	local t0 t1
+	drop_caches
+	t0=$(now_ns)
+	dd if="$T/plain" of=/dev/null bs=1M 2>/dev/null || bench_die "read $T/plain"
+	t1=$(now_ns)
+	rec "$1" "$(rate "$BIG_MIB" "$t0" "$t1")"
+}
+for r in $(seq 1 "$REPEAT"); do
+	bbread big.bb "$M/big/big"
+	plainread big.plain
+done
+gw_stop main
+gw_start main "$T/gw.json" "$M" || bench_die "gateway restart"
+wait_until 60 views_ready "$M" || bench_die "views not ready after the restart"
+bench_say "restart: mounted in $(s_between "$GW_T0" "$GW_T1") s"
+for r in $(seq 1 "$REPEAT"); do
+	bbread big.restart "$M/big/big"
+	plainread big.plain
+done
+fig "re-read from the burst buffer after drop_caches, MiB/s" big.bb ""
+bench_figure "  GETs per read" "$(summary big.bb.gets)" "0"
+fig "same, after a gateway restart, MiB/s" big.restart ""
+bench_figure "  GETs per read" "$(summary big.restart.gets)" "0"
+fig "plain file on the same disk after drop_caches, MiB/s" big.plain ""
+bench_figure "burst buffer as % of the plain file" "$(pct big.bb big.plain)" ">= 70 %"
+bench_figure "after restart as % of the plain file" "$(pct big.restart big.plain)" ">= 70 %"
+rm -f "$T/plain"
+fi
+gw_stop main
+
+# ===================== 3. cached reads while evicting =====================
+if want evict; then
+echo
+part=$((LOOP_MIB / 4))
+bench_say "3. 4 objects of $part MiB read in a loop (dd bs=1M, drop_caches before each object): budget above vs below the $LOOP_MIB MiB"
+head -c $((part << 20)) /dev/urandom >"$T/part" || bench_die "no space for $T/part"
+for i in 1 2 3 4; do
+	"$S3TOOL" put "$B" "e/loop$i" "$T/part" >/dev/null || bench_die "put e/loop$i"
+done
+rm -f "$T/part"
+mkdir -p "$T/views3"
+printf '{ "name": "loop", "bucket": "%s", "match": { "prefix": "e/" }, "layout": { "strip_prefix": "e/" }, "visibility": "session" }\n' \
+	"$B" >"$T/views3/loop.json"
+for c in "fits $((LOOP_MIB * 2))" "evicts $((LOOP_MIB * 5 / 8))"; do
+	set -- $c
+	case=$1 budget=$2
+	rm -rf "$T/state3"
+	gw_config "$T/gw3.json" "$T/state3" "$T/views3" "bench-cache3-$$-$RANDOM" "$KAFKA_TOPIC" 1 "${budget}MiB"
+	gw_start loop "$T/gw3.json" "$M" || bench_die "gateway ($case)"
+	wait_until 60 eval '[[ $(ls "$M/loop" 2>/dev/null | wc -l) == 4 ]]' || bench_die "loop objects not listed"
+	for i in 1 2 3 4; do dd if="$M/loop/loop$i" of=/dev/null bs=1M 2>/dev/null || bench_die "fill"; done
+	for r in $(seq 1 "$REPEAT"); do
+		a=($(stats '.cache.hits, .cache.misses, .cache.evictions, .s3.get'))
+		ns=0
+		for i in 1 2 3 4; do
+			drop_caches
+			t0=$(now_ns)
+			dd if="$M/loop/loop$i" of=/dev/null bs=1M 2>/dev/null || bench_die "loop read"
+			t1=$(now_ns)
+			ns=$((ns + t1 - t0))
+		done
+		b=($(stats '.cache.hits, .cache.misses, .cache.evictions, .s3.get, .cache.used_bytes'))
+		rec "loop.$case" "$(rate "$LOOP_MIB" 0 "$ns")"
+		rec "loop.$case.hits" "$((b[0] - a[0]))"
+		rec "loop.$case.misses" "$((b[1] - a[1]))"
+		rec "loop.$case.evictions" "$((b[2] - a[2]))"
+		rec "loop.$case.gets" "$((b[3] - a[3]))"
+		rec "loop.$case.used_mib" "$((b[4] >> 20))"
+	done
+	# Hot reads of loop1 while a second reader streams loop2..4 (a drop
+	# before each object, so its reads reach the gateway): under "fits"
+	# the stream is served by the cache, under "evicts" it keeps the cache
+	# at its budget and evicting.
+	dd if="$M/loop/loop1" of=/dev/null bs=1M 2>/dev/null || bench_die "hot fill"
+	(while :; do
+		for i in 2 3 4; do
+			echo 1 >/proc/sys/vm/drop_caches
+			dd if="$M/loop/loop$i" of=/dev/null bs=1M 2>/dev/null
+		done
+	done) &
+	streamer=$!
+	a=($(stats '.cache.hits, .cache.misses, .cache.evictions, .s3.get'))
+	for r in $(seq 1 $((REPEAT * 3))); do
+		drop_caches
+		t0=$(now_ns)
+		dd if="$M/loop/loop1" of=/dev/null bs=1M 2>/dev/null || bench_die "hot read"
+		t1=$(now_ns)
+		rec "hot.$case" "$(rate "$part" "$t0" "$t1")"
+	done
+	b=($(stats '.cache.hits, .cache.misses, .cache.evictions, .s3.get'))
+	kill "$streamer" 2>/dev/null
+	wait "$streamer" 2>/dev/null
+	rec "hot.$case.counts" "$((b[0] - a[0]))/$((b[1] - a[1]))/$((b[2] - a[2]))/$((b[3] - a[3]))"
+	gw_stop loop
+	fig "loop of $LOOP_MIB MiB, budget ${budget} MiB ($case), MiB/s" "loop.$case" ""
+	bench_figure "  per pass: hits / misses / evictions / GETs" \
+		"$(summary "loop.$case.hits") / $(summary "loop.$case.misses") / $(summary "loop.$case.evictions") / $(summary "loop.$case.gets")" ""
+	bench_figure "  used_bytes after a pass, MiB" "$(summary "loop.$case.used_mib")" "<= $budget"
+	fig "hot $part MiB object (cached) while a 2nd reader streams, budget ${budget} MiB ($case), MiB/s" "hot.$case" ""
+	bench_figure "  during it (both readers): hits / misses / evictions / GETs" \
+		"$(awk -v k="hot.$case.counts" '$1 == k { print $2 }' "$T/figs" | tr / ' ' | awk '{ printf "%s / %s / %s / %s", $1, $2, $3, $4 }')" ""
+done
+bench_figure "loop: evicting as % of no eviction" "$(pct loop.evicts loop.fits)" "(LRU vs a cyclic loop)"
+bench_figure "hot object while streaming: evicting as % of no eviction" "$(pct hot.evicts hot.fits)" ">= 80 %"
+fi
+
+# ===================== 4. warm-on-arrival cost =====================
+if want events; then
+echo
+bench_say "4. events applied/s and produce -> visible, without and with a warm view receiving every event ($EVENTS records, bench_events.sh)"
+for w in 0 cold 1; do
+	: >"$T/ev$w"
+	BENCH_RESULTS=$T/ev$w BENCH_WARM_VIEW=$w BENCH_EVENTS=$EVENTS BENCH_FETCH_WAITS=${BENCH_FETCH_WAITS:-1} \
+		"$HERE/bench_events.sh" 2>&1 | sed "s/^/    [warm=$w] /"
+	((PIPESTATUS[0] == 0)) || bench_say "warning: bench_events.sh (warm view $w) failed: its figures may be incomplete"
+done
+evfig() { awk -F'|' -v k="$2" 'index($1, k) == 1 { print $2; exit }' "$T/ev$1"; }
+for k in "events/s, 100 views, fw=1: total" "events/s, 100 views, fw=1: steady state (10-90 %)" \
+	"visible_latency_ms under load p50/p99, fw=1" "idle produce->stat sees it p50/p99 ms, fw=1" \
+	"idle gateway histogram p50/p99 ms, fw=1"; do
+	bench_figure "$k: no extra view / extra view / extra warm view" "$(evfig 0 "$k") / $(evfig cold "$k") / $(evfig 1 "$k")" ""
+done
+fi
+echo
+bench_say "done, load average $(loadavg)"
