@@ -107,9 +107,9 @@ static void example_text(const struct advise_state *s, const struct afile *f,
 		return;
 	}
 	if (e->rank == 3) {
-		fprintf(out, " with no fsync or close by %s in between: no policy makes this safe; "
-			"an fsync by %s after the write makes `commit` sufficient, a close before "
-			"%s opens makes `session` sufficient.\n", p1, p1, p2);
+		fprintf(out, ":\n        no fsync or close by %s in between: no policy makes this "
+			"safe; an fsync by %s after the write makes `commit` sufficient, a close "
+			"before %s opens makes `session` sufficient.\n", p1, p1, p2);
 	} else if (e->rank == 2) {
 		fprintf(out, ":\n        %s committed at +%.6f s but ", p1, sec(e->a.tcommit));
 		if (e->a.tclose == T_NONE)

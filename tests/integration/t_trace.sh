@@ -72,7 +72,7 @@ check_eq "fsync, still open: commit needed" commit "$(j "$f.verdict")"
 check "fsync: the pair conflicts under session" test "$(j "$f.classes[\"RAW-D\"].conflicts.session")" -ge 1
 f='.files["comm/dirty.dat"]'
 check_eq "never committed: no policy suffices" none "$(j "$f.verdict")"
-check "dirty: the example says what resolves it" grep -q "an fsync by process .* makes \`commit\` sufficient" "$T/advise.txt"
+check "dirty: the example says what resolves it" grep -q "an fsync by process .* after the write makes \`commit\` sufficient" "$T/advise.txt"
 f='.files["comm/own.dat"]'
 check "own writes: a same-process pair" test "$(j "$f.classes[\"RAW-S\"].pairs")" -ge 1
 check_eq "own writes: no distinct-process pair" 0 "$(j "$f.classes[\"RAW-D\"].pairs + $f.classes[\"WAW-D\"].pairs")"

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The conflict rule of `facetfs advise` against an independent,
 brute-force pairwise implementation written here from the rule's text
-(gateway/advise.h), on thousands of random traces (one to three per run,
-with different wall-clock anchors, written by this script's own encoder of
-the format in common/trace.h). Any disagreement fails with the trace
+(gateway/advise.h), on thousands of random trials (one to three traces
+each, with different wall-clock anchors, written by this script's own
+encoder of the format in common/trace.h; all trials go to one advise run,
+each with files of its own). Any disagreement fails with the trial's traces
 printed. Usage: test_advise.py FACETFS [TRIALS] [SEED]"""
 
 import json
@@ -158,10 +159,12 @@ def main():
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 20261123
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="test_advise.")
-    pairs_seen = {c: 0 for c in CLASSES}
-    verdicts = {}
+    # Every trial has files of its own (views tN, uN), and processes are
+    # told apart by trace, so one advise run over all the trials' traces
+    # must give each file exactly what that trial alone gives.
+    want, dumps, paths = {}, {}, []
     for trial in range(trials):
-        files = ["v1/a", "v1/b", "v2/c"][:rng.randint(1, 3)]
+        files = [f"t{trial}/a", f"t{trial}/b", f"u{trial}/c"][:rng.randint(1, 3)]
         now = [rng.randint(0, 1000)]
 
         def clock():
@@ -169,51 +172,55 @@ def main():
             return now[0]
 
         ntr = rng.choice([1, 1, 2, 3])
-        # each trace: its own monotonic origin and wall anchor; record times
-        # are the shared clock moved onto that trace's monotonic clock
-        traces, paths = [], []
+        traces = []
         raw = [gen_trace(rng, ti, files, clock) for ti in range(ntr)]
         for ti in range(ntr):
+            # each trace: its own monotonic origin and wall anchor; the
+            # shared clock T is T - wall0 + mono0 on its monotonic clock
             mono0 = rng.randint(10**9, 10**12)
             wall0 = 1_700_000_000 * 10**9 + rng.randint(0, 10**6)
-            # shared clock T -> this trace's monotonic: T - wall0 + mono0
             recs = [dict(r, t=r["t"] - wall0 + mono0) for r in raw[ti]]
             path = os.path.join(tmp, f"t{trial}-{ti}.fft")
             with open(path, "wb") as fp:
                 fp.write(encode(mono0, wall0, recs))
             traces.append((wall0 - mono0, recs))
             paths.append(path)
-        want = brute(traces)
-        out = subprocess.run([exe, "advise", "--json", "--examples", "0"] + paths,
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"trial {trial}: advise failed: {out.stderr}\n{dump(traces)}")
-            return 1
-        got = json.loads(out.stdout)["files"]
-        names = set(want) | {n for n, f in got.items()
-                             if any(f["classes"][c]["pairs"] for c in CLASSES)}
-        for name in sorted(names):
-            w = want.get(name, {c: [0, [0, 0, 0]] for c in CLASSES})
-            g = got.get(name)
-            for c in CLASSES:
-                gc = [g["classes"][c]["pairs"], [g["classes"][c]["conflicts"][p]
-                                                 for p in POLICIES]] if g else [0, [0, 0, 0]]
-                if gc != w[c]:
-                    print(f"trial {trial} file {name} class {c}: advise says pairs "
-                          f"{gc[0]}, conflicts {dict(zip(POLICIES, gc[1]))}; brute force "
-                          f"{w[c][0]}, {dict(zip(POLICIES, w[c][1]))}\n{dump(traces)}")
-                    return 1
-                pairs_seen[c] += w[c][0]
-            if g and g["verdict"] != verdict(w):
-                print(f"trial {trial} file {name}: verdict {g['verdict']} != {verdict(w)}\n"
-                      f"{dump(traces)}")
-                return 1
-            verdicts[verdict(w)] = verdicts.get(verdict(w), 0) + 1
-        for p in paths:
-            os.unlink(p)
+        for name, fc in brute(traces).items():
+            want[name] = fc
+        for name in files:
+            dumps[name] = dump(traces)
+    out = subprocess.run([exe, "advise", "--json", "--examples", "0"] + paths,
+                         capture_output=True, text=True)
+    for p in paths:
+        os.unlink(p)
     os.rmdir(tmp)
-    print(f"{trials} random traces agree with the brute force; pairs per class {pairs_seen}; "
-          f"file verdicts {verdicts}")
+    if out.returncode != 0:
+        print(f"advise failed: {out.stderr}")
+        return 1
+    got = json.loads(out.stdout)["files"]
+    pairs_seen = {c: 0 for c in CLASSES}
+    verdicts = {}
+    empty = {c: [0, [0, 0, 0]] for c in CLASSES}
+    names = set(want) | {n for n, f in got.items()
+                         if any(f["classes"][c]["pairs"] for c in CLASSES)}
+    for name in sorted(names):
+        w = want.get(name, empty)
+        g = got.get(name)
+        for c in CLASSES:
+            gc = [g["classes"][c]["pairs"], [g["classes"][c]["conflicts"][p]
+                                             for p in POLICIES]] if g else [0, [0, 0, 0]]
+            if gc != w[c]:
+                print(f"file {name} class {c}: advise says pairs {gc[0]}, conflicts "
+                      f"{dict(zip(POLICIES, gc[1]))}; brute force {w[c][0]}, "
+                      f"{dict(zip(POLICIES, w[c][1]))}\n{dumps.get(name, '')}")
+                return 1
+            pairs_seen[c] += w[c][0]
+        if g and g["verdict"] != verdict(w):
+            print(f"file {name}: verdict {g['verdict']} != {verdict(w)}\n{dumps.get(name, '')}")
+            return 1
+        verdicts[verdict(w)] = verdicts.get(verdict(w), 0) + 1
+    print(f"{trials} random trials ({len(paths)} traces, {len(names)} files with pairs) agree "
+          f"with the brute force; pairs per class {pairs_seen}; file verdicts {verdicts}")
     # the random traces must exercise every class and every verdict
     if not all(pairs_seen.values()) or len(verdicts) < 4:
         print("the generator did not reach every class and verdict")
