@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define TBUF_SIZE (64u << 10)
-#define TBUF_QUEUE_MAX 64           /* 4 MiB waiting for the writer at most */
+#define TBUF_QUEUE_MAX 256          /* 16 MiB waiting for the writer at most */
 #define TRACE_DEFAULT_MAX (1ull << 30)
 #define TID_CACHE 1024              /* tid -> pid slots (open addressing) */
 #define FH_SET_MIN 256
@@ -160,6 +160,10 @@ struct tid_slot {
 struct trace {
 	struct trace_switch sw;      /* first: trace_on() reads it */
 	char *dir;
+	/* Serialises start, stop and free (control commands; held across the
+	 * trace file's open, header write, fsync and close, never taken by a
+	 * recording thread). Taken before lock. */
+	pthread_mutex_t ctl_lock;
 	pthread_mutex_t lock;        /* protects everything below (a leaf) */
 	pthread_cond_t cond;
 	bool active, full, stopping, thread_running;
@@ -185,6 +189,7 @@ int trace_new(const char *dir, struct trace **out)
 		return -ENOMEM;
 	}
 	atomic_init(&t->sw.on, false);
+	pthread_mutex_init(&t->ctl_lock, NULL);
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
 	t->fd = -1;
@@ -263,7 +268,26 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+static int start_locked(struct trace *t, const char *view, uint64_t max_bytes, char **msg);
+static int stop_locked(struct trace *t, char **msg);
+
 int trace_start(struct trace *t, const char *view, uint64_t max_bytes, char **msg)
+{
+	pthread_mutex_lock(&t->ctl_lock);
+	int rc = start_locked(t, view, max_bytes, msg);
+	pthread_mutex_unlock(&t->ctl_lock);
+	return rc;
+}
+
+int trace_stop(struct trace *t, char **msg)
+{
+	pthread_mutex_lock(&t->ctl_lock);
+	int rc = stop_locked(t, msg);
+	pthread_mutex_unlock(&t->ctl_lock);
+	return rc;
+}
+
+static int start_locked(struct trace *t, const char *view, uint64_t max_bytes, char **msg)
 {
 	*msg = NULL;
 	struct trace_header h;
@@ -284,7 +308,6 @@ int trace_start(struct trace *t, const char *view, uint64_t max_bytes, char **ms
 			*msg = NULL;
 		return -EBUSY;
 	}
-	/* Only this thread (the control file's request) starts or stops. */
 	char *path = NULL, *vcopy = NULL;
 	int rc = 0, fd = -1;
 	if (mkdir(t->dir, 0700) < 0 && errno != EEXIST) {
@@ -361,7 +384,7 @@ fail:
 	return rc;
 }
 
-int trace_stop(struct trace *t, char **msg)
+static int stop_locked(struct trace *t, char **msg)
 {
 	*msg = NULL;
 	atomic_store_explicit(&t->sw.on, false, memory_order_relaxed);
@@ -424,9 +447,12 @@ void trace_free(struct trace *t)
 	if (!t)
 		return;
 	char *msg = NULL;
+	pthread_mutex_lock(&t->ctl_lock);
 	if (t->thread_running)
-		trace_stop(t, &msg);
+		stop_locked(t, &msg);
+	pthread_mutex_unlock(&t->ctl_lock);
 	free(msg);
+	pthread_mutex_destroy(&t->ctl_lock);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->cond);
 	free(t->path);

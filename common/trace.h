@@ -21,6 +21,8 @@
  * thread writes full buffers (and, every 200 ms, the partial one) to the
  * file holding no lock. The file is bounded (max_bytes): at the bound the
  * recorder stops recording, logs one warning and says so in its status.
+ * Start, stop and free are serialised by a control lock of their own
+ * (held across the file's open/close, never taken by a recording thread).
  * Any thread may call anything; trace_free() only once nothing else can.
  * pid: the recorder takes the thread id the kernel gave the request and
  * resolves the process (Tgid in /proc/TID/status) itself, cached per tid

@@ -19,6 +19,10 @@
  * "none" when even commit has one. A new policy is one more rung in
  * advise.c's policy table (name, conflict test), ordered weakest first.
  *
+ * Files are known by the name ("VIEW/PATH") they were opened under:
+ * renames, unlinks and truncates are counted, not followed. Accesses on
+ * descriptors opened before the trace began are left out (and counted).
+ *
  * Merging: each trace's monotonic times are moved onto wall-clock time by
  * its anchor; times are ns since the earliest anchor. Traces of one host
  * align within their anchors' error; across hosts add the hosts' clock
