@@ -41,14 +41,14 @@
 
 enum trace_op {
 	TRACE_OPEN = 1,  /* name; off: open flags; fh: the new handle */
-	TRACE_CREATE,    /* same as OPEN */
+	TRACE_CREATE,    /* name; off: open flags; fh: the new handle */
 	TRACE_READ,      /* fh, off, len asked; result: bytes or -errno */
 	TRACE_WRITE,     /* fh, off, len; result: bytes or -errno */
 	TRACE_FSYNC,     /* fh: fsync/fdatasync (a commit) */
 	TRACE_FLUSH,     /* fh: close(2) of a descriptor (a commit, a close) */
 	TRACE_RELEASE,   /* fh: the last reference went away */
 	TRACE_TRUNCATE,  /* fh or name; off: the new size */
-	TRACE_RENAME,    /* name: old NUL new */
+	TRACE_RENAME,    /* name: old NUL new; off: rename flags */
 	TRACE_UNLINK,    /* name */
 	TRACE_EVENT,     /* name: an S3 event changed it; pid 0 */
 	TRACE_OP_END

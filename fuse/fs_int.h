@@ -80,7 +80,8 @@ void fs_trace_fh(fuse_req_t req, int op, struct core_file *f, uint64_t off,
 void fs_trace_ino(fuse_req_t req, int op, uint64_t ino, struct core_file *f,
 		  uint64_t off, int result);
 void fs_trace_child(fuse_req_t req, int op, uint64_t parent, const char *name,
-		    uint64_t newparent, const char *newname, struct core_file *f, int result);
+		    uint64_t newparent, const char *newname, struct core_file *f,
+		    uint64_t off, int result);
 
 /* fs_notify.c: the notifier thread (fs_notify_change() in fs.h queues). */
 int  fs_notify_start(struct fs *fs);

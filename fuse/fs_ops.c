@@ -247,7 +247,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct core_open_cache cache;
 	int rc = core_create(c, parent, name, &ce, &f, &cache);
 	if (FS_TRACING(fs_of(req)))
-		fs_trace_child(req, TRACE_CREATE, parent, name, 0, NULL, rc < 0 ? NULL : f, rc);
+		fs_trace_child(req, TRACE_CREATE, parent, name, 0, NULL, rc < 0 ? NULL : f,
+			       (uint64_t)fi->flags, rc);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -347,7 +348,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs *fs = fs_of(req);
 	int rc = core_unlink(fs->core, parent, name);
 	if (FS_TRACING(fs))
-		fs_trace_child(req, TRACE_UNLINK, parent, name, 0, NULL, NULL, rc);
+		fs_trace_child(req, TRACE_UNLINK, parent, name, 0, NULL, NULL, 0, rc);
 	fuse_reply_err(req, -rc);
 }
 
@@ -357,7 +358,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = fs_of(req);
 	int rc = core_rename(fs->core, parent, name, newparent, newname, flags);
 	if (FS_TRACING(fs))
-		fs_trace_child(req, TRACE_RENAME, parent, name, newparent, newname, NULL, rc);
+		fs_trace_child(req, TRACE_RENAME, parent, name, newparent, newname, NULL,
+			       flags, rc);
 	fuse_reply_err(req, -rc);
 }
 

@@ -39,7 +39,8 @@ void fs_trace_ino(fuse_req_t req, int op, uint64_t ino, struct core_file *f,
 }
 
 void fs_trace_child(fuse_req_t req, int op, uint64_t parent, const char *name,
-		    uint64_t newparent, const char *newname, struct core_file *f, int result)
+		    uint64_t newparent, const char *newname, struct core_file *f,
+		    uint64_t off, int result)
 {
 	struct fs *fs = fs_of(req);
 	char view[CORE_NAME_MAX + 1], path[PATH_MAX];
@@ -49,6 +50,6 @@ void fs_trace_child(fuse_req_t req, int op, uint64_t parent, const char *name,
 	bool two = newname && core_child_name(fs->core, newparent, newname, view2,
 					       sizeof view2, path2, sizeof path2) == 0 &&
 		   strcmp(view, view2) == 0;
-	trace_record(fs->d.trace, (enum trace_op)op, req_tid(req), (uintptr_t)f, 0, 0, result,
+	trace_record(fs->d.trace, (enum trace_op)op, req_tid(req), (uintptr_t)f, off, 0, result,
 		     view, path, two ? path2 : NULL);
 }

@@ -8,8 +8,11 @@
 # open descriptors (the figures of bench_rw.sh), and 4 KiB preads on
 # descriptors opened with O_DIRECT in the session view, which reach the
 # gateway every time without any S3 request: the recorder's cost on the
-# FUSE path alone. Also bench-advise's recorder micro-figure is not here
-# (see bench_advise.c). Bed: as bench_rw.sh (BED_DIR, or its own).
+# FUSE path alone. Next to each ops/s figure: the gateway's CPU time per
+# operation (utime + stime of all its threads, from /proc), which the other
+# loads of a shared machine disturb much less than the rate. The recorder's
+# own cost per record: `build/tests/bench/bench-advise --record`.
+# Bed: as bench_rw.sh (BED_DIR, or its own).
 # Env: REPEAT (default 3), SECS (default 2), KEEP_TMP=1.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -87,6 +90,8 @@ print("ops %d secs %.3f ops_s %.1f" % (ops, now - t0, ops / (now - t0)))
 PY
 }
 
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$(gw_pid tr)/stat"; }
+TCK=$(getconf CLK_TCK)
 rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
 median() {
 	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
@@ -102,12 +107,20 @@ for r in $(seq 1 "$REPEAT"); do
 		fi
 		for v in sess comm; do
 			for mode in orc pread; do
+				c0=$(cpu_ticks)
 				set -- $(python3 "$HELPER" "$mode" "$M/$v/h8k" "$SECS" "$r") || bench_die "$mode $v"
+				c1=$(cpu_ticks)
 				rec "$mode.$v.$state" "$6"
+				rec "$mode.$v.$state.cpu" "$(awk -v d=$((c1 - c0)) -v n="$2" -v h="$TCK" \
+					'BEGIN { printf "%.2f", d / h * 1e6 / n }')"
 			done
 		done
+		c0=$(cpu_ticks)
 		set -- $(direct_preads "$M/sess/h8k" "$SECS") || bench_die "direct preads"
+		c1=$(cpu_ticks)
 		rec "direct.sess.$state" "$6"
+		rec "direct.sess.$state.cpu" "$(awk -v d=$((c1 - c0)) -v n="$2" -v h="$TCK" \
+			'BEGIN { printf "%.2f", d / h * 1e6 / n }')"
 		if [[ $state == on ]]; then
 			out=$("$FACETFS" trace "$M" stop) || bench_die "trace stop"
 			bench_say "run $r: $out"
@@ -118,4 +131,6 @@ for k in orc.sess orc.comm pread.sess pread.comm direct.sess; do
 	off=$(median "$k.off") on=$(median "$k.on")
 	bench_figure "$k ops/s, trace off / on" "$off / $on ($(awk -v a="$off" -v b="$on" \
 		'BEGIN { printf "%+.1f %%", (a > 0 ? 100 * (b - a) / a : 0) }'))" ">= -5 %"
+	off=$(median "$k.off.cpu") on=$(median "$k.on.cpu")
+	bench_figure "  gateway CPU us per op, trace off / on" "$off / $on"  ""
 done
