@@ -13,7 +13,8 @@
 # loads of a shared machine disturb much less than the rate. The recorder's
 # own cost per record: `build/tests/bench/bench-advise --record`.
 # Bed: as bench_rw.sh (BED_DIR, or its own).
-# Env: REPEAT (default 3), SECS (default 2), KEEP_TMP=1.
+# Env: REPEAT (default 3), SECS (default 2), KEEP_TMP=1, ONLY (default
+# "orc pread direct": the figures to measure).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
@@ -107,6 +108,7 @@ for r in $(seq 1 "$REPEAT"); do
 		fi
 		for v in sess comm; do
 			for mode in orc pread; do
+				[[ " ${ONLY:-orc pread direct} " == *" $mode "* ]] || continue
 				c0=$(cpu_ticks)
 				set -- $(python3 "$HELPER" "$mode" "$M/$v/h8k" "$SECS" "$r") || bench_die "$mode $v"
 				c1=$(cpu_ticks)
@@ -115,12 +117,14 @@ for r in $(seq 1 "$REPEAT"); do
 					'BEGIN { printf "%.2f", d / h * 1e6 / n }')"
 			done
 		done
+		if [[ " ${ONLY:-orc pread direct} " == *" direct "* ]]; then
 		c0=$(cpu_ticks)
 		set -- $(direct_preads "$M/sess/h8k" "$SECS") || bench_die "direct preads"
 		c1=$(cpu_ticks)
 		rec "direct.sess.$state" "$6"
 		rec "direct.sess.$state.cpu" "$(awk -v d=$((c1 - c0)) -v n="$2" -v h="$TCK" \
 			'BEGIN { printf "%.2f", d / h * 1e6 / n }')"
+		fi
 		if [[ $state == on ]]; then
 			out=$("$FACETFS" trace "$M" stop) || bench_die "trace stop"
 			bench_say "run $r: $out"
