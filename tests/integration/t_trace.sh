@@ -137,6 +137,14 @@ check "replay counts HEADs" test -n "$hs" -a -n "$hc"
 check "session: about one HEAD per open (1 open; got $hs)" test "${hs:-99}" -le 2
 check "commit: about one HEAD per read (40 reads; got $hc)" test "${hc:-0}" -ge 40
 
+# the first trace (creates, writes, fsync, closes of 10 processes) onto
+# the session view: every operation succeeds, the files are there
+out=$("$FACETFS" replay "$TRACE_A" --view "$A/sess" 2>&1)
+check_eq "replay of the five workloads on view sess exits 0" 0 "$?"
+printf '%s\n' "$out" | diag
+check "and made their files" test -s "$A/sess/fsync.dat" -a -s "$A/sess/apart-b.dat"
+check "with S3 PUTs counted" grep -qE 'put [1-9]' <<<"$out"
+
 stop_gateway B
 check_eq "gateway B stops cleanly" 0 "$?"
 stop_gateway A
