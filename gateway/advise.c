@@ -349,6 +349,18 @@ static int load_traces(struct loader *l, const char *const *paths, size_t n)
 			goto out;
 		}
 	}
+	/* At most one access per record: reserve them at once (untouched
+	 * pages cost nothing), so the array is never copied while it grows. */
+	size_t most = 0;
+	for (size_t i = 0; i < n; i++)
+		most += tf[i].size / sizeof(struct trace_rec);
+	if (most > l->capaccs) {
+		struct acc *a = realloc(l->accs, most * sizeof *a);
+		if (a) {
+			l->accs = a;
+			l->capaccs = most;
+		}
+	}
 	/* Time 0 is the earliest wall-clock anchor. */
 	s->base_wall_ns = INT64_MAX;
 	for (size_t i = 0; i < n; i++)
