@@ -160,8 +160,6 @@ static void verdict_text(const struct counts *c, FILE *out)
 	else
 		fprintf(out, "`%s` is the weakest policy with no distinct-process conflict",
 			advise_policy_name(v));
-	if (v == POL_EVENTUAL)
-		fprintf(out, " (on a gateway without `eventual`: `session`)");
 }
 
 static void pattern_text(const struct pattern *p, FILE *out)
