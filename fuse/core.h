@@ -187,4 +187,15 @@ int  core_setxattr(struct core *c, uint64_t ino, const char *name,
 		   const char *value, size_t size, int flags);
 int  core_removexattr(struct core *c, uint64_t ino, const char *name);
 
+/* ---- names for the I/O trace (fuse/core_trace.c) ---- */
+/* The view name and path of a file inode (0), -ENOENT for generated files
+ * and inodes the kernel does not hold; -ENAMETOOLONG if they do not fit. */
+int  core_ino_name(struct core *c, uint64_t ino, char *view, size_t vlen,
+		   char *path, size_t plen);
+/* The same for the entry name in directory parent (it need not exist). */
+int  core_child_name(struct core *c, uint64_t parent, const char *name, char *view,
+		     size_t vlen, char *path, size_t plen);
+/* Is f a descriptor of an object (not of a .facetfs/ file)? */
+bool core_file_is_object(const struct core_file *f);
+
 #endif

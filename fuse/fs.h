@@ -44,6 +44,7 @@ struct s3;
 struct stage;
 struct stats;
 struct fs;
+struct trace;
 
 struct bcache;
 struct pins;
@@ -63,6 +64,9 @@ struct fs_deps {
 	char *(*stats_json)(void *ctx);
 	char *(*views_json)(void *ctx);
 	char *(*control)(void *ctx, const char *command);
+	/* The I/O recorder (common/trace.h), or NULL: each file request is
+	 * recorded while it is on; off, it costs one relaxed atomic load. */
+	struct trace *trace;
 };
 
 /* Mount at mountpoint. fuse_opts is a comma-separated -o string or NULL.

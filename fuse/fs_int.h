@@ -19,6 +19,7 @@
 #define FUSE_USE_VERSION 314
 #include "fuse/fs.h"
 
+#include "common/trace.h"
 #include "fuse/core.h"
 #include "fuse/inode.h"
 
@@ -68,6 +69,19 @@ void fs_wrap_ops(struct fuse_lowlevel_ops *ops);
 
 /* fs_ops.c: the handlers. */
 void fs_ops_init(struct fuse_lowlevel_ops *ops);
+
+/* fs_trace.c: record a request in the I/O trace (common/trace.h); call
+ * only when FS_TRACING(fs). op: an enum trace_op. By descriptor (f not an
+ * object: nothing), by inode (its name), by directory entry (rename: the
+ * new entry too). */
+#define FS_TRACING(fs) trace_on((fs)->d.trace)
+void fs_trace_fh(fuse_req_t req, int op, struct core_file *f, uint64_t off,
+		 uint64_t len, int64_t result);
+void fs_trace_ino(fuse_req_t req, int op, uint64_t ino, struct core_file *f,
+		  uint64_t off, int result);
+void fs_trace_child(fuse_req_t req, int op, uint64_t parent, const char *name,
+		    uint64_t newparent, const char *newname, struct core_file *f,
+		    uint64_t off, int result);
 
 /* fs_notify.c: the notifier thread (fs_notify_change() in fs.h queues). */
 int  fs_notify_start(struct fs *fs);

@@ -85,8 +85,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int rc = core_setattr(fs_of(req)->core, ino, fi ? file_of(fi) : NULL,
+	struct fs *fs = fs_of(req);
+	int rc = core_setattr(fs->core, ino, fi ? file_of(fi) : NULL,
 			      to_set & FUSE_SET_ATTR_SIZE, (uint64_t)attr->st_size, &st);
+	if ((to_set & FUSE_SET_ATTR_SIZE) && FS_TRACING(fs))
+		fs_trace_ino(req, TRACE_TRUNCATE, ino, fi ? file_of(fi) : NULL,
+			     (uint64_t)attr->st_size, rc);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -219,14 +223,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct core_file *f;
 	struct core_open_cache cache;
 	int rc = core_open(c, ino, fi->flags, &f, &cache);
+	if (FS_TRACING(fs_of(req)))
+		fs_trace_ino(req, TRACE_OPEN, ino, rc < 0 ? NULL : f, (uint64_t)fi->flags, rc);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	open_flags(fi, &cache);
 	fi->fh = (uintptr_t)f;
-	if (fuse_reply_open(req, fi) == -ENOENT)
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (FS_TRACING(fs_of(req)))
+			fs_trace_fh(req, TRACE_RELEASE, f, 0, 0, 0);
 		core_release(c, f);          /* the open was interrupted */
+	}
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -238,6 +247,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct core_file *f;
 	struct core_open_cache cache;
 	int rc = core_create(c, parent, name, &ce, &f, &cache);
+	if (FS_TRACING(fs_of(req)))
+		fs_trace_child(req, TRACE_CREATE, parent, name, 0, NULL, rc < 0 ? NULL : f,
+			       (uint64_t)fi->flags, rc);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -246,8 +258,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	entry_of(&ce, &e);
 	open_flags(fi, &cache);
 	fi->fh = (uintptr_t)f;
-	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		if (FS_TRACING(fs_of(req)))
+			fs_trace_fh(req, TRACE_RELEASE, f, 0, 0, 0);
 		core_release(c, f);
+	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -259,7 +274,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = core_read(fs_of(req)->core, file_of(fi), buf, size, off);
+	struct fs *fs = fs_of(req);
+	ssize_t n = core_read(fs->core, file_of(fi), buf, size, off);
+	if (FS_TRACING(fs))
+		fs_trace_fh(req, TRACE_READ, file_of(fi), (uint64_t)off, size, n);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -271,7 +289,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		     off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
-	ssize_t n = core_write(fs_of(req)->core, file_of(fi), buf, size, off);
+	struct fs *fs = fs_of(req);
+	ssize_t n = core_write(fs->core, file_of(fi), buf, size, off);
+	if (FS_TRACING(fs))
+		fs_trace_fh(req, TRACE_WRITE, file_of(fi), (uint64_t)off, size, n);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -281,21 +302,31 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	fuse_reply_err(req, -core_flush(fs_of(req)->core, file_of(fi)));
+	struct fs *fs = fs_of(req);
+	int rc = core_flush(fs->core, file_of(fi));
+	if (FS_TRACING(fs))
+		fs_trace_fh(req, TRACE_FLUSH, file_of(fi), 0, 0, rc);
+	fuse_reply_err(req, -rc);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	(void)ino;
-	(void)datasync;
-	fuse_reply_err(req, -core_fsync(fs_of(req)->core, file_of(fi)));
+	struct fs *fs = fs_of(req);
+	int rc = core_fsync(fs->core, file_of(fi));
+	if (FS_TRACING(fs))
+		fs_trace_fh(req, TRACE_FSYNC, file_of(fi), (uint64_t)datasync, 0, rc);
+	fuse_reply_err(req, -rc);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	core_release(fs_of(req)->core, file_of(fi));
+	struct fs *fs = fs_of(req);
+	if (FS_TRACING(fs))   /* before: the handle's address may be reused after */
+		fs_trace_fh(req, TRACE_RELEASE, file_of(fi), 0, 0, 0);
+	core_release(fs->core, file_of(fi));
 	fuse_reply_err(req, 0);
 }
 
@@ -315,14 +346,22 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -core_unlink(fs_of(req)->core, parent, name));
+	struct fs *fs = fs_of(req);
+	int rc = core_unlink(fs->core, parent, name);
+	if (FS_TRACING(fs))
+		fs_trace_child(req, TRACE_UNLINK, parent, name, 0, NULL, NULL, 0, rc);
+	fuse_reply_err(req, -rc);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	fuse_reply_err(req, -core_rename(fs_of(req)->core, parent, name, newparent,
-					 newname, flags));
+	struct fs *fs = fs_of(req);
+	int rc = core_rename(fs->core, parent, name, newparent, newname, flags);
+	if (FS_TRACING(fs))
+		fs_trace_child(req, TRACE_RENAME, parent, name, newparent, newname, NULL,
+			       flags, rc);
+	fuse_reply_err(req, -rc);
 }
 
 /* ---------- xattrs ---------- */

@@ -8,6 +8,8 @@
 #include "gateway/ingest.h"
 #include "gateway/metrics.h"
 #include "gateway/metrics_text.h"
+#include "gateway/trace_ctl.h"
+#include "common/trace.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
@@ -68,6 +70,7 @@ struct gateway {
 	const char *config_path;
 	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP) */
 	struct metrics *metrics;     /* /metrics, when configured */
+	struct trace *trace;         /* `facetfs trace` recorder (off until started) */
 	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */
 	bool pid_written;        /* STATE_DIR/facetfs.pid is ours (background) */
 };
@@ -158,9 +161,11 @@ static char *gw_control(void *ctx, const char *command)
 		    asprintf(&answer, "error: rescan%s%s: %s\n", view ? " " : "",
 			     view ? view : "", strerror(-rc)) < 0)
 			answer = NULL;
+	} else if (strcmp(command, "trace") == 0 || strncmp(command, "trace ", 6) == 0) {
+		answer = trace_control(gw->trace, command + 5);
 	} else if (strcmp(command, "ping") == 0) {
 		answer = strdup("ok\n");
-	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW])\n",
+	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], trace ...)\n",
 			    command) < 0) {
 		answer = NULL;
 	}
@@ -745,6 +750,8 @@ static void gateway_stop(struct gateway *gw)
 	ingest_free(gw->ing);
 	warm_free(gw->warm);
 	gw->warm = NULL;
+	trace_free(gw->trace);   /* after the mount and ingest: nothing records */
+	gw->trace = NULL;
 	stage_close(gw->stage);
 	gw->stage = NULL;
 	pins_free(gw->pins);
@@ -816,7 +823,13 @@ int gateway_mount(const struct mount_opts *o)
 	    metrics_start(gw.cfg.metrics_listen, gw_metrics_text, &gw, &gw.metrics) < 0)
 		goto out;
 
+	char tdir[PATH_MAX];
+	snprintf(tdir, sizeof tdir, "%s/traces", gw.cfg.state_dir);
+	if (trace_new(tdir, &gw.trace) < 0)
+		goto out;
+	ingest_set_trace(gw.ing, gw.trace);
 	struct fs_deps deps = {
+		.trace = gw.trace,
 		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
 		.bc = gw.bc, .pins = gw.pins,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,

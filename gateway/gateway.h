@@ -30,7 +30,9 @@
  * locks listed above it on its line, never the reverse):
  *   index wmu -> index vlock -> view-set slot mutex
  *   index wmu -> index bloom_mu
- *   index wmu -> (change callbacks) fs inval_lock, inode table lock, stats
+ *   index wmu -> (change callbacks) fs inval_lock, inode table lock, stats,
+ *     trace recorder lock (common/trace.h)
+ *   trace control lock -> trace recorder lock
  *   S3 client refresh_lock -> (refresh callback) creds renewer lock ->
  *     S3 client cred_lock
  *   commit-view version lock (sync/visibility.c) -> reader lock,

@@ -28,6 +28,7 @@
 #include "common/array.h"
 #include "common/log.h"
 #include "common/stats.h"
+#include "common/trace.h"
 #include "common/s3.h"
 #include "views/filter.h"
 #include "views/index.h"
@@ -47,6 +48,7 @@ struct ingest {
 	struct viewset_slot *views;  /* the current view set (gateway's) */
 	struct stats *st;
 	_Atomic(struct fs *) fs;
+	_Atomic(struct trace *) tr;  /* records applied changes while on */
 
 	/* Consumer thread only: buffers reused from batch to batch. */
 	double *lat_ms;              /* visible latency per event */
@@ -66,6 +68,7 @@ int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
 	g->views = views;
 	g->st = st;
 	atomic_init(&g->fs, NULL);
+	atomic_init(&g->tr, NULL);
 	*out = g;
 	return 0;
 }
@@ -85,9 +88,18 @@ void ingest_set_fs(struct ingest *g, struct fs *fs)
 		atomic_store(&g->fs, fs);
 }
 
+void ingest_set_trace(struct ingest *g, struct trace *tr)
+{
+	if (g)
+		atomic_store(&g->tr, tr);
+}
+
 void ingest_change_fn(void *ctx, const char *view, const char *path, int what)
 {
 	struct ingest *g = ctx;
+	struct trace *tr = atomic_load_explicit(&g->tr, memory_order_relaxed);
+	if (trace_on(tr))
+		trace_record(tr, TRACE_EVENT, 0, 0, 0, 0, what, view, path, NULL);
 	struct fs *fs = atomic_load(&g->fs);
 	if (fs)
 		fs_notify_change(fs, view, path, what);

@@ -30,6 +30,7 @@ struct s3;
 struct viewset_slot;
 struct stats;
 struct fs;
+struct trace;
 struct consumer_cb;
 struct ev_batch;
 struct ingest;
@@ -46,6 +47,10 @@ int ingest_batch_apply(struct ingest *g, struct ev_batch *b);
 /* Fill the consumer's callbacks (apply, stored_offset) bound to g. */
 void ingest_callbacks(struct ingest *g, struct consumer_cb *out);
 void ingest_set_fs(struct ingest *g, struct fs *fs);
+/* Record each applied change (an event's or a scan's) in tr while it is
+ * on (common/trace.h): `facetfs advise` needs when the gateway saw it.
+ * Atomic like ingest_set_fs(); tr must outlive g or be unset first. */
+void ingest_set_trace(struct ingest *g, struct trace *tr);
 /* An index_change_fn: forwards a membership change to the mount. */
 void ingest_change_fn(void *ctx, const char *view, const char *path, int what);
 

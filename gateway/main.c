@@ -1,5 +1,8 @@
-/* main.c — the facetfs command line: mount, check, status, rescan. */
+/* main.c — the facetfs command line: mount, check, status, rescan, trace,
+ * advise, replay. */
+#include "gateway/advise.h"
 #include "gateway/gateway.h"
+#include "gateway/replay.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "views/filter.h"
@@ -59,6 +62,30 @@ static const char rescan_help[] =
 	"  what was fixed. Exit 1 if a bucket could not be reconciled.\n"
 	"  -h, --help            this text\n";
 
+static const char trace_help[] =
+	"usage: facetfs trace MOUNTPOINT start [--view VIEW] [--max-bytes N] | stop | status\n"
+	"  Record every open, read, write, fsync, close, truncate, rename and unlink\n"
+	"  on the mount's files (or one view's), with process and thread ids, times,\n"
+	"  offsets, lengths and results, and the apply time of each S3 event that\n"
+	"  changed a file, into STATE_DIR/traces/ (no data bytes). Recording stops\n"
+	"  at --max-bytes (default 1 GiB; suffixes K, M, G). Feed the file to\n"
+	"  `facetfs advise` and `facetfs replay`.\n"
+	"  -h, --help            this text\n";
+
+static const char advise_help[] =
+	"usage: facetfs advise TRACE... [--json] [--examples N] [--max-files N] [--skew-ms MS]\n"
+	"  Which visibility policy does the traced workload need? Merges the traces\n"
+	"  (aligned by their wall-clock anchors), finds overlapping accesses where\n"
+	"  the first is a write (RAW/WAW, same or distinct process) and says, per\n"
+	"  view and file, under which policy they conflict, the weakest policy with\n"
+	"  no distinct-process conflict (or that none suffices), the first pairs of\n"
+	"  each class with what would resolve them, and the access pattern.\n"
+	"  --json                one JSON document for tools\n"
+	"  --examples N          pairs shown per class and file (3, at most 10)\n"
+	"  --max-files N         files in the text report (20)\n"
+	"  --skew-ms MS          clock offset assumed between hosts (10)\n"
+	"  -h, --help            this text\n";
+
 static const char usage_text[] =
 	"usage: facetfs COMMAND [ARGS]\n"
 	"\n"
@@ -70,6 +97,12 @@ static const char usage_text[] =
 	"      Counters, lag, scans and latency of a running gateway.\n"
 	"  facetfs rescan MOUNTPOINT [VIEW]\n"
 	"      List the bucket(s) again and reconcile the index.\n"
+	"  facetfs trace MOUNTPOINT start [--view V] [--max-bytes N] | stop | status\n"
+	"      Record the mount's I/O into a trace.\n"
+	"  facetfs advise TRACE... [--json]\n"
+	"      Which visibility policy the traced workload needs.\n"
+	"  facetfs replay TRACE --view DIR [--processes N]\n"
+	"      Replay a trace's I/O pattern against a view; time and S3 requests.\n"
 	"\n"
 	"  facetfs COMMAND --help    the options of one command\n"
 	"  facetfs --help | --version\n"
@@ -307,6 +340,137 @@ static int cmd_status(int argc, char **argv)
 	return 0;
 }
 
+/* Write one command to MOUNTPOINT/.facetfs/control and print the answer;
+ * 1 when it begins with "error". */
+static int control_call(const char *prog, const char *mountpoint, const char *cmd)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/.facetfs/control", mountpoint);
+	size_t n = strlen(cmd);
+	int fd = open(path, O_RDWR);
+	if (fd < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+		return 1;
+	}
+	if (write(fd, cmd, n) != (ssize_t)n) {
+		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	char answer[65536];
+	ssize_t got = pread(fd, answer, sizeof answer - 1, 0);
+	close(fd);
+	if (got < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+		return 1;
+	}
+	answer[got] = '\0';
+	fputs(answer, stdout);
+	return strncmp(answer, "error", 5) == 0 ? 1 : 0;
+}
+
+static int cmd_trace(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (is_help(argv[i])) {
+			fputs(trace_help, stdout);
+			return 0;
+		}
+	if (argc < 3)
+		return usage_of(trace_help);
+	const char *mp = argv[1], *verb = argv[2];
+	char cmd[1024];
+	if (strcmp(verb, "stop") == 0 || strcmp(verb, "status") == 0) {
+		if (argc != 3)
+			return usage_of(trace_help);
+		snprintf(cmd, sizeof cmd, "trace %s\n", verb);
+		return control_call("facetfs trace", mp, cmd);
+	}
+	if (strcmp(verb, "start") != 0) {
+		fprintf(stderr, "facetfs trace: unknown action \"%s\" (start, stop, status)\n", verb);
+		return usage_of(trace_help);
+	}
+	const char *view = NULL, *max = NULL;
+	for (int i = 3; i < argc; i++) {
+		if (strcmp(argv[i], "--view") == 0 && i + 1 < argc) {
+			view = argv[++i];
+		} else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) {
+			max = argv[++i];
+		} else {
+			fprintf(stderr, "facetfs trace: unexpected argument \"%s\"\n", argv[i]);
+			return usage_of(trace_help);
+		}
+	}
+	if ((view && strpbrk(view, " \n")) || (max && strpbrk(max, " \n"))) {
+		fprintf(stderr, "facetfs trace: a view name or size with a space or newline\n");
+		return 2;
+	}
+	snprintf(cmd, sizeof cmd, "trace start%s%s%s%s\n", view ? " --view " : "",
+		 view ? view : "", max ? " --max-bytes " : "", max ? max : "");
+	return control_call("facetfs trace", mp, cmd);
+}
+
+static bool parse_uint(const char *s, unsigned long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-')
+		return false;
+	*out = v;
+	return true;
+}
+
+static int cmd_advise(int argc, char **argv)
+{
+	struct advise_opts o = { .examples = 3, .max_files = 20, .skew_ms = 10 };
+	const char **paths = calloc((size_t)argc, sizeof *paths);
+	size_t n = 0;
+	int rc = 2;
+	if (!paths)
+		return 1;
+	for (int i = 1; i < argc; i++) {
+		unsigned long v;
+		if (is_help(argv[i])) {
+			fputs(advise_help, stdout);
+			rc = 0;
+			goto out;
+		} else if (strcmp(argv[i], "--json") == 0) {
+			o.json = true;
+		} else if (strcmp(argv[i], "--examples") == 0 && i + 1 < argc &&
+			   parse_uint(argv[i + 1], &v) && v <= 10) {
+			o.examples = (unsigned)v;
+			i++;
+		} else if (strcmp(argv[i], "--max-files") == 0 && i + 1 < argc &&
+			   parse_uint(argv[i + 1], &v) && v > 0 && v < 1000000) {
+			o.max_files = (unsigned)v;
+			i++;
+		} else if (strcmp(argv[i], "--skew-ms") == 0 && i + 1 < argc) {
+			char *end;
+			o.skew_ms = strtod(argv[++i], &end);
+			if (*end || o.skew_ms < 0) {
+				fprintf(stderr, "facetfs advise: --skew-ms: not a number of ms\n");
+				goto out;
+			}
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "facetfs advise: unexpected argument \"%s\"\n", argv[i]);
+			rc = usage_of(advise_help);
+			goto out;
+		} else {
+			paths[n++] = argv[i];
+		}
+	}
+	if (!n) {
+		fprintf(stderr, "facetfs advise: name at least one trace\n");
+		rc = usage_of(advise_help);
+		goto out;
+	}
+	rc = advise_run(paths, n, &o, stdout) < 0 ? 1 : 0;
+out:
+	free(paths);
+	return rc;
+}
+
 static int cmd_rescan(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
@@ -367,6 +531,12 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (strcmp(cmd, "rescan") == 0)
 		return cmd_rescan(argc - 1, argv + 1);
+	if (strcmp(cmd, "trace") == 0)
+		return cmd_trace(argc - 1, argv + 1);
+	if (strcmp(cmd, "advise") == 0)
+		return cmd_advise(argc - 1, argv + 1);
+	if (strcmp(cmd, "replay") == 0)
+		return replay_main(argc - 1, argv + 1);
 	fprintf(stderr, "facetfs: unknown command \"%s\"\n", cmd);
 	return usage(stderr, 2);
 }
