@@ -52,9 +52,9 @@ static void fixed_cases(struct gw *gw)
 
 	/* An empty made directory renamed onto another one: one entry, and
 	 * rmdir removes it (the mirror of the index kept a second one). */
-	int rc = core_mkdir(c, root, "fx_d1", &e1);
+	int rc = core_mkdir(c, root, "fx_d1", NULL, &e1);
 	if (rc == 0)
-		rc = core_mkdir(c, root, "fx_d2", &e2);
+		rc = core_mkdir(c, root, "fx_d2", NULL, &e2);
 	if (rc == 0)
 		rc = core_rename(c, root, "fx_d1", root, "fx_d2", 0);
 	CHECK(rc == 0, "mkdir, mkdir, rename onto the empty made directory: %d", rc);
@@ -70,7 +70,7 @@ static void fixed_cases(struct gw *gw)
 	 * number the kernel holds, and reads through it see the staged copy. */
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	rc = core_create(c, root, "fx_f", &e1, &f, &cache);
+	rc = core_create(c, root, "fx_f", NULL, &e1, &f, &cache);
 	ssize_t n = rc == 0 ? core_write(c, f, "abc", 3, 0) : -1;
 	if (rc == 0)
 		rc = core_rename(c, root, "fx_f", root, "fx_g", 0);
@@ -128,7 +128,7 @@ static void fault_cases(struct view *const *views, struct s3 *s3)
 
 	/* commit: a failed upload makes fsync return EIO and keeps the data;
 	 * the next fsync uploads it */
-	int rc = core_create(c, cv, "ft_a", &e, &f, &cache);
+	int rc = core_create(c, cv, "ft_a", NULL, &e, &f, &cache);
 	ssize_t n = rc == 0 ? core_write(c, f, "hello", 5, 0) : -1;
 	s3_fault_fail(fs3, S3K_PUT, 1, 1, -EHOSTUNREACH);
 	int frc = rc == 0 ? core_fsync(c, f) : 0;
@@ -201,7 +201,7 @@ static void fault_cases(struct view *const *views, struct s3 *s3)
 
 	/* open for writing fills the staged copy from S3: a failed GET fails
 	 * the open (session view) */
-	rc = core_create(c, sv, "ft_s", &e, &f, &cache);
+	rc = core_create(c, sv, "ft_s", NULL, &e, &f, &cache);
 	n = rc == 0 ? core_write(c, f, "abc", 3, 0) : -1;
 	frc = rc == 0 ? core_flush(c, f) : -1;
 	core_release(c, f);
