@@ -389,7 +389,7 @@ static void parse_kv_conds(struct pctx *c, const cJSON *j, const char *path, boo
 				continue;
 			}
 			if (posix_meta_reserved(k->name)) {
-				perr(c, p, "\"%s\" is a POSIX attribute (common/posix.h), not user metadata",
+				perr(c, p, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
 				     k->name);
 				continue;
 			}
@@ -578,7 +578,7 @@ static void parse_on_create(struct pctx *c, const cJSON *j, struct view *v)
 				continue;
 			}
 			if (posix_meta_reserved(lname)) {
-				perr(c, q, "\"%s\" is a POSIX attribute (common/posix.h), not user metadata",
+				perr(c, q, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
 				     lname);
 				continue;
 			}
