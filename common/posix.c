@@ -79,7 +79,7 @@ void posix_meta_parse(const struct obj_kv *meta, size_t n, struct obj_posix *px)
 		const char *k = meta[i].name, *v = meta[i].value;
 		uint32_t u;
 		if (strcmp(k, "mode") == 0 && parse_uint(v, 0, &u)) {
-			px->mode = u & 07777;
+			px->mode = u & (0170000 | 07777);
 			px->have |= POSIX_MODE;
 		} else if (strcmp(k, "uid") == 0 && parse_uint(v, 10, &u)) {
 			px->uid = u;
@@ -123,8 +123,10 @@ int posix_meta_put(struct obj_kv **arr, size_t *n, const struct obj_posix *px)
 			rc = kv_set(arr, n, time_names[i], buf);
 		}
 	if (rc == 0 && (px->have & POSIX_MODE)) {
-		/* s3fs writes the whole st_mode: a regular file's type bits */
-		snprintf(buf, sizeof buf, "%u", 0100000u | (px->mode & 07777));
+		/* s3fs writes the whole st_mode: a regular file's type bits
+		 * unless px gives another type */
+		uint32_t m = px->mode & (0170000 | 07777);
+		snprintf(buf, sizeof buf, "%u", (m & 0170000) ? m : 0100000u | m);
 		rc = kv_set(arr, n, "mode", buf);
 	}
 	if (rc == 0 && (px->have & POSIX_UID)) {

@@ -12,7 +12,9 @@
  *          digits or none, right for both readers).
  *   atime, ctime  the same format (s3fs); read, written only when set.
  *   mode   decimal st_mode with the file type bits (s3fs: "33188" for a
- *          0644 file); read with C's base prefixes ("0644" is octal).
+ *          0644 file, 4516 for a FIFO, 41471 for a symbolic link, whose
+ *          target is the object's content); read with C's base prefixes
+ *          ("0644" is octal).
  *   uid, gid  decimal (s3fs).
  * These names are POSIX attributes, not user metadata: never shown as
  * user.* xattrs, never matched by filters' `metadata` (posix_meta_reserved).
@@ -38,7 +40,9 @@ enum posix_have {
 
 struct obj_posix {
 	uint32_t have;           /* enum posix_have: which fields are set */
-	uint32_t mode;           /* permission bits only (07777) */
+	uint32_t mode;           /* st_mode as stored: permission bits (07777)
+				  * and the file type (S_IFMT bits; 0: none
+				  * given, a regular file) */
 	uint32_t uid, gid;
 	int64_t mtime_ns, atime_ns, ctime_ns;   /* ns since the epoch */
 };

@@ -232,10 +232,15 @@ void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
 		     struct stat *st)
 {
 	if (px->have & POSIX_MODE) {
-		mode_t m = px->mode & 07777;
+		mode_t m = px->mode & 07777, type = st->st_mode & S_IFMT;
 		if (!core_view_writable(c, view))
 			m &= ~(mode_t)0222;
-		st->st_mode = (st->st_mode & S_IFMT) | m;
+		/* an object may hold a symbolic link, a FIFO, a socket or a
+		 * device node (its type in the mode, as s3fs writes it) */
+		mode_t stored = px->mode & S_IFMT;
+		if (type == S_IFREG && stored && stored != S_IFDIR)
+			type = stored;
+		st->st_mode = type | m;
 	}
 	if (px->have & POSIX_UID)
 		st->st_uid = px->uid;

@@ -176,10 +176,14 @@ int  core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 int  core_create(struct core *c, uint64_t parent, const char *name,
 		 const struct core_who *who, struct core_entry *e,
 		 struct core_file **out, struct core_open_cache *cache);
-/* mknod(2): a regular file is created and committed empty; FIFOs, sockets
- * and devices cannot be S3 objects: -EPERM. */
+/* mknod(2) (FIFO, socket, device, regular file) and symlink(2): an object
+ * made at once, as s3fs makes them: empty, or holding the link's target,
+ * with the type in its mode (common/posix.h); device numbers are not kept
+ * (rdev 0). The kernel serves a FIFO's or a device's data itself. */
 int  core_mknod(struct core *c, uint64_t parent, const char *name,
 		const struct core_who *who, dev_t rdev, struct core_entry *e);
+int  core_symlink(struct core *c, uint64_t parent, const char *name,
+		  const char *target, const struct core_who *who, struct core_entry *e);
 ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		  off_t off);
 ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
@@ -199,8 +203,9 @@ int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t s
  * attributes after it in *st. */
 int  core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 		  const struct core_set *set, struct stat *st);
-/* readlink of .facetfs/recovered. */
-int  core_readlink(struct core *c, uint64_t ino, const char **target);
+/* readlink: .facetfs/recovered, or a symbolic link's object (its content,
+ * at most size - 1 bytes, NUL-terminated in buf). 0 or a negative errno. */
+int  core_readlink(struct core *c, uint64_t ino, char *buf, size_t size);
 
 /* ---- namespace ---- */
 int  core_mkdir(struct core *c, uint64_t parent, const char *name,

@@ -1,4 +1,4 @@
-/* core_attr.c — setattr and mknod (core.h): mode, owner and times kept
+/* core_attr.c — setattr, mknod and symlink (core.h): mode, owner and times kept
  * with each object in s3fs's user-metadata names (common/posix.h), so they
  * outlive a restart, reach other gateways through the copy's event, and
  * read the same in s3fs and rclone.
@@ -13,7 +13,9 @@
  *    S3 has no directory objects here.
  * Every change of mode, owner or times also sets ctime (now). atime is
  * kept only when set explicitly (utimensat); reads never update it, as
- * with noatime.
+ * with noatime. FIFOs, sockets, device nodes and symbolic links are
+ * objects as s3fs makes them: the type in the mode, a link's target as
+ * its content.
  */
 #include "fuse/core_int.h"
 
@@ -23,8 +25,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int64_t ns_of(const struct timespec *ts)
 {
@@ -67,8 +71,10 @@ struct attr_edit {
 static int attr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 {
 	struct attr_edit *a = ctx;
-	struct obj_posix px = { 0 };
+	struct obj_posix px = { 0 }, cur;
 	set_posix(a->set, &px);
+	posix_meta_parse(o->meta, o->n_meta, &cur);
+	px.mode |= cur.mode & S_IFMT;            /* chmod keeps the file type */
 	int rc = posix_meta_put(&o->meta, &o->n_meta, &px);
 	if (rc == 0 && of && (px.have & POSIX_MTIME)) {
 		pthread_mutex_lock(&a->c->ofile_lock);
@@ -92,6 +98,7 @@ static int dir_setattr(struct core *c, size_t view, const char *path,
 	core_mkdir_attr(c, view, path, &px);
 	set_posix(set, &px);
 	px.have &= POSIX_MODE | POSIX_UID | POSIX_GID | POSIX_MTIME;   /* what 'D' keeps */
+	px.mode &= 07777;
 	const char *vname = view_name(core_view(c, view));
 	int rc = index_dir_add(c->d.ix, vname, path, &px);
 	if (rc == 0 && made && !core_mkdir_set_attr(c, view, path, &px))
@@ -132,23 +139,53 @@ int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 	return rc < 0 ? rc : core_attr_of(c, ino, st);
 }
 
-int core_mknod(struct core *c, uint64_t parent, const char *name,
-	       const struct core_who *who, dev_t rdev, struct core_entry *e)
+/* An object made whole at once: data (len bytes), the type in who's mode. */
+static int node_make(struct core *c, uint64_t parent, const char *name,
+		     const struct core_who *who, const char *data, size_t len,
+		     struct core_entry *e)
 {
-	(void)rdev;
-	memset(e, 0, sizeof *e);
-	if (!who || !S_ISREG(who->mode))
-		return -EPERM;               /* FIFOs, sockets, devices: not objects */
 	struct core_file *f;
 	struct core_open_cache cache;
 	int rc = core_create(c, parent, name, who, e, &f, &cache);
 	if (rc < 0)
 		return rc;
-	rc = core_flush(c, f);
+	ssize_t n = len ? core_write(c, f, data, len, 0) : 0;
+	rc = n < 0 ? (int)n : core_flush(c, f);
 	core_release(c, f);
+	if (rc == 0)
+		rc = core_attr_of(c, e->ino, &e->attr);
 	if (rc < 0) {
 		core_forget(c, e->ino, 1);
 		memset(e, 0, sizeof *e);
 	}
 	return rc;
+}
+
+int core_mknod(struct core *c, uint64_t parent, const char *name,
+	       const struct core_who *who, dev_t rdev, struct core_entry *e)
+{
+	(void)rdev;                      /* not kept (s3fs keeps none either) */
+	memset(e, 0, sizeof *e);
+	mode_t type = who ? who->mode & S_IFMT : 0;
+	if (!who || (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK &&
+		     type != S_IFCHR && type != S_IFBLK))
+		return -EINVAL;
+	return node_make(c, parent, name, who, NULL, 0, e);
+}
+
+int core_symlink(struct core *c, uint64_t parent, const char *name,
+		 const char *target, const struct core_who *who, struct core_entry *e)
+{
+	memset(e, 0, sizeof *e);
+	size_t len = strlen(target);
+	if (len == 0)
+		return -ENOENT;
+	if (len >= PATH_MAX)
+		return -ENAMETOOLONG;
+	struct core_who w = { S_IFLNK | 0777, who ? who->uid : 0, who ? who->gid : 0 };
+	if (!who) {
+		w.uid = getuid();
+		w.gid = getgid();
+	}
+	return node_make(c, parent, name, &w, target, len, e);
 }

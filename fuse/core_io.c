@@ -490,10 +490,26 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	return rc;
 }
 
-int core_readlink(struct core *c, uint64_t ino, const char **target)
+int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 {
-	if (ino != INODE_META_RECOVERED)
-		return -EINVAL;
-	*target = core_recovered(c);
+	if (size == 0)
+		return -ERANGE;
+	if (ino == INODE_META_RECOVERED) {
+		snprintf(buf, size, "%s", core_recovered(c));
+		return 0;
+	}
+	struct stat st;
+	int rc = ino < INODE_FIRST_DYNAMIC ? -EINVAL : core_attr_of(c, ino, &st);
+	if (rc == 0 && !S_ISLNK(st.st_mode))
+		rc = -EINVAL;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	if (rc == 0)
+		rc = core_open(c, ino, O_RDONLY, &f, &cache);
+	ssize_t n = rc == 0 ? core_read(c, f, buf, size - 1, 0) : rc;
+	core_release(c, f);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
 	return 0;
 }

@@ -80,7 +80,7 @@ void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posi
 	if (!who)
 		return;
 	px->have = POSIX_MODE | POSIX_UID | POSIX_GID;
-	px->mode = who->mode & 07777;
+	px->mode = who->mode & (S_IFMT | 07777);
 	px->uid = who->uid;
 	px->gid = who->gid;
 	if (with_mtime) {

@@ -6,6 +6,7 @@
 #include "fuse/fs_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -114,8 +115,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
  * was never committed is put after a crash (sync/stage.h). */
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	const char *target;
-	int rc = core_readlink(fs_of(req)->core, ino, &target);
+	char target[PATH_MAX];
+	int rc = core_readlink(fs_of(req)->core, ino, target, sizeof target);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -341,7 +342,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 }
 
 /* What S3 cannot hold (README, "POSIX behaviour"): a second name for one
- * object, and symbolic links (refused, not stored as s3fs does). */
+ * object. */
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
@@ -354,10 +355,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
-	(void)link;
-	(void)parent;
-	(void)name;
-	fuse_reply_err(req, EPERM);
+	struct core_entry ce;
+	struct core_who who = who_of(req, S_IFLNK | 0777);
+	reply_entry(req, core_symlink(fs_of(req)->core, parent, name, link, &who, &ce), &ce);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)

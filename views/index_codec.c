@@ -363,7 +363,7 @@ static void posix_decode(struct rd *r, struct obj_posix *px)
 {
 	px->have = (uint32_t)rd_varint(r);
 	if (px->have & POSIX_MODE)
-		px->mode = (uint32_t)rd_varint(r) & 07777;
+		px->mode = (uint32_t)rd_varint(r) & (0170000 | 07777);
 	if (px->have & POSIX_UID)
 		px->uid = (uint32_t)rd_varint(r);
 	if (px->have & POSIX_GID)

@@ -3,8 +3,8 @@
 # mount over the bed: touch -d, cp -p, chmod, chown and mkdir -m show in
 # the mount, as s3fs's user metadata in `aws s3api head-object`, on a
 # second gateway (through the events of the copies) and after a restart of
-# the first; the names stay out of user.* xattrs; link, symlink and mkfifo
-# answer EPERM; `rsync -a` twice over 500 small files transfers nothing the
+# the first; the names stay out of user.* xattrs; symlinks and FIFOs are
+# objects as s3fs makes them, link answers EPERM; `rsync -a` twice over 500 small files transfers nothing the
 # second time (its --stats), and the same over objects s3fs wrote, when
 # s3fs is installed.
 . "$(dirname "$0")/../lib/common.sh"
@@ -54,15 +54,21 @@ check_eq "mkdir -m 0700 then chmod 0750" "750" "$(stat -c '%a' "$A/rw/dir")"
 check_eq "user.* xattrs leave the attributes out" "[]" \
 	"$(python3 -c 'import os, sys; print(os.listxattr(sys.argv[1]))' "$A/rw/touched" 2>&1)"
 
-# ---- what S3 cannot hold ----
+# ---- links and special files: as s3fs stores them; no hard links ----
 errno_of() { python3 -c 'import errno, os, sys
 try:
     getattr(os, sys.argv[1])(*sys.argv[2:]); print("0")
 except OSError as e:
     print(errno.errorcode[e.errno])' "$@"; }
 check_eq "link(2): EPERM" "EPERM" "$(errno_of link "$A/rw/copied" "$A/rw/hard")"
-check_eq "symlink(2): EPERM" "EPERM" "$(errno_of symlink copied "$A/rw/sym")"
-check_eq "mkfifo(3): EPERM" "EPERM" "$(errno_of mkfifo "$A/rw/fifo")"
+ln -s copied "$A/rw/sym" || not_ok "ln -s"
+check_eq "symlink: readlink, and read through it" "copied copied with -p" \
+	"$(readlink "$A/rw/sym") $(cat "$A/rw/sym" 2>&1)"
+check_eq "symlink: the object holds the target, mode S_IFLNK|0777" "copied 41471" \
+	"$("$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/sym" -) $(meta sym mode)"
+mkfifo -m 0640 "$A/rw/fifo" || not_ok "mkfifo"
+check_eq "mkfifo: a FIFO, an empty object with mode S_IFIFO|0640" "fifo 640 4512" \
+	"$(stat -c '%F %a' "$A/rw/fifo") $(meta fifo mode)"
 
 # ---- a second gateway (events of the copies), a restart ----
 wait_for 10 test "$(stat -c '%a %u' "$MB/rw/touched" 2>/dev/null)" = "600 1234"
@@ -74,6 +80,8 @@ start_gateway A "$T/a.json" "$A" || { not_ok "gateway A starts again"; exit 1; }
 check_eq "after a restart: touch -d, chmod, chown" "600 1234:2345 2001-02-03 04:05:06.123456789" \
 	"$(TZ=UTC stat -c '%a %u:%g %y' "$A/rw/touched" | cut -c1-43)"
 check_eq "after a restart: the made directory's mode" "750" "$(stat -c '%a' "$A/rw/dir")"
+check_eq "after a restart: the symlink and the FIFO" "copied fifo" \
+	"$(readlink "$A/rw/sym") $(stat -c '%F' "$A/rw/fifo")"
 
 # ---- rsync -a twice ----
 mkdir -p "$T/tree"

@@ -122,9 +122,9 @@ static void test_posix(void)
 	struct obj_posix px;
 	posix_meta_parse(kv, 5, &px);
 	CHECK(px.have == (POSIX_MODE | POSIX_UID | POSIX_GID | POSIX_MTIME) &&
-	      px.mode == 0755 && px.uid == 1000 && px.gid == 100 &&
+	      px.mode == 0100755 && px.uid == 1000 && px.gid == 100 &&
 	      px.mtime_ns == 1600000000250000000LL,
-	      "s3fs's st_mode 33261 is 0755, owner and time read (%o %u %u %lld)",
+	      "s3fs's st_mode 33261 is 0100755, owner and time read (%o %u %u %lld)",
 	      (unsigned)px.mode, (unsigned)px.uid, (unsigned)px.gid, (long long)px.mtime_ns);
 	struct obj_kv bad[] = { { "mode", "0644" }, { "uid", "-1" }, { "mtime", "soon" } };
 	posix_meta_parse(bad, 3, &px);
@@ -143,6 +143,13 @@ static void test_posix(void)
 	      md && strcmp(md, "35304") == 0 && obj_meta_get(&o, "color"),
 	      "put replaces mtime, adds mode (st_mode 0104750 = 35304) and uid, keeps the rest (%s, %s)",
 	      mt ? mt : "-", md ? md : "-");
+	obj_kv_free(arr, n);
+	struct obj_posix fifo = { .have = POSIX_MODE, .mode = 010644 };
+	arr = NULL;
+	n = 0;
+	rc = posix_meta_put(&arr, &n, &fifo);
+	CHECK(rc == 0 && n == 1 && strcmp(arr[0].value, "4516") == 0,
+	      "a FIFO's st_mode is written with its type (%s)", n ? arr[0].value : "-");
 	obj_kv_free(arr, n);
 	CHECK(posix_meta_reserved("mtime") && posix_meta_reserved("gid") &&
 	      !posix_meta_reserved("color") && !posix_meta_reserved("md5chksum"),

@@ -102,6 +102,20 @@ static void fixed_cases(struct gw *gw)
 	CHECK(lrc == -ENOENT, "the old name is gone (%d)", lrc);
 }
 
+/* The bytes S3 holds for key (fake's view), or -ENOENT. */
+static int s3_bytes(struct s3 *s3, const char *key, char *buf, size_t cap, size_t *len)
+{
+	void *data = NULL;
+	int rc = s3_fake_object_read(s3, BUCKET, key, &data, len, NULL, NULL);
+	if (rc == 0) {
+		if (*len > cap)
+			*len = cap;
+		memcpy(buf, data, *len);
+	}
+	free(data);
+	return rc;
+}
+
 /* ---------- POSIX attributes kept in S3 ---------- */
 
 /* The value S3 holds for key's user metadata name, or "" (static buffer). */
@@ -292,14 +306,41 @@ static void posix_cases(struct view *const *views, struct s3 *s3)
 	if (r1 == 0)
 		core_forget(c, e2.ino, 1);
 
-	/* what S3 cannot hold; mknod of a regular file makes an empty object */
+	/* mknod and symlink make objects as s3fs does: the type in the mode,
+	 * a link's target as the content; chmod keeps the type */
 	struct core_who fifo = { S_IFIFO | 0644, 0, 0 }, reg = { S_IFREG | 0600, 7, 8 };
 	int m1 = core_mknod(c, sv, "px_fifo", &fifo, 0, &e2);
+	CHECK(m1 == 0 && S_ISFIFO(e2.attr.st_mode) && (e2.attr.st_mode & 07777) == 0644 &&
+	      strcmp(s3_meta(s3, "s/px_fifo", "mode", NULL), "4516") == 0,
+	      "mknod of a FIFO: an empty object with mode 4516 (%d, %s)", m1,
+	      s3_meta(s3, "s/px_fifo", "mode", NULL));
+	set = (struct core_set){ .what = CORE_SET_MODE, .mode = S_IFIFO | 0600 };
+	rc = m1 == 0 ? core_setattr(c, e2.ino, NULL, &set, &st) : m1;
+	CHECK(rc == 0 && S_ISFIFO(st.st_mode) && (st.st_mode & 07777) == 0600 &&
+	      strcmp(s3_meta(s3, "s/px_fifo", "mode", NULL), "4480") == 0,
+	      "chmod of the FIFO keeps its type (%s)", s3_meta(s3, "s/px_fifo", "mode", NULL));
+	if (m1 == 0)
+		core_forget(c, e2.ino, 1);
 	int m2 = core_mknod(c, sv, "px_reg", &reg, 0, &e2);
-	CHECK(m1 == -EPERM && m2 == 0 && (e2.attr.st_mode & 07777) == 0600 &&
+	CHECK(m2 == 0 && S_ISREG(e2.attr.st_mode) && (e2.attr.st_mode & 07777) == 0600 &&
 	      strcmp(s3_meta(s3, "s/px_reg", "uid", NULL), "7") == 0,
-	      "mknod: a FIFO EPERM, a regular file an object with its mode (%d %d)", m1, m2);
+	      "mknod of a regular file: an empty object with its mode (%d)", m2);
 	if (m2 == 0)
+		core_forget(c, e2.ino, 1);
+	struct core_who me = { 0, 42, 43 };
+	int m3 = core_symlink(c, sv, "px_link", "../some/target", &me, &e2);
+	char target[64] = "";
+	int m4 = m3 == 0 ? core_readlink(c, e2.ino, target, sizeof target) : m3;
+	size_t tlen = 0;
+	char tbuf[64] = "";
+	s3_bytes(s3, "s/px_link", tbuf, sizeof tbuf - 1, &tlen);
+	CHECK(m3 == 0 && m4 == 0 && S_ISLNK(e2.attr.st_mode) && e2.attr.st_size == 14 &&
+	      e2.attr.st_uid == 42 && strcmp(target, "../some/target") == 0 &&
+	      tlen == 14 && memcmp(tbuf, "../some/target", 14) == 0 &&
+	      strcmp(s3_meta(s3, "s/px_link", "mode", NULL), "41471") == 0,
+	      "symlink: an object holding the target, mode 41471; readlink reads it (%d %d %s)",
+	      m3, m4, target);
+	if (m3 == 0)
 		core_forget(c, e2.ino, 1);
 
 	/* directories: mkdir's mode, chmod of a made one and of one listed
@@ -347,20 +388,6 @@ static void posix_cases(struct view *const *views, struct s3 *s3)
 }
 
 /* ---------- S3 failures: each error path of the core, injected ---------- */
-
-/* The bytes S3 holds for key (fake's view), or -ENOENT. */
-static int s3_bytes(struct s3 *s3, const char *key, char *buf, size_t cap, size_t *len)
-{
-	void *data = NULL;
-	int rc = s3_fake_object_read(s3, BUCKET, key, &data, len, NULL, NULL);
-	if (rc == 0) {
-		if (*len > cap)
-			*len = cap;
-		memcpy(buf, data, *len);
-	}
-	free(data);
-	return rc;
-}
 
 static void fault_cases(struct view *const *views, struct s3 *s3)
 {
