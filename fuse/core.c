@@ -277,6 +277,23 @@ void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t in
 		core_attr_posix(c, view, &px, st);
 }
 
+/* What a new directory or file keeps: the mode asked, the caller's ids,
+ * and (files) the time it was made. */
+void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px)
+{
+	memset(px, 0, sizeof *px);
+	if (!who)
+		return;
+	px->have = POSIX_MODE | POSIX_UID | POSIX_GID;
+	px->mode = who->mode & (S_IFMT | 07777);
+	px->uid = who->uid;
+	px->gid = who->gid;
+	if (with_mtime) {
+		px->have |= POSIX_MTIME;
+		px->mtime_ns = core_now_ns();
+	}
+}
+
 /* Path of child `name` under `dir` ("" is a view's root). */
 int core_path_join(const char *dir, const char *name, char *out, size_t outlen)
 {

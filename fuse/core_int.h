@@ -140,6 +140,9 @@ void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t in
 		      struct stat *st);
 mode_t core_file_perm(struct core *c, size_t view);
 int  core_path_join(const char *dir, const char *name, char *out, size_t outlen);
+/* The attributes a create, mknod or mkdir by who keeps (have 0 for who
+ * NULL): its mode (with the file type), ids and, with_mtime, now. */
+void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px);
 /* The (view, path) of a directory inode and the path of its child name. */
 int  core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
 		char *path, size_t pathlen);
@@ -211,8 +214,6 @@ int  core_ofile_commit(struct core *c, struct ofile *of);
  * is open for writing here (published at its commit), else in S3 now by a
  * COPY onto itself (one HEAD first). EOPNOTSUPP for a directory, EROFS in
  * a read-only view; edit's negative errno stops it. */
-/* The attributes a create or mkdir by who keeps (have 0 for who NULL). */
-void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px);
 typedef int (*core_meta_edit_fn)(void *ctx, struct obj_meta *o, struct ofile *of);
 int  core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx);
 

@@ -72,23 +72,6 @@ static bool name_exists(struct core *c, size_t view, const char *path, bool *is_
 
 /* ---------- mkdir, rmdir ---------- */
 
-/* What a new directory or file keeps: the mode asked, the caller's ids,
- * and (files) the time it was made. */
-void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px)
-{
-	memset(px, 0, sizeof *px);
-	if (!who)
-		return;
-	px->have = POSIX_MODE | POSIX_UID | POSIX_GID;
-	px->mode = who->mode & (S_IFMT | 07777);
-	px->uid = who->uid;
-	px->gid = who->gid;
-	if (with_mtime) {
-		px->have |= POSIX_MTIME;
-		px->mtime_ns = core_now_ns();
-	}
-}
-
 int core_mkdir(struct core *c, uint64_t parent, const char *name,
 	       const struct core_who *who, struct core_entry *e)
 {
