@@ -48,6 +48,7 @@ cleanup() {
 		mountpoint -q "$m" && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m"; }
 	done
 	[[ -n $GW_PID ]] && kill "$GW_PID" 2>/dev/null && wait "$GW_PID" 2>/dev/null
+	[[ -n $S3FS_PID ]] && kill -9 "$S3FS_PID" 2>/dev/null
 	"$BED" down "$WORK/bed" >/dev/null 2>&1
 	echo "# TAP output kept in $WORK"
 }
@@ -56,20 +57,38 @@ trap cleanup EXIT
 . "$WORK/bed/env"
 aws_s3() { /usr/bin/aws --endpoint-url "$S3_URL" "$@"; }
 
-# run_subsets NAME DIR: every subset inside DIR, one line each.
-run_subsets() {
-	local name=$1 dir=$2 s t0 t1 out pass run
-	for s in "${SUBSETS[@]}"; do
-		out=$WORK/$name-$s.tap
-		mkdir -p "$dir/$s"
-		t0=$(date +%s)
-		(cd "$dir/$s" && timeout -k 5 "$SUBSET_TIMEOUT" prove -v -r "$SRC/tests/$s") >"$out" 2>&1
-		t1=$(date +%s)
-		pass=$(grep -cE '^ok [0-9]+' "$out")
-		run=$(grep -cE '^(not )?ok [0-9]+' "$out")
-		printf '%-8s %-10s %5d / %-5d (%d s%s)\n' "$name" "$s" "$pass" "$run" $((t1 - t0)) \
-			"$( ((t1 - t0 >= SUBSET_TIMEOUT)) && echo ", cut off")"
-	done
+# run_subset NAME DIR SUBSET: one subset inside DIR, one line.
+run_subset() {
+	local name=$1 dir=$2 s=$3 t0 t1 out pass run
+	out=$WORK/$name-$s.tap
+	mkdir -p "$dir/$s" || { echo "$name: cannot make $dir/$s"; return 1; }
+	t0=$(date +%s)
+	(cd "$dir/$s" && timeout -k 5 "$SUBSET_TIMEOUT" prove -v -r "$SRC/tests/$s") >"$out" 2>&1
+	t1=$(date +%s)
+	pass=$(grep -cE '^ok [0-9]+' "$out")
+	run=$(grep -cE '^(not )?ok [0-9]+' "$out")
+	printf '%-8s %-10s %5d / %-5d (%d s%s)\n' "$name" "$s" "$pass" "$run" $((t1 - t0)) \
+		"$( ((t1 - t0 >= SUBSET_TIMEOUT)) && echo ", cut off")"
+}
+
+# s3fs, in the foreground of a background job (its own PID), remounted
+# for every subset: a subset cut off mid-way can leave s3fs 1.90 hanging.
+S3FS_PID=
+s3fs_mount() {
+	s3fs "$1" "$2" -f -o "url=$S3_URL,use_path_request_style,passwd_file=$WORK/passwd,allow_other" \
+		>>"$WORK/s3fs.log" 2>&1 &
+	S3FS_PID=$!
+	for _ in $(seq 50); do mountpoint -q "$2" && return 0; sleep 0.2; done
+	return 1
+}
+s3fs_umount() {
+	fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1"
+	[[ -n $S3FS_PID ]] || return 0
+	kill "$S3FS_PID" 2>/dev/null
+	for _ in $(seq 25); do kill -0 "$S3FS_PID" 2>/dev/null || break; sleep 0.2; done
+	kill -9 "$S3FS_PID" 2>/dev/null
+	wait "$S3FS_PID" 2>/dev/null
+	S3FS_PID=
 }
 
 for fs in $FS; do
@@ -95,7 +114,7 @@ JSON
 			</dev/null >"$WORK/gw.log" 2>&1 &
 		GW_PID=$!
 		for _ in $(seq 100); do mountpoint -q "$M" && break; sleep 0.2; done
-		run_subsets facetfs "$M/rw"
+		for sub in "${SUBSETS[@]}"; do run_subset facetfs "$M/rw" "$sub"; done
 		fusermount3 -u "$M"
 		kill "$GW_PID" 2>/dev/null
 		wait "$GW_PID" 2>/dev/null
@@ -104,11 +123,14 @@ JSON
 	s3fs)
 		printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$WORK/passwd"
 		chmod 600 "$WORK/passwd"
-		s3fs "$B" "$M" -o "url=$S3_URL,use_path_request_style,passwd_file=$WORK/passwd,allow_other" ||
-			{ echo "s3fs mount failed"; continue; }
-		for _ in $(seq 50); do mountpoint -q "$M" && break; sleep 0.2; done
-		run_subsets s3fs "$M"
-		fusermount3 -u "$M"
+		for sub in "${SUBSETS[@]}"; do
+			if s3fs_mount "$B" "$M"; then
+				run_subset s3fs "$M" "$sub"
+			else
+				echo "s3fs: mount failed for $sub"
+			fi
+			s3fs_umount "$M"
+		done
 		;;
 	esac
 done
