@@ -22,9 +22,10 @@
 
 /* ---------- lifecycle and the view set ---------- */
 
-static int mkdir_loaded(void *ctx, const char *vname, const char *path)
+static int mkdir_loaded(void *ctx, const char *vname, const char *path,
+			const struct obj_posix *px)
 {
-	return core_mkdir_remember(ctx, vname, path);
+	return core_mkdir_remember(ctx, vname, path, px);
 }
 
 int core_new(const struct core_deps *deps, struct core **out)
@@ -217,6 +218,45 @@ void core_attr_file(struct core *c, uint64_t ino, uint64_t size,
 	st->st_ctim = st->st_atim = st->st_mtim;
 }
 
+static void ts_of_ns(int64_t ns, struct timespec *ts)
+{
+	int64_t sec = ns / 1000000000, nsec = ns % 1000000000;
+	if (nsec < 0) {
+		sec--;
+		nsec += 1000000000;
+	}
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = (long)nsec;
+}
+
+void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
+		     struct stat *st)
+{
+	if (px->have & POSIX_MODE) {
+		mode_t m = px->mode & 07777, type = st->st_mode & S_IFMT;
+		if (!core_view_writable(c, view))
+			m &= ~(mode_t)0222;
+		/* an object may hold a symbolic link, a FIFO, a socket or a
+		 * device node (its type in the mode, as s3fs writes it) */
+		mode_t stored = px->mode & S_IFMT;
+		if (type == S_IFREG && stored && stored != S_IFDIR)
+			type = stored;
+		st->st_mode = type | m;
+	}
+	if (px->have & POSIX_UID)
+		st->st_uid = px->uid;
+	if (px->have & POSIX_GID)
+		st->st_gid = px->gid;
+	if (px->have & POSIX_MTIME) {
+		ts_of_ns(px->mtime_ns, &st->st_mtim);
+		st->st_atim = st->st_mtim;
+	}
+	if (px->have & POSIX_ATIME)
+		ts_of_ns(px->atime_ns, &st->st_atim);
+	if (px->have & POSIX_CTIME)
+		ts_of_ns(px->ctime_ns, &st->st_ctim);
+}
+
 mode_t core_file_perm(struct core *c, size_t view)
 {
 	return shown_mode(c, false, core_view_writable(c, view));
@@ -227,6 +267,32 @@ void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *
 	core_attr_dir(c, ino, st);
 	if (core_view_writable(c, view))
 		st->st_mode = S_IFDIR | shown_mode(c, true, true);
+}
+
+void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t ino,
+		      struct stat *st)
+{
+	core_attr_view_dir(c, view, ino, st);
+	struct obj_posix px;
+	if (*path && core_mkdir_attr(c, view, path, &px))
+		core_attr_posix(c, view, &px, st);
+}
+
+/* What a new directory or file keeps: the mode asked, the caller's ids,
+ * and (files) the time it was made. */
+void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px)
+{
+	memset(px, 0, sizeof *px);
+	if (!who)
+		return;
+	px->have = POSIX_MODE | POSIX_UID | POSIX_GID;
+	px->mode = who->mode & (S_IFMT | 07777);
+	px->uid = who->uid;
+	px->gid = who->gid;
+	if (with_mtime) {
+		px->have |= POSIX_MTIME;
+		px->mtime_ns = core_now_ns();
+	}
 }
 
 /* Path of child `name` under `dir` ("" is a view's root). */
@@ -421,7 +487,8 @@ bool core_mkdir_exists(struct core *c, size_t view, const char *path)
 
 /* A made directory into c->mkdirs (its view by name: INODE_NO_VIEW until a
  * view of that name exists). */
-int core_mkdir_remember(struct core *c, const char *vname, const char *path)
+int core_mkdir_remember(struct core *c, const char *vname, const char *path,
+			const struct obj_posix *px)
 {
 	struct mkdir_ent *m = calloc(1, sizeof *m);
 	if (!m || !(m->path = strdup(path)) || !(m->vname = strdup(vname))) {
@@ -430,11 +497,43 @@ int core_mkdir_remember(struct core *c, const char *vname, const char *path)
 		free(m);
 		return -ENOMEM;
 	}
+	if (px)
+		m->px = *px;
 	pthread_mutex_lock(&c->ofile_lock);
 	m->next = c->mkdirs;
 	c->mkdirs = m;
 	pthread_mutex_unlock(&c->ofile_lock);
 	return 0;
+}
+
+static struct mkdir_ent *mkdir_find_locked(struct core *c, size_t view, const char *path)
+{
+	struct mkdir_ent *m = c->mkdirs;
+	while (m && (!core_in_view(c, m->vname, view) || strcmp(m->path, path) != 0))
+		m = m->next;
+	return m;
+}
+
+bool core_mkdir_attr(struct core *c, size_t view, const char *path, struct obj_posix *px)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct mkdir_ent *m = mkdir_find_locked(c, view, path);
+	bool found = m && m->px.have;
+	if (found)
+		*px = m->px;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return found;
+}
+
+bool core_mkdir_set_attr(struct core *c, size_t view, const char *path,
+			 const struct obj_posix *px)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct mkdir_ent *m = mkdir_find_locked(c, view, path);
+	if (m)
+		m->px = *px;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return m != NULL;
 }
 
 static void mkdir_unlink_locked(struct core *c, size_t view, const char *path)
@@ -520,6 +619,30 @@ int core_mkdir_children(struct core *c, size_t view, const char *dir,
 
 /* ---------- what a node is ---------- */
 
+void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
+		     struct stat *st)
+{
+	struct obj_posix px;
+	pthread_mutex_lock(&c->ofile_lock);
+	posix_meta_parse(of->meta.meta, of->meta.n_meta, &px);
+	bool times_set = of->times_set;
+	int64_t listed = of->meta.mtime_ns;
+	pthread_mutex_unlock(&c->ofile_lock);
+	/* Written here since its last commit: modified now (unless utimensat
+	 * set the time after the last write). */
+	int64_t mtime = core_now_ns();
+	if (times_set || !stage_file_dirty(of->sf)) {
+		if (px.have & POSIX_MTIME)
+			mtime = px.mtime_ns;
+		else if (listed)
+			mtime = listed;
+	}
+	if (!times_set)
+		px.have &= ~(uint32_t)(POSIX_MTIME | POSIX_ATIME | POSIX_CTIME);
+	core_attr_file(c, ino, stage_file_size(of->sf), mtime, core_file_perm(c, view), st);
+	core_attr_posix(c, view, &px, st);
+}
+
 int core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
 		   struct stat *st, bool *is_dir)
 {
@@ -530,8 +653,7 @@ int core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
 	}
 	struct ofile *of = core_ofile_find_path(c, view, path);
 	if (of) {
-		core_attr_file(c, ino, stage_file_size(of->sf), core_now_ns(),
-			       core_file_perm(c, view), st);
+		core_ofile_attr(c, view, of, ino, st);
 		core_ofile_put(c, of);
 		*is_dir = false;
 		return 0;
@@ -539,15 +661,17 @@ int core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
 	struct index_attr a;
 	int rc = index_lookup(c->d.ix, core_view(c, view), path, &a);
 	if (rc == 0) {
-		if (a.is_dir)
-			core_attr_view_dir(c, view, ino, st);
-		else
+		if (a.is_dir) {
+			core_attr_dir_at(c, view, path, ino, st);
+		} else {
 			core_attr_file(c, ino, a.size, a.mtime_ns, core_file_perm(c, view), st);
+			core_attr_posix(c, view, &a.px, st);
+		}
 		*is_dir = a.is_dir;
 		return 0;
 	}
 	if (rc == -ENOENT && core_mkdir_exists(c, view, path)) {
-		core_attr_view_dir(c, view, ino, st);
+		core_attr_dir_at(c, view, path, ino, st);
 		return 0;
 	}
 	return rc;

@@ -89,6 +89,36 @@ struct core_deps {
 	char *(*control)(void *ctx, const char *command);
 };
 
+/* Who makes a file or directory (create, mkdir, mknod): the mode asked
+ * (the kernel applied the caller's umask) and the caller's ids. Kept with
+ * the object (common/posix.h). NULL: the mount's defaults. */
+struct core_who {
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* What setattr changes (chmod, chown, truncate, utimensat): the fields
+ * named in what. */
+enum core_set_what {
+	CORE_SET_SIZE      = 1u << 0,
+	CORE_SET_MODE      = 1u << 1,
+	CORE_SET_UID       = 1u << 2,
+	CORE_SET_GID       = 1u << 3,
+	CORE_SET_ATIME     = 1u << 4,
+	CORE_SET_MTIME     = 1u << 5,
+	CORE_SET_ATIME_NOW = 1u << 6,
+	CORE_SET_MTIME_NOW = 1u << 7,
+};
+struct core_set {
+	unsigned what;               /* enum core_set_what */
+	uint64_t size;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	struct timespec atime, mtime;
+};
+
 /* What a lookup, create or mkdir answers: the inode (one lookup added) and
  * its attributes; attr_uncached for generated files. */
 struct core_entry {
@@ -149,8 +179,16 @@ int  core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 int  core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 	       struct core_open_cache *cache);
 int  core_create(struct core *c, uint64_t parent, const char *name,
-		 struct core_entry *e, struct core_file **out,
-		 struct core_open_cache *cache);
+		 const struct core_who *who, struct core_entry *e,
+		 struct core_file **out, struct core_open_cache *cache);
+/* mknod(2) (FIFO, socket, device, regular file) and symlink(2): an object
+ * made at once, as s3fs makes them: empty, or holding the link's target,
+ * with the type in its mode (common/posix.h); device numbers are not kept
+ * (rdev 0). The kernel serves a FIFO's or a device's data itself. */
+int  core_mknod(struct core *c, uint64_t parent, const char *name,
+		const struct core_who *who, dev_t rdev, struct core_entry *e);
+int  core_symlink(struct core *c, uint64_t parent, const char *name,
+		  const char *target, const struct core_who *who, struct core_entry *e);
 ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		  off_t off);
 ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
@@ -160,16 +198,23 @@ int  core_fsync(struct core *c, struct core_file *f);   /* one under `commit` */
 void core_release(struct core *c, struct core_file *f);
 /* truncate(2) (f NULL: by path, its own commit point) or ftruncate(2). */
 int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size);
-/* setattr: the size when set_size (core_truncate), then the attributes
- * after it in *st; owner, mode and times are answered, not stored. */
-int  core_setattr(struct core *c, uint64_t ino, struct core_file *f, bool set_size,
-		  uint64_t size, struct stat *st);
-/* readlink of .facetfs/recovered. */
-int  core_readlink(struct core *c, uint64_t ino, const char **target);
+/* setattr (fuse/core_attr.c): the size first (core_truncate), then mode,
+ * owner and times, kept with the object as user metadata in s3fs's names
+ * (common/posix.h): on a file open for writing here they ride on its next
+ * upload (it becomes dirty), otherwise S3 copies the object onto itself
+ * with the new metadata (one HEAD, one COPY). A directory's are kept in
+ * the index (S3 has none). Read-only view: -EROFS; a view's root: -EPERM.
+ * The kernel checked the caller's rights (default_permissions). The
+ * attributes after it in *st. */
+int  core_setattr(struct core *c, uint64_t ino, struct core_file *f,
+		  const struct core_set *set, struct stat *st);
+/* readlink: .facetfs/recovered, or a symbolic link's object (its content,
+ * at most size - 1 bytes, NUL-terminated in buf). 0 or a negative errno. */
+int  core_readlink(struct core *c, uint64_t ino, char *buf, size_t size);
 
 /* ---- namespace ---- */
 int  core_mkdir(struct core *c, uint64_t parent, const char *name,
-		struct core_entry *e);
+		const struct core_who *who, struct core_entry *e);
 int  core_rmdir(struct core *c, uint64_t parent, const char *name);
 int  core_unlink(struct core *c, uint64_t parent, const char *name);
 /* flags: 0 or RENAME_NOREPLACE. */
@@ -177,6 +222,8 @@ int  core_rename(struct core *c, uint64_t parent, const char *name,
 		 uint64_t newparent, const char *newname, unsigned flags);
 
 /* ---- user metadata as xattrs ---- */
+/* The POSIX attribute names (common/posix.h) are not user.* xattrs: get
+ * answers -ENODATA, list leaves them out, set and remove -EPERM. */
 /* getxattr(2)/listxattr(2) conventions: size 0 asks for the length; the
  * value's length, -ERANGE if size is too small, -ENODATA, -EOPNOTSUPP. */
 ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,

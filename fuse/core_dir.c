@@ -212,11 +212,13 @@ static int rd_index_entry(void *ctx, const char *name, const struct index_attr *
 		return 0;
 	struct stat st;
 	uint64_t ino = inode_number(view_name(core_view(r->c, r->d->view)), child);
-	if (a->is_dir)
-		core_attr_view_dir(r->c, r->d->view, ino, &st);
-	else
+	if (a->is_dir) {
+		core_attr_dir_at(r->c, r->d->view, child, ino, &st);
+	} else {
 		core_attr_file(r->c, ino, a->size, a->mtime_ns,
 			       core_file_perm(r->c, r->d->view), &st);
+		core_attr_posix(r->c, r->d->view, &a->px, &st);
+	}
 	return rd_add(r, name, ino, &st, child, a->is_dir);
 }
 
@@ -238,7 +240,7 @@ static void rd_made_dirs(struct rd *r)
 		}
 		struct stat st;
 		uint64_t ino = inode_number(view_name(core_view(c, r->d->view)), child);
-		core_attr_view_dir(c, r->d->view, ino, &st);
+		core_attr_dir_at(c, r->d->view, child, ino, &st);
 		if (rd_add(r, names[i], ino, &st, child, true) == 0)
 			r->d->extra_pos++;
 	}

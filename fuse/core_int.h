@@ -6,6 +6,8 @@
  *   core_dir.c  lookup, getattr, readdir
  *   core_io.c   open, read, write, commit points, truncate, .facetfs files
  *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_io's commit)
+ *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
+ *               metadata change and core_io's truncate and create)
  *
  * Locks: c->ofile_lock protects the open-file table (ofiles) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
@@ -19,7 +21,13 @@
  * (refs) and is released after the last close.
  *
  * Made directories: c->mkdirs is what the index stores under 'D' (loaded at
- * core_new, changed together with it); one entry per (view, path).
+ * core_new, changed together with it); one entry per (view, path). A
+ * directory listed from keys gets an entry when its mode is set (chmod).
+ *
+ * POSIX attributes (common/posix.h) come with the object's user metadata:
+ * the index's membership (struct index_attr px) for what it shows, the
+ * ofile's meta for a file staged here (times_set: its mtime was set by
+ * utimensat after its last write, so the commit keeps it instead of now).
  */
 #ifndef FACETFS_FUSE_CORE_INT_H
 #define FACETFS_FUSE_CORE_INT_H
@@ -27,6 +35,7 @@
 #include "fuse/core.h"
 
 #include "common/object.h"
+#include "common/posix.h"
 #include "fuse/inode.h"
 #include "sync/visibility.h"
 
@@ -52,12 +61,14 @@ struct ofile {
 	int refs;                    /* descriptors holding it */
 	bool unlinked;               /* its name is gone (unlink, renamed over):
 				      * never uploaded again, found by inode only */
+	bool times_set;              /* mtime set since the last write (lock) */
 	struct ofile *next;
 };
 
 struct mkdir_ent {                   /* a directory made with mkdir */
 	char *vname;
 	char *path;
+	struct obj_posix px;         /* its mode, owner, mtime (have 0: defaults) */
 	struct mkdir_ent *next;
 };
 
@@ -120,8 +131,19 @@ void core_attr_dir(struct core *c, uint64_t ino, struct stat *st);
 void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st);
 void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		    mode_t perm, struct stat *st);
+/* Overlay what px holds (mode, owner, times) on st, filled for view; a
+ * read-only view never shows write bits. */
+void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
+		     struct stat *st);
+/* core_attr_view_dir for the directory at path, with the attributes kept
+ * for it (made or chmod'ed here). */
+void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t ino,
+		      struct stat *st);
 mode_t core_file_perm(struct core *c, size_t view);
 int  core_path_join(const char *dir, const char *name, char *out, size_t outlen);
+/* The attributes a create, mknod or mkdir by who keeps (have 0 for who
+ * NULL): its mode (with the file type), ids and, with_mtime, now. */
+void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px);
 /* The (view, path) of a directory inode and the path of its child name. */
 int  core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
 		char *path, size_t pathlen);
@@ -155,7 +177,13 @@ void core_ofile_free(struct ofile *of);
 bool core_tables_have_child(struct core *c, size_t view, const char *path);
 
 bool core_mkdir_exists(struct core *c, size_t view, const char *path);
-int  core_mkdir_remember(struct core *c, const char *vname, const char *path);
+int  core_mkdir_remember(struct core *c, const char *vname, const char *path,
+			 const struct obj_posix *px);
+/* The attributes kept for the made directory (view, path): false if none. */
+bool core_mkdir_attr(struct core *c, size_t view, const char *path, struct obj_posix *px);
+/* Replace them (the entry must exist: false otherwise). */
+bool core_mkdir_set_attr(struct core *c, size_t view, const char *path,
+			 const struct obj_posix *px);
 void core_mkdir_forget(struct core *c, size_t view, const char *path);
 /* The made directory (view, path) is now npath (an entry there already is
  * dropped: one per name). */
@@ -169,12 +197,25 @@ int  core_mkdir_children(struct core *c, size_t view, const char *dir,
  * being written), what the index shows, or a directory made here. */
 int  core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
 		    struct stat *st, bool *is_dir);
+/* What a file staged here shows (its size, mode, owner, times). */
+void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
+		     struct stat *st);
 /* Attributes of an inode the kernel holds. */
 int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
 
 /* core_io.c */
-/* Commit point: upload the staged copy if it changed, then show the new
- * version in the index at once. */
+/* Commit point: upload the staged copy if it changed (its mtime metadata
+ * set to now unless times_set), then show the new version in the index at
+ * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
+
+/* core_ns.c */
+/* Change the user metadata of an object inode (edit gets a copy of the
+ * current pairs to change in place; ctx is its): on its staged copy if it
+ * is open for writing here (published at its commit), else in S3 now by a
+ * COPY onto itself (one HEAD first). EOPNOTSUPP for a directory, EROFS in
+ * a read-only view; edit's negative errno stops it. */
+typedef int (*core_meta_edit_fn)(void *ctx, struct obj_meta *o, struct ofile *of);
+int  core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx);
 
 #endif

@@ -43,10 +43,11 @@
 /* ---------- staged copies ---------- */
 
 /* Find the inode's staged copy or make one: empty when truncating or
- * creating, otherwise filled with the object's current bytes. */
+ * creating, otherwise filled with the object's current bytes. A new object
+ * gets the view's on_create metadata and the attributes in px (NULL: none). */
 static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path,
 		     const char *bucket, const char *key, bool trunc, bool create,
-		     struct ofile **out)
+		     const struct obj_posix *px, struct ofile **out)
 {
 	struct ofile *of = core_ofile_find(c, ino, false);
 	if (of) {
@@ -89,6 +90,8 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		for (size_t i = 0; rc == 0 && i < n; i++)
 			rc = obj_kv_add(&of->meta.meta, &of->meta.n_meta, kv[i].name,
 					kv[i].value);
+		if (rc == 0 && px)
+			rc = posix_meta_put(&of->meta.meta, &of->meta.n_meta, px);
 		of->meta.flags |= OBJ_HAS_META;
 	}
 	if (rc == 0)
@@ -118,13 +121,47 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	return 0;
 }
 
+/* The upload carries the time of the change (s3fs and rclone read it), or
+ * the one utimensat set after the last write. */
+static int commit_mtime(struct core *c, struct ofile *of)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	bool keep = of->times_set;
+	pthread_mutex_unlock(&c->ofile_lock);
+	if (keep)
+		return 0;
+	struct obj_meta nm = { 0 };
+	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
+	pthread_mutex_lock(&c->ofile_lock);
+	int rc = obj_meta_copy(&nm, &of->meta);
+	pthread_mutex_unlock(&c->ofile_lock);
+	if (rc == 0)
+		rc = posix_meta_put(&nm.meta, &nm.n_meta, &px);
+	if (rc == 0)
+		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, nm.content_type);
+	if (rc == 0) {
+		pthread_mutex_lock(&c->ofile_lock);
+		struct obj_kv *kv = of->meta.meta;
+		size_t n = of->meta.n_meta;
+		of->meta.meta = nm.meta;
+		of->meta.n_meta = nm.n_meta;
+		nm.meta = kv;
+		nm.n_meta = n;
+		pthread_mutex_unlock(&c->ofile_lock);
+	}
+	obj_meta_release(&nm);
+	return rc;
+}
+
 int core_ofile_commit(struct core *c, struct ofile *of)
 {
 	if (core_ofile_unlinked(c, of))
 		return 0;    /* unlinked while open: nothing to publish */
 	bool dirty = stage_file_dirty(of->sf);
 	char etag[72] = "";
-	int rc = stage_file_commit(of->sf, etag);
+	int rc = dirty ? commit_mtime(c, of) : 0;
+	if (rc == 0)
+		rc = stage_file_commit(of->sf, etag);
 	if (rc < 0) {
 		log_error("commit of %s/%s failed: %s (the data stays staged)",
 			  of->bucket, of->key, strerror(-rc));
@@ -138,11 +175,17 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 	o.size = stage_file_size(of->sf);
 	o.mtime_ns = core_now_ns();
 	snprintf(o.etag, sizeof o.etag, "%s", etag);
-	o.meta = of->meta.meta;
-	o.n_meta = of->meta.n_meta;
+	struct obj_meta cur = { 0 };
+	pthread_mutex_lock(&c->ofile_lock);
+	rc = obj_kv_copy(&cur.meta, &cur.n_meta, of->meta.meta, of->meta.n_meta);
+	pthread_mutex_unlock(&c->ofile_lock);
+	o.meta = cur.meta;
+	o.n_meta = cur.n_meta;
 	o.content_type = of->meta.content_type;
 	o.flags = OBJ_HAS_META | (o.content_type ? OBJ_HAS_CTYPE : 0);
-	rc = core_index_local(c, &o);
+	if (rc == 0)
+		rc = core_index_local(c, &o);
+	obj_meta_release(&cur);
 	if (rc < 0)   /* S3 has it; the event will bring the index up to date */
 		log_warn("index update after the upload of %s/%s: %s", of->bucket,
 			 of->key, strerror(-rc));
@@ -327,7 +370,7 @@ static int open_object(struct core *c, uint64_t ino, int flags, struct core_file
 		rc = -ENOMEM;
 	if (rc == 0 && writing) {
 		rc = ofile_get(c, ino, info.view, info.path, bucket, key,
-			       flags & O_TRUNC, false, &f->of);
+			       flags & O_TRUNC, false, NULL, &f->of);
 		f->writable = rc == 0;
 		cache->keep_cache = true;    /* our own writes keep the page cache right */
 	} else if (rc == 0) {
@@ -361,9 +404,11 @@ int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 }
 
 int core_create(struct core *c, uint64_t parent, const char *name,
-		struct core_entry *e, struct core_file **out,
-		struct core_open_cache *cache)
+		const struct core_who *who, struct core_entry *e,
+		struct core_file **out, struct core_open_cache *cache)
 {
+	struct obj_posix px;
+	core_who_posix(who, true, &px);
 	size_t view;
 	char path[PATH_MAX], bucket[256], key[4096] = "";
 	struct core_file *f = NULL;
@@ -388,7 +433,7 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 		f->ino = e->ino;
 		f->view = view;
 			f->vname = strdup(view_name(core_view(c, view)));
-		rc = ofile_get(c, e->ino, view, path, bucket, key, true, true, &f->of);
+		rc = ofile_get(c, e->ino, view, path, bucket, key, true, true, &px, &f->of);
 		if (rc < 0)
 			inode_unref(c->d.it, e->ino, 1);
 	}
@@ -402,6 +447,7 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 	}
 	f->writable = true;
 	core_attr_file(c, e->ino, 0, core_now_ns(), core_file_perm(c, view), &e->attr);
+	core_attr_posix(c, view, &px, &e->attr);
 	cache->keep_cache = true;
 	*out = f;
 	return 0;
@@ -477,6 +523,9 @@ ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
 		return control_write(c, f, buf, len);
 	if (!f->writable)
 		return -EBADF;
+	pthread_mutex_lock(&c->ofile_lock);
+	f->of->times_set = false;    /* a write after utimensat: modified now */
+	pthread_mutex_unlock(&c->ofile_lock);
 	return stage_file_pwrite(f->of->sf, buf, len, (uint64_t)off);
 }
 
@@ -498,7 +547,7 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 					      sizeof bucket, key, sizeof key);
 		if (rc == 0)
 			rc = ofile_get(c, ino, info.view, info.path, bucket, key,
-				       size == 0, false, &of);
+				       size == 0, false, NULL, &of);
 		own = rc == 0;
 	}
 	if (rc == 0)
@@ -512,17 +561,26 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	return rc;
 }
 
-int core_setattr(struct core *c, uint64_t ino, struct core_file *f, bool set_size,
-		 uint64_t size, struct stat *st)
+int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 {
-	int rc = set_size ? core_truncate(c, ino, f, size) : 0;
-	return rc < 0 ? rc : core_attr_of(c, ino, st);
-}
-
-int core_readlink(struct core *c, uint64_t ino, const char **target)
-{
-	if (ino != INODE_META_RECOVERED)
-		return -EINVAL;
-	*target = core_recovered(c);
+	if (size == 0)
+		return -ERANGE;
+	if (ino == INODE_META_RECOVERED) {
+		snprintf(buf, size, "%s", core_recovered(c));
+		return 0;
+	}
+	struct stat st;
+	int rc = ino < INODE_FIRST_DYNAMIC ? -EINVAL : core_attr_of(c, ino, &st);
+	if (rc == 0 && !S_ISLNK(st.st_mode))
+		rc = -EINVAL;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	if (rc == 0)
+		rc = core_open(c, ino, O_RDONLY, &f, &cache);
+	ssize_t n = rc == 0 ? core_read(c, f, buf, size - 1, 0) : rc;
+	core_release(c, f);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
 	return 0;
 }

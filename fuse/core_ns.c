@@ -16,7 +16,9 @@
  * c->mkdirs and stored in the index (S3 has no directories: index_dir_add),
  * so an empty one outlives a restart; rmdir and rename update both.
  * setxattr/removexattr of user.* is a COPY of the object onto itself with
- * the new metadata (x-amz-metadata-directive: REPLACE).
+ * the new metadata (x-amz-metadata-directive: REPLACE), as are chmod,
+ * chown and utimensat (core_attr.c, through core_meta_change); the POSIX
+ * attribute names (common/posix.h) are not user.* xattrs.
  */
 #include "fuse/core_int.h"
 
@@ -70,7 +72,8 @@ static bool name_exists(struct core *c, size_t view, const char *path, bool *is_
 
 /* ---------- mkdir, rmdir ---------- */
 
-int core_mkdir(struct core *c, uint64_t parent, const char *name, struct core_entry *e)
+int core_mkdir(struct core *c, uint64_t parent, const char *name,
+	       const struct core_who *who, struct core_entry *e)
 {
 	size_t view;
 	char path[PATH_MAX];
@@ -80,8 +83,10 @@ int core_mkdir(struct core *c, uint64_t parent, const char *name, struct core_en
 	if (rc == 0 && name_exists(c, view, path, &is_dir))
 		rc = -EEXIST;
 	const char *vname = rc == 0 ? view_name(core_view(c, view)) : NULL;
-	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, path)) == 0 &&
-	    (rc = core_mkdir_remember(c, vname, path)) < 0)
+	struct obj_posix px;
+	core_who_posix(who, true, &px);
+	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, path, &px)) == 0 &&
+	    (rc = core_mkdir_remember(c, vname, path, &px)) < 0)
 		index_dir_remove(c->d.ix, vname, path);
 	if (rc < 0)
 		return rc;
@@ -159,7 +164,9 @@ static int rename_dir(struct core *c, size_t view, const char *path, const char 
 	else if (dst_exists)
 		rc = n_is_dir && !dir_has_children(c, view, npath) ? 0 : -ENOTEMPTY;
 	const char *vname = view_name(core_view(c, view));
-	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, npath)) == 0)
+	struct obj_posix px = { 0 };
+	core_mkdir_attr(c, view, path, &px);
+	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, npath, &px)) == 0)
 		index_dir_remove(c->d.ix, vname, path);
 	if (rc == 0)
 		core_mkdir_move(c, view, path, npath);
@@ -278,6 +285,12 @@ static bool is_user_xattr(const char *name)
 	return strncmp(name, "user.", 5) == 0;
 }
 
+/* user.mtime, user.mode...: POSIX attributes, not user metadata. */
+static bool is_posix_xattr(const char *name)
+{
+	return is_user_xattr(name) && posix_meta_reserved(name + 5);
+}
+
 /* The metadata of an object inode: its staged copy's if open for writing
  * here, else the index's record. Released by the caller. */
 static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
@@ -308,6 +321,8 @@ ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
 	 * (TESTBED.md). */
 	if (!is_user_xattr(name))
 		return -EOPNOTSUPP;
+	if (is_posix_xattr(name))
+		return -ENODATA;
 	struct obj_meta o = { 0 };
 	int rc = xattr_object(c, ino, &o);
 	const char *val = rc == 0 ? obj_meta_get(&o, name + 5) : NULL;
@@ -334,14 +349,16 @@ ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size)
 		return rc;
 	size_t total = 0;
 	for (size_t i = 0; i < o.n_meta; i++)
-		total += 5 + strlen(o.meta[i].name) + 1;
+		if (!posix_meta_reserved(o.meta[i].name))
+			total += 5 + strlen(o.meta[i].name) + 1;
 	ssize_t n = (ssize_t)total;
 	if (size && size < total) {
 		n = -ERANGE;
 	} else if (size) {
 		char *p = buf;
 		for (size_t i = 0; i < o.n_meta; i++)
-			p += sprintf(p, "user.%s", o.meta[i].name) + 1;
+			if (!posix_meta_reserved(o.meta[i].name))
+				p += sprintf(p, "user.%s", o.meta[i].name) + 1;
 	}
 	obj_meta_release(&o);
 	return n;
@@ -358,10 +375,7 @@ static void meta_swap(struct obj_meta *a, struct obj_meta *b)
 	b->n_meta = n;
 }
 
-/* Replace the user metadata of an object inode: on its staged copy if it
- * is open for writing here (published at its commit), else in S3 now. */
-static int set_metadata(struct core *c, uint64_t ino, const char *name,
-			const char *value, size_t vlen, int flags)
+int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx)
 {
 	if (ino < INODE_FIRST_DYNAMIC)
 		return -EOPNOTSUPP;
@@ -381,23 +395,18 @@ static int set_metadata(struct core *c, uint64_t ino, const char *name,
 				      key, sizeof key);
 	if (rc == 0) {
 		of = core_ofile_find(c, ino, true);
-		rc = of ? obj_meta_copy(&o, &of->meta) : s3_head(c->d.s3, bucket, key, &o);
+		if (of) {
+			pthread_mutex_lock(&c->ofile_lock);
+			rc = obj_meta_copy(&o, &of->meta);
+			pthread_mutex_unlock(&c->ofile_lock);
+		} else {
+			rc = s3_head(c->d.s3, bucket, key, &o);
+		}
 	}
-	const char *mname = name + 5;
-	bool present = rc == 0 && obj_meta_get(&o, mname) != NULL;
-	if (rc == 0 && (flags & XATTR_CREATE) && present)
-		rc = -EEXIST;
-	if (rc == 0 && ((flags & XATTR_REPLACE) || !value) && !present)
-		rc = -ENODATA;
-	char *val = NULL;
-	if (rc == 0 && value && !(val = strndup(value, vlen)))
-		rc = -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < o.n_meta; i++)
-		if (strcmp(o.meta[i].name, mname) != 0)
-			rc = obj_kv_add(&nm.meta, &nm.n_meta, o.meta[i].name, o.meta[i].value);
-	if (rc == 0 && val)
-		rc = obj_kv_add(&nm.meta, &nm.n_meta, mname, val);
-	free(val);
+	if (rc == 0)
+		rc = obj_kv_copy(&nm.meta, &nm.n_meta, o.meta, o.n_meta);
+	if (rc == 0)
+		rc = edit(ctx, &nm, of);
 	if (rc == 0 && of) {
 		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, o.content_type);
 		if (rc == 0) {
@@ -426,11 +435,59 @@ static int set_metadata(struct core *c, uint64_t ino, const char *name,
 	return rc;
 }
 
+/* One user.* xattr set (value) or removed (NULL). */
+struct xattr_edit {
+	const char *name;            /* without "user." */
+	const char *value;
+	size_t vlen;
+	int flags;
+};
+
+static int xattr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
+{
+	(void)of;
+	const struct xattr_edit *x = ctx;
+	bool present = obj_meta_get(o, x->name) != NULL;
+	if ((x->flags & XATTR_CREATE) && present)
+		return -EEXIST;
+	if (((x->flags & XATTR_REPLACE) || !x->value) && !present)
+		return -ENODATA;
+	struct obj_kv *kv = NULL;
+	size_t n = 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < o->n_meta; i++)
+		if (strcmp(o->meta[i].name, x->name) != 0)
+			rc = obj_kv_add(&kv, &n, o->meta[i].name, o->meta[i].value);
+	char *val = NULL;
+	if (rc == 0 && x->value && !(val = strndup(x->value, x->vlen)))
+		rc = -ENOMEM;
+	if (rc == 0 && val)
+		rc = obj_kv_add(&kv, &n, x->name, val);
+	free(val);
+	if (rc < 0) {
+		obj_kv_free(kv, n);
+		return rc;
+	}
+	obj_kv_free(o->meta, o->n_meta);
+	o->meta = kv;
+	o->n_meta = n;
+	return 0;
+}
+
+static int set_metadata(struct core *c, uint64_t ino, const char *name,
+			const char *value, size_t vlen, int flags)
+{
+	struct xattr_edit x = { name + 5, value, vlen, flags };
+	return core_meta_change(c, ino, xattr_apply, &x);
+}
+
 int core_setxattr(struct core *c, uint64_t ino, const char *name,
 		  const char *value, size_t size, int flags)
 {
 	if (!is_user_xattr(name) || !name[5])
 		return -EOPNOTSUPP;
+	if (is_posix_xattr(name))
+		return -EPERM;              /* chmod, chown, touch set them */
 	if (memchr(value, '\0', size) || memchr(value, '\n', size) ||
 	    memchr(value, '\r', size))
 		return -EINVAL;             /* not representable in an HTTP header */
@@ -439,5 +496,7 @@ int core_setxattr(struct core *c, uint64_t ino, const char *name,
 
 int core_removexattr(struct core *c, uint64_t ino, const char *name)
 {
+	if (is_posix_xattr(name))
+		return -EPERM;
 	return is_user_xattr(name) ? set_metadata(c, ino, name, NULL, 0, 0) : -EOPNOTSUPP;
 }

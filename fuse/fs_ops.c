@@ -6,6 +6,7 @@
 #include "fuse/fs_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -84,10 +85,27 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
+	static const struct { int fuse; unsigned core; } map[] = {
+		{ FUSE_SET_ATTR_SIZE, CORE_SET_SIZE },
+		{ FUSE_SET_ATTR_MODE, CORE_SET_MODE },
+		{ FUSE_SET_ATTR_UID, CORE_SET_UID },
+		{ FUSE_SET_ATTR_GID, CORE_SET_GID },
+		{ FUSE_SET_ATTR_ATIME, CORE_SET_ATIME },
+		{ FUSE_SET_ATTR_MTIME, CORE_SET_MTIME },
+		{ FUSE_SET_ATTR_ATIME_NOW, CORE_SET_ATIME_NOW },
+		{ FUSE_SET_ATTR_MTIME_NOW, CORE_SET_MTIME_NOW },
+	};
+	struct core_set set = {
+		.size = (uint64_t)attr->st_size, .mode = attr->st_mode,
+		.uid = attr->st_uid, .gid = attr->st_gid,
+		.atime = attr->st_atim, .mtime = attr->st_mtim,
+	};
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (to_set & map[i].fuse)
+			set.what |= map[i].core;
 	struct stat st;
 	struct fs *fs = fs_of(req);
-	int rc = core_setattr(fs->core, ino, fi ? file_of(fi) : NULL,
-			      to_set & FUSE_SET_ATTR_SIZE, (uint64_t)attr->st_size, &st);
+	int rc = core_setattr(fs->core, ino, fi ? file_of(fi) : NULL, &set, &st);
 	if ((to_set & FUSE_SET_ATTR_SIZE) && FS_TRACING(fs))
 		fs_trace_ino(req, TRACE_TRUNCATE, ino, fi ? file_of(fi) : NULL,
 			     (uint64_t)attr->st_size, rc);
@@ -101,8 +119,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
  * was never committed is put after a crash (sync/stage.h). */
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	const char *target;
-	int rc = core_readlink(fs_of(req)->core, ino, &target);
+	char target[PATH_MAX];
+	int rc = core_readlink(fs_of(req)->core, ino, target, sizeof target);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -238,15 +256,23 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
+/* The caller of a create, mkdir or mknod, and the mode it asks for. */
+static struct core_who who_of(fuse_req_t req, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct core_who w = { mode, ctx->uid, ctx->gid };
+	return w;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	(void)mode;
 	struct core *c = fs_of(req)->core;
 	struct core_entry ce;
 	struct core_file *f;
 	struct core_open_cache cache;
-	int rc = core_create(c, parent, name, &ce, &f, &cache);
+	struct core_who who = who_of(req, S_IFREG | (mode & 07777));
+	int rc = core_create(c, parent, name, &who, &ce, &f, &cache);
 	if (FS_TRACING(fs_of(req)))
 		fs_trace_child(req, TRACE_CREATE, parent, name, 0, NULL, rc < 0 ? NULL : f,
 			       (uint64_t)fi->flags, rc);
@@ -334,9 +360,36 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	(void)mode;
 	struct core_entry ce;
-	reply_entry(req, core_mkdir(fs_of(req)->core, parent, name, &ce), &ce);
+	struct core_who who = who_of(req, S_IFDIR | (mode & 07777));
+	reply_entry(req, core_mkdir(fs_of(req)->core, parent, name, &who, &ce), &ce);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	struct core_entry ce;
+	struct core_who who = who_of(req, mode);
+	reply_entry(req, core_mknod(fs_of(req)->core, parent, name, &who, rdev, &ce), &ce);
+}
+
+/* What S3 cannot hold (README, "POSIX behaviour"): a second name for one
+ * object. */
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct core_entry ce;
+	struct core_who who = who_of(req, S_IFLNK | 0777);
+	reply_entry(req, core_symlink(fs_of(req)->core, parent, name, link, &who, &ce), &ce);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -447,6 +500,9 @@ void fs_ops_init(struct fuse_lowlevel_ops *ops)
 	ops->fsync = op_fsync;
 	ops->release = op_release;
 	ops->mkdir = op_mkdir;
+	ops->mknod = op_mknod;
+	ops->link = op_link;
+	ops->symlink = op_symlink;
 	ops->rmdir = op_rmdir;
 	ops->unlink = op_unlink;
 	ops->rename = op_rename;

@@ -58,6 +58,11 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
 { RD(req); fs_->real.setattr(req, ino, attr, to_set, fi); UN(); }
 static void w_mkdir(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode)
 { RD(req); fs_->real.mkdir(req, p, name, mode); UN(); }
+static void w_mknod(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode,
+		    dev_t rdev)
+{ RD(req); fs_->real.mknod(req, p, name, mode, rdev); UN(); }
+static void w_symlink(fuse_req_t req, const char *link, fuse_ino_t p, const char *name)
+{ RD(req); fs_->real.symlink(req, link, p, name); UN(); }
 static void w_rmdir(fuse_req_t req, fuse_ino_t p, const char *name)
 { RD(req); fs_->real.rmdir(req, p, name); UN(); }
 static void w_unlink(fuse_req_t req, fuse_ino_t p, const char *name)
@@ -95,6 +100,8 @@ void fs_wrap_ops(struct fuse_lowlevel_ops *ops)
 	ops->fsync = w_fsync;
 	ops->setattr = w_setattr;
 	ops->mkdir = w_mkdir;
+	ops->mknod = w_mknod;
+	ops->symlink = w_symlink;
 	ops->rmdir = w_rmdir;
 	ops->unlink = w_unlink;
 	ops->rename = w_rename;

@@ -21,7 +21,9 @@ PKGS=(
 	# test bed: Ceph mon + OSD + radosgw (ceph-common: the ceph CLI)
 	ceph-mon ceph-osd ceph-common radosgw
 	# test tools
-	awscli s3cmd kcat jq curl python3 util-linux procps coreutils
+	awscli s3cmd kcat jq curl python3 util-linux procps coreutils rsync
+	# t_posix: rsync over objects s3fs wrote (s3fs-fuse, a peer)
+	s3fs
 	# manual pages rendered by t_docs, example units checked by t_fstab
 	man-db groff-base systemd
 	# the bed's TLS certificate

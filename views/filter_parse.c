@@ -10,6 +10,7 @@
  * for every spelling of one definition.
  */
 #include "views/filter_int.h"
+#include "common/posix.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -387,6 +388,11 @@ static void parse_kv_conds(struct pctx *c, const cJSON *j, const char *path, boo
 				perr(c, p, "bad metadata name \"%s\"", it->string);
 				continue;
 			}
+			if (posix_meta_reserved(k->name)) {
+				perr(c, p, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
+				     k->name);
+				continue;
+			}
 			for (size_t i = 0; i + 1 < *n; i++) {
 				if (!strcmp(v[i].name, k->name)) {
 					perr(c, p, "duplicate metadata name (names ignore case)");
@@ -569,6 +575,11 @@ static void parse_on_create(struct pctx *c, const cJSON *j, struct view *v)
 			}
 			if (!strncmp(lname, "x-amz-meta-", 11)) {
 				perr(c, q, "write the metadata name without \"x-amz-meta-\"");
+				continue;
+			}
+			if (posix_meta_reserved(lname)) {
+				perr(c, q, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
+				     lname);
 				continue;
 			}
 			if (!want(c, kv, q, cJSON_IsString, "a string"))

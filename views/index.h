@@ -16,8 +16,9 @@
  *   'S' bucket                   scan state (done flag, objects, token)
  *   'V' view                     view_hash the membership was built from
  *   'C' 'o' / 'C' 'v' view       live objects / members of view (u64 be)
- *   'D' view \0 path             a directory made with mkdir (empty value;
- *                                index_dirs.c), '/' kept as it is
+ *   'D' view \0 path             a directory made with mkdir, or whose mode
+ *                                was set (its attributes; index_dirs.c),
+ *                                '/' kept as it is
  * A name that is both an object and a directory is shown as the directory
  * (lookup and readdir agree); the object stays reachable by its key in S3.
  *
@@ -53,6 +54,7 @@
 #include <stdint.h>
 
 #include "common/object.h"
+#include "common/posix.h"
 #include "views/filter.h"
 
 struct index;
@@ -159,7 +161,11 @@ int  index_scan_apply(struct index *ix, const char *bucket,
 		      index_change_fn fn, void *ctx);
 
 /* What a listing shows of one name. */
-struct index_attr { bool is_dir; uint64_t size; int64_t mtime_ns; char etag[72]; };
+/* px: the object's POSIX attributes from its user metadata (common/posix.h;
+ * have 0 for none), kept in the membership so a listing needs no read of
+ * the record. */
+struct index_attr { bool is_dir; uint64_t size; int64_t mtime_ns; char etag[72];
+		    struct obj_posix px; };
 
 /* v: a view of a set the caller holds (see above). path is relative to
  * the view root ("a/b", "" = the root, which always exists). -ENOENT if
@@ -202,10 +208,14 @@ size_t   index_n_views(struct index *ix);
 bool     index_filter_ready(struct index *ix);
 
 /* Directories made with mkdir in a view (by view name, so they follow the
- * view through reloads): stored, removed, and each one listed (fn returns
- * 0 to go on, negative to stop with that error). 0 or a negative errno. */
-typedef int (*index_madedir_fn)(void *ctx, const char *view, const char *path);
-int  index_dir_add(struct index *ix, const char *view, const char *path);
+ * view through reloads) and their attributes (mode, owner, mtime; px NULL
+ * or have 0: none): stored (again: replaced), removed, and each one listed
+ * (fn returns 0 to go on, negative to stop with that error). 0 or a
+ * negative errno. */
+typedef int (*index_madedir_fn)(void *ctx, const char *view, const char *path,
+				const struct obj_posix *px);
+int  index_dir_add(struct index *ix, const char *view, const char *path,
+		   const struct obj_posix *px);
 int  index_dir_remove(struct index *ix, const char *view, const char *path);
 int  index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx);
 

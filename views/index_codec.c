@@ -339,9 +339,48 @@ int rec_flags(const char *buf, size_t len, uint32_t *flags)
 	return r.bad ? -EINVAL : 0;
 }
 
+/* The POSIX attributes of a membership value (version 2): varint have,
+ * then mode, uid, gid, zigzag mtime, atime, ctime for the bits set. */
+static int posix_encode(struct ibuf *b, const struct obj_posix *px)
+{
+	int rc = ibuf_add_varint(b, px->have);
+	if (rc == 0 && (px->have & POSIX_MODE))
+		rc = ibuf_add_varint(b, px->mode);
+	if (rc == 0 && (px->have & POSIX_UID))
+		rc = ibuf_add_varint(b, px->uid);
+	if (rc == 0 && (px->have & POSIX_GID))
+		rc = ibuf_add_varint(b, px->gid);
+	if (rc == 0 && (px->have & POSIX_MTIME))
+		rc = ibuf_add_varint(b, zigzag(px->mtime_ns));
+	if (rc == 0 && (px->have & POSIX_ATIME))
+		rc = ibuf_add_varint(b, zigzag(px->atime_ns));
+	if (rc == 0 && (px->have & POSIX_CTIME))
+		rc = ibuf_add_varint(b, zigzag(px->ctime_ns));
+	return rc;
+}
+
+static void posix_decode(struct rd *r, struct obj_posix *px)
+{
+	px->have = (uint32_t)rd_varint(r);
+	if (px->have & POSIX_MODE)
+		px->mode = (uint32_t)rd_varint(r) & (0170000 | 07777);
+	if (px->have & POSIX_UID)
+		px->uid = (uint32_t)rd_varint(r);
+	if (px->have & POSIX_GID)
+		px->gid = (uint32_t)rd_varint(r);
+	if (px->have & POSIX_MTIME)
+		px->mtime_ns = unzigzag(rd_varint(r));
+	if (px->have & POSIX_ATIME)
+		px->atime_ns = unzigzag(rd_varint(r));
+	if (px->have & POSIX_CTIME)
+		px->ctime_ns = unzigzag(rd_varint(r));
+}
+
 int member_encode(struct ibuf *b, const struct obj_meta *o)
 {
-	int rc = ibuf_addc(b, 1);
+	struct obj_posix px;
+	posix_meta_parse(o->meta, o->n_meta, &px);
+	int rc = ibuf_addc(b, px.have ? 2 : 1);
 	if (rc == 0)
 		rc = ibuf_add_varint(b, o->size);
 	if (rc == 0)
@@ -352,13 +391,15 @@ int member_encode(struct ibuf *b, const struct obj_meta *o)
 		rc = ibuf_add_str(b, o->bucket);
 	if (rc == 0)
 		rc = ibuf_add_str(b, o->key);
+	if (rc == 0 && px.have)
+		rc = posix_encode(b, &px);
 	return rc;
 }
 
 int member_decode(const char *buf, size_t len, struct member_val *out)
 {
 	struct rd r = { (const unsigned char *)buf, (const unsigned char *)buf + len, false };
-	if (len < 1 || buf[0] != 1)
+	if (len < 1 || (buf[0] != 1 && buf[0] != 2))
 		return -EINVAL;
 	r.p++;
 	out->size = rd_varint(&r);
@@ -366,6 +407,9 @@ int member_decode(const char *buf, size_t len, struct member_val *out)
 	out->etag = rd_str(&r);
 	out->bucket = rd_str(&r);
 	out->key = rd_str(&r);
+	memset(&out->px, 0, sizeof out->px);
+	if (buf[0] == 2)
+		posix_decode(&r, &out->px);
 	if (r.bad || r.p != r.end)
 		return -EINVAL;
 	return 0;

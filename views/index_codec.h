@@ -9,6 +9,9 @@
  *   varint n_tags {str name, str value}
  * Membership value ('M'), version 1:
  *   u8 1, varint size, varint zigzag(mtime_ns), str etag, str bucket, str key
+ * version 2 (the object carries POSIX attributes, common/posix.h): u8 2,
+ *   the same, then varint have and, for each bit set, varint mode, uid,
+ *   gid, zigzag mtime, atime, ctime (in that order)
  * str = varint length, bytes, \0 (so decoded strings point into the value);
  * ostr = varint (length + 1), 0 meaning NULL, then as str.
  *
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "common/object.h"
+#include "common/posix.h"
 
 /* A growable byte buffer; zero-initialise, ibuf_release() when done.
  * The appends are inline (they run a few times per key of every apply);
@@ -119,6 +123,7 @@ struct member_val {
 	uint64_t size;
 	int64_t mtime_ns;
 	const char *etag, *bucket, *key;   /* point into the value */
+	struct obj_posix px;               /* have 0 in a version 1 value */
 };
 int  member_encode(struct ibuf *b, const struct obj_meta *o);
 int  member_decode(const char *buf, size_t len, struct member_val *out);

@@ -4,10 +4,14 @@
  * exists only here, so it survives a restart of the gateway and goes away
  * with rmdir. Single Puts and Deletes: no batch, no write lock (nothing
  * else writes 'D' keys and each write is atomic in LevelDB).
+ * Value: empty (no attributes: made before they were kept), or the text
+ * "1 HAVE MODE UID GID MTIME_NS" (decimal; common/posix.h's fields).
  */
 #include "views/index_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,14 +32,20 @@ static char *dir_key(const char *view, const char *path, size_t *kl)
 	return k;
 }
 
-static int dir_write(struct index *ix, const char *view, const char *path, bool add)
+static int dir_write(struct index *ix, const char *view, const char *path, bool add,
+		     const struct obj_posix *px)
 {
 	size_t kl;
 	char *k = dir_key(view, path, &kl), *err = NULL;
 	if (!k)
 		return -ENOMEM;
+	char val[96] = "";
+	if (add && px && px->have)
+		snprintf(val, sizeof val, "1 %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64,
+			 px->have & (POSIX_MODE | POSIX_UID | POSIX_GID | POSIX_MTIME),
+			 px->mode, px->uid, px->gid, px->mtime_ns);
 	if (add)
-		leveldb_put(ix->db, ix->wo, k, kl, "", 0, &err);
+		leveldb_put(ix->db, ix->wo, k, kl, val, strlen(val), &err);
 	else
 		leveldb_delete(ix->db, ix->wo, k, kl, &err);
 	free(k);
@@ -48,14 +58,30 @@ static int dir_write(struct index *ix, const char *view, const char *path, bool 
 	return 0;
 }
 
-int index_dir_add(struct index *ix, const char *view, const char *path)
+int index_dir_add(struct index *ix, const char *view, const char *path,
+		  const struct obj_posix *px)
 {
-	return dir_write(ix, view, path, true);
+	return dir_write(ix, view, path, true, px);
 }
 
 int index_dir_remove(struct index *ix, const char *view, const char *path)
 {
-	return dir_write(ix, view, path, false);
+	return dir_write(ix, view, path, false, NULL);
+}
+
+/* The attributes of a 'D' value (none if empty or not understood). */
+static void dir_value(const char *v, size_t vl, struct obj_posix *px)
+{
+	char buf[96];
+	memset(px, 0, sizeof *px);
+	if (vl == 0 || vl >= sizeof buf)
+		return;
+	memcpy(buf, v, vl);
+	buf[vl] = '\0';
+	struct obj_posix p = { 0 };
+	if (sscanf(buf, "1 %" SCNu32 " %" SCNu32 " %" SCNu32 " %" SCNu32 " %" SCNd64,
+		   &p.have, &p.mode, &p.uid, &p.gid, &p.mtime_ns) == 5)
+		*px = p;
 }
 
 int index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx)
@@ -74,7 +100,11 @@ int index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx)
 		size_t pl = kl - (size_t)(nul + 1 - k);
 		char *view = strndup(k + 1, (size_t)(nul - k - 1));
 		char *path = strndup(nul + 1, pl);
-		rc = view && path ? fn(ctx, view, path) : -ENOMEM;
+		size_t vl;
+		const char *v = leveldb_iter_value(it, &vl);
+		struct obj_posix px;
+		dir_value(v, vl, &px);
+		rc = view && path ? fn(ctx, view, path, &px) : -ENOMEM;
 		free(view);
 		free(path);
 	}

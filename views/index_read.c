@@ -48,6 +48,7 @@ static void attr_from_value(const char *v, size_t vl, struct index_attr *a)
 		return;   /* shows as an empty file; never expected */
 	a->size = mv.size;
 	a->mtime_ns = mv.mtime_ns;
+	a->px = mv.px;
 	size_t n = strlen(mv.etag);
 	if (n >= sizeof a->etag)
 		n = sizeof a->etag - 1;

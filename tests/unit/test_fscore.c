@@ -293,7 +293,7 @@ static void step_open(struct world *w, int g, int k, int mode)
 		char name[64];
 		key_name(w, k, name, sizeof name);
 		struct core_entry e;
-		rc = core_create(gw->core, gw->view_ino[w->vi], name, &e, &f, &cache);
+		rc = core_create(gw->core, gw->view_ino[w->vi], name, NULL, &e, &f, &cache);
 		if (rc < 0) {
 			fail(w, "create: %s", strerror(-rc));
 			return;

@@ -707,11 +707,17 @@ static void test_kill9(void)
 }
 
 /* Directories made with mkdir: stored, listed after a reopen, removed. */
-static int collect_dir(void *ctx, const char *view, const char *path)
+static int collect_dir(void *ctx, const char *view, const char *path,
+		       const struct obj_posix *px)
 {
 	char *acc = ctx;
 	size_t n = strlen(acc);
-	snprintf(acc + n, 256 - n, "%s%s:%s", n ? " " : "", view, path);
+	if (px->have)
+		snprintf(acc + n, 256 - n, "%s%s:%s(%o,%u,%u,%lld)", n ? " " : "", view, path,
+			 (unsigned)px->mode, (unsigned)px->uid, (unsigned)px->gid,
+			 (long long)px->mtime_ns);
+	else
+		snprintf(acc + n, 256 - n, "%s%s:%s", n ? " " : "", view, path);
 	return 0;
 }
 
@@ -719,16 +725,23 @@ static void test_made_dirs(void)
 {
 	char *dir = unit_tmpdir("index");
 	struct index *ix = unit_index_open(dir, NULL);
-	CHECK(index_dir_add(ix, "w", "a/b") == 0 && index_dir_add(ix, "w", "c") == 0 &&
-	      index_dir_add(ix, "x", "a") == 0, "made dirs: stored");
+	struct obj_posix px = { .have = POSIX_MODE | POSIX_UID | POSIX_GID | POSIX_MTIME,
+				.mode = 0750, .uid = 1001, .gid = 1002,
+				.mtime_ns = 1700000000123456789LL };
+	CHECK(index_dir_add(ix, "w", "a/b", NULL) == 0 && index_dir_add(ix, "w", "c", &px) == 0 &&
+	      index_dir_add(ix, "x", "a", NULL) == 0, "made dirs: stored");
 	index_close(ix);
 	ix = unit_index_open(dir, NULL);
 	char acc[256] = "";
 	CHECK(index_dirs_each(ix, collect_dir, acc) == 0 &&
-	      strcmp(acc, "w:a/b w:c x:a") == 0, "made dirs: listed after a reopen (%s)", acc);
+	      strcmp(acc, "w:a/b w:c(750,1001,1002,1700000000123456789) x:a") == 0,
+	      "made dirs: listed with their attributes after a reopen (%s)", acc);
 	acc[0] = '\0';
-	CHECK(index_dir_remove(ix, "w", "a/b") == 0 && index_dirs_each(ix, collect_dir, acc) == 0 &&
-	      strcmp(acc, "w:c x:a") == 0, "made dirs: removed (%s)", acc);
+	px.mode = 0700;
+	CHECK(index_dir_remove(ix, "w", "a/b") == 0 && index_dir_add(ix, "w", "c", &px) == 0 &&
+	      index_dirs_each(ix, collect_dir, acc) == 0 &&
+	      strcmp(acc, "w:c(700,1001,1002,1700000000123456789) x:a") == 0,
+	      "made dirs: removed, attributes replaced (%s)", acc);
 	index_close(ix);
 	unit_rmtree(dir);
 	free(dir);
