@@ -485,30 +485,10 @@ static int cmd_rescan(int argc, char **argv)
 	}
 	if (argc < 2 || argc > 3)
 		return usage_of(rescan_help);
-	char path[4096], cmd[512];
-	snprintf(path, sizeof path, "%s/.facetfs/control", argv[1]);
-	int n = snprintf(cmd, sizeof cmd, "rescan%s%s\n", argc == 3 ? " " : "",
-			 argc == 3 ? argv[2] : "");
-	int fd = open(path, O_RDWR);
-	if (fd < 0) {
-		fprintf(stderr, "facetfs rescan: %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	if (write(fd, cmd, (size_t)n) != n) {
-		fprintf(stderr, "facetfs rescan: %s: %s\n", path, strerror(errno));
-		close(fd);
-		return 1;
-	}
-	char answer[65536];
-	ssize_t got = pread(fd, answer, sizeof answer - 1, 0);
-	close(fd);
-	if (got < 0) {
-		fprintf(stderr, "facetfs rescan: %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	answer[got] = '\0';
-	fputs(answer, stdout);
-	return strncmp(answer, "error", 5) == 0 ? 1 : 0;
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rescan%s%s\n", argc == 3 ? " " : "",
+		 argc == 3 ? argv[2] : "");
+	return control_call("facetfs rescan", argv[1], cmd);
 }
 
 int main(int argc, char **argv)

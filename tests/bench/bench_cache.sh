@@ -71,24 +71,11 @@ peer_stop() {
 	unset "PEER_PID[$1]"
 }
 
-cache_cleanup() {
-	local rc=$? name
+# Peers first, then bench_lib's cleanup (gateways, scratch dir, own bed).
+bench_before_exit() {
+	local name
 	for name in "${!PEER_PID[@]}"; do peer_stop "$name"; done
-	for name in "${!BG_PID[@]}"; do gw_stop "$name"; done
-	if [[ -n ${BENCH_TMP:-} && -d $BENCH_TMP ]]; then
-		if [[ ${KEEP_TMP:-0} == 1 || $rc != 0 ]]; then
-			echo "$BENCH_NAME: kept $BENCH_TMP"
-		else
-			rm -rf "$BENCH_TMP"
-		fi
-	fi
-	if [[ -n $OWN_BED ]]; then
-		"$HERE/../bed/bed" down "$OWN_BED" >>"$OWN_BED.log" 2>&1
-		[[ $rc != 0 ]] || rm -rf "$OWN_BED" "$OWN_BED.log"
-	fi
-	exit "$rc"
 }
-trap cache_cleanup EXIT
 
 bench_require_bed
 [[ $(id -u) == 0 ]] || bench_die "needs root (echo 1 > /proc/sys/vm/drop_caches)"

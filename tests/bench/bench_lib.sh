@@ -122,8 +122,16 @@ views_ready() {
 # Make a bucket (idempotent on RGW).
 bench_bucket() { "$AWS" --endpoint-url "$S3_URL" s3api create-bucket --bucket "$1" >/dev/null 2>&1 || true; }
 
+# On exit: the script's own bench_before_exit (if it defines one: peers to
+# stop), every gateway, the scratch dir (kept on failure or KEEP_TMP=1) and
+# a bed the script started itself (OWN_BED: removed when all went well).
+BENCH_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
 bench_cleanup() {
 	local rc=$? name
+	if declare -F bench_before_exit >/dev/null; then
+		bench_before_exit
+	fi
 	for name in "${!BG_PID[@]}"; do
 		gw_stop "$name"
 	done
@@ -133,6 +141,10 @@ bench_cleanup() {
 		else
 			rm -rf "$BENCH_TMP"
 		fi
+	fi
+	if [[ -n ${OWN_BED:-} ]]; then
+		"$BENCH_LIB_DIR/../bed/bed" down "$OWN_BED" >>"$OWN_BED.log" 2>&1
+		[[ $rc != 0 ]] || rm -rf "$OWN_BED" "$OWN_BED.log"
 	fi
 	exit $rc
 }

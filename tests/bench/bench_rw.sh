@@ -55,23 +55,6 @@ fi
 HELPER=$HERE/bench_rw.py
 S3FILL=$FACETFS_BUILD/tests/bench/s3fill
 
-rw_cleanup() {
-	local rc=$?
-	gw_stop rw
-	if [[ -n ${BENCH_TMP:-} && -d $BENCH_TMP ]]; then
-		if [[ ${KEEP_TMP:-0} == 1 || $rc != 0 ]]; then
-			echo "$BENCH_NAME: kept $BENCH_TMP"
-		else
-			rm -rf "$BENCH_TMP"
-		fi
-	fi
-	if [[ -n $OWN_BED ]]; then
-		"$HERE/../bed/bed" down "$OWN_BED" >>"$OWN_BED.log" 2>&1
-		[[ $rc != 0 ]] || rm -rf "$OWN_BED" "$OWN_BED.log"
-	fi
-	exit "$rc"
-}
-trap rw_cleanup EXIT
 
 bench_require_bed
 [[ -x $S3FILL && -x $S3TOOL ]] || bench_die "build first: ninja -C $FACETFS_BUILD"

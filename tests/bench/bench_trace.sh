@@ -32,19 +32,6 @@ fi
 HELPER=$HERE/bench_rw.py
 S3FILL=$FACETFS_BUILD/tests/bench/s3fill
 
-tr_cleanup() {
-	local rc=$?
-	gw_stop tr
-	if [[ -n ${BENCH_TMP:-} && -d $BENCH_TMP && ${KEEP_TMP:-0} != 1 && $rc == 0 ]]; then
-		rm -rf "$BENCH_TMP"
-	fi
-	if [[ -n $OWN_BED ]]; then
-		"$HERE/../bed/bed" down "$OWN_BED" >>"$OWN_BED.log" 2>&1
-		[[ $rc != 0 ]] || rm -rf "$OWN_BED" "$OWN_BED.log"
-	fi
-	exit "$rc"
-}
-trap tr_cleanup EXIT
 bench_require_bed
 
 B=bench-trace-$$-$RANDOM
