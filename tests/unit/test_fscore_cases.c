@@ -145,7 +145,7 @@ static void foreign_object(struct gw *gw, struct s3 *s3, const char *key,
 	size_t len;
 	if (s3_fake_object_put(s3, BUCKET, key, "xyz", 3, meta, n, NULL) < 0 ||
 	    s3_fake_object_read(s3, BUCKET, key, &data, &len, &o, NULL) < 0 ||
-	    !(o.bucket = strdup(BUCKET)) || !(o.key = strdup(key))) {
+	    (!o.bucket && !(o.bucket = strdup(BUCKET))) || (!o.key && !(o.key = strdup(key)))) {
 		printf("# putting %s failed\n", key);
 		exit(2);
 	}
