@@ -331,10 +331,12 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	if (result == 0 && done == len)
 		maybe_prefetch(r);
 	pthread_mutex_unlock(&r->lock);
-	if (!r->bc && missed)        /* with a burst buffer it counts blocks */
-		stats_inc(r->st, cache_misses);
-	else if (!r->bc)
-		stats_inc(r->st, cache_hits);
+	if (!r->bc) {                /* (a burst buffer counts its blocks) */
+		if (missed)
+			stats_inc(r->st, cache_misses);
+		else
+			stats_inc(r->st, cache_hits);
+	}
 	if (result < 0 && done == 0)
 		return result;
 	return (ssize_t)done;
