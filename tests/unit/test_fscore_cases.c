@@ -10,7 +10,10 @@
  * times set through the core land in S3 in s3fs's names, come back from
  * objects s3fs and rclone wrote, ride on the upload of an open file, and
  * stay out of the user.* xattrs; mknod, and directories' modes across a
- * restart of the core.
+ * restart of the core. And view-set reloads between and during
+ * operations: a request keeps the set it pinned; inodes, descriptors and
+ * lookups follow their view by name when it goes and comes back at
+ * another index.
  */
 #include "unit.h"
 #include "unit_views.h"
@@ -514,6 +517,88 @@ static void fault_cases(struct view *const *views, struct s3 *s3)
 	s3_free(fs3);
 }
 
+/* ---------- view-set reloads: names, not indexes, outlive a set ---------- */
+
+/* Publish a set of views[order[0..n)] (borrowed) in gw's slot, as the
+ * gateway's reload does. */
+static int reload(struct gw *gw, struct view *const *views, const int *order, size_t n)
+{
+	struct viewset *vs;
+	int rc = viewset_new(n, &vs);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = viewset_add_borrowed(vs, views[order[i]]);
+	if (rc == 0)
+		rc = viewset_seal(vs);
+	if (rc == 0)
+		rc = index_set_views(gw->ix, vs, &gw->slot);
+	viewset_unpin(vs);
+	return rc;
+}
+
+/* One request around a core call, as the FUSE adapter makes one. */
+#define IN_REQ(c, call) ({ core_req_begin(c); __typeof__(call) r_ = (call); \
+			   core_req_end(c); r_; })
+
+static void reload_cases(struct view *const *views, struct s3 *s3)
+{
+	struct gw gw;
+	gw_open(views, s3, &gw, "fscore-reload");
+	struct core *c = gw.core;
+	core_req_end(c);                     /* gw_open's request: each call below has its own */
+	uint64_t croot = gw.view_ino[1];     /* "c", index 1 in the first set */
+	struct core_entry e, e2;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	struct stat st;
+	int rc = IN_REQ(c, core_create(c, croot, "rl_f", NULL, &e, &f, &cache));
+	ssize_t n = rc == 0 ? IN_REQ(c, core_write(c, f, "one", 3, 0)) : -1;
+	if (rc == 0)
+		rc = IN_REQ(c, core_flush(c, f));
+	CHECK(rc == 0 && n == 3, "create, write and close c/rl_f (%d, %zd)", rc, n);
+
+	/* An operation that pinned the set before a reload ends with it. */
+	core_req_begin(c);
+	int only_s[] = { 0 };
+	int rrc = reload(&gw, views, only_s, 1);
+	int grc = core_getattr(c, e.ino, &st);
+	core_req_end(c);
+	CHECK(rrc == 0 && grc == 0,
+	      "a reload that drops view c in the middle of an operation: it still "
+	      "sees c (reload %d, getattr %d)", rrc, grc);
+
+	/* The next operations see the new set: c and what is in it are gone. */
+	grc = IN_REQ(c, core_getattr(c, e.ino, &st));
+	int lrc = IN_REQ(c, core_lookup(c, INODE_ROOT, "c", &e2));
+	CHECK(grc == -ENOENT && lrc == -ENOENT,
+	      "after it, an inode of c and the name c answer ENOENT (%d, %d)", grc, lrc);
+	CHECK(IN_REQ(c, listed(c, INODE_ROOT, "c")) == 0 &&
+	      IN_REQ(c, listed(c, INODE_ROOT, "s")) == 1, "the root lists s, not c");
+
+	/* c comes back at another index: everything kept its name. */
+	int swapped[] = { 1, 0 };
+	rrc = reload(&gw, views, swapped, 2);
+	grc = IN_REQ(c, core_getattr(c, e.ino, &st));
+	CHECK(rrc == 0 && grc == 0 && S_ISREG(st.st_mode) && st.st_size == 3,
+	      "c back as view 0: the inode the kernel holds is c/rl_f again (%d, "
+	      "size %lld)", grc, (long long)st.st_size);
+	lrc = IN_REQ(c, core_lookup(c, croot, "rl_f", &e2));
+	CHECK(lrc == 0 && e2.ino == e.ino, "its lookup answers the same inode (%d)", lrc);
+	n = f ? IN_REQ(c, core_write(c, f, "two", 3, 0)) : -1;
+	rc = f ? IN_REQ(c, core_flush(c, f)) : -1;
+	char buf[8] = "";
+	size_t len = 0;
+	int src = s3_bytes(s3, "c/rl_f", buf, sizeof buf, &len);
+	CHECK(n == 3 && rc == 0 && src == 0 && len == 3 && memcmp(buf, "two", 3) == 0,
+	      "the descriptor opened before both reloads writes and commits to c/rl_f "
+	      "(%zd, %d, S3 %d, %zu bytes)", n, rc, src, len);
+	lrc = IN_REQ(c, core_lookup(c, gw.view_ino[0], "rl_f", &e2));
+	CHECK(lrc == -ENOENT, "and nothing of it shows in s, now at c's old index (%d)",
+	      lrc);
+	core_req_begin(c);                   /* gw_close ends one */
+	core_release(c, f);
+	gw_close(&gw);
+}
+
 int main(void)
 {
 	struct s3 *s3;
@@ -530,6 +615,7 @@ int main(void)
 	gw_close(&gw);
 	posix_cases(views, s3);
 	fault_cases(views, s3);
+	reload_cases(views, s3);
 	for (int v = 0; v < 2; v++)
 		view_free(views[v]);
 	s3_free(s3);
