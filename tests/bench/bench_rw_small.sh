@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench_rw_small.sh — section "small" of bench_rw.sh (sourced by it, after
 # its gateway is up): 1,000 files of 64 KiB written by one plain `cp -r`
 # into the mount under each cache.durability setting ("power": the main
