@@ -137,8 +137,9 @@ static int commit_mtime(struct core *c, struct ofile *of)
 	pthread_mutex_unlock(&c->ofile_lock);
 	if (rc == 0)
 		rc = posix_meta_put(&nm.meta, &nm.n_meta, &px);
-	if (rc == 0)
-		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, nm.content_type);
+	if (rc == 0)     /* the commit that follows journals it */
+		rc = stage_file_set_commit_meta(of->sf, nm.meta, nm.n_meta,
+						nm.content_type);
 	if (rc == 0) {
 		pthread_mutex_lock(&c->ofile_lock);
 		struct obj_kv *kv = of->meta.meta;

@@ -270,7 +270,8 @@ int config_parse(const char *path, const char *text, size_t len,
 		parse_kafka(&e, kafka, c);
 	c->state_dir = get_str(&e, root, "state_dir", "state_dir", "/var/lib/facetfs");
 	c->views_dir = get_str(&e, root, "views_dir", "views_dir", "/etc/facetfs/views.d");
-	static const char *const cache_known[] = { "dir", "max_bytes", "block_size", NULL };
+	static const char *const cache_known[] = { "dir", "max_bytes", "block_size",
+						   "durability", NULL };
 	check_known(&e, cache, "cache", cache_known);
 	c->cache_dir = get_str(&e, cache, "dir", "cache.dir", "/var/cache/facetfs");
 	c->cache_max_bytes = 1ULL << 30;
@@ -288,6 +289,12 @@ int config_parse(const char *path, const char *text, size_t len,
 			(unsigned long long)c->cache_max_bytes, (unsigned long long)bs);
 	else if (bsrc == 0)
 		c->cache_block_size = (uint32_t)bs;
+	char *dur = get_str(&e, cache, "durability", "cache.durability", "power");
+	if (dur && strcmp(dur, "power") && strcmp(dur, "process"))
+		err_add(&e, "cache.durability", "must be \"power\" (fsync: survives "
+			"power loss) or \"process\" (no fsync: survives kill -9 only)");
+	c->cache_durable_process = dur && !strcmp(dur, "process");
+	free(dur);
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
 	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))

@@ -11,7 +11,9 @@
  * cache.max_bytes 1 GiB, cache.block_size 1 MiB, rescan_interval_s 0 (no periodic reconcile;
  * `facetfs rescan` still works), s3.ca_file none (the system's CA store),
  * s3.insecure false (certificates are verified unless the config says
- * otherwise, explicitly).
+ * otherwise, explicitly),
+ * cache.durability "power" (the staging journal fsyncs; "process" does not
+ * and survives only the gateway's own death: README, sync/stage.h).
  * The struct owns all its strings; config_release() frees them.
  */
 #ifndef FACETFS_CONFIG_H
@@ -44,6 +46,7 @@ struct config {
 	char *cache_dir;
 	uint64_t cache_max_bytes;    /* the burst buffer: staging + blocks */
 	uint32_t cache_block_size;   /* a power of two, 64 KiB..64 MiB */
+	bool cache_durable_process;  /* cache.durability "process" (else "power") */
 	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
 	char *metrics_listen;        /* "HOST:PORT" of /metrics, NULL = off */
 };

@@ -189,6 +189,8 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "efbig", (double)c.efbig);
 	stats_write_num(w, "recovered_files", (double)c.recovered_files);
 	stats_write_num(w, "reuploaded_files", (double)c.reuploaded_files);
+	stats_write_num(w, "syncs", (double)c.syncs);
+	stats_write_str(w, "durability", gw->cfg.cache_durable_process ? "process" : "power");
 	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
 	if (!gw->bc)
 		return;
@@ -547,6 +549,8 @@ static int open_stage(struct gateway *gw)
 	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
 	int rc = mkdir_p(gw->cfg.cache_dir);
 	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
+				 .durability = gw->cfg.cache_durable_process ?
+					STAGE_DURABLE_PROCESS : STAGE_DURABLE_POWER,
 				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw,
 				 .up = { .part_size = gw->cfg.s3_part_size } };
 	if (rc == 0)

@@ -231,6 +231,7 @@ char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc)
 			{ "facetfs_staging_efbig_total", "counter", "writes refused: too large", c.efbig },
 			{ "facetfs_staging_recovered_files_total", "counter", "moved to recovered/", c.recovered_files },
 			{ "facetfs_staging_reuploaded_files_total", "counter", "uploaded again by recovery", c.reuploaded_files },
+			{ "facetfs_staging_syncs_total", "counter", "fsync/fdatasync calls of the staging journal and data", c.syncs },
 		};
 		mt_samples(&t, sg, sizeof sg / sizeof sg[0]);
 	}

@@ -124,6 +124,7 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->grew = conf->grew;
 	st->grew_ctx = conf->grew_ctx;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
+	st->durability = conf->durability;
 	st->up = conf->up;
 	st->s3 = conf->s3;
 	st->next_id = 1;
@@ -138,6 +139,8 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 		err = open_dir(st->rec_dir, &st->rec_fd);
 	if (!err)
 		err = stage_scan(st);
+	if (!err)
+		err = stage_durability_open(st);
 	if (err) {
 		log_error("stage: cannot open staging directory %s: %s", conf->dir,
 			  strerror(-err));
@@ -476,8 +479,10 @@ static void swap_ptr(char **a, char **b)
 	*b = t;
 }
 
-int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
-			size_t n_meta, const char *content_type)
+/* journal: rewrite the journal now (set_meta), or leave it to the commit
+ * that follows (set_commit_meta). */
+static int set_meta(struct stage_file *f, const struct obj_kv *meta,
+		    size_t n_meta, const char *content_type, bool journal)
 {
 	struct obj_kv *kv;
 	size_t n;
@@ -494,7 +499,10 @@ int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 	f->meta = kv;
 	f->n_meta = n;
 	swap_ptr(&f->ctype, &ct);
-	err = mark_dirty_locked(f, true);
+	if (journal)
+		err = mark_dirty_locked(f, true);
+	else
+		f->dirty = true;
 	if (err) {
 		f->meta = okv;
 		f->n_meta = on;
@@ -506,6 +514,18 @@ int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 	obj_kv_free(okv, on);
 	free(ct);
 	return err;
+}
+
+int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
+			size_t n_meta, const char *content_type)
+{
+	return set_meta(f, meta, n_meta, content_type, true);
+}
+
+int stage_file_set_commit_meta(struct stage_file *f, const struct obj_kv *meta,
+			       size_t n_meta, const char *content_type)
+{
+	return set_meta(f, meta, n_meta, content_type, false);
 }
 
 int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
@@ -530,12 +550,12 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 	return err;
 }
 
-/* The upload of a commit that owns f (f->uploading): data durable,
- * journal "commit", PUT, journal removed. */
+/* The upload of a commit that owns f (f->uploading): data durable (under
+ * POWER), journal "commit", PUT, journal removed. */
 static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 {
 	struct stage *st = f->st;
-	int err = fdatasync(f->fd) == 0 ? 0 : -errno;
+	int err = stage_sync(st, f->fd, true);
 	if (err) {
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
 			  f->key, strerror(-err));

@@ -11,17 +11,30 @@
  * Layout of the staging directory (struct stage_conf.dir):
  *   ID.data     the bytes of one staged file (ID: 16 hex digits)
  *   ID.jnl      its journal: bucket, key, metadata and a state, replaced
- *               atomically (write, fsync, rename, fsync dir) at each change
+ *               atomically (write to ID.jnl.tmp, rename) at each change
+ *   durability  the setting and boot of the run that wrote the journals
  *   recovered/  staged data found after a crash that was never committed
+ * Durability (stage_conf.durability): POWER fsyncs each journal before
+ * and the directory after its rename, the data before "commit" and the
+ * directory after a removal: what the crash rule needs survives power loss
+ * and kernel crashes. PROCESS calls no fsync: it survives the gateway's
+ * death (kill -9: the kernel keeps what was written); after the machine
+ * restarted from such a run, recovery trusts nothing it finds (see below).
  * Journal states (stage_journal.c): no journal = nothing the user wrote is
  * at risk (never written, or committed); "dirty" = written since the last
  * commit (set by the first pwrite/truncate/set_meta/rename after it);
- * "commit" = a commit began (data fdatasync'ed first, size recorded; a
+ * "commit" = a commit began (data fdatasync'ed first under POWER, size; a
  * multipart upload's id is added once it exists); a successful upload
  * removes the journal.
  * Crash rule (stage_recover): "commit" -> upload again (kept staged if that
  * fails); "dirty" -> moved to recovered/ as BUCKET%2FKEY@TIME (+ .journal);
- * data without journal -> deleted.
+ * data without journal -> deleted. After a PROCESS run and a restart of the
+ * machine (boot id changed), journals and data may be stale or torn:
+ * everything staged, "commit" and journal-less data included, is moved to
+ * recovered/, nothing is uploaded or deleted.
+ * A commit's own metadata (stage_file_set_commit_meta) is not journaled
+ * before the "commit" journal, which records it: a crash before that finds
+ * the metadata of the last stage_file_set_meta.
  *
  * Budget: the logical sizes of all staged files (counting holes) never
  * exceed max_bytes: a write, truncate or fill that would gets -ENOSPC.
@@ -56,8 +69,15 @@ struct stage_file;
 
 #define STAGE_MAX_OBJECT S3_MAX_OBJECT   /* S3's limit (multipart) */
 
+/* What the journal must survive (the header says what each does). */
+enum stage_durability {
+	STAGE_DURABLE_POWER = 0,   /* fsyncs: power loss, kernel crash */
+	STAGE_DURABLE_PROCESS,     /* no fsync: the gateway's death only */
+};
+
 struct stage_conf {
 	const char *dir;           /* staging directory, made if missing */
+	enum stage_durability durability;   /* default POWER */
 	uint64_t max_bytes;        /* budget of staged bytes */
 	uint64_t max_object;       /* largest object; 0 -> STAGE_MAX_OBJECT */
 	struct upload_conf up;     /* part size and parts in flight (upload.h) */
@@ -79,12 +99,14 @@ struct stage_counters {
 	uint64_t enospc, efbig;          /* refusals */
 	uint64_t recovered_files;        /* moved to recovered/ (all time here) */
 	uint64_t reuploaded_files;       /* commit-begun files uploaded by recovery */
+	uint64_t syncs;                  /* fsync/fdatasync calls (0 under PROCESS) */
 };
 
 struct stage_recovery_report {
 	unsigned reuploaded;       /* "commit" files now in S3 */
 	unsigned reupload_failed;  /* "commit" files kept staged (S3 failed) */
-	unsigned recovered;        /* "dirty" files moved to recovered/ */
+	unsigned recovered;        /* "dirty" files moved to recovered/ (and
+				    * all, after a PROCESS run and a reboot) */
 	unsigned deleted;          /* data without journal, stray files */
 	uint64_t recovered_bytes;
 };
@@ -134,6 +156,10 @@ bool stage_file_dirty(struct stage_file *f);
  * upload; makes the file dirty. */
 int  stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 			 size_t n_meta, const char *content_type);
+/* The same for the metadata of a commit that follows at once (the commit
+ * time as mtime): not journaled now, since the commit journals it. */
+int  stage_file_set_commit_meta(struct stage_file *f, const struct obj_kv *meta,
+				size_t n_meta, const char *content_type);
 /* The object the next upload goes to (rename while open); makes it dirty. */
 int  stage_file_rename(struct stage_file *f, const char *bucket,
 		       const char *key);

@@ -27,6 +27,9 @@ struct stage {
 	int dir_fd;
 	int rec_fd;
 	uint64_t max_bytes, max_object;
+	enum stage_durability durability;
+	bool distrust;               /* a PROCESS run's files after a reboot:
+				      * recovery moves all to recovered/ */
 	struct upload_conf up;
 	struct s3 *s3;               /* borrowed */
 	void (*grew)(void *ctx);     /* stage_conf.grew */
@@ -83,6 +86,14 @@ struct jnl_started {
 	struct stage_jnl *j;         /* borrowed; upload_id set while writing */
 };
 int  stage_jnl_started(void *ctx, const char *upload_id);
+
+/* fsync (fdatasync if data) of fd under POWER, counted in cnt.syncs;
+ * nothing under PROCESS. 0 or -errno. */
+int  stage_sync(struct stage *st, int fd, bool data);
+/* At open: reads the durability file of the previous run (sets distrust
+ * after a PROCESS run and a reboot) and, unless distrusting, writes this
+ * run's. 0 or -errno. */
+int  stage_durability_open(struct stage *st);
 
 void stage_uncharge(struct stage *st, uint64_t n);
 /* A listing of the staging directory (closedir it); 0 or -errno. */

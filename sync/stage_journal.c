@@ -1,6 +1,6 @@
 /*
- * stage_journal.c — the journal of each staged file and crash recovery
- * (the rule is in stage.h).
+ * stage_journal.c — the journal of each staged file, the durability
+ * setting's file, and crash recovery (the rules are in stage.h).
  *
  * Journal text, one field per line, every value written as ':' followed by
  * the value with bytes <= 0x20, '%' and 0x7f as %XX (so "" is ":"):
@@ -141,9 +141,11 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 		}
 		off += (size_t)n;
 	}
-	if (fsync(fd) != 0 || renameat(st->dir_fd, tmp, st->dir_fd, name) != 0 ||
-	    fsync(st->dir_fd) != 0)
+	err = stage_sync(st, fd, false);
+	if (!err && renameat(st->dir_fd, tmp, st->dir_fd, name) != 0)
 		err = -errno;
+	if (!err)
+		err = stage_sync(st, st->dir_fd, false);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -261,7 +263,106 @@ int stage_jnl_remove(struct stage *st, uint64_t id)
 	stage_name(id, ".jnl", name);
 	if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
 		return -errno;
-	return fsync(st->dir_fd) == 0 ? 0 : -errno;
+	return stage_sync(st, st->dir_fd, false);
+}
+
+int stage_sync(struct stage *st, int fd, bool data)
+{
+	if (st->durability == STAGE_DURABLE_PROCESS)
+		return 0;
+	int err = (data ? fdatasync(fd) : fsync(fd)) == 0 ? 0 : -errno;
+	pthread_mutex_lock(&st->lock);
+	st->cnt.syncs++;
+	pthread_mutex_unlock(&st->lock);
+	return err;
+}
+
+/* ---- the durability file ---------------------------------------------- */
+
+#define DURABILITY_FILE "durability"
+
+/* This boot's id ("" if the kernel does not say). */
+static void boot_id(char out[64])
+{
+	out[0] = '\0';
+	FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!fp)
+		return;
+	if (!fgets(out, 64, fp))
+		out[0] = '\0';
+	fclose(fp);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* "facetfs-stage-durability 1\nmode power|process\nboot ID\n", written
+ * durably whatever the setting (once per start). */
+static int durability_write(struct stage *st, const char *boot)
+{
+	char text[160];
+	int len = snprintf(text, sizeof text,
+			   "facetfs-stage-durability 1\nmode %s\nboot %s\n",
+			   st->durability == STAGE_DURABLE_PROCESS ? "process" : "power",
+			   boot);
+	int err = 0;
+	int fd = openat(st->dir_fd, DURABILITY_FILE ".tmp",
+			O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, (size_t)len) != len)
+		err = -EIO;
+	if (!err && fsync(fd) != 0)
+		err = -errno;
+	close(fd);
+	if (!err && renameat(st->dir_fd, DURABILITY_FILE ".tmp", st->dir_fd,
+			     DURABILITY_FILE) != 0)
+		err = -errno;
+	if (!err && fsync(st->dir_fd) != 0)
+		err = -errno;
+	if (err)
+		log_error("stage: cannot write %s/%s: %s", st->dir, DURABILITY_FILE,
+			  strerror(-err));
+	return err;
+}
+
+int stage_durability_open(struct stage *st)
+{
+	char boot[64], text[160] = "", mode[16] = "", was[64] = "";
+	boot_id(boot);
+	int fd = openat(st->dir_fd, DURABILITY_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, text, sizeof text - 1);
+		text[n > 0 ? n : 0] = '\0';
+		close(fd);
+		if (sscanf(text, "facetfs-stage-durability 1\nmode %15s\nboot %63s",
+			   mode, was) < 1)
+			mode[0] = '\0';
+	}
+	/* No file: a first start, or a run before the setting (POWER). */
+	bool was_process = strcmp(mode, "process") == 0;
+	if (fd >= 0 && !was_process && strcmp(mode, "power") != 0) {
+		log_warn("stage: %s/%s is malformed: trusting the staged files as "
+			 "written with fsync", st->dir, DURABILITY_FILE);
+	}
+	if (was_process && (!*boot || strcmp(boot, was) != 0)) {
+		/* Written without fsync, and the machine restarted since: what
+		 * is on disk may be stale or torn. Keep the file until the
+		 * recovery that moves it all is done (stage_recover). */
+		st->distrust = true;
+		log_warn("stage: the staged files in %s were written with "
+			 "cache.durability \"process\" before the machine restarted: "
+			 "recovery moves them all to %s, uploading nothing", st->dir,
+			 st->rec_dir);
+		return 0;
+	}
+	/* From PROCESS to POWER on the same boot: make the earlier run's
+	 * files durable before saying they are. */
+	if (was_process && st->durability == STAGE_DURABLE_POWER &&
+	    syncfs(st->dir_fd) != 0)
+		return -errno;
+	if (was_process && st->durability == STAGE_DURABLE_PROCESS &&
+	    strcmp(boot, was) == 0)
+		return 0;    /* the file already says so */
+	return durability_write(st, boot);
 }
 
 /* ---- recovery ------------------------------------------------------- */
@@ -378,7 +479,8 @@ static void recovered_name(const struct stage_jnl *j, uint64_t id, time_t t,
 	snprintf(out, outlen, "%s@%s", base, ts);
 }
 
-static int move_recovered(struct stage *st, uint64_t id,
+/* journaled: the file had a journal (counted in pending_files). */
+static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 			  const struct stage_jnl *j, const struct stat *sb,
 			  struct stage_recovery_report *rep)
 {
@@ -404,18 +506,21 @@ static int move_recovered(struct stage *st, uint64_t id,
 	}
 	char jdst[340];
 	snprintf(jdst, sizeof jdst, "%s.journal", dst);
-	if (renameat2(st->dir_fd, jnl, st->rec_fd, jdst, RENAME_NOREPLACE) != 0)
+	if (journaled &&
+	    renameat2(st->dir_fd, jnl, st->rec_fd, jdst, RENAME_NOREPLACE) != 0)
 		unlinkat(st->dir_fd, jnl, 0);
 	fsync(st->rec_fd);
 	fsync(st->dir_fd);
-	log_warn("stage: uncommitted data of %s/%s (%" PRIu64 " bytes, never "
-		 "committed) moved to %s/%s", j && j->bucket ? j->bucket : "?",
+	log_warn("stage: %s data of %s/%s (%" PRIu64 " bytes) moved to %s/%s",
+		 st->distrust ? "untrusted (no fsync, then a reboot)" :
+		 "uncommitted", j && j->bucket ? j->bucket : "?",
 		 j && j->key ? j->key : "?", (uint64_t)sb->st_size, st->rec_dir, dst);
 	stage_uncharge(st, (uint64_t)sb->st_size);
 	pthread_mutex_lock(&st->lock);
 	st->cnt.recovered_files++;
 	pthread_mutex_unlock(&st->lock);
-	pending_done(st);
+	if (journaled)
+		pending_done(st);
 	rep->recovered++;
 	rep->recovered_bytes += (uint64_t)sb->st_size;
 	return 0;
@@ -433,6 +538,19 @@ int stage_jnl_started(void *ctx, const char *upload_id)
 	return err ? -EIO : 0;
 }
 
+/* The multipart upload a crash interrupted (its id is in j): abort it, so
+ * that no parts stay behind. */
+static void abort_interrupted(struct stage *st, const struct stage_jnl *j)
+{
+	int err = s3_mpu_abort(st->s3, j->bucket, j->key, j->upload_id);
+	if (err)
+		log_warn("stage: aborting the interrupted upload %s of %s/%s: %s",
+			 j->upload_id, j->bucket, j->key, strerror(-err));
+	else
+		log_info("stage: interrupted upload %s of %s/%s aborted",
+			 j->upload_id, j->bucket, j->key);
+}
+
 static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		    const struct stat *sb, struct stage_recovery_report *rep)
 {
@@ -442,16 +560,8 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	if (fd < 0)
 		return -errno;
 	/* A multipart upload the crash interrupted: drop its parts first. */
-	if (j->upload_id) {
-		int aerr = s3_mpu_abort(st->s3, j->bucket, j->key, j->upload_id);
-		if (aerr)
-			log_warn("stage: aborting the interrupted upload %s of %s/%s: "
-				 "%s", j->upload_id, j->bucket, j->key,
-				 strerror(-aerr));
-		else
-			log_info("stage: interrupted upload %s of %s/%s aborted",
-				 j->upload_id, j->bucket, j->key);
-	}
+	if (j->upload_id)
+		abort_interrupted(st, j);
 	struct stage_jnl jc = *j;
 	jc.upload_id = NULL;
 	struct jnl_started js = { .st = st, .id = id, .j = &jc };
@@ -500,6 +610,8 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 	if (e->data && fstatat(st->dir_fd, data, &sb, 0) != 0)
 		return -errno;
 	if (!e->jnl) {
+		if (e->data && st->distrust)
+			return move_recovered(st, e->id, false, NULL, &sb, rep);
 		if (e->data) {
 			/* Never journaled (no write accepted) or committed. */
 			if (unlinkat(st->dir_fd, data, 0) != 0)
@@ -523,12 +635,15 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 	}
 	if (err) {
 		log_error("stage: journal %s/%s is malformed", st->dir, jnl);
-		return move_recovered(st, e->id, NULL, &sb, rep);
+		return move_recovered(st, e->id, true, NULL, &sb, rep);
 	}
-	if (j.state == STAGE_JS_COMMIT && j.size == (uint64_t)sb.st_size)
+	if (st->distrust && j.upload_id)
+		abort_interrupted(st, &j);
+	if (!st->distrust && j.state == STAGE_JS_COMMIT &&
+	    j.size == (uint64_t)sb.st_size)
 		err = reupload(st, e->id, &j, &sb, rep);
 	else
-		err = move_recovered(st, e->id, &j, &sb, rep);
+		err = move_recovered(st, e->id, true, &j, &sb, rep);
 	stage_jnl_release(&j);
 	return err;
 }
@@ -562,5 +677,14 @@ int stage_recover(struct stage *st, struct stage_recovery_report *rep)
 			 "failed, %u moved to %s, %u deleted", st->dir,
 			 rep->reuploaded, rep->reupload_failed, rep->recovered,
 			 st->rec_dir, rep->deleted);
+	/* Everything untrusted has moved: this run's setting and boot may
+	 * now be written (until then a crash repeats the distrust). */
+	if (!err && st->distrust) {
+		char boot[64];
+		boot_id(boot);
+		err = durability_write(st, boot);
+		if (!err)
+			st->distrust = false;
+	}
 	return err;
 }

@@ -18,14 +18,17 @@
 #  3. cold sequential read of a COLD_MIB object (default 512) through the
 #     mount next to one GET of it (s3tool get -t, curl); hot re-reads
 #     (kernel page cache) next to a local page-cache read.
+#  4. ("small", bench_rw_small.sh) 1,000 x 64 KiB by one `cp -r` under each
+#     cache.durability setting next to aws --recursive, s3fs and rclone,
+#     the clock stopping when S3 lists all 1,000.
 #
 # Bed: BED_DIR=DIR (a bed that is up) or its env in the environment; with
 # neither, the script starts its own bed (BED_MEMSTORE_BYTES=8 GiB, RAM)
 # and stops it at the end. The big objects are deleted after each
 # measurement and RGW's garbage collection is run (memstore frees deleted
 # tails only then): the store needs max(BIG_MIB, REPEAT x COLD_MIB) + 1 GiB. Env: REPEAT, SECS (per random-read run, default 2),
-# BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes": the
-# sections to run).
+# BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes small":
+# the sections to run).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
@@ -33,7 +36,7 @@ SECS=${SECS:-2}
 BIG_MIB=${BIG_MIB:-1024}
 COLD_MIB=${COLD_MIB:-512}
 OWN_BED=
-want() { [[ " ${ONLY:-reads cold writes} " == *" $1 "* ]]; }
+want() { [[ " ${ONLY:-reads cold writes small} " == *" $1 "* ]]; }
 
 if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
 	avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
@@ -310,6 +313,11 @@ fig "  of which writes into staging, MiB/s" big.write ""
 fig "  of which close (fdatasync + one PUT), MiB/s" big.close ""
 fig "$BIG_MIB MiB, aws s3 cp (multipart, 10 threads): MiB/s" big.aws ""
 fig "$BIG_MIB MiB, s3tool put (one PUT): MiB/s" big.s3tool ""
+fi
+# ===================== 4. many small files =====================
+if want small; then
+	# shellcheck source=tests/bench/bench_rw_small.sh
+	. "$HERE/bench_rw_small.sh"
 fi
 echo
 bench_say "done, load average $(loadavg)"

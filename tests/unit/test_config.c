@@ -3,7 +3,8 @@
  * numbers read from JSON are range-checked before they are converted
  * (cache.max_bytes 7.7e41 was a float-to-integer overflow found by
  * tests/fuzz/fuzz_config.c; 1e20 loaded as 2^63 bytes), sizes as strings,
- * rescan_interval_s bounds, and config_load() from a file giving what
+ * rescan_interval_s bounds, cache.durability's two values, and
+ * config_load() from a file giving what
  * config_parse() gives from memory.
  *
  * Prints "ok - ..." / "not ok - ..." lines; exits 1 if any check failed.
@@ -178,8 +179,38 @@ static void test_sizes(void)
 	      "s3.part_size 6GiB refused ('%s')", err);
 }
 
+/* cache.durability: "power" by default, "process" on request, anything
+ * else refused with the path and the two choices. */
+static void test_durability(void)
+{
+	char err[512];
+	struct config c;
+	int rc = load("{}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && !c.cache_durable_process, "cache.durability defaults to power");
+	if (rc == 0)
+		config_release(&c);
+	rc = load("{\"durability\":\"power\"}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && !c.cache_durable_process, "cache.durability power ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	rc = load("{\"durability\":\"process\"}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_durable_process, "cache.durability process ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	static const char *const bad[] = { "\"Process\"", "\"none\"", "\"\"", "true", "1" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char cache[64];
+		snprintf(cache, sizeof cache, "{\"durability\":%s}", bad[i]);
+		rc = load(cache, "", &c, err, sizeof err);
+		CHECK(rc == -EINVAL && strncmp(err, "f.json: cache.durability: ", 26) == 0 &&
+		      !strchr(err, '\n'),
+		      "cache.durability %s refused: \"%s\"", bad[i], err);
+	}
+}
+
 int main(void)
 {
+	test_durability();
 	test_max_bytes();
 	test_sizes();
 	test_rescan_interval();

@@ -1,0 +1,178 @@
+# shellcheck shell=bash
+# bench_rw_small.sh — section "small" of bench_rw.sh (sourced by it, after
+# its gateway is up): 1,000 files of 64 KiB written by one plain `cp -r`
+# into the mount under each cache.durability setting ("power": the main
+# gateway; "process": a second gateway started here on the same bucket),
+# next to `aws s3 cp --recursive` (10 threads), s3fs and rclone
+# (`--vfs-cache-mode writes`) on the same bucket, in the same run, in an
+# order rotated per pass. The clock starts before the copy and stops when
+# a LIST shows all 1,000 objects (rclone uploads after close). Prints
+# files/s per tool (median (min-max) over REPEAT passes), the load average
+# of each pass, and per facetfs file: fsync/fdatasync calls
+# (staging.syncs), FUSE lookups+getattrs, gateway CPU ms. One object of
+# each copy is compared with its source.
+# Uses from bench_rw.sh: B, T, M, S3TOOL, AWS, REPEAT, rec/fig/summary/rate/
+# stats, gw_config, gw_start, views_ready, bench_*.
+
+declare -A PEER_PID=() PEER_MNT=()
+small_peer_stop() {
+	local pid=${PEER_PID[$1]:-} mnt=${PEER_MNT[$1]:-}
+	[[ -n $pid ]] || return 0
+	if mountpoint -q "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
+	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset "PEER_PID[$1]"
+}
+bench_before_exit() {
+	local name
+	for name in "${!PEER_PID[@]}"; do small_peer_stop "$name"; done
+}
+small_peer_start() {    # NAME MOUNT command...
+	local name=$1 mnt=$2 pid
+	shift 2
+	mkdir -p "$mnt"
+	"$@" </dev/null >"$T/$name.log" 2>&1 &
+	pid=$!
+	PEER_PID[$name]=$pid PEER_MNT[$name]=$mnt
+	peer_up() { pid_alive "$pid" && mountpoint -q "$mnt"; }
+	wait_until 60 peer_up && return 0
+	bench_say "$name did not mount; last lines of its log:"
+	tail -n 5 "$T/$name.log"
+	small_peer_stop "$name"
+	return 1
+}
+# Objects of prefix P that S3 lists (directory markers left out).
+small_listed() { "$S3TOOL" list "$B" "$1" | grep -c '/f[0-9][0-9][0-9][0-9]$'; }
+small_all_listed() { [[ $(small_listed "$1") == 1000 ]]; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+echo
+bench_say "4. many small files: 1,000 x 64 KiB, one cp -r, each durability setting, aws, s3fs, rclone"
+if [[ ! -d $T/src1k ]]; then
+	mkdir -p "$T/src1k"
+	python3 -c '
+import os, sys
+for i in range(1000):
+    with open(os.path.join(sys.argv[1], "f%04d" % i), "wb") as f:
+        f.write(os.urandom(65536))' "$T/src1k" || bench_die "src1k"
+fi
+
+# The second gateway: cache.durability "process", same views, own state.
+gw_config "$T/gwp.json" "$T/state-proc" "$T/views" "bench-rw-p-$$-$RANDOM" "bench-rw-$$" 100 1GiB
+jq '.cache.durability = "process"' "$T/gwp.json" >"$T/gwp.tmp" && mv "$T/gwp.tmp" "$T/gwp.json"
+MP=$T/mnt-proc
+gw_start rwproc "$T/gwp.json" "$MP" || bench_die "the process-durability gateway"
+wait_until 60 views_ready "$MP" || bench_die "views of the second gateway not ready"
+[[ $(jq -r .staging.durability "$M/.facetfs/stats") == power &&
+   $(jq -r .staging.durability "$MP/.facetfs/stats") == process ]] ||
+	bench_die "the gateways do not report power / process durability"
+
+printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
+chmod 600 "$T/s3fs.passwd"
+cat >"$T/rclone.conf" <<EOF
+[bed]
+type = s3
+provider = Ceph
+access_key_id = $AWS_ACCESS_KEY_ID
+secret_access_key = $AWS_SECRET_ACCESS_KEY
+endpoint = $S3_URL
+force_path_style = true
+EOF
+TOOLS="power process aws"
+if command -v s3fs >/dev/null; then
+	small_peer_start s3fs "$T/s3fs" s3fs "$B:/s" "$T/s3fs" -f \
+		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd" &&
+		TOOLS="$TOOLS s3fs"
+else
+	bench_say "no s3fs: its figures are n/a"
+fi
+if command -v rclone >/dev/null; then
+	small_peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" \
+		mount "bed:$B/s" "$T/rclone" --vfs-cache-mode writes \
+		--cache-dir "$T/rclone-cache" --use-server-modtime && TOOLS="$TOOLS rclone"
+else
+	bench_say "no rclone: its figures are n/a"
+fi
+
+# small_copy WHO PREFIX: the copy itself (returns when the tool returns).
+small_copy() {
+	case $1 in
+	power) cp -r "$T/src1k" "$M/sess/${2#s/}" ;;
+	process) cp -r "$T/src1k" "$MP/sess/${2#s/}" ;;
+	aws) "$AWS" --endpoint-url "$S3_URL" s3 cp --recursive --quiet "$T/src1k" "s3://$B/$2/" ;;
+	s3fs) cp -r "$T/src1k" "$T/s3fs/${2#s/}" ;;
+	rclone) cp -r "$T/src1k" "$T/rclone/${2#s/}" ;;
+	esac
+}
+
+read -ra tools <<<"$TOOLS"
+for r in $(seq 1 "$REPEAT"); do
+	loads=()
+	for i in "${!tools[@]}"; do
+		who=${tools[$(( (i + r - 1) % ${#tools[@]} ))]}
+		p=s/small-$who-$r
+		mnt=$M gpid=$(gw_pid rw)
+		[[ $who == process ]] && mnt=$MP gpid=$(gw_pid rwproc)
+		if [[ $who == power || $who == process ]]; then
+			a=($(jq -r '[.staging.syncs, .fuse.lookup + .fuse.getattr] | map(tostring) | join(" ")' \
+				"$mnt/.facetfs/stats"))
+			c0=$(cpu_ticks "$gpid")
+		fi
+		t0=$(now_ns)
+		small_copy "$who" "$p" || bench_die "$who: the copy failed"
+		t1=$(now_ns)
+		wait_until 300 small_all_listed "$p/" || bench_die "$who: S3 lists $(small_listed "$p/") of 1,000 after 300 s"
+		t2=$(now_ns)
+		rec "small.$who" "$(rate 1000 "$t0" "$t2")"
+		rec "small.$who.return" "$(rate 1000 "$t0" "$t1")"
+		if [[ $who == power || $who == process ]]; then
+			b=($(jq -r '[.staging.syncs, .fuse.lookup + .fuse.getattr] | map(tostring) | join(" ")' \
+				"$mnt/.facetfs/stats"))
+			c1=$(cpu_ticks "$gpid")
+			rec "small.$who.syncs" "$(div $((b[0] - a[0])) 1000)"
+			rec "small.$who.fuse" "$(div $((b[1] - a[1])) 1000)"
+			rec "small.$who.cpu" "$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t * 1000 / hz / 1000 }')"
+		fi
+		"$S3TOOL" get "$B" "$p/f0500" >"$T/check" 2>/dev/null && cmp -s "$T/check" "$T/src1k/f0500" ||
+			bench_die "$who: $p/f0500 in S3 differs from its source"
+		loads+=("$who $(cut -d' ' -f1 /proc/loadavg)")
+		# Keep the RAM-backed store small (no bucket notification here, so
+		# aws' multi-object delete is safe).
+		"$AWS" --endpoint-url "$S3_URL" s3 rm --recursive --quiet "s3://$B/$p/" ||
+			bench_die "$who: cannot delete $p/"
+
+	done
+	bench_say "pass $r: load average after each: ${loads[*]}"
+done
+small_peer_stop s3fs
+small_peer_stop rclone
+
+for who in "${tools[@]}"; do
+	case $who in
+	power) what="facetfs cp -r, cache.durability power" ;;
+	process) what="facetfs cp -r, cache.durability process" ;;
+	aws) what="aws s3 cp --recursive (10 threads)" ;;
+	s3fs) what="s3fs cp -r" ;;
+	rclone) what="rclone (vfs-cache-mode writes) cp -r" ;;
+	esac
+	fig "1,000 x 64 KiB, $what: files/s in S3" "small.$who" \
+		"$([[ $who == power || $who == process ]] && echo '>= 1x aws')"
+	[[ $who == power || $who == process || $who == aws ]] ||
+		fig "  files/s when cp returned" "small.$who.return" ""
+	if [[ $who == power || $who == process ]]; then
+		bench_figure "  per file: fsyncs / FUSE lookup+getattr / gateway CPU ms" \
+			"$(summary "small.$who.syncs" | cut -d' ' -f1) / $(summary "small.$who.fuse" | cut -d' ' -f1) / $(summary "small.$who.cpu" | cut -d' ' -f1)" ""
+	fi
+done
+for who in power process; do
+	awk -v k="small.$who" -v a=small.aws '$1 == k { x[n++] = $2 } $1 == a { y[m++] = $2 }
+		END { if (n && m) for (i = 0; i < n && i < m; i++) printf "small.%s.vs_aws %.3f\n", substr(k, 7), x[i] / y[i] }' \
+		"$T/figs" >>"$T/figs.small"
+done
+cat "$T/figs.small" >>"$T/figs"
+fig "facetfs power / aws (same pass)" small.power.vs_aws ">= 1x"
+fig "facetfs process / aws (same pass)" small.process.vs_aws ">= 1x"
+gw_stop rwproc

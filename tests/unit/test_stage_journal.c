@@ -1,0 +1,385 @@
+/*
+ * test_stage_journal.c — the staging journal under both durability
+ * settings (sync/stage.h, cache.durability): the fsyncs a small file costs
+ * (staging.syncs: 6 under POWER, 0 under PROCESS), what the journal holds
+ * at each step (the commit's own metadata is not journaled before the
+ * "commit" journal), the crash rule after a real SIGKILL of a child process
+ * under each setting (same outcome), and the distrust of a PROCESS run's
+ * files after a (simulated) reboot: all moved to recovered/, nothing
+ * uploaded or deleted. Store: the in-memory fake behind the fault wrapper.
+ */
+#include "sync/stage_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
+#include "tests/unit/unit.h"
+
+static const char *const dname[] = { "power", "process" };
+
+struct store {
+	struct s3 *fake;
+	struct s3 *s3;
+};
+
+static void store_init(struct store *t)
+{
+	if (s3_fake_new(&t->fake) || s3_fault_new(t->fake, true, &t->s3) ||
+	    s3_fake_bucket_add(t->fake, "bk")) {
+		printf("# cannot make the fake store\n");
+		exit(2);
+	}
+}
+
+static struct stage *open_stage(const char *dir, enum stage_durability d,
+				struct store *t)
+{
+	struct stage_conf c = { .dir = dir, .max_bytes = 64 << 20, .durability = d,
+				.s3 = t->s3, .up = { .part_size = 1ull << 30 } };
+	struct stage *st = NULL;
+	int err = stage_open(&c, &st);
+	if (err) {
+		printf("# stage_open(%s): %s\n", dir, strerror(-err));
+		exit(1);
+	}
+	return st;
+}
+
+static uint64_t syncs(struct stage *st)
+{
+	struct stage_counters c;
+	stage_counters_get(st, &c);
+	return c.syncs;
+}
+
+/* The object's bytes equal want[0..len). */
+static bool obj_is(struct store *t, const char *key, const void *want, size_t len)
+{
+	void *d = NULL;
+	size_t n = 0;
+	struct obj_meta m;
+	if (s3_fake_object_read(t->fake, "bk", key, &d, &n, &m, NULL) != 0)
+		return false;
+	bool same = n == len && memcmp(d, want, len) == 0;
+	free(d);
+	obj_meta_release(&m);
+	return same;
+}
+
+static int count_files(const char *dir, const char *ext)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t l = strlen(de->d_name), e = strlen(ext);
+		if (de->d_name[0] != '.' && l >= e && !strcmp(de->d_name + l - e, ext))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The value of meta NAME in the journal of f ("" if none, "?" if no
+ * journal). */
+static void jnl_meta(struct stage_file *f, const char *name, char *out, size_t len)
+{
+	struct stage_jnl j;
+	snprintf(out, len, "?");
+	if (stage_jnl_read(f->st, f->id, &j) != 0)
+		return;
+	snprintf(out, len, "%s", "");
+	for (size_t i = 0; i < j.n_meta; i++)
+		if (!strcmp(j.meta[i].name, name))
+			snprintf(out, len, "%s", j.meta[i].value);
+	stage_jnl_release(&j);
+}
+
+/* One small file as `cp` makes it: create, one write, the commit's mtime,
+ * commit, release; then a file whose metadata changes while it is open. */
+static void test_small_file(enum stage_durability d)
+{
+	char *dir = unit_tmpdir("stage-jnl");
+	struct store t;
+	store_init(&t);
+	struct stage *st = open_stage(dir, d, &t);
+	uint64_t s0 = syncs(st);
+	char data[65536];
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (char)(i * 7 + 1);
+	struct obj_kv m1[] = { { "mode", "644" } };
+	struct obj_kv m2[] = { { "mode", "644" }, { "mtime", "1700000000" } };
+	struct stage_file *f;
+	char v[64];
+	CHECK(stage_file_new(st, "bk", "small", m1, 1, NULL, &f) == 0 &&
+	      stage_file_pwrite(f, data, sizeof data, 0) == (ssize_t)sizeof data,
+	      "%s: create + 64 KiB write", dname[d]);
+	jnl_meta(f, "mode", v, sizeof v);
+	CHECK(!strcmp(v, "644"), "%s: the first write journals \"dirty\" with the "
+	      "metadata (%s)", dname[d], v);
+	CHECK(stage_file_set_commit_meta(f, m2, 2, NULL) == 0, "%s: commit metadata",
+	      dname[d]);
+	jnl_meta(f, "mtime", v, sizeof v);
+	CHECK(!strcmp(v, ""), "%s: the commit's metadata is not journaled before "
+	      "the commit (mtime '%s')", dname[d], v);
+	CHECK(stage_file_commit(f, NULL) == 0 && obj_is(&t, "small", data, sizeof data),
+	      "%s: committed, S3 has the bytes", dname[d]);
+	uint64_t per_file = syncs(st) - s0;
+	printf("# %s: %llu fsync/fdatasync calls for one small file\n", dname[d],
+	       (unsigned long long)per_file);
+	/* POWER: dirty journal (file, dir) + data + commit journal (file,
+	 * dir) + removal (dir). */
+	CHECK(per_file == (d == STAGE_DURABLE_POWER ? 6 : 0),
+	      "%s: %llu syncs per small file (want %d)", dname[d],
+	      (unsigned long long)per_file, d == STAGE_DURABLE_POWER ? 6 : 0);
+	CHECK(count_files(dir, ".jnl") == 0, "%s: no journal after the commit", dname[d]);
+	stage_file_release(f);
+
+	/* set_meta on an open dirty file is journaled at once (a crash keeps
+	 * it in recovered/.journal), under both settings. */
+	CHECK(stage_file_new(st, "bk", "meta", m1, 1, NULL, &f) == 0 &&
+	      stage_file_pwrite(f, "x", 1, 0) == 1, "%s: second file written", dname[d]);
+	s0 = syncs(st);
+	CHECK(stage_file_set_meta(f, m2, 2, NULL) == 0, "%s: set_meta", dname[d]);
+	jnl_meta(f, "mtime", v, sizeof v);
+	CHECK(!strcmp(v, "1700000000") &&
+	      syncs(st) - s0 == (d == STAGE_DURABLE_POWER ? 2 : 0),
+	      "%s: set_meta rewrites the journal ('%s', %llu syncs)", dname[d], v,
+	      (unsigned long long)(syncs(st) - s0));
+	CHECK(stage_file_commit(f, NULL) == 0 && obj_is(&t, "meta", "x", 1),
+	      "%s: second file committed", dname[d]);
+	stage_file_release(f);
+	stage_close(st);
+	s3_free(t.s3);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* ---- a real SIGKILL ------------------------------------------------------ */
+
+struct killer {
+	struct store *t;
+	unsigned puts0;
+};
+
+/* Kills the process (SIGKILL, as kill -9) once a PUT has started. */
+static void *killer_run(void *arg)
+{
+	struct killer *k = arg;
+	while (s3_fault_seen(k->t->s3, S3K_PUT) == k->puts0)
+		usleep(1000);
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+/* The child: A written and never committed; B's commit failed (S3 down);
+ * C committed and released; D created only; F killed during its PUT. */
+static void crash_child(const char *dir, enum stage_durability d)
+{
+	struct store t;
+	store_init(&t);
+	struct stage *st = open_stage(dir, d, &t);
+	struct stage_file *f;
+	stage_file_new(st, "bk", "a", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "AAAA", 4, 0);
+	stage_file_new(st, "bk", "b", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "BBBBBB", 6, 0);
+	if (s3_fault_fail(t.s3, S3K_PUT, 1, 1, -EIO))
+		_exit(5);
+	if (stage_file_commit(f, NULL) != -EIO)
+		_exit(6);
+	stage_file_new(st, "bk", "c", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "CC", 2, 0);
+	stage_file_commit(f, NULL);
+	stage_file_release(f);
+	stage_file_new(st, "bk", "d", NULL, 0, NULL, &f);
+	stage_file_new(st, "bk", "f", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "FFFFFFFF", 8, 0);
+	struct s3_fault_rule slow = { .kind = S3K_PUT, .type = S3F_DELAY,
+				      .delay_ms = 60000 };
+	s3_fault_add(t.s3, &slow);
+	struct killer k = { &t, s3_fault_seen(t.s3, S3K_PUT) };
+	pthread_t th;
+	if (pthread_create(&th, NULL, killer_run, &k) != 0)
+		_exit(4);
+	stage_file_commit(f, NULL);
+	_exit(3);    /* not reached: killed during the PUT */
+}
+
+static bool crash(const char *dir, enum stage_durability d)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0)
+		crash_child(dir, d);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+/* The recovered file whose name starts with prefix holds want. */
+static bool recovered_has(const char *rd, const char *prefix, const char *want)
+{
+	DIR *d = opendir(rd);
+	struct dirent *de;
+	bool found = false;
+	while (d && (de = readdir(d)) && !found) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) || strstr(de->d_name, ".journal"))
+			continue;
+		char p[1024], buf[32] = "";
+		snprintf(p, sizeof p, "%s/%s", rd, de->d_name);
+		int fd = open(p, O_RDONLY);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		found = n == (ssize_t)strlen(want) && !strcmp(buf, want);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* kill -9 under each setting: the same crash rule holds. */
+static void test_kill9(enum stage_durability d)
+{
+	char *dir = unit_tmpdir("stage-kill");
+	CHECK(crash(dir, d), "%s: child killed with SIGKILL during a PUT", dname[d]);
+	struct store t;
+	store_init(&t);
+	struct stage *st = open_stage(dir, d, &t);
+	struct stage_recovery_report r;
+	CHECK(stage_recover(st, &r) == 0, "%s: recovery after kill -9", dname[d]);
+	printf("# %s: reuploaded %u, recovered %u, deleted %u\n", dname[d],
+	       r.reuploaded, r.recovered, r.deleted);
+	CHECK(r.reuploaded == 2 && r.recovered == 1 && r.deleted == 1 &&
+	      obj_is(&t, "b", "BBBBBB", 6) && obj_is(&t, "f", "FFFFFFFF", 8) &&
+	      s3_fake_object_count(t.fake, "bk") == 2,
+	      "%s: after kill -9 the two commit-begun files are uploaded whole",
+	      dname[d]);
+	CHECK(recovered_has(stage_recovered_dir(st), "bk%2Fa@", "AAAA"),
+	      "%s: the written, never committed file is in recovered/", dname[d]);
+	CHECK(count_files(dir, ".data") == 0 && count_files(dir, ".jnl") == 0,
+	      "%s: staging empty after recovery", dname[d]);
+	stage_close(st);
+	s3_free(t.s3);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* Rewrites the boot line of DIR/durability (a reboot, as recovery sees it). */
+static void fake_reboot(const char *dir)
+{
+	char p[512], text[256] = "";
+	snprintf(p, sizeof p, "%s/durability", dir);
+	FILE *fp = fopen(p, "r");
+	size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	text[n] = '\0';
+	char *b = strstr(text, "\nboot ");
+	if (!b) {
+		printf("# no boot line in %s: '%s'\n", p, text);
+		exit(1);
+	}
+	snprintf(b, sizeof text - (size_t)(b - text), "\nboot another-boot\n");
+	fp = fopen(p, "w");
+	if (!fp || fputs(text, fp) < 0 || fclose(fp) != 0)
+		exit(2);
+}
+
+static bool durability_says(const char *dir, const char *mode, bool this_boot)
+{
+	char p[512], text[256] = "", want[128], boot[64] = "";
+	snprintf(p, sizeof p, "%s/durability", dir);
+	FILE *fp = fopen(p, "r");
+	size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	text[n] = '\0';
+	fp = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (fp && fgets(boot, sizeof boot, fp))
+		boot[strcspn(boot, "\n")] = '\0';
+	if (fp)
+		fclose(fp);
+	snprintf(want, sizeof want, "mode %s\nboot %s\n", mode, this_boot ? boot : "another-boot");
+	return strstr(text, want) != NULL;
+}
+
+/* After a reboot: a PROCESS run's files are all kept for the user (none
+ * uploaded from a journal that may be stale, none deleted); a POWER run's
+ * follow the crash rule. */
+static void test_reboot(enum stage_durability d)
+{
+	char *dir = unit_tmpdir("stage-boot");
+	CHECK(crash(dir, d), "%s: child killed", dname[d]);
+	CHECK(durability_says(dir, dname[d], true), "%s: the durability file names "
+	      "the setting and this boot", dname[d]);
+	fake_reboot(dir);
+	struct store t;
+	store_init(&t);
+	/* Restarted with the other setting: the previous run's decides. */
+	enum stage_durability now = d == STAGE_DURABLE_POWER ? STAGE_DURABLE_PROCESS
+							     : STAGE_DURABLE_POWER;
+	struct stage *st = open_stage(dir, now, &t);
+	struct stage_recovery_report r;
+	CHECK(stage_recover(st, &r) == 0, "%s: recovery after a reboot", dname[d]);
+	printf("# %s then reboot: reuploaded %u, recovered %u, deleted %u, PUTs %u\n",
+	       dname[d], r.reuploaded, r.recovered, r.deleted,
+	       (unsigned)s3_fault_seen(t.s3, S3K_PUT));
+	const char *rd = stage_recovered_dir(st);
+	if (d == STAGE_DURABLE_PROCESS) {
+		CHECK(r.reuploaded == 0 && r.recovered == 4 && r.deleted == 0 &&
+		      s3_fault_seen(t.s3, S3K_PUT) == 0,
+		      "process, then reboot: a, b, d, f moved to recovered/, nothing "
+		      "uploaded or deleted");
+		CHECK(recovered_has(rd, "bk%2Fa@", "AAAA") &&
+		      recovered_has(rd, "bk%2Fb@", "BBBBBB") &&
+		      recovered_has(rd, "bk%2Ff@", "FFFFFFFF") &&
+		      recovered_has(rd, "unknown-", ""),
+		      "process, then reboot: recovered/ holds their bytes (d, never "
+		      "journaled, as unknown-ID)");
+	} else {
+		CHECK(r.reuploaded == 2 && r.recovered == 1 && r.deleted == 1 &&
+		      obj_is(&t, "b", "BBBBBB", 6) && obj_is(&t, "f", "FFFFFFFF", 8),
+		      "power, then reboot: the crash rule (2 uploaded, 1 recovered, 1 deleted)");
+	}
+	CHECK(durability_says(dir, dname[now], true),
+	      "%s: after recovery the durability file names this run's setting "
+	      "and boot", dname[d]);
+	stage_close(st);
+	s3_free(t.s3);
+
+	/* A PROCESS run killed on the same boot: the crash rule, trusted. */
+	CHECK(crash(dir, STAGE_DURABLE_PROCESS), "%s: process child killed", dname[d]);
+	store_init(&t);
+	st = open_stage(dir, STAGE_DURABLE_PROCESS, &t);
+	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 2 && r.recovered == 1 &&
+	      r.deleted == 1, "%s: then process, killed, same boot: the crash rule "
+	      "(uploaded %u, recovered %u)", dname[d], r.reuploaded, r.recovered);
+	stage_close(st);
+	s3_free(t.s3);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	for (int d = STAGE_DURABLE_POWER; d <= STAGE_DURABLE_PROCESS; d++) {
+		test_small_file(d);
+		test_kill9(d);
+		test_reboot(d);
+	}
+	return unit_exit();
+}
