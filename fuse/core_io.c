@@ -181,8 +181,10 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 	pthread_mutex_unlock(&c->ofile_lock);
 	o.meta = cur.meta;
 	o.n_meta = cur.n_meta;
+	/* The content type is what the upload sent (none: the store's
+	 * default), so it is known either way. */
 	o.content_type = of->meta.content_type;
-	o.flags = OBJ_HAS_META | (o.content_type ? OBJ_HAS_CTYPE : 0);
+	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
 	if (rc == 0)
 		rc = core_index_local(c, &o);
 	obj_meta_release(&cur);

@@ -241,7 +241,7 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	}
 	if (!err)
 		err = req_copy_source(&r, bucket, src_key,
-				      meta ? src_head->etag : NULL);
+				      src_head ? src_head->etag : NULL);
 	if (!err && meta)
 		err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
 	if (!err && meta)
