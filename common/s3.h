@@ -164,7 +164,9 @@ int  s3_delete(struct s3 *s, const char *bucket, const char *key);
  * x-amz-metadata-directive REPLACE that re-sends the source's content type
  * (none: the store's default). A src_head, with or without meta, makes
  * the COPY carry x-amz-copy-source-if-match on its ETag: -ESTALE if the
- * source is another version. etag_out: the new object's ETag. At most
+ * source is another version (a store that ignores the condition, as RGW
+ * 16 does, has then copied that other version: the real client tells by
+ * the answer's ETag for single-part sources and still says -ESTALE). etag_out: the new object's ETag. At most
  * S3_MAX_PART bytes (sync/copy.h copies larger objects in parts). */
 int  s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	     const char *dst_key, const struct obj_kv *meta, size_t n_meta,
