@@ -121,25 +121,23 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	return 0;
 }
 
-/* The upload carries the time of the change (s3fs and rclone read it), or
- * the one utimensat set after the last write. */
+/* The upload carries the open file's metadata (a chmod made while it was
+ * clean went to S3 by a COPY and into of->meta only), with the time of the
+ * change (s3fs and rclone read it) unless utimensat set one after the last
+ * write. */
 static int commit_mtime(struct core *c, struct ofile *of)
 {
+	struct obj_meta nm = { 0 };
 	pthread_mutex_lock(&c->ofile_lock);
 	bool keep = of->times_set;
-	pthread_mutex_unlock(&c->ofile_lock);
-	if (keep)
-		return 0;
-	struct obj_meta nm = { 0 };
-	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
-	pthread_mutex_lock(&c->ofile_lock);
 	int rc = obj_meta_copy(&nm, &of->meta);
 	pthread_mutex_unlock(&c->ofile_lock);
-	if (rc == 0)
+	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
+	if (rc == 0 && !keep)
 		rc = posix_meta_put(&nm.meta, &nm.n_meta, &px);
 	if (rc == 0)
 		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, nm.content_type);
-	if (rc == 0) {
+	if (rc == 0 && !keep) {
 		pthread_mutex_lock(&c->ofile_lock);
 		struct obj_kv *kv = of->meta.meta;
 		size_t n = of->meta.n_meta;

@@ -428,13 +428,13 @@ static void meta_swap(struct obj_meta *a, struct obj_meta *b)
 	b->n_meta = n;
 }
 
-/* The new metadata of a file not open here: a copy of the object onto
- * itself. Its source is the index's record when complete, so the usual
+/* The new metadata of a file not open here (or open and clean: of, whose
+ * metadata then follows): a copy of the object onto itself. Its source is the index's record when complete, so the usual
  * change is one COPY; a record older than the object (-ESTALE) or an
  * incomplete one costs a HEAD first. On success the index takes the new
  * record at once. */
 static int meta_copy(struct core *c, const char *bucket, const char *key,
-		     core_meta_edit_fn edit, void *ctx)
+		     core_meta_edit_fn edit, void *ctx, struct ofile *of)
 {
 	struct obj_meta o = { 0 }, nm = { 0 };
 	char etag[72] = "";
@@ -458,6 +458,15 @@ static int meta_copy(struct core *c, const char *bucket, const char *key,
 		stats_inc(c->d.st, copy_stale_index);
 		log_debug("metadata of %s/%s: the index had an older version; "
 			  "reading the object", bucket, key);
+	}
+	struct obj_kv *kv = NULL;
+	size_t n = 0;
+	if (rc == 0 && of && obj_kv_copy(&kv, &n, nm.meta, nm.n_meta) == 0) {
+		pthread_mutex_lock(&c->ofile_lock);
+		obj_kv_free(of->meta.meta, of->meta.n_meta);
+		of->meta.meta = kv;
+		of->meta.n_meta = n;
+		pthread_mutex_unlock(&c->ofile_lock);
 	}
 	if (rc == 0) {
 		meta_swap(&o, &nm);
@@ -493,11 +502,19 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
 				      key, sizeof key);
 	if (rc == 0 && !(of = core_ofile_find(c, ino, true))) {
-		rc = meta_copy(c, bucket, key, edit, ctx);
+		rc = meta_copy(c, bucket, key, edit, ctx, NULL);
 		goto out;
 	}
-	/* Open for writing here: the staged copy takes it, its commit
-	 * uploads it (no request now). */
+	/* Open for writing here and all of it committed: no later commit is
+	 * sure to come (the kernel sends a setattr between a close's flush
+	 * and its release, as rsync's utimensat after close): a COPY now, and
+	 * the open file's metadata follows for its next commit. */
+	if (rc == 0 && !core_ofile_unlinked(c, of) && !stage_file_dirty(of->sf)) {
+		rc = meta_copy(c, bucket, key, edit, ctx, of);
+		goto out;
+	}
+	/* Open with changes not yet committed: the staged copy takes it, the
+	 * commit uploads it (no request now). */
 	if (rc == 0) {
 		pthread_mutex_lock(&c->ofile_lock);
 		rc = obj_meta_copy(&o, &of->meta);

@@ -123,6 +123,36 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	free(d);
 	obj_meta_release(&o);
 
+	/* a setattr between a close's flush and its release (rsync's
+	 * utimensat after close): the file is clean, so a COPY now; the
+	 * release then leaves nothing uncommitted, and a later write's commit
+	 * carries the new mode */
+	struct core_entry re;
+	f = NULL;
+	rc = core_create(c, sv, "raced", NULL, &re, &f, &cache);
+	n = rc == 0 ? core_write(c, f, "r1", 2, 0) : -1;
+	frc = rc == 0 ? core_flush(c, f) : -1;
+	reset(w, base);
+	int arc = rc == 0 ? chmod_ino(c, re.ino, 0604) : -1;
+	copies = seen(w, S3K_COPY, base);
+	uint64_t puts = seen(w, S3K_PUT, base);
+	struct stage_counters sc0, sc1;
+	stage_counters_get(gw.stage, &sc0);
+	n = rc == 0 ? core_write(c, f, "r2", 2, 2) : -1;
+	int frc2 = rc == 0 ? core_flush(c, f) : -1;
+	core_release(c, f);
+	stage_counters_get(gw.stage, &sc1);
+	rc = s3_object(fake, "s/raced", &d, &len, &o);
+	posix_meta_parse(o.meta, o.n_meta, &px);
+	CHECK(frc == 0 && arc == 0 && copies == 1 && puts == 0 && n == 2 && frc2 == 0 &&
+	      rc == 0 && len == 4 && !memcmp(d, "r1r2", 4) && (px.mode & 07777) == 0604 &&
+	      sc1.pending_files == sc0.pending_files,
+	      "chmod of an open, committed file: one COPY; the next commit keeps the mode "
+	      "(COPY %llu, PUT %llu, mode %o)", (unsigned long long)copies,
+	      (unsigned long long)puts, px.mode & 07777);
+	free(d);
+	obj_meta_release(&o);
+
 	/* another client's object, known from an event without content type:
 	 * one HEAD, then the index holds it whole */
 	foreign(&gw, fake, "s/typed", "abc", 3, "text/x-typed");
