@@ -159,11 +159,15 @@ int  s3_delete(struct s3 *s, const char *bucket, const char *key);
 /* Server-side copy inside bucket. meta == NULL keeps the source's metadata
  * and content type. meta != NULL replaces the user metadata with meta[]
  * (n_meta may be 0 to clear it): a HEAD of the source first (skipped when
- * the caller passes the one it has in src_head), then a COPY with
+ * the caller passes what it knows of the source in src_head: its ETag and
+ * content type, from a HEAD or the index), then a COPY with
  * x-amz-metadata-directive REPLACE that re-sends the source's content type
- * and carries x-amz-copy-source-if-match (-ESTALE if the source changed in
- * between). src_head is not used when meta == NULL. etag_out: the new
- * object's ETag. */
+ * (none: the store's default). A src_head, with or without meta, makes
+ * the COPY carry x-amz-copy-source-if-match on its ETag: -ESTALE if the
+ * source is another version (a store that ignores the condition, as RGW
+ * 16 does, has then copied that other version: the real client tells by
+ * the answer's ETag for single-part sources and still says -ESTALE). etag_out: the new object's ETag. At most
+ * S3_MAX_PART bytes (sync/copy.h copies larger objects in parts). */
 int  s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	     const char *dst_key, const struct obj_kv *meta, size_t n_meta,
 	     const struct obj_meta *src_head, char etag_out[72]);

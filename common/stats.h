@@ -52,6 +52,12 @@
 	X(s3_errors,        "s3",     "errors")                              \
 	X(s3_retries,       "s3",     "retries")                             \
 	X(s3_bytes_read,    "s3",     "bytes_read")                          \
+	/* fuse/ (core_ns.c): copies of metadata changes whose source was  \
+	 * the index's record (no HEAD), of which the object had moved on  \
+	 * (-ESTALE: a HEAD and a second COPY), and copies made in parts */ \
+	X(copy_from_index,  "s3",     "copy_from_index")                     \
+	X(copy_stale_index, "s3",     "copy_stale_index")                    \
+	X(copy_in_parts,    "s3",     "copy_in_parts")                       \
 	/* views/: bucket scans */                                           \
 	X(scans_running,    "scans",  "running")                             \
 	X(scans_completed,  "scans",  "completed")                           \

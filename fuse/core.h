@@ -38,6 +38,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "sync/copy.h"
+
 struct bcache;
 struct pins;
 struct core;
@@ -74,6 +76,7 @@ struct core_deps {
 	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
+	struct copy_conf copy;       /* server-side copies: when in parts (sync/copy.h) */
 	struct viewset_slot *views;  /* the current view set (the gateway's) */
 	struct inode_table *it;      /* the inodes the kernel holds (fuse/inode.h) */
 	/* The membership of the view called view changed at path (own

@@ -121,26 +121,24 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	return 0;
 }
 
-/* The upload carries the time of the change (s3fs and rclone read it), or
- * the one utimensat set after the last write. */
+/* The upload carries the open file's metadata (a chmod made while it was
+ * clean went to S3 by a COPY and into of->meta only), with the time of the
+ * change (s3fs and rclone read it) unless utimensat set one after the last
+ * write. */
 static int commit_mtime(struct core *c, struct ofile *of)
 {
+	struct obj_meta nm = { 0 };
 	pthread_mutex_lock(&c->ofile_lock);
 	bool keep = of->times_set;
-	pthread_mutex_unlock(&c->ofile_lock);
-	if (keep)
-		return 0;
-	struct obj_meta nm = { 0 };
-	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
-	pthread_mutex_lock(&c->ofile_lock);
 	int rc = obj_meta_copy(&nm, &of->meta);
 	pthread_mutex_unlock(&c->ofile_lock);
-	if (rc == 0)
+	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
+	if (rc == 0 && !keep)
 		rc = posix_meta_put(&nm.meta, &nm.n_meta, &px);
 	if (rc == 0)     /* the commit that follows journals it */
 		rc = stage_file_set_commit_meta(of->sf, nm.meta, nm.n_meta,
 						nm.content_type);
-	if (rc == 0) {
+	if (rc == 0 && !keep) {
 		pthread_mutex_lock(&c->ofile_lock);
 		struct obj_kv *kv = of->meta.meta;
 		size_t n = of->meta.n_meta;
@@ -182,8 +180,10 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 	pthread_mutex_unlock(&c->ofile_lock);
 	o.meta = cur.meta;
 	o.n_meta = cur.n_meta;
+	/* The content type is what the upload sent (none: the store's
+	 * default), so it is known either way. */
 	o.content_type = of->meta.content_type;
-	o.flags = OBJ_HAS_META | (o.content_type ? OBJ_HAS_CTYPE : 0);
+	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
 	if (rc == 0)
 		rc = core_index_local(c, &o);
 	obj_meta_release(&cur);

@@ -22,6 +22,7 @@
  */
 #include "fuse/core_int.h"
 
+#include "common/log.h"
 #include "common/s3.h"
 #include "common/stats.h"
 #include "sync/stage.h"
@@ -129,6 +130,38 @@ static int delete_object(struct core *c, const char *bucket, const char *key)
 	return 0;
 }
 
+/* ---------- the source of a copy ---------- */
+
+/* Does the index's record hold all a copy carries over (ETag, user
+ * metadata, content type: known, or known to be none)? */
+static bool record_complete(const struct obj_meta *r)
+{
+	const uint32_t need = OBJ_HAS_META | OBJ_HAS_CTYPE;
+	return !(r->flags & OBJ_DELETED) && (r->flags & need) == need && r->etag[0];
+}
+
+/* What a copy of bucket/key starts from: the index's record when it is
+ * complete and use_index (no request: the copy names its ETag, so a
+ * record older than the object gives -ESTALE there), else a HEAD. *from
+ * says which (true: the index). Released by the caller. */
+static int copy_source(struct core *c, const char *bucket, const char *key,
+		       bool use_index, struct obj_meta *src, bool *from)
+{
+	*from = false;
+	if (use_index && index_object_get(c->d.ix, bucket, key, src) == 0) {
+		if (record_complete(src)) {
+			*from = true;
+			stats_inc(c->d.st, copy_from_index);
+			return 0;
+		}
+		obj_meta_release(src);
+	}
+	int rc = s3_head(c->d.s3, bucket, key, src);
+	if (rc == 0 && !(src->flags & OBJ_HAS_CTYPE))
+		src->flags |= OBJ_HAS_CTYPE;     /* none sent: the store's default */
+	return rc;
+}
+
 int core_unlink(struct core *c, uint64_t parent, const char *name)
 {
 	size_t view;
@@ -209,6 +242,26 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 	free(nk);
 }
 
+/* The copy of a rename: one COPY that keeps what the source holds, or
+ * for an object too large for one (by the index's record, rec, or a HEAD
+ * when there is none) a copy in parts of the version a HEAD describes. */
+static int rename_copy(struct core *c, const char *bucket, const char *key,
+		       const char *nkey, const struct obj_meta *rec, char etag[72])
+{
+	if (rec && !copy_in_parts(&c->d.copy, rec->size))
+		return s3_copy(c->d.s3, bucket, key, nkey, NULL, 0, NULL, etag);
+	struct obj_meta src = { 0 };
+	bool from;
+	int rc = copy_source(c, bucket, key, false, &src, &from);
+	if (rc == 0 && copy_in_parts(&c->d.copy, src.size))
+		stats_inc(c->d.st, copy_in_parts);
+	if (rc == 0)
+		rc = copy_object(c->d.s3, &c->d.copy, bucket, key, nkey, &src,
+				 NULL, 0, etag);
+	obj_meta_release(&src);
+	return rc;
+}
+
 int core_rename(struct core *c, uint64_t parent, const char *name,
 		uint64_t newparent, const char *newname, unsigned flags)
 {
@@ -253,7 +306,7 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	bool have_rec = rc == 0 && index_object_get(c->d.ix, bucket, key, &rec) == 0 &&
 			!(rec.flags & OBJ_DELETED);
 	if (rc == 0)
-		rc = s3_copy(c->d.s3, bucket, key, nkey, NULL, 0, NULL, etag);
+		rc = rename_copy(c, bucket, key, nkey, have_rec ? &rec : NULL, etag);
 	if (rc == 0 && have_rec)
 		rename_record(c, &rec, nkey, etag);
 	obj_meta_release(&rec);
@@ -375,6 +428,61 @@ static void meta_swap(struct obj_meta *a, struct obj_meta *b)
 	b->n_meta = n;
 }
 
+/* The new metadata of a file not open here (or open and clean: of, whose
+ * metadata then follows): a copy of the object onto itself. Its source is the index's record when complete, so the usual
+ * change is one COPY; a record older than the object (-ESTALE) or an
+ * incomplete one costs a HEAD first. On success the index takes the new
+ * record at once. */
+static int meta_copy(struct core *c, const char *bucket, const char *key,
+		     core_meta_edit_fn edit, void *ctx, struct ofile *of)
+{
+	struct obj_meta o = { 0 }, nm = { 0 };
+	char etag[72] = "";
+	bool from_index = false;
+	int rc = 0;
+	for (int round = 0; round < 2; round++) {
+		obj_meta_release(&o);
+		obj_meta_release(&nm);
+		rc = copy_source(c, bucket, key, round == 0, &o, &from_index);
+		if (rc == 0)
+			rc = obj_kv_copy(&nm.meta, &nm.n_meta, o.meta, o.n_meta);
+		if (rc == 0)
+			rc = edit(ctx, &nm, NULL);
+		if (rc == 0 && copy_in_parts(&c->d.copy, o.size))
+			stats_inc(c->d.st, copy_in_parts);
+		if (rc == 0)
+			rc = copy_object(c->d.s3, &c->d.copy, bucket, key, key, &o,
+					 nm.meta, nm.n_meta, etag);
+		if (rc != -ESTALE || !from_index)
+			break;
+		stats_inc(c->d.st, copy_stale_index);
+		log_debug("metadata of %s/%s: the index had an older version; "
+			  "reading the object", bucket, key);
+	}
+	struct obj_kv *kv = NULL;
+	size_t n = 0;
+	if (rc == 0 && of && obj_kv_copy(&kv, &n, nm.meta, nm.n_meta) == 0) {
+		pthread_mutex_lock(&c->ofile_lock);
+		obj_kv_free(of->meta.meta, of->meta.n_meta);
+		of->meta.meta = kv;
+		of->meta.n_meta = n;
+		pthread_mutex_unlock(&c->ofile_lock);
+	}
+	if (rc == 0) {
+		meta_swap(&o, &nm);
+		if (etag[0])
+			snprintf(o.etag, sizeof o.etag, "%s", etag);
+		o.seq[0] = '\0';
+		o.mtime_ns = core_now_ns();
+		o.flags |= OBJ_HAS_META | OBJ_HAS_CTYPE;
+		o.flags &= ~(uint32_t)OBJ_FROM_SCAN;
+		core_index_local(c, &o);
+	}
+	obj_meta_release(&o);
+	obj_meta_release(&nm);
+	return rc;
+}
+
 int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx)
 {
 	if (ino < INODE_FIRST_DYNAMIC)
@@ -393,41 +501,37 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 	if (rc == 0)
 		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
 				      key, sizeof key);
+	if (rc == 0 && !(of = core_ofile_find(c, ino, true))) {
+		rc = meta_copy(c, bucket, key, edit, ctx, NULL);
+		goto out;
+	}
+	/* Open for writing here and all of it committed: no later commit is
+	 * sure to come (the kernel sends a setattr between a close's flush
+	 * and its release, as rsync's utimensat after close): a COPY now, and
+	 * the open file's metadata follows for its next commit. */
+	if (rc == 0 && !core_ofile_unlinked(c, of) && !stage_file_dirty(of->sf)) {
+		rc = meta_copy(c, bucket, key, edit, ctx, of);
+		goto out;
+	}
+	/* Open with changes not yet committed: the staged copy takes it, the
+	 * commit uploads it (no request now). */
 	if (rc == 0) {
-		of = core_ofile_find(c, ino, true);
-		if (of) {
-			pthread_mutex_lock(&c->ofile_lock);
-			rc = obj_meta_copy(&o, &of->meta);
-			pthread_mutex_unlock(&c->ofile_lock);
-		} else {
-			rc = s3_head(c->d.s3, bucket, key, &o);
-		}
+		pthread_mutex_lock(&c->ofile_lock);
+		rc = obj_meta_copy(&o, &of->meta);
+		pthread_mutex_unlock(&c->ofile_lock);
 	}
 	if (rc == 0)
 		rc = obj_kv_copy(&nm.meta, &nm.n_meta, o.meta, o.n_meta);
 	if (rc == 0)
 		rc = edit(ctx, &nm, of);
-	if (rc == 0 && of) {
+	if (rc == 0)
 		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, o.content_type);
-		if (rc == 0) {
-			pthread_mutex_lock(&c->ofile_lock);
-			meta_swap(&of->meta, &nm);
-			pthread_mutex_unlock(&c->ofile_lock);
-		}
-	} else if (rc == 0) {
-		/* One HEAD (above) serves the copy and the new record. */
-		char etag[72] = "";
-		rc = s3_copy(c->d.s3, bucket, key, key, nm.meta, nm.n_meta, &o, etag);
-		if (rc == 0) {
-			meta_swap(&o, &nm);
-			if (etag[0])
-				snprintf(o.etag, sizeof o.etag, "%s", etag);
-			o.seq[0] = '\0';
-			o.mtime_ns = core_now_ns();
-			o.flags |= OBJ_HAS_META;
-			core_index_local(c, &o);
-		}
+	if (rc == 0) {
+		pthread_mutex_lock(&c->ofile_lock);
+		meta_swap(&of->meta, &nm);
+		pthread_mutex_unlock(&c->ofile_lock);
 	}
+out:
 	core_ofile_put(c, of);
 	obj_meta_release(&o);
 	obj_meta_release(&nm);

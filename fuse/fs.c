@@ -159,6 +159,7 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 {
 	struct core_deps cd = {
 		.owner = *owner,
+		.copy = fs->d.copy ? *fs->d.copy : (struct copy_conf){ 0 },
 		.ix = fs->d.ix, .s3 = fs->d.s3, .stage = fs->d.stage, .st = fs->d.st,
 		.bc = fs->d.bc, .pins = fs->d.pins, .views = fs->d.views, .it = fs->it,
 		.changed = core_changed, .changed_ctx = fs,

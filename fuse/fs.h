@@ -45,6 +45,7 @@ struct stage;
 struct stats;
 struct fs;
 struct trace;
+struct copy_conf;
 
 struct bcache;
 struct pins;
@@ -57,6 +58,7 @@ struct fs_deps {
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct stats *st;
+	struct copy_conf *copy;      /* server-side copies (sync/copy.h); NULL: defaults */
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to
 	 * .facetfs/control and returns the answer. */

@@ -104,7 +104,9 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 					     "secret_key", "session_token",
 					     "profile", "credentials_file",
 					     "https", "ca_file", "insecure",
-					     "addressing", "part_size", NULL };
+					     "addressing", "part_size",
+					     "copy_threshold",
+					     NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
 	if (!c->s3_endpoint || !*c->s3_endpoint)
@@ -149,6 +151,14 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 	}
 	if (c->s3_insecure && c->s3_ca_file)
 		err_add(e, "s3.insecure", "cannot be true with s3.ca_file (no certificate is verified)");
+	uint64_t ct = 0;
+	if (get_size(e, s3, "copy_threshold", "s3.copy_threshold", &ct) == 0) {
+		if (ct < CONFIG_PART_MIN || ct > CONFIG_PART_MAX)
+			err_add(e, "s3.copy_threshold", "%llu is outside 4KiB..5GiB (one "
+				"COPY copies at most 5GiB)", (unsigned long long)ct);
+		else
+			c->s3_copy_threshold = ct;
+	}
 }
 
 static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)

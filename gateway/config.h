@@ -39,6 +39,7 @@ struct config {
 	bool s3_insecure;            /* https without certificate checks */
 	bool s3_virtual_host;        /* s3.addressing "virtual" (default "path") */
 	uint64_t s3_part_size;       /* multipart part size; 0: the default (8 MiB) */
+	uint64_t s3_copy_threshold;  /* larger objects are copied in parts; 0: 5 GiB */
 	char *kafka_brokers, *kafka_topic, *kafka_group;
 	char **kafka_options;        /* key, value, key, value, ... */
 	size_t n_kafka_options;      /* number of strings (2 per option) */

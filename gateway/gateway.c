@@ -14,6 +14,7 @@
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
 #include "sync/bcache.h"
+#include "sync/copy.h"
 #include "sync/pins.h"
 #include "sync/s3_http.h"
 #include "sync/stage.h"
@@ -832,7 +833,10 @@ int gateway_mount(const struct mount_opts *o)
 	if (trace_new(tdir, &gw.trace) < 0)
 		goto out;
 	ingest_set_trace(gw.ing, gw.trace);
+	struct copy_conf copy = { .threshold = gw.cfg.s3_copy_threshold,
+				  .part_size = gw.cfg.s3_part_size };
 	struct fs_deps deps = {
+		.copy = &copy,
 		.trace = gw.trace,
 		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
 		.bc = gw.bc, .pins = gw.pins,

@@ -447,13 +447,15 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 	struct fake_obj *o = fake_live(f, bucket, src_key);
 	if (!o)
 		err = -ENOENT;
-	else if (meta && src_head && src_head->etag[0] &&
+	else if (src_head && src_head->etag[0] &&
 		 strcmp(src_head->etag, o->m.etag))
 		err = -ESTALE;   /* x-amz-copy-source-if-match */
 	if (!err) {
 		data = malloc(o->m.size ? o->m.size : 1);
+		/* REPLACE without a content type: S3's default, as a PUT */
 		ct = strdup(meta && src_head ? (src_head->content_type ?
-			    src_head->content_type : "") : o->m.content_type);
+			    src_head->content_type : "binary/octet-stream") :
+			    o->m.content_type);
 		if (!data || !ct)
 			err = -ENOMEM;
 	}

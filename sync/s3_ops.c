@@ -241,7 +241,7 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	}
 	if (!err)
 		err = req_copy_source(&r, bucket, src_key,
-				      meta ? src_head->etag : NULL);
+				      src_head ? src_head->etag : NULL);
 	if (!err && meta)
 		err = req_header(&r, "x-amz-metadata-directive", "REPLACE");
 	if (!err && meta)
@@ -260,6 +260,17 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	err = req_body_error(s, &r, src_key);
 	if (!err)
 		req_body_etag(&r, etag_out);
+	/* RGW 16 ignores x-amz-copy-source-if-match (seen on the bed): the
+	 * copy of a single-part source has the source's ETag (the MD5 of the
+	 * bytes), so another one means another version was copied. */
+	if (!err && src_head && src_head->etag[0] && etag_out[0] &&
+	    !strchr(src_head->etag, '-') && !strchr(etag_out, '-') &&
+	    strcmp(src_head->etag, etag_out) != 0) {
+		log_warn("s3: COPY %s/%s to %s: the store copied version %s, not %s "
+			 "(it ignored x-amz-copy-source-if-match)", bucket, src_key,
+			 dst_key, etag_out, src_head->etag);
+		err = -ESTALE;
+	}
 out:
 	obj_meta_release(&src_meta);
 	req_release(&r);

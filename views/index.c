@@ -630,6 +630,23 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 	return 0;
 }
 
+/* An event that carries no content type (RGW's never do) of the version
+ * the stored record describes (same ETag, times within the slack, as
+ * index_same_version) keeps the record's: the gateway's own writes know
+ * it, and a copy of the object's metadata needs it (fuse/core_ns.c). */
+static void keep_content_type(const struct ix_slot *s, struct obj_meta *nr)
+{
+	if ((nr->flags & OBJ_HAS_CTYPE) || !is_live(s) ||
+	    !(s->rec.flags & OBJ_HAS_CTYPE) || !nr->etag[0] ||
+	    strcmp(s->rec.etag, nr->etag) != 0)
+		return;
+	int64_t dt = s->rec.mtime_ns - nr->mtime_ns;
+	if (dt >= INDEX_TIME_SLACK_NS || dt <= -INDEX_TIME_SLACK_NS)
+		return;
+	nr->content_type = s->rec.content_type;
+	nr->flags |= OBJ_HAS_CTYPE;
+}
+
 /* Process one object/event: *skipped when the stored record was kept,
  * *same when o is the stored record already (a redelivery). */
 static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
@@ -667,6 +684,8 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 		nr.flags &= ~(uint32_t)(OBJ_DELETED | OBJ_FROM_SCAN);
 		if (mode != RUN_EVENTS)
 			nr.flags |= OBJ_FROM_SCAN;
+		else
+			keep_content_type(s, &nr);
 	}
 	bool new_live = !(nr.flags & OBJ_DELETED);
 	ix->vbuf.len = 0;

@@ -16,7 +16,8 @@
 #      FACETFS_BUILD  build dir (default build/)
 # Needs root (pjdfstest changes owners and switches users), autoconf,
 # automake, prove (perl), s3fs. Prints one line per subset and file
-# system: passed / run (seconds), and keeps the TAP output in the work dir.
+# system: passed / run (seconds, the S3 requests facetfs made, the load
+# average), and keeps the TAP output in the work dir.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,18 +58,40 @@ trap cleanup EXIT
 . "$WORK/bed/env"
 aws_s3() { /usr/bin/aws --endpoint-url "$S3_URL" "$@"; }
 
-# run_subset NAME DIR SUBSET: one subset inside DIR, one line.
+# prove's output flushed line by line, so that a subset cut off by the
+# timeout still counts what ran (perl buffers a file otherwise).
+printf 'package PjdAutoFlush; $| = 1; 1;\n' >"$WORK/PjdAutoFlush.pm"
+
+# S3 requests the gateway made so far (facetfs: its .facetfs/stats), as
+# "HEAD COPY PUT DELETE GET"; empty for a mount without stats.
+s3_requests() {
+	[[ -r $1/.facetfs/stats ]] || return 0
+	jq -r '.s3 | "\(.head) \(.copy) \(.put) \(.delete) \(.get)"' "$1/.facetfs/stats" 2>/dev/null
+}
+
+# run_subset NAME DIR SUBSET [MOUNT]: one subset inside DIR, one line (with
+# the S3 requests of the subset when MOUNT has .facetfs/stats).
 run_subset() {
-	local name=$1 dir=$2 s=$3 t0 t1 out pass run
+	local name=$1 dir=$2 s=$3 mnt=${4:-} t0 t1 out pass run r0 r1 req=
 	out=$WORK/$name-$s.tap
 	mkdir -p "$dir/$s" || { echo "$name: cannot make $dir/$s"; return 1; }
+	r0=$(s3_requests "$mnt")
 	t0=$(date +%s)
-	(cd "$dir/$s" && timeout -k 5 "$SUBSET_TIMEOUT" prove -v -r "$SRC/tests/$s") >"$out" 2>&1
+	(cd "$dir/$s" && PERL5LIB=$WORK PERL5OPT=-MPjdAutoFlush \
+		timeout -k 5 "$SUBSET_TIMEOUT" prove -v -r "$SRC/tests/$s") >"$out" 2>&1
 	t1=$(date +%s)
+	r1=$(s3_requests "$mnt")
+	if [[ -n $r0 && -n $r1 ]]; then
+		read -r -a a <<<"$r0"
+		read -r -a b <<<"$r1"
+		req=$(printf ', S3: %d HEAD, %d COPY, %d PUT, %d DELETE, %d GET' \
+			$((b[0] - a[0])) $((b[1] - a[1])) $((b[2] - a[2])) $((b[3] - a[3])) $((b[4] - a[4])))
+	fi
 	pass=$(grep -cE '^ok [0-9]+' "$out")
 	run=$(grep -cE '^(not )?ok [0-9]+' "$out")
-	printf '%-8s %-10s %5d / %-5d (%d s%s)\n' "$name" "$s" "$pass" "$run" $((t1 - t0)) \
-		"$( ((t1 - t0 >= SUBSET_TIMEOUT)) && echo ", cut off")"
+	printf '%-8s %-10s %5d / %-5d (%d s%s%s; load %s)\n' "$name" "$s" "$pass" "$run" $((t1 - t0)) \
+		"$( ((t1 - t0 >= SUBSET_TIMEOUT)) && echo ", cut off")" "$req" \
+		"$(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # s3fs, in the foreground of a background job (its own PID), remounted
@@ -114,7 +137,7 @@ JSON
 			</dev/null >"$WORK/gw.log" 2>&1 &
 		GW_PID=$!
 		for _ in $(seq 100); do mountpoint -q "$M" && break; sleep 0.2; done
-		for sub in "${SUBSETS[@]}"; do run_subset facetfs "$M/rw" "$sub"; done
+		for sub in "${SUBSETS[@]}"; do run_subset facetfs "$M/rw" "$sub" "$M"; done
 		fusermount3 -u "$M"
 		kill "$GW_PID" 2>/dev/null
 		wait "$GW_PID" 2>/dev/null

@@ -208,11 +208,38 @@ static void test_durability(void)
 	}
 }
 
+/* s3.copy_threshold: the default, a value, the range. */
+static void test_copy_threshold(void)
+{
+	char err[512], doc[512];
+	struct config c;
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\"},\"kafka\":{\"brokers\":\"h:2\"}}");
+	int rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && c.s3_copy_threshold == 0, "s3.copy_threshold: 0 (5 GiB) by default");
+	if (rc == 0)
+		config_release(&c);
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"copy_threshold\":\"1MiB\"},"
+		 "\"kafka\":{\"brokers\":\"h:2\"}}");
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && c.s3_copy_threshold == 1u << 20, "s3.copy_threshold 1MiB ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	const char *bad[] = { "\"6GiB\"", "\"1KiB\"", "true" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"copy_threshold\":%s},"
+			 "\"kafka\":{\"brokers\":\"h:2\"}}", bad[i]);
+		rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+		CHECK(rc == -EINVAL && strstr(err, "f.json: s3.copy_threshold: "),
+		      "s3.copy_threshold %s refused ('%s')", bad[i], err);
+	}
+}
+
 int main(void)
 {
 	test_durability();
 	test_max_bytes();
 	test_sizes();
+	test_copy_threshold();
 	test_rescan_interval();
 	test_load_file();
 	return unit_exit();

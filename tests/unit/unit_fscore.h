@@ -60,9 +60,11 @@ static inline size_t gw_resolve(void *ctx, const char *name)
 	return core_view_find(gw->core, name);
 }
 
-/* views: the two views of unit_fscore_view_json, loaded. */
-static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *gw,
-			   const char *tag)
+/* views: the two views of unit_fscore_view_json, loaded; cc: when copies
+ * go in parts (sync/copy.h), NULL for the defaults. */
+static inline void gw_open_copy(struct view *const *views, struct s3 *s3,
+				struct gw *gw, const char *tag,
+				const struct copy_conf *cc)
 {
 	gw->dir = unit_fscore_tmpdir(tag);
 	stats_init(&gw->st);
@@ -81,6 +83,8 @@ static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *
 		rc = inode_table_new(gw_resolve, gw, &gw->it);
 	struct core_deps deps = { .ix = gw->ix, .s3 = s3, .stage = gw->stage,
 				  .st = &gw->st, .views = &gw->slot, .it = gw->it };
+	if (cc)
+		deps.copy = *cc;
 	if (rc == 0)
 		rc = core_new(&deps, &gw->core);
 	if (rc == 0)
@@ -94,6 +98,12 @@ static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *
 		printf("# gateway set-up: %s\n", strerror(-rc));
 		exit(2);
 	}
+}
+
+static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *gw,
+			   const char *tag)
+{
+	gw_open_copy(views, s3, gw, tag, NULL);
 }
 
 static inline void gw_close(struct gw *gw)
