@@ -122,13 +122,15 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 }
 
 /* The upload carries the time of the change (s3fs and rclone read it), or
- * the one utimensat set after the last write. */
+ * the one utimensat set after the last write. A streamed upload (large
+ * files written in order) carries the time it began: its metadata was
+ * fixed then, and changing it would upload the whole file again. */
 static int commit_mtime(struct core *c, struct ofile *of)
 {
 	pthread_mutex_lock(&c->ofile_lock);
 	bool keep = of->times_set;
 	pthread_mutex_unlock(&c->ofile_lock);
-	if (keep)
+	if (keep || stage_file_streaming(of->sf))
 		return 0;
 	struct obj_meta nm = { 0 };
 	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
