@@ -198,6 +198,7 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 
 static void file_free(struct stage_file *f)
 {
+	stage_stream_free(f);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f->bucket);

@@ -151,6 +151,8 @@ bool stage_stream_same_name(struct stage_file *f, const char *bucket,
 			    const char *key);
 int  stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72]);
 int  stage_stream_drop(struct stage_file *f);
+/* Frees what f->sm holds (no part in flight; f no longer shared). */
+void stage_stream_free(struct stage_file *f);
 void stage_pool_stop(struct stage *st);
 
 void stage_uncharge(struct stage *st, uint64_t n);

@@ -151,6 +151,12 @@ static void stream_reset_locked(struct stage_stream *sm)
 	memset(sm, 0, sizeof *sm);
 }
 
+void stage_stream_free(struct stage_file *f)
+{
+	assert(!f->sm.inflight);
+	stream_reset_locked(&f->sm);
+}
+
 void stage_stream_break(struct stage_file *f, const char *why)
 {
 	struct stage_stream *sm = &f->sm;
