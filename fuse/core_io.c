@@ -124,12 +124,15 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 /* The upload carries the open file's metadata (a chmod made while it was
  * clean went to S3 by a COPY and into of->meta only), with the time of the
  * change (s3fs and rclone read it) unless utimensat set one after the last
- * write. */
+ * write. A streamed upload (large files written in order) carries the time
+ * it began: its metadata was fixed then, and a new time would upload the
+ * whole file again (other metadata than the stream's still does). */
 static int commit_mtime(struct core *c, struct ofile *of)
 {
 	struct obj_meta nm = { 0 };
+	bool streaming = stage_file_streaming(of->sf);
 	pthread_mutex_lock(&c->ofile_lock);
-	bool keep = of->times_set;
+	bool keep = of->times_set || streaming;
 	int rc = obj_meta_copy(&nm, &of->meta);
 	pthread_mutex_unlock(&c->ofile_lock);
 	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };

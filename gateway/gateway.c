@@ -192,6 +192,12 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "reuploaded_files", (double)c.reuploaded_files);
 	stats_write_num(w, "syncs", (double)c.syncs);
 	stats_write_str(w, "durability", gw->cfg.cache_durable_process ? "process" : "power");
+	stats_write_num(w, "parts_streamed", (double)c.parts_streamed);
+	stats_write_num(w, "parts_tail", (double)c.parts_tail);
+	stats_write_num(w, "streams", (double)c.streams);
+	stats_write_num(w, "stream_bytes", (double)c.stream_bytes);
+	stats_write_num(w, "stream_fallbacks", (double)c.stream_fallbacks);
+	stats_write_num(w, "stream_aborts", (double)c.stream_aborts);
 	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
 	if (!gw->bc)
 		return;

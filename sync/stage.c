@@ -11,6 +11,8 @@
  * Transitions: stage_file_new -> dirty; stage_file_fill -> clean;
  * a write -> dirty (journal "dirty" first); stage_file_commit -> journal
  * "commit", upload, then clean and journal removed, or dirty on failure.
+ * The streamed upload of a file (f->sm) is fed after each write and
+ * finished or given up by the commit: stage_stream.c.
  */
 #include "sync/stage_int.h"
 
@@ -127,6 +129,10 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->durability = conf->durability;
 	st->up = conf->up;
 	st->s3 = conf->s3;
+	st->stream_off = conf->stream_off;
+	pthread_mutex_init(&st->pool.lock, NULL);
+	pthread_cond_init(&st->pool.cond, NULL);
+	st->pool.n_threads = conf->stream_threads;
 	st->next_id = 1;
 	int err = -ENOMEM;
 	st->dir = strdup(conf->dir);
@@ -161,6 +167,9 @@ void stage_close(struct stage *st)
 	if (!st)
 		return;
 	assert(!st->open);
+	stage_pool_stop(st);
+	pthread_mutex_destroy(&st->pool.lock);
+	pthread_cond_destroy(&st->pool.cond);
 	if (st->dir_fd >= 0)
 		close(st->dir_fd);
 	if (st->rec_fd >= 0)
@@ -192,6 +201,7 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 
 static void file_free(struct stage_file *f)
 {
+	stage_stream_free(f);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f->bucket);
@@ -326,6 +336,8 @@ static int mark_dirty_locked(struct stage_file *f, bool force)
 			.state = STAGE_JS_DIRTY, .size = f->size,
 			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
 			.meta = f->meta, .n_meta = f->n_meta,
+			.upload_id = f->sm.id, .upload_bucket = f->sm.bucket,
+			.upload_key = f->sm.key,
 		};
 		int err = stage_jnl_write(f->st, f->id, &j);
 		if (err)
@@ -372,6 +384,7 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 		pthread_mutex_unlock(&f->lock);
 		return err;
 	}
+	stage_stream_touch(f, off);
 	f->n_active++;
 	pthread_mutex_unlock(&f->lock);
 
@@ -387,8 +400,10 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 		    ftruncate(f->fd, (off_t)f->size) != 0)
 			err = -EIO;
 	}
-	if (--f->n_active == 0)
+	if (--f->n_active == 0) {
 		pthread_cond_broadcast(&f->cond);
+		stage_stream_feed(f);    /* every byte below f->size is written */
+	}
 	pthread_mutex_unlock(&f->lock);
 	return err ? err : (ssize_t)len;
 }
@@ -437,6 +452,8 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 	bool charged = !err && size > old;
 	if (!err)
 		err = mark_dirty_locked(f, false);
+	if (!err)
+		stage_stream_touch(f, size);
 	if (!err && ftruncate(f->fd, (off_t)size) != 0) {
 		err = -errno;
 		log_error("stage: truncate of %s/%s to %" PRIu64 ": %s", f->bucket,
@@ -460,6 +477,14 @@ uint64_t stage_file_size(struct stage_file *f)
 	uint64_t s = f->size;
 	pthread_mutex_unlock(&f->lock);
 	return s;
+}
+
+bool stage_file_streaming(struct stage_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	bool on = f->sm.n_parts > 0 && !f->sm.broken && !f->sm.err;
+	pthread_mutex_unlock(&f->lock);
+	return on;
 }
 
 bool stage_file_dirty(struct stage_file *f)
@@ -499,6 +524,8 @@ static int set_meta(struct stage_file *f, const struct obj_kv *meta,
 	f->meta = kv;
 	f->n_meta = n;
 	swap_ptr(&f->ctype, &ct);
+	if (!stage_stream_same_meta(f, f->meta, f->n_meta, f->ctype))
+		stage_stream_break(f, "metadata changed");
 	if (journal)
 		err = mark_dirty_locked(f, true);
 	else
@@ -538,6 +565,8 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 		writer_lock(f, false);
 		swap_ptr(&f->bucket, &b);
 		swap_ptr(&f->key, &k);
+		if (!stage_stream_same_name(f, f->bucket, f->key))
+			stage_stream_break(f, "renamed");
 		err = mark_dirty_locked(f, true);
 		if (err) {
 			swap_ptr(&f->bucket, &b);
@@ -611,20 +640,40 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 		return 0;
 	}
 	f->uploading = true;
-	while (f->n_active)
-		pthread_cond_wait(&f->cond, &f->lock);
+	while (f->n_active || (f->sm.inflight && !f->sm.id))
+		pthread_cond_wait(&f->cond, &f->lock);    /* writes, a creation */
 	uint64_t size = f->size;
+	const struct stage_stream *sm = &f->sm;
+	bool stream = sm->id && !sm->broken && !sm->err;
+	bool failed = sm->err && !sm->broken;
+	bool drop = !stream && (sm->id || sm->n_parts);
 	pthread_mutex_unlock(&f->lock);
 
-	int err;
+	int err = 0;
 	if (size > st->max_object) {
 		count_efbig(st);
 		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
 			  "-byte object limit: not uploaded, data kept",
 			  f->bucket, f->key, size, st->max_object);
 		err = -EFBIG;
+	} else if (stream) {
+		err = stage_stream_commit(f, size, etag);
 	} else {
-		err = commit_upload(f, size, etag);
+		/* A stream given up or failed: abort it, then (given up)
+		 * upload whole; a failed part is this commit's -EIO. */
+		if (drop && stage_stream_drop(f) != 0)
+			err = -EIO;
+		if (!err && failed) {
+			log_error("stage: %s/%s: a streamed part failed; upload "
+				  "aborted, data kept in %s", f->bucket, f->key,
+				  st->dir);
+			pthread_mutex_lock(&st->lock);
+			st->cnt.upload_errors++;
+			pthread_mutex_unlock(&st->lock);
+			err = -EIO;
+		}
+		if (!err)
+			err = commit_upload(f, size, etag);
 	}
 
 	pthread_mutex_lock(&f->lock);
@@ -632,6 +681,8 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	if (!err) {
 		f->dirty = false;
 		f->js = STAGE_JS_NONE;
+		if (!f->sm.id && !f->sm.n_parts)
+			f->sm.broken = false;    /* the next writes may stream */
 		snprintf(f->etag, sizeof f->etag, "%s", etag);
 		if (etag_out)
 			snprintf(etag_out, 72, "%s", etag);
@@ -647,6 +698,11 @@ void stage_file_release(struct stage_file *f)
 		return;
 	struct stage *st = f->st;
 	assert(!f->uploading && !f->n_active);
+	/* Uncommitted streamed parts: abort them (if that fails, the journal
+	 * keeps the id for stage_recover). */
+	if (stage_stream_drop(f) != 0)
+		log_warn("stage: %s/%s released with a streamed upload open",
+			 f->bucket, f->key);
 	pthread_mutex_lock(&st->lock);
 	if (f->prev)
 		f->prev->next = f->next;

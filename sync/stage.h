@@ -3,15 +3,28 @@
  * through the mount lives in a local staging file and is uploaded to S3 as
  * one whole object at a commit point (stage_file_commit: close under both
  * policies, fsync/fdatasync too under `commit`), through the S3 interface
- * (common/s3.h: s3_put_file, and s3_get for fills). Commit returns 0 only
- * once S3 has the object; the ETag is the MD5 s3_put_file computed while
- * sending (no extra HEAD). Objects over the single-PUT limit (5 GiB) are
- * refused with -EFBIG (no multipart).
+ * (common/s3.h). Commit returns 0 only once S3 has the whole object; no
+ * S3 reader ever sees a partial one (a multipart upload shows nothing
+ * until its completion).
+ *
+ * Streaming: once a file holds a full part of bytes beyond those already
+ * given to parts (part sizes: upload_stream_part_size, upload.h), the part
+ * goes up in the background as part of a multipart upload created then
+ * (a pool of stream_threads threads shared by the stage, at most
+ * up.threads parts in flight per file, each part read with pread from the
+ * staging file: no copy in memory). A commit then sends only the tail and
+ * completes. A write or truncate touching bytes already given to parts, or
+ * a change of metadata or name after the upload was created, breaks the
+ * stream: the commit aborts it and uploads the file whole (upload_file:
+ * one PUT, or parallel parts). A failed part, creation or completion: the
+ * upload is aborted and the commit returns -EIO; the next commit uploads
+ * the file whole.
  *
  * Layout of the staging directory (struct stage_conf.dir):
  *   ID.data     the bytes of one staged file (ID: 16 hex digits)
- *   ID.jnl      its journal: bucket, key, metadata and a state, replaced
- *               atomically (write to ID.jnl.tmp, rename) at each change
+ *   ID.jnl      its journal: bucket, key, metadata, a state and the id of
+ *               a multipart upload that exists, replaced atomically
+ *               (write to ID.jnl.tmp, rename) at each change
  *   durability  the setting and boot of the run that wrote the journals
  *   recovered/  staged data found after a crash that was never committed
  * Durability (stage_conf.durability): POWER fsyncs each journal before
@@ -23,14 +36,18 @@
  * Journal states (stage_journal.c): no journal = nothing the user wrote is
  * at risk (never written, or committed); "dirty" = written since the last
  * commit (set by the first pwrite/truncate/set_meta/rename after it);
- * "commit" = a commit began (data fdatasync'ed first under POWER, size; a
- * multipart upload's id is added once it exists); a successful upload
- * removes the journal.
- * Crash rule (stage_recover): "commit" -> upload again (kept staged if that
- * fails); "dirty" -> moved to recovered/ as BUCKET%2FKEY@TIME (+ .journal);
- * data without journal -> deleted. After a PROCESS run and a restart of the
- * machine (boot id changed), journals and data may be stale or torn:
- * everything staged, "commit" and journal-less data included, is moved to
+ * "commit" = a commit began (data fdatasync'ed first under POWER, size
+ * recorded). Either state names the multipart upload (streamed or at
+ * commit) as soon as it exists; a successful upload removes the journal.
+ * Crash rule (stage_recover): "commit" -> its upload (if any) aborted and
+ * the file uploaded again (kept staged if that fails); "dirty" -> its
+ * upload (if any) aborted, data moved to recovered/ as BUCKET%2FKEY@TIME
+ * (+ .journal) (kept staged while the abort fails); data without journal
+ * -> deleted. So no upload this gateway began stays open, except one whose
+ * creation answered but whose id a crash kept from the journal. After a
+ * PROCESS run and a restart of the machine (boot id changed), journals and
+ * data may be stale or torn: uploads named are aborted and everything
+ * staged, "commit" and journal-less data included, is moved to
  * recovered/, nothing is uploaded or deleted.
  * A commit's own metadata (stage_file_set_commit_meta) is not journaled
  * before the "commit" journal, which records it: a crash before that finds
@@ -80,7 +97,12 @@ struct stage_conf {
 	enum stage_durability durability;   /* default POWER */
 	uint64_t max_bytes;        /* budget of staged bytes */
 	uint64_t max_object;       /* largest object; 0 -> STAGE_MAX_OBJECT */
-	struct upload_conf up;     /* part size and parts in flight (upload.h) */
+	struct upload_conf up;     /* part size and parts in flight (upload.h);
+				    * threads is also the bound of streamed
+				    * parts in flight per file */
+	unsigned stream_threads;   /* threads sending streamed parts, shared
+				    * by all files; 0 -> 4 (at most 16) */
+	bool stream_off;           /* no streaming: upload at commit only */
 	struct s3 *s3;             /* uploads and fills (borrowed: it must
 				    * outlive the stage) */
 	/* Called after the staged bytes grew (no lock of the stage held):
@@ -100,11 +122,18 @@ struct stage_counters {
 	uint64_t recovered_files;        /* moved to recovered/ (all time here) */
 	uint64_t reuploaded_files;       /* commit-begun files uploaded by recovery */
 	uint64_t syncs;                  /* fsync/fdatasync calls (0 under PROCESS) */
+	uint64_t parts_streamed;         /* parts sent before their commit began */
+	uint64_t parts_tail;             /* streamed uploads' parts sent by commit */
+	uint64_t streams, stream_bytes;  /* streamed uploads completed, bytes */
+	uint64_t stream_fallbacks;       /* streams broken: uploaded whole */
+	uint64_t stream_aborts;          /* streamed uploads aborted */
 };
 
 struct stage_recovery_report {
 	unsigned reuploaded;       /* "commit" files now in S3 */
 	unsigned reupload_failed;  /* "commit" files kept staged (S3 failed) */
+	unsigned abort_failed;     /* "dirty" files kept: aborting failed */
+	unsigned aborted;          /* uploads named by a journal, aborted */
 	unsigned recovered;        /* "dirty" files moved to recovered/ (and
 				    * all, after a PROCESS run and a reboot) */
 	unsigned deleted;          /* data without journal, stray files */
@@ -153,13 +182,18 @@ int  stage_file_truncate(struct stage_file *f, uint64_t size);
 uint64_t stage_file_size(struct stage_file *f);
 bool stage_file_dirty(struct stage_file *f);
 /* Replaces user metadata and content type (NULL = none) for the next
- * upload; makes the file dirty. */
+ * upload; makes the file dirty. A change during a streamed upload whose
+ * metadata differs breaks the stream (see above). */
 int  stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 			 size_t n_meta, const char *content_type);
 /* The same for the metadata of a commit that follows at once (the commit
  * time as mtime): not journaled now, since the commit journals it. */
 int  stage_file_set_commit_meta(struct stage_file *f, const struct obj_kv *meta,
 				size_t n_meta, const char *content_type);
+/* Whether a streamed upload exists for f now: its metadata is fixed, so
+ * a stage_file_set_meta() with other metadata would make the commit
+ * upload the file whole. */
+bool stage_file_streaming(struct stage_file *f);
 /* The object the next upload goes to (rename while open); makes it dirty. */
 int  stage_file_rename(struct stage_file *f, const char *bucket,
 		       const char *key);

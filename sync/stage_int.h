@@ -6,6 +6,9 @@
  * counters; it is a leaf lock (never held while taking another lock or
  * doing I/O other than nothing). struct stage_file: f->lock protects every
  * field below it; the fd is used without the lock (pread/pwrite).
+ * The streaming pool (stage_stream.c): pool.lock guards its queue and is a
+ * leaf taken under f->lock (lock order: stage_file.lock, then pool.lock;
+ * never stage.lock and pool.lock together).
  */
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
@@ -21,6 +24,45 @@ enum stage_jstate {
 	STAGE_JS_COMMIT,  /* "commit": a commit began */
 };
 
+/* One part handed to the streaming pool. */
+struct stage_job {
+	struct stage_file *f;
+	unsigned number;             /* 1-based part number */
+	uint64_t off, len;
+	bool tail;                   /* queued by the commit */
+	struct stage_job *next;
+};
+
+/* The threads that send streamed parts for every file of the stage,
+ * started on first use (stage_stream.c). */
+struct stage_pool {
+	pthread_mutex_t lock;        /* guards everything below */
+	pthread_cond_t cond;         /* a job was queued, or stop */
+	struct stage_job *head, *tail;
+	bool started, stop;
+	unsigned n_threads;
+	pthread_t tid[16];
+};
+
+/* The streamed multipart upload of one file (under f->lock). Parts cover
+ * [0, queued_end) in order; bucket/key/meta/ctype/id are the upload's
+ * (fixed when part 1 was queued) and stay unchanged while inflight > 0,
+ * so the pool reads them without the lock. */
+struct stage_stream {
+	char *id;                    /* upload id; NULL before it exists */
+	char *bucket, *key, *ctype;  /* what the upload was created with */
+	struct obj_kv *meta;
+	size_t n_meta;
+	struct s3_part *parts;       /* parts[i]: part i + 1 once sent */
+	size_t cap;
+	unsigned n_parts;            /* parts numbered (queued or sent) */
+	unsigned inflight;           /* parts queued or being sent */
+	uint64_t queued_end;         /* bytes given to parts */
+	bool broken;                 /* give up: abort, upload whole */
+	bool final;                  /* a commit wants the tail sent too */
+	int err;                     /* first failure of a part or create */
+};
+
 struct stage {
 	char *dir;
 	char *rec_dir;
@@ -32,6 +74,8 @@ struct stage {
 				      * recovery moves all to recovered/ */
 	struct upload_conf up;
 	struct s3 *s3;               /* borrowed */
+	bool stream_off;             /* stage_conf.stream_off */
+	struct stage_pool pool;      /* streamed parts (stage_stream.c) */
 	void (*grew)(void *ctx);     /* stage_conf.grew */
 	void *grew_ctx;
 
@@ -58,6 +102,7 @@ struct stage_file {
 	unsigned n_active;           /* writes in flight (outside the lock) */
 	enum stage_jstate js;        /* what the journal on disk says */
 	char etag[72];               /* of the last upload or fill; "" unknown */
+	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
 
@@ -66,7 +111,8 @@ struct stage_jnl {
 	enum stage_jstate state;
 	uint64_t size;               /* data size at "commit" */
 	char *bucket, *key, *ctype;
-	char *upload_id;             /* a multipart upload begun at "commit" */
+	char *upload_id;             /* a multipart upload that exists */
+	char *upload_bucket, *upload_key;   /* its name, if not bucket/key */
 	struct obj_kv *meta;
 	size_t n_meta;
 };
@@ -94,6 +140,30 @@ int  stage_sync(struct stage *st, int fd, bool data);
  * after a PROCESS run and a reboot) and, unless distrusting, writes this
  * run's. 0 or -errno. */
 int  stage_durability_open(struct stage *st);
+/* ---- streaming (stage_stream.c) ----
+ * stage_stream_feed: after a write (or a part) ended, with f->lock held:
+ * hands full parts of new bytes to the pool (all that is left once a
+ * commit set sm.final). stage_stream_touch: with f->lock held, before a
+ * write from off or a truncate to off: breaks the stream if bytes already
+ * given to parts would change. stage_stream_same_meta / _same_name:
+ * whether the upload carries this metadata / name; if not, the caller
+ * breaks the stream (stage_stream_break, f->lock held). stage_stream_commit: the commit of a file with a live
+ * streamed upload (f->uploading set): the tail, then the completion; on
+ * failure the upload is aborted. stage_stream_drop: waits for the parts in
+ * flight and aborts the upload (0, or the abort's error: the id then
+ * stays, journaled). stage_pool_stop: joins the threads. */
+void stage_stream_feed(struct stage_file *f);
+void stage_stream_touch(struct stage_file *f, uint64_t off);
+void stage_stream_break(struct stage_file *f, const char *why);
+bool stage_stream_same_meta(struct stage_file *f, const struct obj_kv *meta,
+			    size_t n_meta, const char *ctype);
+bool stage_stream_same_name(struct stage_file *f, const char *bucket,
+			    const char *key);
+int  stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72]);
+int  stage_stream_drop(struct stage_file *f);
+/* Frees what f->sm holds (no part in flight; f no longer shared). */
+void stage_stream_free(struct stage_file *f);
+void stage_pool_stop(struct stage *st);
 
 void stage_uncharge(struct stage *st, uint64_t n);
 /* A listing of the staging directory (closedir it); 0 or -errno. */

@@ -10,7 +10,10 @@
  *   bucket :B
  *   key :K
  *   ctype :T            (optional)
- *   upload :ID          (optional: a multipart upload begun at "commit")
+ *   upload :ID          (optional: a multipart upload that exists, streamed
+ *                        while "dirty" or begun at "commit")
+ *   ubucket :B          (optional: the upload's bucket and key when they
+ *   ukey :K              are not bucket/key, after a rename)
  *   meta :NAME :VALUE   (zero or more)
  */
 #include "sync/stage_int.h"
@@ -108,6 +111,14 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 	if (j->upload_id) {
 		fputs("\nupload ", fp);
 		put_escaped(fp, j->upload_id);
+		if (j->upload_bucket && strcmp(j->upload_bucket, j->bucket)) {
+			fputs("\nubucket ", fp);
+			put_escaped(fp, j->upload_bucket);
+		}
+		if (j->upload_key && strcmp(j->upload_key, j->key)) {
+			fputs("\nukey ", fp);
+			put_escaped(fp, j->upload_key);
+		}
 	}
 	for (size_t i = 0; i < j->n_meta; i++) {
 		fputs("\nmeta ", fp);
@@ -164,6 +175,8 @@ void stage_jnl_release(struct stage_jnl *j)
 	free(j->key);
 	free(j->ctype);
 	free(j->upload_id);
+	free(j->upload_bucket);
+	free(j->upload_key);
 	obj_kv_free(j->meta, j->n_meta);
 	memset(j, 0, sizeof *j);
 }
@@ -195,7 +208,9 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 	char **dst = strcmp(line, "bucket") == 0 ? &j->bucket :
 		     strcmp(line, "key") == 0 ? &j->key :
 		     strcmp(line, "ctype") == 0 ? &j->ctype :
-		     strcmp(line, "upload") == 0 ? &j->upload_id : NULL;
+		     strcmp(line, "upload") == 0 ? &j->upload_id :
+		     strcmp(line, "ubucket") == 0 ? &j->upload_bucket :
+		     strcmp(line, "ukey") == 0 ? &j->upload_key : NULL;
 	if (dst) {
 		if (*dst)
 			return -EINVAL;
@@ -538,17 +553,23 @@ int stage_jnl_started(void *ctx, const char *upload_id)
 	return err ? -EIO : 0;
 }
 
-/* The multipart upload a crash interrupted (its id is in j): abort it, so
- * that no parts stay behind. */
-static void abort_interrupted(struct stage *st, const struct stage_jnl *j)
+/* Abort the multipart upload journal j names; 0 or its error (logged). */
+static int abort_journaled(struct stage *st, const struct stage_jnl *j,
+			   struct stage_recovery_report *rep)
 {
-	int err = s3_mpu_abort(st->s3, j->bucket, j->key, j->upload_id);
-	if (err)
-		log_warn("stage: aborting the interrupted upload %s of %s/%s: %s",
-			 j->upload_id, j->bucket, j->key, strerror(-err));
-	else
-		log_info("stage: interrupted upload %s of %s/%s aborted",
-			 j->upload_id, j->bucket, j->key);
+	const char *b = j->upload_bucket ? j->upload_bucket : j->bucket;
+	const char *k = j->upload_key ? j->upload_key : j->key;
+	int err = s3_mpu_abort(st->s3, b, k, j->upload_id);
+	if (err) {
+		log_warn("stage: aborting the interrupted upload %s of %s/%s: %s; "
+			 "the file stays staged until it can be", j->upload_id, b, k,
+			 strerror(-err));
+		return err;
+	}
+	log_info("stage: interrupted upload %s of %s/%s aborted", j->upload_id,
+		 b, k);
+	rep->aborted++;
+	return 0;
 }
 
 static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
@@ -559,11 +580,15 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	int fd = openat(st->dir_fd, data, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	/* A multipart upload the crash interrupted: drop its parts first. */
-	if (j->upload_id)
-		abort_interrupted(st, j);
+	/* A multipart upload the crash interrupted: drop its parts first (if
+	 * that fails, keep the file: its id is only in this journal). */
+	if (j->upload_id && abort_journaled(st, j, rep) != 0) {
+		close(fd);
+		rep->reupload_failed++;
+		return 0;
+	}
 	struct stage_jnl jc = *j;
-	jc.upload_id = NULL;
+	jc.upload_id = jc.upload_bucket = jc.upload_key = NULL;
 	struct jnl_started js = { .st = st, .id = id, .j = &jc };
 	int err = upload_file(st->s3, &st->up, j->bucket, j->key, fd, j->size,
 			      j->meta, j->n_meta, j->ctype, stage_jnl_started,
@@ -637,11 +662,17 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 		log_error("stage: journal %s/%s is malformed", st->dir, jnl);
 		return move_recovered(st, e->id, true, NULL, &sb, rep);
 	}
-	if (st->distrust && j.upload_id)
-		abort_interrupted(st, &j);
-	if (!st->distrust && j.state == STAGE_JS_COMMIT &&
-	    j.size == (uint64_t)sb.st_size)
+	if (st->distrust) {
+		/* Nothing of a PROCESS run survives a reboot as trusted: the
+		 * data moves even when the abort fails (logged), since the next
+		 * run would trust this journal. */
+		if (j.upload_id && abort_journaled(st, &j, rep) != 0)
+			rep->abort_failed++;
+		err = move_recovered(st, e->id, true, &j, &sb, rep);
+	} else if (j.state == STAGE_JS_COMMIT && j.size == (uint64_t)sb.st_size)
 		err = reupload(st, e->id, &j, &sb, rep);
+	else if (j.upload_id && abort_journaled(st, &j, rep) != 0)
+		rep->abort_failed++;     /* kept: a later recovery aborts it */
 	else
 		err = move_recovered(st, e->id, true, &j, &sb, rep);
 	stage_jnl_release(&j);
@@ -674,9 +705,10 @@ int stage_recover(struct stage *st, struct stage_recovery_report *rep)
 	free(e);
 	if (n)
 		log_info("stage: recovery of %s: %u re-uploaded, %u re-upload "
-			 "failed, %u moved to %s, %u deleted", st->dir,
-			 rep->reuploaded, rep->reupload_failed, rep->recovered,
-			 st->rec_dir, rep->deleted);
+			 "failed, %u moved to %s, %u deleted, %u uploads aborted "
+			 "(%u kept: abort failed)", st->dir, rep->reuploaded,
+			 rep->reupload_failed, rep->recovered, st->rec_dir,
+			 rep->deleted, rep->aborted, rep->abort_failed);
 	/* Everything untrusted has moved: this run's setting and boot may
 	 * now be written (until then a crash repeats the distrust). */
 	if (!err && st->distrust) {

@@ -33,6 +33,17 @@ uint64_t upload_part_size(const struct upload_conf *c, uint64_t size)
 	return part;
 }
 
+uint64_t upload_stream_part_size(const struct upload_conf *c, unsigned n)
+{
+	uint64_t part = c && c->part_size ? c->part_size : UPLOAD_PART_DEFAULT;
+	unsigned group = n ? (n - 1) / 1000 : 0;
+	if (group >= 8)
+		return S3_MAX_PART;
+	for (unsigned g = 0; g < group && part < S3_MAX_PART; g++)
+		part *= 2;
+	return part < S3_MAX_PART ? part : S3_MAX_PART;
+}
+
 struct up {
 	struct s3 *s;
 	const char *bucket, *key, *id;

@@ -34,6 +34,14 @@ struct upload_conf {
 /* The part size used for an object of size bytes. */
 uint64_t upload_part_size(const struct upload_conf *c, uint64_t size);
 
+/* The size of part number n (1-based) of a streamed upload, whose final
+ * size is not known when its parts go up: part_size for parts 1..1000,
+ * doubling every 1000 parts after (2x for 1001..2000, 4x, ...), capped at
+ * S3_MAX_PART, and S3_MAX_PART from part 8001 on. So the first 1000 parts
+ * cover 1000 x part_size (8 GiB at 8 MiB), and 10,000 parts always reach
+ * past S3_MAX_OBJECT (parts 8001..10000 alone hold 10,000 GiB). */
+uint64_t upload_stream_part_size(const struct upload_conf *c, unsigned n);
+
 /* Upload size bytes of fd (offsets 0..size-1) as bucket/key with meta and
  * content type. started (may be NULL) is called with the upload id once a
  * multipart upload exists, before its first part (the stage journals it,

@@ -21,6 +21,14 @@
 #  4. ("small", bench_rw_small.sh) 1,000 x 64 KiB by one `cp -r` under each
 #     cache.durability setting next to aws --recursive, s3fs and rclone,
 #     the clock stopping when S3 lists all 1,000.
+#  5. (ONLY=stream) one STREAM_MIB file (default 1024) written with 1 MiB
+#     writes through the mount (parts stream while it is written), next to
+#     `aws s3 cp`, and cp to s3fs and rclone mounts, the clock stopping when
+#     S3 lists the object; STREAM_REPEAT runs (default 2).
+#  6. (ONLY=big6) one BIG6_MIB file (default 6144) written through the
+#     mount from a generator (no source file), read back through the mount
+#     and with `aws s3 cp ... -`: the MD5s must match. Needs a memstore of
+#     BIG6_MIB + 1 GiB at least (14 GiB on a 24 GiB machine).
 #
 # Bed: BED_DIR=DIR (a bed that is up) or its env in the environment; with
 # neither, the script starts its own bed (BED_MEMSTORE_BYTES=8 GiB, RAM)
@@ -35,6 +43,9 @@ REPEAT=${REPEAT:-3}
 SECS=${SECS:-2}
 BIG_MIB=${BIG_MIB:-1024}
 COLD_MIB=${COLD_MIB:-512}
+STREAM_MIB=${STREAM_MIB:-1024}
+STREAM_REPEAT=${STREAM_REPEAT:-2}
+BIG6_MIB=${BIG6_MIB:-6144}
 OWN_BED=
 want() { [[ " ${ONLY:-reads cold writes small} " == *" $1 "* ]]; }
 
@@ -64,6 +75,11 @@ bench_require_bed
 memstore=$(awk -F' = ' '/memstore device bytes/ {print $2}' "${CEPH_CONF:-/dev/null}" 2>/dev/null)
 # At most REPEAT cold objects, or one big object, plus ~700 MiB of small ones.
 need_mib=$(( (BIG_MIB > REPEAT * COLD_MIB ? BIG_MIB : REPEAT * COLD_MIB) + 1024 ))
+want big6 && ((BIG6_MIB + 1024 > need_mib)) && need_mib=$((BIG6_MIB + 1024))
+# The staging budget holds the largest file written.
+cache_mib=$BIG_MIB
+want stream && ((STREAM_MIB > cache_mib)) && cache_mib=$STREAM_MIB
+want big6 && ((BIG6_MIB > cache_mib)) && cache_mib=$BIG6_MIB
 if [[ -n $memstore ]] && (( memstore < need_mib * 1048576 )); then
 	bench_die "the bed's memstore ($((memstore >> 20)) MiB) is too small for BIG_MIB=$BIG_MIB COLD_MIB=$COLD_MIB (bring the bed up with BED_MEMSTORE_BYTES=8589934592, or lower them)"
 fi
@@ -123,7 +139,7 @@ done
 # No bucket notifications: nothing here needs events, and a push per PUT
 # would load the machine during the write figures.
 gw_config "$T/gw.json" "$T/state" "$T/views" "bench-rw-$$-$RANDOM" "bench-rw-$$" 100 \
-	"$((BIG_MIB + 1024))MiB"
+	"$((cache_mib + 1024))MiB"
 bench_topic "bench-rw-$$"
 gw_start rw "$T/gw.json" "$M" || exit 1
 wait_until 60 views_ready "$M" || bench_die "views not ready"
@@ -310,7 +326,7 @@ for r in $(seq 1 "$REPEAT"); do
 done
 fig "$BIG_MIB MiB file through the mount (1 MiB writes + close): MiB/s" big.mount ""
 fig "  of which writes into staging, MiB/s" big.write ""
-fig "  of which close (fdatasync + one PUT), MiB/s" big.close ""
+fig "  of which close (fdatasync + the last parts + completion), MiB/s" big.close ""
 fig "$BIG_MIB MiB, aws s3 cp (multipart, 10 threads): MiB/s" big.aws ""
 fig "$BIG_MIB MiB, s3tool put (one PUT): MiB/s" big.s3tool ""
 fi
@@ -318,6 +334,141 @@ fi
 if want small; then
 	# shellcheck source=tests/bench/bench_rw_small.sh
 	. "$HERE/bench_rw_small.sh"
+fi
+
+# ===================== 5. one big file, streamed, next to peers =====================
+if want stream; then
+echo
+bench_say "5. one $STREAM_MIB MiB file: mount (streamed parts) / aws s3 cp / s3fs / rclone; until S3 lists it"
+head -c $((STREAM_MIB << 20)) /dev/urandom >"$T/sbig" || bench_die "no space for $T/sbig"
+printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
+chmod 600 "$T/s3fs.passwd"
+printf '[bed]\ntype = s3\nprovider = Ceph\naccess_key_id = %s\nsecret_access_key = %s\nendpoint = %s\nforce_path_style = true\n' \
+	"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" "$S3_URL" >"$T/rclone.conf"
+declare -A PEER_PID PEER_MNT
+peer_start() {    # NAME MOUNT command...
+	local name=$1 mnt=$2 pid
+	shift 2
+	mkdir -p "$mnt"
+	"$@" </dev/null >"$T/$name.log" 2>&1 &
+	pid=$!
+	PEER_PID[$name]=$pid PEER_MNT[$name]=$mnt
+	peer_up() { pid_alive "$pid" && mountpoint -q "$mnt"; }
+	wait_until 60 peer_up && return 0
+	bench_say "$name did not mount; last lines of its log:"
+	tail -n 5 "$T/$name.log"
+	return 1
+}
+peer_stop() {
+	local pid=${PEER_PID[$1]:-} mnt=${PEER_MNT[$1]:-}
+	[[ -n $pid ]] || return 0
+	mountpoint -q "$mnt" && { fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"; }
+	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
+	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset "PEER_PID[$1]"
+}
+bench_before_exit() { local n; for n in "${!PEER_PID[@]}"; do peer_stop "$n"; done; }
+HAVE_S3FS= HAVE_RCLONE=
+mkdir -p "$T/rclone-cache"
+if command -v s3fs >/dev/null; then
+	peer_start s3fs "$T/s3fs" s3fs "$B:/p" "$T/s3fs" -f \
+		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd" && HAVE_S3FS=1
+fi
+if command -v rclone >/dev/null; then
+	peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" mount \
+		"bed:$B/p" "$T/rclone" --vfs-cache-mode writes --cache-dir "$T/rclone-cache" \
+		--use-server-modtime && HAVE_RCLONE=1
+fi
+listed() { [[ $("$S3TOOL" list "$B" "$1" 2>/dev/null | wc -l) -ge 1 ]]; }
+# timed_write NAME KEY cmd...: run cmd, then wait until S3 lists KEY; the
+# object must be whole; records NAME and the load average.
+timed_write() {
+	local name=$1 key=$2 t0 t1 sz
+	shift 2
+	t0=$(now_ns)
+	"$@" >/dev/null || bench_die "$name: write failed"
+	wait_until 600 listed "$key" || bench_die "$name: S3 does not list $key"
+	t1=$(now_ns)
+	sz=$("$S3TOOL" head "$B" "$key" | awk -F= '$1 == "size" { print $2 }')
+	[[ $sz == $((STREAM_MIB << 20)) ]] || bench_die "$name: S3 has $sz bytes of $key"
+	rec "stream.$name" "$(rate "$STREAM_MIB" "$t0" "$t1")"
+	rec "stream.$name.load" "$(cut -d' ' -f1 /proc/loadavg)"
+	s3del "$key"; rgw_gc
+}
+last() { awk -v k="$1" '$1 == k { x = $2 } END { print x }' "$T/figs"; }
+for r in $(seq 1 "$STREAM_REPEAT"); do
+	a=($(stats '.staging.parts_streamed, .staging.parts_tail'))
+	timed_write mount "s/sbig-$r" python3 "$HELPER" copy "$T/sbig" "$M/sess/sbig-$r"
+	b=($(stats '.staging.parts_streamed, .staging.parts_tail'))
+	rec stream.before_close "$((b[0] - a[0]))"
+	rec stream.at_close "$((b[1] - a[1]))"
+	timed_write aws "s/awssbig-$r" "$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "$T/sbig" "s3://$B/s/awssbig-$r"
+	[[ -z $HAVE_S3FS ]] || timed_write s3fs "p/s3fs-$r" cp "$T/sbig" "$T/s3fs/s3fs-$r"
+	[[ -z $HAVE_RCLONE ]] || timed_write rclone "p/rclone-$r" cp "$T/sbig" "$T/rclone/rclone-$r"
+	rec stream.ratio_aws "$(div "$(last stream.mount)" "$(last stream.aws)")"
+done
+bench_before_exit
+rm -f "$T/sbig"
+fig "$STREAM_MIB MiB through the mount, 1 MiB writes, until listed: MiB/s" stream.mount ""
+fig "  load average (1 min) after it" stream.mount.load ""
+bench_figure "  parts sent before close / by close" "$(summary stream.before_close) / $(summary stream.at_close)" ""
+fig "$STREAM_MIB MiB, aws s3 cp: MiB/s" stream.aws ""
+fig "  load average" stream.aws.load ""
+fig "$STREAM_MIB MiB, cp to s3fs, until listed: MiB/s" stream.s3fs ""
+fig "  load average" stream.s3fs.load ""
+fig "$STREAM_MIB MiB, cp to rclone (vfs writes), until listed: MiB/s" stream.rclone ""
+fig "  load average" stream.rclone.load ""
+fig "mount / aws s3 cp" stream.ratio_aws ">= 1.5x"
+fi
+
+# ===================== 6. a 6 GiB file, written and read back =====================
+if want big6; then
+echo
+bench_say "6. one $BIG6_MIB MiB file through the mount, read back through the mount and with aws"
+# gen PATH: BIG6_MIB MiB of pseudo-random bytes in 1 MiB writes (no source
+# file); prints their MD5, the seconds of the writes and of the close.
+gen() {
+	python3 -c '
+import hashlib, os, sys, time
+path, mib = sys.argv[1], int(sys.argv[2])
+h = hashlib.md5()
+block = bytearray(os.urandom(1 << 20))
+fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+t0 = time.perf_counter()
+for i in range(mib):
+    block[0:8] = i.to_bytes(8, "little")
+    os.write(fd, block)
+    h.update(block)
+t1 = time.perf_counter()
+os.close(fd)
+t2 = time.perf_counter()
+print(h.hexdigest(), "%.2f" % (t1 - t0), "%.2f" % (t2 - t1))' "$1" "$BIG6_MIB"
+}
+a=($(stats '.staging.parts_streamed, .staging.parts_tail'))
+t0=$(now_ns)
+out=($(gen "$M/sess/big6")) || bench_die "write big6"
+t1=$(now_ns)
+b=($(stats '.staging.parts_streamed, .staging.parts_tail'))
+etag=$("$S3TOOL" head "$B" s/big6 | sed -n 's/^etag=//p')
+sz=$("$S3TOOL" head "$B" s/big6 | awk -F= '$1 == "size" { print $2 }')
+[[ $sz == $((BIG6_MIB << 20)) ]] || bench_die "S3 has $sz bytes of big6"
+bench_figure "$BIG6_MIB MiB written through the mount: MiB/s" "$(rate "$BIG6_MIB" "$t0" "$t1")" ""
+bench_figure "  writes / close, s" "${out[1]} / ${out[2]}" ""
+bench_figure "  parts before close / by close; ETag parts" "$((b[0] - a[0])) / $((b[1] - a[1])); ${etag##*-}" ""
+bench_say "load average $(loadavg)"
+t0=$(now_ns)
+m1=$(md5sum <"$M/sess/big6" | cut -d' ' -f1)
+t1=$(now_ns)
+bench_figure "read back through the mount (+ md5sum): MiB/s" "$(rate "$BIG6_MIB" "$t0" "$t1")" ""
+t0=$(now_ns)
+m2=$("$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/s/big6" - | md5sum | cut -d' ' -f1)
+t1=$(now_ns)
+bench_figure "read back with aws s3 cp - (+ md5sum): MiB/s" "$(rate "$BIG6_MIB" "$t0" "$t1")" ""
+bench_say "MD5 written ${out[0]}, through the mount $m1, with aws $m2"
+[[ $m1 == "${out[0]}" && $m2 == "${out[0]}" ]] || bench_die "big6 read back differs"
+bench_figure "$BIG6_MIB MiB read back identical (mount, aws)" "yes" "yes"
+s3del s/big6; rgw_gc
 fi
 echo
 bench_say "done, load average $(loadavg)"
