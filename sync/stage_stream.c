@@ -393,7 +393,7 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 {
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
-	int err = fdatasync(f->fd) == 0 ? 0 : -errno;
+	int err = stage_sync(st, f->fd, true);     /* none under PROCESS */
 	if (err)
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
 			  f->key, strerror(-err));
