@@ -315,7 +315,7 @@ static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
 ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
 		      size_t size)
 {
-	stats_inc(c->d.st, fuse_getxattr);
+	stats_inc(&c->ctr.getxattr);
 	/* security.*, system.*, trusted.*: not supported. ls -l asks for them
 	 * on every entry; EOPNOTSUPP is much cheaper for it than ENODATA
 	 * (TESTBED.md). */

@@ -71,6 +71,7 @@ if [[ -n ${STATS_KEYS_WRITE:-} ]]; then
 	cp "$T/keys" "$KEYS"
 	ok "key list written to $KEYS ($(wc -l <"$KEYS") names)"
 else
+	[[ -n ${STATS_KEYS_COPY:-} ]] && cp "$T/keys" "$STATS_KEYS_COPY"   # to diff by hand
 	missing=$(comm -23 "$KEYS" "$T/keys")
 	check_eq "every recorded stats member and metric name is rendered ($(wc -l <"$KEYS") names)" "" "$missing"
 fi
