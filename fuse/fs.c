@@ -157,7 +157,7 @@ static int opts_split(const char *opts, struct core_owner *o, char **rest)
 
 /* The mount's own counter: kernel cache invalidations (fs_notify.c). */
 static const struct stats_def fs_stats[] = {
-	{ "fuse", "invalidations", 0, NULL, NULL, false },
+	STATS_COUNTER(struct fs, inval, "fuse", "invalidations"),
 };
 
 static int core_make(struct fs *fs, const struct core_owner *owner)
@@ -193,7 +193,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	fuse_opts = fopts;           /* what FUSE gets */
 	if ((rc = core_make(fs, &owner)) < 0)
 		goto fail;
-	stats_group_add(fs->d.st, &fs->grp, fs_stats, 1, &fs->inval);
+	stats_group_add(fs->d.st, &fs->grp, fs_stats, 1, fs);
 
 	unmount_stale(mountpoint);
 	struct stat st;
