@@ -1,10 +1,13 @@
 /* stats.c — see stats.h. */
 #include "common/stats.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void stats_init(struct stats *st)
@@ -15,7 +18,87 @@ void stats_init(struct stats *st)
 
 void stats_release(struct stats *st)
 {
+	assert(!st->groups);
 	pthread_mutex_destroy(&st->lock);
+}
+
+void stats_group_add(struct stats *st, struct stats_group *g,
+		     const struct stats_def *defs, size_t n, const void *base)
+{
+	assert(!g->st);
+	if (!st)
+		return;
+	*g = (struct stats_group){ defs, n, base, st, NULL };
+	pthread_mutex_lock(&st->lock);
+	struct stats_group **p = &st->groups;
+	while (*p)
+		p = &(*p)->next;
+	*p = g;
+	pthread_mutex_unlock(&st->lock);
+}
+
+void stats_group_remove(struct stats_group *g)
+{
+	struct stats *st = g->st;
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	struct stats_group **p = &st->groups;
+	while (*p && *p != g)
+		p = &(*p)->next;
+	assert(*p == g);
+	*p = g->next;
+	pthread_mutex_unlock(&st->lock);
+	g->st = NULL;
+	g->next = NULL;
+}
+
+static uint64_t group_value(const struct stats_group *g, size_t i)
+{
+	const stats_counter *c =
+		(const stats_counter *)((const char *)g->base + g->defs[i].off);
+	return stats_get(c);
+}
+
+static bool def_same(const struct stats_def *a, const struct stats_def *b)
+{
+	return !strcmp(a->section, b->section) && !strcmp(a->name, b->name);
+}
+
+int stats_samples(struct stats *st, struct stats_sample **out)
+{
+	pthread_mutex_lock(&st->lock);
+	size_t max = 0;
+	for (const struct stats_group *g = st->groups; g; g = g->next)
+		max += g->n;
+	struct stats_sample *s = malloc((max ? max : 1) * sizeof *s);
+	size_t n = 0;
+	for (const struct stats_group *g = s ? st->groups : NULL; g; g = g->next) {
+		for (size_t i = 0; i < g->n; i++) {
+			size_t j = 0;
+			while (j < n && !def_same(s[j].def, &g->defs[i]))
+				j++;
+			if (j == n)
+				s[n++] = (struct stats_sample){ &g->defs[i], 0 };
+			s[j].v += group_value(g, i);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	*out = s;
+	return s ? (int)n : -ENOMEM;
+}
+
+uint64_t stats_value(struct stats *st, const char *section, const char *name)
+{
+	const struct stats_def want = { .section = section, .name = name };
+	uint64_t v = 0;
+	pthread_mutex_lock(&st->lock);
+	for (const struct stats_group *g = st->groups; g; g = g->next)
+		for (size_t i = 0; i < g->n; i++)
+			if (def_same(&g->defs[i], &want))
+				v += group_value(g, i);
+	pthread_mutex_unlock(&st->lock);
+	return v;
 }
 
 /* Bucket b holds latencies in [2^(b-1), 2^b) microseconds; bucket 0 is < 1 µs. */
@@ -117,16 +200,6 @@ void stats_lag_set(struct stats *st, const char *name, int64_t lag)
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* The table STATS_COUNTERS makes: where each counter goes in the JSON. */
-static const struct {
-	const char *section, *name;
-	size_t off;
-} counters[] = {
-#define STATS_ROW(field, section, name) { section, name, offsetof(struct stats, field) },
-	STATS_COUNTERS(STATS_ROW)
-#undef STATS_ROW
-};
-
 struct stats_writer {
 	cJSON *root;
 	cJSON *obj;
@@ -168,17 +241,21 @@ static cJSON *section_of(cJSON *root, const char *section)
 
 static void write_counters(struct stats *st, cJSON *root, struct stats_writer *w)
 {
-	for (size_t i = 0; i < sizeof counters / sizeof *counters && !w->oom; i++) {
-		const atomic_uint_fast64_t *c =
-			(const atomic_uint_fast64_t *)((const char *)st + counters[i].off);
-		w->obj = section_of(root, counters[i].section);
+	struct stats_sample *s;
+	int n = stats_samples(st, &s);
+	if (n < 0) {
+		w->oom = true;
+		return;
+	}
+	for (int i = 0; i < n && !w->oom; i++) {
+		w->obj = section_of(root, s[i].def->section);
 		if (!w->obj) {
 			w->oom = true;
 			break;
 		}
-		stats_write_num(w, counters[i].name,
-				(double)atomic_load_explicit(c, memory_order_relaxed));
+		stats_write_num(w, s[i].def->name, (double)s[i].v);
 	}
+	free(s);
 }
 
 static void write_lag(struct stats *st, cJSON *root, struct stats_writer *w)

@@ -1,24 +1,47 @@
 /*
- * stats.h — counters every module bumps, rendered as .facetfs/stats.
+ * stats.h — the shared machinery behind .facetfs/stats and /metrics:
+ * a registry of the modules' counter groups, the event-to-visible and S3
+ * latency histograms, the per-partition Kafka lag table, and a small JSON
+ * writer for sections of their own (no JSON library in this interface).
  *
  * One struct stats lives in the gateway context; modules get a pointer to
- * it (a header that only passes the pointer declares `struct stats;`).
- * Every counter is named once, in STATS_COUNTERS below: its field (what
- * code bumps) and its place in the JSON (section.name). Counters are C11
- * atomics: any thread may bump them with stats_inc()/stats_add() (relaxed
- * ordering: they are statistics, not synchronisation). The latency
- * histogram and the per-partition lag table have their own mutex inside;
- * callers never lock anything.
+ * it (a header that only passes the pointer declares `struct stats;`) and
+ * may be given NULL (then they count for nobody).
  *
- * stats_to_json() returns a malloc'ed NUL-terminated JSON text (the caller
- * frees it) holding at least the fields DESIGN.md lists for .facetfs/stats;
- * a caller adds sections of its own through a stats_writer (no JSON library
- * in this interface).
+ * Counters belong to their module: it keeps them in its own object (a
+ * struct of stats_counter fields), describes them in a static table of
+ * struct stats_def (JSON section and name; metric family, label, gauge),
+ * registers the group with stats_group_add() when the object is made and
+ * removes it with stats_group_remove() before the object is freed. Several
+ * groups may fill one section; counters with the same section and name in
+ * several groups are shown as their sum (e.g. events.ignored: the decoder's
+ * and the index's).
+ *
+ * Threads and locks: counters are C11 atomics, bumped by any thread with
+ * stats_inc()/stats_add() (relaxed: statistics, not synchronisation). The
+ * registry, the histograms and the lag table are under st->lock, a leaf:
+ * nothing else is taken while it is held, and rendering only reads atomics
+ * under it. Callers never lock anything.
+ *
+ * How a module adds a counter (also how to port one from the old
+ * STATS_COUNTERS list):
+ *   1. a stats_counter field in the module's counter struct (e.g.
+ *      `struct scan_counters` in views/scan_int.h);
+ *   2. a row in the module's stats_def table, next to the struct:
+ *      STATS_COUNTER(struct scan_counters, objects, "scans", "objects"),
+ *      STATS_GAUGE(...) for a value now, STATS_FAMILY(..., family, label)
+ *      for one sample of a labelled metric family;
+ *   3. bump it: stats_inc(&s->ctr.objects), stats_add(&..., n).
+ * The JSON member is section.name; the metric is facetfs_SECTION_NAME_total
+ * (gauge: facetfs_SECTION_NAME) unless the row names a family. A new
+ * member adds itself to both renderings; tests read it by name with
+ * stats_value(st, "scans", "objects").
  */
 #ifndef FACETFS_STATS_H
 #define FACETFS_STATS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,57 +49,39 @@
 #define STATS_LAT_BUCKETS 64     /* log2 buckets of microseconds */
 #define STATS_MAX_PARTS   256    /* partitions whose lag is tracked */
 
-/* X(field, "section", "name"), in the order the JSON shows them (a section
- * is written where its first counter is). Who bumps each: */
-#define STATS_COUNTERS(X)                                                    \
-	/* events/ consumes, views/ applies or skips as stale (redelivered:  \
-	 * applied events that were the stored record already, a replay or a \
-	 * duplicate message), gateway/ingest counts undecodable messages and \
-	 * ignored records */                                               \
-	X(ev_consumed,      "events", "consumed")                            \
-	X(ev_applied,       "events", "applied")                             \
-	X(ev_ignored,       "events", "ignored")                             \
-	X(ev_malformed,     "events", "malformed")                           \
-	X(ev_redelivered,   "events", "redelivered")                         \
-	/* events/: partitions assigned to this consumer now (a gauge) */    \
-	X(kafka_partitions, "kafka",  "partitions_assigned")                 \
-	/* sync/: S3 requests by kind (head: HeadObject only; GetObjectTagging \
-	 * is get_tagging), failures after retries, retries, GET body bytes */ \
-	X(s3_list,          "s3",     "list")                                \
-	X(s3_head,          "s3",     "head")                                \
-	X(s3_get_tagging,   "s3",     "get_tagging")                         \
-	X(s3_get,           "s3",     "get")                                 \
-	X(s3_put,           "s3",     "put")                                 \
-	X(s3_copy,          "s3",     "copy")                                \
-	X(s3_delete,        "s3",     "delete")                              \
-	X(s3_errors,        "s3",     "errors")                              \
-	X(s3_retries,       "s3",     "retries")                             \
-	X(s3_bytes_read,    "s3",     "bytes_read")                          \
-	/* fuse/ (core_ns.c): copies of metadata changes whose source was  \
-	 * the index's record (no HEAD), of which the object had moved on  \
-	 * (-ESTALE: a HEAD and a second COPY), and copies made in parts */ \
-	X(copy_from_index,  "s3",     "copy_from_index")                     \
-	X(copy_stale_index, "s3",     "copy_stale_index")                    \
-	X(copy_in_parts,    "s3",     "copy_in_parts")                       \
-	/* views/: bucket scans */                                           \
-	X(scans_running,    "scans",  "running")                             \
-	X(scans_completed,  "scans",  "completed")                           \
-	X(scan_objects,     "scans",  "objects")                             \
-	/* fuse/ requests and kernel cache invalidations */                  \
-	X(fuse_lookup,      "fuse",   "lookup")                              \
-	X(fuse_getattr,     "fuse",   "getattr")                             \
-	X(fuse_readdir,     "fuse",   "readdir")                             \
-	X(fuse_read,        "fuse",   "read")                                \
-	X(fuse_open,        "fuse",   "open")                                \
-	X(open_from_index,  "fuse",   "open_from_index")                     \
-	X(fuse_getxattr,    "fuse",   "getxattr")                            \
-	X(fuse_inval,       "fuse",   "invalidations")                       \
-	/* sync/: burst buffer blocks read from it / not there (without one:   \
-	 * the reader's window hits / misses) */                             \
-	X(cache_hits,       "cache",  "hits")                                \
-	X(cache_misses,     "cache",  "misses")                              \
-	/* views/: keys that cannot be paths in a view that matches them */  \
-	X(bad_keys,         "keys",   "not_a_path")
+typedef atomic_uint_fast64_t stats_counter;
+
+#define stats_inc(c)    atomic_fetch_add_explicit((c), 1, memory_order_relaxed)
+#define stats_add(c, n) atomic_fetch_add_explicit((c), (n), memory_order_relaxed)
+#define stats_sub(c, n) atomic_fetch_sub_explicit((c), (n), memory_order_relaxed)
+#define stats_set(c, v) atomic_store_explicit((c), (v), memory_order_relaxed)
+#define stats_get(c)    atomic_load_explicit((c), memory_order_relaxed)
+
+/* One counter as the renderings show it. */
+struct stats_def {
+	const char *section, *name;  /* .facetfs/stats: section.name */
+	size_t off;                  /* offset of its stats_counter in the group */
+	const char *family;          /* metric family; NULL: from section, name */
+	const char *label;           /* `k="v"` within the family; NULL: none */
+	bool gauge;                  /* a value now, not a running count */
+};
+
+#define STATS_COUNTER(type, field, section, name) \
+	{ section, name, offsetof(type, field), NULL, NULL, false }
+#define STATS_GAUGE(type, field, section, name) \
+	{ section, name, offsetof(type, field), NULL, NULL, true }
+#define STATS_FAMILY(type, field, section, name, family, label) \
+	{ section, name, offsetof(type, field), family, label, false }
+
+/* A module's registration: embedded in the module's object, zeroed (or
+ * untouched by a failed add) until stats_group_add(). */
+struct stats_group {
+	const struct stats_def *defs;
+	size_t n;
+	const void *base;            /* the counters defs[].off is relative to */
+	struct stats *st;            /* set while registered */
+	struct stats_group *next;    /* the registry's link (under st->lock) */
+};
 
 struct stats_lag {
 	char name[96];               /* "topic/partition" */
@@ -84,11 +89,8 @@ struct stats_lag {
 };
 
 struct stats {
-#define STATS_FIELD(field, section, name) atomic_uint_fast64_t field;
-	STATS_COUNTERS(STATS_FIELD)
-#undef STATS_FIELD
-
 	pthread_mutex_t lock;        /* protects everything below */
+	struct stats_group *groups;  /* in the order added */
 	uint64_t lat_hist[STATS_LAT_BUCKETS];
 	uint64_t lat_count;
 	double lat_max_ms, lat_sum_ms;
@@ -99,19 +101,29 @@ struct stats {
 	int n_lag;
 };
 
-#define stats_inc(st, field) \
-	atomic_fetch_add_explicit(&(st)->field, 1, memory_order_relaxed)
-#define stats_add(st, field, n) \
-	atomic_fetch_add_explicit(&(st)->field, (n), memory_order_relaxed)
-#define stats_sub(st, field, n) \
-	atomic_fetch_sub_explicit(&(st)->field, (n), memory_order_relaxed)
-#define stats_set(st, field, v) \
-	atomic_store_explicit(&(st)->field, (v), memory_order_relaxed)
-#define stats_get(st, field) \
-	atomic_load_explicit(&(st)->field, memory_order_relaxed)
-
 void stats_init(struct stats *st);
+/* Every group must have been removed. */
 void stats_release(struct stats *st);
+
+/* Show the n counters defs describes, at base (a struct the caller owns
+ * and keeps until stats_group_remove(g)), in st. st NULL: nothing (g stays
+ * unregistered). g must not be registered already. */
+void stats_group_add(struct stats *st, struct stats_group *g,
+		     const struct stats_def *defs, size_t n, const void *base);
+/* Stop showing g's counters; nothing when g is not registered (a zeroed
+ * group). After it returns no renderer reads base. */
+void stats_group_remove(struct stats_group *g);
+
+/* One counter of the registry, summed over the groups that name it. */
+struct stats_sample {
+	const struct stats_def *def; /* the first group's row */
+	uint64_t v;
+};
+/* Every registered counter, in the order first registered, into a
+ * malloc'ed array *out (the caller frees); returns the count or -ENOMEM. */
+int stats_samples(struct stats *st, struct stats_sample **out);
+/* The value of section.name (summed over groups); 0 when none has it. */
+uint64_t stats_value(struct stats *st, const char *section, const char *name);
 
 /* Record n event-to-visible latencies (ms[0..n-1], milliseconds, negative
  * → 0) under one lock: a batch of events. */
@@ -150,8 +162,9 @@ void stats_write_section(struct stats_writer *w, const char *section);
 void stats_write_sub(struct stats_writer *w, const char *name);
 typedef void (*stats_section_fn)(void *ctx, struct stats_writer *w);
 
-/* The whole state as JSON; NULL on allocation failure. Caller frees.
- * When section and fn are not NULL, fn(ctx, w) fills the top-level object
+/* The whole state as JSON: every registered counter, kafka.lag, and
+ * visible_latency_ms; NULL on allocation failure. Caller frees. When
+ * section and fn are not NULL, fn(ctx, w) fills the top-level object
  * named section (the gateway adds the staging area's counters under
  * "staging") and may go on into others (stats_write_section); it runs on
  * the caller's thread with no lock held. */

@@ -55,11 +55,24 @@ struct part_pos {
 	int64_t next;                 /* next offset to apply; < 0: not known yet */
 };
 
+/* The consumer's counters (common/stats.h): messages polled, and the
+ * partitions assigned now. */
+struct consumer_counters {
+	stats_counter consumed, partitions;
+};
+
+static const struct stats_def consumer_stats[] = {
+	STATS_COUNTER(struct consumer_counters, consumed, "events", "consumed"),
+	STATS_GAUGE(struct consumer_counters, partitions, "kafka", "partitions_assigned"),
+};
+
 struct consumer {
 	rd_kafka_t *rk;
 	char *brokers, *topic, *group;
 	struct consumer_cb cb;
-	struct stats *st;
+	struct stats *st;             /* the lag table's; may be NULL */
+	struct consumer_counters ctr;
+	struct stats_group grp;       /* ctr, registered with st */
 	struct decoder *dec;
 	pthread_t thread;
 	bool started;
@@ -219,8 +232,7 @@ static void consumer_batch_add(struct consumer *c, struct consumer_batch *b,
 	m->payload = rkm->payload;
 	m->len = rkm->len;
 	b->rkm[b->n++] = rkm;
-	if (c->st)
-		stats_inc(c->st, ev_consumed);
+	stats_inc(&c->ctr.consumed);
 }
 
 /* Start decoding a batch on the decoder thread. If memory is short it is
@@ -366,8 +378,7 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		consumer_part_set(c, parts->elems[i].partition,
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
 	c->lag_at_ns = 0;
-	if (c->st)
-		stats_set(c->st, kafka_partitions, (uint_fast64_t)c->n_parts);
+	stats_set(&c->ctr.partitions, (uint_fast64_t)c->n_parts);
 	pthread_mutex_lock(&c->lock);
 	c->assigned = true;
 	pthread_cond_broadcast(&c->cond);
@@ -391,8 +402,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 		rd_kafka_assign(c->rk, NULL);
 		c->n_parts = 0;
 	}
-	if (c->st)
-		stats_set(c->st, kafka_partitions, (uint_fast64_t)c->n_parts);
+	stats_set(&c->ctr.partitions, (uint_fast64_t)c->n_parts);
 }
 
 static void consumer_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -510,6 +520,8 @@ int consumer_new(const struct consumer_conf *conf, const struct consumer_cb *cb,
 	atomic_init(&c->stop, false);
 	c->cb = *cb;
 	c->st = st;
+	stats_group_add(st, &c->grp, consumer_stats,
+			sizeof consumer_stats / sizeof consumer_stats[0], &c->ctr);
 	c->brokers = strdup(conf->brokers);
 	c->topic = strdup(conf->topic);
 	c->group = strdup(conf->group);
@@ -665,6 +677,7 @@ void consumer_free(struct consumer *c)
 	free(c->brokers);
 	free(c->topic);
 	free(c->group);
+	stats_group_remove(&c->grp);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -72,8 +72,20 @@ struct decoder_job {
 	bool counted;                 /* caller only: stats counted */
 };
 
+/* The decoder's counters (common/stats.h): messages or records that are
+ * not S3 events, and records ignored (not Put/Copy/Delete, or test events). */
+struct decoder_counters {
+	stats_counter malformed, ignored;
+};
+
+static const struct stats_def decoder_stats[] = {
+	STATS_COUNTER(struct decoder_counters, malformed, "events", "malformed"),
+	STATS_COUNTER(struct decoder_counters, ignored, "events", "ignored"),
+};
+
 struct decoder {
-	struct stats *st;
+	struct decoder_counters ctr;
+	struct stats_group grp;       /* ctr, registered with decoder_new's st */
 	pthread_t thread;
 	bool running;
 	pthread_mutex_t lock;
@@ -189,14 +201,13 @@ static void job_count(struct decoder *d, const struct decoder_job *j)
 		const struct ev_doc *doc = &j->docs[i];
 
 		if (j->rcs[i] < 0 || doc->n_malformed) {
-			if (d->st)
-				stats_add(d->st, ev_malformed, doc->n_malformed ? doc->n_malformed : 1);
+			stats_add(&d->ctr.malformed, doc->n_malformed ? doc->n_malformed : 1);
 			log_warn("%s/%d offset %lld: malformed event skipped: %s", m->topic,
 				 (int)m->partition, (long long)m->offset,
 				 doc->err[0] ? doc->err : "not an S3 event");
 		}
-		if (doc->n_ignored && d->st)
-			stats_add(d->st, ev_ignored, doc->n_ignored);
+		if (doc->n_ignored)
+			stats_add(&d->ctr.ignored, doc->n_ignored);
 	}
 }
 
@@ -269,7 +280,8 @@ int decoder_new(struct stats *st, struct decoder **out)
 	*out = NULL;
 	if (!d)
 		return -ENOMEM;
-	d->st = st;
+	stats_group_add(st, &d->grp, decoder_stats,
+			sizeof decoder_stats / sizeof decoder_stats[0], &d->ctr);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work_cv, NULL);
 	pthread_cond_init(&d->done_cv, NULL);
@@ -308,6 +320,7 @@ void decoder_free(struct decoder *d)
 		free(j->ts);
 		free(j->pos);
 	}
+	stats_group_remove(&d->grp);
 	pthread_cond_destroy(&d->done_cv);
 	pthread_cond_destroy(&d->work_cv);
 	pthread_mutex_destroy(&d->lock);

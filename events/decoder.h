@@ -11,7 +11,7 @@
  * will not be applied. Raw messages are read only until decoder_finish()
  * or decoder_release() returns: the caller may free them then.
  * decoder_finish() counts malformed and ignored records in stats
- * (ev_malformed, ev_ignored) and logs each malformed message with its
+ * (events.malformed, events.ignored) and logs each malformed message with its
  * offset, once per job, in message order.
  *
  * Threads: post/finish/release from one thread (the consumer's); at most

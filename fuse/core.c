@@ -28,13 +28,32 @@ static int mkdir_loaded(void *ctx, const char *vname, const char *path,
 	return core_mkdir_remember(ctx, vname, path, px);
 }
 
+#define CORE_OP(field) STATS_FAMILY(struct core_counters, field, "fuse", #field, \
+				    "facetfs_fuse_requests_total", "op=\"" #field "\"")
+static const struct stats_def core_stats[] = {
+	CORE_OP(lookup),
+	CORE_OP(getattr),
+	CORE_OP(readdir),
+	CORE_OP(read),
+	CORE_OP(open),
+	STATS_COUNTER(struct core_counters, open_from_index, "fuse", "open_from_index"),
+	CORE_OP(getxattr),
+	STATS_COUNTER(struct core_counters, copy_from_index, "s3", "copy_from_index"),
+	STATS_COUNTER(struct core_counters, copy_stale_index, "s3", "copy_stale_index"),
+	STATS_COUNTER(struct core_counters, copy_in_parts, "s3", "copy_in_parts"),
+};
+#undef CORE_OP
+
 int core_new(const struct core_deps *deps, struct core **out)
 {
 	struct core *c = calloc(1, sizeof *c);
 	if (!c)
 		return -ENOMEM;
 	c->d = *deps;
-	c->src = (struct reader_src){ deps->s3, deps->st, deps->bc, deps->pins };
+	reader_counters_init(&c->rctr, deps->st);
+	stats_group_add(deps->st, &c->grp, core_stats,
+			sizeof core_stats / sizeof core_stats[0], &c->ctr);
+	c->src = (struct reader_src){ deps->s3, &c->rctr, deps->bc, deps->pins };
 	c->uid = deps->owner.has_uid ? deps->owner.uid : getuid();
 	c->gid = deps->owner.has_gid ? deps->owner.gid : getgid();
 	clock_gettime(CLOCK_REALTIME, &c->start);
@@ -67,6 +86,8 @@ void core_free(struct core *c)
 		n = of->next;
 		core_ofile_free(of);
 	}
+	stats_group_remove(&c->grp);
+	reader_counters_release(&c->rctr);
 	pthread_mutex_destroy(&c->ofile_lock);
 	free(c->recovered);
 	free(c);

@@ -95,7 +95,7 @@ static int lookup(struct core *c, uint64_t parent, const char *name,
 int core_lookup(struct core *c, uint64_t parent, const char *name,
 		struct core_entry *e)
 {
-	stats_inc(c->d.st, fuse_lookup);
+	stats_inc(&c->ctr.lookup);
 	inode_note_lookup(c->d.it, parent);   /* before the index is read */
 	return lookup(c, parent, name, e);
 }
@@ -108,7 +108,7 @@ void core_forget(struct core *c, uint64_t ino, uint64_t nlookup)
 
 int core_getattr(struct core *c, uint64_t ino, struct stat *st)
 {
-	stats_inc(c->d.st, fuse_getattr);
+	stats_inc(&c->ctr.getattr);
 	return core_attr_of(c, ino, st);
 }
 
@@ -277,7 +277,7 @@ static void rd_root(struct rd *r, bool resume, const char *after)
 int core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 		 core_fill_fn fill, void *ctx)
 {
-	stats_inc(c->d.st, fuse_readdir);
+	stats_inc(&c->ctr.readdir);
 	core_view_follow(c, &d->view, d->vname);
 	if (d->vname && d->view == INODE_NO_VIEW)
 		return -ENOENT;

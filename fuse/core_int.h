@@ -72,9 +72,23 @@ struct mkdir_ent {                   /* a directory made with mkdir */
 	struct mkdir_ent *next;
 };
 
+/* The core's counters (common/stats.h, rows in core.c): requests by kind
+ * (open_from_index: opens answered from the index without a HEAD); the
+ * copies of metadata changes (core_ns.c) whose source was the index's
+ * record (no HEAD), of which the object had moved on (-ESTALE: a HEAD and
+ * a second COPY), and copies made in parts (shown under "s3"). */
+struct core_counters {
+	stats_counter lookup, getattr, readdir, read, open, open_from_index,
+		      getxattr;
+	stats_counter copy_from_index, copy_stale_index, copy_in_parts;
+};
+
 struct core {
 	struct core_deps d;
-	struct reader_src src;       /* d.s3, d.st, d.bc: what readers read */
+	struct reader_src src;       /* d.s3, rctr, d.bc: what readers read */
+	struct reader_counters rctr; /* readers' window hits without d.bc */
+	struct core_counters ctr;
+	struct stats_group grp;      /* ctr, registered with d.st */
 	uid_t uid;
 	gid_t gid;
 	struct timespec start;

@@ -299,7 +299,7 @@ static int open_version(struct core *c, struct core_file *f, size_t view,
 			rc = -ENOENT;
 		obj_meta_release(&o);
 		if (rc == 0) {
-			stats_inc(c->d.st, open_from_index);
+			stats_inc(&c->ctr.open_from_index);
 			vis_version_on_moved(f->ver, moved_index, c);
 			return 0;
 		}
@@ -387,7 +387,7 @@ static int open_object(struct core *c, uint64_t ino, int flags, struct core_file
 int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 	      struct core_open_cache *cache)
 {
-	stats_inc(c->d.st, fuse_open);
+	stats_inc(&c->ctr.open);
 	memset(cache, 0, sizeof *cache);
 	struct core_file *f = file_new();
 	if (!f)
@@ -485,7 +485,7 @@ static ssize_t read_text(struct core_file *f, void *buf, size_t len, off_t off)
 ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		  off_t off)
 {
-	stats_inc(c->d.st, fuse_read);
+	stats_inc(&c->ctr.read);
 	if (f->kind != FILE_OBJECT)
 		return read_text(f, buf, len, off);
 	/* A writable descriptor holds its staged copy; any other descriptor

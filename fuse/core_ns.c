@@ -151,7 +151,7 @@ static int copy_source(struct core *c, const char *bucket, const char *key,
 	if (use_index && index_object_get(c->d.ix, bucket, key, src) == 0) {
 		if (record_complete(src)) {
 			*from = true;
-			stats_inc(c->d.st, copy_from_index);
+			stats_inc(&c->ctr.copy_from_index);
 			return 0;
 		}
 		obj_meta_release(src);
@@ -254,7 +254,7 @@ static int rename_copy(struct core *c, const char *bucket, const char *key,
 	bool from;
 	int rc = copy_source(c, bucket, key, false, &src, &from);
 	if (rc == 0 && copy_in_parts(&c->d.copy, src.size))
-		stats_inc(c->d.st, copy_in_parts);
+		stats_inc(&c->ctr.copy_in_parts);
 	if (rc == 0)
 		rc = copy_object(c->d.s3, &c->d.copy, bucket, key, nkey, &src,
 				 NULL, 0, etag);
@@ -368,7 +368,7 @@ static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
 ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
 		      size_t size)
 {
-	stats_inc(c->d.st, fuse_getxattr);
+	stats_inc(&c->ctr.getxattr);
 	/* security.*, system.*, trusted.*: not supported. ls -l asks for them
 	 * on every entry; EOPNOTSUPP is much cheaper for it than ENODATA
 	 * (TESTBED.md). */
@@ -449,13 +449,13 @@ static int meta_copy(struct core *c, const char *bucket, const char *key,
 		if (rc == 0)
 			rc = edit(ctx, &nm, NULL);
 		if (rc == 0 && copy_in_parts(&c->d.copy, o.size))
-			stats_inc(c->d.st, copy_in_parts);
+			stats_inc(&c->ctr.copy_in_parts);
 		if (rc == 0)
 			rc = copy_object(c->d.s3, &c->d.copy, bucket, key, key, &o,
 					 nm.meta, nm.n_meta, etag);
 		if (rc != -ESTALE || !from_index)
 			break;
-		stats_inc(c->d.st, copy_stale_index);
+		stats_inc(&c->ctr.copy_stale_index);
 		log_debug("metadata of %s/%s: the index had an older version; "
 			  "reading the object", bucket, key);
 	}

@@ -155,6 +155,11 @@ static int opts_split(const char *opts, struct core_owner *o, char **rest)
 	return rc;
 }
 
+/* The mount's own counter: kernel cache invalidations (fs_notify.c). */
+static const struct stats_def fs_stats[] = {
+	STATS_COUNTER(struct fs, inval, "fuse", "invalidations"),
+};
+
 static int core_make(struct fs *fs, const struct core_owner *owner)
 {
 	struct core_deps cd = {
@@ -189,6 +194,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	fuse_opts = fopts;           /* what FUSE gets */
 	if ((rc = core_make(fs, &owner)) < 0)
 		goto fail;
+	stats_group_add(fs->d.st, &fs->grp, fs_stats, 1, fs);
 
 	unmount_stale(mountpoint);
 	struct stat st;
@@ -265,6 +271,7 @@ void fs_free(struct fs *fs)
 		fuse_remove_signal_handlers(fs->se);
 		fuse_session_destroy(fs->se);
 	}
+	stats_group_remove(&fs->grp);
 	core_free(fs->core);
 	inode_table_free(fs->it);
 	pthread_mutex_destroy(&fs->inval_lock);

@@ -19,6 +19,7 @@
 #define FUSE_USE_VERSION 314
 #include "fuse/fs.h"
 
+#include "common/stats.h"
 #include "common/trace.h"
 #include "fuse/core.h"
 #include "fuse/inode.h"
@@ -47,6 +48,8 @@ struct fs {
 	struct core *core;
 	char *mountpoint;
 	bool mounted;
+	stats_counter inval;         /* kernel cache invalidations sent */
+	struct stats_group grp;      /* inval, registered with d.st */
 
 	struct fuse_lowlevel_ops real; /* the operations the pinning wrappers call */
 

@@ -30,7 +30,7 @@ static void invalidate_view(struct fs *fs, const char *name)
 	if (inode_find(fs->it, name, "", &ino))
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 	fuse_lowlevel_notify_inval_inode(fs->se, INODE_ROOT, 0, 0);
-	stats_inc(fs->d.st, fuse_inval);
+	stats_inc(&fs->inval);
 }
 
 /* Invalidate what the kernel may cache of (view, path); the job names its
@@ -96,7 +96,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 		else
 			rc = fuse_lowlevel_notify_inval_inode(fs->se, todo[i].ino, 0, 0);
 		if (rc == 0)
-			stats_inc(fs->d.st, fuse_inval);
+			stats_inc(&fs->inval);
 		else if (rc != -ENOENT)
 			log_debug("invalidate %s/%s: %s", vname, path, strerror(-rc));
 	}

@@ -41,7 +41,9 @@
  * Every other lock is a leaf, taken with no other lock held and released
  * before any call out of its module: the slot mutex, gateway err_lock,
  * the core's ofile_lock, inode table, inval_lock, the decoder's job lock, scanner
- * mu, consumer and bridge locks, stats. No lock is held across an S3
+ * mu, consumer and bridge locks, stats (its histograms, lag table and
+ * registry of counter groups: modules add and remove their group with no
+ * lock of theirs held). No lock is held across an S3
  * request or a wait for one, except: the index's wmu across its own
  * LevelDB writes (by design: it serialises writers), a commit-view
  * descriptor's version lock across its read (it serialises reads of that

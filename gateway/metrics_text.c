@@ -1,9 +1,10 @@
 /* metrics_text.c — the gateway's state in the Prometheus text exposition
- * format (version 0.0.4) for /metrics: every counter of common/stats.h
- * (STATS_COUNTERS: one name each, facetfs_SECTION_NAME_total, or without
- * _total for the gauges listed below), the per-partition Kafka lag, the
- * event-to-visible latency and S3 request latency histograms (seconds),
- * the staging area's counters and the scans' state. */
+ * format (version 0.0.4) for /metrics: every counter a module registered
+ * with common/stats.h (named by its stats_def: facetfs_SECTION_NAME_total,
+ * without _total for a gauge, or the row's own family and label), the
+ * per-partition Kafka lag, the event-to-visible latency and S3 request
+ * latency histograms (seconds), the staging area's counters and the
+ * scans' state. */
 #include "gateway/metrics_text.h"
 #include "common/stats.h"
 #include "sync/bcache.h"
@@ -11,9 +12,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,54 +55,18 @@ static void mt_printf(struct mtext *t, const char *fmt, ...)
 	}
 }
 
-/* How a counter of STATS_COUNTERS is shown: its metric family, the label
- * that tells it apart inside the family ("" for none), a gauge or not. */
-struct mdef {
-	const char *section, *name;
-	size_t off;                  /* offsetof(struct stats, field) */
-};
-
-static const struct mdef defs[] = {
-#define MDEF(field, section, name) { section, name, offsetof(struct stats, field) },
-	STATS_COUNTERS(MDEF)
-#undef MDEF
-};
-
-static bool in_list(const char *s, const char *const *list)
+/* The metric family of one counter into fam and its label (`k="v"`, "" for
+ * none) into label: the row's own, else facetfs_SECTION_NAME, with _total
+ * unless a gauge. */
+static void def_family(const struct stats_def *d, char *fam, size_t flen,
+		       char *label, size_t llen)
 {
-	for (; *list; list++)
-		if (!strcmp(s, *list))
-			return true;
-	return false;
-}
-
-/* The family and label of one counter into fam/label; true for a gauge. */
-static bool mdef_family(const struct mdef *d, char *fam, size_t flen,
-			char *label, size_t llen)
-{
-	static const char *const s3_kinds[] = { "list", "head", "get_tagging",
-		"get", "put", "copy", "delete", NULL };
-	static const char *const fuse_ops[] = { "lookup", "getattr", "readdir",
-		"read", "open", "getxattr", NULL };
-	label[0] = '\0';
-	if (!strcmp(d->section, "s3") && in_list(d->name, s3_kinds)) {
-		snprintf(fam, flen, "facetfs_s3_requests_total");
-		snprintf(label, llen, "kind=\"%s\"", d->name);
-		return false;
-	}
-	if (!strcmp(d->section, "fuse") && in_list(d->name, fuse_ops)) {
-		snprintf(fam, flen, "facetfs_fuse_requests_total");
-		snprintf(label, llen, "op=\"%s\"", d->name);
-		return false;
-	}
-	if (!strcmp(d->section, "s3") && !strcmp(d->name, "bytes_read")) {
-		snprintf(fam, flen, "facetfs_s3_read_bytes_total");
-		return false;
-	}
-	bool gauge = (!strcmp(d->section, "kafka") && !strcmp(d->name, "partitions_assigned")) ||
-		     (!strcmp(d->section, "scans") && !strcmp(d->name, "running"));
-	snprintf(fam, flen, "facetfs_%s_%s%s", d->section, d->name, gauge ? "" : "_total");
-	return gauge;
+	snprintf(label, llen, "%s", d->label ? d->label : "");
+	if (d->family)
+		snprintf(fam, flen, "%s", d->family);
+	else
+		snprintf(fam, flen, "facetfs_%s_%s%s", d->section, d->name,
+			 d->gauge ? "" : "_total");
 }
 
 static void mt_family(struct mtext *t, const char *fam, const char *type,
@@ -112,44 +75,55 @@ static void mt_family(struct mtext *t, const char *fam, const char *type,
 	mt_printf(t, "# HELP %s %s\n# TYPE %s %s\n", fam, help, fam, type);
 }
 
+static void mt_fail(struct mtext *t)
+{
+	free(t->p);
+	t->p = NULL;
+	t->cap = 1;
+}
+
 static void mt_counters(struct mtext *t, struct stats *st)
 {
-	size_t n = sizeof defs / sizeof defs[0];
-	bool *done = calloc(n, sizeof *done);
+	struct stats_sample *s;
+	int rc = stats_samples(st, &s);
+	if (rc < 0) {
+		mt_fail(t);
+		return;
+	}
+	size_t n = (size_t)rc;
+	bool *done = calloc(n ? n : 1, sizeof *done);
 	if (!done) {
-		free(t->p);
-		t->p = NULL;
-		t->cap = 1;
+		free(s);
+		mt_fail(t);
 		return;
 	}
 	/* One family at a time, in the order of its first counter. */
 	for (size_t i = 0; i < n; i++) {
 		if (done[i])
 			continue;
+		const struct stats_def *d = s[i].def;
 		char fam[96], label[64];
-		bool gauge = mdef_family(&defs[i], fam, sizeof fam, label, sizeof label);
+		def_family(d, fam, sizeof fam, label, sizeof label);
 		char help[160];
 		snprintf(help, sizeof help, "%s %s (.facetfs/stats %s.%s%s)",
-			 defs[i].section, label[0] ? "requests by kind" : defs[i].name,
-			 defs[i].section, label[0] ? "*" : defs[i].name,
-			 gauge ? ", now" : "");
-		mt_family(t, fam, gauge ? "gauge" : "counter", help);
+			 d->section, label[0] ? "requests by kind" : d->name,
+			 d->section, label[0] ? "*" : d->name,
+			 d->gauge ? ", now" : "");
+		mt_family(t, fam, d->gauge ? "gauge" : "counter", help);
 		for (size_t j = i; j < n; j++) {
 			char f2[96], l2[64];
-			mdef_family(&defs[j], f2, sizeof f2, l2, sizeof l2);
+			def_family(s[j].def, f2, sizeof f2, l2, sizeof l2);
 			if (strcmp(f2, fam))
 				continue;
 			done[j] = true;
-			const atomic_uint_fast64_t *v =
-				(const atomic_uint_fast64_t *)((const char *)st + defs[j].off);
-			uint64_t x = atomic_load_explicit(v, memory_order_relaxed);
 			if (l2[0])
-				mt_printf(t, "%s{%s} %" PRIu64 "\n", fam, l2, x);
+				mt_printf(t, "%s{%s} %" PRIu64 "\n", fam, l2, s[j].v);
 			else
-				mt_printf(t, "%s %" PRIu64 "\n", fam, x);
+				mt_printf(t, "%s %" PRIu64 "\n", fam, s[j].v);
 		}
 	}
 	free(done);
+	free(s);
 }
 
 /* A log2 histogram of microseconds as a Prometheus histogram in seconds

@@ -74,13 +74,26 @@ struct drop_req {
 	uint64_t nblk;
 };
 
+/* The burst buffer's counters (common/stats.h): blocks read from it, and
+ * blocks a read wanted that it did not hold. The reader counts its window
+ * hits and misses under the same names when there is no burst buffer. */
+struct bcache_stats {
+	stats_counter hits, misses;
+};
+
+static const struct stats_def bcache_stats[] = {
+	STATS_COUNTER(struct bcache_stats, hits, "cache", "hits"),
+	STATS_COUNTER(struct bcache_stats, misses, "cache", "misses"),
+};
+
 struct bcache {
 	char *dir;
 	uint32_t block_size;
 	uint64_t max_bytes;
 	uint64_t (*staged)(void *ctx);
 	void *staged_ctx;
-	struct stats *st;
+	struct bcache_stats ctr;
+	struct stats_group grp;      /* ctr, registered with conf.st */
 	int lock_fd;                 /* DIR/lock, flock'ed */
 	pthread_t list_thr, drop_thr;
 	atomic_bool stop;            /* close: the listing gives up */
@@ -352,8 +365,7 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 			hit_learn(bc, &h, blk, size);
 		bc->c.hits++;
 		pthread_mutex_unlock(&bc->mu);
-		if (bc->st)
-			stats_inc(bc->st, cache_hits);
+		stats_inc(&bc->ctr.hits);
 		return n;
 	}
 
@@ -390,8 +402,7 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		free(gone);
 	}
 miss_counted:
-	if (bc->st)
-		stats_inc(bc->st, cache_misses);
+	stats_inc(&bc->ctr.misses);
 	return -ENOENT;
 }
 
@@ -774,7 +785,6 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	bc->max_bytes = conf->max_bytes;
 	bc->staged = conf->staged;
 	bc->staged_ctx = conf->staged_ctx;
-	bc->st = conf->st;
 	bc->loading = true;
 	atomic_init(&bc->stop, false);
 	atomic_init(&bc->tmp_seq, 0);
@@ -799,6 +809,8 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 		pthread_join(bc->drop_thr, NULL);
 		goto fail_lock;
 	}
+	stats_group_add(conf->st, &bc->grp, bcache_stats,
+			sizeof bcache_stats / sizeof bcache_stats[0], &bc->ctr);
 	*out = bc;
 	return 0;
 
@@ -826,6 +838,7 @@ void bcache_close(struct bcache *bc)
 	pthread_cond_signal(&bc->drop_cv);
 	pthread_mutex_unlock(&bc->mu);
 	pthread_join(bc->drop_thr, NULL);
+	stats_group_remove(&bc->grp);
 	for (size_t i = 0; i < bc->nbuckets; i++) {
 		struct ent *e = bc->buckets[i];
 		while (e) {

@@ -39,7 +39,7 @@ struct win {
 
 struct reader {
 	struct s3 *s3;
-	struct stats *st;
+	struct reader_counters *ctr; /* NULL: not counted */
 	struct bcache *bc;       /* NULL: no burst buffer (or no ETag) */
 	struct pins *pins;       /* holds this version while bc is set */
 	uint32_t bs;             /* its block size */
@@ -58,6 +58,23 @@ struct reader {
 	size_t seq_win;          /* current read-ahead size */
 };
 
+static const struct stats_def reader_stats[] = {
+	STATS_COUNTER(struct reader_counters, hits, "cache", "hits"),
+	STATS_COUNTER(struct reader_counters, misses, "cache", "misses"),
+};
+
+void reader_counters_init(struct reader_counters *c, struct stats *st)
+{
+	memset(c, 0, sizeof *c);
+	stats_group_add(st, &c->grp, reader_stats,
+			sizeof reader_stats / sizeof reader_stats[0], c);
+}
+
+void reader_counters_release(struct reader_counters *c)
+{
+	stats_group_remove(&c->grp);
+}
+
 int reader_open(const struct reader_src *src, const char *bucket,
 		const char *key, const char *etag, uint64_t size,
 		struct reader **out)
@@ -75,7 +92,7 @@ int reader_open(const struct reader_src *src, const char *bucket,
 	}
 	snprintf(r->etag, sizeof r->etag, "%s", etag ? etag : "");
 	r->s3 = src->s3;
-	r->st = src->st;
+	r->ctr = src->ctr;
 	if (src->bc && r->etag[0]) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
 		if (src->pins && pins_pin(src->pins, &id) < 0) {
@@ -331,11 +348,11 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	if (result == 0 && done == len)
 		maybe_prefetch(r);
 	pthread_mutex_unlock(&r->lock);
-	if (!r->bc) {                /* (a burst buffer counts its blocks) */
+	if (!r->bc && r->ctr) {      /* (a burst buffer counts its blocks) */
 		if (missed)
-			stats_inc(r->st, cache_misses);
+			stats_inc(&r->ctr->misses);
 		else
-			stats_inc(r->st, cache_hits);
+			stats_inc(&r->ctr->hits);
 	}
 	if (result < 0 && done == 0)
 		return result;

@@ -28,16 +28,28 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/stats.h"
+
 struct bcache;
 struct pins;
 struct s3;
-struct stats;
 struct reader;
+
+/* Window hits and misses of the readers of one source that has no burst
+ * buffer (shown as the burst buffer's: "cache" hits and misses), kept by
+ * the source's owner: reader_counters_init() registers them with st (NULL:
+ * nobody), reader_counters_release() removes them (no reader running). */
+struct reader_counters {
+	stats_counter hits, misses;
+	struct stats_group grp;
+};
+void reader_counters_init(struct reader_counters *c, struct stats *st);
+void reader_counters_release(struct reader_counters *c);
 
 /* Where a reader's bytes come from (borrowed: must outlive the readers). */
 struct reader_src {
 	struct s3 *s3;
-	struct stats *st;
+	struct reader_counters *ctr; /* NULL: not counted */
 	struct bcache *bc;           /* the burst buffer; NULL: none */
 	struct pins *pins;           /* versions readers hold (with bc) */
 };

@@ -108,6 +108,27 @@ int s3_http_set_credentials(struct s3 *iface, const char *access_key,
 	return 0;
 }
 
+static const struct stats_def s3_stats[] = {
+	STATS_FAMILY(struct s3_counters, s3_list, "s3", "list",
+		     "facetfs_s3_requests_total", "kind=\"list\""),
+	STATS_FAMILY(struct s3_counters, s3_head, "s3", "head",
+		     "facetfs_s3_requests_total", "kind=\"head\""),
+	STATS_FAMILY(struct s3_counters, s3_get_tagging, "s3", "get_tagging",
+		     "facetfs_s3_requests_total", "kind=\"get_tagging\""),
+	STATS_FAMILY(struct s3_counters, s3_get, "s3", "get",
+		     "facetfs_s3_requests_total", "kind=\"get\""),
+	STATS_FAMILY(struct s3_counters, s3_put, "s3", "put",
+		     "facetfs_s3_requests_total", "kind=\"put\""),
+	STATS_FAMILY(struct s3_counters, s3_copy, "s3", "copy",
+		     "facetfs_s3_requests_total", "kind=\"copy\""),
+	STATS_FAMILY(struct s3_counters, s3_delete, "s3", "delete",
+		     "facetfs_s3_requests_total", "kind=\"delete\""),
+	STATS_COUNTER(struct s3_counters, s3_errors, "s3", "errors"),
+	STATS_COUNTER(struct s3_counters, s3_retries, "s3", "retries"),
+	STATS_FAMILY(struct s3_counters, s3_bytes_read, "s3", "bytes_read",
+		     "facetfs_s3_read_bytes_total", NULL),
+};
+
 int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 {
 	*out = NULL;
@@ -123,6 +144,8 @@ int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 	pthread_mutex_init(&s->cred_lock, NULL);
 	pthread_mutex_init(&s->refresh_lock, NULL);
 	s->st = st;
+	stats_group_add(st, &s->grp, s3_stats, sizeof s3_stats / sizeof s3_stats[0],
+			&s->ctr);
 	s->refresh = c->refresh;
 	s->refresh_ctx = c->refresh_ctx;
 	const char *scheme = strstr(c->endpoint, "://") ? "" :
@@ -180,6 +203,7 @@ fail:
 void s3_http_free(struct s3 *iface)
 {
 	struct s3_http *s = (struct s3_http *)iface;
+	stats_group_remove(&s->grp);
 	for (int i = 0; i < s->n_pool; i++)
 		curl_easy_cleanup(s->pool[i]);
 	pthread_mutex_destroy(&s->lock);

@@ -43,6 +43,14 @@ struct s3_cred {
 	char *token_line;            /* "x-amz-security-token: T", or NULL */
 };
 
+/* The client's counters (common/stats.h, rows in s3.c): requests by kind
+ * (s3_head: HeadObject only; GetObjectTagging is s3_get_tagging), failures
+ * after retries, retries, GET body bytes. */
+struct s3_counters {
+	stats_counter s3_list, s3_head, s3_get_tagging, s3_get, s3_put, s3_copy,
+		      s3_delete, s3_errors, s3_retries, s3_bytes_read;
+};
+
 struct s3_http {
 	struct s3 iface;             /* first: the interface (common/s3.h) */
 	char *base;                  /* "http://host:port", no trailing '/' */
@@ -57,7 +65,9 @@ struct s3_http {
 	pthread_mutex_t refresh_lock; /* one credentials refresh at a time */
 	int (*refresh)(void *ctx, struct s3 *s);
 	void *refresh_ctx;
-	struct stats *st;
+	struct stats *st;            /* the S3 latency histogram's; may be NULL */
+	struct s3_counters ctr;
+	struct stats_group grp;      /* ctr, registered with st */
 	long stall_s;                /* s3_conf.stall_s or S3_STALL_S */
 	char *ca_file;               /* s3_conf.ca_file or NULL */
 	bool insecure;               /* s3_conf.insecure */
@@ -112,9 +122,9 @@ struct s3_req {
 };
 
 
-/* Counters, when the client has stats. */
-#define S3_STAT(s, f) do { if ((s)->st) stats_inc((s)->st, f); } while (0)
-#define S3_STAT_ADD(s, f, n) do { if ((s)->st) stats_add((s)->st, f, n); } while (0)
+/* Bump a counter of the client (a field of struct s3_counters). */
+#define S3_STAT(s, f) stats_inc(&(s)->ctr.f)
+#define S3_STAT_ADD(s, f, n) stats_add(&(s)->ctr.f, (n))
 
 int  req_header(struct s3_req *r, const char *name, const char *value);
 int  req_init(struct s3_req *r, const char *method, const char *bucket,

@@ -99,6 +99,13 @@ int ix_member_path(const struct index *ix, size_t vi, const char *bucket,
 
 /* ---- open / close ----------------------------------------------------- */
 
+static const struct stats_def index_stats[] = {
+	STATS_COUNTER(struct index_counters, applied, "events", "applied"),
+	STATS_COUNTER(struct index_counters, ignored, "events", "ignored"),
+	STATS_COUNTER(struct index_counters, redelivered, "events", "redelivered"),
+	STATS_COUNTER(struct index_counters, bad_keys, "keys", "not_a_path"),
+};
+
 int index_open(const char *state_dir, struct stats *st, struct index **out,
 	       char *err, size_t errlen)
 {
@@ -115,11 +122,8 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	if (!st) {
-		stats_init(&ix->own_st);
-		st = &ix->own_st;
-	}
-	ix->st = st;
+	stats_group_add(st, &ix->grp, index_stats,
+			sizeof index_stats / sizeof index_stats[0], &ix->ctr);
 	pthread_mutex_init(&ix->wmu, NULL);
 	pthread_mutex_init(&ix->bloom_mu, NULL);
 	pthread_rwlock_init(&ix->vlock, NULL);
@@ -203,8 +207,7 @@ void index_close(struct index *ix)
 	free(ix->ops_tmp);
 	free(ix->vstart);
 	free(ix->cand);
-	if (ix->st == &ix->own_st)
-		stats_release(&ix->own_st);
+	stats_group_remove(&ix->grp);
 	pthread_rwlock_destroy(&ix->vlock);
 	pthread_mutex_destroy(&ix->bloom_mu);
 	pthread_mutex_destroy(&ix->wmu);
@@ -597,7 +600,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 			continue;
 		if (rc < 0) {
 			if (nm && !om)
-				stats_inc(ix->st, bad_keys);
+				stats_inc(&ix->ctr.bad_keys);
 			continue;
 		}
 		ix->tbuf.len = 0;
@@ -828,9 +831,9 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		if (ix->mdelta[vi])
 			atomic_fetch_add(&ix->views[vi].members, (uint64_t)ix->mdelta[vi]);
 	if (mode == RUN_EVENTS) {
-		stats_add(ix->st, ev_applied, applied);
-		stats_add(ix->st, ev_ignored, skipped);
-		stats_add(ix->st, ev_redelivered, redelivered);
+		stats_add(&ix->ctr.applied, applied);
+		stats_add(&ix->ctr.ignored, skipped);
+		stats_add(&ix->ctr.redelivered, redelivered);
 	}
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)

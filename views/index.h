@@ -125,8 +125,9 @@ struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
  * time is more than INDEX_TIME_SLACK_NS before its Last-Modified. Deletes leave tombstones.
  * Events without bucket or key are skipped (counted as stale).
  * Returns the number of stale events (>= 0) or a negative errno (nothing
- * written). Bumps st->ev_applied / ev_ignored / bad_keys itself, and
- * ev_redelivered for applied events that were the stored record already. */
+ * written). Counts events.applied / events.ignored / keys.not_a_path in the
+ * index's counters (common/stats.h), and events.redelivered
+ * for applied events that were the stored record already. */
 int  index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		 const struct index_pos *pos, size_t npos,
 		 index_change_fn fn, void *ctx);

@@ -47,6 +47,13 @@ struct ixbucket {          /* a bucket and the views that use it */
 	size_t n;
 };
 
+/* The index's counters (common/stats.h, rows in index.c): events applied,
+ * skipped as stale and applied again (the stored record already), keys
+ * that cannot be paths in a view that matches them. */
+struct index_counters {
+	stats_counter applied, ignored, redelivered, bad_keys;
+};
+
 struct index {
 	leveldb_t *db;
 	leveldb_options_t *opts;
@@ -54,8 +61,8 @@ struct index {
 	leveldb_cache_t *cache;
 	leveldb_readoptions_t *ro;
 	leveldb_writeoptions_t *wo;
-	struct stats *st;
-	struct stats own_st;   /* used when the caller gave none */
+	struct index_counters ctr;
+	struct stats_group grp;    /* ctr, registered with index_open's st */
 
 	pthread_mutex_t wmu;
 	pthread_rwlock_t vlock;

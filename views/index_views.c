@@ -245,7 +245,7 @@ static int rebuild_record(struct index *ix, const bool *rebuild, struct obj_meta
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0) {
-			stats_inc(ix->st, bad_keys);
+			stats_inc(&ix->ctr.bad_keys);
 			continue;
 		}
 		ix->tbuf.len = 0;

@@ -299,7 +299,7 @@ static int take_result(struct scan_job *job, struct apply_task *t,
 		memcpy(list_tok, cur->token, sizeof cur->token);
 		return page_failed(job, t->rc, fails) ? STOP : RETRY;
 	}
-	stats_add(s->st, scan_objects, t->next.objects - cur->objects);
+	stats_add(&s->ctr.objects, t->next.objects - cur->objects);
 	*cur = t->next;
 	pthread_mutex_lock(&s->mu);
 	job->info.objects = cur->objects;
@@ -330,7 +330,7 @@ static void *job_main(void *arg)
 	int64_t list_ns = 0, wait_ns = 0, t_start = mono_ns();
 
 	pthread_setname_np(pthread_self(), "scan-list");
-	stats_inc(s->st, scans_running);
+	stats_inc(&s->ctr.running);
 	if (index_scan_state_get(s->ix, job->bucket, &cur) < 0)
 		memset(&cur, 0, sizeof cur);
 	memcpy(list_tok, cur.token, sizeof list_tok);
@@ -400,13 +400,13 @@ static void *job_main(void *arg)
 	free(pgs[0].o);
 	free(pgs[1].o);
 	if (done) {
-		stats_inc(s->st, scans_completed);
+		stats_inc(&s->ctr.completed);
 		log_info("scan: bucket %s: complete, %llu objects in %.2f s (listing %.2f s, "
 			 "then waiting %.2f s for pages to be applied)", job->bucket,
 			 (unsigned long long)cur.objects, (double)(mono_ns() - t_start) / 1e9,
 			 (double)list_ns / 1e9, (double)wait_ns / 1e9);
 	}
-	stats_sub(s->st, scans_running, 1);
+	stats_sub(&s->ctr.running, 1);
 	pthread_mutex_lock(&s->mu);
 	job->info.state = done ? SCAN_DONE : SCAN_STOPPED;
 	pthread_cond_broadcast(&s->cv);
@@ -415,6 +415,12 @@ static void *job_main(void *arg)
 }
 
 /* ---- public ----------------------------------------------------------- */
+
+static const struct stats_def scan_stats[] = {
+	STATS_GAUGE(struct scan_counters, running, "scans", "running"),
+	STATS_COUNTER(struct scan_counters, completed, "scans", "completed"),
+	STATS_COUNTER(struct scan_counters, objects, "scans", "objects"),
+};
 
 int scan_new(struct index *ix, struct s3 *s3, struct stats *st,
 	     index_change_fn fn, void *fnctx, struct scanner **out)
@@ -425,13 +431,10 @@ int scan_new(struct index *ix, struct s3 *s3, struct stats *st,
 	struct scanner *s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;
-	if (!st) {
-		stats_init(&s->own_st);
-		st = &s->own_st;
-	}
 	s->ix = ix;
 	s->s3 = s3;
-	s->st = st;
+	stats_group_add(st, &s->grp, scan_stats,
+			sizeof scan_stats / sizeof scan_stats[0], &s->ctr);
 	s->fn = fn;
 	s->fnctx = fnctx;
 	pthread_mutex_init(&s->mu, NULL);
@@ -461,8 +464,7 @@ void scan_free(struct scanner *s)
 		free(s->jobs[i]);
 	}
 	free(s->jobs);
-	if (s->st == &s->own_st)
-		stats_release(&s->own_st);
+	stats_group_remove(&s->grp);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s);

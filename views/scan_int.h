@@ -28,11 +28,17 @@ struct scan_job {
 	struct scan_info info;   /* under s->mu */
 };
 
+/* The scanner's counters (common/stats.h, rows in scan.c): scans (first
+ * or rescans) running now, first scans completed, objects listed. */
+struct scan_counters {
+	stats_counter running, completed, objects;
+};
+
 struct scanner {
 	struct index *ix;
 	struct s3 *s3;           /* borrowed */
-	struct stats *st;
-	struct stats own_st;
+	struct scan_counters ctr;
+	struct stats_group grp;  /* ctr, registered with scan_new's st */
 	index_change_fn fn;
 	void *fnctx;
 	pthread_mutex_t mu;

@@ -159,7 +159,7 @@ static int rescan_page(struct scanner *s, struct rescan *r, struct page *pg,
 		return rc;
 	}
 	r->listed += listed;
-	stats_add(s->st, scan_objects, listed);
+	stats_add(&s->ctr.objects, listed);
 	*upto_out = upto;
 	return 0;
 }
@@ -173,7 +173,7 @@ static int rescan_bucket(struct scanner *s, struct scan_job *job, unsigned needs
 	char *last = NULL;
 	int rc = 0, fails = 0;
 
-	stats_inc(s->st, scans_running);
+	stats_inc(&s->ctr.running);
 	log_info("rescan: bucket %s: listing", job->bucket);
 	for (;;) {
 		if (atomic_load(&s->stop)) {
@@ -207,7 +207,7 @@ static int rescan_bucket(struct scanner *s, struct scan_job *job, unsigned needs
 	}
 	free(pg.o);
 	free(last);
-	stats_sub(s->st, scans_running, 1);
+	stats_sub(&s->ctr.running, 1);
 
 	if (rc < 0)
 		rbuf_printf(out, "bucket %s: error: %s after listing %llu (so far: added %llu, "

@@ -673,15 +673,15 @@ int main(int argc, char **argv)
 	if (getenv("S3TOOL_STATS"))
 		fprintf(stderr, "stats: get=%ju head=%ju list=%ju put=%ju "
 			"copy=%ju delete=%ju errors=%ju retries=%ju read=%ju\n",
-			(uintmax_t)stats_get(&t.st, s3_get),
-			(uintmax_t)stats_get(&t.st, s3_head),
-			(uintmax_t)stats_get(&t.st, s3_list),
-			(uintmax_t)stats_get(&t.st, s3_put),
-			(uintmax_t)stats_get(&t.st, s3_copy),
-			(uintmax_t)stats_get(&t.st, s3_delete),
-			(uintmax_t)stats_get(&t.st, s3_errors),
-			(uintmax_t)stats_get(&t.st, s3_retries),
-			(uintmax_t)stats_get(&t.st, s3_bytes_read));
+			(uintmax_t)stats_value(&t.st, "s3", "get"),
+			(uintmax_t)stats_value(&t.st, "s3", "head"),
+			(uintmax_t)stats_value(&t.st, "s3", "list"),
+			(uintmax_t)stats_value(&t.st, "s3", "put"),
+			(uintmax_t)stats_value(&t.st, "s3", "copy"),
+			(uintmax_t)stats_value(&t.st, "s3", "delete"),
+			(uintmax_t)stats_value(&t.st, "s3", "errors"),
+			(uintmax_t)stats_value(&t.st, "s3", "retries"),
+			(uintmax_t)stats_value(&t.st, "s3", "bytes_read"));
 	s3_free(t.s3);
 	stats_release(&t.st);
 	return rc;

@@ -296,7 +296,7 @@ static void test_roundtrip(const char *root)
 	      "counters: hits %" PRIu64 " misses %" PRIu64 " blocks %" PRIu64
 	      " used %" PRIu64 " = files' charges %" PRIu64, c.hits, c.misses,
 	      c.blocks, c.used_bytes, charges);
-	CHECK(stats_get(&st, cache_hits) == 7 && stats_get(&st, cache_misses) == 2,
+	CHECK(stats_value(&st, "cache", "hits") == 7 && stats_value(&st, "cache", "misses") == 2,
 	      "stats cache.hits/misses bumped too");
 	bcache_close(bc);
 	stats_release(&st);

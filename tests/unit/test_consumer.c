@@ -363,10 +363,10 @@ int main(void)
 		printf("# consumer: %zu records in %zu batches, %.0f records/s\n", f.total,
 		       f.calls, (double)f.total * 1e9 / (double)(f.t_last - f.t_first));
 	pthread_mutex_unlock(&f.lock);
-	CHECK(stats_get(&st, ev_consumed) == NPARTS * NMSG, "stats: ev_consumed counts each message");
-	CHECK(stats_get(&st, ev_malformed) == NPARTS * NMSG - want,
+	CHECK(stats_value(&st, "events", "consumed") == NPARTS * NMSG, "stats: ev_consumed counts each message");
+	CHECK(stats_value(&st, "events", "malformed") == NPARTS * NMSG - want,
 	      "stats: ev_malformed counts each malformed message once (%llu of %zu)",
-	      (unsigned long long)stats_get(&st, ev_malformed), NPARTS * NMSG - want);
+	      (unsigned long long)stats_value(&st, "events", "malformed"), NPARTS * NMSG - want);
 	sleep_ms(1200);               /* lag is refreshed about once a second */
 	CHECK(lag_of(&st, TOPIC "/0") == 0 && lag_of(&st, TOPIC "/1") == 0,
 	      "stats: lag of t/0 and t/1 is 0 at the end");

@@ -93,16 +93,16 @@ static void test_mixed(struct decoder *d, struct stats *st)
 	      strcmp(b->pos[0].topic, "topic") == 0,
 	      "positions: partition 0 at 14, partition 1 at 7 (malformed and ignored "
 	      "messages included)");
-	CHECK(stats_get(st, ev_malformed) == malformed && malformed == 2 &&
-	      stats_get(st, ev_ignored) == ignored && ignored == 1,
+	CHECK(stats_value(st, "events", "malformed") == malformed && malformed == 2 &&
+	      stats_value(st, "events", "ignored") == ignored && ignored == 1,
 	      "stats: %llu malformed (2 expected), %llu ignored (1 expected)",
-	      (unsigned long long)stats_get(st, ev_malformed),
-	      (unsigned long long)stats_get(st, ev_ignored));
+	      (unsigned long long)stats_value(st, "events", "malformed"),
+	      (unsigned long long)stats_value(st, "events", "ignored"));
 	/* The caller enriches a record: the batch frees what it stored. */
 	b->ev[0].content_type = strdup("text/plain");
 	b->ev[0].flags |= OBJ_HAS_CTYPE;
 	CHECK(decoder_finish(d, j, &again) == 0 && again == b &&
-	      stats_get(st, ev_malformed) == malformed,
+	      stats_value(st, "events", "malformed") == malformed,
 	      "a second finish gives the same batch and counts nothing again");
 	decoder_release(d, j);
 	for (size_t i = 0; i < N; i++)

@@ -187,12 +187,12 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	 * indexed version is refused, a HEAD reads the new one, a COPY of it */
 	struct obj_kv kv = { "color", "blue" };
 	s3_fake_object_put(fake, BUCKET, "s/typed", "newer", 5, &kv, 1, "text/x-new");
-	uint64_t stale0 = gw.st.copy_stale_index;
+	uint64_t stale0 = stats_value(&gw.st, "s3", "copy_stale_index");
 	reset(w, base);
 	rc = chmod_ino(c, te.ino, 0604);
 	heads = seen(w, S3K_HEAD, base);
 	copies = seen(w, S3K_COPY, base);
-	CHECK(rc == 0 && heads == 1 && copies == 2 && gw.st.copy_stale_index == stale0 + 1,
+	CHECK(rc == 0 && heads == 1 && copies == 2 && stats_value(&gw.st, "s3", "copy_stale_index") == stale0 + 1,
 	      "chmod over a stale index: COPY refused, HEAD, COPY (rc %d, %llu, %llu)",
 	      rc, (unsigned long long)heads, (unsigned long long)copies);
 	rc = s3_object(fake, "s/typed", &d, &len, &o);

@@ -113,7 +113,7 @@ static void test_round_trip(void)
 	CHECK(strstr(c.log, "+1:a/x.fa") && strstr(c.log, "+0:runs/a/x.fa") &&
 	      strstr(c.log, "+0:logs/l1") && !strstr(c.log, "other"),
 	      "changes name view and path: %s", c.log);
-	CHECK(stats_get(&st, ev_applied) == 5, "ev_applied counts applied events");
+	CHECK(stats_value(&st, "events", "applied") == 5, "ev_applied counts applied events");
 	CHECK(index_objects(ix) == 5, "5 live objects (%llu)", (unsigned long long)index_objects(ix));
 	CHECK(index_members(ix, unit_v(0)) == 4 && index_members(ix, unit_v(1)) == 3, "member counts 4 and 3");
 
@@ -216,8 +216,8 @@ static void test_tombstones_and_order(void)
 	struct changes ch = { 0 };
 	rc = index_apply(ix, &c3, 1, NULL, 0, on_change, &ch);
 	CHECK(rc == 0 && ch.n == 0, "identical redelivery changes nothing");
-	CHECK(stats_get(&st, ev_redelivered) == 1, "and is counted as redelivered (%llu)",
-	      (unsigned long long)stats_get(&st, ev_redelivered));
+	CHECK(stats_value(&st, "events", "redelivered") == 1, "and is counted as redelivered (%llu)",
+	      (unsigned long long)stats_value(&st, "events", "redelivered"));
 
 	/* from-scan records: events >1 s older than Last-Modified are stale */
 	struct obj_meta s1 = mk("b", "scanned", 7, 1000, "s", NULL);
@@ -232,8 +232,8 @@ static void test_tombstones_and_order(void)
 	rc = index_apply(ix, &nearly, 1, NULL, 0, NULL, NULL);
 	CHECK(rc == 0 && index_lookup(ix, unit_v(0), "scanned", &a) == 0 && a.size == 9,
 	      "event within 1 s of Last-Modified applies");
-	CHECK(stats_get(&st, ev_ignored) == 4, "ev_ignored counts stale events (%llu)",
-	      (unsigned long long)stats_get(&st, ev_ignored));
+	CHECK(stats_value(&st, "events", "ignored") == 4, "ev_ignored counts stale events (%llu)",
+	      (unsigned long long)stats_value(&st, "events", "ignored"));
 
 	index_close(ix);
 	view_free(v);
@@ -409,8 +409,8 @@ static void test_bad_keys_and_dirs(void)
 	};
 	size_t n = sizeof ev / sizeof ev[0];
 	index_apply(ix, ev, n, NULL, 0, NULL, NULL);
-	CHECK(stats_get(&st, bad_keys) == 8, "4 bad keys x 2 views counted (%llu)",
-	      (unsigned long long)stats_get(&st, bad_keys));
+	CHECK(stats_value(&st, "keys", "not_a_path") == 8, "4 bad keys x 2 views counted (%llu)",
+	      (unsigned long long)stats_value(&st, "keys", "not_a_path"));
 	int rc;
 	const char *l = ls(ix, 0, "", NULL, &rc);
 	CHECK(strcmp(l, "same/ same.txt same0") == 0, "bad keys left out; dir wins: '%s'", l);

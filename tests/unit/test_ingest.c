@@ -188,10 +188,10 @@ int main(void)
 		uint64_t heads0 = heads(s3);
 		int rc = ingest_batch_apply(g, &t.b);
 		CHECK(rc == 0, "batch 1 applied (%d)", rc);
-		CHECK(stats_get(&st, ev_applied) == 5 && stats_get(&st, ev_ignored) == 0,
+		CHECK(stats_value(&st, "events", "applied") == 5 && stats_value(&st, "events", "ignored") == 0,
 		      "stats: 5 applied, 0 ignored (%llu, %llu)",
-		      (unsigned long long)stats_get(&st, ev_applied),
-		      (unsigned long long)stats_get(&st, ev_ignored));
+		      (unsigned long long)stats_value(&st, "events", "applied"),
+		      (unsigned long long)stats_value(&st, "events", "ignored"));
 		CHECK(heads(s3) - heads0 == 2,
 		      "2 HEADs: m/k1 (metadata) and c/t1 (content type), none for b/ or "
 		      "m/k2 (got %llu)", (unsigned long long)(heads(s3) - heads0));
@@ -214,17 +214,17 @@ int main(void)
 		t.ev[2] = ev_del("b", "x2", "0000000000000020", T0_NS + 1000000000);
 		batch_init(&t, 3, 3);
 		batch_pos(&t, 0, 13);
-		uint64_t heads0 = heads(s3), applied0 = stats_get(&st, ev_applied);
+		uint64_t heads0 = heads(s3), applied0 = stats_value(&st, "events", "applied");
 		int rc = ingest_batch_apply(g, &t.b);
 		CHECK(rc == 0, "batch 2 applied (%d)", rc);
 		CHECK(heads(s3) == heads0,
 		      "no HEAD for a version whose metadata the index holds");
 		CHECK(in_view(ix, V_BLACK, "k1") && (t.ev[0].flags & OBJ_HAS_META),
 		      "the repeated event took its metadata from the index");
-		CHECK(stats_get(&st, ev_ignored) == 1 && stats_get(&st, ev_applied) - applied0 == 2,
+		CHECK(stats_value(&st, "events", "ignored") == 1 && stats_value(&st, "events", "applied") - applied0 == 2,
 		      "the older event ignored, the other two applied (%llu ignored, %llu applied)",
-		      (unsigned long long)stats_get(&st, ev_ignored),
-		      (unsigned long long)(stats_get(&st, ev_applied) - applied0));
+		      (unsigned long long)stats_value(&st, "events", "ignored"),
+		      (unsigned long long)(stats_value(&st, "events", "applied") - applied0));
 		CHECK(in_view(ix, V_ALL, "x1") && !in_view(ix, V_ALL, "x2"),
 		      "x1 kept, x2 deleted");
 		CHECK(offset_of(ix, 0) == 13 && offset_of(ix, 1) == 3,

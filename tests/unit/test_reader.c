@@ -26,10 +26,11 @@
 struct bed {
 	struct s3 *fake, *s3;    /* s3: the fault wrapper (owns the fake) */
 	struct stats st;
+	struct reader_counters rc;   /* the readers', registered with st */
 	char *data;              /* the object "b/obj" */
 	size_t size;
 	char etag[33];
-	struct reader_src src;   /* s3 and st; no burst buffer */
+	struct reader_src src;   /* s3 and rc; no burst buffer */
 };
 
 static void bed_init(struct bed *b, size_t size)
@@ -38,6 +39,7 @@ static void bed_init(struct bed *b, size_t size)
 	    s3_fake_bucket_add(b->fake, "b"))
 		exit(2);
 	stats_init(&b->st);
+	reader_counters_init(&b->rc, &b->st);
 	b->size = size;
 	b->data = malloc(size);
 	if (!b->data)
@@ -57,6 +59,7 @@ static void bed_init(struct bed *b, size_t size)
 static void bed_free(struct bed *b)
 {
 	s3_free(b->s3);
+	reader_counters_release(&b->rc);
 	stats_release(&b->st);
 	free(b->data);
 }
@@ -64,7 +67,7 @@ static void bed_free(struct bed *b)
 static struct reader *bed_reader(struct bed *b, uint64_t size)
 {
 	struct reader *r;
-	b->src = (struct reader_src){ .s3 = b->s3, .st = &b->st };
+	b->src = (struct reader_src){ .s3 = b->s3, .ctr = &b->rc };
 	if (reader_open(&b->src, "b", "obj", b->etag, size, &r))
 		exit(2);
 	return r;
@@ -107,12 +110,12 @@ static void test_sequential(void)
 	/* windows 256 KiB, 512 KiB, 1, 2 (the first read-ahead), 4, 8 MiB,
 	 * then the 4.25 MiB left: 7 GETs, each byte fetched once */
 	printf("# sequential 20 MiB in 128 KiB reads: %d GETs, %llu misses, %llu hits\n",
-	       gets(&b), (unsigned long long)stats_get(&b.st, cache_misses),
-	       (unsigned long long)stats_get(&b.st, cache_hits));
+	       gets(&b), (unsigned long long)stats_value(&b.st, "cache", "misses"),
+	       (unsigned long long)stats_value(&b.st, "cache", "hits"));
 	CHECK(ok, "sequential: every byte as in S3");
 	CHECK(gets(&b) == 7, "sequential: 7 GETs for 160 reads (windows grow to 8 MiB) (%d)",
 	      gets(&b));
-	CHECK(stats_get(&b.st, cache_misses) == 3 && stats_get(&b.st, cache_hits) == 157,
+	CHECK(stats_value(&b.st, "cache", "misses") == 3 && stats_value(&b.st, "cache", "hits") == 157,
 	      "sequential: 3 reads waited for a GET, 157 were served by windows read ahead");
 	CHECK(read_ok(&b, r, b.size, 10) && read_ok(&b, r, b.size - 5, 10) &&
 	      read_ok(&b, r, b.size + 100, 10),

@@ -445,8 +445,8 @@ static void test_engine(void)
 	fake_stop(&f);
 	CHECK(rc == 0 && got == 5 && memcmp(buf, "hello", 5) == 0,
 	      "engine: GET succeeds after a 503 SlowDown and a 500");
-	CHECK(stats_get(&st, s3_retries) == 2 && stats_get(&st, s3_get) == 1 &&
-	      stats_get(&st, s3_errors) == 0 && stats_get(&st, s3_bytes_read) == 5,
+	CHECK(stats_value(&st, "s3", "retries") == 2 && stats_value(&st, "s3", "get") == 1 &&
+	      stats_value(&st, "s3", "errors") == 0 && stats_value(&st, "s3", "bytes_read") == 5,
 	      "engine: stats count 2 retries, 1 get, 5 bytes, no error");
 	CHECK(strstr(f.last_req, "GET /bkt/dir/a%20b%2Bc HTTP/1.1") &&
 	      strstr(f.last_req, "Range: bytes=3-7") &&
@@ -490,7 +490,7 @@ static void test_engine(void)
 	CHECK(r412 == -ESTALE, "engine: 412 is -ESTALE");
 	CHECK(r404 == -ENOENT, "engine: 404 NoSuchKey is -ENOENT");
 	CHECK(r403 == -EACCES && o.key == NULL, "engine: 403 is -EACCES, *out left empty");
-	CHECK(stats_get(&st, s3_retries) == 0 && stats_get(&st, s3_errors) == 1,
+	CHECK(stats_value(&st, "s3", "retries") == 0 && stats_value(&st, "s3", "errors") == 1,
 	      "engine: no retries on 4xx; only the 403 counts as an error");
 	got = 99;
 	CHECK(s3_get(s, "bkt", "k", 0, 0, NULL, buf, &got) == 0 && got == 0,
@@ -549,8 +549,8 @@ static void test_engine(void)
 	dt = unit_now_s() - t0;
 	fake_stop(&f);
 	printf("# swallowed twice: rc %d, %.2f s, %ju retries\n", rc, dt,
-	       (uintmax_t)stats_get(&st, s3_retries));
-	CHECK(rc == 0 && f.served == 3 && stats_get(&st, s3_retries) == 2,
+	       (uintmax_t)stats_value(&st, "s3", "retries"));
+	CHECK(rc == 0 && f.served == 3 && stats_value(&st, "s3", "retries") == 2,
 	      "engine: a request the server swallows is sent again after the stall");
 	CHECK(strstr(f.last_req, "PUT /bkt/k HTTP/1.1") != NULL,
 	      "engine: the retried request is the PUT");
@@ -566,9 +566,9 @@ static void test_engine(void)
 	rc = s3_bucket_check(s, "bkt");
 	dt = unit_now_s() - t0;
 	printf("# refused endpoint: %.2f s, %ju retries\n", dt,
-	       (uintmax_t)stats_get(&st, s3_retries));
+	       (uintmax_t)stats_value(&st, "s3", "retries"));
 	CHECK(rc == -EHOSTUNREACH && dt < 10.0, "engine: refused endpoint is -EHOSTUNREACH within 10 s");
-	CHECK(stats_get(&st, s3_retries) == 4 && stats_get(&st, s3_errors) == 1,
+	CHECK(stats_value(&st, "s3", "retries") == 4 && stats_value(&st, "s3", "errors") == 1,
 	      "engine: 5 attempts (4 retries), one error counted");
 	s3_free(s);
 }

@@ -156,8 +156,8 @@ static void test_scan_with_events(void)
 	CHECK(reached(&b, S3K_LIST) == 3, "3 pages listed (%d)", reached(&b, S3K_LIST));
 	CHECK(reached(&b, S3K_HEAD) == 0 && reached(&b, S3K_TAGGING) == 0,
 	      "no HEAD or tag request when no view needs them");
-	CHECK(stats_get(&st, scans_completed) == 1 && stats_get(&st, scan_objects) == 2500 &&
-	      stats_get(&st, scans_running) == 0, "stats: completed 1, objects 2500, running 0");
+	CHECK(stats_value(&st, "scans", "completed") == 1 && stats_value(&st, "scans", "objects") == 2500 &&
+	      stats_value(&st, "scans", "running") == 0, "stats: completed 1, objects 2500, running 0");
 	struct index_attr a;
 	CHECK(index_lookup(ix, unit_v(0), "d021/k02100", &a) == 0 && a.size == 777777,
 	      "event during the scan not undone by the listing");
@@ -225,9 +225,9 @@ static void test_scan_resume(void)
 	      "failing LIST of page 2 retried (%llu tries), 2000 objects in (%llu)",
 	      (unsigned long long)s3_fault_injected(b.s3, S3K_LIST),
 	      (unsigned long long)si.objects);
-	CHECK(stats_get(&st1, scans_running) == 1, "scans_running 1 during the scan");
+	CHECK(stats_value(&st1, "scans", "running") == 1, "scans_running 1 during the scan");
 	scan_free(sc);   /* the process stops mid-scan */
-	CHECK(stats_get(&st1, scans_running) == 0 && stats_get(&st1, scans_completed) == 0,
+	CHECK(stats_value(&st1, "scans", "running") == 0 && stats_value(&st1, "scans", "completed") == 0,
 	      "stopped: not running, not completed");
 	struct index_scan_state state;
 	CHECK(index_scan_state_get(ix, "bk", &state) == 0 && !state.done &&
@@ -246,7 +246,7 @@ static void test_scan_resume(void)
 	scan_start(sc, "bk", 0);
 	CHECK(scan_wait(sc, "bk", 10000) == 0, "resumed scan completed");
 	CHECK(reached(&b, S3K_LIST) - lists0 == 2, "only the 2 remaining pages listed");
-	CHECK(stats_get(&st2, scan_objects) == 1500 && index_objects(ix) == 3500,
+	CHECK(stats_value(&st2, "scans", "objects") == 1500 && index_objects(ix) == 3500,
 	      "1500 objects listed now, 3500 indexed");
 	si = info_of(sc);
 	CHECK(si.objects == 3500 && si.last_error == 0,
@@ -263,8 +263,8 @@ static void test_scan_resume(void)
 	scan_new(ix, b.s3, &st3, NULL, NULL, &sc);
 	CHECK(scan_start_views(sc, &v, 1) == 0 && scan_wait(sc, "bk", 1000) == 0,
 	      "completed bucket: scan_start returns done");
-	CHECK(reached(&b, S3K_LIST) == lists0 && stats_get(&st3, scans_completed) == 0 &&
-	      stats_get(&st3, scan_objects) == 0, "and lists nothing");
+	CHECK(reached(&b, S3K_LIST) == lists0 && stats_value(&st3, "scans", "completed") == 0 &&
+	      stats_value(&st3, "scans", "objects") == 0, "and lists nothing");
 	CHECK(ls_count(ix, "d034") == 100, "index intact: d034 has 100 entries");
 	scan_free(sc);
 	bucket_free(&b);
@@ -368,7 +368,7 @@ static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int 
 	      si.objects == 2500 && index_objects(ix) == 2500 && index_members(ix, unit_v(0)) == 1250,
 	      "%s: retried, scan complete with 2500 objects and 1250 members", what);
 	int tried = (int)s3_fault_seen(b.s3, S3K_LIST);
-	CHECK(tried == lists && stats_get(&st, scans_completed) == 1,
+	CHECK(tried == lists && stats_value(&st, "scans", "completed") == 1,
 	      "%s: %d LISTs tried (want %d)", what, tried, lists);
 	scan_free(sc);
 	bucket_free(&b);
