@@ -69,6 +69,13 @@
 	 * the reader's window hits / misses) */                             \
 	X(cache_hits,       "cache",  "hits")                                \
 	X(cache_misses,     "cache",  "misses")                              \
+	/* sync/reader: ranges fetched ahead of sequential readers, their    \
+	 * bytes, bytes fetched ahead and never read (a random read, close),  \
+	 * ranges not fetched ahead because the bound across readers was met */ \
+	X(ra_ranges,        "readahead", "ranges")                           \
+	X(ra_bytes,         "readahead", "bytes")                            \
+	X(ra_wasted,        "readahead", "wasted_bytes")                     \
+	X(ra_throttled,     "readahead", "throttled")                        \
 	/* views/: keys that cannot be paths in a view that matches them */  \
 	X(bad_keys,         "keys",   "not_a_path")
 

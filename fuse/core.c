@@ -34,7 +34,8 @@ int core_new(const struct core_deps *deps, struct core **out)
 	if (!c)
 		return -ENOMEM;
 	c->d = *deps;
-	c->src = (struct reader_src){ deps->s3, deps->st, deps->bc, deps->pins };
+	c->src = (struct reader_src){ deps->s3, deps->st, deps->bc, deps->pins,
+				      deps->rpool };
 	c->uid = deps->owner.has_uid ? deps->owner.uid : getuid();
 	c->gid = deps->owner.has_gid ? deps->owner.gid : getgid();
 	clock_gettime(CLOCK_REALTIME, &c->start);

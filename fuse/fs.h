@@ -48,6 +48,7 @@ struct trace;
 
 struct bcache;
 struct pins;
+struct reader_pool;
 
 struct fs_deps {
 	struct index *ix;
@@ -56,6 +57,7 @@ struct fs_deps {
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
+	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
 	struct stats *st;
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to
