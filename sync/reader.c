@@ -50,6 +50,7 @@
 #define RA_WIN_MIN   (4u * 1024 * 1024)
 #define TRIM_BEHIND  (1u * 1024 * 1024)
 #define SYNC_KEEP    4u
+#define SPARE_MAX    2u                  /* range buffers kept for reuse */
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
 
 /* ---------- the pool: bounds across readers ---------- */
@@ -140,7 +141,8 @@ struct chunk {
 	bool orphan;             /* FETCHING but no longer wanted */
 	uint64_t off;
 	size_t len, got;
-	char *buf;
+	char *buf;               /* cap bytes; NULL until the fetch allocates */
+	size_t cap;
 	uint64_t tick;           /* last use */
 };
 
@@ -170,6 +172,12 @@ struct reader {
 	uint64_t ra_win;         /* bytes to keep ahead of the reader */
 	uint64_t ra_held;        /* bytes of ahead chunks held */
 	unsigned ra_flight;      /* ahead GETs in flight */
+	/* Buffers of freed ranges (at least RA_CHUNK_MIN bytes), reused for
+	 * the next ones: a stream does not map and fault in fresh memory for
+	 * every range. Freed by ra_stop() and close. */
+	char *spare[SPARE_MAX];
+	size_t spare_cap[SPARE_MAX];
+	unsigned n_spare;
 };
 
 static size_t min_sz(size_t a, size_t b)
@@ -234,8 +242,35 @@ static void chunk_free(struct reader *r, struct chunk *c)
 		pool_release(r->pool, c->len);
 		r->ra_held -= c->len;
 	}
-	free(c->buf);
+	if (c->buf && c->cap >= RA_CHUNK_MIN && r->n_spare < SPARE_MAX && !r->closing) {
+		r->spare[r->n_spare] = c->buf;
+		r->spare_cap[r->n_spare++] = c->cap;
+	} else {
+		free(c->buf);
+	}
 	*c = (struct chunk){ .state = CH_FREE };
+}
+
+static void spares_free(struct reader *r)
+{
+	while (r->n_spare)
+		free(r->spare[--r->n_spare]);
+}
+
+/* A spare buffer of at least want bytes for c (none: c->buf stays NULL
+ * and the fetch allocates). Caller holds the lock. */
+static void spare_take(struct reader *r, struct chunk *c, size_t want)
+{
+	for (unsigned i = 0; i < r->n_spare; i++) {
+		if (r->spare_cap[i] < want)
+			continue;
+		c->buf = r->spare[i];
+		c->cap = r->spare_cap[i];
+		r->n_spare--;
+		r->spare[i] = r->spare[r->n_spare];
+		r->spare_cap[i] = r->spare_cap[r->n_spare];
+		return;
+	}
 }
 
 void reader_close(struct reader *r)
@@ -252,6 +287,7 @@ void reader_close(struct reader *r)
 	for (unsigned i = 0; i < RA_SLOTS; i++)
 		if (r->ch[i].state != CH_FREE)
 			chunk_free(r, &r->ch[i]);
+	spares_free(r);
 	pthread_mutex_unlock(&r->lock);
 	if (r->pins) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
@@ -360,24 +396,20 @@ static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
 	return done ? 0 : rc;
 }
 
-/* [at, at+want) into a new buffer (*out; NULL when nothing arrived);
- * *got bytes arrived. No lock held. */
-static int fetch(struct reader *r, uint64_t at, size_t want, char **out, size_t *got)
+/* [at, at+want) into *buf (*cap bytes; allocated when NULL); *got bytes
+ * arrived. The buffer is the caller's in every case. No lock held. */
+static int fetch(struct reader *r, uint64_t at, size_t want, char **buf, size_t *cap,
+		 size_t *got)
 {
-	*out = NULL;
 	*got = 0;
-	char *nb = malloc(want ? want : 1);
-	if (!nb)
-		return -ENOMEM;
-	int rc = r->bc ? fetch_blocks(r, at, want, nb, got)
-		       : s3_get(r->s3, r->bucket, r->key, at, want,
-				r->etag[0] ? r->etag : NULL, nb, got);
-	if (rc < 0 || *got == 0) {
-		free(nb);
-		return rc;
+	if (!*buf) {
+		if (!(*buf = malloc(want ? want : 1)))
+			return -ENOMEM;
+		*cap = want ? want : 1;
 	}
-	*out = nb;
-	return 0;
+	return r->bc ? fetch_blocks(r, at, want, *buf, got)
+		     : s3_get(r->s3, r->bucket, r->key, at, want,
+			      r->etag[0] ? r->etag : NULL, *buf, got);
 }
 
 /* With a burst buffer a window is whole blocks: [*at, +*want) grown to
@@ -410,11 +442,12 @@ static void *ra_main(void *arg)
 	pthread_mutex_lock(&r->lock);
 	uint64_t at = c->off;        /* fixed while FETCHING */
 	size_t want = c->len;
+	char *nb = c->buf;
+	size_t cap = c->cap;
 	pthread_mutex_unlock(&r->lock);
 
-	char *nb;
 	size_t got;
-	int rc = fetch(r, at, want, &nb, &got);
+	int rc = fetch(r, at, want, &nb, &cap, &got);
 
 	pthread_mutex_lock(&r->lock);
 	pool_landed(r->pool);
@@ -423,15 +456,15 @@ static void *ra_main(void *arg)
 		stats_inc(r->st, ra_ranges);
 		stats_add(r->st, ra_bytes, got);
 	}
+	c->buf = nb;
+	c->cap = cap;
 	if (c->orphan || r->closing) {
 		stats_add(r->st, ra_wasted, got);
-		free(nb);
-		c->state = CH_FAILED;   /* no bytes: chunk_free counts nothing more */
+		c->state = CH_FAILED;   /* counted: chunk_free counts nothing more */
 		chunk_free(r, c);
 	} else if (rc < 0) {
 		c->state = CH_FAILED;   /* the read that gets there fetches it again */
 	} else {
-		c->buf = nb;
 		c->got = got;
 		c->state = CH_READY;
 	}
@@ -454,6 +487,7 @@ static void ra_stop(struct reader *r)
 		else
 			chunk_free(r, c);
 	}
+	spares_free(r);
 	ra_reset(r);
 }
 
@@ -499,6 +533,7 @@ static void ra_fill(struct reader *r, uint64_t pos)
 		struct ra_job *j = malloc(sizeof *j);
 		*c = (struct chunk){ .state = CH_FETCHING, .ahead = true, .off = from,
 				     .len = want, .tick = ++r->tick };
+		spare_take(r, c, want);
 		r->ra_held += want;
 		r->ra_flight++;
 		r->helpers++;
@@ -563,18 +598,24 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		c = tmp;
 	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
 			     .tick = ++r->tick };
+	if (c != tmp)
+		spare_take(r, c, want);
+	char *nb = c->buf;
+	size_t cap = c->cap;
 	pthread_mutex_unlock(&r->lock);
-	char *nb;
 	size_t got;
-	int rc = fetch(r, from, want, &nb, &got);
+	int rc = fetch(r, from, want, &nb, &cap, &got);
 	pthread_mutex_lock(&r->lock);
 	pthread_cond_broadcast(&r->cv);
+	c->buf = nb;
+	c->cap = cap;
 	if (rc < 0 || from + got <= at) {
-		free(nb);
-		*c = (struct chunk){ .state = CH_FREE };
+		if (c == tmp)
+			free(nb);
+		else
+			chunk_free(r, c);
 		return rc < 0 ? rc : 0;
 	}
-	c->buf = nb;
 	c->got = got;
 	c->state = CH_READY;
 	*out = c;
