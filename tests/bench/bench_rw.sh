@@ -27,7 +27,7 @@
 # measurement and RGW's garbage collection is run (memstore frees deleted
 # tails only then): the store needs max(BIG_MIB, REPEAT x COLD_MIB) + 1 GiB. Env: REPEAT, SECS (per random-read run, default 2),
 # BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes": the
-# sections to run).
+# sections to run), READAHEAD_STREAMS (cache.readahead_streams).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
@@ -123,6 +123,13 @@ done
 # would load the machine during the write figures.
 gw_config "$T/gw.json" "$T/state" "$T/views" "bench-rw-$$-$RANDOM" "bench-rw-$$" 100 \
 	"$((BIG_MIB + 1024))MiB"
+# READAHEAD_STREAMS=N: cache.readahead_streams for this run (default: the
+# gateway's default; 0 turns read-ahead off, to compare).
+if [[ -n ${READAHEAD_STREAMS:-} ]]; then
+	jq ".cache.readahead_streams = $READAHEAD_STREAMS" "$T/gw.json" >"$T/gw.json.new" &&
+		mv "$T/gw.json.new" "$T/gw.json" || bench_die "READAHEAD_STREAMS"
+	bench_say "cache.readahead_streams = $READAHEAD_STREAMS"
+fi
 bench_topic "bench-rw-$$"
 gw_start rw "$T/gw.json" "$M" || exit 1
 wait_until 60 views_ready "$M" || bench_die "views not ready"
