@@ -16,7 +16,9 @@
  * max_bytes) and, through a shared struct reader_pool, across readers (GETs
  * in flight, bytes held): a range the pool refuses is not fetched ahead
  * (the read fetches it itself when it gets there), so many readers never
- * exhaust memory or connections.
+ * exhaust memory or connections. A streaming reader also keeps up to two
+ * buffers of ranges it finished with for the next ones (freed at a random
+ * read and at close).
  *
  * With a burst buffer (sync/bcache.h), windows and ranges are whole blocks:
  * blocks the buffer holds for this version are read from it, the others
