@@ -53,7 +53,8 @@ int core_new(const struct core_deps *deps, struct core **out)
 	reader_counters_init(&c->rctr, deps->st);
 	stats_group_add(deps->st, &c->grp, core_stats,
 			sizeof core_stats / sizeof core_stats[0], &c->ctr);
-	c->src = (struct reader_src){ deps->s3, &c->rctr, deps->bc, deps->pins };
+	c->src = (struct reader_src){ deps->s3, &c->rctr, deps->bc, deps->pins,
+				      deps->rpool };
 	c->uid = deps->owner.has_uid ? deps->owner.uid : getuid();
 	c->gid = deps->owner.has_gid ? deps->owner.gid : getgid();
 	clock_gettime(CLOCK_REALTIME, &c->start);

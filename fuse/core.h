@@ -42,6 +42,7 @@
 
 struct bcache;
 struct pins;
+struct reader_pool;
 struct core;
 struct core_dir;
 struct core_file;
@@ -74,6 +75,7 @@ struct core_deps {
 	struct s3 *s3;
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
+	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
 	struct copy_conf copy;       /* server-side copies: when in parts (sync/copy.h) */

@@ -166,7 +166,7 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 		.owner = *owner,
 		.copy = fs->d.copy ? *fs->d.copy : (struct copy_conf){ 0 },
 		.ix = fs->d.ix, .s3 = fs->d.s3, .stage = fs->d.stage, .st = fs->d.st,
-		.bc = fs->d.bc, .pins = fs->d.pins, .views = fs->d.views, .it = fs->it,
+		.bc = fs->d.bc, .pins = fs->d.pins, .rpool = fs->d.rpool, .views = fs->d.views, .it = fs->it,
 		.changed = core_changed, .changed_ctx = fs,
 		.ctx = fs->d.ctx, .stats_json = fs->d.stats_json,
 		.views_json = fs->d.views_json, .control = fs->d.control,

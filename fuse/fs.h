@@ -49,6 +49,7 @@ struct copy_conf;
 
 struct bcache;
 struct pins;
+struct reader_pool;
 
 struct fs_deps {
 	struct index *ix;
@@ -57,6 +58,7 @@ struct fs_deps {
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
+	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
 	struct stats *st;
 	struct copy_conf *copy;      /* server-side copies (sync/copy.h); NULL: defaults */
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the

@@ -246,6 +246,42 @@ static int get_size(struct errs *e, const cJSON *obj, const char *name,
 	return 0;
 }
 
+/* A count member of obj, a whole JSON number in [min, max]: left as it is
+ * when absent. */
+static void get_count(struct errs *e, const cJSON *obj, const char *name,
+		      const char *path, unsigned min, unsigned max, unsigned *out)
+{
+	const cJSON *j = obj ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
+	if (!j)
+		return;
+	if (!cJSON_IsNumber(j) || !(j->valuedouble >= min && j->valuedouble <= max) ||
+	    j->valuedouble != floor(j->valuedouble))
+		err_add(e, path, "must be a whole number from %u to %u", min, max);
+	else
+		*out = (unsigned)j->valuedouble;
+}
+
+/* cache.readahead_*: the bounds of parallel ranged reads (sync/reader.h). */
+static void parse_readahead(struct errs *e, const cJSON *cache, struct config *c)
+{
+	c->cache_ra_streams = 4;
+	c->cache_ra_bytes = 64ull << 20;
+	c->cache_ra_total_streams = 16;
+	c->cache_ra_total_bytes = 256ull << 20;
+	get_count(e, cache, "readahead_streams", "cache.readahead_streams", 0,
+		  CONFIG_RA_STREAMS_MAX, &c->cache_ra_streams);
+	get_count(e, cache, "readahead_total_streams", "cache.readahead_total_streams", 1,
+		  100000, &c->cache_ra_total_streams);
+	get_size(e, cache, "readahead_bytes", "cache.readahead_bytes", &c->cache_ra_bytes);
+	get_size(e, cache, "readahead_total_bytes", "cache.readahead_total_bytes",
+		 &c->cache_ra_total_bytes);
+	if (c->cache_ra_total_bytes < c->cache_ra_bytes)
+		err_add(e, "cache.readahead_total_bytes",
+			"%llu is smaller than cache.readahead_bytes (%llu)",
+			(unsigned long long)c->cache_ra_total_bytes,
+			(unsigned long long)c->cache_ra_bytes);
+}
+
 int config_parse(const char *path, const char *text, size_t len,
 		 struct config *c, char *err, size_t errlen)
 {
@@ -281,7 +317,9 @@ int config_parse(const char *path, const char *text, size_t len,
 	c->state_dir = get_str(&e, root, "state_dir", "state_dir", "/var/lib/facetfs");
 	c->views_dir = get_str(&e, root, "views_dir", "views_dir", "/etc/facetfs/views.d");
 	static const char *const cache_known[] = { "dir", "max_bytes", "block_size",
-						   "durability", NULL };
+						   "durability",
+		"readahead_streams", "readahead_bytes", "readahead_total_streams",
+		"readahead_total_bytes", NULL };
 	check_known(&e, cache, "cache", cache_known);
 	c->cache_dir = get_str(&e, cache, "dir", "cache.dir", "/var/cache/facetfs");
 	c->cache_max_bytes = 1ULL << 30;
@@ -305,6 +343,7 @@ int config_parse(const char *path, const char *text, size_t len,
 			"power loss) or \"process\" (no fsync: survives kill -9 only)");
 	c->cache_durable_process = dur && !strcmp(dur, "process");
 	free(dur);
+	parse_readahead(&e, cache, c);
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
 	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))

@@ -8,7 +8,10 @@
  * strings with units ("20GiB") or whole JSON numbers below 2^64 (1e20, -1
  * or 1.5 is an error, never a converted value). Defaults: region
  * "default", https false, group "facetfs-<hostname>", topic "s3events",
- * cache.max_bytes 1 GiB, cache.block_size 1 MiB, rescan_interval_s 0 (no periodic reconcile;
+ * cache.max_bytes 1 GiB, cache.block_size 1 MiB, cache.readahead_streams 4
+ * (0..16, GETs ahead per reader), cache.readahead_bytes 64 MiB (per reader),
+ * cache.readahead_total_streams 16, cache.readahead_total_bytes 256 MiB
+ * (across readers), rescan_interval_s 0 (no periodic reconcile;
  * `facetfs rescan` still works), s3.ca_file none (the system's CA store),
  * s3.insecure false (certificates are verified unless the config says
  * otherwise, explicitly),
@@ -27,6 +30,7 @@
 #define CONFIG_PART_MAX  (5ull << 30)
 #define CONFIG_BLOCK_MIN (64ull << 10)
 #define CONFIG_BLOCK_MAX (64ull << 20)
+#define CONFIG_RA_STREAMS_MAX 16u
 
 struct config {
 	char *s3_endpoint, *s3_region;
@@ -48,6 +52,10 @@ struct config {
 	uint64_t cache_max_bytes;    /* the burst buffer: staging + blocks */
 	uint32_t cache_block_size;   /* a power of two, 64 KiB..64 MiB */
 	bool cache_durable_process;  /* cache.durability "process" (else "power") */
+	unsigned cache_ra_streams;   /* read-ahead GETs in flight per reader */
+	uint64_t cache_ra_bytes;     /* read-ahead bytes held per reader */
+	unsigned cache_ra_total_streams; /* the same across all readers */
+	uint64_t cache_ra_total_bytes;
 	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
 	char *metrics_listen;        /* "HOST:PORT" of /metrics, NULL = off */
 };

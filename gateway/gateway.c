@@ -16,6 +16,7 @@
 #include "sync/bcache.h"
 #include "sync/copy.h"
 #include "sync/pins.h"
+#include "sync/reader.h"
 #include "sync/s3_http.h"
 #include "sync/stage.h"
 #include "sync/warm.h"
@@ -64,6 +65,7 @@ struct gateway {
 	struct stage *stage;
 	struct bcache *bc;           /* the burst buffer's clean blocks */
 	struct pins *pins;           /* versions open readers hold */
+	struct reader_pool *rpool;   /* read-ahead bounds across readers */
 	struct warm *warm;           /* warm on arrival */
 	struct consumer *cons;
 	struct ingest *ing;
@@ -635,6 +637,12 @@ static int open_cache(struct gateway *gw)
 	}
 	if ((rc = pins_new(gw->bc, &gw->pins)) < 0)
 		return rc;
+	const struct reader_ra_conf ra = {
+		gw->cfg.cache_ra_streams, gw->cfg.cache_ra_bytes,
+		gw->cfg.cache_ra_total_streams, gw->cfg.cache_ra_total_bytes,
+	};
+	if ((rc = reader_pool_new(&ra, &gw->rpool)) < 0)
+		return rc;
 	struct warm_conf wc = {
 		.s3 = gw->s3, .bc = gw->bc, .st = &gw->st,
 		.max_unread = gw->cfg.cache_max_bytes / WARM_SHARE_DIV,
@@ -767,6 +775,8 @@ static void gateway_stop(struct gateway *gw)
 	gw->stage = NULL;
 	pins_free(gw->pins);
 	gw->pins = NULL;
+	reader_pool_free(gw->rpool);     /* after the mount: no reader is left */
+	gw->rpool = NULL;
 	bcache_close(gw->bc);
 	gw->bc = NULL;
 	index_close(gw->ix);
@@ -845,7 +855,7 @@ int gateway_mount(const struct mount_opts *o)
 		.copy = &copy,
 		.trace = gw.trace,
 		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
-		.bc = gw.bc, .pins = gw.pins,
+		.bc = gw.bc, .pins = gw.pins, .rpool = gw.rpool,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 	};

@@ -1,15 +1,29 @@
 /* reader.c — see reader.h.
  *
- * DESIGN: two windows of bytes per reader, `cur` and `ahead`, each replaced
- * as a whole. A read inside `cur` is a memcpy under the mutex; a read that
- * reaches `ahead` promotes it. A read outside both fetches a new `cur`
- * without holding the mutex; while one fetch of a range is in flight, other
- * reads of that range wait for it instead of sending their own GET (the
- * kernel sends readahead requests for one file from several threads at
- * once). Sequential reading (reads close to where the last one ended) grows
- * the window from 256 KiB to 8 MiB, and once a window of 1 MiB or more is
- * current, a helper thread fetches the next window into `ahead` while the
- * caller copies from `cur`. reader_close() waits for that helper.
+ * DESIGN: a reader holds up to RA_SLOTS chunks, each one range of the
+ * object [off, off+len) in one of four states:
+ *   FETCHING  a GET (or a burst-buffer read) runs for it without the lock;
+ *             reads of its range wait on cv instead of sending their own
+ *             (the kernel sends reads of one file from several threads);
+ *   READY     buf holds got bytes (got < len: the object ended, or the
+ *             burst buffer gave the first blocks and a GET then failed);
+ *   FAILED    a read-ahead GET failed: the read that reaches it frees it
+ *             and fetches the range itself (and so reports the error);
+ *   FREE      an empty slot.
+ * A read copies from READY chunks; a read no chunk covers fetches a window
+ * itself (a `sync` chunk: 256 KiB doubling to 8 MiB while reads are
+ * sequential, else the read rounded up to 64 KiB), at most SYNC_KEEP of
+ * them kept, least recently used replaced. Read-ahead (`ahead` chunks,
+ * ra_fill) starts after RA_AFTER bytes read in sequence: ranges of ra_chunk
+ * bytes from ra_end on, each on a detached helper thread, while fewer than
+ * ra.streams are in flight, the bytes ahead of the reader are under ra_win,
+ * the reader holds under ra.max_bytes of them and the pool grants them.
+ * The first read from each new ahead chunk doubles ra_chunk (2 → 8 MiB)
+ * and ra_win (4 MiB → ra.max_bytes), as mountpoint-s3 grows its window. A
+ * read that is not sequential (ra_stop) frees the ahead chunks that
+ * landed, orphans those in flight (their helper frees them on landing) and
+ * starts over. Chunks more than TRIM_BEHIND behind a sequential reader are
+ * freed. reader_close() orphans what is in flight and waits for the helpers.
  */
 #include "sync/reader.h"
 
@@ -26,15 +40,110 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WIN_MIN   (256u * 1024)
-#define WIN_MAX   (8u * 1024 * 1024)
-#define RAND_UNIT (64u * 1024)
-#define SEQ_SLACK (2u * 1024 * 1024)  /* reads this close count as sequential */
+#define WIN_MIN      (256u * 1024)
+#define WIN_MAX      (8u * 1024 * 1024)
+#define RAND_UNIT    (64u * 1024)
+#define SEQ_SLACK    (2u * 1024 * 1024)  /* reads this close count as sequential */
+#define RA_AFTER     (1u * 1024 * 1024)  /* read in sequence before read-ahead */
+#define RA_CHUNK_MIN (2u * 1024 * 1024)
+#define RA_CHUNK_MAX (8u * 1024 * 1024)
+#define RA_WIN_MIN   (4u * 1024 * 1024)
+#define TRIM_BEHIND  (1u * 1024 * 1024)
+#define SYNC_KEEP    4u
+#define SPARE_MAX    2u                  /* range buffers kept for reuse */
+#define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
 
-struct win {
-	char *buf;
+/* ---------- the pool: bounds across readers ---------- */
+
+struct reader_pool {
+	pthread_mutex_t lock;        /* a leaf; protects everything below */
+	struct reader_ra_conf c;
+	unsigned streams, streams_max;
+	uint64_t bytes, bytes_max;
+};
+
+int reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out)
+{
+	struct reader_pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	p->c = *c;
+	if (p->c.streams > READER_RA_STREAMS_MAX)
+		p->c.streams = READER_RA_STREAMS_MAX;
+	*out = p;
+	return 0;
+}
+
+void reader_pool_free(struct reader_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *out)
+{
+	pthread_mutex_lock(&p->lock);
+	*out = (struct reader_pool_counters){ p->streams, p->streams_max, p->bytes,
+					      p->bytes_max };
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* One GET of len bytes ahead: granted (counted) or not. */
+static bool pool_take(struct reader_pool *p, uint64_t len)
+{
+	if (!p)
+		return true;
+	bool ok = false;
+	pthread_mutex_lock(&p->lock);
+	if (p->streams < p->c.total_streams && p->bytes + len <= p->c.total_bytes) {
+		ok = true;
+		p->streams++;
+		p->bytes += len;
+		if (p->streams > p->streams_max)
+			p->streams_max = p->streams;
+		if (p->bytes > p->bytes_max)
+			p->bytes_max = p->bytes;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}
+
+/* The GET landed (its bytes stay held until pool_release). */
+static void pool_landed(struct reader_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->streams--;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void pool_release(struct reader_pool *p, uint64_t len)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->bytes -= len;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---------- the reader ---------- */
+
+enum ch_state { CH_FREE, CH_FETCHING, CH_READY, CH_FAILED };
+
+struct chunk {
+	enum ch_state state;
+	bool ahead;              /* fetched ahead (charged to ra_held, the pool) */
+	bool used;               /* a read took bytes from it */
+	bool orphan;             /* FETCHING but no longer wanted */
 	uint64_t off;
-	size_t len;              /* 0: empty */
+	size_t len, got;
+	char *buf;               /* cap bytes; NULL until the fetch allocates */
+	size_t cap;
+	uint64_t tick;           /* last use */
 };
 
 struct reader {
@@ -42,25 +151,46 @@ struct reader {
 	struct reader_counters *ctr; /* NULL: not counted */
 	struct bcache *bc;       /* NULL: no burst buffer (or no ETag) */
 	struct pins *pins;       /* holds this version while bc is set */
-	uint32_t bs;             /* its block size */
+	struct reader_pool *pool;
+	struct reader_ra_conf ra;
+	uint32_t bs;             /* the burst buffer's block size */
 	char *bucket, *key;
 	char etag[72];
 	uint64_t size;
 
 	pthread_mutex_t lock;    /* protects everything below */
-	pthread_cond_t cv;       /* a fetch finished */
-	struct win cur, ahead;
-	bool busy;               /* a fetch of [busy_off, +busy_len) is in flight */
-	uint64_t busy_off;
-	size_t busy_len;
-	bool prefetching;        /* the helper thread runs */
+	pthread_cond_t cv;       /* a chunk landed; a helper ended */
+	struct chunk ch[RA_SLOTS];
+	uint64_t tick;
+	unsigned helpers;        /* helper threads running */
+	bool closing;
 	uint64_t next_seq_off;   /* where a sequential reader reads next */
-	size_t seq_win;          /* current read-ahead size */
+	uint64_t seq_run;        /* bytes read in sequence */
+	size_t seq_win;          /* the next sequential window read itself */
+	uint64_t ra_end;         /* the next range ahead starts here */
+	size_t ra_chunk;         /* its size */
+	uint64_t ra_win;         /* bytes to keep ahead of the reader */
+	uint64_t ra_held;        /* bytes of ahead chunks held */
+	unsigned ra_flight;      /* ahead GETs in flight */
+	/* Buffers of freed ranges (at least RA_CHUNK_MIN bytes), reused for
+	 * the next ones: a stream does not map and fault in fresh memory for
+	 * every range. Freed by ra_stop() and close. */
+	char *spare[SPARE_MAX];
+	size_t spare_cap[SPARE_MAX];
+	unsigned n_spare;
 };
+
+/* Bump counter field of r's counters by n (none when r has none). */
+#define R_COUNT(r, field, n) \
+	do { if ((r)->ctr) stats_add(&(r)->ctr->field, (n)); } while (0)
 
 static const struct stats_def reader_stats[] = {
 	STATS_COUNTER(struct reader_counters, hits, "cache", "hits"),
 	STATS_COUNTER(struct reader_counters, misses, "cache", "misses"),
+	STATS_COUNTER(struct reader_counters, ra_ranges, "readahead", "ranges"),
+	STATS_COUNTER(struct reader_counters, ra_bytes, "readahead", "bytes"),
+	STATS_COUNTER(struct reader_counters, ra_wasted, "readahead", "wasted_bytes"),
+	STATS_COUNTER(struct reader_counters, ra_throttled, "readahead", "throttled"),
 };
 
 void reader_counters_init(struct reader_counters *c, struct stats *st)
@@ -73,6 +203,20 @@ void reader_counters_init(struct reader_counters *c, struct stats *st)
 void reader_counters_release(struct reader_counters *c)
 {
 	stats_group_remove(&c->grp);
+}
+
+static size_t min_sz(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static void ra_reset(struct reader *r)
+{
+	r->ra_end = 0;
+	r->ra_chunk = (size_t)(RA_CHUNK_MIN < r->ra.max_bytes ? RA_CHUNK_MIN : r->ra.max_bytes);
+	r->ra_win = RA_WIN_MIN < r->ra.max_bytes ? RA_WIN_MIN : r->ra.max_bytes;
+	r->seq_win = WIN_MIN;
+	r->seq_run = 0;
 }
 
 int reader_open(const struct reader_src *src, const char *bucket,
@@ -93,6 +237,11 @@ int reader_open(const struct reader_src *src, const char *bucket,
 	snprintf(r->etag, sizeof r->etag, "%s", etag ? etag : "");
 	r->s3 = src->s3;
 	r->ctr = src->ctr;
+	r->pool = src->pool;
+	if (src->pool)
+		r->ra = src->pool->c;
+	else
+		r->ra = (struct reader_ra_conf){ READER_RA_STREAMS, READER_RA_BYTES, 0, 0 };
 	if (src->bc && r->etag[0]) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
 		if (src->pins && pins_pin(src->pins, &id) < 0) {
@@ -104,9 +253,49 @@ int reader_open(const struct reader_src *src, const char *bucket,
 		r->bs = bcache_block_size(src->bc);
 	}
 	r->size = size;
-	r->seq_win = WIN_MIN;
+	ra_reset(r);
 	*out = r;
 	return 0;
+}
+
+/* Free a chunk that no helper fetches (its slot becomes FREE). */
+static void chunk_free(struct reader *r, struct chunk *c)
+{
+	if (c->ahead) {
+		if (c->state == CH_READY && !c->used)
+			R_COUNT(r, ra_wasted, c->got);
+		pool_release(r->pool, c->len);
+		r->ra_held -= c->len;
+	}
+	if (c->buf && c->cap >= RA_CHUNK_MIN && r->n_spare < SPARE_MAX && !r->closing) {
+		r->spare[r->n_spare] = c->buf;
+		r->spare_cap[r->n_spare++] = c->cap;
+	} else {
+		free(c->buf);
+	}
+	*c = (struct chunk){ .state = CH_FREE };
+}
+
+static void spares_free(struct reader *r)
+{
+	while (r->n_spare)
+		free(r->spare[--r->n_spare]);
+}
+
+/* A spare buffer of at least want bytes for c (none: c->buf stays NULL
+ * and the fetch allocates). Caller holds the lock. */
+static void spare_take(struct reader *r, struct chunk *c, size_t want)
+{
+	for (unsigned i = 0; i < r->n_spare; i++) {
+		if (r->spare_cap[i] < want)
+			continue;
+		c->buf = r->spare[i];
+		c->cap = r->spare_cap[i];
+		r->n_spare--;
+		r->spare[i] = r->spare[r->n_spare];
+		r->spare_cap[i] = r->spare_cap[r->n_spare];
+		return;
+	}
 }
 
 void reader_close(struct reader *r)
@@ -114,15 +303,21 @@ void reader_close(struct reader *r)
 	if (!r)
 		return;
 	pthread_mutex_lock(&r->lock);
-	while (r->prefetching)
+	r->closing = true;
+	for (unsigned i = 0; i < RA_SLOTS; i++)
+		if (r->ch[i].state == CH_FETCHING && r->ch[i].ahead)
+			r->ch[i].orphan = true;
+	while (r->helpers)
 		pthread_cond_wait(&r->cv, &r->lock);
+	for (unsigned i = 0; i < RA_SLOTS; i++)
+		if (r->ch[i].state != CH_FREE)
+			chunk_free(r, &r->ch[i]);
+	spares_free(r);
 	pthread_mutex_unlock(&r->lock);
 	if (r->pins) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
 		pins_unpin(r->pins, &id);
 	}
-	free(r->cur.buf);
-	free(r->ahead.buf);
 	free(r->bucket);
 	free(r->key);
 	pthread_cond_destroy(&r->cv);
@@ -130,22 +325,63 @@ void reader_close(struct reader *r)
 	free(r);
 }
 
-static bool win_has(const struct win *w, uint64_t at)
+/* The chunk holding byte at: a READY one with it, else one FETCHING or
+ * FAILED whose range has it; NULL: none. Caller holds the lock. */
+static struct chunk *chunk_find(struct reader *r, uint64_t at)
 {
-	return w->len && at >= w->off && at < w->off + w->len;
+	struct chunk *f = NULL;
+	for (unsigned i = 0; i < RA_SLOTS; i++) {
+		struct chunk *c = &r->ch[i];
+		if (c->state == CH_FREE || c->orphan)
+			continue;
+		if (c->state == CH_READY) {
+			if (at >= c->off && at < c->off + c->got)
+				return c;
+		} else if (!f && at >= c->off && at < c->off + c->len) {
+			f = c;
+		}
+	}
+	return f;
 }
 
-static void win_set(struct win *w, char *buf, uint64_t off, size_t len)
+/* Where the first chunk starting after at begins (the object's size if
+ * none): a window fetched at at stops there. Caller holds the lock. */
+static uint64_t chunk_next(struct reader *r, uint64_t at)
 {
-	free(w->buf);
-	w->buf = buf;
-	w->off = off;
-	w->len = len;
+	uint64_t n = r->size;
+	for (unsigned i = 0; i < RA_SLOTS; i++) {
+		const struct chunk *c = &r->ch[i];
+		if (c->state != CH_FREE && !c->orphan && c->off > at && c->off < n)
+			n = c->off;
+	}
+	return n;
 }
 
-static size_t min_sz(size_t a, size_t b)
+/* A slot for a new chunk: a free one, else (or, for a sync chunk, when
+ * SYNC_KEEP sync chunks are held) the least recently used sync chunk that
+ * landed; NULL when every slot is busy. Caller holds the lock. */
+static struct chunk *chunk_slot(struct reader *r, bool ahead)
 {
-	return a < b ? a : b;
+	struct chunk *free_c = NULL, *old = NULL;
+	unsigned held = 0;
+	for (unsigned i = 0; i < RA_SLOTS; i++) {
+		struct chunk *c = &r->ch[i];
+		if (c->state == CH_FREE) {
+			if (!free_c)
+				free_c = c;
+		} else if (!c->ahead && c->state == CH_READY) {
+			held++;
+			if (!old || c->tick < old->tick)
+				old = c;
+		}
+	}
+	if ((ahead || held < SYNC_KEEP) && free_c)
+		return free_c;
+	if (old) {
+		chunk_free(r, old);
+		return old;
+	}
+	return free_c;
 }
 
 /* [at, at+want) (whole blocks) from the burst buffer where it has them,
@@ -185,21 +421,20 @@ static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
 	return done ? 0 : rc;
 }
 
-/* [at, at+want) into a new buffer; *got bytes arrived. */
-static int fetch(struct reader *r, uint64_t at, size_t want, char **out, size_t *got)
+/* [at, at+want) into *buf (*cap bytes; allocated when NULL); *got bytes
+ * arrived. The buffer is the caller's in every case. No lock held. */
+static int fetch(struct reader *r, uint64_t at, size_t want, char **buf, size_t *cap,
+		 size_t *got)
 {
-	char *nb = malloc(want ? want : 1);
-	if (!nb)
-		return -ENOMEM;
-	int rc = r->bc ? fetch_blocks(r, at, want, nb, got)
-		       : s3_get(r->s3, r->bucket, r->key, at, want,
-				r->etag[0] ? r->etag : NULL, nb, got);
-	if (rc < 0) {
-		free(nb);
-		return rc;
+	*got = 0;
+	if (!*buf) {
+		if (!(*buf = malloc(want ? want : 1)))
+			return -ENOMEM;
+		*cap = want ? want : 1;
 	}
-	*out = nb;
-	return 0;
+	return r->bc ? fetch_blocks(r, at, want, *buf, got)
+		     : s3_get(r->s3, r->bucket, r->key, at, want,
+			      r->etag[0] ? r->etag : NULL, *buf, got);
 }
 
 /* With a burst buffer a window is whole blocks: [*at, +*want) grown to
@@ -216,58 +451,200 @@ static void align_blocks(const struct reader *r, uint64_t *at, size_t *want)
 	*want = (size_t)(end - start);
 }
 
-static void *prefetch_main(void *arg)
+/* ---------- read-ahead ---------- */
+
+struct ra_job {
+	struct reader *r;
+	struct chunk *c;
+};
+
+static void *ra_main(void *arg)
 {
-	struct reader *r = arg;
+	struct ra_job *j = arg;
+	struct reader *r = j->r;
+	struct chunk *c = j->c;
+	free(j);
 	pthread_mutex_lock(&r->lock);
-	uint64_t at = r->busy_off;
-	size_t want = r->busy_len;
+	uint64_t at = c->off;        /* fixed while FETCHING */
+	size_t want = c->len;
+	char *nb = c->buf;
+	size_t cap = c->cap;
 	pthread_mutex_unlock(&r->lock);
 
-	char *nb = NULL;
-	size_t got = 0;
-	int rc = fetch(r, at, want, &nb, &got);
+	size_t got;
+	int rc = fetch(r, at, want, &nb, &cap, &got);
 
 	pthread_mutex_lock(&r->lock);
-	if (rc == 0 && got)
-		win_set(&r->ahead, nb, at, got);
-	else
-		free(nb);            /* a read will fetch (and report) it itself */
-	r->busy = false;
-	r->prefetching = false;
+	pool_landed(r->pool);
+	r->ra_flight--;
+	if (rc == 0) {
+		R_COUNT(r, ra_ranges, 1);
+		R_COUNT(r, ra_bytes, got);
+	}
+	c->buf = nb;
+	c->cap = cap;
+	if (c->orphan || r->closing) {
+		R_COUNT(r, ra_wasted, got);
+		c->state = CH_FAILED;   /* counted: chunk_free counts nothing more */
+		chunk_free(r, c);
+	} else if (rc < 0) {
+		c->state = CH_FAILED;   /* the read that gets there fetches it again */
+	} else {
+		c->got = got;
+		c->state = CH_READY;
+	}
+	r->helpers--;
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->lock);   /* r may be freed from here on */
 	return NULL;
 }
 
-/* After a sequential read: fetch the next window ahead of the reader.
- * Caller holds the lock. */
-static void maybe_prefetch(struct reader *r)
+/* A read that is not sequential: drop what was fetched ahead and start
+ * over. Caller holds the lock. */
+static void ra_stop(struct reader *r)
 {
-	uint64_t next = r->cur.off + r->cur.len;
-	if (r->prefetching || r->busy || r->ahead.len || r->cur.len < (1u << 20) ||
-	    next >= r->size || r->next_seq_off + SEQ_SLACK < r->cur.off)
-		return;
-	size_t want = r->seq_win;
-	if (r->seq_win < WIN_MAX)
-		r->seq_win *= 2;     /* reads served from prefetched windows never
-				      * miss: grow here, or it stays where it was */
-	if (want > r->size - next)
-		want = (size_t)(r->size - next);
-	align_blocks(r, &next, &want);
-	r->busy = true;
-	r->busy_off = next;
-	r->busy_len = want;
-	r->prefetching = true;
-	pthread_attr_t a;
-	pthread_t t;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &a, prefetch_main, r) != 0) {
-		r->busy = false;     /* no helper: reads fetch for themselves */
-		r->prefetching = false;
+	for (unsigned i = 0; i < RA_SLOTS; i++) {
+		struct chunk *c = &r->ch[i];
+		if (!c->ahead || c->state == CH_FREE)
+			continue;
+		if (c->state == CH_FETCHING)
+			c->orphan = true;
+		else
+			chunk_free(r, c);
 	}
-	pthread_attr_destroy(&a);
+	spares_free(r);
+	ra_reset(r);
+}
+
+/* The reader took its first bytes from an ahead chunk: widen. */
+static void ra_grow(struct reader *r)
+{
+	if (r->ra_chunk < RA_CHUNK_MAX && r->ra_chunk * 2 <= r->ra.max_bytes)
+		r->ra_chunk *= 2;
+	r->ra_win *= 2;
+	if (r->ra_win > r->ra.max_bytes)
+		r->ra_win = r->ra.max_bytes;
+}
+
+/* Start ranges ahead of pos, a sequential reader's position, within the
+ * bounds. Caller holds the lock. */
+static void ra_fill(struct reader *r, uint64_t pos)
+{
+	if (r->closing || !r->ra.streams || r->seq_run < RA_AFTER || pos >= r->size)
+		return;
+	if (r->ra_end < pos) {       /* (re)start after what covers pos */
+		uint64_t e = pos;
+		const struct chunk *c;
+		while (e < r->size && (c = chunk_find(r, e)))
+			e = c->off + (c->state == CH_READY ? c->got : c->len);
+		if (r->bc)
+			e = e / r->bs * r->bs;
+		r->ra_end = e;
+	}
+	while (r->ra_end < r->size && r->ra_flight < r->ra.streams &&
+	       r->ra_end - pos < r->ra_win) {
+		uint64_t from = r->ra_end;
+		size_t want = (size_t)(r->size - from < r->ra_chunk ? r->size - from : r->ra_chunk);
+		align_blocks(r, &from, &want);
+		if (r->ra_held + want > r->ra.max_bytes)
+			break;
+		struct chunk *c = chunk_slot(r, true);
+		if (!c)
+			break;
+		if (!pool_take(r->pool, want)) {
+			R_COUNT(r, ra_throttled, 1);
+			break;
+		}
+		struct ra_job *j = malloc(sizeof *j);
+		*c = (struct chunk){ .state = CH_FETCHING, .ahead = true, .off = from,
+				     .len = want, .tick = ++r->tick };
+		spare_take(r, c, want);
+		r->ra_held += want;
+		r->ra_flight++;
+		r->helpers++;
+		pthread_attr_t a;
+		pthread_t t;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		bool started = j && (*j = (struct ra_job){ r, c },
+				     pthread_create(&t, &a, ra_main, j) == 0);
+		pthread_attr_destroy(&a);
+		if (!started) {      /* no helper: reads fetch for themselves */
+			free(j);
+			pool_landed(r->pool);
+			r->ra_flight--;
+			r->helpers--;
+			c->state = CH_FAILED;
+			chunk_free(r, c);
+			break;
+		}
+		r->ra_end = from + want;
+	}
+}
+
+/* Free what a sequential reader at pos left TRIM_BEHIND behind. */
+static void chunks_trim(struct reader *r, uint64_t pos)
+{
+	for (unsigned i = 0; i < RA_SLOTS; i++) {
+		struct chunk *c = &r->ch[i];
+		if ((c->state == CH_READY || c->state == CH_FAILED) &&
+		    c->off + c->len + TRIM_BEHIND <= pos)
+			chunk_free(r, c);
+	}
+}
+
+/* ---------- reads ---------- */
+
+/* Fetch the window at `at` that a read needs (no chunk has it): a sync
+ * chunk other reads of its range wait for. 1: it landed, *out (with no slot
+ * free: tmp, which the caller frees after copying); 0: there are no bytes
+ * at `at` (the object is shorter than the index said); or an error.
+ * Called and returns with the lock held; drops it for the fetch. */
+static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequential,
+		      struct chunk *tmp, struct chunk **out)
+{
+	size_t want;
+	if (sequential) {
+		want = r->seq_win;
+		if (r->seq_win < WIN_MAX)
+			r->seq_win *= 2;
+	} else {
+		want = (need + RAND_UNIT - 1) / RAND_UNIT * RAND_UNIT;
+	}
+	if (want < need)
+		want = need;
+	uint64_t stop = chunk_next(r, at);   /* never fetch what a chunk has */
+	if (want > stop - at)
+		want = (size_t)(stop - at);
+	uint64_t from = at;
+	align_blocks(r, &from, &want);
+	struct chunk *c = chunk_slot(r, false);
+	if (!c)
+		c = tmp;
+	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
+			     .tick = ++r->tick };
+	if (c != tmp)
+		spare_take(r, c, want);
+	char *nb = c->buf;
+	size_t cap = c->cap;
+	pthread_mutex_unlock(&r->lock);
+	size_t got;
+	int rc = fetch(r, from, want, &nb, &cap, &got);
+	pthread_mutex_lock(&r->lock);
+	pthread_cond_broadcast(&r->cv);
+	c->buf = nb;
+	c->cap = cap;
+	if (rc < 0 || from + got <= at) {
+		if (c == tmp)
+			free(nb);
+		else
+			chunk_free(r, c);
+		return rc < 0 ? rc : 0;
+	}
+	c->got = got;
+	c->state = CH_READY;
+	*out = c;
+	return 1;
 }
 
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
@@ -281,79 +658,54 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	ssize_t result = 0;
 	bool missed = false;
 	pthread_mutex_lock(&r->lock);
+	bool sequential = off + SEQ_SLACK >= r->next_seq_off &&
+			  off <= r->next_seq_off + SEQ_SLACK;
+	if (!sequential)
+		ra_stop(r);
 	while (done < len) {
 		uint64_t at = off + done;
-		if (!win_has(&r->cur, at) && win_has(&r->ahead, at)) {
-			struct win t = r->cur;
-			r->cur = r->ahead;
-			r->ahead = t;
-			win_set(&r->ahead, NULL, 0, 0);
-		}
-		if (win_has(&r->cur, at)) {
-			size_t avail = (size_t)(r->cur.off + r->cur.len - at);
-			size_t n = len - done < avail ? len - done : avail;
-			memcpy((char *)buf + done, r->cur.buf + (at - r->cur.off), n);
-			done += n;
-			r->next_seq_off = at + n;
+		struct chunk *c = chunk_find(r, at);
+		struct chunk tmp;
+		if (c && c->state == CH_FAILED) {
+			chunk_free(r, c);
 			continue;
 		}
-		if (r->busy && at >= r->busy_off && at < r->busy_off + r->busy_len) {
+		if (c && c->state == CH_FETCHING) {
 			pthread_cond_wait(&r->cv, &r->lock);   /* that fetch brings it */
 			continue;
 		}
-		/* Fetch a window: grown for sequential readers. */
-		missed = true;
-		bool sequential = at + SEQ_SLACK >= r->next_seq_off &&
-				  at <= r->next_seq_off + SEQ_SLACK;
-		size_t want;
-		if (sequential) {
-			want = r->seq_win;
-			if (r->seq_win < WIN_MAX)
-				r->seq_win *= 2;
-		} else {
-			r->seq_win = WIN_MIN;
-			want = (len - done + RAND_UNIT - 1) / RAND_UNIT * RAND_UNIT;
+		if (!c) {
+			missed = true;
+			int rc = read_fetch(r, at, len - done, sequential, &tmp, &c);
+			if (rc <= 0) {
+				result = rc;
+				break;
+			}
 		}
-		if (want < len - done)
-			want = len - done;
-		if (want > r->size - at)
-			want = (size_t)(r->size - at);
-		uint64_t from = at;
-		align_blocks(r, &from, &want);
-		bool mine = !r->busy;
-		if (mine) {
-			r->busy = true;
-			r->busy_off = from;
-			r->busy_len = want;
-		}
-		pthread_mutex_unlock(&r->lock);
-		char *nb = NULL;
-		size_t got = 0;
-		int rc = fetch(r, from, want, &nb, &got);
-		pthread_mutex_lock(&r->lock);
-		if (mine) {
-			r->busy = false;
-			pthread_cond_broadcast(&r->cv);
-		}
-		if (rc < 0) {
-			result = rc;
-			break;
-		}
-		if (from + got <= at) {  /* the object is shorter than the index said */
-			free(nb);
-			break;
-		}
-		win_set(&r->cur, nb, from, got);
+		size_t n = min_sz(len - done, (size_t)(c->off + c->got - at));
+		memcpy((char *)buf + done, c->buf + (at - c->off), n);
+		done += n;
+		if (c->ahead && !c->used)
+			ra_grow(r);
+		c->used = true;
+		c->tick = ++r->tick;
+		if (c == &tmp)
+			free(tmp.buf);
 	}
-	if (result == 0 && done == len)
-		maybe_prefetch(r);
+	if (done) {
+		r->next_seq_off = off + done;
+		if (sequential)
+			r->seq_run += done;
+	}
+	if (result == 0 && done == len && sequential) {
+		chunks_trim(r, off + done);
+		ra_fill(r, off + done);
+	}
 	pthread_mutex_unlock(&r->lock);
-	if (!r->bc && r->ctr) {      /* (a burst buffer counts its blocks) */
-		if (missed)
-			stats_inc(&r->ctr->misses);
-		else
-			stats_inc(&r->ctr->hits);
-	}
+	if (!r->bc && missed)        /* (a burst buffer counts its blocks) */
+		R_COUNT(r, misses, 1);
+	else if (!r->bc)
+		R_COUNT(r, hits, 1);
 	if (result < 0 && done == 0)
 		return result;
 	return (ssize_t)done;

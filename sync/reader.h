@@ -6,20 +6,33 @@
  * mixes two versions: once the object changed in S3, reads that need bytes
  * the reader does not hold fail with -ESTALE.
  *
- * Sequential reads are detected and served from a read-ahead window that
- * grows from 256 KiB to 8 MiB; the next window is fetched by a helper
- * thread while the caller copies from the current one. Random reads fetch
- * just what they need (rounded up to 64 KiB).
+ * Sequential reads are served from windows that grow from 256 KiB to
+ * 8 MiB; once the reader has read 1 MiB in sequence, ranges ahead of it
+ * are fetched in parallel by helper threads (read-ahead): a range grows
+ * from 2 MiB to 8 MiB and the bytes kept ahead from 4 MiB to the per-reader
+ * bound, with up to `streams` GETs in flight. A random read stops it (what
+ * was fetched ahead and not read is counted as wasted) and fetches just
+ * what it needs (rounded up to 64 KiB). Bounds: per reader (streams,
+ * max_bytes) and, through a shared struct reader_pool, across readers (GETs
+ * in flight, bytes held): a range the pool refuses is not fetched ahead
+ * (the read fetches it itself when it gets there), so many readers never
+ * exhaust memory or connections. A streaming reader also keeps up to two
+ * buffers of ranges it finished with for the next ones (freed at a random
+ * read and at close).
  *
- * With a burst buffer (sync/bcache.h), windows are whole blocks: blocks
- * the buffer holds for this version are read from it, the others fetched
- * from S3 (consecutive missing blocks in one ranged GET) and stored in it.
- * So a descriptor keeps reading its version from the buffer after S3 has
- * a newer one: -ESTALE only for a block that is in neither.
+ * With a burst buffer (sync/bcache.h), windows and ranges are whole blocks:
+ * blocks the buffer holds for this version are read from it, the others
+ * fetched from S3 (consecutive missing blocks in one ranged GET) and stored
+ * in it as they arrive. So a descriptor keeps reading its version from the
+ * buffer after S3 has a newer one: -ESTALE only for a block in neither.
  *
  * Threads: reader_read() may be called from several FUSE worker threads at
- * once; the reader's mutex is never held across an S3 request.
- * Ownership: reader_open() copies bucket, key and etag.
+ * once; the reader's mutex is never held across an S3 request or disk I/O;
+ * the pool's mutex is a leaf taken under the reader's. reader_close()
+ * starts nothing more and waits for the GETs in flight (at most `streams`,
+ * concurrent), then frees their buffers.
+ * Ownership: reader_open() copies bucket, key and etag; src and the pool
+ * are borrowed and must outlive the readers.
  */
 #ifndef FACETFS_READER_H
 #define FACETFS_READER_H
@@ -34,13 +47,32 @@ struct bcache;
 struct pins;
 struct s3;
 struct reader;
+struct reader_pool;
 
-/* Window hits and misses of the readers of one source that has no burst
- * buffer (shown as the burst buffer's: "cache" hits and misses), kept by
- * the source's owner: reader_counters_init() registers them with st (NULL:
- * nobody), reader_counters_release() removes them (no reader running). */
+/* Read-ahead bounds (gateway config cache.readahead_*). */
+struct reader_ra_conf {
+	unsigned streams;            /* GETs ahead in flight per reader; 0: no
+				      * read-ahead (one window at a time) */
+	uint64_t max_bytes;          /* bytes fetched ahead held per reader */
+	unsigned total_streams;      /* across all readers of the pool */
+	uint64_t total_bytes;        /* across all readers of the pool */
+};
+
+#define READER_RA_STREAMS        4u
+#define READER_RA_STREAMS_MAX    16u
+#define READER_RA_BYTES          (64ull << 20)
+#define READER_RA_TOTAL_STREAMS  16u
+#define READER_RA_TOTAL_BYTES    (256ull << 20)
+
+/* The counters of the readers of one source, kept by the source's owner:
+ * window hits and misses when it has no burst buffer (shown as the burst
+ * buffer's: "cache" hits and misses), and ("readahead") ranges fetched
+ * ahead, their bytes, bytes fetched ahead and never read, ranges the pool
+ * refused. reader_counters_init() registers them with st (NULL: nobody),
+ * reader_counters_release() removes them (no reader running). */
 struct reader_counters {
 	stats_counter hits, misses;
+	stats_counter ra_ranges, ra_bytes, ra_wasted, ra_throttled;
 	struct stats_group grp;
 };
 void reader_counters_init(struct reader_counters *c, struct stats *st);
@@ -52,7 +84,21 @@ struct reader_src {
 	struct reader_counters *ctr; /* NULL: not counted */
 	struct bcache *bc;           /* the burst buffer; NULL: none */
 	struct pins *pins;           /* versions readers hold (with bc) */
+	struct reader_pool *pool;    /* read-ahead bounds; NULL: the defaults
+				      * per reader, no bound across readers */
 };
+
+/* The bounds shared by readers (a copy of *c; streams above
+ * READER_RA_STREAMS_MAX are cut to it). 0 or -ENOMEM. */
+int  reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out);
+/* Every reader of the pool must be closed. NULL is a no-op. */
+void reader_pool_free(struct reader_pool *p);
+/* Now and the most ever: GETs ahead in flight, bytes fetched ahead held. */
+struct reader_pool_counters {
+	unsigned streams, streams_max;
+	uint64_t bytes, bytes_max;
+};
+void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *out);
 
 /* etag "" (a version S3 does not have yet): nothing is cached. */
 int reader_open(const struct reader_src *src, const char *bucket,

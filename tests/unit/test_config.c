@@ -165,6 +165,32 @@ static void test_sizes(void)
 		rc = load(bad[i][0], "", &c, err, sizeof err);
 		CHECK(rc == -EINVAL && !strcmp(err, bad[i][1]), "refused: %s (\"%s\")", bad[i][0], err);
 	}
+	rc = load("{\"max_bytes\":\"1GiB\"}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_ra_streams == 4 && c.cache_ra_bytes == 64u << 20 &&
+	      c.cache_ra_total_streams == 16 && c.cache_ra_total_bytes == 256u << 20,
+	      "read-ahead defaults: 4 GETs and 64 MiB per reader, 16 and 256 MiB in all");
+	if (rc == 0)
+		config_release(&c);
+	rc = load("{\"max_bytes\":\"1GiB\",\"readahead_streams\":0,\"readahead_bytes\":\"8MiB\","
+		  "\"readahead_total_streams\":2,\"readahead_total_bytes\":\"16MiB\"}", "", &c, err,
+		  sizeof err);
+	CHECK(rc == 0 && c.cache_ra_streams == 0 && c.cache_ra_bytes == 8u << 20 &&
+	      c.cache_ra_total_streams == 2 && c.cache_ra_total_bytes == 16u << 20,
+	      "read-ahead set: off (0 streams), 8 MiB, 2, 16 MiB ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	const char *bad_ra[][2] = {
+		{ "{\"readahead_streams\":17}", "f.json: cache.readahead_streams: must be a whole number from 0 to 16" },
+		{ "{\"readahead_streams\":1.5}", "f.json: cache.readahead_streams: must be a whole number from 0 to 16" },
+		{ "{\"readahead_total_streams\":0}", "f.json: cache.readahead_total_streams: must be a whole number from 1 to 100000" },
+		{ "{\"readahead_bytes\":\"1GiB\"}", "f.json: cache.readahead_total_bytes: 268435456 is smaller than cache.readahead_bytes (1073741824)" },
+		{ "{\"readahead_total_bytes\":\"lots\"}", NULL },
+	};
+	for (size_t i = 0; i < sizeof bad_ra / sizeof bad_ra[0]; i++) {
+		rc = load(bad_ra[i][0], "", &c, err, sizeof err);
+		CHECK(rc == -EINVAL && (!bad_ra[i][1] || !strcmp(err, bad_ra[i][1])),
+		      "refused: %s (\"%s\")", bad_ra[i][0], err);
+	}
 	char doc[512];
 	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"part_size\":\"16MiB\"},"
 		 "\"kafka\":{\"brokers\":\"h:2\"}}");

@@ -57,7 +57,7 @@ static void bed_init(struct bed *b)
 			break;
 		usleep(10000);
 	}
-	b->src = (struct reader_src){ b->s3, NULL, b->bc, b->pins };
+	b->src = (struct reader_src){ b->s3, NULL, b->bc, b->pins, NULL };
 }
 
 static void bed_free(struct bed *b)

@@ -6,6 +6,10 @@
  * than the index said, an object changed in S3 (-ESTALE once the reader
  * needs bytes it does not hold), and every GET failure: an error, a short
  * body, -ESTALE, a failed read-ahead, concurrent readers of one range.
+ * Parallel read-ahead: several ranged GETs in flight (slow GETs), within
+ * the per-reader and the shared pool's bounds, a range failing in the
+ * middle of it, the object changing while it streams, a random read
+ * stopping it, and close while ranges are in flight.
  */
 #define UNIT_WITH_MD5
 #include "unit.h"
@@ -14,6 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "common/stats.h"
 #include "sync/reader.h"
@@ -23,6 +28,27 @@
 #define MIB (1u << 20)
 #define KIB 1024u
 
+/* Between the reader and the fault wrapper: counts the bytes GETs brought,
+ * to show each byte is fetched once however the ranges were cut. Only GET
+ * passes (the reader sends nothing else). */
+struct counting {
+	struct s3 s;
+	struct s3 *inner;
+	_Atomic uint64_t bytes;
+};
+
+static int cnt_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+		   size_t len, const char *if_match, void *buf, size_t *got)
+{
+	struct counting *c = (struct counting *)s;
+	int rc = s3_get(c->inner, bucket, key, off, len, if_match, buf, got);
+	if (rc == 0)
+		c->bytes += *got;
+	return rc;
+}
+
+static const struct s3_ops cnt_ops = { .get = cnt_get };
+
 struct bed {
 	struct s3 *fake, *s3;    /* s3: the fault wrapper (owns the fake) */
 	struct stats st;
@@ -31,6 +57,7 @@ struct bed {
 	size_t size;
 	char etag[33];
 	struct reader_src src;   /* s3 and rc; no burst buffer */
+	struct counting cnt;     /* (used when cnt.inner is set) */
 };
 
 static void bed_init(struct bed *b, size_t size)
@@ -40,6 +67,7 @@ static void bed_init(struct bed *b, size_t size)
 		exit(2);
 	stats_init(&b->st);
 	reader_counters_init(&b->rc, &b->st);
+	b->cnt = (struct counting){ .s = { &cnt_ops } };
 	b->size = size;
 	b->data = malloc(size);
 	if (!b->data)
@@ -68,14 +96,24 @@ static struct reader *bed_reader(struct bed *b, uint64_t size)
 {
 	struct reader *r;
 	b->src = (struct reader_src){ .s3 = b->s3, .ctr = &b->rc };
+	if (b->cnt.inner)
+		b->src.s3 = &b->cnt.s;
 	if (reader_open(&b->src, "b", "obj", b->etag, size, &r))
 		exit(2);
 	return r;
 }
 
+
 static int gets(struct bed *b)
 {
 	return (int)s3_fault_seen(b->s3, S3K_GET);
+}
+
+/* Count the bytes GETs bring from now on (bed_reader*() readers). */
+static void bed_count(struct bed *b)
+{
+	b->cnt.inner = b->s3;
+	b->cnt.bytes = 0;
 }
 
 /* Read [off, off+len) and compare it with the object's bytes. */
@@ -105,16 +143,23 @@ static void test_sequential(void)
 {
 	struct bed b;
 	bed_init(&b, 20 * MIB);
+	bed_count(&b);
 	struct reader *r = bed_reader(&b, b.size);
 	bool ok = read_all(&b, r);
-	/* windows 256 KiB, 512 KiB, 1, 2 (the first read-ahead), 4, 8 MiB,
-	 * then the 4.25 MiB left: 7 GETs, each byte fetched once */
+	CHECK(b.cnt.bytes == b.size, "sequential: each byte fetched once (%llu bytes)",
+	      (unsigned long long)b.cnt.bytes);
+	/* windows 256 KiB, 512 KiB, 1 MiB read by the reads themselves, then
+	 * ranges ahead of 2, 2, 4, 8 MiB and the 2.25 MiB left: 8 GETs, each
+	 * byte fetched once (nothing fetched ahead is wasted) */
 	printf("# sequential 20 MiB in 128 KiB reads: %d GETs, %llu misses, %llu hits\n",
 	       gets(&b), (unsigned long long)stats_value(&b.st, "cache", "misses"),
 	       (unsigned long long)stats_value(&b.st, "cache", "hits"));
 	CHECK(ok, "sequential: every byte as in S3");
-	CHECK(gets(&b) == 7, "sequential: 7 GETs for 160 reads (windows grow to 8 MiB) (%d)",
+	CHECK(gets(&b) == 8, "sequential: 8 GETs for 160 reads (ranges grow to 8 MiB) (%d)",
 	      gets(&b));
+	CHECK(stats_value(&b.st, "readahead", "ranges") == 5 && stats_value(&b.st, "readahead", "wasted_bytes") == 0 &&
+	      stats_value(&b.st, "readahead", "bytes") == b.size - 1792 * KIB,
+	      "sequential: 5 ranges read ahead, their bytes counted, none wasted");
 	CHECK(stats_value(&b.st, "cache", "misses") == 3 && stats_value(&b.st, "cache", "hits") == 157,
 	      "sequential: 3 reads waited for a GET, 157 were served by windows read ahead");
 	CHECK(read_ok(&b, r, b.size, 10) && read_ok(&b, r, b.size - 5, 10) &&
@@ -231,20 +276,20 @@ static void test_failures(void)
 	s3_fault_clear(b.s3);
 	reader_close(r);
 
-	/* the read-ahead GET failing: the read that needs it fetches itself */
+	/* a read-ahead GET failing: the read that needs it fetches itself.
+	 * GET 4 is one of the first two ranges ahead (which one depends on
+	 * which helper thread asks first); every byte arrives once. */
+	bed_count(&b);
 	r = bed_reader(&b, b.size);
-	s3_fault_fail(b.s3, S3K_GET, 4, 1, -EIO);   /* the first read-ahead (GET 4) */
-	g0 = gets(&b);
+	s3_fault_fail(b.s3, S3K_GET, 4, 1, -EIO);
 	uint64_t inj0 = s3_fault_injected(b.s3, S3K_GET);
 	bool all_ok = read_all(&b, r);
-	/* 256 KiB, 512 KiB, 1 MiB, the 2 MiB read-ahead failing, then the read
-	 * at 1.75 MiB fetches the (doubled) 4 MiB window itself, 8 MiB ahead,
-	 * the 6.25 MiB left: 7 GETs */
-	CHECK(all_ok && s3_fault_injected(b.s3, S3K_GET) - inj0 == 1 && gets(&b) - g0 == 7,
-	      "failures: a failed read-ahead is fetched again by the read that needs it "
-	      "(%d GETs, the failed one included)", gets(&b) - g0);
+	CHECK(all_ok && s3_fault_injected(b.s3, S3K_GET) - inj0 == 1 && b.cnt.bytes == b.size,
+	      "failures: a failed read-ahead is fetched again by the read that needs it, "
+	      "each byte fetched once (%llu bytes)", (unsigned long long)b.cnt.bytes);
 	s3_fault_clear(b.s3);
 	reader_close(r);
+	b.cnt.inner = NULL;
 
 	/* slow GETs: readers of one range wait for the GET in flight */
 	r = bed_reader(&b, b.size);
@@ -270,11 +315,266 @@ static void test_failures(void)
 	bed_free(&b);
 }
 
+/* ---------- parallel read-ahead ---------- */
+
+static struct reader *bed_reader_pool(struct bed *b, struct reader_pool *p)
+{
+	struct reader *r;
+	b->src = (struct reader_src){ .s3 = b->s3, .ctr = &b->rc, .pool = p };
+	if (b->cnt.inner)
+		b->src.s3 = &b->cnt.s;
+	if (reader_open(&b->src, "b", "obj", b->etag, b->size, &r))
+		exit(2);
+	return r;
+}
+
+static struct reader_pool *pool_of(unsigned streams, uint64_t max_bytes,
+				   unsigned total_streams, uint64_t total_bytes)
+{
+	struct reader_ra_conf c = { streams, max_bytes, total_streams, total_bytes };
+	struct reader_pool *p;
+	if (reader_pool_new(&c, &p))
+		exit(2);
+	return p;
+}
+
+/* Read in 128 KiB reads from *pos until a read fails or the end: every byte
+ * returned must be the object's (else *bad). The failing read's result
+ * (0 at the end); *pos: where it was. */
+static ssize_t read_until_error(struct bed *b, struct reader *r, uint64_t *pos, bool *bad)
+{
+	char *buf = malloc(128 * KIB);
+	ssize_t n = 0;
+	*bad = false;
+	for (; *pos < b->size; *pos += (uint64_t)n) {
+		n = reader_read(r, buf, 128 * KIB, *pos);
+		if (n <= 0)
+			break;
+		if (memcmp(buf, b->data + *pos, (size_t)n) != 0)
+			*bad = true;
+	}
+	free(buf);
+	return *pos < b->size ? n : 0;
+}
+
+static void test_parallel(void)
+{
+	struct bed b;
+	bed_init(&b, 64 * MIB);
+	struct reader_pool *p = pool_of(4, 40 * MIB, 16, 256 * MIB);
+	struct s3_fault_rule slow = { .kind = S3K_GET, .type = S3F_DELAY, .delay_ms = 30 };
+	s3_fault_add(b.s3, &slow);
+	bed_count(&b);
+	struct reader *r = bed_reader_pool(&b, p);
+	bool ok = read_all(&b, r);
+	struct reader_pool_counters k;
+	reader_pool_counters(p, &k);
+	printf("# parallel: 64 MiB, GETs of 30 ms: %d GETs, %llu ranges ahead, at most %u in "
+	       "flight and %llu MiB held\n", gets(&b),
+	       (unsigned long long)stats_value(&b.st, "readahead", "ranges"), k.streams_max,
+	       (unsigned long long)(k.bytes_max >> 20));
+	CHECK(ok && b.cnt.bytes == b.size, "parallel: every byte as in S3, fetched once");
+	/* the first two ranges ahead start together: at least 2 in flight */
+	CHECK(k.streams_max >= 2 && k.streams_max <= 4,
+	      "parallel: several GETs ahead in flight, never over the reader's 4 (%u)",
+	      k.streams_max);
+	CHECK(k.bytes_max <= 40 * MIB, "parallel: bytes ahead within the reader's 40 MiB");
+	CHECK(stats_value(&b.st, "readahead", "wasted_bytes") == 0 && stats_value(&b.st, "readahead", "ranges") >= 8,
+	      "parallel: ranges ahead counted (%llu), none wasted",
+	      (unsigned long long)stats_value(&b.st, "readahead", "ranges"));
+	reader_close(r);
+	reader_pool_counters(p, &k);
+	CHECK(k.streams == 0 && k.bytes == 0, "parallel: the pool is empty after close");
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
+struct seqjob {
+	struct bed *b;
+	struct reader *r;
+	bool ok;
+};
+
+static void *seq_read(void *arg)
+{
+	struct seqjob *j = arg;
+	j->ok = read_all(j->b, j->r);
+	return NULL;
+}
+
+static void test_pool_bounds(void)
+{
+	struct bed b;
+	bed_init(&b, 32 * MIB);
+	/* 3 readers wanting 4 GETs and 32 MiB ahead each; the pool grants 3
+	 * GETs and 12 MiB in all */
+	struct reader_pool *p = pool_of(4, 32 * MIB, 3, 12 * MIB);
+	struct s3_fault_rule slow = { .kind = S3K_GET, .type = S3F_DELAY, .delay_ms = 20 };
+	s3_fault_add(b.s3, &slow);
+	struct seqjob j[3];
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		j[i] = (struct seqjob){ &b, bed_reader_pool(&b, p), false };
+		pthread_create(&th[i], NULL, seq_read, &j[i]);
+	}
+	bool all = true;
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		all = all && j[i].ok;
+	}
+	struct reader_pool_counters k;
+	reader_pool_counters(p, &k);
+	printf("# pool: 3 readers: at most %u GETs ahead and %llu MiB held in all, %llu ranges "
+	       "not fetched ahead\n", k.streams_max, (unsigned long long)(k.bytes_max >> 20),
+	       (unsigned long long)stats_value(&b.st, "readahead", "throttled"));
+	CHECK(all, "pool: 3 readers at once, every byte right");
+	CHECK(k.streams_max <= 3 && k.bytes_max <= 12 * MIB,
+	      "pool: never more than 3 GETs ahead and 12 MiB held across readers");
+	CHECK(stats_value(&b.st, "readahead", "throttled") > 0, "pool: the bound was met (ranges refused)");
+	for (int i = 0; i < 3; i++)
+		reader_close(j[i].r);
+	reader_pool_counters(p, &k);
+	CHECK(k.streams == 0 && k.bytes == 0, "pool: empty after the readers closed");
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
+static void test_fail_midstream(void)
+{
+	struct bed b;
+	bed_init(&b, 40 * MIB);
+	struct reader_pool *p = pool_of(4, 64 * MIB, 16, 256 * MIB);
+	/* GET 7: a range ahead, in the middle of the stream */
+	s3_fault_fail(b.s3, S3K_GET, 7, 1, -EIO);
+	struct reader *r = bed_reader_pool(&b, p);
+	CHECK(read_all(&b, r) && s3_fault_injected(b.s3, S3K_GET) == 1,
+	      "midstream: a range ahead failing is fetched again by the read, bytes right");
+	reader_close(r);
+	s3_fault_clear(b.s3);
+
+	/* every GET from the 7th on fails: the reads before it are right, the
+	 * read that needs a failed range gets the error */
+	s3_fault_fail(b.s3, S3K_GET, 7, 0, -EIO);
+	r = bed_reader_pool(&b, p);
+	uint64_t pos = 0;
+	bool bad;
+	ssize_t rc = read_until_error(&b, r, &pos, &bad);
+	CHECK(rc == -EIO && !bad && pos >= 1792 * KIB,
+	      "midstream: the store failing: right bytes up to %llu KiB, then -EIO (%zd)",
+	      (unsigned long long)(pos >> 10), rc);
+	reader_close(r);
+	s3_fault_clear(b.s3);
+	struct reader_pool_counters k;
+	reader_pool_counters(p, &k);
+	CHECK(k.streams == 0 && k.bytes == 0, "midstream: the pool is empty after close");
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
+static void test_changed_midstream(void)
+{
+	struct bed b;
+	bed_init(&b, 48 * MIB);
+	struct reader_pool *p = pool_of(4, 16 * MIB, 16, 256 * MIB);
+	struct reader *r = bed_reader_pool(&b, p);
+	bool ok = true;
+	for (uint64_t off = 0; off < 4 * MIB && ok; off += 128 * KIB)
+		ok = read_ok(&b, r, off, 128 * KIB);
+	CHECK(ok && stats_value(&b.st, "readahead", "ranges") + s3_fault_seen(b.s3, S3K_GET) > 3,
+	      "changed midstream: 4 MiB read, read-ahead running");
+	/* another client replaces the object (same size, other bytes) */
+	char *v2 = malloc(b.size);
+	for (size_t i = 0; i < b.size; i++)
+		v2[i] = (char)~b.data[i];
+	s3_fake_object_put(b.fake, "b", "obj", v2, b.size, NULL, 0, NULL);
+	free(v2);
+	uint64_t pos = 4 * MIB;
+	bool bad;
+	ssize_t rc = read_until_error(&b, r, &pos, &bad);
+	/* bytes fetched before the change may be served; at most 4 MiB read
+	 * + 16 MiB ahead + one 8 MiB window: never the new bytes */
+	CHECK(rc == -ESTALE && !bad && pos >= 4 * MIB && pos < 28 * MIB,
+	      "changed midstream: only the old version's bytes (up to %llu MiB), then -ESTALE "
+	      "(%zd)", (unsigned long long)(pos >> 20), rc);
+	reader_close(r);
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
+static void test_random_stops(void)
+{
+	struct bed b;
+	bed_init(&b, 50 * MIB);
+	struct reader_pool *p = pool_of(4, 64 * MIB, 16, 256 * MIB);
+	struct reader *r = bed_reader_pool(&b, p);
+	bool ok = true;
+	for (uint64_t off = 0; off < 6 * MIB && ok; off += 128 * KIB)
+		ok = read_ok(&b, r, off, 128 * KIB);
+	CHECK(ok, "random stops: 6 MiB read in sequence");
+	struct reader_pool_counters k = { .streams = 1 };
+	for (int i = 0; i < 1000 && k.streams; i++) {   /* the ranges ahead land */
+		usleep(5000);
+		reader_pool_counters(p, &k);
+	}
+	int g0 = gets(&b);
+	/* 20 reads, each over 2 MiB from the one before: random */
+	ok = read_ok(&b, r, 30 * MIB, 1000);
+	for (int i = 0; i < 20 && ok; i++)
+		ok = read_ok(&b, r, (uint64_t)(i * 7 % 19) * (5 * MIB / 2), 1000);
+	CHECK(ok && gets(&b) - g0 == 21,
+	      "random stops: 21 random reads, 21 GETs: nothing more fetched ahead (%d)",
+	      gets(&b) - g0);
+	reader_close(r);
+	CHECK(stats_value(&b.st, "readahead", "wasted_bytes") >= 4 * MIB,
+	      "random stops: the ranges ahead never read are counted as wasted (%llu KiB)",
+	      (unsigned long long)(stats_value(&b.st, "readahead", "wasted_bytes") >> 10));
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
+static void test_close_inflight(void)
+{
+	struct bed b;
+	bed_init(&b, 32 * MIB);
+	struct reader_pool *p = pool_of(4, 64 * MIB, 16, 256 * MIB);
+	struct s3_fault_rule slow = { .kind = S3K_GET, .type = S3F_DELAY, .delay_ms = 300 };
+	s3_fault_add(b.s3, &slow);
+	struct reader *r = bed_reader_pool(&b, p);
+	bool ok = true;
+	for (uint64_t off = 0; off < 1 * MIB && ok; off += 128 * KIB)
+		ok = read_ok(&b, r, off, 128 * KIB);
+	struct reader_pool_counters k;
+	reader_pool_counters(p, &k);
+	/* the read that ended at 1 MiB started two 2 MiB ranges ahead */
+	CHECK(ok && k.streams == 2 && k.bytes == 4 * MIB,
+	      "close in flight: 2 ranges ahead in flight (%u, %llu bytes)", k.streams,
+	      (unsigned long long)k.bytes);
+	reader_close(r);
+	int g = gets(&b);
+	reader_pool_counters(p, &k);
+	CHECK(k.streams == 0 && k.bytes == 0,
+	      "close in flight: close waited for them and released their bytes");
+	CHECK(stats_value(&b.st, "readahead", "wasted_bytes") == 4 * MIB,
+	      "close in flight: their 4 MiB counted as wasted (%llu)",
+	      (unsigned long long)stats_value(&b.st, "readahead", "wasted_bytes"));
+	usleep(400 * 1000);
+	CHECK(gets(&b) == g, "close in flight: no GET starts after close");
+	s3_fault_clear(b.s3);
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
 int main(void)
 {
 	test_sequential();
 	test_random();
 	test_changed();
 	test_failures();
+	test_parallel();
+	test_pool_bounds();
+	test_fail_midstream();
+	test_changed_midstream();
+	test_random_stops();
+	test_close_inflight();
 	return unit_exit();
 }
