@@ -57,26 +57,6 @@ fi
 # shellcheck source=tests/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
 HELPER=$HERE/bench_cache.py
-declare -A PEER_PID=() PEER_MNT=()
-
-peer_stop() {
-	local pid=${PEER_PID[$1]:-} mnt=${PEER_MNT[$1]:-}
-	[[ -n $pid ]] || return 0
-	if mountpoint -q "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
-	fi
-	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
-	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	unset "PEER_PID[$1]"
-}
-
-# Peers first, then bench_lib's cleanup (gateways, scratch dir, own bed).
-bench_before_exit() {
-	local name
-	for name in "${!PEER_PID[@]}"; do peer_stop "$name"; done
-}
-
 bench_require_bed
 [[ $(id -u) == 0 ]] || bench_die "needs root (echo 1 > /proc/sys/vm/drop_caches)"
 [[ -x $S3TOOL ]] || bench_die "build first: ninja -C $FACETFS_BUILD"
@@ -174,40 +154,19 @@ bench_say "PUT of $N objects: $(s_between "$t0" "$t1") s; all warm-fetched $(s_b
 cmp -s "$M/warm/f0007" "$T/small/f0007" || bench_die "warm/f0007 differs from what was PUT"
 
 # Peers on the same objects.
-printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
-chmod 600 "$T/s3fs.passwd"
-cat >"$T/rclone.conf" <<EOF
-[bed]
-type = s3
-provider = Ceph
-access_key_id = $AWS_ACCESS_KEY_ID
-secret_access_key = $AWS_SECRET_ACCESS_KEY
-endpoint = $S3_URL
-force_path_style = true
-EOF
-peer_start() {    # NAME MOUNT command...
-	local name=$1 mnt=$2 pid
-	shift 2
-	mkdir -p "$mnt"
-	"$@" </dev/null >"$T/$name.log" 2>&1 &
-	pid=$!
-	PEER_PID[$name]=$pid PEER_MNT[$name]=$mnt
-	peer_up() { pid_alive "$pid" && mountpoint -q "$mnt" && (( $(ls "$mnt" | wc -l) == N )); }
-	wait_until 60 peer_up && return 0
-	bench_say "$name did not mount with $N files; last lines of its log:"
-	tail -n 5 "$T/$name.log"
-	peer_stop "$name"
-	return 1
-}
+bench_peer_creds
+# A peer is ready when it lists the N objects.
+peer_ready() { (( $(ls "$1" | wc -l) == N )); }
+BENCH_PEER_READY=peer_ready
 HAVE_S3FS= HAVE_RCLONE=
 if command -v s3fs >/dev/null; then
-	peer_start s3fs "$T/s3fs" s3fs "$B:/w" "$T/s3fs" -f -o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd,use_cache=$T/s3fs-cache" &&
+	bench_peer_start s3fs "$T/s3fs" s3fs "$B:/w" "$T/s3fs" -f -o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd,use_cache=$T/s3fs-cache" &&
 		HAVE_S3FS=1
 else
 	bench_say "no s3fs (apt-get install s3fs): its figures are n/a"
 fi
 if command -v rclone >/dev/null; then
-	peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" mount "bed:$B/w" "$T/rclone" \
+	bench_peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" mount "bed:$B/w" "$T/rclone" \
 		--vfs-cache-mode full --cache-dir "$T/rclone-cache" --use-server-modtime && HAVE_RCLONE=1
 else
 	bench_say "no rclone (apt-get install rclone): its figures are n/a"
@@ -230,8 +189,8 @@ for r in $(seq 1 "$REPEAT"); do
 	[[ -z $HAVE_S3FS ]] || { drop_caches; pass drop.s3fs "$T/s3fs" "$((r + 10))"; }
 	[[ -z $HAVE_RCLONE ]] || { drop_caches; pass drop.rclone "$T/rclone" "$((r + 10))"; }
 done
-peer_stop s3fs
-peer_stop rclone
+bench_peer_stop s3fs
+bench_peer_stop rclone
 c=($(stats '.cache.hits, .cache.misses, .cache.warm.fetched, .cache.warm.used, .cache.warm.wasted'))
 bench_say "cache after section 1: hits ${c[0]}, misses ${c[1]}, warm fetched ${c[2]} used ${c[3]} wasted ${c[4]}"
 fig "first touch, warm+eventual view, opens/s" first.warm ""

@@ -122,8 +122,57 @@ views_ready() {
 # Make a bucket (idempotent on RGW).
 bench_bucket() { "$AWS" --endpoint-url "$S3_URL" s3api create-bucket --bucket "$1" >/dev/null 2>&1 || true; }
 
-# On exit: the script's own bench_before_exit (if it defines one: peers to
-# stop), every gateway, the scratch dir (kept on failure or KEEP_TMP=1) and
+# ---- peers (s3fs, rclone) mounted beside the gateway ----
+# bench_peer_creds: $BENCH_TMP/s3fs.passwd (mode 0600) and
+# $BENCH_TMP/rclone.conf (a remote "bed") for the bed's S3.
+# bench_peer_start NAME MOUNT command...: runs command (a FUSE daemon in
+# the foreground, output in $BENCH_TMP/NAME.log) and waits up to 60 s for
+# MOUNT to be mounted and, when BENCH_PEER_READY names a function, for
+# that function to return true (called with MOUNT); else prints the log's
+# last lines, stops it and returns 1. bench_peer_stop NAME unmounts
+# (lazily if that hangs), then stops the daemon by its PID; bench_cleanup
+# stops every peer still up.
+declare -A BENCH_PEER_PID=() BENCH_PEER_MNT=()
+
+bench_peer_creds() {
+	printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$BENCH_TMP/s3fs.passwd"
+	chmod 600 "$BENCH_TMP/s3fs.passwd"
+	printf '[bed]\ntype = s3\nprovider = Ceph\naccess_key_id = %s\nsecret_access_key = %s\nendpoint = %s\nforce_path_style = true\n' \
+		"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" "$S3_URL" >"$BENCH_TMP/rclone.conf"
+}
+
+bench_peer_stop() {
+	local pid=${BENCH_PEER_PID[$1]:-} mnt=${BENCH_PEER_MNT[$1]:-}
+	[[ -n $pid ]] || return 0
+	if mountpoint -q "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
+	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset "BENCH_PEER_PID[$1]"
+}
+
+bench_peer_start() {
+	local name=$1 mnt=$2 pid
+	shift 2
+	mkdir -p "$mnt"
+	"$@" </dev/null >"$BENCH_TMP/$name.log" 2>&1 &
+	pid=$!
+	BENCH_PEER_PID[$name]=$pid BENCH_PEER_MNT[$name]=$mnt
+	bench_peer_up() {
+		pid_alive "$pid" && mountpoint -q "$mnt" &&
+			{ [[ -z ${BENCH_PEER_READY:-} ]] || "$BENCH_PEER_READY" "$mnt"; }
+	}
+	wait_until 60 bench_peer_up && return 0
+	bench_say "$name did not mount; last lines of its log:"
+	tail -n 5 "$BENCH_TMP/$name.log"
+	bench_peer_stop "$name"
+	return 1
+}
+
+# On exit: the script's own bench_before_exit (if it defines one), every
+# peer and every gateway, the scratch dir (kept on failure or KEEP_TMP=1) and
 # a bed the script started itself (OWN_BED: removed when all went well).
 BENCH_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -132,6 +181,9 @@ bench_cleanup() {
 	if declare -F bench_before_exit >/dev/null; then
 		bench_before_exit
 	fi
+	for name in "${!BENCH_PEER_PID[@]}"; do
+		bench_peer_stop "$name"
+	done
 	for name in "${!BG_PID[@]}"; do
 		gw_stop "$name"
 	done

@@ -204,29 +204,13 @@ fi
 
 # ===================== 3. cold sequential read, hot re-read =====================
 # s3fs beside it: the same bucket, its defaults (no use_cache), one mount.
-S3FS_PID=
-s3fs_stop() {
-	[[ -n $S3FS_PID ]] || return 0
-	mountpoint -q "$T/s3fs" && { fusermount3 -u "$T/s3fs" 2>/dev/null || fusermount3 -uz "$T/s3fs"; }
-	wait_until 10 eval "! pid_alive $S3FS_PID" || kill -TERM "$S3FS_PID" 2>/dev/null
-	wait "$S3FS_PID" 2>/dev/null
-	S3FS_PID=
-}
-bench_before_exit() { s3fs_stop; }
+# Ready when the cold objects show.
+cold_ready() { [[ -e $1/s/cold1 ]]; }
 s3fs_start() {
 	command -v s3fs >/dev/null || { bench_say "no s3fs: its figures are n/a"; return 1; }
-	printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
-	chmod 600 "$T/s3fs.passwd"
-	mkdir -p "$T/s3fs"
-	s3fs "$B" "$T/s3fs" -f -o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd" \
-		</dev/null >"$T/s3fs.log" 2>&1 &
-	S3FS_PID=$!
-	s3fs_up() { pid_alive "$S3FS_PID" && mountpoint -q "$T/s3fs" && [[ -e $T/s3fs/s/cold1 ]]; }
-	wait_until 60 s3fs_up && return 0
-	bench_say "s3fs did not mount; last lines of its log:"
-	tail -n 5 "$T/s3fs.log"
-	s3fs_stop
-	return 1
+	bench_peer_creds
+	BENCH_PEER_READY=cold_ready bench_peer_start s3fs "$T/s3fs" s3fs "$B" "$T/s3fs" -f \
+		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd"
 }
 if want cold; then
 echo
@@ -266,7 +250,7 @@ for r in $(seq 1 "$REPEAT"); do
 	rec cold.pct_curl "$(pct cold.mount cold.curl)"
 	[[ -z $HAVE_S3FS ]] || rec cold.x_s3fs "$(pct cold.mount cold.s3fs)"
 done
-s3fs_stop
+bench_peer_stop s3fs
 # Hot: re-reads of cold1 (second open, third open, ...), and the same bytes
 # from a local file in the page cache.
 cat "$T/cold" >/dev/null
@@ -394,42 +378,15 @@ if want stream; then
 echo
 bench_say "5. one $STREAM_MIB MiB file: mount (streamed parts) / aws s3 cp / s3fs / rclone; until S3 lists it"
 head -c $((STREAM_MIB << 20)) /dev/urandom >"$T/sbig" || bench_die "no space for $T/sbig"
-printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
-chmod 600 "$T/s3fs.passwd"
-printf '[bed]\ntype = s3\nprovider = Ceph\naccess_key_id = %s\nsecret_access_key = %s\nendpoint = %s\nforce_path_style = true\n' \
-	"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" "$S3_URL" >"$T/rclone.conf"
-declare -A PEER_PID PEER_MNT
-peer_start() {    # NAME MOUNT command...
-	local name=$1 mnt=$2 pid
-	shift 2
-	mkdir -p "$mnt"
-	"$@" </dev/null >"$T/$name.log" 2>&1 &
-	pid=$!
-	PEER_PID[$name]=$pid PEER_MNT[$name]=$mnt
-	peer_up() { pid_alive "$pid" && mountpoint -q "$mnt"; }
-	wait_until 60 peer_up && return 0
-	bench_say "$name did not mount; last lines of its log:"
-	tail -n 5 "$T/$name.log"
-	return 1
-}
-peer_stop() {
-	local pid=${PEER_PID[$1]:-} mnt=${PEER_MNT[$1]:-}
-	[[ -n $pid ]] || return 0
-	mountpoint -q "$mnt" && { fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"; }
-	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
-	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	unset "PEER_PID[$1]"
-}
-bench_before_exit() { local n; for n in "${!PEER_PID[@]}"; do peer_stop "$n"; done; }
+bench_peer_creds
 HAVE_S3FS= HAVE_RCLONE=
 mkdir -p "$T/rclone-cache"
 if command -v s3fs >/dev/null; then
-	peer_start s3fs "$T/s3fs" s3fs "$B:/p" "$T/s3fs" -f \
+	bench_peer_start s3fs "$T/s3fs" s3fs "$B:/p" "$T/s3fs" -f \
 		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd" && HAVE_S3FS=1
 fi
 if command -v rclone >/dev/null; then
-	peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" mount \
+	bench_peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" mount \
 		"bed:$B/p" "$T/rclone" --vfs-cache-mode writes --cache-dir "$T/rclone-cache" \
 		--use-server-modtime && HAVE_RCLONE=1
 fi
@@ -461,7 +418,8 @@ for r in $(seq 1 "$STREAM_REPEAT"); do
 	[[ -z $HAVE_RCLONE ]] || timed_write rclone "p/rclone-$r" cp "$T/sbig" "$T/rclone/rclone-$r"
 	rec stream.ratio_aws "$(div "$(last stream.mount)" "$(last stream.aws)")"
 done
-bench_before_exit
+bench_peer_stop s3fs
+bench_peer_stop rclone
 rm -f "$T/sbig"
 fig "$STREAM_MIB MiB through the mount, 1 MiB writes, until listed: MiB/s" stream.mount ""
 fig "  load average (1 min) after it" stream.mount.load ""

@@ -14,36 +14,6 @@
 # Uses from bench_rw.sh: B, T, M, S3TOOL, AWS, REPEAT, rec/fig/summary/rate/
 # stats, gw_config, gw_start, views_ready, bench_*.
 
-declare -A PEER_PID=() PEER_MNT=()
-small_peer_stop() {
-	local pid=${PEER_PID[$1]:-} mnt=${PEER_MNT[$1]:-}
-	[[ -n $pid ]] || return 0
-	if mountpoint -q "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
-	fi
-	wait_until 10 eval "! pid_alive $pid" || kill -TERM "$pid" 2>/dev/null
-	wait_until 10 eval "! pid_alive $pid" || kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	unset "PEER_PID[$1]"
-}
-bench_before_exit() {
-	local name
-	for name in "${!PEER_PID[@]}"; do small_peer_stop "$name"; done
-}
-small_peer_start() {    # NAME MOUNT command...
-	local name=$1 mnt=$2 pid
-	shift 2
-	mkdir -p "$mnt"
-	"$@" </dev/null >"$T/$name.log" 2>&1 &
-	pid=$!
-	PEER_PID[$name]=$pid PEER_MNT[$name]=$mnt
-	peer_up() { pid_alive "$pid" && mountpoint -q "$mnt"; }
-	wait_until 60 peer_up && return 0
-	bench_say "$name did not mount; last lines of its log:"
-	tail -n 5 "$T/$name.log"
-	small_peer_stop "$name"
-	return 1
-}
 # Objects of prefix P that S3 lists (directory markers left out).
 small_listed() { "$S3TOOL" list "$B" "$1" | grep -c '/f[0-9][0-9][0-9][0-9]$'; }
 small_all_listed() { [[ $(small_listed "$1") == 1000 ]]; }
@@ -70,27 +40,17 @@ wait_until 60 views_ready "$MP" || bench_die "views of the second gateway not re
    $(jq -r .staging.durability "$MP/.facetfs/stats") == process ]] ||
 	bench_die "the gateways do not report power / process durability"
 
-printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$T/s3fs.passwd"
-chmod 600 "$T/s3fs.passwd"
-cat >"$T/rclone.conf" <<EOF
-[bed]
-type = s3
-provider = Ceph
-access_key_id = $AWS_ACCESS_KEY_ID
-secret_access_key = $AWS_SECRET_ACCESS_KEY
-endpoint = $S3_URL
-force_path_style = true
-EOF
+bench_peer_creds
 TOOLS="power process aws"
 if command -v s3fs >/dev/null; then
-	small_peer_start s3fs "$T/s3fs" s3fs "$B:/s" "$T/s3fs" -f \
+	bench_peer_start s3fs "$T/s3fs" s3fs "$B:/s" "$T/s3fs" -f \
 		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd" &&
 		TOOLS="$TOOLS s3fs"
 else
 	bench_say "no s3fs: its figures are n/a"
 fi
 if command -v rclone >/dev/null; then
-	small_peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" \
+	bench_peer_start rclone "$T/rclone" env -u AWS_CA_BUNDLE rclone --config "$T/rclone.conf" \
 		mount "bed:$B/s" "$T/rclone" --vfs-cache-mode writes \
 		--cache-dir "$T/rclone-cache" --use-server-modtime && TOOLS="$TOOLS rclone"
 else
@@ -147,8 +107,8 @@ for r in $(seq 1 "$REPEAT"); do
 	done
 	bench_say "pass $r: load average after each: ${loads[*]}"
 done
-small_peer_stop s3fs
-small_peer_stop rclone
+bench_peer_stop s3fs
+bench_peer_stop rclone
 
 for who in "${tools[@]}"; do
 	case $who in
