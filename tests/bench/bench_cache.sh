@@ -45,17 +45,9 @@ EVENTS=${BENCH_CACHE_EVENTS:-300000}
 OWN_BED=
 want() { [[ " ${ONLY:-small big evict events} " == *" $1 "* ]]; }
 
-if [[ -z ${BED_DIR:-} ]]; then
-	OWN_BED=$(mktemp -d /tmp/bench_cache_bed.XXXXXX)
-	BED_MEMSTORE_BYTES=${BED_MEMSTORE_BYTES:-4294967296} \
-		"$HERE/../bed/bed" up "$OWN_BED" >"$OWN_BED.log" 2>&1 ||
-		{ echo "bench_cache: bed up failed:" >&2; tail -n 20 "$OWN_BED.log" >&2
-		  "$HERE/../bed/bed" down "$OWN_BED" >/dev/null 2>&1; exit 1; }
-	export BED_DIR=$OWN_BED
-fi
-
 # shellcheck source=tests/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
+bench_own_bed 4294967296
 HELPER=$HERE/bench_cache.py
 bench_require_bed
 [[ $(id -u) == 0 ]] || bench_die "needs root (echo 1 > /proc/sys/vm/drop_caches)"

@@ -20,6 +20,20 @@ declare -A BG_PID=() BG_MNT=()
 bench_say() { printf '%s: %s\n' "$BENCH_NAME" "$*"; }
 bench_die() { printf '%s: error: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
 
+# bench_own_bed [MEMSTORE_BYTES]: with no bed given (neither its env nor
+# BED_DIR), bring one up in a temp dir (OWN_BED, with MEMSTORE_BYTES of RAM
+# store unless BED_MEMSTORE_BYTES says otherwise) and point BED_DIR at it;
+# bench_cleanup takes it down, and removes it when all went well.
+bench_own_bed() {
+	[[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]] || return 0
+	OWN_BED=$(mktemp -d "/tmp/${BENCH_NAME}_bed.XXXXXX")
+	bench_say "no bed given: starting one in $OWN_BED"
+	local mem=${BED_MEMSTORE_BYTES:-${1:-}}
+	BED_MEMSTORE_BYTES=$mem "$FACETFS_SRC/tests/bed/bed" up "$OWN_BED" >"$OWN_BED.log" 2>&1 ||
+		{ bench_say "bed up failed:"; tail -n 20 "$OWN_BED.log" >&2; exit 1; }
+	export BED_DIR=$OWN_BED
+}
+
 # Source the bed's env unless it is already there.
 bench_require_bed() {
 	if [[ -z ${S3_URL:-} || -z ${KAFKA_BROKERS:-} ]]; then

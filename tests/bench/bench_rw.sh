@@ -58,16 +58,11 @@ if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
 		echo "bench_rw: only $((avail_kib / 1024)) MiB of memory available, need about $((need_kib / 1024)) MiB for the RAM-backed store (set BIG_MIB/COLD_MIB lower)" >&2
 		exit 1
 	fi
-	OWN_BED=$(mktemp -d /tmp/bench_rw_bed.XXXXXX)
-	BED_MEMSTORE_BYTES=${BED_MEMSTORE_BYTES:-8589934592} \
-		"$HERE/../bed/bed" up "$OWN_BED" >"$OWN_BED.log" 2>&1 ||
-		{ echo "bench_rw: bed up failed:" >&2; tail -n 20 "$OWN_BED.log" >&2
-		  "$HERE/../bed/bed" down "$OWN_BED" >/dev/null 2>&1; exit 1; }
-	export BED_DIR=$OWN_BED
 fi
 
 # shellcheck source=tests/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
+bench_own_bed 8589934592
 HELPER=$HERE/bench_rw.py
 S3FILL=$FACETFS_BUILD/tests/bench/s3fill
 

@@ -20,15 +20,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
 SECS=${SECS:-2}
 OWN_BED=
-if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
-	OWN_BED=$(mktemp -d /tmp/bench_trace_bed.XXXXXX)
-	"$HERE/../bed/bed" up "$OWN_BED" >"$OWN_BED.log" 2>&1 ||
-		{ echo "bench_trace: bed up failed:" >&2; tail -n 20 "$OWN_BED.log" >&2
-		  "$HERE/../bed/bed" down "$OWN_BED" >/dev/null 2>&1; exit 1; }
-	export BED_DIR=$OWN_BED
-fi
 # shellcheck source=tests/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
+bench_own_bed
 HELPER=$HERE/bench_rw.py
 S3FILL=$FACETFS_BUILD/tests/bench/s3fill
 
