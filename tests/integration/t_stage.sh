@@ -82,8 +82,9 @@ else
 	not_ok "aws reads back the filled and changed object" "$(tail -n 1 "$tmp/err")"
 fi
 check_eq "staging is empty after release" 0 "$(val used_bytes_after)"
+# (its "durability" file, the run's setting and boot, stays: sync/stage.h)
 check_eq "staging dir holds no data or journal" 0 \
-	"$(find "$tmp/staging" -maxdepth 1 -type f | wc -l)"
+	"$(find "$tmp/staging" -maxdepth 1 -type f ! -name durability | wc -l)"
 printf '# commit %s MiB/s, fill %s MiB/s, staged writes %s MiB/s (%s MiB)\n' \
 	"$(val commit_mib_s)" "$(val fill_mib_s)" "$(val write_mib_s)" "$MIB"
 rm -f "$tmp/model" "$tmp/model.2" "$tmp/back" "$tmp/back2"
