@@ -129,4 +129,3 @@ echo "# RGW kept: content type $(head_json typed.txt | jq -r .ContentType)," \
 	"first COPY replaced the other client's metadata)"
 
 stop_gateway A
-test_cleanup
