@@ -108,26 +108,24 @@ int s3_http_set_credentials(struct s3 *iface, const char *access_key,
 	return 0;
 }
 
+/* Requests by kind: one metric family, the kind as its label. */
+#define S3_KIND(field, kind) \
+	STATS_FAMILY(struct s3_counters, field, "s3", kind, \
+		     "facetfs_s3_requests_total", "kind=\"" kind "\"")
 static const struct stats_def s3_stats[] = {
-	STATS_FAMILY(struct s3_counters, s3_list, "s3", "list",
-		     "facetfs_s3_requests_total", "kind=\"list\""),
-	STATS_FAMILY(struct s3_counters, s3_head, "s3", "head",
-		     "facetfs_s3_requests_total", "kind=\"head\""),
-	STATS_FAMILY(struct s3_counters, s3_get_tagging, "s3", "get_tagging",
-		     "facetfs_s3_requests_total", "kind=\"get_tagging\""),
-	STATS_FAMILY(struct s3_counters, s3_get, "s3", "get",
-		     "facetfs_s3_requests_total", "kind=\"get\""),
-	STATS_FAMILY(struct s3_counters, s3_put, "s3", "put",
-		     "facetfs_s3_requests_total", "kind=\"put\""),
-	STATS_FAMILY(struct s3_counters, s3_copy, "s3", "copy",
-		     "facetfs_s3_requests_total", "kind=\"copy\""),
-	STATS_FAMILY(struct s3_counters, s3_delete, "s3", "delete",
-		     "facetfs_s3_requests_total", "kind=\"delete\""),
+	S3_KIND(s3_list, "list"),
+	S3_KIND(s3_head, "head"),
+	S3_KIND(s3_get_tagging, "get_tagging"),
+	S3_KIND(s3_get, "get"),
+	S3_KIND(s3_put, "put"),
+	S3_KIND(s3_copy, "copy"),
+	S3_KIND(s3_delete, "delete"),
 	STATS_COUNTER(struct s3_counters, s3_errors, "s3", "errors"),
 	STATS_COUNTER(struct s3_counters, s3_retries, "s3", "retries"),
 	STATS_FAMILY(struct s3_counters, s3_bytes_read, "s3", "bytes_read",
 		     "facetfs_s3_read_bytes_total", NULL),
 };
+#undef S3_KIND
 
 int s3_http_new(const struct s3_conf *c, struct stats *st, struct s3 **out)
 {
