@@ -275,7 +275,10 @@ static void parse_readahead(struct errs *e, const cJSON *cache, struct config *c
 	get_size(e, cache, "readahead_bytes", "cache.readahead_bytes", &c->cache_ra_bytes);
 	get_size(e, cache, "readahead_total_bytes", "cache.readahead_total_bytes",
 		 &c->cache_ra_total_bytes);
-	if (c->cache_ra_total_bytes < c->cache_ra_bytes)
+	if (c->cache_ra_bytes < (1ull << 20))   /* a range ahead is 1 MiB or more */
+		err_add(e, "cache.readahead_bytes", "%llu is below 1MiB (readahead_streams "
+			"0 turns read-ahead off)", (unsigned long long)c->cache_ra_bytes);
+	else if (c->cache_ra_total_bytes < c->cache_ra_bytes)
 		err_add(e, "cache.readahead_total_bytes",
 			"%llu is smaller than cache.readahead_bytes (%llu)",
 			(unsigned long long)c->cache_ra_total_bytes,

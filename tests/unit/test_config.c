@@ -185,6 +185,7 @@ static void test_sizes(void)
 		{ "{\"readahead_total_streams\":0}", "f.json: cache.readahead_total_streams: must be a whole number from 1 to 100000" },
 		{ "{\"readahead_bytes\":\"1GiB\"}", "f.json: cache.readahead_total_bytes: 268435456 is smaller than cache.readahead_bytes (1073741824)" },
 		{ "{\"readahead_total_bytes\":\"lots\"}", NULL },
+		{ "{\"readahead_bytes\":0}", "f.json: cache.readahead_bytes: 0 is below 1MiB (readahead_streams 0 turns read-ahead off)" },
 	};
 	for (size_t i = 0; i < sizeof bad_ra / sizeof bad_ra[0]; i++) {
 		rc = load(bad_ra[i][0], "", &c, err, sizeof err);
