@@ -112,6 +112,23 @@ static int kv_set(struct obj_kv **arr, size_t *n, const char *name, const char *
 	return obj_kv_add(arr, n, name, value);
 }
 
+void posix_meta_drop_times(struct obj_kv *arr, size_t *n, uint32_t which)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++) {
+		bool drop = false;
+		for (int t = 0; t < 3; t++)
+			drop |= (which & time_bits[t]) && strcmp(arr[i].name, time_names[t]) == 0;
+		if (drop) {
+			free(arr[i].name);
+			free(arr[i].value);
+		} else {
+			arr[k++] = arr[i];
+		}
+	}
+	*n = k;
+}
+
 int posix_meta_put(struct obj_kv **arr, size_t *n, const struct obj_posix *px)
 {
 	char buf[40];

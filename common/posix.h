@@ -54,6 +54,12 @@ void posix_meta_parse(const struct obj_kv *meta, size_t n, struct obj_posix *px)
 /* Set (replace or add) in *arr the pairs of the fields in px->have;
  * 0 or -ENOMEM (*arr may then hold some of them). */
 int  posix_meta_put(struct obj_kv **arr, size_t *n, const struct obj_posix *px);
+/* The times a write changes (what a staged file's upload must not carry
+ * from before it). */
+#define POSIX_WRITE_TIMES (POSIX_MTIME | POSIX_CTIME)
+/* Remove from arr[0..*n) the pairs of the time fields in `which`
+ * (POSIX_MTIME, _ATIME, _CTIME). */
+void posix_meta_drop_times(struct obj_kv *arr, size_t *n, uint32_t which);
 /* One time value in the written format; buf of at least 32 bytes. */
 void posix_time_format(int64_t ns, char *buf, size_t len);
 /* Parse one time value; false if it is not one. */

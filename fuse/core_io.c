@@ -94,9 +94,18 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 			rc = posix_meta_put(&of->meta.meta, &of->meta.n_meta, px);
 		of->meta.flags |= OBJ_HAS_META;
 	}
+	/* The staged file's metadata (a streamed upload's, fixed at its
+	 * first part) carries no time of its own: see commit_mtime. */
+	struct obj_kv *up = NULL;
+	size_t n_up = 0;
 	if (rc == 0)
-		rc = stage_file_new(c->d.stage, bucket, key, of->meta.meta,
-				    of->meta.n_meta, of->meta.content_type, &of->sf);
+		rc = obj_kv_copy(&up, &n_up, of->meta.meta, of->meta.n_meta);
+	if (rc == 0) {
+		posix_meta_drop_times(up, &n_up, POSIX_WRITE_TIMES);
+		rc = stage_file_new(c->d.stage, bucket, key, up, n_up,
+				    of->meta.content_type, &of->sf);
+	}
+	obj_kv_free(up, n_up);
 	if (rc == 0 && exists && !trunc && of->meta.size > 0) {
 		rc = stage_file_fill(of->sf, bucket, key, of->meta.size,
 				     of->meta.etag);
@@ -124,19 +133,23 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 /* The upload carries the open file's metadata (a chmod made while it was
  * clean went to S3 by a COPY and into of->meta only), with the time of the
  * change (s3fs and rclone read it) unless utimensat set one after the last
- * write. A streamed upload (large files written in order) carries the time
- * it began: its metadata was fixed then, and a new time would upload the
- * whole file again (other metadata than the stream's still does). */
+ * write. A streamed upload (large files written in order) carries no time
+ * of its own: its metadata was fixed at its first part, before the last
+ * write, so the object's mtime is S3's Last-Modified, the time the upload
+ * completed (RGW sets it then). A time set by utimensat differs from the
+ * stream's metadata and so uploads the whole file again at the commit. */
 static int commit_mtime(struct core *c, struct ofile *of)
 {
 	struct obj_meta nm = { 0 };
 	bool streaming = stage_file_streaming(of->sf);
 	pthread_mutex_lock(&c->ofile_lock);
-	bool keep = of->times_set || streaming;
+	bool keep = of->times_set;
 	int rc = obj_meta_copy(&nm, &of->meta);
 	pthread_mutex_unlock(&c->ofile_lock);
 	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
-	if (rc == 0 && !keep)
+	if (rc == 0 && !keep && streaming)
+		posix_meta_drop_times(nm.meta, &nm.n_meta, POSIX_WRITE_TIMES);
+	else if (rc == 0 && !keep)
 		rc = posix_meta_put(&nm.meta, &nm.n_meta, &px);
 	if (rc == 0)     /* the commit that follows journals it */
 		rc = stage_file_set_commit_meta(of->sf, nm.meta, nm.n_meta,

@@ -97,6 +97,8 @@ static const cJSON *get_obj(struct errs *e, const cJSON *root, const char *name)
 
 static int get_size(struct errs *e, const cJSON *obj, const char *name,
 		    const char *path, uint64_t *out);
+static void get_count(struct errs *e, const cJSON *obj, const char *name,
+		      const char *path, unsigned min, unsigned max, unsigned *out);
 
 static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 {
@@ -106,6 +108,8 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 					     "https", "ca_file", "insecure",
 					     "addressing", "part_size",
 					     "copy_threshold",
+					     "upload_streams",
+					     "stream_parts",
 					     NULL };
 	check_known(e, s3, "s3", known);
 	c->s3_endpoint = get_str(e, s3, "endpoint", "s3.endpoint", NULL);
@@ -159,6 +163,13 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 		else
 			c->s3_copy_threshold = ct;
 	}
+	c->s3_upload_streams = CONFIG_UPLOAD_STREAMS_DEFAULT;
+	get_count(e, s3, "upload_streams", "s3.upload_streams", 1,
+		  CONFIG_UPLOAD_STREAMS_MAX, &c->s3_upload_streams);
+	const cJSON *stream = cJSON_GetObjectItemCaseSensitive(s3, "stream_parts");
+	if (stream && !cJSON_IsBool(stream))
+		err_add(e, "s3.stream_parts", "must be true or false");
+	c->s3_stream_off = cJSON_IsFalse(stream);
 }
 
 static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)

@@ -31,6 +31,8 @@
 #define CONFIG_BLOCK_MIN (64ull << 10)
 #define CONFIG_BLOCK_MAX (64ull << 20)
 #define CONFIG_RA_STREAMS_MAX 16u
+#define CONFIG_UPLOAD_STREAMS_DEFAULT 4u   /* s3.upload_streams */
+#define CONFIG_UPLOAD_STREAMS_MAX 16u      /* the stage's pool holds 16 */
 
 struct config {
 	char *s3_endpoint, *s3_region;
@@ -44,6 +46,9 @@ struct config {
 	bool s3_virtual_host;        /* s3.addressing "virtual" (default "path") */
 	uint64_t s3_part_size;       /* multipart part size; 0: the default (8 MiB) */
 	uint64_t s3_copy_threshold;  /* larger objects are copied in parts; 0: 5 GiB */
+	unsigned s3_upload_streams;  /* parts sent at once: streaming threads, and
+				      * parts in flight per upload (default 4) */
+	bool s3_stream_off;          /* s3.stream_parts false: upload at the commit */
 	char *kafka_brokers, *kafka_topic, *kafka_group;
 	char **kafka_options;        /* key, value, key, value, ... */
 	size_t n_kafka_options;      /* number of strings (2 per option) */

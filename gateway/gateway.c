@@ -561,7 +561,10 @@ static int open_stage(struct gateway *gw)
 				 .durability = gw->cfg.cache_durable_process ?
 					STAGE_DURABLE_PROCESS : STAGE_DURABLE_POWER,
 				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw,
-				 .up = { .part_size = gw->cfg.s3_part_size } };
+				 .up = { .part_size = gw->cfg.s3_part_size,
+					 .threads = gw->cfg.s3_upload_streams },
+				 .stream_threads = gw->cfg.s3_upload_streams,
+				 .stream_off = gw->cfg.s3_stream_off };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);
 	if (rc < 0) {
@@ -570,6 +573,9 @@ static int open_stage(struct gateway *gw)
 	}
 	struct stage_recovery_report rep = { 0 };
 	rc = stage_recover(gw->stage, &rep);
+	if (rep.orphans_aborted)
+		log_warn("staging: %u multipart uploads a crash left without a journaled "
+			 "id found by listing and aborted", rep.orphans_aborted);
 	if (rep.reuploaded || rep.reupload_failed || rep.recovered)
 		log_warn("staged data of an earlier run: %u uploaded (their commit had begun), "
 			 "%u still failing to upload, %u never committed moved to %s",

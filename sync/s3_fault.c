@@ -30,6 +30,7 @@ struct s3_fault {
 /* What the rules do to one request. */
 struct fault_hit {
 	int err;                 /* S3F_FAIL: nonzero */
+	int lost;                /* S3F_LOST: nonzero */
 	unsigned delay_ms;
 	bool etag;
 	bool cut;
@@ -66,6 +67,10 @@ static void fault_match(struct s3_fault *w, enum s3_kind kind, struct fault_hit 
 			break;
 		case S3F_ETAG:
 			h->etag = true;
+			break;
+		case S3F_LOST:
+			if (!h->lost)
+				h->lost = fr->r.err;
 			break;
 		case S3F_SHORT:
 			if (!h->cut || fr->r.keep < h->keep)
@@ -224,8 +229,15 @@ static int w_mpu_create(struct s3 *s, const char *bucket, const char *key,
 	struct s3_fault *w = fault_of(s);
 	struct fault_hit h;
 	fault_match(w, S3K_MPU_CREATE, &h);
-	return h.err ? h.err : s3_mpu_create(w->inner, bucket, key, meta, n_meta,
-					     content_type, upload_id, idlen);
+	if (h.err)
+		return h.err;
+	int err = s3_mpu_create(w->inner, bucket, key, meta, n_meta, content_type,
+				upload_id, idlen);
+	if (!err && h.lost) {
+		upload_id[0] = '\0';
+		err = h.lost;
+	}
+	return err;
 }
 
 static int w_mpu_put_part(struct s3 *s, const char *bucket, const char *key,
@@ -329,10 +341,11 @@ int s3_fault_add(struct s3 *s, const struct s3_fault_rule *r)
 {
 	struct s3_fault *w = fault_of(s);
 	if ((unsigned)r->kind >= S3K_N ||
-	    (r->type == S3F_FAIL && r->err >= 0) ||
+	    ((r->type == S3F_FAIL || r->type == S3F_LOST) && r->err >= 0) ||
+	    (r->type == S3F_LOST && r->kind != S3K_MPU_CREATE) ||
 	    (r->type == S3F_SHORT && r->kind != S3K_GET) ||
 	    (r->type == S3F_ETAG && r->kind != S3K_HEAD && r->kind != S3K_LIST) ||
-	    r->type < S3F_FAIL || r->type > S3F_SHORT)
+	    r->type < S3F_FAIL || r->type > S3F_LOST)
 		return -EINVAL;
 	int err = 0;
 	pthread_mutex_lock(&w->mu);

@@ -33,6 +33,8 @@ enum s3_fault_type {
 	S3F_DELAY,      /* sleep delay_ms, then pass it on */
 	S3F_ETAG,       /* HEAD, LIST: answer ETags changed (first digit) */
 	S3F_SHORT,      /* GET: keep at most keep bytes of the body */
+	S3F_LOST,       /* MPU_CREATE: pass it on, then return err as if the
+			 * answer was lost (the store made the upload) */
 };
 
 struct s3_fault_rule {
@@ -40,7 +42,7 @@ struct s3_fault_rule {
 	enum s3_fault_type type;
 	unsigned first;         /* 1-based; 0 is taken as 1 */
 	unsigned times;         /* consecutive requests hit; 0 = all after first */
-	int err;                /* S3F_FAIL: a negative errno */
+	int err;                /* S3F_FAIL, S3F_LOST: a negative errno */
 	unsigned delay_ms;      /* S3F_DELAY */
 	size_t keep;            /* S3F_SHORT */
 };
@@ -48,8 +50,9 @@ struct s3_fault_rule {
 /* A wrapper around inner; own: s3_free of the wrapper frees inner too.
  * 0 or -ENOMEM. */
 int  s3_fault_new(struct s3 *inner, bool own, struct s3 **out);
-/* Add a rule (copied). 0, -EINVAL (S3F_FAIL with err >= 0, S3F_SHORT not
- * on a GET, S3F_ETAG not on a HEAD or LIST) or -ENOMEM. */
+/* Add a rule (copied). 0, -EINVAL (S3F_FAIL or S3F_LOST with err >= 0,
+ * S3F_SHORT not on a GET, S3F_ETAG not on a HEAD or LIST, S3F_LOST not on
+ * an MPU_CREATE) or -ENOMEM. */
 int  s3_fault_add(struct s3 *s, const struct s3_fault_rule *r);
 /* Shorthand: fail requests first..first+times-1 of kind with err. */
 int  s3_fault_fail(struct s3 *s, enum s3_kind kind, unsigned first,

@@ -208,6 +208,7 @@ static void file_free(struct stage_file *f)
 	free(f->key);
 	free(f->ctype);
 	obj_kv_free(f->meta, f->n_meta);
+	stage_intent_clear(&f->intent);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
 	free(f);
@@ -238,6 +239,7 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	f->dirty = true;
 	pthread_mutex_lock(&st->lock);
 	f->id = st->next_id++;
+	st->files_made = true;
 	pthread_mutex_unlock(&st->lock);
 	char name[32];
 	stage_name(f->id, ".data", name);
@@ -337,7 +339,7 @@ static int mark_dirty_locked(struct stage_file *f, bool force)
 			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
 			.meta = f->meta, .n_meta = f->n_meta,
 			.upload_id = f->sm.id, .upload_bucket = f->sm.bucket,
-			.upload_key = f->sm.key,
+			.upload_key = f->sm.key, .intent = f->intent,
 		};
 		int err = stage_jnl_write(f->st, f->id, &j);
 		if (err)
@@ -590,21 +592,29 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 			  f->key, strerror(-err));
 		return -EIO;
 	}
+	/* The commit owns f: no other thread changes what j borrows. */
+	pthread_mutex_lock(&f->lock);
 	struct stage_jnl j = {
 		.state = STAGE_JS_COMMIT, .size = size,
 		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-		.meta = f->meta, .n_meta = f->n_meta,
+		.meta = f->meta, .n_meta = f->n_meta, .intent = f->intent,
 	};
-	if (stage_jnl_write(st, f->id, &j) != 0)
-		return -EIO;
-	pthread_mutex_lock(&f->lock);
-	f->js = STAGE_JS_COMMIT;
+	err = stage_jnl_write(st, f->id, &j);
+	if (!err)
+		f->js = STAGE_JS_COMMIT;
+	j.intent = (struct stage_intent){ 0 };
 	pthread_mutex_unlock(&f->lock);
+	if (err)
+		return -EIO;
 
-	struct jnl_started js = { .st = st, .id = f->id, .j = &j };
+	/* An intent journaled before a multipart upload is created, its id
+	 * once it exists (stage_orphans.c). */
+	struct jnl_started js = { .st = st, .id = f->id, .j = &j, .f = f };
+	struct upload_hooks hooks = { .creating = stage_jnl_creating,
+				      .started = stage_jnl_started, .ctx = &js };
 	err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
-			  f->meta, f->n_meta, f->ctype, stage_jnl_started, &js,
-			  etag);
+			  f->meta, f->n_meta, f->ctype, &hooks, etag);
+	stage_jnl_hooks_done(&js);
 	pthread_mutex_lock(&st->lock);
 	if (err) {
 		st->cnt.upload_errors++;
@@ -681,6 +691,9 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	if (!err) {
 		f->dirty = false;
 		f->js = STAGE_JS_NONE;
+		/* Its journal is gone: an upload a lost answer may have made
+		 * is no longer looked for (README, "not done"). */
+		stage_intent_clear(&f->intent);
 		if (!f->sm.id && !f->sm.n_parts)
 			f->sm.broken = false;    /* the next writes may stream */
 		snprintf(f->etag, sizeof f->etag, "%s", etag);

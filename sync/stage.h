@@ -43,8 +43,13 @@
  * the file uploaded again (kept staged if that fails); "dirty" -> its
  * upload (if any) aborted, data moved to recovered/ as BUCKET%2FKEY@TIME
  * (+ .journal) (kept staged while the abort fails); data without journal
- * -> deleted. So no upload this gateway began stays open, except one whose
- * creation answered but whose id a crash kept from the journal. After a
+ * -> deleted. A journal may also hold an intent (journaled before each
+ * CreateMultipartUpload, replaced by the id once that is journaled): the
+ * first recovery after stage_open, before any stage_file_new, lists the
+ * uploads of that exact key initiated since the intent (minus a 15-minute
+ * clock margin) and aborts them first (stage_orphans.c says what else it
+ * could abort); later recoveries keep such a file staged. So no upload
+ * this gateway began stays open. After a
  * PROCESS run and a restart of the machine (boot id changed), journals and
  * data may be stale or torn: uploads named are aborted and everything
  * staged, "commit" and journal-less data included, is moved to
@@ -134,6 +139,7 @@ struct stage_recovery_report {
 	unsigned reupload_failed;  /* "commit" files kept staged (S3 failed) */
 	unsigned abort_failed;     /* "dirty" files kept: aborting failed */
 	unsigned aborted;          /* uploads named by a journal, aborted */
+	unsigned orphans_aborted;  /* uploads found by listing, aborted */
 	unsigned recovered;        /* "dirty" files moved to recovered/ (and
 				    * all, after a PROCESS run and a reboot) */
 	unsigned deleted;          /* data without journal, stray files */

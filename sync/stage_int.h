@@ -24,6 +24,19 @@ enum stage_jstate {
 	STAGE_JS_COMMIT,  /* "commit": a commit began */
 };
 
+/* A multipart upload that may exist without its id in the journal: from
+ * ns (wall clock, ns since the epoch) on, a CreateMultipartUpload of
+ * bucket/key may have been answered to a gateway that then died, or whose
+ * answer was lost. Journaled before each creation ("intent" line), dropped
+ * once the creation's id is journaled, kept after a failed creation (the
+ * store may have made the upload). The oldest one is kept. ns 0: none.
+ * Strings owned by whoever holds the struct (stage_intent_set/_clear),
+ * borrowed in a stage_jnl being written. */
+struct stage_intent {
+	int64_t ns;
+	char *bucket, *key;
+};
+
 /* One part handed to the streaming pool. */
 struct stage_job {
 	struct stage_file *f;
@@ -75,6 +88,8 @@ struct stage {
 	struct upload_conf up;
 	struct s3 *s3;               /* borrowed */
 	bool stream_off;             /* stage_conf.stream_off */
+	bool files_made;             /* a stage_file_new ran (under lock):
+				      * recovery no longer lists uploads */
 	struct stage_pool pool;      /* streamed parts (stage_stream.c) */
 	void (*grew)(void *ctx);     /* stage_conf.grew */
 	void *grew_ctx;
@@ -103,6 +118,8 @@ struct stage_file {
 	enum stage_jstate js;        /* what the journal on disk says */
 	char etag[72];               /* of the last upload or fill; "" unknown */
 	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
+	struct stage_intent intent;  /* a creation whose id is not journaled */
+	bool intent_fresh;           /* intent set by the creation running now */
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
 
@@ -115,6 +132,7 @@ struct stage_jnl {
 	char *upload_bucket, *upload_key;   /* its name, if not bucket/key */
 	struct obj_kv *meta;
 	size_t n_meta;
+	struct stage_intent intent;  /* ns 0: none */
 };
 
 /* Replace ID.jnl atomically and durably with j (borrowed). */
@@ -124,14 +142,39 @@ int  stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out);
 /* Remove ID.jnl durably (missing is fine). */
 int  stage_jnl_remove(struct stage *st, uint64_t id);
 void stage_jnl_release(struct stage_jnl *j);
-/* upload_file's started callback: rewrite the "commit" journal j of file
- * id with the multipart upload's id, so that a crash can abort it. */
+/* upload_file's hooks (upload.h) for the "commit" journal j of file id:
+ * creating journals an intent (f's, kept in f, when f is not NULL; else
+ * one of its own) before the upload exists; started rewrites j with the
+ * upload's id, dropping the intent this creation set, so that a crash
+ * can abort it. Call stage_jnl_hooks_done after upload_file. */
 struct jnl_started {
 	struct stage *st;
 	uint64_t id;
 	struct stage_jnl *j;         /* borrowed; upload_id set while writing */
+	struct stage_file *f;        /* the file committed; NULL in recovery */
+	struct stage_intent own;     /* the intent when f is NULL */
+	bool fresh;                  /* creating set the intent */
 };
+int  stage_jnl_creating(void *ctx);
 int  stage_jnl_started(void *ctx, const char *upload_id);
+void stage_jnl_hooks_done(struct jnl_started *js);
+
+/* ---- intents (stage_orphans.c) ----
+ * stage_intent_set: in = {now, bucket, key} unless in already holds one
+ * (kept: the oldest); *fresh says whether it was set now. 0 or -ENOMEM.
+ * stage_intent_clear: frees and zeroes.
+ * stage_orphans_abort: for a journal with an intent, lists the store's
+ * multipart uploads of exactly intent.bucket/intent.key initiated at or
+ * after intent.ns - STAGE_INTENT_SKEW_NS and aborts each (logged). Only
+ * before the stage's first stage_file_new (-EAGAIN after: a live upload
+ * of this run could be among them). 0, or the listing's or an abort's
+ * error (the caller keeps the file staged). */
+#define STAGE_INTENT_SKEW_NS ((int64_t)900 * 1000000000)
+int  stage_intent_set(struct stage_intent *in, const char *bucket,
+		      const char *key, bool *fresh);
+void stage_intent_clear(struct stage_intent *in);
+int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
+			 struct stage_recovery_report *rep);
 
 /* fsync (fdatasync if data) of fd under POWER, counted in cnt.syncs;
  * nothing under PROCESS. 0 or -errno. */

@@ -14,6 +14,9 @@
  *                        while "dirty" or begun at "commit")
  *   ubucket :B          (optional: the upload's bucket and key when they
  *   ukey :K              are not bucket/key, after a rename)
+ *   intent NS :B :K     (optional: from NS, ns since the epoch on this
+ *                        machine's clock, a multipart upload of B/K may
+ *                        exist whose id is not here; stage_int.h)
  *   meta :NAME :VALUE   (zero or more)
  */
 #include "sync/stage_int.h"
@@ -120,6 +123,12 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 			put_escaped(fp, j->upload_key);
 		}
 	}
+	if (j->intent.ns > 0) {
+		fprintf(fp, "\nintent %" PRId64 " ", j->intent.ns);
+		put_escaped(fp, j->intent.bucket);
+		fputc(' ', fp);
+		put_escaped(fp, j->intent.key);
+	}
 	for (size_t i = 0; i < j->n_meta; i++) {
 		fputs("\nmeta ", fp);
 		put_escaped(fp, j->meta[i].name);
@@ -177,6 +186,8 @@ void stage_jnl_release(struct stage_jnl *j)
 	free(j->upload_id);
 	free(j->upload_bucket);
 	free(j->upload_key);
+	free(j->intent.bucket);
+	free(j->intent.key);
 	obj_kv_free(j->meta, j->n_meta);
 	memset(j, 0, sizeof *j);
 }
@@ -216,6 +227,18 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 			return -EINVAL;
 		*dst = take_escaped(&v);
 		return *dst && !*v ? 0 : -EINVAL;
+	}
+	if (strcmp(line, "intent") == 0) {
+		char *end;
+		errno = 0;
+		long long ns = strtoll(v, &end, 10);
+		if (errno || end == v || *end != ' ' || ns <= 0 || j->intent.ns)
+			return -EINVAL;
+		v = end + 1;
+		j->intent.ns = ns;
+		j->intent.bucket = take_escaped(&v);
+		j->intent.key = j->intent.bucket ? take_escaped(&v) : NULL;
+		return j->intent.key && !*v ? 0 : -EINVAL;
 	}
 	if (strcmp(line, "meta") == 0) {
 		char *n = take_escaped(&v);
@@ -541,16 +564,53 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	return 0;
 }
 
+int stage_jnl_creating(void *ctx)
+{
+	struct jnl_started *js = ctx;
+	struct stage_jnl *j = js->j;
+	struct stage_intent *in = js->f ? &js->f->intent : &js->own;
+	if (js->f)
+		pthread_mutex_lock(&js->f->lock);
+	int err = stage_intent_set(in, j->bucket, j->key, &js->fresh);
+	if (!err) {
+		j->intent = *in;
+		err = stage_jnl_write(js->st, js->id, j);
+		j->intent = (struct stage_intent){ 0 };
+	}
+	if (js->f)
+		pthread_mutex_unlock(&js->f->lock);
+	if (err)
+		log_error("stage: cannot journal the upload of %s/%s about to be "
+			  "created: %s", j->bucket, j->key, strerror(-err));
+	return err ? -EIO : 0;
+}
+
 int stage_jnl_started(void *ctx, const char *upload_id)
 {
 	struct jnl_started *js = ctx;
+	struct stage_intent *in = js->f ? &js->f->intent : &js->own;
+	if (js->f)
+		pthread_mutex_lock(&js->f->lock);
+	/* An older intent (a creation that failed) stays journaled. */
+	if (!js->fresh)
+		js->j->intent = *in;
 	js->j->upload_id = (char *)upload_id;
 	int err = stage_jnl_write(js->st, js->id, js->j);
 	js->j->upload_id = NULL;
+	js->j->intent = (struct stage_intent){ 0 };
+	if (!err && js->fresh)
+		stage_intent_clear(in);
+	if (js->f)
+		pthread_mutex_unlock(&js->f->lock);
 	if (err)
 		log_error("stage: cannot journal upload %s: %s", upload_id,
 			  strerror(-err));
 	return err ? -EIO : 0;
+}
+
+void stage_jnl_hooks_done(struct jnl_started *js)
+{
+	stage_intent_clear(&js->own);
 }
 
 /* Abort the multipart upload journal j names; 0 or its error (logged). */
@@ -587,12 +647,17 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		rep->reupload_failed++;
 		return 0;
 	}
+	/* The intent, if any, was dealt with (stage_orphans_abort): this
+	 * upload journals its own. */
 	struct stage_jnl jc = *j;
 	jc.upload_id = jc.upload_bucket = jc.upload_key = NULL;
+	jc.intent = (struct stage_intent){ 0 };
 	struct jnl_started js = { .st = st, .id = id, .j = &jc };
+	struct upload_hooks hooks = { .creating = stage_jnl_creating,
+				      .started = stage_jnl_started, .ctx = &js };
 	int err = upload_file(st->s3, &st->up, j->bucket, j->key, fd, j->size,
-			      j->meta, j->n_meta, j->ctype, stage_jnl_started,
-			      &js, etag);
+			      j->meta, j->n_meta, j->ctype, &hooks, etag);
+	stage_jnl_hooks_done(&js);
 	close(fd);
 	pthread_mutex_lock(&st->lock);
 	if (err) {
@@ -650,6 +715,14 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 	int err = stage_jnl_read(st, e->id, &j);
 	if (err && err != -EINVAL)
 		return err;
+	/* A creation whose id the crash kept from the journal: list and
+	 * abort first; the file stays staged while that fails. */
+	if (!err && j.intent.ns && stage_orphans_abort(st, &j, rep) != 0 &&
+	    !st->distrust) {
+		rep->abort_failed++;
+		stage_jnl_release(&j);
+		return 0;
+	}
 	if (!e->data) {
 		log_warn("stage: journal %s/%s without data (%s/%s); removed",
 			 st->dir, jnl, err ? "?" : j.bucket, err ? "?" : j.key);
@@ -706,9 +779,10 @@ int stage_recover(struct stage *st, struct stage_recovery_report *rep)
 	if (n)
 		log_info("stage: recovery of %s: %u re-uploaded, %u re-upload "
 			 "failed, %u moved to %s, %u deleted, %u uploads aborted "
-			 "(%u kept: abort failed)", st->dir, rep->reuploaded,
-			 rep->reupload_failed, rep->recovered, st->rec_dir,
-			 rep->deleted, rep->aborted, rep->abort_failed);
+			 "(%u kept: abort failed), %u found by listing aborted",
+			 st->dir, rep->reuploaded, rep->reupload_failed,
+			 rep->recovered, st->rec_dir, rep->deleted, rep->aborted,
+			 rep->abort_failed, rep->orphans_aborted);
 	/* Everything untrusted has moved: this run's setting and boot may
 	 * now be written (until then a crash repeats the distrust). */
 	if (!err && st->distrust) {

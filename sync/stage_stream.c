@@ -273,15 +273,46 @@ bool stage_stream_same_name(struct stage_file *f, const char *bucket,
 				str_same(sm->key, key));
 }
 
-/* Part 1's job: create the upload and journal its id. On failure nothing
- * stays open (or, if even the abort failed, the id stays in sm). */
+/* The journal of f as it stands, naming the stream's upload (if any) and
+ * f's intent. f->lock held. */
+static int stream_journal_locked(struct stage_file *f)
+{
+	struct stage_stream *sm = &f->sm;
+	struct stage_jnl j = {
+		.state = f->js == STAGE_JS_COMMIT ? STAGE_JS_COMMIT : STAGE_JS_DIRTY,
+		.size = f->size, .bucket = f->bucket, .key = f->key,
+		.ctype = f->ctype, .meta = f->meta, .n_meta = f->n_meta,
+		.upload_id = sm->id, .upload_bucket = sm->bucket,
+		.upload_key = sm->key, .intent = f->intent,
+	};
+	int err = stage_jnl_write(f->st, f->id, &j) ? -EIO : 0;
+	if (!err)
+		f->js = j.state;
+	return err;
+}
+
+/* Part 1's job: journal the intent, create the upload, journal its id
+ * (dropping the intent this creation set). On failure nothing stays open
+ * (or, if even the abort failed, the id stays in sm; after a failed
+ * creation the intent stays: the store may have made the upload). */
 static int stream_create(struct stage_file *f)
 {
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
 	char id[1024];
-	int err = s3_mpu_create(st->s3, sm->bucket, sm->key, sm->meta, sm->n_meta,
-				sm->ctype, id, sizeof id);
+	pthread_mutex_lock(&f->lock);
+	int err = stage_intent_set(&f->intent, sm->bucket, sm->key,
+				   &f->intent_fresh);
+	if (!err)
+		err = stream_journal_locked(f);
+	pthread_mutex_unlock(&f->lock);
+	if (err) {
+		log_error("stage: %s/%s: cannot journal a streamed upload about to "
+			  "be created: %s", sm->bucket, sm->key, strerror(-err));
+		return err;
+	}
+	err = s3_mpu_create(st->s3, sm->bucket, sm->key, sm->meta, sm->n_meta,
+			    sm->ctype, id, sizeof id);
 	if (err) {
 		log_error("stage: %s/%s: cannot create a streamed upload: %s",
 			  sm->bucket, sm->key, strerror(-err));
@@ -292,16 +323,14 @@ static int stream_create(struct stage_file *f)
 	if (!sm->id) {
 		err = -ENOMEM;
 	} else {
-		struct stage_jnl j = {
-			.state = f->js == STAGE_JS_COMMIT ? STAGE_JS_COMMIT : STAGE_JS_DIRTY,
-			.size = f->size, .bucket = f->bucket, .key = f->key,
-			.ctype = f->ctype, .meta = f->meta, .n_meta = f->n_meta,
-			.upload_id = sm->id, .upload_bucket = sm->bucket,
-			.upload_key = sm->key,
-		};
-		err = stage_jnl_write(st, f->id, &j) ? -EIO : 0;
-		if (!err)
-			f->js = j.state;
+		struct stage_intent kept = f->intent;
+		if (f->intent_fresh)
+			f->intent = (struct stage_intent){ 0 };
+		err = stream_journal_locked(f);
+		if (err || !f->intent_fresh)
+			f->intent = kept;       /* still journaled */
+		else
+			stage_intent_clear(&kept);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (err) {
@@ -404,6 +433,7 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
 			.meta = f->meta, .n_meta = f->n_meta, .upload_id = sm->id,
 			.upload_bucket = sm->bucket, .upload_key = sm->key,
+			.intent = f->intent,
 		};
 		err = stage_jnl_write(st, f->id, &j);
 		if (!err)

@@ -107,8 +107,7 @@ static int upload_parts(struct up *u, unsigned threads)
 int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 		const char *key, int fd, uint64_t size, const struct obj_kv *meta,
 		size_t n_meta, const char *content_type,
-		int (*started)(void *ctx, const char *upload_id), void *ctx,
-		char etag[72])
+		const struct upload_hooks *hooks, char etag[72])
 {
 	etag[0] = '\0';
 	if (size > S3_MAX_OBJECT)
@@ -119,7 +118,10 @@ int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 				   content_type, etag);
 
 	char id[1024];
-	int err = s3_mpu_create(s, bucket, key, meta, n_meta, content_type, id,
+	int err = hooks && hooks->creating ? hooks->creating(hooks->ctx) : 0;
+	if (err)
+		return err;
+	err = s3_mpu_create(s, bucket, key, meta, n_meta, content_type, id,
 				sizeof id);
 	if (err)
 		return err;
@@ -132,8 +134,8 @@ int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 	u.parts = calloc(u.n_parts, sizeof *u.parts);
 	if (!u.parts)
 		err = -ENOMEM;
-	if (!err && started)
-		err = started(ctx, id);
+	if (!err && hooks && hooks->started)
+		err = hooks->started(hooks->ctx, id);
 	if (!err)
 		err = upload_parts(&u, c && c->threads ? c->threads :
 					 UPLOAD_THREADS_DEFAULT);

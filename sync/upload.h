@@ -42,15 +42,25 @@ uint64_t upload_part_size(const struct upload_conf *c, uint64_t size);
  * past S3_MAX_OBJECT (parts 8001..10000 alone hold 10,000 GiB). */
 uint64_t upload_stream_part_size(const struct upload_conf *c, unsigned n);
 
+/* Called around the creation of a multipart upload (both may be NULL):
+ * creating just before CreateMultipartUpload (the stage journals that an
+ * upload may be about to exist: a crash before started can then still
+ * find it), started with the upload id once it exists, before its first
+ * part (the stage journals the id, so that a crash can abort it). A
+ * nonzero return of creating is returned with no upload made; of
+ * started, aborts the upload and is returned. */
+struct upload_hooks {
+	int (*creating)(void *ctx);
+	int (*started)(void *ctx, const char *upload_id);
+	void *ctx;
+};
+
 /* Upload size bytes of fd (offsets 0..size-1) as bucket/key with meta and
- * content type. started (may be NULL) is called with the upload id once a
- * multipart upload exists, before its first part (the stage journals it,
- * so that a crash can abort it); a nonzero return aborts the upload and
- * is returned. etag: the new object's ETag ("...-N" for multipart). */
+ * content type; hooks may be NULL. etag: the new object's ETag ("...-N"
+ * for multipart). */
 int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 		const char *key, int fd, uint64_t size, const struct obj_kv *meta,
 		size_t n_meta, const char *content_type,
-		int (*started)(void *ctx, const char *upload_id), void *ctx,
-		char etag[72]);
+		const struct upload_hooks *hooks, char etag[72]);
 
 #endif

@@ -164,6 +164,19 @@ else
 	bench_say "no rclone (apt-get install rclone): its figures are n/a"
 fi
 
+# The bound of a `session` open: one HEAD (its validation). KEY gets the
+# HEADs/s of curl sending a HEAD for each of the N keys in turn on one
+# keep-alive connection, nothing else.
+heads() {
+	local urls=() i t0 t1
+	for ((i = 0; i < N; i++)); do urls+=("$S3_URL/$B/w/$(printf 'f%04d' "$i")"); done
+	t0=$(now_ns)
+	curl -sfI --aws-sigv4 "aws:amz:default:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "${urls[@]}" >/dev/null || bench_die "curl HEADs"
+	t1=$(now_ns)
+	rec "$1" "$(rate "$N" "$t0" "$t1")"
+}
+
 # First touch: facetfs warm view, then each peer (each reads every object once).
 pass first.warm "$M/warm" 1 fs
 [[ -z $HAVE_S3FS ]] || pass first.s3fs "$T/s3fs" 1
@@ -172,6 +185,7 @@ pass first.warm "$M/warm" 1 fs
 for r in $(seq 1 "$REPEAT"); do
 	pass again.ev "$M/warm" "$((r + 1))" fs
 	pass again.sess "$M/sess" "$((r + 1))" fs
+	heads again.heads
 	[[ -z $HAVE_S3FS ]] || pass again.s3fs "$T/s3fs" "$((r + 1))"
 	[[ -z $HAVE_RCLONE ]] || pass again.rclone "$T/rclone" "$((r + 1))"
 done
@@ -199,6 +213,8 @@ fig "again, s3fs, opens/s" again.s3fs ""
 fig "again, rclone, opens/s" again.rclone ""
 bench_figure "again: eventual / rclone" "$(ratio again.ev again.rclone)" ">= 10x"
 bench_figure "again: session / rclone" "$(ratio again.sess again.rclone)" ">= 1.5x"
+fig "  its bound: HEADs alone (curl, one connection), HEADs/s" again.heads ""
+bench_figure "  session opens / HEADs alone" "$(ratio again.sess again.heads)" ""
 fig "after drop_caches, eventual view (burst buffer), opens/s" drop.ev ""
 bench_figure "  S3 requests / GETs / HEADs per pass" "$(reqs drop.ev)" "0"
 fig "after drop_caches, session view (burst buffer), opens/s" drop.sess ""

@@ -38,7 +38,8 @@
 # measurement and RGW's garbage collection is run (memstore frees deleted
 # tails only then): the store needs max(BIG_MIB, REPEAT x COLD_MIB) + 1 GiB. Env: REPEAT, SECS (per random-read run, default 2),
 # BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes small":
-# the sections to run), READAHEAD_STREAMS (cache.readahead_streams).
+# the sections to run), READAHEAD_STREAMS (cache.readahead_streams),
+# UPLOAD_STREAMS (s3.upload_streams).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
@@ -143,6 +144,12 @@ if [[ -n ${READAHEAD_STREAMS:-} ]]; then
 	jq ".cache.readahead_streams = $READAHEAD_STREAMS" "$T/gw.json" >"$T/gw.json.new" &&
 		mv "$T/gw.json.new" "$T/gw.json" || bench_die "READAHEAD_STREAMS"
 	bench_say "cache.readahead_streams = $READAHEAD_STREAMS"
+fi
+# UPLOAD_STREAMS=N: s3.upload_streams (parts in flight) for this run.
+if [[ -n ${UPLOAD_STREAMS:-} ]]; then
+	jq ".s3.upload_streams = $UPLOAD_STREAMS" "$T/gw.json" >"$T/gw.json.new" &&
+		mv "$T/gw.json.new" "$T/gw.json" || bench_die "UPLOAD_STREAMS"
+	bench_say "s3.upload_streams = $UPLOAD_STREAMS"
 fi
 bench_topic "bench-rw-$$"
 gw_start rw "$T/gw.json" "$M" || exit 1

@@ -15,7 +15,13 @@
 #   back;
 # - kill -9 of the gateway mid-stream and with a failed commit pending: after
 #   the restart no upload is open, the committed file is complete in S3 and
-#   the never-committed one is in .facetfs/recovered.
+#   the never-committed one is in .facetfs/recovered;
+# - the crash window between CreateMultipartUpload and the journal naming
+#   the upload (the state planted: a journal with the intent only, the
+#   upload made with aws): after the restart that upload is aborted, a
+#   decoy of a longer key stays, the file is in .facetfs/recovered;
+# - s3.stream_parts false (s3.upload_streams 2): nothing streams, the file
+#   goes up at close in parallel parts.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -120,12 +126,24 @@ wait_for 30 grep -q written "$T/open.out"
 more() { (($(streamed) >= before + 32)); }
 if wait_for 30 more; then ok "while the file is open, parts go up ($before -> $(streamed))"; else not_ok "parts go up before close" "$before -> $(streamed)"; fi
 check "no object before close" absent w/open.bin
+sleep 1.1     # the second half is written a second after the upload began
+t_go=$(date +%s)
 echo go >"$T/go1"
 wait "$wpid"
 check_eq "close returns 0" "close ok" "$(tail -n 1 "$T/open.out")"
 s3get w/open.bin "$T/open.aws"
 if cmp -s "$T/open.src" "$T/open.aws"; then ok "open.bin: S3 has the 4 MiB byte for byte"; else not_ok "open.bin: same bytes"; fi
 check_eq "open.bin: 64 parts" 64 "$(etag_of w/open.bin | sed 's/.*-//')"
+# A streamed file's mtime is its last write's, not the time its upload
+# began: the upload carries no stored time, so S3's Last-Modified (its
+# completion) stands, through the mount and for other clients.
+head=$(aws_s3 s3api head-object --bucket "$B" --key w/open.bin --output json 2>/dev/null)
+diag <<<"open.bin: second half written from $(date -u -d "@$t_go" +%T), head-object: $(jq -c '{LastModified, mtime: .Metadata.mtime}' <<<"$head")"
+check_eq "open.bin: no stored mtime of its own (x-amz-meta-mtime)" null "$(jq -r '.Metadata.mtime // "null"' <<<"$head")"
+lm=$(date -d "$(jq -r .LastModified <<<"$head")" +%s)
+check "open.bin: Last-Modified ($lm) not before its last write ($t_go)" test "$lm" -ge "$t_go"
+check "open.bin: mtime through the mount ($(stat -c %Y "$M/w/open.bin")) not before its last write" \
+	test "$(stat -c %Y "$M/w/open.bin")" -ge "$t_go"
 diag <<<"staging: $(jq -c '.staging | {parts_streamed, parts_tail, streams, stream_bytes, stream_fallbacks, stream_aborts}' "$M/.facetfs/stats")"
 
 step "open done"
@@ -232,7 +250,42 @@ wait "$wpid" 2>/dev/null
 step "writer gone"
 fusermount3 -u "$M" 2>/dev/null || fusermount3 -uz "$M"
 step "unmounted"
+# ---- the crash window: RGW made the upload, the journal has only the intent
+# The state a kill -9 leaves between CreateMultipartUpload's answer and the
+# journal write naming the upload: ID.data + ID.jnl with the intent (key,
+# time) and no upload id, and that upload open in RGW (made here with
+# aws); a decoy upload of a longer key under the same prefix must stay.
+ORPH=w/orphan.bin
+OID=00000000ffff0001
+intent_ns=$(($(date +%s%N) - 2000000000))
+head -c 100000 /dev/urandom >"$T/orphan.src"
+cp "$T/orphan.src" "$STAGING/$OID.data"
+printf 'facetfs-stage 1\nstate dirty\nsize 100000\nbucket :%s\nkey :%s\nintent %s :%s :%s\n' \
+	"$B" "$ORPH" "$intent_ns" "$B" "$ORPH" >"$STAGING/$OID.jnl"
+orphan_id=$(aws_s3 s3api create-multipart-upload --bucket "$B" --key "$ORPH" \
+	--query UploadId --output text 2>"$T/err")
+decoy_id=$(aws_s3 s3api create-multipart-upload --bucket "$B" --key "$ORPH.other" \
+	--query UploadId --output text 2>>"$T/err")
+uploads_of() {
+	aws_s3 s3api list-multipart-uploads --bucket "$B" --prefix "$1" --output json 2>/dev/null |
+		jq -r --arg k "$1" '(.Uploads // [])[] | select(.Key == $k) | .UploadId'
+}
+check_eq "crash window: the upload aws made is open before the restart" "$orphan_id" "$(uploads_of "$ORPH")"
+# What RGW lists back for an upload (no metadata of the creator's).
+aws_s3 s3api list-multipart-uploads --bucket "$B" --prefix "$ORPH" --output json 2>/dev/null |
+	jq -c '(.Uploads // [])[0]' | diag
 start_gateway A "$T/gw.json" "$M" || { not_ok "gateway restarts"; exit 1; }
+check_eq "after restart: the crash window's upload of $ORPH is aborted" "" "$(uploads_of "$ORPH")"
+check_eq "after restart: the decoy upload of $ORPH.other is still open" "$decoy_id" "$(uploads_of "$ORPH.other")"
+check "the abort of $orphan_id is logged" grep -q "upload $orphan_id of $B/$ORPH .*aborted" "$(gateway_log A)"
+aws_s3 s3api abort-multipart-upload --bucket "$B" --key "$ORPH.other" --upload-id "$decoy_id" 2>>"$T/err"
+orec=$(ls "$M/.facetfs/recovered/" | grep -v journal | grep orphan.bin | head -n 1)
+if [[ -n $orec ]] && cmp -s "$M/.facetfs/recovered/$orec" "$T/orphan.src"; then
+	ok "crash window: the never-committed file is in .facetfs/recovered/$orec"
+else
+	not_ok "crash window: orphan.bin in .facetfs/recovered" "$(ls "$M/.facetfs/recovered/")"
+fi
+check "crash window: orphan.bin is not in S3" absent "$ORPH"
 check_eq "after restart: no upload left open" 0 "$(open_uploads)"
 s3get w/down2.bin "$T/down2.aws"
 if cmp -s "$T/down2.src" "$T/down2.aws"; then ok "after restart: down2 (commit had begun) is complete in S3"; else not_ok "down2 complete in S3"; fi
@@ -244,4 +297,19 @@ else
 	not_ok "crash.bin in .facetfs/recovered" "$(ls "$M/.facetfs/recovered/")"
 fi
 grep -E "stage: (recovery of|interrupted upload)" "$(gateway_log A)" | tail -n 4 | diag
+stop_gateway A
+
+# ---- s3.stream_parts false, s3.upload_streams 2 --------------------------
+# Nothing streams: the file is staged whole and goes up at close in
+# parallel parts (still the -N ETag).
+jq '.s3.stream_parts = false | .s3.upload_streams = 2' "$T/gw.json" >"$T/gw-nostream.json"
+start_gateway A "$T/gw-nostream.json" "$M" || { not_ok "gateway starts with stream_parts false"; exit 1; }
+head -c $((1 << 20)) /dev/urandom >"$T/nostream.src"
+p0=$(streamed)
+cp "$T/nostream.src" "$M/w/nostream.bin"
+s3get w/nostream.bin "$T/nostream.aws"
+if cmp -s "$T/nostream.src" "$T/nostream.aws"; then ok "stream_parts false: S3 has the 1 MiB byte for byte"; else not_ok "stream_parts false: same bytes"; fi
+check_eq "stream_parts false: no part streamed" "$p0" "$(streamed)"
+check_eq "stream_parts false: uploaded at close in 16 parts" 16 "$(etag_of w/nostream.bin | sed 's/.*-//')"
+check_eq "stream_parts false: no upload left open" 0 "$(open_uploads)"
 stop_gateway A

@@ -151,6 +151,19 @@ static void test_posix(void)
 	CHECK(rc == 0 && n == 1 && strcmp(arr[0].value, "4516") == 0,
 	      "a FIFO's st_mode is written with its type (%s)", n ? arr[0].value : "-");
 	obj_kv_free(arr, n);
+	struct obj_posix all = { .have = POSIX_MTIME | POSIX_ATIME | POSIX_CTIME | POSIX_UID,
+				 .mtime_ns = 1, .atime_ns = 2, .ctime_ns = 3, .uid = 7 };
+	arr = NULL;
+	n = 0;
+	rc = obj_kv_add(&arr, &n, "color", "red");
+	rc = rc ? rc : posix_meta_put(&arr, &n, &all);
+	posix_meta_drop_times(arr, &n, POSIX_WRITE_TIMES);
+	struct obj_posix left;
+	posix_meta_parse(arr, n, &left);
+	CHECK(rc == 0 && n == 3 && left.have == (POSIX_ATIME | POSIX_UID) &&
+	      strcmp(arr[0].name, "color") == 0,
+	      "dropping a write's times keeps atime, uid and user metadata (%zu left)", n);
+	obj_kv_free(arr, n);
 	CHECK(posix_meta_reserved("mtime") && posix_meta_reserved("gid") &&
 	      !posix_meta_reserved("color") && !posix_meta_reserved("md5chksum"),
 	      "reserved names: the attributes only");

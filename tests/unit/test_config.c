@@ -261,12 +261,54 @@ static void test_copy_threshold(void)
 	}
 }
 
+/* s3.upload_streams and s3.stream_parts: defaults, values, bad ones. */
+static void test_upload_streams(void)
+{
+	char err[512], doc[512];
+	struct config c;
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\"},\"kafka\":{\"brokers\":\"h:2\"}}");
+	int rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && c.s3_upload_streams == 4 && !c.s3_stream_off,
+	      "s3.upload_streams 4 and s3.stream_parts true by default");
+	if (rc == 0)
+		config_release(&c);
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"upload_streams\":16,"
+		 "\"stream_parts\":false},\"kafka\":{\"brokers\":\"h:2\"}}");
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && c.s3_upload_streams == 16 && c.s3_stream_off,
+	      "s3.upload_streams 16, s3.stream_parts false ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"upload_streams\":1,"
+		 "\"stream_parts\":true},\"kafka\":{\"brokers\":\"h:2\"}}");
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && c.s3_upload_streams == 1 && !c.s3_stream_off,
+	      "s3.upload_streams 1, s3.stream_parts true ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	const char *bad[] = { "0", "17", "2.5", "\"4\"", "-1" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"upload_streams\":%s},"
+			 "\"kafka\":{\"brokers\":\"h:2\"}}", bad[i]);
+		rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+		CHECK(rc == -EINVAL && strstr(err, "f.json: s3.upload_streams: must be a whole "
+					      "number from 1 to 16"),
+		      "s3.upload_streams %s refused ('%s')", bad[i], err);
+	}
+	snprintf(doc, sizeof doc, "{\"s3\":{\"endpoint\":\"h:1\",\"stream_parts\":\"no\"},"
+		 "\"kafka\":{\"brokers\":\"h:2\"}}");
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == -EINVAL && strstr(err, "f.json: s3.stream_parts: must be true or false"),
+	      "s3.stream_parts \"no\" refused ('%s')", err);
+}
+
 int main(void)
 {
 	test_durability();
 	test_max_bytes();
 	test_sizes();
 	test_copy_threshold();
+	test_upload_streams();
 	test_rescan_interval();
 	test_load_file();
 	return unit_exit();

@@ -273,6 +273,23 @@ static void posix_cases(struct view *const *views, struct s3 *s3)
 	core_release(c, f);
 	f = NULL;
 
+	/* rsync's order: close (the flush publishes), utimensat by name, a
+	 * rename, and only then the release the kernel sends late: the
+	 * release's commit of the renamed file keeps the time set */
+	rc = core_create(c, sv, "px_tmp", &who, &e2, &f, &cache);
+	n = rc == 0 ? core_write(c, f, "rsync", 5, 0) : -1;
+	int frc = f ? core_flush(c, f) : -1;
+	set = (struct core_set){ .what = CORE_SET_MTIME, .mtime = { 1300000000, 42 } };
+	src = rc == 0 ? core_setattr(c, e2.ino, NULL, &set, &st) : rc;
+	int rrc = rc == 0 ? core_rename(c, sv, "px_tmp", sv, "px_final", 0) : rc;
+	core_release(c, f);
+	f = NULL;
+	CHECK(rc == 0 && n == 5 && frc == 0 && src == 0 && rrc == 0 &&
+	      strcmp(s3_meta(s3, "s/px_final", "mtime", NULL), "1300000000.000000042") == 0,
+	      "flush, utimensat, rename, then release: S3 keeps the time set (%s)",
+	      s3_meta(s3, "s/px_final", "mtime", NULL));
+	core_forget(c, e2.ino, 1);
+
 	/* objects other clients wrote: s3fs's whole seconds and st_mode,
 	 * rclone's trimmed float; none at all: Last-Modified and defaults */
 	struct obj_kv s3fs[] = { { "mtime", "1600000000" }, { "mode", "33261" },

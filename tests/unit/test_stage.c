@@ -30,29 +30,10 @@
 #include "sync/s3_fault.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
+#include "tests/unit/unit_stage.h"
 
 /* ---- the store ---------------------------------------------------------- */
 
-/* The fake store (buckets "b" and "bk") and the fault wrapper around it
- * that the stage uses. */
-struct store {
-	struct s3 *fake;
-	struct s3 *s3;
-};
-
-static void store_init(struct store *t)
-{
-	if (s3_fake_new(&t->fake) || s3_fault_new(t->fake, true, &t->s3) ||
-	    s3_fake_bucket_add(t->fake, "b") || s3_fake_bucket_add(t->fake, "bk")) {
-		printf("# cannot make the fake store\n");
-		exit(2);
-	}
-}
-
-static void store_release(struct store *t)
-{
-	s3_free(t->s3);          /* frees the fake too */
-}
 
 /* PUTs tried (those failed by a rule included). */
 static int puts_tried(struct store *t)
@@ -93,15 +74,8 @@ static struct stage *open_stage(const char *dir, uint64_t max, uint64_t maxobj,
 				struct store *t)
 {
 	/* One PUT per commit unless a test asks for parts (test_multipart). */
-	struct stage_conf c = { .dir = dir, .max_bytes = max, .max_object = maxobj,
-				.s3 = t->s3, .up = { .part_size = 1ull << 30 } };
-	struct stage *st = NULL;
-	int err = stage_open(&c, &st);
-	if (err) {
-		printf("# stage_open(%s): %s\n", dir, strerror(-err));
-		exit(1);
-	}
-	return st;
+	return stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = max,
+			.max_object = maxobj, .up = { .part_size = 1ull << 30 } }, t);
 }
 
 /* Files in dir whose name ends in ext. */
@@ -133,7 +107,7 @@ static uint64_t rnd(uint64_t *s)
 static void test_round_trip(void)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-rt");
 	struct stage *st = open_stage(dir, 64 << 20, 0, &fk);
 	struct obj_kv meta[] = { { "color", "black" } };
@@ -253,7 +227,7 @@ static void fill_fails(struct store *t, struct stage *st, const char *etag,
 static void test_fill(void)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-fill");
 	struct stage *st = open_stage(dir, 32 << 20, 0, &fk);
 	size_t size = 20 << 20;
@@ -315,7 +289,7 @@ static void test_fill(void)
 static void test_failure(void)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-fail");
 	struct stage *st = open_stage(dir, 8 << 20, 0, &fk);
 	struct stage_file *f;
@@ -450,7 +424,7 @@ static void *do_commit(void *arg)
 static void test_concurrency(void)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-conc");
 	struct stage *st = open_stage(dir, 64 << 20, 0, &fk);
 	struct stage_file *f;
@@ -572,7 +546,7 @@ static void *crash_watcher(void *arg)
 static void crash_child(const char *dir)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	struct stage *st = open_stage(dir, 64 << 20, 0, &fk);
 	struct stage_file *f;
 	struct obj_kv meta[] = { { "color", "black and white" }, { "note", "100% sure" },
@@ -624,7 +598,7 @@ static void test_crash(void)
 	      "crash: 6 data files, 4 journals left behind");
 
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	struct stage *st = open_stage(dir, 64 << 20, 0, &fk);
 	struct stage_counters c;
 	stage_counters_get(st, &c);
@@ -693,7 +667,7 @@ static void test_crash(void)
 	store_release(&fk);
 
 	/* Re-upload failing at start: kept, and done by a later recovery. */
-	store_init(&fk);
+	store_init(&fk, 0);
 	st = open_stage(dir, 64 << 20, 0, &fk);
 	stage_file_new(st, "bk", "g", NULL, 0, NULL, &n);
 	stage_file_pwrite(n, "GG", 2, 0);
@@ -724,10 +698,7 @@ static void test_crash(void)
 	stage_file_release(n);
 	CHECK(stage_recover(st, &r) == 0 && r.recovered == 1 &&
 	      count_files(rd, ".journal") == 3, "crash: malformed journal -> recovered/unknown-ID");
-	stage_close(st);
-	store_release(&fk);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &fk, dir);
 }
 
 /* ---- budget and limits -------------------------------------------------- */
@@ -735,7 +706,7 @@ static void test_crash(void)
 static void test_budget(void)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-budget");
 	struct stage *st = open_stage(dir, 1 << 20, 0, &fk);
 	char *buf = calloc(1, 1 << 20);
@@ -807,7 +778,7 @@ static void test_journal(void)
 {
 	char *dir = unit_tmpdir("stage-jnl");
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	struct stage *st = open_stage(dir, 1 << 20, 0, &fk);
 	struct obj_kv meta[] = { { "sp ace", "tab\there" }, { "pct", "%41%" },
 				 { "nl", "a\r\nb" }, { "empty", "" }, { "utf", "\xc3\xbc" } };
@@ -837,7 +808,7 @@ static void test_journal(void)
 static void test_multipart(void)
 {
 	struct store fk;
-	store_init(&fk);
+	store_init(&fk, 0);
 	s3_fake_min_part_set(fk.fake, 1 << 20);
 	char *dir = unit_tmpdir("stage-mpu");
 	struct stage_conf c = { .dir = dir, .max_bytes = 64 << 20, .s3 = fk.s3,

@@ -25,35 +25,15 @@
 #include "sync/s3_fake.h"
 #include "sync/s3_fault.h"
 #include "tests/unit/unit.h"
+#include "tests/unit/unit_stage.h"
 
 static const char *const dname[] = { "power", "process" };
-
-struct store {
-	struct s3 *fake;
-	struct s3 *s3;
-};
-
-static void store_init(struct store *t)
-{
-	if (s3_fake_new(&t->fake) || s3_fault_new(t->fake, true, &t->s3) ||
-	    s3_fake_bucket_add(t->fake, "bk")) {
-		printf("# cannot make the fake store\n");
-		exit(2);
-	}
-}
 
 static struct stage *open_stage(const char *dir, enum stage_durability d,
 				struct store *t)
 {
-	struct stage_conf c = { .dir = dir, .max_bytes = 64 << 20, .durability = d,
-				.s3 = t->s3, .up = { .part_size = 1ull << 30 } };
-	struct stage *st = NULL;
-	int err = stage_open(&c, &st);
-	if (err) {
-		printf("# stage_open(%s): %s\n", dir, strerror(-err));
-		exit(1);
-	}
-	return st;
+	return stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = 64 << 20,
+			.durability = d, .up = { .part_size = 1ull << 30 } }, t);
 }
 
 static uint64_t syncs(struct stage *st)
@@ -113,7 +93,7 @@ static void test_small_file(enum stage_durability d)
 {
 	char *dir = unit_tmpdir("stage-jnl");
 	struct store t;
-	store_init(&t);
+	store_init(&t, 0);
 	struct stage *st = open_stage(dir, d, &t);
 	uint64_t s0 = syncs(st);
 	char data[65536];
@@ -161,10 +141,7 @@ static void test_small_file(enum stage_durability d)
 	CHECK(stage_file_commit(f, NULL) == 0 && obj_is(&t, "meta", "x", 1),
 	      "%s: second file committed", dname[d]);
 	stage_file_release(f);
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 }
 
 /* ---- a real SIGKILL ------------------------------------------------------ */
@@ -189,7 +166,7 @@ static void *killer_run(void *arg)
 static void crash_child(const char *dir, enum stage_durability d)
 {
 	struct store t;
-	store_init(&t);
+	store_init(&t, 0);
 	struct stage *st = open_stage(dir, d, &t);
 	struct stage_file *f;
 	stage_file_new(st, "bk", "a", NULL, 0, NULL, &f);
@@ -257,7 +234,7 @@ static void test_kill9(enum stage_durability d)
 	char *dir = unit_tmpdir("stage-kill");
 	CHECK(crash(dir, d), "%s: child killed with SIGKILL during a PUT", dname[d]);
 	struct store t;
-	store_init(&t);
+	store_init(&t, 0);
 	struct stage *st = open_stage(dir, d, &t);
 	struct stage_recovery_report r;
 	CHECK(stage_recover(st, &r) == 0, "%s: recovery after kill -9", dname[d]);
@@ -272,10 +249,7 @@ static void test_kill9(enum stage_durability d)
 	      "%s: the written, never committed file is in recovered/", dname[d]);
 	CHECK(count_files(dir, ".data") == 0 && count_files(dir, ".jnl") == 0,
 	      "%s: staging empty after recovery", dname[d]);
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 }
 
 /* Rewrites the boot line of DIR/durability (a reboot, as recovery sees it). */
@@ -328,7 +302,7 @@ static void test_reboot(enum stage_durability d)
 	      "the setting and this boot", dname[d]);
 	fake_reboot(dir);
 	struct store t;
-	store_init(&t);
+	store_init(&t, 0);
 	/* Restarted with the other setting: the previous run's decides. */
 	enum stage_durability now = d == STAGE_DURABLE_POWER ? STAGE_DURABLE_PROCESS
 							     : STAGE_DURABLE_POWER;
@@ -363,15 +337,12 @@ static void test_reboot(enum stage_durability d)
 
 	/* A PROCESS run killed on the same boot: the crash rule, trusted. */
 	CHECK(crash(dir, STAGE_DURABLE_PROCESS), "%s: process child killed", dname[d]);
-	store_init(&t);
+	store_init(&t, 0);
 	st = open_stage(dir, STAGE_DURABLE_PROCESS, &t);
 	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 2 && r.recovered == 1 &&
 	      r.deleted == 1, "%s: then process, killed, same boot: the crash rule "
 	      "(uploaded %u, recovered %u)", dname[d], r.reuploaded, r.recovered);
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 }
 
 int main(void)

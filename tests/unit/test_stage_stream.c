@@ -29,35 +29,14 @@
 #include "sync/s3_fault.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
+#include "tests/unit/unit_stage.h"
 
 #define PART (64u << 10)
 
-struct store {
-	struct s3 *fake;
-	struct s3 *s3;
-};
-
-static void store_init(struct store *t)
-{
-	if (s3_fake_new(&t->fake) || s3_fault_new(t->fake, true, &t->s3) ||
-	    s3_fake_bucket_add(t->fake, "b")) {
-		printf("# cannot make the fake store\n");
-		exit(2);
-	}
-	s3_fake_min_part_set(t->fake, 4096);
-}
-
 static struct stage *open_stage(const char *dir, struct store *t)
 {
-	struct stage_conf c = { .dir = dir, .max_bytes = 256 << 20, .s3 = t->s3,
-				.up = { .part_size = PART, .threads = 3 },
-				.stream_threads = 2 };
-	struct stage *st = NULL;
-	if (stage_open(&c, &st) != 0) {
-		printf("# stage_open(%s) failed\n", dir);
-		exit(2);
-	}
-	return st;
+	return stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = 256 << 20,
+			.up = { .part_size = PART, .threads = 3 }, .stream_threads = 2 }, t);
 }
 
 static void fill_random(char *buf, size_t len, uint64_t seed)
@@ -155,7 +134,7 @@ static void test_schedule(void)
 static void test_stream(void)
 {
 	struct store t;
-	store_init(&t);
+	store_init(&t, 4096);
 	char *dir = unit_tmpdir("stream");
 	struct stage *st = open_stage(dir, &t);
 	size_t size = 40 * PART + 123;
@@ -225,10 +204,7 @@ static void test_stream(void)
 	      "stream: one part + 1 byte: ETag %s", etag);
 	stage_file_release(f);
 	CHECK(s3_fake_upload_count(t.fake, "b") == 0, "stream: no upload left open");
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 	free(buf);
 	free(more);
 }
@@ -238,7 +214,7 @@ static void test_stream(void)
 static void fail_case(enum s3_kind kind, unsigned first, const char *what)
 {
 	struct store t;
-	store_init(&t);
+	store_init(&t, 4096);
 	char *dir = unit_tmpdir("stream-fail");
 	struct stage *st = open_stage(dir, &t);
 	size_t size = 12 * PART + 5;
@@ -264,10 +240,7 @@ static void fail_case(enum s3_kind kind, unsigned first, const char *what)
 	      s3_fake_upload_count(t.fake, "b") == 0,
 	      "%s fails: the retry uploads it (%s), nothing open", what, etag);
 	stage_file_release(f);
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 	free(buf);
 }
 
@@ -285,7 +258,7 @@ enum change { CH_REWRITE, CH_TRUNCATE, CH_META, CH_RENAME, CH_SAME_META };
 static void change_case(enum change ch, const char *what)
 {
 	struct store t;
-	store_init(&t);
+	store_init(&t, 4096);
 	char *dir = unit_tmpdir("stream-change");
 	struct stage *st = open_stage(dir, &t);
 	size_t size = 16 * PART;
@@ -346,10 +319,7 @@ static void change_case(enum change ch, const char *what)
 	      "%s: %s, one object, no upload left open", what,
 	      streams ? "streamed" : "one fallback, the stream aborted");
 	stage_file_release(f);
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 	free(buf);
 }
 
@@ -382,7 +352,7 @@ static void crash_case(bool commit)
 {
 	const char *what = commit ? "crash at commit" : "crash while dirty";
 	struct store t;
-	store_init(&t);
+	store_init(&t, 4096);
 	char *dir = unit_tmpdir("stream-crash");
 	size_t size = 10 * PART + 7;
 	char *buf = malloc(size);
@@ -443,10 +413,7 @@ static void crash_case(bool commit)
 		CHECK(rep.recovered == 1 && files == 2 && s3_fake_object_count(t.fake, "b") == 0,
 		      "%s: data (+ journal) moved to recovered/, no object", what);
 	}
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 	free(buf);
 }
 
@@ -455,7 +422,7 @@ static void crash_case(bool commit)
 static void test_abort_fails(void)
 {
 	struct store t;
-	store_init(&t);
+	store_init(&t, 4096);
 	char *dir = unit_tmpdir("stream-abort");
 	struct stage *st = open_stage(dir, &t);
 	size_t size = 6 * PART;
@@ -477,10 +444,7 @@ static void test_abort_fails(void)
 	stage_recover(st, &rep);
 	CHECK(rep.aborted == 1 && rep.recovered == 1 && s3_fake_upload_count(t.fake, "b") == 0,
 	      "next recovery: aborted, moved to recovered/");
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 	free(buf);
 }
 
@@ -488,7 +452,7 @@ static void test_abort_fails(void)
 static void test_journal_names(void)
 {
 	struct store t;
-	store_init(&t);
+	store_init(&t, 4096);
 	char *dir = unit_tmpdir("stream-jnl");
 	struct stage *st = open_stage(dir, &t);
 	struct stage_jnl j = { .state = STAGE_JS_DIRTY, .size = 3, .bucket = "b",
@@ -501,10 +465,7 @@ static void test_journal_names(void)
 	      "journal: upload id and its old key read back");
 	stage_jnl_release(&r);
 	stage_jnl_remove(st, 5);
-	stage_close(st);
-	s3_free(t.s3);
-	unit_rmtree(dir);
-	free(dir);
+	stage_case_end(st, &t, dir);
 }
 
 int main(void)

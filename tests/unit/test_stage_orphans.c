@@ -1,0 +1,278 @@
+/*
+ * test_stage_orphans.c — unit tests of the crash window between S3
+ * creating a multipart upload and the staging journal naming it
+ * (sync/stage_orphans.c, the "intent" of sync/stage_int.h), on the
+ * in-memory store behind the fault wrapper:
+ * - the state such a crash leaves (a journal with an intent and no upload
+ *   id, the upload open in the store), dirty and commit: recovery aborts
+ *   that upload and only it (an upload of a longer key under the same
+ *   prefix, and one of the same key initiated before the intent minus the
+ *   clock-skew margin, stay), then moves or uploads the file as the
+ *   journal's state says;
+ * - the listing refused: the file stays staged, the next start aborts;
+ * - a creation whose answer is lost (S3F_LOST) while a file streams: the
+ *   commit fails, the intent stays journaled, a recovery in the same run
+ *   defers, the next start aborts the upload;
+ * - the intent line of the journal read back.
+ */
+#include "sync/stage_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
+#include "tests/unit/unit.h"
+#include "tests/unit/unit_stage.h"
+
+#define PART (64u << 10)
+#define SEC ((int64_t)1000000000)
+
+static struct stage *open_stage(const char *dir, struct store *t)
+{
+	return stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = 64 << 20,
+			.up = { .part_size = PART, .threads = 2 }, .stream_threads = 2 }, t);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+}
+
+/* The uploads open in bucket b, as "key=id;" in listing order. */
+static int list_cb(void *ctx, const char *key, const char *id, int64_t ns)
+{
+	(void)ns;
+	char *out = ctx;
+	size_t n = strlen(out);
+	snprintf(out + n, 1024 - n, "%s=%s;", key, id);
+	return 0;
+}
+
+static const char *uploads(struct store *t)
+{
+	static char out[1024];
+	out[0] = '\0';
+	s3_mpu_list(t->fake, "b", NULL, list_cb, out);
+	return out;
+}
+
+/* An upload of key in the fake store initiated at ns; its id into id. */
+static void upload_at(struct store *t, const char *key, int64_t ns, char id[64])
+{
+	s3_fake_clock_set(t->fake, ns);
+	if (s3_mpu_create(t->fake, "b", key, NULL, 0, NULL, id, 64) != 0) {
+		printf("# cannot create an upload of %s\n", key);
+		exit(2);
+	}
+}
+
+static int count_recovered(const char *dir)
+{
+	char rd[600];
+	snprintf(rd, sizeof rd, "%s/recovered", dir);
+	DIR *d = opendir(rd);
+	int files = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		files += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return files;
+}
+
+static void write_file(const char *dir, const char *name, const char *text,
+		       size_t len)
+{
+	char p[600];
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	FILE *fp = fopen(p, "w");
+	if (!fp || fwrite(text, 1, len, fp) != len) {
+		printf("# cannot write %s\n", p);
+		exit(2);
+	}
+	fclose(fp);
+}
+
+/* The staging directory a crash leaves right after CreateMultipartUpload
+ * answered: ID.data, ID.jnl with the intent (journaled before the
+ * creation) and no upload id. The upload itself is made in the store one
+ * second after the intent; decoys: the same key 901 s before the intent
+ * (outside the margin: another client's), "crashed2" (a longer key under
+ * the same prefix) after it. */
+static void window_case(bool commit, bool list_fails)
+{
+	char what[80];
+	snprintf(what, sizeof what, "%s%s", commit ? "crash at commit" :
+		 "crash while dirty", list_fails ? ", listing refused" : "");
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans");
+	struct stage *st = open_stage(dir, &t);
+	const char data[] = "the bytes written before the crash";
+	size_t size = sizeof data - 1;
+	int64_t intent = now_ns() - 30 * SEC;
+	struct stage_jnl j = {
+		.state = commit ? STAGE_JS_COMMIT : STAGE_JS_DIRTY, .size = size,
+		.bucket = "b", .key = "crashed",
+		.intent = { .ns = intent, .bucket = "b", .key = "crashed" },
+	};
+	if (stage_jnl_write(st, 9, &j) != 0) {
+		printf("# cannot plant the journal\n");
+		exit(2);
+	}
+	write_file(dir, "0000000000000009.data", data, size);
+	stage_close(st);
+
+	char old[64], ours[64], other[64];
+	upload_at(&t, "crashed", intent - 901 * SEC, old);
+	upload_at(&t, "crashed", intent + 1 * SEC, ours);
+	upload_at(&t, "crashed2", intent + 2 * SEC, other);
+	CHECK(s3_fake_upload_count(t.fake, "b") == 3, "%s: 3 uploads open before", what);
+
+	st = open_stage(dir, &t);
+	if (list_fails)
+		s3_fault_fail(t.s3, S3K_MPU_LIST, 1, 1, -EIO);
+	struct stage_recovery_report rep;
+	int rc = stage_recover(st, &rep);
+	if (list_fails) {
+		CHECK(rc == 0 && rep.abort_failed == 1 && rep.orphans_aborted == 0 &&
+		      rep.recovered == 0 && rep.reuploaded == 0 &&
+		      strstr(uploads(&t), ours),
+		      "%s: the file stays staged, the upload open", what);
+		stage_close(st);
+		st = open_stage(dir, &t);     /* the next start */
+		rc = stage_recover(st, &rep);
+	}
+	printf("# %s: orphans aborted %u, recovered %u, re-uploaded %u; open: %s\n",
+	       what, rep.orphans_aborted, rep.recovered, rep.reuploaded, uploads(&t));
+	char want[256];
+	snprintf(want, sizeof want, "crashed=%s;crashed2=%s;", old, other);
+	CHECK(rc == 0 && rep.orphans_aborted == 1 && strcmp(uploads(&t), want) == 0,
+	      "%s: recovery aborts exactly the upload of the crash (left: %s)", what,
+	      uploads(&t));
+	if (commit) {
+		void *d = NULL;
+		size_t n = 0;
+		bool same = s3_fake_object_read(t.fake, "b", "crashed", &d, &n, NULL,
+						NULL) == 0 && n == size &&
+			    memcmp(d, data, size) == 0;
+		free(d);
+		CHECK(rep.reuploaded == 1 && same && count_recovered(dir) == 0,
+		      "%s: the file is uploaded again, whole", what);
+	} else {
+		CHECK(rep.recovered == 1 && count_recovered(dir) == 2 &&
+		      s3_fake_object_count(t.fake, "b") == 0,
+		      "%s: data (+ journal) moved to recovered/, no object", what);
+	}
+	stage_case_end(st, &t, dir);
+}
+
+/* A streamed file whose CreateMultipartUpload answer is lost: the store
+ * has the upload, the gateway never learns its id. */
+static void lost_answer_case(void)
+{
+	const char *what = "creation answer lost";
+	struct store t;
+	store_init(&t, 4096);
+	s3_fake_clock_set(t.fake, now_ns());
+	char *dir = unit_tmpdir("orphans-lost");
+	struct stage *st = open_stage(dir, &t);
+	struct s3_fault_rule lost = { .kind = S3K_MPU_CREATE, .type = S3F_LOST,
+				      .first = 1, .times = 1, .err = -ETIMEDOUT };
+	CHECK(s3_fault_add(t.s3, &lost) == 0, "%s: rule added", what);
+	size_t size = 3 * PART + 5;
+	char *buf = malloc(size);
+	memset(buf, 'x', size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "lost", NULL, 0, NULL, &f);
+	bool wrote = stage_file_pwrite(f, buf, size, 0) == (ssize_t)size;
+	int rc = stage_file_commit(f, NULL);
+	CHECK(wrote && rc == -EIO && s3_fake_upload_count(t.fake, "b") == 1,
+	      "%s: commit -EIO, the store holds an upload nobody named (rc %d)",
+	      what, rc);
+	stage_file_release(f);
+	struct stage_jnl j;
+	rc = stage_jnl_read(st, 1, &j);
+	CHECK(rc == 0 && j.intent.ns > 0 && !j.upload_id &&
+	      !strcmp(j.intent.key, "lost"), "%s: the journal keeps the intent", what);
+	if (rc == 0)
+		stage_jnl_release(&j);
+	struct stage_recovery_report rep;
+	rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.abort_failed == 1 && rep.orphans_aborted == 0 &&
+	      s3_fake_upload_count(t.fake, "b") == 1 && count_recovered(dir) == 0,
+	      "%s: a recovery in the same run lists nothing, keeps the file", what);
+	stage_close(st);
+	st = open_stage(dir, &t);
+	rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.orphans_aborted == 1 && rep.recovered == 1 &&
+	      s3_fake_upload_count(t.fake, "b") == 0 && count_recovered(dir) == 2,
+	      "%s: the next start aborts it and moves the file to recovered/", what);
+	stage_case_end(st, &t, dir);
+	free(buf);
+}
+
+/* A streamed upload that works leaves no intent in the journal, and the
+ * intent line reads back. */
+static void journal_case(void)
+{
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans-jnl");
+	struct stage *st = open_stage(dir, &t);
+	struct stage_jnl j = { .state = STAGE_JS_DIRTY, .size = 1, .bucket = "b",
+			       .key = "k",
+			       .intent = { .ns = 1700000000123456789ll, .bucket = "b",
+					   .key = "old name %" } }, r;
+	int rc = stage_jnl_write(st, 4, &j);
+	rc = rc ? rc : stage_jnl_read(st, 4, &r);
+	CHECK(rc == 0 && r.intent.ns == 1700000000123456789ll &&
+	      !strcmp(r.intent.bucket, "b") && !strcmp(r.intent.key, "old name %"),
+	      "journal: the intent reads back");
+	if (rc == 0)
+		stage_jnl_release(&r);
+	stage_jnl_remove(st, 4);
+
+	size_t size = 2 * PART;
+	char *buf = calloc(1, size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "fine", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, buf, size, 0);
+	bool named = false, clean = true;
+	for (int i = 0; i < 500 && !named; i++) {
+		rc = stage_jnl_read(st, 1, &r);
+		named = rc == 0 && r.upload_id;
+		clean = clean && (!named || !r.intent.ns);
+		if (rc == 0)
+			stage_jnl_release(&r);
+		if (!named)
+			usleep(10000);
+	}
+	CHECK(named && clean, "journal: the streamed upload's id is journaled, "
+	      "without the intent it replaced");
+	CHECK(stage_file_commit(f, NULL) == 0 && s3_fake_upload_count(t.fake, "b") == 0,
+	      "journal: the stream completes");
+	stage_file_release(f);
+	stage_case_end(st, &t, dir);
+	free(buf);
+}
+
+int main(void)
+{
+	log_init("test_stage_orphans", getenv("STAGE_DEBUG") ? 2 : 0);
+	journal_case();
+	window_case(false, false);
+	window_case(true, false);
+	window_case(false, true);
+	lost_answer_case();
+	return unit_exit();
+}

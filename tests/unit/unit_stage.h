@@ -1,0 +1,64 @@
+/*
+ * unit_stage.h — the set-up the staging tests share (include after
+ * unit.h): the fake S3 store with the fault wrapper around it, and a stage
+ * opened over it. A set-up that fails prints why and exits 2.
+ */
+#ifndef FACETFS_TEST_UNIT_STAGE_H
+#define FACETFS_TEST_UNIT_STAGE_H
+
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
+#include "sync/stage.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store {
+	struct s3 *fake;             /* the objects, read by the checks */
+	struct s3 *s3;               /* the fault wrapper the stage uses */
+};
+
+/* The store with buckets "b" and "bk"; min_part: the fake's smallest
+ * part but the last (0: the fake's default). */
+static inline void store_init(struct store *t, uint64_t min_part)
+{
+	if (s3_fake_new(&t->fake) || s3_fault_new(t->fake, true, &t->s3) ||
+	    s3_fake_bucket_add(t->fake, "b") || s3_fake_bucket_add(t->fake, "bk")) {
+		printf("# cannot make the fake store\n");
+		exit(2);
+	}
+	if (min_part)
+		s3_fake_min_part_set(t->fake, min_part);
+}
+
+static inline void store_release(struct store *t)
+{
+	s3_free(t->s3);              /* frees the fake too */
+}
+
+/* stage_open(c) over t (c->s3 is set here). */
+static inline struct stage *stage_open_or_exit(struct stage_conf c, struct store *t)
+{
+	c.s3 = t->s3;
+	struct stage *st = NULL;
+	int err = stage_open(&c, &st);
+	if (err) {
+		printf("# stage_open(%s): %s\n", c.dir, strerror(-err));
+		exit(2);
+	}
+	return st;
+}
+
+/* The end of a case: the stage closed, the store freed, dir removed and
+ * freed. */
+static inline void stage_case_end(struct stage *st, struct store *t, char *dir)
+{
+	stage_close(st);
+	store_release(t);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+#endif
