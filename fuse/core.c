@@ -384,6 +384,12 @@ static void local_change(void *ctx, const char *view, const char *path, int what
 
 int core_index_local(struct core *c, const struct obj_meta *o)
 {
+	int rc = index_apply_own(c->d.ix, o, local_change, c);
+	return rc < 0 ? rc : 0;
+}
+
+int core_index_seen(struct core *c, const struct obj_meta *o)
+{
 	int rc = index_apply(c->d.ix, o, 1, NULL, 0, local_change, c);
 	return rc < 0 ? rc : 0;
 }

@@ -168,8 +168,12 @@ int  core_writable_child(struct core *c, uint64_t parent, const char *name,
 int  core_path_object(struct core *c, size_t view, const char *path, char *bucket,
 		      size_t blen, char *key, size_t klen);
 /* Apply a change made through this mount to the index at once (own
- * changes visible to this mount before the event arrives). */
+ * changes visible to this mount before the event arrives; the index
+ * keeps it over the late events of this mount's earlier writes). */
 int  core_index_local(struct core *c, const struct obj_meta *o);
+/* Apply a version this mount saw (a HEAD's answer), not one it wrote:
+ * decided as an event is. */
+int  core_index_seen(struct core *c, const struct obj_meta *o);
 
 /* The staged file of an inode (ref taken). A new open wants the one its
  * name shows (unlinked_too false); a descriptor's reads also the one whose

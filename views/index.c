@@ -15,9 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/array.h"
 #include "common/log.h"
+#include "views/index_own.h"
 #include "views/route.h"
 
 struct ix_slot {
@@ -49,7 +51,9 @@ struct ix_change {
 	int what;
 };
 
-enum run_mode { RUN_EVENTS, RUN_SCAN, RUN_DECIDED };   /* DECIDED: index_reconcile.c */
+/* OWN: the gateway's own writes (index_apply_own), decided as events are;
+ * DECIDED: index_reconcile.c */
+enum run_mode { RUN_EVENTS, RUN_OWN, RUN_SCAN, RUN_DECIDED };
 
 struct ix_decider { ix_decide_fn fn; void *ctx; };
 
@@ -103,6 +107,7 @@ static const struct stats_def index_stats[] = {
 	STATS_COUNTER(struct index_counters, applied, "events", "applied"),
 	STATS_COUNTER(struct index_counters, ignored, "events", "ignored"),
 	STATS_COUNTER(struct index_counters, redelivered, "events", "redelivered"),
+	STATS_COUNTER(struct index_counters, own, "events", "own"),
 	STATS_COUNTER(struct index_counters, bad_keys, "keys", "not_a_path"),
 };
 
@@ -126,6 +131,7 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 			sizeof index_stats / sizeof index_stats[0], &ix->ctr);
 	pthread_mutex_init(&ix->wmu, NULL);
 	pthread_mutex_init(&ix->bloom_mu, NULL);
+	ix->own = own_new();         /* NULL: own writes are not told apart */
 	pthread_rwlock_init(&ix->vlock, NULL);
 
 	ix->opts = leveldb_options_create();
@@ -207,6 +213,7 @@ void index_close(struct index *ix)
 	free(ix->ops_tmp);
 	free(ix->vstart);
 	free(ix->cand);
+	own_free(ix->own);
 	stats_group_remove(&ix->grp);
 	pthread_rwlock_destroy(&ix->vlock);
 	pthread_mutex_destroy(&ix->bloom_mu);
@@ -650,13 +657,27 @@ static void keep_content_type(const struct ix_slot *s, struct obj_meta *nr)
 	nr->flags |= OBJ_HAS_CTYPE;
 }
 
-/* Process one object/event: *skipped when the stored record was kept,
+/* An event of one of the gateway's own writes (index_own.h) while the
+ * stored record is still the gateway's own: the record stays. The event's
+ * write is forgotten either way. */
+static bool own_keeps_record(struct index *ix, const struct ix_slot *s,
+			     const struct obj_meta *o)
+{
+	struct own_version v;
+	own_version_of(o, &v);
+	return ix->own && own_take(ix->own, o->bucket, o->key, &v, ix->run_ns) &&
+	       s->exists;
+}
+
+/* Process one object/event: *skipped when the stored record was kept
+ * (*own: as the gateway's own, newer than the event of its own write),
  * *same when o is the stored record already (a redelivery). */
 static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 		   const struct obj_meta *o, const struct ix_decider *dec,
-		   int64_t *obj_delta, bool *skipped, bool *same)
+		   int64_t *obj_delta, bool *skipped, bool *own, bool *same)
 {
 	*skipped = false;
+	*own = false;
 	*same = false;
 	s->rec.bucket = o->bucket;
 	s->rec.key = o->key;
@@ -665,14 +686,20 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 			*skipped = true;
 			return 0;
 		}
+	} else if (mode == RUN_EVENTS && own_keeps_record(ix, s, o)) {
+		*skipped = true;
+		*own = true;
+		return 0;
 	} else if (s->exists) {
-		bool skip = mode == RUN_EVENTS ? event_is_stale(&s->rec, o)
-					       : ix_scan_keeps_record(&s->rec, o);
+		bool skip = mode == RUN_SCAN ? ix_scan_keeps_record(&s->rec, o)
+					     : event_is_stale(&s->rec, o);
 		if (skip) {
 			*skipped = true;
 			return 0;
 		}
 	}
+	if (mode != RUN_OWN && ix->own)
+		own_replaced(ix->own, o->bucket, o->key);
 	struct obj_meta nr;
 	if (o->flags & OBJ_DELETED) {
 		memset(&nr, 0, sizeof nr);
@@ -685,7 +712,7 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 	} else {
 		nr = *o;
 		nr.flags &= ~(uint32_t)(OBJ_DELETED | OBJ_FROM_SCAN);
-		if (mode != RUN_EVENTS)
+		if (mode == RUN_SCAN || mode == RUN_DECIDED)
 			nr.flags |= OBJ_FROM_SCAN;
 		else
 			keep_content_type(s, &nr);
@@ -706,7 +733,8 @@ static int run_one(struct index *ix, enum run_mode mode, struct ix_slot *s,
 	uint64_t warm, warm_scan;
 	int rc = members_update(ix, s, &nr, new_live, &warm, &warm_scan);
 	if (rc == 0)
-		rc = version_add(ix, s, &nr, new_live, mode != RUN_EVENTS, warm, warm_scan);
+		rc = version_add(ix, s, &nr, new_live, mode == RUN_SCAN || mode == RUN_DECIDED,
+				 warm, warm_scan);
 	if (rc < 0)
 		return rc;
 	*obj_delta += (int64_t)new_live - (int64_t)is_live(s);
@@ -774,7 +802,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		  const struct ix_decider *dec, const struct viewset *want,
 		  index_change_fn fn, void *ctx)
 {
-	size_t nslots = 0, skipped = 0, applied = 0, redelivered = 0;
+	size_t nslots = 0, skipped = 0, applied = 0, redelivered = 0, own = 0;
 	int64_t obj_delta = 0;
 	bool in_order = false;
 	pthread_mutex_lock(&ix->wmu);
@@ -782,6 +810,9 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		pthread_mutex_unlock(&ix->wmu);
 		return -EAGAIN;
 	}
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ix->run_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	int rc = scratch_prepare(ix, n);
 	size_t mask = tab_mask(n);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -801,13 +832,14 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 			skipped++;
 			continue;
 		}
-		bool skip, same;
+		bool skip, mine, same;
 		rc = run_one(ix, mode, &ix->slots[ix->evslot[i]], &objs[i], dec,
-			    &obj_delta, &skip, &same);
+			    &obj_delta, &skip, &mine, &same);
 		if (skip)
 			skipped++;
 		else
 			applied++;
+		own += mine;
 		redelivered += same;
 	}
 	if (rc == 0)
@@ -819,7 +851,8 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 	if (rc == 0)
 		rc = put_counters(ix, obj_delta);
 	if (rc == 0)
-		rc = ix_write(ix, mode == RUN_EVENTS ? "events" : "a scan page");
+		rc = ix_write(ix, mode == RUN_EVENTS ? "events" :
+			      mode == RUN_OWN ? "the gateway's own change" : "a scan page");
 	if (rc < 0) {
 		leveldb_writebatch_clear(ix->wb);
 		if (rc == -ENOMEM)
@@ -834,6 +867,13 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		stats_add(&ix->ctr.applied, applied);
 		stats_add(&ix->ctr.ignored, skipped);
 		stats_add(&ix->ctr.redelivered, redelivered);
+		stats_add(&ix->ctr.own, own);
+	}
+	for (size_t i = 0; mode == RUN_OWN && ix->own && i < n; i++) {
+		struct own_version v;
+		own_version_of(&objs[i], &v);
+		if (ix->evslot[i] >= 0)
+			own_note(ix->own, objs[i].bucket, objs[i].key, &v, ix->run_ns);
 	}
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)
@@ -851,6 +891,12 @@ int index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		index_change_fn fn, void *ctx)
 {
 	return ix_run(ix, RUN_EVENTS, ev, n, pos, npos, NULL, NULL, NULL, NULL, fn, ctx);
+}
+
+int index_apply_own(struct index *ix, const struct obj_meta *o,
+		    index_change_fn fn, void *ctx)
+{
+	return ix_run(ix, RUN_OWN, o, 1, NULL, 0, NULL, NULL, NULL, NULL, fn, ctx);
 }
 
 int index_apply_for(struct index *ix, const struct viewset *vs,

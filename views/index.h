@@ -131,6 +131,14 @@ struct index_pos { const char *topic; int32_t partition; int64_t next_offset; };
 int  index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
 		 const struct index_pos *pos, size_t npos,
 		 index_change_fn fn, void *ctx);
+/* One change the gateway itself made (its PUT, COPY or DELETE returned;
+ * o has no sequencer): applied as an event is, and remembered until its
+ * event arrives (views/index_own.h), so that event, or the late event of
+ * an earlier write of the gateway's to the same key, does not replace it.
+ * Such events are skipped and counted as events.own (and events.ignored).
+ * Returns as index_apply. */
+int  index_apply_own(struct index *ix, const struct obj_meta *o,
+		     index_change_fn fn, void *ctx);
 /* index_apply for events prepared (enriched with what its views need) for
  * the set vs: -EAGAIN, nothing written, when vs is not the installed set
  * (a reload came in between): prepare them for the current set, retry. */

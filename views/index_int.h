@@ -30,6 +30,7 @@ struct ix_change;
 struct ix_op;
 struct ix_bloom;
 struct route;
+struct own_table;
 
 struct ixview {
 	const struct view *v;
@@ -48,10 +49,11 @@ struct ixbucket {          /* a bucket and the views that use it */
 };
 
 /* The index's counters (common/stats.h, rows in index.c): events applied,
- * skipped as stale and applied again (the stored record already), keys
- * that cannot be paths in a view that matches them. */
+ * skipped as stale and applied again (the stored record already), events
+ * of the gateway's own writes skipped for its newer record (also counted
+ * as skipped), keys that cannot be paths in a view that matches them. */
 struct index_counters {
-	stats_counter applied, ignored, redelivered, bad_keys;
+	stats_counter applied, ignored, redelivered, own, bad_keys;
 };
 
 struct index {
@@ -73,6 +75,10 @@ struct index {
 	size_t n_buckets;
 	struct route *route;       /* candidate views of a (bucket, key); under wmu */
 	_Atomic uint64_t objects;
+
+	struct own_table *own;     /* own writes awaiting events, under wmu
+				    * (index_own.h); NULL: none kept */
+	int64_t run_ns;            /* CLOCK_MONOTONIC at the apply's start */
 
 	/* writer scratch, under wmu (index.c) */
 	leveldb_writebatch_t *wb;

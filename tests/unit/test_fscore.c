@@ -17,9 +17,9 @@
  *     version while S3 has it, and afterwards those bytes or -ESTALE
  *     (-ENOENT once the key is deleted), never other bytes.
  * Namespace: each gateway sees its own changes at once; the other one sees
- * them when the test delivers the pending events (the current state of the
- * keys, applied to its index with index_apply as ingest does), at random
- * points. Unlinking a name, or renaming onto it, while it is open (for
+ * them when the test delivers its queued events (one per change in S3,
+ * its own too, applied to its index with index_apply as ingest does), at
+ * random points. Unlinking a name, or renaming onto it, while it is open (for
  * writing too) leaves the open file with its descriptors: its staged bytes
  * are never published, and a file made again under the name is another
  * file. Out of the model: directories and S3 failures (test_fscore_cases.c
@@ -54,6 +54,8 @@
 #define NKEYS 3
 #define MAXD 8            /* descriptors open at once */
 #define MAXLEN 512        /* model objects stay below this */
+#define MAXEV 256         /* events queued per gateway (a sequence makes
+			   * at most two changes a step) */
 
 /* ---------- bytes ---------- */
 
@@ -104,7 +106,10 @@ struct world {
 	int vi;                      /* the view this sequence uses */
 	struct mobj obj[NKEYS];
 	bool names[NGW][NKEYS];      /* what each gateway's index lists */
-	bool pending[NGW][NKEYS];    /* events not yet delivered to it */
+	/* events not yet delivered to each gateway, one per change in S3
+	 * (its own too, as a store notifies every consumer), in order */
+	struct obj_meta events[NGW][MAXEV];
+	size_t n_events[NGW];
 	struct mfile *file[NGW][NKEYS];
 	struct mfile files[NGW * NKEYS * 16];
 	size_t n_files;
@@ -180,13 +185,46 @@ static bool visible(struct world *w, int g, int k)
 	return w->names[g][k] || (w->file[g][k] && w->file[g][k]->st);
 }
 
+/* The event of the change S3 just made to key k: the object as it is now. */
+static int event_now(struct world *w, int k, struct obj_meta *o)
+{
+	char key[128];
+	key_full(w, k, key, sizeof key);
+	void *data = NULL;
+	size_t len;
+	memset(o, 0, sizeof *o);
+	int rc = s3_fake_object_read(w->s3, BUCKET, key, &data, &len, o, NULL);
+	free(data);
+	if (rc == -ENOENT) {
+		obj_meta_release(o);
+		memset(o, 0, sizeof *o);
+		o->bucket = strdup(BUCKET);
+		o->key = strdup(key);
+		o->flags = OBJ_DELETED;
+		rc = o->bucket && o->key ? 0 : -ENOMEM;
+	}
+	o->mtime_ns = S3_FAKE_CLOCK_START_NS;
+	return rc;
+}
+
 /* An object changed in S3 by gateway g: its own index follows at once,
- * the other gateway's when events are delivered. */
+ * and the change's event is queued for both gateways. */
 static void s3_changed(struct world *w, int g, int k)
 {
 	w->obj[k].version++;
 	w->names[g][k] = w->obj[k].exists;
-	w->pending[1 - g][k] = true;
+	for (int to = 0; to < NGW; to++) {
+		if (w->n_events[to] == MAXEV) {
+			fail(w, "more than %d events queued", MAXEV);
+			return;
+		}
+		int rc = event_now(w, k, &w->events[to][w->n_events[to]]);
+		if (rc < 0) {
+			fail(w, "reading the changed object: %s", strerror(-rc));
+			return;
+		}
+		w->n_events[to]++;
+	}
 }
 
 /* ---------- checks against the store and the core ---------- */
@@ -599,38 +637,21 @@ static void step_rename(struct world *w, int g, int k, int nk)
 	}
 }
 
-/* Deliver gateway g's pending events: the keys' state now, applied to its
- * index as ingest applies a decoded event. */
+/* Deliver gateway g's queued events in order, applied to its index as
+ * ingest applies decoded events. */
 static void step_deliver(struct world *w, int g)
 {
 	logf_(w, "deliver events to gw%d\n", g);
-	for (int k = 0; k < NKEYS; k++) {
-		if (!w->pending[g][k])
-			continue;
-		w->pending[g][k] = false;
-		char key[128];
-		key_full(w, k, key, sizeof key);
-		void *data = NULL;
-		size_t len;
-		struct obj_meta o = { 0 };
-		int rc = s3_fake_object_read(w->s3, BUCKET, key, &data, &len, &o, NULL);
-		free(data);
-		if (rc == -ENOENT) {
-			obj_meta_release(&o);
-			memset(&o, 0, sizeof o);
-			o.bucket = strdup(BUCKET);
-			o.key = strdup(key);
-			o.flags = OBJ_DELETED;
-		}
-		o.mtime_ns = S3_FAKE_CLOCK_START_NS;
-		rc = index_apply(w->gw[g].ix, &o, 1, NULL, 0, NULL, NULL);
-		obj_meta_release(&o);
-		if (rc < 0) {
+	for (size_t i = 0; i < w->n_events[g]; i++) {
+		int rc = w->failed ? 0 : index_apply(w->gw[g].ix, &w->events[g][i], 1,
+						     NULL, 0, NULL, NULL);
+		obj_meta_release(&w->events[g][i]);
+		if (rc < 0)
 			fail(w, "index_apply: %s", strerror(-rc));
-			return;
-		}
-		w->names[g][k] = w->obj[k].exists;
 	}
+	w->n_events[g] = 0;
+	for (int k = 0; k < NKEYS; k++)
+		w->names[g][k] = w->obj[k].exists;
 }
 
 /* ---------- one sequence ---------- */
@@ -657,7 +678,11 @@ static void sequence(struct world *w, unsigned seed, unsigned steps)
 	w->vi = (int)rnd(&s, 2);
 	memset(w->obj, 0, sizeof w->obj);
 	memset(w->names, 0, sizeof w->names);
-	memset(w->pending, 0, sizeof w->pending);
+	for (int g = 0; g < NGW; g++) {          /* a failed sequence's */
+		for (size_t i = 0; i < w->n_events[g]; i++)
+			obj_meta_release(&w->events[g][i]);
+		w->n_events[g] = 0;
+	}
 	memset(w->file, 0, sizeof w->file);
 	memset(w->d, 0, sizeof w->d);
 	w->n_files = w->n_stages = 0;

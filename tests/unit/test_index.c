@@ -803,6 +803,112 @@ static void test_same_version(void)
 	free(dir);
 }
 
+/* A record with one user-metadata value, m. */
+static struct obj_meta mk_m(const char *key, const char *etag, const char *seq,
+			    const char *m)
+{
+	struct obj_meta o = mk("b", key, 10, 100, etag, seq);
+	o.meta = calloc(1, sizeof *o.meta);
+	o.meta[0].name = strdup("m");
+	o.meta[0].value = strdup(m);
+	o.n_meta = 1;
+	return o;
+}
+
+/* The stored record's m ("gone" for a tombstone, "none" without one). */
+static const char *stored_m(struct index *ix, const char *key, char *buf, size_t len)
+{
+	struct obj_meta r;
+	if (index_object_get(ix, "b", key, &r) < 0)
+		return "none";
+	const char *m = r.flags & OBJ_DELETED ? "gone" : obj_meta_get(&r, "m");
+	snprintf(buf, len, "%s", m ? m : "(no m)");
+	obj_meta_release(&r);
+	return buf;
+}
+
+/* index_apply_own (views/index_own.h): the late events of the gateway's
+ * own writes do not replace its newer record; another client's do. */
+static void test_own_writes(void)
+{
+	char *dir = unit_tmpdir("index-own");
+	struct index *ix = unit_index_open(dir, NULL);
+	char buf[64];
+	/* The rsync case: a PUT, then a COPY onto itself (same bytes, same
+	 * ETag, new time); the PUT's event arrives after the COPY returned. */
+	struct obj_meta put = mk_m("f", "e1", "", "put"), copy = mk_m("f", "e1", "", "copy");
+	CHECK(index_apply_own(ix, &put, NULL, NULL) == 0 &&
+	      index_apply_own(ix, &copy, NULL, NULL) == 0, "own: PUT and COPY recorded");
+	struct obj_meta ev_put = mk_m("f", "e1", "0001", "put");
+	CHECK(index_apply(ix, &ev_put, 1, NULL, 0, NULL, NULL) == 1,
+	      "own: the PUT's late event is skipped");
+	CHECK(strcmp(stored_m(ix, "f", buf, sizeof buf), "copy") == 0,
+	      "own: the COPY's metadata stays (%s)", buf);
+	struct obj_meta ev_copy = mk_m("f", "e1", "0002", "copy");
+	CHECK(index_apply(ix, &ev_copy, 1, NULL, 0, NULL, NULL) == 1 &&
+	      strcmp(stored_m(ix, "f", buf, sizeof buf), "copy") == 0,
+	      "own: the COPY's own event is skipped too, the record stays (%s)", buf);
+	/* Nothing of ours is awaited now: another client's write applies,
+	 * and so does a redelivery of our old event after it (seq order). */
+	struct obj_meta other = mk_m("f", "e2", "0003", "other");
+	CHECK(index_apply(ix, &other, 1, NULL, 0, NULL, NULL) == 0 &&
+	      strcmp(stored_m(ix, "f", buf, sizeof buf), "other") == 0,
+	      "own: another client's event applies (%s)", buf);
+	CHECK(index_apply(ix, &ev_put, 1, NULL, 0, NULL, NULL) == 1 &&
+	      strcmp(stored_m(ix, "f", buf, sizeof buf), "other") == 0,
+	      "own: an older event after it is stale by its sequencer (%s)", buf);
+
+	/* A delete after a PUT: the PUT's late event does not bring it back. */
+	struct obj_meta put2 = mk_m("g", "e3", "", "put"), del = mkdel("b", "g", 101, "");
+	CHECK(index_apply_own(ix, &put2, NULL, NULL) == 0 &&
+	      index_apply_own(ix, &del, NULL, NULL) == 0, "own: PUT and DELETE recorded");
+	struct obj_meta ev_put2 = mk_m("g", "e3", "0001", "put");
+	CHECK(index_apply(ix, &ev_put2, 1, NULL, 0, NULL, NULL) == 1 &&
+	      strcmp(stored_m(ix, "g", buf, sizeof buf), "gone") == 0,
+	      "own: a deleted object's late PUT event does not resurrect it (%s)", buf);
+
+	/* Another client's write (another ETag) while ours is awaited: its
+	 * event applies; ours, arriving after, meets a record with a
+	 * sequencer and is decided by it. */
+	struct obj_meta put3 = mk_m("h", "e4", "", "ours");
+	CHECK(index_apply_own(ix, &put3, NULL, NULL) == 0, "own: a PUT recorded");
+	struct obj_meta theirs = mk_m("h", "e5", "0005", "theirs");
+	CHECK(index_apply(ix, &theirs, 1, NULL, 0, NULL, NULL) == 0 &&
+	      strcmp(stored_m(ix, "h", buf, sizeof buf), "theirs") == 0,
+	      "own: another ETag is another client's write: applied (%s)", buf);
+	struct obj_meta ev_put3 = mk_m("h", "e4", "0004", "ours");
+	CHECK(index_apply(ix, &ev_put3, 1, NULL, 0, NULL, NULL) == 1 &&
+	      strcmp(stored_m(ix, "h", buf, sizeof buf), "theirs") == 0,
+	      "own: our older event after it stays stale by its sequencer (%s)", buf);
+
+	/* Another client's copy of our bytes with other metadata while our
+	 * write's event is awaited: not ours, applied. */
+	struct obj_meta put4 = mk_m("c", "e8", "", "ours");
+	struct obj_meta recopy = mk_m("c", "e8", "0009", "their metadata");
+	CHECK(index_apply_own(ix, &put4, NULL, NULL) == 0 &&
+	      index_apply(ix, &recopy, 1, NULL, 0, NULL, NULL) == 0 &&
+	      strcmp(stored_m(ix, "c", buf, sizeof buf), "their metadata") == 0,
+	      "own: the same ETag with other metadata is another client's copy (%s)", buf);
+
+	/* A version seen, not written (index_apply): no own write awaited,
+	 * so the next event applies. */
+	struct obj_meta seen = mk_m("s", "e6", "", "seen");
+	struct obj_meta ev_s = mk_m("s", "e6", "0001", "event");
+	CHECK(index_apply(ix, &seen, 1, NULL, 0, NULL, NULL) == 0 &&
+	      index_apply(ix, &ev_s, 1, NULL, 0, NULL, NULL) == 0 &&
+	      strcmp(stored_m(ix, "s", buf, sizeof buf), "event") == 0,
+	      "own: after a plain apply the event applies (%s)", buf);
+
+	struct obj_meta *all[] = { &put, &copy, &ev_put, &ev_copy, &other, &put2, &del,
+				   &ev_put2, &put3, &theirs, &ev_put3, &put4, &recopy, &seen,
+				   &ev_s };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		obj_meta_release(all[i]);
+	index_close(ix);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 /* index_reconcile_page: a page in key order and the same page shuffled
  * give the same decisions (the merge walk, and the sort when needed). */
 static void test_reconcile_order(void)
@@ -856,6 +962,7 @@ int main(void)
 	test_kill9();
 	test_made_dirs();
 	test_same_version();
+	test_own_writes();
 	test_reconcile_order();
 	return unit_exit();
 }
