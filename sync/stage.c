@@ -686,14 +686,17 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 			err = commit_upload(f, size, etag);
 	}
 
+	struct stage_intent left = { 0 };
 	pthread_mutex_lock(&f->lock);
 	f->uploading = false;
 	if (!err) {
 		f->dirty = false;
 		f->js = STAGE_JS_NONE;
-		/* Its journal is gone: an upload a lost answer may have made
-		 * is no longer looked for (README, "not done"). */
-		stage_intent_clear(&f->intent);
+		/* Its journal is gone: an earlier creation's intent (one that
+		 * failed, maybe after the store made the upload) moves to the
+		 * orphans file, below. */
+		left = f->intent;
+		f->intent = (struct stage_intent){ 0 };
 		if (!f->sm.id && !f->sm.n_parts)
 			f->sm.broken = false;    /* the next writes may stream */
 		snprintf(f->etag, sizeof f->etag, "%s", etag);
@@ -702,6 +705,9 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	}
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
+	if (left.ns)
+		stage_orphans_defer(st, &left);
+	stage_intent_clear(&left);
 	return err;
 }
 

@@ -175,6 +175,15 @@ int  stage_intent_set(struct stage_intent *in, const char *bucket,
 void stage_intent_clear(struct stage_intent *in);
 int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 			 struct stage_recovery_report *rep);
+/* stage_orphans_defer: a commit succeeded while f still held the intent
+ * of an earlier creation that failed (its answer may have been lost):
+ * the intent is appended to the staging directory's "orphans" file for
+ * the next start (logged either way; -ENOSPC past its bound).
+ * stage_orphans_recover: at the start (from stage_recover, before any
+ * stage_file_new), stage_orphans_abort for each record; the records
+ * whose listing or abort failed stay, the file goes when none does. */
+int  stage_orphans_defer(struct stage *st, const struct stage_intent *in);
+int  stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep);
 
 /* fsync (fdatasync if data) of fd under POWER, counted in cnt.syncs;
  * nothing under PROCESS. 0 or -errno. */

@@ -758,6 +758,8 @@ int stage_recover(struct stage *st, struct stage_recovery_report *rep)
 	if (!rep)
 		rep = &dummy;
 	memset(rep, 0, sizeof *rep);
+	/* Failures are logged, the records kept: not this recovery's error. */
+	(void)stage_orphans_recover(st, rep);
 	struct rec_entry *e;
 	size_t n;
 	int err = entries_scan(st, &e, &n);

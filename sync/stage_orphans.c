@@ -29,14 +29,27 @@
  * gateway's start, nothing mounted yet): later, a live upload of this run
  * for the same key could be among those listed. Later recoveries keep
  * such a file staged for the next start.
+ *
+ * A creation whose answer was lost while the gateway runs leaves its
+ * intent with the file; a later commit of that file that succeeds removes
+ * the file's journal, so the intent moves to the file ORPHANS_FILE in the
+ * staging directory (one record appended per intent, under the stage's
+ * durability rule; at most ORPHANS_MAX_BYTES, beyond which the upload is
+ * only logged). The next start aborts what those records name, as for a
+ * journal's intent, and keeps the records whose listing or abort failed.
+ * Record: "NS BLEN KLEN\n", the bucket's and the key's bytes, "\n".
  */
 #include "sync/stage_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/s3.h"
@@ -148,5 +161,156 @@ int stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 		free(l.ids[i]);
 	free(l.ids);
 	free(l.when);
+	return err;
+}
+
+/* ---- intents left by a commit that succeeded ------------------------- */
+
+#define ORPHANS_FILE "orphans"
+#define ORPHANS_TMP "orphans.tmp"
+#define ORPHANS_MAX_BYTES (1u << 20)
+
+/* One record of in, appended to buf (malloc'd, *len updated). */
+static int record_add(char **buf, size_t *len, const struct stage_intent *in)
+{
+	size_t bl = strlen(in->bucket), kl = strlen(in->key);
+	char head[80];
+	int hl = snprintf(head, sizeof head, "%" PRId64 " %zu %zu\n", in->ns, bl, kl);
+	char *nb = realloc(*buf, *len + (size_t)hl + bl + kl + 1);
+	if (!nb)
+		return -ENOMEM;
+	char *p = nb + *len;
+	memcpy(p, head, (size_t)hl);
+	memcpy(p + hl, in->bucket, bl);
+	memcpy(p + hl + bl, in->key, kl);
+	p[hl + bl + kl] = '\n';
+	*buf = nb;
+	*len += (size_t)hl + bl + kl + 1;
+	return 0;
+}
+
+int stage_orphans_defer(struct stage *st, const struct stage_intent *in)
+{
+	char *rec = NULL;
+	size_t len = 0;
+	int err = record_add(&rec, &len, in);
+	/* O_APPEND: one write() per record, so concurrent commits do not
+	 * interleave (no lock held across the disk I/O). */
+	int fd = err ? -1 : openat(st->dir_fd, ORPHANS_FILE,
+				   O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	struct stat sb;
+	if (!err && fd < 0)
+		err = -errno;
+	if (!err && fstat(fd, &sb) != 0)
+		err = -errno;
+	if (!err && (uint64_t)sb.st_size + len > ORPHANS_MAX_BYTES)
+		err = -ENOSPC;
+	if (!err && write(fd, rec, len) != (ssize_t)len)
+		err = -EIO;
+	if (!err)
+		err = stage_sync(st, fd, true);
+	if (!err && sb.st_size == 0)
+		err = stage_sync(st, st->dir_fd, false);   /* the new name */
+	if (fd >= 0)
+		close(fd);
+	free(rec);
+	if (err)
+		log_warn("stage: %s/%s: a multipart upload created by a request whose "
+			 "answer was lost may stay open; cannot note it in %s/%s: %s",
+			 in->bucket, in->key, st->dir, ORPHANS_FILE, strerror(-err));
+	else
+		log_info("stage: %s/%s: a creation's answer was lost earlier; the "
+			 "next start looks for the upload it may have made",
+			 in->bucket, in->key);
+	return err;
+}
+
+/* The next record of buf[*off, len) into in (pointing into a copy it
+ * owns); 1 at the end, -EINVAL if malformed. */
+static int record_next(const char *buf, size_t len, size_t *off, struct stage_intent *in)
+{
+	if (*off >= len)
+		return 1;
+	const char *p = buf + *off, *nl = memchr(p, '\n', len - *off);
+	long long ns;
+	size_t bl, kl;
+	int used = 0;
+	if (!nl || sscanf(p, "%lld %zu %zu%n", &ns, &bl, &kl, &used) != 3 ||
+	    p + used != nl || bl == 0 || kl == 0 ||
+	    bl + kl + 1 > len - (size_t)(nl + 1 - buf) || nl[1 + bl + kl] != '\n')
+		return -EINVAL;
+	char *b = strndup(nl + 1, bl), *k = strndup(nl + 1 + bl, kl);
+	if (!b || !k) {
+		free(b);
+		free(k);
+		return -ENOMEM;
+	}
+	*in = (struct stage_intent){ .ns = ns, .bucket = b, .key = k };
+	*off = (size_t)(nl + 1 - buf) + bl + kl + 1;
+	return 0;
+}
+
+int stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep)
+{
+	pthread_mutex_lock(&st->lock);
+	bool late = st->files_made;
+	pthread_mutex_unlock(&st->lock);
+	if (late)
+		return 0;            /* the next start's (commits may append) */
+	int fd = openat(st->dir_fd, ORPHANS_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	struct stat sb;
+	char *buf = NULL, *keep = NULL;
+	size_t len = 0, klen = 0, off = 0;
+	int err = fstat(fd, &sb) == 0 ? 0 : -errno;
+	if (!err && !(buf = malloc((size_t)sb.st_size + 1)))
+		err = -ENOMEM;
+	if (!err && pread(fd, buf, (size_t)sb.st_size, 0) != sb.st_size)
+		err = -EIO;
+	close(fd);
+	if (!err)
+		len = (size_t)sb.st_size;
+	while (!err) {
+		struct stage_intent in;
+		int r = record_next(buf, len, &off, &in);
+		if (r == 1)
+			break;
+		if (r == -EINVAL) {
+			log_error("stage: %s/%s: a malformed record at byte %zu; the "
+				  "rest is dropped (an upload it named may stay open)",
+				  st->dir, ORPHANS_FILE, off);
+			break;
+		}
+		if (r < 0) {
+			err = r;
+			break;
+		}
+		struct stage_jnl j = { .intent = in };
+		if (stage_orphans_abort(st, &j, rep) != 0)
+			err = record_add(&keep, &klen, &in);     /* the next start */
+		stage_intent_clear(&in);
+	}
+	if (!err && klen) {
+		/* what failed, for the next start: replaced whole */
+		int tfd = openat(st->dir_fd, ORPHANS_TMP,
+				 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		err = tfd < 0 ? -errno : 0;
+		if (!err && write(tfd, keep, klen) != (ssize_t)klen)
+			err = -EIO;
+		if (!err)
+			err = stage_sync(st, tfd, true);
+		if (tfd >= 0)
+			close(tfd);
+		if (!err && renameat(st->dir_fd, ORPHANS_TMP, st->dir_fd, ORPHANS_FILE) != 0)
+			err = -errno;
+	} else if (!err && unlinkat(st->dir_fd, ORPHANS_FILE, 0) != 0) {
+		err = -errno;
+	}
+	if (err)
+		log_error("stage: %s/%s: %s (its records stay for the next start)",
+			  st->dir, ORPHANS_FILE, strerror(-err));
+	free(buf);
+	free(keep);
 	return err;
 }

@@ -221,6 +221,103 @@ static void lost_answer_case(void)
 	free(buf);
 }
 
+static bool orphans_file(const char *dir)
+{
+	char p[600];
+	snprintf(p, sizeof p, "%s/orphans", dir);
+	return access(p, F_OK) == 0;
+}
+
+/* A creation whose answer is lost, then a commit of the same file that
+ * succeeds (its journal goes): the intent moves to the orphans file and
+ * the next start aborts the upload, leaving another client's upload of
+ * the key from before the margin and one of another key. */
+static void lost_then_committed_case(void)
+{
+	const char *what = "lost answer, then a commit";
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans-later");
+	int64_t start = now_ns();
+	char old[64], other[64];
+	upload_at(&t, "later", start - 1000 * SEC, old);
+	upload_at(&t, "later2", start, other);
+	s3_fake_clock_set(t.fake, start);
+	struct stage *st = open_stage(dir, &t);
+	struct s3_fault_rule lost = { .kind = S3K_MPU_CREATE, .type = S3F_LOST,
+				      .first = 1, .times = 1, .err = -ETIMEDOUT };
+	CHECK(s3_fault_add(t.s3, &lost) == 0, "%s: rule added", what);
+	size_t size = 3 * PART + 5;
+	char *buf = malloc(size);
+	memset(buf, 'y', size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "later", NULL, 0, NULL, &f);
+	bool wrote = stage_file_pwrite(f, buf, size, 0) == (ssize_t)size;
+	int rc1 = stage_file_commit(f, NULL);
+	wrote = wrote && stage_file_pwrite(f, "z", 1, 0) == 1;   /* dirty again */
+	int rc2 = stage_file_commit(f, NULL);
+	stage_file_release(f);
+	CHECK(wrote && rc1 == -EIO && rc2 == 0 && s3_fake_object_count(t.fake, "b") == 1,
+	      "%s: the first commit fails, the second uploads (%d, %d)", what, rc1, rc2);
+	CHECK(s3_fake_upload_count(t.fake, "b") == 3 && orphans_file(dir),
+	      "%s: the lost upload is open, its intent in the orphans file", what);
+	struct stage_recovery_report rep;
+	int rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.orphans_aborted == 0 && orphans_file(dir) &&
+	      s3_fake_upload_count(t.fake, "b") == 3,
+	      "%s: a recovery in the same run leaves it for the next start", what);
+	stage_close(st);
+	st = open_stage(dir, &t);
+	rc = stage_recover(st, &rep);
+	char want[256];
+	snprintf(want, sizeof want, "later=%s;later2=%s;", old, other);
+	CHECK(rc == 0 && rep.orphans_aborted == 1 && strcmp(uploads(&t), want) == 0 &&
+	      !orphans_file(dir),
+	      "%s: the next start aborts exactly it, the file goes (left: %s)", what,
+	      uploads(&t));
+	stage_case_end(st, &t, dir);
+	free(buf);
+}
+
+/* The orphans file: a listing refused keeps its record for the next
+ * start; a malformed record is dropped with the rest. */
+static void orphans_file_case(void)
+{
+	const char *what = "orphans file";
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans-file");
+	struct stage *st = open_stage(dir, &t);
+	int64_t in_ns = now_ns();
+	struct stage_intent in = { .ns = in_ns, .bucket = "b", .key = "a key\nwith a newline" };
+	CHECK(stage_orphans_defer(st, &in) == 0 && orphans_file(dir), "%s: noted", what);
+	stage_close(st);
+	char id[64];
+	upload_at(&t, "a key\nwith a newline", in_ns + SEC, id);
+	st = open_stage(dir, &t);
+	s3_fault_fail(t.s3, S3K_MPU_LIST, 1, 1, -EIO);
+	struct stage_recovery_report rep;
+	int rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.orphans_aborted == 0 && orphans_file(dir) &&
+	      s3_fake_upload_count(t.fake, "b") == 1,
+	      "%s: the listing refused: the record stays", what);
+	stage_close(st);
+	st = open_stage(dir, &t);
+	rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.orphans_aborted == 1 && !orphans_file(dir) &&
+	      s3_fake_upload_count(t.fake, "b") == 0,
+	      "%s: the next start aborts it (a key with a newline read back)", what);
+	stage_close(st);
+	char p[600];
+	snprintf(p, sizeof p, "%s/orphans", dir);
+	write_file(dir, "orphans", "12 1 x\nbk\n", 10);
+	st = open_stage(dir, &t);
+	rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.orphans_aborted == 0 && access(p, F_OK) != 0,
+	      "%s: a malformed record is dropped", what);
+	stage_case_end(st, &t, dir);
+}
+
 /* A streamed upload that works leaves no intent in the journal, and the
  * intent line reads back. */
 static void journal_case(void)
@@ -274,5 +371,7 @@ int main(void)
 	window_case(true, false);
 	window_case(false, true);
 	lost_answer_case();
+	lost_then_committed_case();
+	orphans_file_case();
 	return unit_exit();
 }
