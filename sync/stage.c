@@ -614,6 +614,11 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 				      .started = stage_jnl_started, .ctx = &js };
 	err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
 			  f->meta, f->n_meta, f->ctype, &hooks, etag);
+	if (err) {
+		pthread_mutex_lock(&f->lock);
+		stage_intent_refused(&f->intent, js.fresh, err);
+		pthread_mutex_unlock(&f->lock);
+	}
 	stage_jnl_hooks_done(&js);
 	pthread_mutex_lock(&st->lock);
 	if (err) {

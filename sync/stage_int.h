@@ -173,6 +173,10 @@ void stage_jnl_hooks_done(struct jnl_started *js);
 int  stage_intent_set(struct stage_intent *in, const char *bucket,
 		      const char *key, bool *fresh);
 void stage_intent_clear(struct stage_intent *in);
+/* After a failed creation: the intent this creation set (fresh) is
+ * cleared when err is the store's refusal (NoSuchBucket, AccessDenied,
+ * a bad request: nothing was made); kept for any other error. */
+void stage_intent_refused(struct stage_intent *in, bool fresh, int err);
 int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 			 struct stage_recovery_report *rep);
 /* stage_orphans_defer: a commit succeeded while f still held the intent

@@ -82,6 +82,17 @@ void stage_intent_clear(struct stage_intent *in)
 	*in = (struct stage_intent){ 0 };
 }
 
+void stage_intent_refused(struct stage_intent *in, bool fresh, int err)
+{
+	/* The store's own answer refusing the request (an error document):
+	 * it made nothing. Timeouts, lost connections and 5xx may follow a
+	 * creation that happened. */
+	bool refused = err == -ENOENT || err == -EACCES || err == -EPERM ||
+		       err == -EINVAL || err == -ENAMETOOLONG || err == -EFBIG;
+	if (fresh && refused)
+		stage_intent_clear(in);
+}
+
 /* The uploads to abort, collected during the listing (aborting while a
  * listing pages through them would move its markers). */
 struct orphan_list {

@@ -316,6 +316,9 @@ static int stream_create(struct stage_file *f)
 	if (err) {
 		log_error("stage: %s/%s: cannot create a streamed upload: %s",
 			  sm->bucket, sm->key, strerror(-err));
+		pthread_mutex_lock(&f->lock);
+		stage_intent_refused(&f->intent, f->intent_fresh, err);
+		pthread_mutex_unlock(&f->lock);
 		return err;
 	}
 	pthread_mutex_lock(&f->lock);

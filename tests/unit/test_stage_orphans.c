@@ -279,6 +279,33 @@ static void lost_then_committed_case(void)
 	free(buf);
 }
 
+/* A creation the store refused (NoSuchBucket: -ENOENT; no upload made),
+ * then a commit that succeeds: nothing for the next start. */
+static void refused_case(void)
+{
+	const char *what = "creation refused";
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans-refused");
+	struct stage *st = open_stage(dir, &t);
+	s3_fault_fail(t.s3, S3K_MPU_CREATE, 1, 1, -ENOENT);
+	size_t size = 3 * PART + 5;
+	char *buf = malloc(size);
+	memset(buf, 'r', size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "refused", NULL, 0, NULL, &f);
+	bool wrote = stage_file_pwrite(f, buf, size, 0) == (ssize_t)size;
+	int rc1 = stage_file_commit(f, NULL);
+	wrote = wrote && stage_file_pwrite(f, "z", 1, 0) == 1;
+	int rc2 = stage_file_commit(f, NULL);
+	stage_file_release(f);
+	CHECK(wrote && rc1 != 0 && rc2 == 0 && !orphans_file(dir) &&
+	      s3_fake_upload_count(t.fake, "b") == 0,
+	      "%s: the second commit uploads, no intent is kept (%d, %d)", what, rc1, rc2);
+	stage_case_end(st, &t, dir);
+	free(buf);
+}
+
 /* The orphans file: a listing refused keeps its record for the next
  * start; a malformed record is dropped with the rest. */
 static void orphans_file_case(void)
@@ -372,6 +399,7 @@ int main(void)
 	window_case(false, true);
 	lost_answer_case();
 	lost_then_committed_case();
+	refused_case();
 	orphans_file_case();
 	return unit_exit();
 }
