@@ -228,6 +228,27 @@ static bool orphans_file(const char *dir)
 	return access(p, F_OK) == 0;
 }
 
+/* A streamed file of key committed twice (a byte rewritten between):
+ * the first commit meets whatever fault the caller set. False if a write
+ * failed. */
+static bool commit_twice(struct stage *st, const char *key, int *rc1, int *rc2)
+{
+	size_t size = 3 * PART + 5;
+	char *buf = malloc(size);
+	if (!buf)
+		return false;
+	memset(buf, 'y', size);
+	struct stage_file *f;
+	stage_file_new(st, "b", key, NULL, 0, NULL, &f);
+	bool wrote = stage_file_pwrite(f, buf, size, 0) == (ssize_t)size;
+	*rc1 = stage_file_commit(f, NULL);
+	wrote = wrote && stage_file_pwrite(f, "z", 1, 0) == 1;   /* dirty again */
+	*rc2 = stage_file_commit(f, NULL);
+	stage_file_release(f);
+	free(buf);
+	return wrote;
+}
+
 /* A creation whose answer is lost, then a commit of the same file that
  * succeeds (its journal goes): the intent moves to the orphans file and
  * the next start aborts the upload, leaving another client's upload of
@@ -247,16 +268,8 @@ static void lost_then_committed_case(void)
 	struct s3_fault_rule lost = { .kind = S3K_MPU_CREATE, .type = S3F_LOST,
 				      .first = 1, .times = 1, .err = -ETIMEDOUT };
 	CHECK(s3_fault_add(t.s3, &lost) == 0, "%s: rule added", what);
-	size_t size = 3 * PART + 5;
-	char *buf = malloc(size);
-	memset(buf, 'y', size);
-	struct stage_file *f;
-	stage_file_new(st, "b", "later", NULL, 0, NULL, &f);
-	bool wrote = stage_file_pwrite(f, buf, size, 0) == (ssize_t)size;
-	int rc1 = stage_file_commit(f, NULL);
-	wrote = wrote && stage_file_pwrite(f, "z", 1, 0) == 1;   /* dirty again */
-	int rc2 = stage_file_commit(f, NULL);
-	stage_file_release(f);
+	int rc1, rc2;
+	bool wrote = commit_twice(st, "later", &rc1, &rc2);
 	CHECK(wrote && rc1 == -EIO && rc2 == 0 && s3_fake_object_count(t.fake, "b") == 1,
 	      "%s: the first commit fails, the second uploads (%d, %d)", what, rc1, rc2);
 	CHECK(s3_fake_upload_count(t.fake, "b") == 3 && orphans_file(dir),
@@ -276,7 +289,6 @@ static void lost_then_committed_case(void)
 	      "%s: the next start aborts exactly it, the file goes (left: %s)", what,
 	      uploads(&t));
 	stage_case_end(st, &t, dir);
-	free(buf);
 }
 
 /* A creation the store refused (NoSuchBucket: -ENOENT; no upload made),
@@ -289,21 +301,12 @@ static void refused_case(void)
 	char *dir = unit_tmpdir("orphans-refused");
 	struct stage *st = open_stage(dir, &t);
 	s3_fault_fail(t.s3, S3K_MPU_CREATE, 1, 1, -ENOENT);
-	size_t size = 3 * PART + 5;
-	char *buf = malloc(size);
-	memset(buf, 'r', size);
-	struct stage_file *f;
-	stage_file_new(st, "b", "refused", NULL, 0, NULL, &f);
-	bool wrote = stage_file_pwrite(f, buf, size, 0) == (ssize_t)size;
-	int rc1 = stage_file_commit(f, NULL);
-	wrote = wrote && stage_file_pwrite(f, "z", 1, 0) == 1;
-	int rc2 = stage_file_commit(f, NULL);
-	stage_file_release(f);
+	int rc1, rc2;
+	bool wrote = commit_twice(st, "refused", &rc1, &rc2);
 	CHECK(wrote && rc1 != 0 && rc2 == 0 && !orphans_file(dir) &&
 	      s3_fake_upload_count(t.fake, "b") == 0,
 	      "%s: the second commit uploads, no intent is kept (%d, %d)", what, rc1, rc2);
 	stage_case_end(st, &t, dir);
-	free(buf);
 }
 
 /* The orphans file: a listing refused keeps its record for the next
