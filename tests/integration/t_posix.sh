@@ -116,14 +116,17 @@ grep '^[<>]f' "$T/rsync2" | head -n 5 | while read -r item name; do
 done
 # Gateway A's index kept its own records over the late events of its own
 # writes (views/index_own.h): per file the temporary's PUT, its utimensat
-# and chmod COPYs and DELETE, and the final name's COPY.
+# and chmod COPYs and DELETE, and the final name's COPY, about 2,500 (2,150
+# counted in a quiet run; an event that comes before its request returned
+# is applied, not counted). Deletes alone would make 500: at least 1,000
+# shows the creates' ETags and metadata matched too.
 own_now() { stat_field "$A" .events.own; }
-wait_for 30 test "$(own_now)" -ge 1500
+wait_for 30 test "$(own_now)" -ge 1000
 own=$(own_now)
-if ((own >= 1500)); then
+if ((own >= 1000)); then
 	ok "gateway A knew the events of its own writes ($own, applied $(stat_field "$A" .events.applied))"
 else
-	not_ok "gateway A knew the events of its own writes" "events.own $own, expected 1500 or more of about 2500"
+	not_ok "gateway A knew the events of its own writes" "events.own $own, expected 1000 or more of about 2500"
 fi
 echo "# rsync -a of 500 files: first run $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, second $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }') s"
 wait_for 20 test "$(find "$MB/rw/tree" -type f 2>/dev/null | wc -l)" -ge 500
