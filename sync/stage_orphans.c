@@ -236,6 +236,17 @@ int stage_orphans_defer(struct stage *st, const struct stage_intent *in)
 	return err;
 }
 
+/* n bytes (no NUL among them needed) as a string. */
+static char *bytes_dup(const char *p, size_t n)
+{
+	char *s = malloc(n + 1);
+	if (s) {
+		memcpy(s, p, n);
+		s[n] = '\0';
+	}
+	return s;
+}
+
 /* The next record of buf[*off, len) into in (pointing into a copy it
  * owns); 1 at the end, -EINVAL if malformed. */
 static int record_next(const char *buf, size_t len, size_t *off, struct stage_intent *in)
@@ -250,7 +261,7 @@ static int record_next(const char *buf, size_t len, size_t *off, struct stage_in
 	    p + used != nl || bl == 0 || kl == 0 ||
 	    bl + kl + 1 > len - (size_t)(nl + 1 - buf) || nl[1 + bl + kl] != '\n')
 		return -EINVAL;
-	char *b = strndup(nl + 1, bl), *k = strndup(nl + 1 + bl, kl);
+	char *b = bytes_dup(nl + 1, bl), *k = bytes_dup(nl + 1 + bl, kl);
 	if (!b || !k) {
 		free(b);
 		free(k);
@@ -280,8 +291,10 @@ int stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep)
 	if (!err && pread(fd, buf, (size_t)sb.st_size, 0) != sb.st_size)
 		err = -EIO;
 	close(fd);
-	if (!err)
+	if (!err) {
 		len = (size_t)sb.st_size;
+		buf[len] = '\0';        /* sscanf stops there at the latest */
+	}
 	while (!err) {
 		struct stage_intent in;
 		int r = record_next(buf, len, &off, &in);
