@@ -663,10 +663,11 @@ static void keep_content_type(const struct ix_slot *s, struct obj_meta *nr)
 static bool own_keeps_record(struct index *ix, const struct ix_slot *s,
 			     const struct obj_meta *o)
 {
+	if (!ix->own || !own_keys(ix->own))
+		return false;        /* the usual case: no hash on the hot path */
 	struct own_version v;
 	own_version_of(o, &v);
-	return ix->own && own_take(ix->own, o->bucket, o->key, &v, ix->run_ns) &&
-	       s->exists;
+	return own_take(ix->own, o->bucket, o->key, &v, ix->run_ns) && s->exists;
 }
 
 /* Process one object/event: *skipped when the stored record was kept
