@@ -149,13 +149,13 @@ int stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 	int err = s3_mpu_list(st->s3, in->bucket, in->key, orphan_take, &l);
 	if (err)
 		log_warn("stage: listing the multipart uploads of %s/%s (an upload "
-			 "may exist whose id a crash kept from the journal): %s; the "
-			 "file stays staged", in->bucket, in->key, strerror(-err));
+			 "may exist whose id a crash kept from the journal): %s; kept "
+			 "for the next start", in->bucket, in->key, strerror(-err));
 	for (size_t i = 0; !err && i < l.n; i++) {
 		err = s3_mpu_abort(st->s3, in->bucket, in->key, l.ids[i]);
 		if (err) {
 			log_warn("stage: aborting upload %s of %s/%s (not journaled, "
-				 "found by listing): %s; the file stays staged",
+				 "found by listing): %s; kept for the next start",
 				 l.ids[i], in->bucket, in->key, strerror(-err));
 			break;
 		}

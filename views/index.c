@@ -872,9 +872,10 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 	}
 	for (size_t i = 0; mode == RUN_OWN && ix->own && i < n; i++) {
 		struct own_version v;
+		if (ix->evslot[i] < 0)
+			continue;
 		own_version_of(&objs[i], &v);
-		if (ix->evslot[i] >= 0)
-			own_note(ix->own, objs[i].bucket, objs[i].key, &v, ix->run_ns);
+		own_note(ix->own, objs[i].bucket, objs[i].key, &v, ix->run_ns);
 	}
 	ix_bloom_maybe_rebuild(ix, 0);
 	for (size_t i = 0; fn && i < ix->n_chg; i++)

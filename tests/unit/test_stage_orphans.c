@@ -17,7 +17,6 @@
  */
 #include "sync/stage_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,19 +74,6 @@ static void upload_at(struct store *t, const char *key, int64_t ns, char id[64])
 	}
 }
 
-static int count_recovered(const char *dir)
-{
-	char rd[600];
-	snprintf(rd, sizeof rd, "%s/recovered", dir);
-	DIR *d = opendir(rd);
-	int files = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		files += de->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return files;
-}
 
 static void write_file(const char *dir, const char *name, const char *text,
 		       size_t len)
@@ -166,10 +152,10 @@ static void window_case(bool commit, bool list_fails)
 						NULL) == 0 && n == size &&
 			    memcmp(d, data, size) == 0;
 		free(d);
-		CHECK(rep.reuploaded == 1 && same && count_recovered(dir) == 0,
+		CHECK(rep.reuploaded == 1 && same && stage_recovered_count(dir) == 0,
 		      "%s: the file is uploaded again, whole", what);
 	} else {
-		CHECK(rep.recovered == 1 && count_recovered(dir) == 2 &&
+		CHECK(rep.recovered == 1 && stage_recovered_count(dir) == 2 &&
 		      s3_fake_object_count(t.fake, "b") == 0,
 		      "%s: data (+ journal) moved to recovered/, no object", what);
 	}
@@ -209,13 +195,13 @@ static void lost_answer_case(void)
 	struct stage_recovery_report rep;
 	rc = stage_recover(st, &rep);
 	CHECK(rc == 0 && rep.abort_failed == 1 && rep.orphans_aborted == 0 &&
-	      s3_fake_upload_count(t.fake, "b") == 1 && count_recovered(dir) == 0,
+	      s3_fake_upload_count(t.fake, "b") == 1 && stage_recovered_count(dir) == 0,
 	      "%s: a recovery in the same run lists nothing, keeps the file", what);
 	stage_close(st);
 	st = open_stage(dir, &t);
 	rc = stage_recover(st, &rep);
 	CHECK(rc == 0 && rep.orphans_aborted == 1 && rep.recovered == 1 &&
-	      s3_fake_upload_count(t.fake, "b") == 0 && count_recovered(dir) == 2,
+	      s3_fake_upload_count(t.fake, "b") == 0 && stage_recovered_count(dir) == 2,
 	      "%s: the next start aborts it and moves the file to recovered/", what);
 	stage_case_end(st, &t, dir);
 	free(buf);

@@ -13,7 +13,6 @@
  */
 #include "sync/stage_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -401,16 +400,7 @@ static void crash_case(bool commit)
 		CHECK(rep.reuploaded == 1 && obj_is(&t, "crash", buf, size, NULL),
 		      "%s: the file is uploaded again, whole", what);
 	} else {
-		char rd[600];
-		snprintf(rd, sizeof rd, "%s/recovered", dir);
-		DIR *d = opendir(rd);
-		int files = 0;
-		struct dirent *de;
-		while (d && (de = readdir(d)))
-			files += de->d_name[0] != '.';
-		if (d)
-			closedir(d);
-		CHECK(rep.recovered == 1 && files == 2 && s3_fake_object_count(t.fake, "b") == 0,
+		CHECK(rep.recovered == 1 && stage_recovered_count(dir) == 2 && s3_fake_object_count(t.fake, "b") == 0,
 		      "%s: data (+ journal) moved to recovered/, no object", what);
 	}
 	stage_case_end(st, &t, dir);

@@ -1,7 +1,8 @@
 /*
  * unit_stage.h — the set-up the staging tests share (include after
  * unit.h): the fake S3 store with the fault wrapper around it, and a stage
- * opened over it. A set-up that fails prints why and exits 2.
+ * opened over it; the count of what recovery moved to recovered/. A
+ * set-up that fails prints why and exits 2.
  */
 #ifndef FACETFS_TEST_UNIT_STAGE_H
 #define FACETFS_TEST_UNIT_STAGE_H
@@ -10,6 +11,7 @@
 #include "sync/s3_fault.h"
 #include "sync/stage.h"
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,21 @@ static inline void stage_case_end(struct stage *st, struct store *t, char *dir)
 	store_release(t);
 	unit_rmtree(dir);
 	free(dir);
+}
+
+/* Files in DIR/recovered/ (what recovery moved there). */
+static inline int stage_recovered_count(const char *dir)
+{
+	char rd[600];
+	snprintf(rd, sizeof rd, "%s/recovered", dir);
+	DIR *d = opendir(rd);
+	int files = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		files += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return files;
 }
 
 #endif
