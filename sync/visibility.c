@@ -99,8 +99,12 @@ void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx)
 }
 
 /* Make sure the descriptor reads the version S3 has now (one HEAD);
- * *moved: it did not before. */
-static int revalidate(struct vis_version *v, struct obj_meta *o, bool *moved)
+ * *moved: it did not before. unserved_only (eventual): move only if no
+ * read of the descriptor has returned a byte yet, checked under the lock
+ * that every read holds, so that no read of another thread can have
+ * returned bytes of the old version in between (else -ESTALE). */
+static int revalidate(struct vis_version *v, bool unserved_only,
+		      struct obj_meta *o, bool *moved)
 {
 	*moved = false;
 	int rc = s3_head(v->src->s3, v->bucket, v->key, o);
@@ -109,8 +113,10 @@ static int revalidate(struct vis_version *v, struct obj_meta *o, bool *moved)
 	pthread_mutex_lock(&v->lock);
 	if (strcmp(o->etag, v->etag) != 0) {
 		struct reader *nr;
-		rc = reader_open(v->src, v->bucket, v->key, o->etag, o->size, &nr);
-		if (rc == 0) {
+		if (unserved_only && atomic_load(&v->served))
+			rc = -ESTALE;
+		else if ((rc = reader_open(v->src, v->bucket, v->key, o->etag,
+					   o->size, &nr)) == 0) {
 			reader_close(v->rd);
 			v->rd = nr;
 			snprintf(v->etag, sizeof v->etag, "%s", o->etag);
@@ -121,11 +127,15 @@ static int revalidate(struct vis_version *v, struct obj_meta *o, bool *moved)
 	return rc;
 }
 
-/* Read under the version's lock (a revalidation may swap the reader). */
+/* Read under the version's lock (a revalidation may swap the reader).
+ * Bytes returned mark the version served before the lock is let go, so a
+ * revalidation that follows sees them. */
 static ssize_t read_locked(struct vis_version *v, void *buf, size_t len, uint64_t off)
 {
 	pthread_mutex_lock(&v->lock);
 	ssize_t n = reader_read(v->rd, buf, len, off);
+	if (n > 0)
+		atomic_store(&v->served, true);
 	pthread_mutex_unlock(&v->lock);
 	return n;
 }
@@ -139,14 +149,12 @@ static ssize_t read_eventual(struct vis_version *v, void *buf, size_t len,
 	if (n == -ESTALE && !atomic_load(&v->served)) {
 		struct obj_meta o = { 0 };
 		bool moved;
-		int rc = revalidate(v, &o, &moved);
+		int rc = revalidate(v, true, &o, &moved);
 		if (rc == 0 && moved && v->moved)
 			v->moved(v->moved_ctx, &o);   /* the HEAD set bucket and key */
 		obj_meta_release(&o);
 		n = rc < 0 ? rc : read_locked(v, buf, len, off);
 	}
-	if (n > 0)
-		atomic_store(&v->served, true);
 	return n;
 }
 
@@ -159,7 +167,7 @@ ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 		return reader_read(v->rd, buf, len, off);
 	struct obj_meta o = { 0 };
 	bool moved;
-	int rc = revalidate(v, &o, &moved);
+	int rc = revalidate(v, false, &o, &moved);
 	obj_meta_release(&o);
 	return rc < 0 ? rc : read_locked(v, buf, len, off);
 }

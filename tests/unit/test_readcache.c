@@ -20,6 +20,7 @@
 #include "sync/warm.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -263,6 +264,55 @@ static void test_eventual(void)
 	bed_free(&b);
 }
 
+struct race_read { struct vis_version *v; char *buf; ssize_t n; };
+
+static void *race_read(void *arg)
+{
+	struct race_read *r = arg;
+	r->n = vis_version_read(r->v, VIS_EVENTUAL, r->buf, BS, 0);
+	return NULL;
+}
+
+/* Two reads of one eventual descriptor at once: the first meets the 412
+ * and waits on a slow HEAD; meanwhile the second returns the old
+ * version's bytes from the cache. The first must not move the descriptor
+ * then (its bytes would be of another version): ESTALE. */
+static void test_eventual_race(void)
+{
+	struct bed b;
+	bed_init(&b);
+	size_t n = 2 * BS;
+	char *v1 = pattern(n, 4), *v2 = pattern(n, 5), e1[33], e2[33];
+	put(&b, "o", v1, n, e1);
+	struct reader *r;
+	char *buf = malloc(n);
+	reader_open(&b.src, "b", "o", e1, n, &r);       /* block 1 of v1 cached */
+	CHECK(reader_read(r, buf, BS, BS) == (ssize_t)BS, "race: block 1 of v1 read");
+	reader_close(r);
+	put(&b, "o", v2, n, e2);                         /* S3 now has v2 only */
+	struct s3_fault_rule slow = { .kind = S3K_HEAD, .type = S3F_DELAY, .delay_ms = 300 };
+	s3_fault_add(b.s3, &slow);
+	struct vis_version *v;
+	vis_version_open_known(&b.src, "b", "o", e1, n, &v);
+	struct race_read rr = { v, malloc(BS), 0 };
+	pthread_t t;
+	pthread_create(&t, NULL, race_read, &rr);
+	usleep(100000);                                  /* t is in its HEAD */
+	ssize_t k = vis_version_read(v, VIS_EVENTUAL, buf, BS, BS);
+	pthread_join(t, NULL);
+	CHECK(k == (ssize_t)BS && !memcmp(buf, v1 + BS, BS),
+	      "race: the cached read returns v1's bytes (%zd)", k);
+	CHECK(rr.n == -ESTALE,
+	      "race: the read that met the 412 does not move the descriptor: ESTALE (%zd)", rr.n);
+	s3_fault_clear(b.s3);
+	vis_version_close(v);
+	free(rr.buf);
+	free(buf);
+	free(v1);
+	free(v2);
+	bed_free(&b);
+}
+
 static void test_warm(void)
 {
 	struct bed b;
@@ -331,6 +381,7 @@ int main(void)
 	test_reader_blocks();
 	test_pins();
 	test_eventual();
+	test_eventual_race();
 	test_warm();
 	return unit_exit();
 }
