@@ -187,7 +187,11 @@ int  s3_bucket_check(struct s3 *s, const char *bucket);
 
 /* CreateMultipartUpload: the new upload's id into upload_id[idlen]
  * (-EOVERFLOW if too small, -EPROTO for an unreadable answer). meta and
- * content_type as s3_put_file() takes them: they go with the object. */
+ * content_type as s3_put_file() takes them: they go with the object.
+ * Never sent twice: when the request left and its answer was lost
+ * (a stall, a dropped connection) the error comes back at once, and the
+ * store may hold an upload the caller has no id of (the stage's intents,
+ * sync/stage_orphans.c, find it). */
 int  s3_mpu_create(struct s3 *s, const char *bucket, const char *key,
 		   const struct obj_kv *meta, size_t n_meta,
 		   const char *content_type, char *upload_id, size_t idlen);

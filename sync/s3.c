@@ -908,6 +908,16 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		}
 		if (!err || !s3_retryable((int)cc, status, r->s3code))
 			break;
+		/* The request left and no answer came back: the store may have
+		 * done it. A creation sent again would make a second one and
+		 * leave the first unseen; the caller is told instead. */
+		if (r->no_resend && cc != CURLE_OK && cc != CURLE_COULDNT_CONNECT &&
+		    cc != CURLE_COULDNT_RESOLVE_HOST && sent > 0) {
+			log_debug("s3: %s %s%s%s: the answer was lost (%s); not sent again",
+				 r->method, r->bucket, r->key ? "/" : "",
+				 r->key ? r->key : "", curl_easy_strerror(cc));
+			break;
+		}
 		unsigned delay = s3_backoff_ms((unsigned)attempt, &rng);
 		/* A server that swallowed one request (seen on RGW 16: a PUT
 		 * on a busy keep-alive connection never answered) is retried

@@ -50,6 +50,7 @@ int s3_http_mpu_create(struct s3 *iface, const char *bucket, const char *key,
 	r.verb = "POST";
 	r.query = "uploads=";
 	r.post = true;
+	r.no_resend = true;          /* a lost answer may hide an upload */
 	r.up_mem = "";
 	r.up_size = 0;
 	r.sink = SINK_GROW;

@@ -99,6 +99,10 @@ struct s3_req {
 	size_t len;
 	uint64_t off;
 	bool want_meta;              /* collect x-amz-meta-* */
+	bool no_resend;              /* not idempotent (a creation): never
+				      * sent again once it may have reached
+				      * the store; a store's own error answer
+				      * is still retried */
 
 	/* what came back; cleared at every attempt by req_attempt_reset() */
 	long status;

@@ -556,6 +556,44 @@ static void test_engine(void)
 	      "engine: the retried request is the PUT");
 	s3_free(s);
 
+	/* A creation is not idempotent: swallowed once, it is not sent
+	 * again (the store may have made an upload whose id was lost); the
+	 * caller gets the error and keeps its intent. */
+	static const char *const swallow_create[] = {
+		NULL,
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 86\r\n\r\n"
+		"<InitiateMultipartUploadResult><UploadId>u2</UploadId></Initiate"
+		"MultipartUploadResult>",
+	};
+	stats_init(&st);
+	fake_start(&f, swallow_create, 2);
+	s = client_for(f.port, &st);
+	char uid[64] = "x";
+	rc = s3_mpu_create(s, "bkt", "k", NULL, 0, NULL, uid, sizeof uid);
+	fake_stop(&f);
+	CHECK(rc == -EIO && f.served == 1 && stats_value(&st, "s3", "retries") == 0 &&
+	      uid[0] == '\0',
+	      "engine: a swallowed CreateMultipartUpload is not sent again: -EIO (rc %d, %d sent)",
+	      rc, f.served);
+	CHECK(strstr(f.last_req, "POST /bkt/k?uploads= HTTP/1.1") != NULL,
+	      "engine: … and it was the POST");
+	s3_free(s);
+	static const char *const busy_create[] = {
+		"HTTP/1.1 503 Service Unavailable\r\n" CLOSE "Content-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 86\r\n\r\n"
+		"<InitiateMultipartUploadResult><UploadId>u3</UploadId></Initiate"
+		"MultipartUploadResult>",
+	};
+	stats_init(&st);
+	fake_start(&f, busy_create, 2);
+	s = client_for(f.port, &st);
+	rc = s3_mpu_create(s, "bkt", "k", NULL, 0, NULL, uid, sizeof uid);
+	fake_stop(&f);
+	CHECK(rc == 0 && !strcmp(uid, "u3") && stats_value(&st, "s3", "retries") == 1,
+	      "engine: a creation the store refused with 503 is sent again (rc %d, id %s)",
+	      rc, uid);
+	s3_free(s);
+
 	/* A port nobody listens on: refused, retried, bounded. */
 	fake_start(&f, NULL, 0);
 	int port = f.port;
