@@ -216,7 +216,10 @@ int  s3_mpu_copy_part(struct s3 *s, const char *bucket, const char *key,
 
 /* CompleteMultipartUpload with parts[0..n) (ascending numbers, n >= 1):
  * the object appears; etag_out its ETag. -EINVAL for an empty or unordered
- * list; -EIO if the store refuses (a part missing or too small: logged). */
+ * list; -EIO if the store refuses (a part missing or too small: logged).
+ * NoSuchUpload with the key already holding the object these parts make
+ * (an earlier attempt completed it, its answer lost) is 0: the real
+ * client checks by a HEAD; other NoSuchUpload is -ENOENT. */
 int  s3_mpu_complete(struct s3 *s, const char *bucket, const char *key,
 		     const char *upload_id, const struct s3_part *parts,
 		     size_t n, char etag_out[72]);

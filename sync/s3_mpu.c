@@ -17,6 +17,8 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/object.h"
+#include "common/s3.h"
 
 /* "partNumber=N&uploadId=ID" (part 0: "uploadId=ID"), sorted and encoded
  * as the signature wants; NULL on -ENAMETOOLONG/-ENOMEM. */
@@ -161,6 +163,28 @@ out:
 	return err;
 }
 
+/* NoSuchUpload at a completion: an earlier attempt whose answer was lost
+ * (the request is sent again after a stall) may have completed it. If the
+ * key now holds an object whose ETag is the one these parts make, it did:
+ * 0 and that ETag. Else -ENOENT as before. */
+static int complete_was_done(struct s3 *iface, const char *bucket, const char *key,
+			     const struct s3_part *parts, size_t n, char etag_out[72])
+{
+	char want[72];
+	s3_mpu_etag(parts, n, want);
+	struct obj_meta o = { 0 };
+	int err = s3_head(iface, bucket, key, &o) == 0 && strcmp(o.etag, want) == 0 ?
+		  0 : -ENOENT;
+	obj_meta_release(&o);
+	if (err == 0) {
+		log_info("s3: MPU-COMPLETE %s/%s: no such upload, but the object is "
+			 "the one its parts make (%s): completed by an earlier attempt",
+			 bucket, key, want);
+		snprintf(etag_out, 72, "%s", want);
+	}
+	return err;
+}
+
 int s3_http_mpu_complete(struct s3 *iface, const char *bucket, const char *key,
 			const char *upload_id, const struct s3_part *parts,
 			size_t n, char etag_out[72])
@@ -202,6 +226,8 @@ int s3_http_mpu_complete(struct s3 *iface, const char *bucket, const char *key,
 	/* RGW 16 answers <ETag></ETag>: the ETag is known from the parts. */
 	if (!err && !etag_out[0])
 		s3_mpu_etag(parts, n, etag_out);
+	if (err == -ENOENT)
+		err = complete_was_done(iface, bucket, key, parts, n, etag_out);
 out:
 	free(body);
 	free(query);

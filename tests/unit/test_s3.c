@@ -594,6 +594,40 @@ static void test_engine(void)
 	      rc, uid);
 	s3_free(s);
 
+	/* A completion whose answer was lost and that was sent again meets
+	 * NoSuchUpload: the object the parts make is there, so it is done. */
+	struct s3_part parts[2] = { { 1, "900150983cd24fb0d6963f7d28e17f72" },
+				    { 2, "e2fc714c4727ee9395f324cd2e7f331f" } };
+	char want[72], head_ok[256], head_other[256];
+	s3_mpu_etag(parts, 2, want);
+	snprintf(head_ok, sizeof head_ok, "HTTP/1.1 200 OK\r\n" CLOSE
+		 "Content-Length: 7\r\nETag: \"%s\"\r\n\r\n", want);
+	snprintf(head_other, sizeof head_other, "HTTP/1.1 200 OK\r\n" CLOSE
+		 "Content-Length: 7\r\nETag: \"0cc175b9c0f1b6a831c399e269772661\"\r\n\r\n");
+	const char *gone[] = {
+		"HTTP/1.1 404 Not Found\r\n" CLOSE "Content-Length: 59\r\n\r\n"
+		"<Error><Code>NoSuchUpload</Code><Message></Message></Error>",
+		head_ok,
+	};
+	stats_init(&st);
+	fake_start(&f, gone, 2);
+	s = client_for(f.port, &st);
+	char cetag[72] = "";
+	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
+	fake_stop(&f);
+	CHECK(rc == 0 && !strcmp(cetag, want) && strstr(f.last_req, "HEAD /bkt/k HTTP/1.1"),
+	      "engine: NoSuchUpload at a completion, the parts' object in place: done (rc %d, %s)",
+	      rc, cetag);
+	s3_free(s);
+	gone[1] = head_other;
+	stats_init(&st);
+	fake_start(&f, gone, 2);
+	s = client_for(f.port, &st);
+	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
+	fake_stop(&f);
+	CHECK(rc == -ENOENT, "engine: … another object in place: -ENOENT (rc %d)", rc);
+	s3_free(s);
+
 	/* A port nobody listens on: refused, retried, bounded. */
 	fake_start(&f, NULL, 0);
 	int port = f.port;
