@@ -187,6 +187,20 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 	return rc;
 }
 
+/* After a rename: the kernel keeps the moved inode, which now stands for
+ * npath (and an inode that stood for npath no longer does). Files and
+ * directories alike: without it a GETATTR of the moved node asks about
+ * the old path, which is gone (ENOENT). */
+static void rename_inode(struct core *c, size_t view, const char *path, const char *npath)
+{
+	uint64_t ino;
+	const char *vname = view_name(core_view(c, view));
+	if (inode_find(c->d.it, vname, path, &ino))
+		inode_rename(c->d.it, ino, npath);
+	else
+		inode_unname(c->d.it, vname, npath);
+}
+
 /* Only an empty directory made here can move (in memory and in the index). */
 static int rename_dir(struct core *c, size_t view, const char *path, const char *npath,
 		      bool dst_exists, bool n_is_dir)
@@ -201,8 +215,10 @@ static int rename_dir(struct core *c, size_t view, const char *path, const char 
 	core_mkdir_attr(c, view, path, &px);
 	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, npath, &px)) == 0)
 		index_dir_remove(c->d.ix, vname, path);
-	if (rc == 0)
+	if (rc == 0) {
 		core_mkdir_move(c, view, path, npath);
+		rename_inode(c, view, path, npath);
+	}
 	return rc;
 }
 
@@ -318,16 +334,8 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 		rename_ofile(c, of, bucket, npath, nkey);
 	core_ofile_put(c, of);
 	core_ofile_put(c, dof);
-	if (rc == 0) {
-		/* The kernel keeps the moved inode: it now stands for npath
-		 * (and an inode that stood for npath no longer does). */
-		uint64_t ino;
-		const char *vname = view_name(core_view(c, view));
-		if (inode_find(c->d.it, vname, path, &ino))
-			inode_rename(c->d.it, ino, npath);
-		else
-			inode_unname(c->d.it, vname, npath);
-	}
+	if (rc == 0)
+		rename_inode(c, view, path, npath);
 	return rc;
 }
 

@@ -8,17 +8,17 @@
 #define OWN_BUCKETS 16384            /* power of two */
 #define OWN_SWEEP_EVERY_NS 1000000000LL
 
-struct own_ver {
-	char etag[72];
-	bool deleted, has_meta;
+struct own_ver {                     /* 32 bytes */
+	uint64_t etag_hash;          /* FNV-1a of the ETag (has_etag) */
 	uint64_t meta_hash;
 	int64_t at_ns;
+	bool has_etag, deleted, has_meta;
 };
 
 struct own_key {
 	struct own_key *next;
-	struct own_ver v[OWN_PER_KEY];
-	unsigned n;
+	struct own_ver *v;           /* cap slots, grown by doubling */
+	unsigned n, cap;
 	bool record_own;             /* the index's record is our last write */
 	size_t len;                  /* of name: bucket '\0' key */
 	char name[];
@@ -27,6 +27,7 @@ struct own_key {
 struct own_table {
 	struct own_key *tab[OWN_BUCKETS];
 	size_t n_keys;
+	size_t n_vers;               /* versions held, all keys */
 	int64_t last_sweep_ns;
 };
 
@@ -42,6 +43,7 @@ void own_free(struct own_table *t)
 	for (size_t b = 0; b < OWN_BUCKETS; b++)
 		for (struct own_key *k = t->tab[b], *nx; k; k = nx) {
 			nx = k->next;
+			free(k->v);
 			free(k);
 		}
 	free(t);
@@ -85,18 +87,19 @@ static struct own_key **find(struct own_table *t, const char *bucket, const char
 }
 
 /* Forget k's first n versions. */
-static void drop_first(struct own_key *k, unsigned n)
+static void drop_first(struct own_table *t, struct own_key *k, unsigned n)
 {
 	memmove(k->v, k->v + n, (k->n - n) * sizeof k->v[0]);
 	k->n -= n;
+	t->n_vers -= n;
 }
 
-static void expire(struct own_key *k, int64_t now_ns)
+static void expire(struct own_table *t, struct own_key *k, int64_t now_ns)
 {
 	unsigned old = 0;
 	while (old < k->n && now_ns - k->v[old].at_ns > OWN_TTL_NS)
 		old++;
-	drop_first(k, old);
+	drop_first(t, k, old);
 }
 
 /* Unlink *pp when it holds no version; true if it did. */
@@ -106,6 +109,7 @@ static bool unlink_empty(struct own_table *t, struct own_key **pp)
 	if (k->n)
 		return false;
 	*pp = k->next;
+	free(k->v);
 	free(k);
 	t->n_keys--;
 	return true;
@@ -116,22 +120,52 @@ static void sweep(struct own_table *t, int64_t now_ns)
 	t->last_sweep_ns = now_ns;
 	for (size_t b = 0; b < OWN_BUCKETS; b++)
 		for (struct own_key **pp = &t->tab[b]; *pp;) {
-			expire(*pp, now_ns);
+			expire(t, *pp, now_ns);
 			if (!unlink_empty(t, pp))
 				pp = &(*pp)->next;
 		}
 }
 
+static uint64_t fnv(uint64_t h, const char *s);
+
+/* Room for one more version in k: the key's oldest goes when it holds
+ * OWN_PER_KEY, or when the table holds OWN_MAX_VERSIONS and the key has
+ * one to give; false if there is none. (No sweep here: it would free a
+ * key just made, which holds nothing yet; own_note sweeps first.) */
+static bool make_room(struct own_table *t, struct own_key *k)
+{
+	if (k->n == OWN_PER_KEY) {
+		drop_first(t, k, 1);
+		return true;
+	}
+	if (t->n_vers >= OWN_MAX_VERSIONS) {
+		if (!k->n)
+			return false;
+		drop_first(t, k, 1);
+	}
+	if (k->n == k->cap) {
+		unsigned cap = k->cap ? 2 * k->cap : 2;
+		if (cap > OWN_PER_KEY)
+			cap = OWN_PER_KEY;
+		struct own_ver *v = realloc(k->v, cap * sizeof *v);
+		if (!v)
+			return false;
+		k->v = v;
+		k->cap = cap;
+	}
+	return true;
+}
+
 bool own_note(struct own_table *t, const char *bucket, const char *key,
 	      const struct own_version *ov, int64_t now_ns)
 {
+	if ((t->n_keys >= OWN_MAX_KEYS || t->n_vers >= OWN_MAX_VERSIONS) &&
+	    now_ns - t->last_sweep_ns >= OWN_SWEEP_EVERY_NS)
+		sweep(t, now_ns);
 	size_t len, slot;
 	struct own_key **pp = find(t, bucket, key, &len, &slot);
 	struct own_key *k = *pp;
 	if (!k) {
-		if (t->n_keys >= OWN_MAX_KEYS &&
-		    now_ns - t->last_sweep_ns >= OWN_SWEEP_EVERY_NS)
-			sweep(t, now_ns);
 		if (t->n_keys >= OWN_MAX_KEYS)
 			return false;
 		k = calloc(1, sizeof *k + len + 1);
@@ -144,14 +178,19 @@ bool own_note(struct own_table *t, const char *bucket, const char *key,
 		k->next = t->tab[slot];
 		t->tab[slot] = k;
 		t->n_keys++;
+		pp = &t->tab[slot];
 	}
-	expire(k, now_ns);
-	if (k->n == OWN_PER_KEY)
-		drop_first(k, 1);
+	expire(t, k, now_ns);
+	if (!make_room(t, k)) {
+		unlink_empty(t, pp);     /* a key just made holds nothing */
+		return false;
+	}
 	struct own_ver *v = &k->v[k->n++];
+	t->n_vers++;
 	memset(v, 0, sizeof *v);
-	if (!ov->deleted && ov->etag)
-		strncpy(v->etag, ov->etag, sizeof v->etag - 1);
+	v->has_etag = !ov->deleted && ov->etag && ov->etag[0];
+	if (v->has_etag)
+		v->etag_hash = fnv(1469598103934665603ULL, ov->etag);
 	v->deleted = ov->deleted;
 	v->has_meta = ov->has_meta && !ov->deleted;
 	v->meta_hash = ov->meta_hash;
@@ -160,13 +199,15 @@ bool own_note(struct own_table *t, const char *bucket, const char *key,
 	return true;
 }
 
-static bool matches(const struct own_ver *v, const struct own_version *ev)
+/* ev_etag_hash: fnv of ev->etag, when it has one. */
+static bool matches(const struct own_ver *v, const struct own_version *ev,
+		    uint64_t ev_etag_hash)
 {
 	if (v->deleted || ev->deleted)
 		return v->deleted && ev->deleted;
 	if (v->has_meta && ev->has_meta && v->meta_hash != ev->meta_hash)
 		return false;
-	return !v->etag[0] || !ev->etag || !ev->etag[0] || strcmp(v->etag, ev->etag) == 0;
+	return !v->has_etag || !ev->etag || !ev->etag[0] || v->etag_hash == ev_etag_hash;
 }
 
 static uint64_t fnv(uint64_t h, const char *s)
@@ -200,14 +241,15 @@ bool own_take(struct own_table *t, const char *bucket, const char *key,
 	if (!*pp)
 		return false;
 	struct own_key *k = *pp;
-	expire(k, now_ns);
+	expire(t, k, now_ns);
+	uint64_t eh = ev->etag ? fnv(1469598103934665603ULL, ev->etag) : 0;
 	unsigned i = 0;
-	while (i < k->n && !matches(&k->v[i], ev))
+	while (i < k->n && !matches(&k->v[i], ev, eh))
 		i++;
 	bool found = i < k->n;
 	bool keeps = found && k->record_own;
 	if (found)
-		drop_first(k, i + 1);
+		drop_first(t, k, i + 1);
 	unlink_empty(t, pp);
 	return keeps;
 }

@@ -11,16 +11,18 @@
  * PUT before it, and the next chmod's COPY, made from the index's record,
  * then stores the PUT's time in the object (the rsync case).
  *
- * The table remembers, per key, the versions the gateway wrote (ETag and
- * user metadata, or a delete) in the order it wrote them. An event that matches one of them is
+ * The table remembers, per key, the versions the gateway wrote (a 64-bit
+ * hash of the ETag and one of the user metadata, or a delete) in the order it wrote them. An event that matches one of them is
  * taken as the event of that write: own_take forgets it and the ones before
  * it, and the index keeps its record while that record is still the
  * gateway's own (no other client's event or a listing replaced it). An
  * event that matches none is another client's and is applied as before.
  *
  * Bounded: OWN_MAX_KEYS keys, OWN_PER_KEY versions per key (the oldest
- * goes first), and a version whose event has not come within OWN_TTL_NS is
- * forgotten (the event was lost, or notifications are not configured for
+ * goes first), OWN_MAX_VERSIONS versions in all (32 bytes each; a key's
+ * array grows by doubling; when all are taken a key gives up its oldest
+ * for a new one, and a key with none remembers nothing), and a version
+ * whose event has not come within OWN_TTL_NS is forgotten (the event was lost, or notifications are not configured for
  * that kind). When the table is full a new write is not remembered, and its
  * event is applied as if another client had made it: the behaviour without
  * the table. Times are CLOCK_MONOTONIC ns, passed in by the caller.
@@ -43,7 +45,11 @@
 #include "common/object.h"
 
 #define OWN_MAX_KEYS 65536
-#define OWN_PER_KEY 8
+/* 64: a file's writes before their events arrive, also while the mount
+ * waits for Kafka to assign it partitions (pjdfstest's chown makes a
+ * dozen writes of one name within a second of mounting). */
+#define OWN_PER_KEY 64
+#define OWN_MAX_VERSIONS 262144
 #define OWN_TTL_NS (120LL * 1000000000LL)
 
 struct own_table;

@@ -73,6 +73,14 @@ static void fixed_cases(struct gw *gw)
 	CHECK(listed(c, root, "fx_d2") == 1 && listed(c, root, "fx_d1") == 0,
 	      "the view lists fx_d2 once and fx_d1 no more (%d, %d)",
 	      listed(c, root, "fx_d2"), listed(c, root, "fx_d1"));
+	/* The kernel keeps the moved directory's inode: it stands for fx_d2
+	 * now (a GETATTR of it answered ENOENT: pjdfstest rename/10.t). */
+	struct stat dst;
+	int grc = core_getattr(c, e1.ino, &dst);
+	int drc = core_lookup(c, root, "fx_d2", &e);
+	CHECK(grc == 0 && S_ISDIR(dst.st_mode) && drc == 0 && e.ino == e1.ino,
+	      "the moved directory's inode is fx_d2: getattr %d, lookup %d (%llu, %llu)",
+	      grc, drc, (unsigned long long)e.ino, (unsigned long long)e1.ino);
 	rc = core_rmdir(c, root, "fx_d2");
 	int lrc = core_lookup(c, root, "fx_d2", &e);
 	CHECK(rc == 0 && lrc == -ENOENT, "rmdir removes it for good: rmdir %d, lookup %d",

@@ -125,6 +125,25 @@ static void test_bounds(void)
 	      "once the others expire a new key is noted");
 	CHECK(own_keys(t) == 1, "the expired keys were swept (%zu left)", own_keys(t));
 	own_free(t);
+
+	/* All versions taken: a key with some gives up its oldest, a new
+	 * key is not remembered. */
+	t = own_new();
+	int keys = OWN_MAX_VERSIONS / OWN_PER_KEY, ok = 0;
+	for (int i = 0; i < keys; i++)
+		for (int j = 0; j < OWN_PER_KEY; j++) {
+			char etag[16];
+			snprintf(key, sizeof key, "v%d", i);
+			snprintf(etag, sizeof etag, "e%d", j);
+			ok += note(t, key, put(etag), 1 * S);
+		}
+	CHECK(ok == OWN_MAX_VERSIONS, "%d versions noted in %d keys", ok, keys);
+	CHECK(!note(t, "fresh", put("e"), 1 * S) && own_keys(t) == (size_t)keys,
+	      "all %d versions taken: a new key is not remembered", OWN_MAX_VERSIONS);
+	CHECK(note(t, "v0", put("new"), 1 * S) && !take(t, "b", "v0", put("e0"), 1 * S) &&
+	      take(t, "b", "v0", put("e1"), 1 * S),
+	      "… a key that has some gives up its oldest for the new one");
+	own_free(t);
 }
 
 int main(void)
