@@ -126,7 +126,12 @@ static void sweep(struct own_table *t, int64_t now_ns)
 		}
 }
 
-static uint64_t fnv(uint64_t h, const char *s);
+static uint64_t fnv(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
 
 /* Room for one more version in k: the key's oldest goes when it holds
  * OWN_PER_KEY, or when the table holds OWN_MAX_VERSIONS and the key has
@@ -210,12 +215,6 @@ static bool matches(const struct own_ver *v, const struct own_version *ev,
 	return !v->has_etag || !ev->etag || !ev->etag[0] || v->etag_hash == ev_etag_hash;
 }
 
-static uint64_t fnv(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
 
 void own_version_of(const struct obj_meta *o, struct own_version *out)
 {
