@@ -89,6 +89,8 @@ static struct own_key **find(struct own_table *t, const char *bucket, const char
 /* Forget k's first n versions. */
 static void drop_first(struct own_table *t, struct own_key *k, unsigned n)
 {
+	if (!n)
+		return;              /* k->v may be NULL: nothing was ever held */
 	memmove(k->v, k->v + n, (k->n - n) * sizeof k->v[0]);
 	k->n -= n;
 	t->n_vers -= n;
