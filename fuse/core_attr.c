@@ -10,7 +10,7 @@
  *  - any other file: a COPY of the object onto itself with the new
  *    metadata (core_meta_change, core_ns.c: one HEAD, one COPY);
  *  - a directory: the index ('D' key, fuse/core.c's made directories), as
- *    S3 has no directory objects here.
+ *    S3 has no directory objects here; it keeps atime and ctime too.
  * Every change of mode, owner or times also sets ctime (now). atime is
  * kept only when set explicitly (utimensat); reads never update it, as
  * with noatime. FIFOs, sockets, device nodes and symbolic links are
@@ -97,7 +97,6 @@ static int dir_setattr(struct core *c, size_t view, const char *path,
 	bool made = core_mkdir_exists(c, view, path);
 	core_mkdir_attr(c, view, path, &px);
 	set_posix(set, &px);
-	px.have &= POSIX_MODE | POSIX_UID | POSIX_GID | POSIX_MTIME;   /* what 'D' keeps */
 	px.mode &= 07777;
 	const char *vname = view_name(core_view(c, view));
 	int rc = index_dir_add(c->d.ix, vname, path, &px);

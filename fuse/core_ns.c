@@ -86,6 +86,10 @@ int core_mkdir(struct core *c, uint64_t parent, const char *name,
 	const char *vname = rc == 0 ? view_name(core_view(c, view)) : NULL;
 	struct obj_posix px;
 	core_who_posix(who, true, &px);
+	if (px.have & POSIX_MTIME) {     /* a new directory: every time is now */
+		px.have |= POSIX_ATIME | POSIX_CTIME;
+		px.atime_ns = px.ctime_ns = px.mtime_ns;
+	}
 	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, path, &px)) == 0 &&
 	    (rc = core_mkdir_remember(c, vname, path, &px)) < 0)
 		index_dir_remove(c->d.ix, vname, path);

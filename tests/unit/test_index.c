@@ -721,6 +721,14 @@ static int collect_dir(void *ctx, const char *view, const char *path,
 	return 0;
 }
 
+static int find_dir_t(void *ctx, const char *view, const char *path,
+		      const struct obj_posix *px)
+{
+	if (strcmp(view, "w") == 0 && strcmp(path, "t") == 0)
+		*(struct obj_posix *)ctx = *px;
+	return 0;
+}
+
 static void test_made_dirs(void)
 {
 	char *dir = unit_tmpdir("index");
@@ -742,6 +750,21 @@ static void test_made_dirs(void)
 	      index_dirs_each(ix, collect_dir, acc) == 0 &&
 	      strcmp(acc, "w:c(700,1001,1002,1700000000123456789) x:a") == 0,
 	      "made dirs: removed, attributes replaced (%s)", acc);
+
+	/* atime and ctime are kept too (pjdfstest's chown/utimensat compare a
+	 * directory's ctime and atime after each change) */
+	struct obj_posix all = px, got = { 0 };
+	all.have |= POSIX_ATIME | POSIX_CTIME;
+	all.atime_ns = -5;               /* before the epoch */
+	all.ctime_ns = 1800000000000000001LL;
+	CHECK(index_dir_add(ix, "w", "t", &all) == 0, "made dirs: stored with atime and ctime");
+	index_close(ix);
+	ix = unit_index_open(dir, NULL);
+	CHECK(index_dirs_each(ix, find_dir_t, &got) == 0 && got.have == all.have &&
+	      got.atime_ns == -5 && got.ctime_ns == 1800000000000000001LL &&
+	      got.mtime_ns == px.mtime_ns && got.mode == 0700,
+	      "made dirs: atime and ctime read back after a reopen (have %x, atime %lld, ctime %lld)",
+	      (unsigned)got.have, (long long)got.atime_ns, (long long)got.ctime_ns);
 	index_close(ix);
 	unit_rmtree(dir);
 	free(dir);
