@@ -472,6 +472,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* A symbolic link's target is kept in the kernel's page cache of its
+	 * inode, like a file's data: a readlink then costs no open (no HEAD,
+	 * no GET). An event that changes or removes the object invalidates
+	 * the inode (fs_notify.c), as it does a file's pages. */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/* Page cache contents stay until we invalidate them explicitly. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_readahead = FS_READAHEAD;
