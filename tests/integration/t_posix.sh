@@ -83,6 +83,24 @@ check_eq "after a restart: the made directory's mode" "750" "$(stat -c '%a' "$A/
 check_eq "after a restart: the symlink and the FIFO" "copied fifo" \
 	"$(readlink "$A/rw/sym") $(stat -c '%F' "$A/rw/fifo")"
 
+# The kernel keeps a link's target (FUSE_CAP_CACHE_SYMLINKS): an outside
+# rewrite of the object reaches readlink through its event.
+check_eq "gateway B: readlink (now cached by B's kernel)" "copied" "$(readlink "$MB/rw/sym" 2>&1)"
+printf 'touched' >"$T/target"
+"$AWS" --endpoint-url "$S3_URL" s3api put-object --bucket "$B" --key sym --body "$T/target" \
+	--metadata mode=41471 >/dev/null || not_ok "aws: rewrite the symlink object"
+wait_for 10 test "$(readlink "$MB/rw/sym" 2>/dev/null)" = touched
+check_eq "gateway B: readlink after an outside rewrite's event" "touched" "$(readlink "$MB/rw/sym" 2>&1)"
+check_eq "gateway A: readlink after the event" "touched" "$(readlink "$A/rw/sym" 2>&1)"
+
+# A directory keeps its ctime: chown changes it (pjdfstest chown/00).
+c0=$(stat -c '%Z' "$A/rw/dir")
+sleep 1.1
+chown 4321 "$A/rw/dir" || not_ok "chown of a directory"
+c1=$(stat -c '%Z' "$A/rw/dir")
+check_eq "chown of a made directory moves its ctime forward" "yes" \
+	"$( ((c1 > c0)) && echo yes || echo "no: $c0 -> $c1")"
+
 # ---- rsync -a twice ----
 mkdir -p "$T/tree"
 python3 - "$T/tree" <<'PY'
