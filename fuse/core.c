@@ -733,6 +733,32 @@ int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
 		return rc;
 	bool is_dir;
 	rc = core_node_attr(c, info.view, info.path, ino, st, &is_dir);
+	if (rc == 0 && info.retired && !is_dir) {
+		st->st_size = (off_t)info.size;      /* its readers' version */
+		st->st_blocks = (blkcnt_t)((info.size + 511) / 512);
+	}
 	free(info.path);
 	return rc;
+}
+
+bool core_retire_changed(struct core *c, const char *vname, const char *path,
+			 uint64_t *ino)
+{
+	char held[72];
+	if (!inode_cached_version(c->d.it, vname, path, ino, held))
+		return false;
+	size_t view = core_view_find(c, vname);
+	if (view == INODE_NO_VIEW)
+		return false;
+	struct obj_meta o = { 0 };
+	bool other = index_object(c->d.ix, core_view(c, view), path, &o) == 0 &&
+		     o.etag[0] && strcmp(o.etag, held) != 0;
+	obj_meta_release(&o);
+	if (!other)
+		return false;
+	struct ofile *of = core_ofile_find(c, *ino, false);
+	core_ofile_put(c, of);
+	if (of)
+		return false;                /* written here: its page cache is the writer's */
+	return inode_retire(c->d.it, *ino, held);
 }

@@ -148,6 +148,14 @@ void core_req_end(struct core *c);
 /* The index of the view called name in this request's set, or
  * INODE_NO_VIEW (fuse/inode.h): the inode table's resolver. */
 size_t core_view_find(struct core *c, const char *name);
+/* An event changed (vname, path) (its index record is the new version):
+ * if the kernel's inode of it serves readers of an older version from its
+ * page cache and nobody writes it here, retire that inode for them
+ * (fuse/inode.h inode_retire) and return true with *ino: the caller then
+ * invalidates the name's entry, not the inode, and the next lookup makes
+ * a new inode. Call with the view set pinned (core_req_begin). */
+bool core_retire_changed(struct core *c, const char *vname, const char *path,
+			 uint64_t *ino);
 /* The target of .facetfs/recovered (an absolute path). */
 const char *core_recovered(struct core *c);
 

@@ -19,6 +19,7 @@
  */
 #include "fuse/core_int.h"
 
+#include "common/log.h"
 #include "common/posix.h"
 #include "views/filter.h"
 #include "views/index.h"
@@ -26,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,6 +107,35 @@ static int dir_setattr(struct core *c, size_t view, const char *path,
 	if (rc == 0 && !made)
 		rc = core_mkdir_remember(c, vname, path, &px);
 	return rc;
+}
+
+void core_dir_touch(struct core *c, size_t view, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return;                      /* in a view's root */
+	char dir[PATH_MAX];
+	size_t len = (size_t)(slash - path);
+	if (len >= sizeof dir)
+		return;
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	struct obj_posix px = { 0 };
+	if (!core_mkdir_exists(c, view, dir))
+		return;
+	core_mkdir_attr(c, view, dir, &px);
+	if (!(px.have & POSIX_ATIME) && (px.have & POSIX_MTIME)) {
+		px.have |= POSIX_ATIME;      /* shown as the mtime so far: it stays */
+		px.atime_ns = px.mtime_ns;
+	}
+	px.have |= POSIX_MTIME | POSIX_CTIME;
+	px.mtime_ns = px.ctime_ns = core_now_ns();
+	const char *vname = view_name(core_view(c, view));
+	int rc = index_dir_add(c->d.ix, vname, dir, &px);
+	if (rc == 0)
+		core_mkdir_set_attr(c, view, dir, &px);
+	else
+		log_warn("directory %s/%s: its times not kept: %s", vname, dir, strerror(-rc));
 }
 
 int core_setattr(struct core *c, uint64_t ino, struct core_file *f,

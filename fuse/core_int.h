@@ -158,6 +158,11 @@ int  core_path_join(const char *dir, const char *name, char *out, size_t outlen)
 /* The attributes a create, mknod or mkdir by who keeps (have 0 for who
  * NULL): its mode (with the file type), ids and, with_mtime, now. */
 void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px);
+/* An entry was made or removed at path: its parent directory's mtime and
+ * ctime are now, when the index keeps that directory's attributes (made
+ * with mkdir, or given attributes here); a directory known only from keys
+ * (and a view's root) keeps none. Failures are logged, never returned. */
+void core_dir_touch(struct core *c, size_t view, const char *path);
 /* The (view, path) of a directory inode and the path of its child name. */
 int  core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
 		char *path, size_t pathlen);

@@ -346,9 +346,10 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 		 * while older descriptors read the old one from it gets direct
 		 * I/O (inode.h). */
 		char etag[72];
+		uint64_t size;
 		bool direct, keep;
-		vis_version_etag(f->ver, etag);
-		inode_open_read(c->d.it, ino, etag, &direct, &keep);
+		vis_version_etag(f->ver, etag, &size);
+		inode_open_read(c->d.it, ino, etag, size, &direct, &keep);
 		cache->direct_io = direct;
 		cache->keep_cache = keep;
 		f->cached = !direct;
@@ -463,6 +464,7 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 		return rc;
 	}
 	f->writable = true;
+	core_dir_touch(c, view, path);
 	core_attr_file(c, e->ino, 0, core_now_ns(), core_file_perm(c, view), &e->attr);
 	core_attr_posix(c, view, &px, &e->attr);
 	cache->keep_cache = true;

@@ -95,6 +95,7 @@ int core_mkdir(struct core *c, uint64_t parent, const char *name,
 		index_dir_remove(c->d.ix, vname, path);
 	if (rc < 0)
 		return rc;
+	core_dir_touch(c, view, path);
 	e->ino = inode_ref(c->d.it, vname, path, true);
 	return e->ino ? core_attr_of(c, e->ino, &e->attr) : -ENOMEM;
 }
@@ -113,8 +114,10 @@ int core_rmdir(struct core *c, uint64_t parent, const char *name)
 		rc = -ENOTEMPTY;
 	if (rc == 0 && core_mkdir_exists(c, view, path))
 		rc = index_dir_remove(c->d.ix, view_name(core_view(c, view)), path);
-	if (rc == 0)
+	if (rc == 0) {
 		core_mkdir_forget(c, view, path);
+		core_dir_touch(c, view, path);
+	}
 	return rc;
 }
 
@@ -186,8 +189,10 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 		rc = delete_object(c, bucket, key);
 	}
 	/* The kernel's inode of the name stays with its open descriptors. */
-	if (rc == 0)
+	if (rc == 0) {
 		inode_unname(c->d.it, view_name(core_view(c, view)), path);
+		core_dir_touch(c, view, path);
+	}
 	return rc;
 }
 
@@ -303,8 +308,10 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	bool dst_exists = rc == 0 && name_exists(c, nview, npath, &n_is_dir);
 	if (rc == 0 && dst_exists && (flags & RENAME_NOREPLACE))
 		rc = -EEXIST;
-	if (rc == 0 && is_dir)
-		return rename_dir(c, view, path, npath, dst_exists, n_is_dir);
+	if (rc == 0 && is_dir) {
+		rc = rename_dir(c, view, path, npath, dst_exists, n_is_dir);
+		goto out;
+	}
 	if (rc == 0 && dst_exists && n_is_dir)
 		rc = -EISDIR;
 	if (rc == 0)
@@ -340,6 +347,11 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	core_ofile_put(c, dof);
 	if (rc == 0)
 		rename_inode(c, view, path, npath);
+out:
+	if (rc == 0) {
+		core_dir_touch(c, view, path);
+		core_dir_touch(c, nview, npath);
+	}
 	return rc;
 }
 

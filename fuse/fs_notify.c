@@ -79,7 +79,15 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 		start = end + 1;
 	}
 	uint64_t ino;
-	if (what != INDEX_ADDED && n < 64 && inode_find(fs->it, vname, path, &ino)) {
+	/* A new version while readers of the old one use the inode's pages:
+	 * they keep that inode (and its size); the name gets a new one. */
+	bool retired = false;
+	if (what == INDEX_CHANGED) {
+		core_req_begin(fs->core);
+		retired = core_retire_changed(fs->core, vname, path, &ino);
+		core_req_end(fs->core);
+	}
+	if (!retired && what != INDEX_ADDED && n < 64 && inode_find(fs->it, vname, path, &ino)) {
 		todo[n].parent = 0;
 		todo[n].ino = ino;
 		n++;
@@ -87,7 +95,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 	/* No lock is held here: the kernel may call back into us. */
 	for (size_t i = 0; i < n; i++) {
 		int rc;
-		if (todo[i].parent && what == INDEX_CHANGED)
+		if (todo[i].parent && what == INDEX_CHANGED && !retired)
 			continue;    /* the name itself did not change */
 		if (todo[i].parent)
 			rc = fuse_lowlevel_notify_inval_entry(fs->se, todo[i].parent,

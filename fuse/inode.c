@@ -20,11 +20,13 @@ struct inode_node {
 	char *path;
 	bool is_dir;
 	char etag[72];           /* version the page cache may hold */
+	uint64_t ver_size;       /* its size (set with the first cached open) */
 	int cached_opens;        /* open read descriptors using the page cache */
 	bool looked_up_in;       /* a LOOKUP under this directory was answered:
 				  * the kernel may hold negative entries in it */
 	uint64_t name_hash;      /* inode_number(view_name, path) */
 	bool unnamed;            /* renamed over: in no name chain */
+	bool retired;            /* unnamed for its readers of an older version */
 	struct inode_node *next;      /* chain by inode number */
 	struct inode_node *name_next; /* chain by name */
 };
@@ -151,8 +153,9 @@ static struct inode_node *node_by_name(struct inode_table *t, const char *view_n
 		return NULL;
 	uint64_t ino = h;
 	for (struct inode_node *n; (n = node_by_ino(t, ino)); ) {
-		log_warn("inode %llu: in use by %s/%s; %s/%s gets the next number",
-			 (unsigned long long)ino, n->view_name, n->path, view_name, path);
+		if (!n->unnamed)         /* a hash collision, not an old inode of the name */
+			log_warn("inode %llu: in use by %s/%s; %s/%s gets the next number",
+				 (unsigned long long)ino, n->view_name, n->path, view_name, path);
 		ino++;
 		if (ino < INODE_FIRST_DYNAMIC)
 			ino = INODE_FIRST_DYNAMIC;
@@ -257,6 +260,8 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 		vname = strdup(n->view_name);
 		rc = out->path && vname ? 0 : -ENOMEM;
 		out->is_dir = n->is_dir;
+		out->retired = n->retired;
+		out->size = n->ver_size;
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* Resolved outside the lock: the resolver is the caller's. */
@@ -358,7 +363,7 @@ void inode_unname(struct inode_table *t, const char *view_name, const char *path
 }
 
 void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
-		     bool *direct, bool *keep)
+		     uint64_t size, bool *direct, bool *keep)
 {
 	*direct = true;          /* unknown inode: the safe answer */
 	*keep = false;
@@ -373,6 +378,7 @@ void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
 			*direct = false;
 			*keep = same;
 			snprintf(n->etag, sizeof n->etag, "%s", etag);
+			n->ver_size = size;
 			n->cached_opens++;
 		}
 	}
@@ -388,6 +394,34 @@ void inode_close_read(struct inode_table *t, uint64_t ino, bool direct)
 	if (n && n->cached_opens > 0)
 		n->cached_opens--;
 	pthread_mutex_unlock(&t->lock);
+}
+
+bool inode_cached_version(struct inode_table *t, const char *view_name, const char *path,
+			  uint64_t *ino, char etag[72])
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_name(t, view_name, path, NULL);
+	bool any = n && n->cached_opens > 0 && n->etag[0];
+	if (any) {
+		*ino = n->ino;
+		snprintf(etag, 72, "%s", n->etag);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return any;
+}
+
+bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	bool done = n && !n->unnamed && n->cached_opens > 0 && strcmp(n->etag, etag) == 0;
+	if (done) {
+		name_unlink(t, n);
+		n->unnamed = true;
+		n->retired = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return done;
 }
 
 size_t inode_count(struct inode_table *t)

@@ -45,6 +45,8 @@ struct inode_info {
 	size_t view;         /* index of the view, as the resolver says */
 	char *path;          /* path inside the view, "" for the view's root; caller frees */
 	bool is_dir;
+	bool retired;        /* inode_retire()d: path now names a newer version */
+	uint64_t size;       /* retired: the size of the version it holds */
 };
 
 /* resolve(ctx, view name): the view's index, or INODE_NO_VIEW when there
@@ -101,8 +103,21 @@ void inode_unname(struct inode_table *t, const char *view_name, const char *path
  * descriptors of another version use the cache, the new one gets direct
  * I/O. inode_close_read() with the same `direct` when it closes. */
 void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
-		     bool *direct, bool *keep);
+		     uint64_t size, bool *direct, bool *keep);
 void inode_close_read(struct inode_table *t, uint64_t ino, bool direct);
+
+/* One size per kernel inode: when (view, path) changes to another version
+ * while descriptors read the old one through the page cache, the old
+ * inode is retired rather than invalidated: it keeps its number, path,
+ * pages and the old version's size for those descriptors (getattr answers
+ * that size), and no lookup finds it again, so the name's next lookup
+ * makes a new inode for the new version (the caller invalidates the
+ * kernel's entry). inode_cached_version(): is (view, path) an inode with
+ * cached readers, and of which version (*ino, etag)? inode_retire(): retire
+ * ino if it still holds version etag with cached readers; true if done. */
+bool inode_cached_version(struct inode_table *t, const char *view_name, const char *path,
+			  uint64_t *ino, char etag[72]);
+bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag);
 
 size_t inode_count(struct inode_table *t);
 

@@ -21,6 +21,7 @@ struct vis_version {
 				      * swaps them) */
 	struct reader *rd;
 	char etag[72];
+	uint64_t size;               /* of the version etag names */
 };
 
 enum vis_policy vis_policy_of(const char *visibility)
@@ -61,6 +62,7 @@ int vis_version_open_known(const struct reader_src *src, const char *bucket,
 	if (!(v->bucket = strdup(bucket)) || !(v->key = strdup(key)))
 		goto fail;
 	snprintf(v->etag, sizeof v->etag, "%s", etag);
+	v->size = size;
 	if ((rc = reader_open(src, bucket, key, etag, size, &v->rd)) < 0)
 		goto fail;
 	*out = v;
@@ -120,6 +122,7 @@ static int revalidate(struct vis_version *v, bool unserved_only,
 			reader_close(v->rd);
 			v->rd = nr;
 			snprintf(v->etag, sizeof v->etag, "%s", o->etag);
+			v->size = o->size;
 			*moved = true;
 		}
 	}
@@ -172,10 +175,12 @@ ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 	return rc < 0 ? rc : read_locked(v, buf, len, off);
 }
 
-void vis_version_etag(struct vis_version *v, char out[72])
+void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size)
 {
 	pthread_mutex_lock(&v->lock);
 	snprintf(out, 72, "%s", v->etag);
+	if (size)
+		*size = v->size;
 	pthread_mutex_unlock(&v->lock);
 }
 

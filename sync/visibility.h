@@ -86,8 +86,9 @@ void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx);
  * under commit the HEAD's error, e.g. -ENOENT once the object is deleted). */
 ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 			 size_t len, uint64_t off);
-/* The ETag the descriptor reads now (copied into out). */
-void vis_version_etag(struct vis_version *v, char out[72]);
+/* The ETag the descriptor reads now (copied into out) and, size not
+ * NULL, that version's size. */
+void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size);
 void vis_version_close(struct vis_version *v);
 
 #endif

@@ -85,6 +85,45 @@ check_eq "a new open reads v2; the descriptor opened on v1 reads v1 from the buf
 	"first=old new-open=new old-descriptor=old" "$out"
 check "the replaced version's blocks are released" test "$(st .cache.dropped)" -ge 1
 
+# ---- 2b. one size per kernel inode: a longer old version ----
+# The descriptor's inode keeps v1's size; the name's next lookup gets a new
+# inode for v2 (fuse/inode.h inode_retire).
+head -c $((600 << 10)) /dev/urandom >"$T/long"
+head -c $((200 << 10)) /dev/urandom >"$T/long-v2"
+aws_s3 s3 cp "$T/long" "s3://$B/s/long" >/dev/null 2>&1 || not_ok "PUT s/long"
+wait_for 10 test -f "$M/sess/long" || not_ok "s/long listed"
+out=$(python3 - "$M/sess/long" "$T/long" "$T/long-v2" "$B" <<'PY' 2>&1
+import os, subprocess, sys, time
+path, oldf, newf, bucket = sys.argv[1:5]
+old, new = open(oldf, 'rb').read(), open(newf, 'rb').read()
+fd = os.open(path, os.O_RDONLY)
+first = os.pread(fd, len(old) + 1, 0)
+subprocess.run(['/usr/bin/aws', '--endpoint-url', os.environ['S3_URL'], 's3', 'cp',
+                newf, 's3://%s/s/long' % bucket], check=True, stdout=subprocess.DEVNULL)
+end = time.time() + 20
+while time.time() < end:
+    with open(path, 'rb') as f:
+        if f.read() == new:
+            break
+    time.sleep(0.1)
+else:
+    sys.exit('a new open never read the new bytes')
+named = os.stat(path)
+os.sync()
+open('/proc/sys/vm/drop_caches', 'w').write('1')
+try:
+    again = os.pread(fd, len(old) + 1, 0)
+    held = os.fstat(fd)
+except OSError as e:
+    sys.exit('the old descriptor: %s' % e)
+print('first=%s name=%d descriptor=%d/%s same-inode=%s' % (
+    'old' if first == old else 'other(%d)' % len(first), named.st_size, held.st_size,
+    'old' if again == old else 'short(%d)' % len(again), named.st_ino == held.st_ino))
+PY
+)
+check_eq "v1 600 KiB -> v2 200 KiB: the name shows v2; the old descriptor keeps v1's size and reads all of it" \
+	"first=old name=204800 descriptor=614400/old same-inode=False" "$out"
+
 # ---- 3. the budget: 3x max_bytes read while 2 MiB are staged ----
 exec 7>"$M/rw/staged"
 head -c $((2 << 20)) /dev/urandom >"$T/staged"

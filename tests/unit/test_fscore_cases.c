@@ -147,14 +147,14 @@ static const char *s3_meta(struct s3 *s3, const char *key, const char *name,
 	return val;
 }
 
-/* An object written by another client, then its event applied. */
-static void foreign_object(struct gw *gw, struct s3 *s3, const char *key,
-			   const struct obj_kv *meta, size_t n)
+/* An object (bytes) written by another client, then its event applied. */
+static void foreign_bytes(struct gw *gw, struct s3 *s3, const char *key, const char *bytes,
+			  const struct obj_kv *meta, size_t n)
 {
 	struct obj_meta o = { 0 };
 	void *data = NULL;
 	size_t len;
-	if (s3_fake_object_put(s3, BUCKET, key, "xyz", 3, meta, n, NULL) < 0 ||
+	if (s3_fake_object_put(s3, BUCKET, key, bytes, strlen(bytes), meta, n, NULL) < 0 ||
 	    s3_fake_object_read(s3, BUCKET, key, &data, &len, &o, NULL) < 0 ||
 	    (!o.bucket && !(o.bucket = strdup(BUCKET))) || (!o.key && !(o.key = strdup(key)))) {
 		printf("# putting %s failed\n", key);
@@ -164,6 +164,12 @@ static void foreign_object(struct gw *gw, struct s3 *s3, const char *key,
 	CHECK(index_apply(gw->ix, &o, 1, NULL, 0, NULL, NULL) >= 0, "event of %s applied", key);
 	free(data);
 	obj_meta_release(&o);
+}
+
+static void foreign_object(struct gw *gw, struct s3 *s3, const char *key,
+			   const struct obj_kv *meta, size_t n)
+{
+	foreign_bytes(gw, s3, key, "xyz", meta, n);
 }
 
 static int64_t st_mtime_ns(const struct stat *st)
@@ -624,6 +630,114 @@ static void reload_cases(struct view *const *views, struct s3 *s3)
 	gw_close(&gw);
 }
 
+/* ---------- a made directory's times follow its entries ---------- */
+
+static int64_t ctime_ns_of(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+/* Making or removing an entry moves its made parent's mtime and ctime to
+ * now and keeps its atime (pjdfstest open/00, unlink/00, mkdir/00...). */
+static void dir_times_cases(struct view *const *views, struct s3 *s3)
+{
+	struct gw gw;
+	gw_open(views, s3, &gw, "fscore-dt");
+	struct core *c = gw.core;
+	uint64_t sv = gw.view_ino[0];
+	struct core_entry d, e, e2;
+	struct core_who who = { S_IFDIR | 0755, 0, 0 };
+	struct stat s0, s1, s2, s3st;
+	int rc = core_mkdir(c, sv, "dt_d", &who, &d);
+	int grc = rc == 0 ? core_getattr(c, d.ino, &s0) : rc;
+	struct timespec pause = { 0, 3000000 };
+	nanosleep(&pause, NULL);
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	who.mode = S_IFREG | 0644;
+	int crc = rc == 0 ? core_create(c, d.ino, "f", &who, &e, &f, &cache) : rc;
+	if (f) {
+		core_flush(c, f);
+		core_release(c, f);
+	}
+	int g1 = core_getattr(c, d.ino, &s1);
+	CHECK(grc == 0 && crc == 0 && g1 == 0 && st_mtime_ns(&s1) > st_mtime_ns(&s0) &&
+	      ctime_ns_of(&s1) > ctime_ns_of(&s0) &&
+	      s1.st_atim.tv_sec == s0.st_atim.tv_sec && s1.st_atim.tv_nsec == s0.st_atim.tv_nsec,
+	      "create in a made directory: its mtime and ctime move, its atime stays (%d %d %d)",
+	      grc, crc, g1);
+	nanosleep(&pause, NULL);
+	rc = core_unlink(c, d.ino, "f");
+	int g2 = core_getattr(c, d.ino, &s2);
+	CHECK(rc == 0 && g2 == 0 && st_mtime_ns(&s2) > st_mtime_ns(&s1) &&
+	      ctime_ns_of(&s2) > ctime_ns_of(&s1), "unlink: they move again (%d %d)", rc, g2);
+	nanosleep(&pause, NULL);
+	who.mode = S_IFDIR | 0700;
+	rc = core_mkdir(c, d.ino, "sub", &who, &e2);
+	if (rc == 0)
+		core_forget(c, e2.ino, 1);
+	int rrc = rc == 0 ? core_rename(c, d.ino, "sub", d.ino, "sub2", 0) : rc;
+	int g3 = core_getattr(c, d.ino, &s3st);
+	CHECK(rc == 0 && rrc == 0 && g3 == 0 && st_mtime_ns(&s3st) > st_mtime_ns(&s2),
+	      "mkdir and rename inside: they move (%d %d %d)", rc, rrc, g3);
+	rc = core_rmdir(c, d.ino, "sub2");
+	CHECK(rc == 0, "rmdir inside (%d)", rc);
+	core_forget(c, d.ino, 1);
+	core_forget(c, e.ino, 1);
+	gw_close(&gw);
+}
+
+/* ---------- one size per kernel inode (issue 8) ---------- */
+
+/* Another client replaces an object a descriptor reads through the page
+ * cache with a shorter version: the descriptor's inode is retired (it
+ * keeps the old size), the name's next lookup is a new inode. */
+static void retire_cases(struct view *const *views, struct s3 *s3)
+{
+	struct gw gw;
+	gw_open(views, s3, &gw, "fscore-retire");
+	struct core *c = gw.core;
+	uint64_t root = gw.view_ino[0], ino = 0;
+	foreign_bytes(&gw, s3, "s/rt_f", "abcdef", NULL, 0);
+	struct core_entry e, e2;
+	struct core_file *r = NULL, *r2 = NULL;
+	struct core_open_cache cache;
+	char buf[16] = "";
+	int lrc = core_lookup(c, root, "rt_f", &e);
+	int orc = lrc == 0 ? core_open(c, e.ino, O_RDONLY, &r, &cache) : lrc;
+	ssize_t n = orc == 0 ? core_read(c, r, buf, sizeof buf, 0) : orc;
+	CHECK(n == 6 && !cache.direct_io, "v1: 6 bytes through the page cache (%zd, direct %d)",
+	      n, cache.direct_io);
+	CHECK(!core_retire_changed(c, "s", "rt_f", &ino),
+	      "the same version: nothing to retire");
+
+	foreign_bytes(&gw, s3, "s/rt_f", "gh", NULL, 0);
+	bool ret = core_retire_changed(c, "s", "rt_f", &ino);
+	CHECK(ret && ino == e.ino, "v2 indexed while v1's reader is open: its inode retired");
+	struct stat st;
+	int grc = core_getattr(c, e.ino, &st);
+	CHECK(grc == 0 && st.st_size == 6, "the retired inode keeps v1's size (%d, %lld)",
+	      grc, (long long)st.st_size);
+	lrc = core_lookup(c, root, "rt_f", &e2);
+	CHECK(lrc == 0 && e2.ino != e.ino && e2.attr.st_size == 2,
+	      "the name's next lookup: a new inode of v2 (%d, %llu vs %llu, size %lld)", lrc,
+	      (unsigned long long)e2.ino, (unsigned long long)e.ino,
+	      (long long)e2.attr.st_size);
+	CHECK(!core_retire_changed(c, "s", "rt_f", &ino),
+	      "the new inode has no reader of another version: nothing to retire");
+	orc = lrc == 0 ? core_open(c, e2.ino, O_RDONLY, &r2, &cache) : lrc;
+	n = orc == 0 ? core_read(c, r2, buf, sizeof buf, 0) : orc;
+	CHECK(n == 2 && memcmp(buf, "gh", 2) == 0 && !cache.direct_io,
+	      "a new descriptor reads v2 through the new inode's page cache (%zd)", n);
+	CHECK(!core_retire_changed(c, "s", "rt_f", &ino),
+	      "v2 is what its reader holds: nothing to retire");
+	core_release(c, r2);
+	core_release(c, r);
+	core_forget(c, e.ino, 1);
+	core_forget(c, e2.ino, 1);
+	gw_close(&gw);
+}
+
 int main(void)
 {
 	struct s3 *s3;
@@ -641,6 +755,8 @@ int main(void)
 	posix_cases(views, s3);
 	fault_cases(views, s3);
 	reload_cases(views, s3);
+	retire_cases(views, s3);
+	dir_times_cases(views, s3);
 	for (int v = 0; v < 2; v++)
 		view_free(views[v]);
 	s3_free(s3);
