@@ -731,6 +731,19 @@ int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
 	int rc = inode_get(c->d.it, ino, &info);
 	if (rc < 0)
 		return rc;
+	if (info.gone) {
+		/* Unlinked here, still open: what it was (a writer's staged
+		 * copy as it is now), with no link. */
+		struct ofile *of = core_ofile_find(c, ino, true);
+		if (of)
+			core_ofile_attr(c, info.view, of, ino, st);
+		else
+			*st = info.gone_st;
+		core_ofile_put(c, of);
+		st->st_nlink = 0;
+		free(info.path);
+		return 0;
+	}
 	bool is_dir;
 	rc = core_node_attr(c, info.view, info.path, ino, st, &is_dir);
 	if (rc == 0 && info.retired && !is_dir) {

@@ -181,6 +181,12 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 		rc = -EISDIR;
 	if (rc == 0)
 		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
+	/* What fstat of a descriptor still open shows after the unlink. */
+	const char *vname = rc == 0 ? view_name(core_view(c, view)) : NULL;
+	uint64_t held;
+	struct stat gst;
+	bool snap = rc == 0 && inode_find(c->d.it, vname, path, &held) &&
+		    core_attr_of(c, held, &gst) == 0;
 	if (rc == 0) {
 		/* Open descriptors keep their data but never publish it again. */
 		struct ofile *of = core_ofile_find_path(c, view, path);
@@ -190,7 +196,7 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 	}
 	/* The kernel's inode of the name stays with its open descriptors. */
 	if (rc == 0) {
-		inode_unname(c->d.it, view_name(core_view(c, view)), path);
+		inode_unname_gone(c->d.it, vname, path, snap ? &gst : NULL);
 		core_dir_touch(c, view, path);
 	}
 	return rc;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct inode_node {
 	uint64_t ino;
@@ -27,6 +28,7 @@ struct inode_node {
 	uint64_t name_hash;      /* inode_number(view_name, path) */
 	bool unnamed;            /* renamed over: in no name chain */
 	bool retired;            /* unnamed for its readers of an older version */
+	struct stat *gone;       /* unlinked here: its attributes then (nlink 0) */
 	struct inode_node *next;      /* chain by inode number */
 	struct inode_node *name_next; /* chain by name */
 };
@@ -82,6 +84,7 @@ int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *c
 
 static void node_free(struct inode_node *n)
 {
+	free(n->gone);
 	free(n->view_name);
 	free(n->path);
 	free(n);
@@ -262,6 +265,9 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 		out->is_dir = n->is_dir;
 		out->retired = n->retired;
 		out->size = n->ver_size;
+		out->gone = n->gone != NULL;
+		if (n->gone)
+			out->gone_st = *n->gone;
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* Resolved outside the lock: the resolver is the caller's. */
@@ -353,13 +359,29 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
 
 void inode_unname(struct inode_table *t, const char *view_name, const char *path)
 {
+	inode_unname_gone(t, view_name, path, NULL);
+}
+
+void inode_unname_gone(struct inode_table *t, const char *view_name, const char *path,
+		       const struct stat *st)
+{
+	struct stat *copy = st ? malloc(sizeof *copy) : NULL;
+	if (copy) {
+		*copy = *st;
+		copy->st_nlink = 0;
+	}
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	if (n) {
 		name_unlink(t, n);
 		n->unnamed = true;
+		if (copy && !n->gone) {
+			n->gone = copy;
+			copy = NULL;
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
+	free(copy);
 }
 
 void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 enum {
 	INODE_ROOT = 1,
@@ -47,6 +48,8 @@ struct inode_info {
 	bool is_dir;
 	bool retired;        /* inode_retire()d: path now names a newer version */
 	uint64_t size;       /* retired: the size of the version it holds */
+	bool gone;           /* inode_unname_gone()d with attributes: gone_st */
+	struct stat gone_st;
 };
 
 /* resolve(ctx, view name): the view's index, or INODE_NO_VIEW when there
@@ -95,6 +98,10 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path);
  * but no lookup finds it again: a file made later under that name is
  * another inode (the next free number). */
 void inode_unname(struct inode_table *t, const char *view_name, const char *path);
+/* inode_unname(), keeping st (copied, st_nlink set to 0) as the inode's
+ * attributes for its open descriptors (fstat after unlink; st NULL: none). */
+void inode_unname_gone(struct inode_table *t, const char *view_name, const char *path,
+		       const struct stat *st);
 
 /* The kernel page cache of an inode is shared by all its descriptors; it
  * must never hold pages of two versions. A read-only descriptor of version

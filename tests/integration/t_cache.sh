@@ -24,6 +24,7 @@ M=$T/mnt
 st() { stat_field "$M" "$1"; }
 s3_requests() { jq '[.s3.list, .s3.head, .s3.get, .s3.put, .s3.copy, .s3.delete, .s3.get_tagging] | add' "$M/.facetfs/stats"; }
 drop_caches() { sync; echo 1 >/proc/sys/vm/drop_caches; }
+SRC_LIB=$(dirname "$0")/../lib
 
 head -c $((3 << 20)) /dev/urandom >"$T/one"
 head -c $((3 << 20)) /dev/urandom >"$T/one-v2"
@@ -53,36 +54,9 @@ check "after kill -9: the same bytes" cmp -s "$M/sess/one" "$T/one"
 check_eq "… and no GET" 0 "$(st .s3.get)"
 
 # ---- 2. a session descriptor keeps its version ----
-out=$(python3 - "$M/sess/one" "$T/one" "$T/one-v2" "$B" <<'PY' 2>&1
-import os, subprocess, sys, time
-path, oldf, newf, bucket = sys.argv[1:5]
-old, new = open(oldf, 'rb').read(), open(newf, 'rb').read()
-fd = os.open(path, os.O_RDONLY)
-first = os.pread(fd, len(old), 0)
-subprocess.run(['/usr/bin/aws', '--endpoint-url', os.environ['S3_URL'], 's3', 'cp',
-                newf, 's3://%s/s/one' % bucket], check=True, stdout=subprocess.DEVNULL)
-end = time.time() + 20
-while time.time() < end:
-    with open(path, 'rb') as f:
-        if f.read() == new:
-            break
-    time.sleep(0.1)
-else:
-    sys.exit('a new open never read the new bytes')
-os.sync()
-open('/proc/sys/vm/drop_caches', 'w').write('1')
-again = b''
-try:
-    again = os.pread(fd, len(old), 0)
-except OSError as e:
-    sys.exit('the old descriptor: %s' % e)
-print('first=%s new-open=new old-descriptor=%s' % (
-    'old' if first == old else 'other', 'old' if again == old else
-    'new' if again == new else 'mixed(%d bytes)' % len(again)))
-PY
-)
+out=$(python3 "$SRC_LIB/replaced_reader.py" "$M/sess/one" "$T/one" "$T/one-v2" "$B" s/one 2>&1)
 check_eq "a new open reads v2; the descriptor opened on v1 reads v1 from the buffer" \
-	"first=old new-open=new old-descriptor=old" "$out"
+	"first=old name=3145728 descriptor=3145728/old same-inode=False" "$out"
 check "the replaced version's blocks are released" test "$(st .cache.dropped)" -ge 1
 
 # ---- 2b. one size per kernel inode: a longer old version ----
@@ -92,35 +66,7 @@ head -c $((600 << 10)) /dev/urandom >"$T/long"
 head -c $((200 << 10)) /dev/urandom >"$T/long-v2"
 aws_s3 s3 cp "$T/long" "s3://$B/s/long" >/dev/null 2>&1 || not_ok "PUT s/long"
 wait_for 10 test -f "$M/sess/long" || not_ok "s/long listed"
-out=$(python3 - "$M/sess/long" "$T/long" "$T/long-v2" "$B" <<'PY' 2>&1
-import os, subprocess, sys, time
-path, oldf, newf, bucket = sys.argv[1:5]
-old, new = open(oldf, 'rb').read(), open(newf, 'rb').read()
-fd = os.open(path, os.O_RDONLY)
-first = os.pread(fd, len(old) + 1, 0)
-subprocess.run(['/usr/bin/aws', '--endpoint-url', os.environ['S3_URL'], 's3', 'cp',
-                newf, 's3://%s/s/long' % bucket], check=True, stdout=subprocess.DEVNULL)
-end = time.time() + 20
-while time.time() < end:
-    with open(path, 'rb') as f:
-        if f.read() == new:
-            break
-    time.sleep(0.1)
-else:
-    sys.exit('a new open never read the new bytes')
-named = os.stat(path)
-os.sync()
-open('/proc/sys/vm/drop_caches', 'w').write('1')
-try:
-    again = os.pread(fd, len(old) + 1, 0)
-    held = os.fstat(fd)
-except OSError as e:
-    sys.exit('the old descriptor: %s' % e)
-print('first=%s name=%d descriptor=%d/%s same-inode=%s' % (
-    'old' if first == old else 'other(%d)' % len(first), named.st_size, held.st_size,
-    'old' if again == old else 'short(%d)' % len(again), named.st_ino == held.st_ino))
-PY
-)
+out=$(python3 "$SRC_LIB/replaced_reader.py" "$M/sess/long" "$T/long" "$T/long-v2" "$B" s/long 2>&1)
 check_eq "v1 600 KiB -> v2 200 KiB: the name shows v2; the old descriptor keeps v1's size and reads all of it" \
 	"first=old name=204800 descriptor=614400/old same-inode=False" "$out"
 

@@ -172,9 +172,14 @@ static void foreign_object(struct gw *gw, struct s3 *s3, const char *key,
 	foreign_bytes(gw, s3, key, "xyz", meta, n);
 }
 
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
 static int64_t st_mtime_ns(const struct stat *st)
 {
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	return ts_ns(&st->st_mtim);
 }
 
 static void posix_cases(struct view *const *views, struct s3 *s3)
@@ -632,11 +637,6 @@ static void reload_cases(struct view *const *views, struct s3 *s3)
 
 /* ---------- a made directory's times follow its entries ---------- */
 
-static int64_t ctime_ns_of(const struct stat *st)
-{
-	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-}
-
 /* Making or removing an entry moves its made parent's mtime and ctime to
  * now and keeps its atime (pjdfstest open/00, unlink/00, mkdir/00...). */
 static void dir_times_cases(struct view *const *views, struct s3 *s3)
@@ -662,15 +662,15 @@ static void dir_times_cases(struct view *const *views, struct s3 *s3)
 	}
 	int g1 = core_getattr(c, d.ino, &s1);
 	CHECK(grc == 0 && crc == 0 && g1 == 0 && st_mtime_ns(&s1) > st_mtime_ns(&s0) &&
-	      ctime_ns_of(&s1) > ctime_ns_of(&s0) &&
-	      s1.st_atim.tv_sec == s0.st_atim.tv_sec && s1.st_atim.tv_nsec == s0.st_atim.tv_nsec,
+	      ts_ns(&s1.st_ctim) > ts_ns(&s0.st_ctim) &&
+	      ts_ns(&s1.st_atim) == ts_ns(&s0.st_atim),
 	      "create in a made directory: its mtime and ctime move, its atime stays (%d %d %d)",
 	      grc, crc, g1);
 	nanosleep(&pause, NULL);
 	rc = core_unlink(c, d.ino, "f");
 	int g2 = core_getattr(c, d.ino, &s2);
 	CHECK(rc == 0 && g2 == 0 && st_mtime_ns(&s2) > st_mtime_ns(&s1) &&
-	      ctime_ns_of(&s2) > ctime_ns_of(&s1), "unlink: they move again (%d %d)", rc, g2);
+	      ts_ns(&s2.st_ctim) > ts_ns(&s1.st_ctim), "unlink: they move again (%d %d)", rc, g2);
 	nanosleep(&pause, NULL);
 	who.mode = S_IFDIR | 0700;
 	rc = core_mkdir(c, d.ino, "sub", &who, &e2);
@@ -682,6 +682,31 @@ static void dir_times_cases(struct view *const *views, struct s3 *s3)
 	      "mkdir and rename inside: they move (%d %d %d)", rc, rrc, g3);
 	rc = core_rmdir(c, d.ino, "sub2");
 	CHECK(rc == 0, "rmdir inside (%d)", rc);
+
+	/* fstat of a descriptor whose name was unlinked: what it was, no link
+	 * (pjdfstest unlink/14; a temporary file's usual life) */
+	struct core_file *w = NULL, *r = NULL;
+	struct core_entry g;
+	who.mode = S_IFREG | 0600;
+	rc = core_create(c, d.ino, "gone", &who, &g, &w, &cache);
+	ssize_t n = rc == 0 ? core_write(c, w, "abc", 3, 0) : -1;
+	int frc = rc == 0 ? core_flush(c, w) : -1;
+	int orc = rc == 0 ? core_open(c, g.ino, O_RDONLY, &r, &cache) : -1;
+	int urc = rc == 0 ? core_unlink(c, d.ino, "gone") : -1;
+	struct stat gs;
+	int g4 = core_getattr(c, g.ino, &gs);
+	CHECK(n == 3 && frc == 0 && orc == 0 && urc == 0 && g4 == 0 && gs.st_nlink == 0 &&
+	      gs.st_size == 3 && (gs.st_mode & 07777) == 0600,
+	      "fstat after unlink: size 3, mode 600, nlink 0 (%d, %d, nlink %lu, size %lld)",
+	      urc, g4, (unsigned long)gs.st_nlink, (long long)gs.st_size);
+	n = w ? core_write(c, w, "defg", 4, 3) : -1;
+	g4 = core_getattr(c, g.ino, &gs);
+	CHECK(n == 4 && g4 == 0 && gs.st_size == 7 && gs.st_nlink == 0,
+	      "a writer of the unlinked file: its size as written since (%d, %lld)", g4,
+	      (long long)gs.st_size);
+	core_release(c, r);
+	core_release(c, w);
+	core_forget(c, g.ino, 1);
 	core_forget(c, d.ino, 1);
 	core_forget(c, e.ino, 1);
 	gw_close(&gw);
