@@ -732,24 +732,21 @@ int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
 	if (rc < 0)
 		return rc;
 	if (info.gone) {
-		/* Unlinked here, still open: what it was (a writer's staged
-		 * copy as it is now), with no link. */
+		/* Unlinked here (nlink 0) or retired, still open: what it was
+		 * then; a writer's staged copy as it is now. */
 		struct ofile *of = core_ofile_find(c, ino, true);
-		if (of)
+		if (of) {
 			core_ofile_attr(c, info.view, of, ino, st);
-		else
+			st->st_nlink = info.gone_st.st_nlink;
+		} else {
 			*st = info.gone_st;
+		}
 		core_ofile_put(c, of);
-		st->st_nlink = 0;
 		free(info.path);
 		return 0;
 	}
 	bool is_dir;
 	rc = core_node_attr(c, info.view, info.path, ino, st, &is_dir);
-	if (rc == 0 && info.retired && !is_dir) {
-		st->st_size = (off_t)info.size;      /* its readers' version */
-		st->st_blocks = (blkcnt_t)((info.size + 511) / 512);
-	}
 	free(info.path);
 	return rc;
 }
@@ -773,5 +770,11 @@ bool core_retire_changed(struct core *c, const char *vname, const char *path,
 	core_ofile_put(c, of);
 	if (of)
 		return false;                /* written here: its page cache is the writer's */
-	return inode_retire(c->d.it, *ino, held);
+	/* What the kernel's inode shows from now on: the name's attributes
+	 * (the new version's mode, owner, times) with the held version's size
+	 * (inode_retire sets it). */
+	struct stat st;
+	if (core_attr_of(c, *ino, &st) < 0 || S_ISDIR(st.st_mode))
+		return false;
+	return inode_retire(c->d.it, *ino, held, &st);
 }

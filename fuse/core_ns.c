@@ -463,7 +463,7 @@ static void meta_swap(struct obj_meta *a, struct obj_meta *b)
  * change is one COPY; a record older than the object (-ESTALE) or an
  * incomplete one costs a HEAD first. On success the index takes the new
  * record at once. */
-static int meta_copy(struct core *c, const char *bucket, const char *key,
+static int meta_copy(struct core *c, uint64_t ino, const char *bucket, const char *key,
 		     core_meta_edit_fn edit, void *ctx, struct ofile *of)
 {
 	struct obj_meta o = { 0 }, nm = { 0 };
@@ -500,6 +500,11 @@ static int meta_copy(struct core *c, const char *bucket, const char *key,
 	}
 	if (rc == 0) {
 		meta_swap(&o, &nm);
+		/* Same bytes under a new ETag (a copy of a multipart object):
+		 * pages the inode holds of the old one are of this one too, so
+		 * the change's event must not retire it (inode_retire). */
+		if (etag[0] && strcmp(etag, o.etag) != 0)
+			inode_etag_moved(c->d.it, ino, o.etag, etag);
 		if (etag[0])
 			snprintf(o.etag, sizeof o.etag, "%s", etag);
 		o.seq[0] = '\0';
@@ -532,7 +537,7 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
 				      key, sizeof key);
 	if (rc == 0 && !(of = core_ofile_find(c, ino, true))) {
-		rc = meta_copy(c, bucket, key, edit, ctx, NULL);
+		rc = meta_copy(c, ino, bucket, key, edit, ctx, NULL);
 		goto out;
 	}
 	/* Open for writing here and all of it committed: no later commit is
@@ -540,7 +545,7 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 	 * and its release, as rsync's utimensat after close): a COPY now, and
 	 * the open file's metadata follows for its next commit. */
 	if (rc == 0 && !core_ofile_unlinked(c, of) && !stage_file_dirty(of->sf)) {
-		rc = meta_copy(c, bucket, key, edit, ctx, of);
+		rc = meta_copy(c, ino, bucket, key, edit, ctx, of);
 		goto out;
 	}
 	/* Open with changes not yet committed: the staged copy takes it, the

@@ -53,6 +53,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 	 * a change of contents only the leaf matters; names appear and vanish
 	 * at every level when objects are added or removed (implicit dirs). */
 	size_t start = 0;
+	bool leaf_queued = false;        /* the name's own entry is in todo */
 	for (;;) {
 		const char *slash = strchr(path + start, '/');
 		size_t end = slash ? (size_t)(slash - path) : plen;
@@ -72,6 +73,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 				memcpy(todo[n].name, path + start, end - start);
 				todo[n].name[end - start] = '\0';
 				n++;
+				leaf_queued = leaf;
 			}
 		}
 		if (leaf)
@@ -82,7 +84,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 	/* A new version while readers of the old one use the inode's pages:
 	 * they keep that inode (and its size); the name gets a new one. */
 	bool retired = false;
-	if (what == INDEX_CHANGED) {
+	if (what == INDEX_CHANGED && leaf_queued) {   /* else it could not be unnamed */
 		core_req_begin(fs->core);
 		retired = core_retire_changed(fs->core, vname, path, &ino);
 		core_req_end(fs->core);

@@ -27,8 +27,8 @@ struct inode_node {
 				  * the kernel may hold negative entries in it */
 	uint64_t name_hash;      /* inode_number(view_name, path) */
 	bool unnamed;            /* renamed over: in no name chain */
-	bool retired;            /* unnamed for its readers of an older version */
-	struct stat *gone;       /* unlinked here: its attributes then (nlink 0) */
+	struct stat *gone;       /* unlinked here (nlink 0) or retired: its
+				  * attributes then */
 	struct inode_node *next;      /* chain by inode number */
 	struct inode_node *name_next; /* chain by name */
 };
@@ -263,8 +263,6 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 		vname = strdup(n->view_name);
 		rc = out->path && vname ? 0 : -ENOMEM;
 		out->is_dir = n->is_dir;
-		out->retired = n->retired;
-		out->size = n->ver_size;
 		out->gone = n->gone != NULL;
 		if (n->gone)
 			out->gone_st = *n->gone;
@@ -432,18 +430,37 @@ bool inode_cached_version(struct inode_table *t, const char *view_name, const ch
 	return any;
 }
 
-bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag)
+bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag,
+		  const struct stat *st)
 {
+	struct stat *copy = malloc(sizeof *copy);
+	if (!copy)
+		return false;            /* invalidated as before */
+	*copy = *st;
 	pthread_mutex_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
-	bool done = n && !n->unnamed && n->cached_opens > 0 && strcmp(n->etag, etag) == 0;
+	bool done = n && !n->unnamed && !n->gone && n->cached_opens > 0 &&
+		    strcmp(n->etag, etag) == 0;
 	if (done) {
 		name_unlink(t, n);
 		n->unnamed = true;
-		n->retired = true;
+		copy->st_size = (off_t)n->ver_size;
+		copy->st_blocks = (blkcnt_t)((n->ver_size + 511) / 512);
+		n->gone = copy;
+		copy = NULL;
 	}
 	pthread_mutex_unlock(&t->lock);
+	free(copy);
 	return done;
+}
+
+void inode_etag_moved(struct inode_table *t, uint64_t ino, const char *from, const char *to)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode_node *n = node_by_ino(t, ino);
+	if (n && strcmp(n->etag, from) == 0)
+		snprintf(n->etag, sizeof n->etag, "%s", to);
+	pthread_mutex_unlock(&t->lock);
 }
 
 size_t inode_count(struct inode_table *t)

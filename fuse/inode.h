@@ -46,9 +46,8 @@ struct inode_info {
 	size_t view;         /* index of the view, as the resolver says */
 	char *path;          /* path inside the view, "" for the view's root; caller frees */
 	bool is_dir;
-	bool retired;        /* inode_retire()d: path now names a newer version */
-	uint64_t size;       /* retired: the size of the version it holds */
-	bool gone;           /* inode_unname_gone()d with attributes: gone_st */
+	bool gone;           /* unlinked with attributes (inode_unname_gone) or
+			      * retired (inode_retire): gone_st is what it shows */
 	struct stat gone_st;
 };
 
@@ -115,16 +114,21 @@ void inode_close_read(struct inode_table *t, uint64_t ino, bool direct);
 
 /* One size per kernel inode: when (view, path) changes to another version
  * while descriptors read the old one through the page cache, the old
- * inode is retired rather than invalidated: it keeps its number, path,
- * pages and the old version's size for those descriptors (getattr answers
- * that size), and no lookup finds it again, so the name's next lookup
- * makes a new inode for the new version (the caller invalidates the
- * kernel's entry). inode_cached_version(): is (view, path) an inode with
- * cached readers, and of which version (*ino, etag)? inode_retire(): retire
- * ino if it still holds version etag with cached readers; true if done. */
+ * inode is retired rather than invalidated: it keeps its number, path and
+ * pages for those descriptors, and the attributes st with the size of the
+ * version it holds (getattr answers them from then on, whatever becomes of
+ * the name), and no lookup finds it again, so the name's next lookup makes
+ * a new inode for the new version (the caller invalidates the kernel's
+ * entry). inode_cached_version(): is (view, path) an inode with cached
+ * readers, and of which version (*ino, etag)? inode_retire(): retire ino
+ * if it still holds version etag with cached readers; true if done.
+ * inode_etag_moved(): the same bytes now carry ETag `to` (a metadata copy):
+ * if ino's pages are of `from`, they are of `to`. */
 bool inode_cached_version(struct inode_table *t, const char *view_name, const char *path,
 			  uint64_t *ino, char etag[72]);
-bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag);
+bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag,
+		  const struct stat *st);
+void inode_etag_moved(struct inode_table *t, uint64_t ino, const char *from, const char *to);
 
 size_t inode_count(struct inode_table *t);
 

@@ -676,10 +676,14 @@ static void dir_times_cases(struct view *const *views, struct s3 *s3)
 	rc = core_mkdir(c, d.ino, "sub", &who, &e2);
 	if (rc == 0)
 		core_forget(c, e2.ino, 1);
-	int rrc = rc == 0 ? core_rename(c, d.ino, "sub", d.ino, "sub2", 0) : rc;
 	int g3 = core_getattr(c, d.ino, &s3st);
-	CHECK(rc == 0 && rrc == 0 && g3 == 0 && st_mtime_ns(&s3st) > st_mtime_ns(&s2),
-	      "mkdir and rename inside: they move (%d %d %d)", rc, rrc, g3);
+	CHECK(rc == 0 && g3 == 0 && st_mtime_ns(&s3st) > st_mtime_ns(&s2),
+	      "mkdir inside: they move (%d %d)", rc, g3);
+	nanosleep(&pause, NULL);
+	int rrc = rc == 0 ? core_rename(c, d.ino, "sub", d.ino, "sub2", 0) : rc;
+	g3 = core_getattr(c, d.ino, &s2);
+	CHECK(rrc == 0 && g3 == 0 && st_mtime_ns(&s2) > st_mtime_ns(&s3st),
+	      "rename inside: they move (%d %d)", rrc, g3);
 	rc = core_rmdir(c, d.ino, "sub2");
 	CHECK(rc == 0, "rmdir inside (%d)", rc);
 
@@ -706,6 +710,22 @@ static void dir_times_cases(struct view *const *views, struct s3 *s3)
 	      (long long)gs.st_size);
 	core_release(c, r);
 	core_release(c, w);
+	core_forget(c, g.ino, 1);
+
+	/* the same with no writer left: the snapshot taken at the unlink */
+	w = r = NULL;
+	rc = core_create(c, d.ino, "gone2", &who, &g, &w, &cache);
+	n = rc == 0 ? core_write(c, w, "hello", 5, 0) : -1;
+	frc = rc == 0 ? core_flush(c, w) : -1;
+	core_release(c, w);
+	orc = rc == 0 ? core_open(c, g.ino, O_RDONLY, &r, &cache) : -1;
+	urc = rc == 0 ? core_unlink(c, d.ino, "gone2") : -1;
+	g4 = core_getattr(c, g.ino, &gs);
+	CHECK(n == 5 && frc == 0 && orc == 0 && urc == 0 && g4 == 0 && gs.st_nlink == 0 &&
+	      gs.st_size == 5 && (gs.st_mode & 07777) == 0600,
+	      "fstat of a reader after unlink: size 5, mode 600, nlink 0 (%d, %d, %lld)",
+	      urc, g4, (long long)gs.st_size);
+	core_release(c, r);
 	core_forget(c, g.ino, 1);
 	core_forget(c, d.ino, 1);
 	core_forget(c, e.ino, 1);
@@ -756,6 +776,11 @@ static void retire_cases(struct view *const *views, struct s3 *s3)
 	      "a new descriptor reads v2 through the new inode's page cache (%zd)", n);
 	CHECK(!core_retire_changed(c, "s", "rt_f", &ino),
 	      "v2 is what its reader holds: nothing to retire");
+	int urc = core_unlink(c, root, "rt_f");
+	grc = core_getattr(c, e.ino, &st);
+	CHECK(urc == 0 && grc == 0 && st.st_size == 6 && st.st_nlink == 1,
+	      "the name unlinked afterwards: the retired inode still answers v1 (%d, %d, %lld)",
+	      urc, grc, (long long)st.st_size);
 	core_release(c, r2);
 	core_release(c, r);
 	core_forget(c, e.ino, 1);
