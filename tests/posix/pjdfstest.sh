@@ -14,6 +14,8 @@
 #      SUBSET_TIMEOUT per subset and file system (default 240 s)
 #      FS             which file systems (default "facetfs s3fs")
 #      FACETFS_BUILD  build dir (default build/)
+#      DURABILITY     facetfs's cache.durability (default: the gateway's
+#                     default, "power"; "process": no fsync, as s3fs)
 # Needs root (pjdfstest changes owners and switches users), autoconf,
 # automake, prove (perl), s3fs. Prints one line per subset and file
 # system: passed / run (seconds, the S3 requests facetfs made, the load
@@ -125,13 +127,15 @@ for fs in $FS; do
 		mkdir -p "$WORK/views"
 		printf '{ "name": "rw", "bucket": "%s", "match": { "prefix": "" }, "writable": true, "visibility": "session" }\n' \
 			"$B" >"$WORK/views/rw.json"
+		DUR_JSON=
+		[[ -n ${DURABILITY:-} ]] && DUR_JSON=", \"durability\": \"$DURABILITY\""
 		cat >"$WORK/gw.json" <<JSON
 { "s3":    { "endpoint": "$S3_ENDPOINT", "region": "default",
              "access_key": "$AWS_ACCESS_KEY_ID", "secret_key": "$AWS_SECRET_ACCESS_KEY" },
   "kafka": { "brokers": "$KAFKA_BROKERS", "topic": "$KAFKA_TOPIC", "group": "pjd-$$",
              "options": { "fetch.wait.max.ms": "5" } },
   "state_dir": "$WORK/state", "views_dir": "$WORK/views",
-  "cache": { "dir": "$WORK/state/cache", "max_bytes": "1GiB" } }
+  "cache": { "dir": "$WORK/state/cache", "max_bytes": "1GiB"$DUR_JSON } }
 JSON
 		"$FACETFS_BUILD/gateway/exe/facetfs" mount -c "$WORK/gw.json" "$M" -f -o allow_other \
 			</dev/null >"$WORK/gw.log" 2>&1 &
