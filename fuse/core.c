@@ -755,26 +755,27 @@ bool core_retire_changed(struct core *c, const char *vname, const char *path,
 			 uint64_t *ino)
 {
 	char held[72];
+	/* Most changes meet no cached reader: no pin, no index read then. */
 	if (!inode_cached_version(c->d.it, vname, path, ino, held))
-		return false;
-	size_t view = core_view_find(c, vname);
-	if (view == INODE_NO_VIEW)
-		return false;
-	struct obj_meta o = { 0 };
-	bool other = index_object(c->d.ix, core_view(c, view), path, &o) == 0 &&
-		     o.etag[0] && strcmp(o.etag, held) != 0;
-	obj_meta_release(&o);
-	if (!other)
 		return false;
 	struct ofile *of = core_ofile_find(c, *ino, false);
 	core_ofile_put(c, of);
 	if (of)
 		return false;                /* written here: its page cache is the writer's */
+	core_req_begin(c);
+	bool done = false;
+	size_t view = core_view_find(c, vname);
+	struct obj_meta o = { 0 };
+	struct stat st;
 	/* What the kernel's inode shows from now on: the name's attributes
 	 * (the new version's mode, owner, times) with the held version's size
 	 * (inode_retire sets it). */
-	struct stat st;
-	if (core_attr_of(c, *ino, &st) < 0 || S_ISDIR(st.st_mode))
-		return false;
-	return inode_retire(c->d.it, *ino, held, &st);
+	if (view != INODE_NO_VIEW &&
+	    index_object(c->d.ix, core_view(c, view), path, &o) == 0 && o.etag[0] &&
+	    strcmp(o.etag, held) != 0 && core_attr_of(c, *ino, &st) == 0 &&
+	    !S_ISDIR(st.st_mode))
+		done = inode_retire(c->d.it, *ino, held, &st);
+	obj_meta_release(&o);
+	core_req_end(c);
+	return done;
 }

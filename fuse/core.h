@@ -153,7 +153,7 @@ size_t core_view_find(struct core *c, const char *name);
  * page cache and nobody writes it here, retire that inode for them
  * (fuse/inode.h inode_retire) and return true with *ino: the caller then
  * invalidates the name's entry, not the inode, and the next lookup makes
- * a new inode. Call with the view set pinned (core_req_begin). */
+ * a new inode. Any thread (it pins the view set itself when needed). */
 bool core_retire_changed(struct core *c, const char *vname, const char *path,
 			 uint64_t *ino);
 /* The target of .facetfs/recovered (an absolute path). */

@@ -87,7 +87,8 @@ static int attr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 }
 
 /* A directory's attributes: kept in the index; one listed from keys gets
- * a made-directory entry that holds them. */
+ * a made-directory entry that holds them. An atime never set explicitly
+ * is shown as the mtime: a new mtime keeps the atime shown so far. */
 static int dir_setattr(struct core *c, size_t view, const char *path,
 		       const struct core_set *set)
 {
@@ -98,6 +99,10 @@ static int dir_setattr(struct core *c, size_t view, const char *path,
 	struct obj_posix px = { 0 };
 	bool made = core_mkdir_exists(c, view, path);
 	core_mkdir_attr(c, view, path, &px);
+	if ((px.have & POSIX_MTIME) && !(px.have & POSIX_ATIME)) {
+		px.have |= POSIX_ATIME;
+		px.atime_ns = px.mtime_ns;
+	}
 	set_posix(set, &px);
 	px.mode &= 07777;
 	const char *vname = view_name(core_view(c, view));
@@ -112,30 +117,19 @@ static int dir_setattr(struct core *c, size_t view, const char *path,
 void core_dir_touch(struct core *c, size_t view, const char *path)
 {
 	const char *slash = strrchr(path, '/');
-	if (!slash)
-		return;                      /* in a view's root */
 	char dir[PATH_MAX];
-	size_t len = (size_t)(slash - path);
-	if (len >= sizeof dir)
-		return;
+	size_t len = slash ? (size_t)(slash - path) : 0;
+	if (!slash || len >= sizeof dir)
+		return;                      /* in a view's root: it keeps no times */
 	memcpy(dir, path, len);
 	dir[len] = '\0';
-	struct obj_posix px = { 0 };
 	if (!core_mkdir_exists(c, view, dir))
-		return;
-	core_mkdir_attr(c, view, dir, &px);
-	if (!(px.have & POSIX_ATIME) && (px.have & POSIX_MTIME)) {
-		px.have |= POSIX_ATIME;      /* shown as the mtime so far: it stays */
-		px.atime_ns = px.mtime_ns;
-	}
-	px.have |= POSIX_MTIME | POSIX_CTIME;
-	px.mtime_ns = px.ctime_ns = core_now_ns();
-	const char *vname = view_name(core_view(c, view));
-	int rc = index_dir_add(c->d.ix, vname, dir, &px);
-	if (rc == 0)
-		core_mkdir_set_attr(c, view, dir, &px);
-	else
-		log_warn("directory %s/%s: its times not kept: %s", vname, dir, strerror(-rc));
+		return;                      /* known from keys only: no attributes */
+	const struct core_set now = { .what = CORE_SET_MTIME_NOW };   /* and ctime */
+	int rc = dir_setattr(c, view, dir, &now);
+	if (rc < 0)
+		log_warn("directory %s/%s: its times not kept: %s",
+			 view_name(core_view(c, view)), dir, strerror(-rc));
 }
 
 int core_setattr(struct core *c, uint64_t ino, struct core_file *f,

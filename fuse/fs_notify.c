@@ -84,11 +84,8 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 	/* A new version while readers of the old one use the inode's pages:
 	 * they keep that inode (and its size); the name gets a new one. */
 	bool retired = false;
-	if (what == INDEX_CHANGED && leaf_queued) {   /* else it could not be unnamed */
-		core_req_begin(fs->core);
+	if (what == INDEX_CHANGED && leaf_queued)   /* else it could not be unnamed */
 		retired = core_retire_changed(fs->core, vname, path, &ino);
-		core_req_end(fs->core);
-	}
 	if (!retired && what != INDEX_ADDED && n < 64 && inode_find(fs->it, vname, path, &ino)) {
 		todo[n].parent = 0;
 		todo[n].ino = ino;
