@@ -375,22 +375,40 @@ int core_path_object(struct core *c, size_t view, const char *path, char *bucket
 	return view_path_key(v, p, key, klen);
 }
 
+/* A change to pass on; vname and path: the name the kernel knows from the
+ * reply to the request that made it (or NULL). */
+struct local_ctx {
+	struct core *c;
+	const char *vname, *path;
+};
+
 static void local_change(void *ctx, const char *view, const char *path, int what)
 {
-	struct core *c = ctx;
-	if (c->d.changed)
-		c->d.changed(c->d.changed_ctx, view, path, what);
+	struct local_ctx *l = ctx;
+	if (what == INDEX_ADDED && l->path && strcmp(view, l->vname) == 0 &&
+	    strcmp(path, l->path) == 0)
+		what |= CORE_CHANGE_REPLIED;
+	if (l->c->d.changed)
+		l->c->d.changed(l->c->d.changed_ctx, view, path, what);
+}
+
+int core_index_made(struct core *c, const struct obj_meta *o, const char *vname,
+		    const char *path)
+{
+	struct local_ctx l = { c, vname, path };
+	int rc = index_apply_own(c->d.ix, o, local_change, &l);
+	return rc < 0 ? rc : 0;
 }
 
 int core_index_local(struct core *c, const struct obj_meta *o)
 {
-	int rc = index_apply_own(c->d.ix, o, local_change, c);
-	return rc < 0 ? rc : 0;
+	return core_index_made(c, o, NULL, NULL);
 }
 
 int core_index_seen(struct core *c, const struct obj_meta *o)
 {
-	int rc = index_apply(c->d.ix, o, 1, NULL, 0, local_change, c);
+	struct local_ctx l = { c, NULL, NULL };
+	int rc = index_apply(c->d.ix, o, 1, NULL, 0, local_change, &l);
 	return rc < 0 ? rc : 0;
 }
 

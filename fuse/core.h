@@ -69,6 +69,8 @@ struct core_owner {
 	mode_t file_mode, dir_mode;  /* 0: the defaults above */
 };
 
+#define CORE_CHANGE_REPLIED 0x100
+
 struct core_deps {
 	struct core_owner owner;     /* all zero: the mounting user, defaults */
 	struct index *ix;
@@ -82,8 +84,10 @@ struct core_deps {
 	struct viewset_slot *views;  /* the current view set (the gateway's) */
 	struct inode_table *it;      /* the inodes the kernel holds (fuse/inode.h) */
 	/* The membership of the view called view changed at path (own
-	 * changes, applied to the index at once): INDEX_ADDED/REMOVED/CHANGED.
-	 * May be NULL. */
+	 * changes, applied to the index at once): INDEX_ADDED/REMOVED/CHANGED,
+	 * with CORE_CHANGE_REPLIED when the kernel has that name's entry
+	 * from the reply to the request that made it (a file created here:
+	 * its own entry needs no invalidation). May be NULL. */
 	void (*changed)(void *ctx, const char *view, const char *path, int what);
 	void *changed_ctx;
 	/* Providers of the .facetfs/ files: malloc'ed text (caller frees) or

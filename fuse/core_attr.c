@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/posix.h"
+#include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
 
@@ -173,6 +174,9 @@ static int node_make(struct core *c, uint64_t parent, const char *name,
 	int rc = core_create(c, parent, name, who, e, &f, &cache);
 	if (rc < 0)
 		return rc;
+	/* Written and committed before the reply: nothing to journal. */
+	if (f->of)
+		stage_file_oneshot(f->of->sf);
 	ssize_t n = len ? core_write(c, f, data, len, 0) : 0;
 	rc = n < 0 ? (int)n : core_flush(c, f);
 	core_release(c, f);
@@ -211,5 +215,8 @@ int core_symlink(struct core *c, uint64_t parent, const char *name,
 		w.uid = getuid();
 		w.gid = getgid();
 	}
-	return node_make(c, parent, name, &w, target, len, e);
+	int rc = node_make(c, parent, name, &w, target, len, e);
+	if (rc == 0)
+		core_link_made(c, e->ino, target);
+	return rc;
 }

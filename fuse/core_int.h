@@ -174,8 +174,12 @@ int  core_path_object(struct core *c, size_t view, const char *path, char *bucke
 		      size_t blen, char *key, size_t klen);
 /* Apply a change made through this mount to the index at once (own
  * changes visible to this mount before the event arrives; the index
- * keeps it over the late events of this mount's earlier writes). */
+ * keeps it over the late events of this mount's earlier writes).
+ * core_index_made(): the same for the object of a file created here as
+ * (vname, path), whose entry the kernel has from the create's reply. */
 int  core_index_local(struct core *c, const struct obj_meta *o);
+int  core_index_made(struct core *c, const struct obj_meta *o, const char *vname,
+		     const char *path);
 /* Apply a version this mount saw (a HEAD's answer), not one it wrote:
  * decided as an event is. */
 int  core_index_seen(struct core *c, const struct obj_meta *o);
@@ -231,6 +235,9 @@ int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
  * set to now unless times_set), then show the new version in the index at
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
+/* A symbolic link ino made here with target: its inode keeps the target
+ * (inode_set_link) of the version the index now holds. */
+void core_link_made(struct core *c, uint64_t ino, const char *target);
 
 /* core_ns.c */
 /* Change the user metadata of an object inode (edit gets a copy of the

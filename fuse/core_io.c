@@ -193,15 +193,20 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 	struct obj_meta cur = { 0 };
 	pthread_mutex_lock(&c->ofile_lock);
 	rc = obj_kv_copy(&cur.meta, &cur.n_meta, of->meta.meta, of->meta.n_meta);
+	char *path = rc == 0 ? strdup(of->path) : NULL;   /* a rename moves it */
 	pthread_mutex_unlock(&c->ofile_lock);
+	if (rc == 0 && !path)
+		rc = -ENOMEM;
 	o.meta = cur.meta;
 	o.n_meta = cur.n_meta;
 	/* The content type is what the upload sent (none: the store's
 	 * default), so it is known either way. */
 	o.content_type = of->meta.content_type;
 	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
+	/* A new name: the kernel has its entry from the create's reply. */
 	if (rc == 0)
-		rc = core_index_local(c, &o);
+		rc = core_index_made(c, &o, of->vname, path);
+	free(path);
 	obj_meta_release(&cur);
 	if (rc < 0)   /* S3 has it; the event will bring the index up to date */
 		log_warn("index update after the upload of %s/%s: %s", of->bucket,
@@ -580,6 +585,31 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	return rc;
 }
 
+/* The ETag the index holds for ino's object now, if it is a name the
+ * index knows and no writer of this mount stages it: 0, else -ENOENT. */
+static int indexed_etag(struct core *c, uint64_t ino, char etag[72])
+{
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	struct index_attr a;
+	struct ofile *of = info.gone ? NULL : core_ofile_find(c, ino, false);
+	core_ofile_put(c, of);
+	rc = info.gone || of ? -ENOENT
+			     : index_lookup(c->d.ix, core_view(c, info.view), info.path, &a);
+	if (rc == 0 && (a.is_dir || !a.etag[0]))
+		rc = -ENOENT;
+	if (rc == 0)
+		memcpy(etag, a.etag, 72);
+	free(info.path);
+	return rc;
+}
+
+/* A link's target is read like a file's bytes (open, read), unless the
+ * inode keeps the target of the version the index holds: then no request,
+ * as the kernel's own cache of it, which the event of a change
+ * invalidates. */
 int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 {
 	if (size == 0)
@@ -592,14 +622,30 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 	int rc = ino < INODE_FIRST_DYNAMIC ? -EINVAL : core_attr_of(c, ino, &st);
 	if (rc == 0 && !S_ISLNK(st.st_mode))
 		rc = -EINVAL;
+	char etag[72];
+	if (rc == 0 && indexed_etag(c, ino, etag) == 0 &&
+	    inode_link(c->d.it, ino, etag, buf, size))
+		return 0;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
 	if (rc == 0)
 		rc = core_open(c, ino, O_RDONLY, &f, &cache);
 	ssize_t n = rc == 0 ? core_read(c, f, buf, size - 1, 0) : rc;
+	if (n >= 0) {
+		buf[n] = '\0';
+		uint64_t vsize;
+		vis_version_etag(f->ver, etag, &vsize);
+		if (vsize == (uint64_t)n)    /* the whole target: keep it */
+			inode_set_link(c->d.it, ino, etag, buf);
+	}
 	core_release(c, f);
-	if (n < 0)
-		return (int)n;
-	buf[n] = '\0';
-	return 0;
+	return n < 0 ? (int)n : 0;
+}
+
+/* So the first readlink of a link made here costs no request either. */
+void core_link_made(struct core *c, uint64_t ino, const char *target)
+{
+	char etag[72];
+	if (indexed_etag(c, ino, etag) == 0)
+		inode_set_link(c->d.it, ino, etag, target);
 }

@@ -38,6 +38,10 @@ static void invalidate_view(struct fs *fs, const char *name)
  * job was queued (the inodes go by name too). */
 static void invalidate(struct fs *fs, const char *vname, const char *path, int what)
 {
+	/* A name made here: the kernel has its entry from our reply (and
+	 * dropping it would make the kernel forget the fresh inode). */
+	bool replied = what & CORE_CHANGE_REPLIED;
+	what &= ~CORE_CHANGE_REPLIED;
 	if (!vname) {
 		invalidate_view(fs, path);
 		return;
@@ -66,7 +70,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 			/* A name added where no LOOKUP was ever answered cannot
 			 * be a cached negative entry: nothing to invalidate (a
 			 * first scan adds 100,000s of names) */
-			if (n < 64 && end - start <= CORE_NAME_MAX &&
+			if (n < 64 && end - start <= CORE_NAME_MAX && !(leaf && replied) &&
 			    inode_find_dir(fs->it, vname, prefix, &parent, &looked_up_in) &&
 			    (what != INDEX_ADDED || looked_up_in)) {
 				todo[n].parent = parent;

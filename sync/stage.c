@@ -329,10 +329,30 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 	return 0;
 }
 
+void stage_file_oneshot(struct stage_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->oneshot = true;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Whether f is still one-shot: under one part (one PUT, no stream, so no
+ * upload id to journal). f->lock held. */
+static bool oneshot_locked(struct stage_file *f)
+{
+	if (f->oneshot && f->size >= upload_part_size(&f->st->up, f->size))
+		f->oneshot = false;
+	return f->oneshot;
+}
+
 /* Journal the file as "dirty" unless it already is (force: rewrite it, the
- * metadata or name changed). f->lock held. */
+ * metadata or name changed), or it is one-shot. f->lock held. */
 static int mark_dirty_locked(struct stage_file *f, bool force)
 {
+	if (oneshot_locked(f)) {
+		f->dirty = true;
+		return 0;
+	}
 	if (f->js != STAGE_JS_DIRTY || force) {
 		struct stage_jnl j = {
 			.state = STAGE_JS_DIRTY, .size = f->size,
@@ -581,11 +601,46 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 	return err;
 }
 
+/* upload_file for a commit, counted, a failure logged: 0 or its error. */
+static int upload_counted(struct stage_file *f, uint64_t size,
+			  const struct upload_hooks *hooks, char etag[72])
+{
+	struct stage *st = f->st;
+	int err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
+			      f->meta, f->n_meta, f->ctype, hooks, etag);
+	pthread_mutex_lock(&st->lock);
+	if (err) {
+		st->cnt.upload_errors++;
+	} else {
+		st->cnt.uploads++;
+		st->cnt.upload_bytes += size;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (err)
+		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
+			  "data kept in %s", f->bucket, f->key, size,
+			  strerror(-err), st->dir);
+	return err;
+}
+
+/* A failed upload as a commit returns it. */
+static int commit_error(int err)
+{
+	return !err || err == -EFBIG ? err : -EIO;
+}
+
 /* The upload of a commit that owns f (f->uploading): data durable (under
- * POWER), journal "commit", PUT, journal removed. */
+ * POWER), journal "commit", PUT, journal removed. A one-shot file under
+ * one part, never journaled: the PUT alone (no hooks: one PUT creates no
+ * multipart upload). */
 static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 {
 	struct stage *st = f->st;
+	pthread_mutex_lock(&f->lock);
+	bool quick = oneshot_locked(f) && f->js == STAGE_JS_NONE;
+	pthread_mutex_unlock(&f->lock);
+	if (quick)
+		return commit_error(upload_counted(f, size, NULL, etag));
 	int err = stage_sync(st, f->fd, true);
 	if (err) {
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
@@ -612,28 +667,15 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	struct jnl_started js = { .st = st, .id = f->id, .j = &j, .f = f };
 	struct upload_hooks hooks = { .creating = stage_jnl_creating,
 				      .started = stage_jnl_started, .ctx = &js };
-	err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
-			  f->meta, f->n_meta, f->ctype, &hooks, etag);
+	err = upload_counted(f, size, &hooks, etag);
 	if (err) {
 		pthread_mutex_lock(&f->lock);
 		stage_intent_refused(&f->intent, js.fresh, err);
 		pthread_mutex_unlock(&f->lock);
 	}
 	stage_jnl_hooks_done(&js);
-	pthread_mutex_lock(&st->lock);
-	if (err) {
-		st->cnt.upload_errors++;
-	} else {
-		st->cnt.uploads++;
-		st->cnt.upload_bytes += size;
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (err) {
-		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
-			  "data kept in %s", f->bucket, f->key, size,
-			  strerror(-err), st->dir);
-		return err == -EFBIG ? err : -EIO;
-	}
+	if (err)
+		return commit_error(err);
 	if (stage_jnl_remove(st, f->id) != 0)
 		log_warn("stage: %s/%s uploaded, but its journal remains: a "
 			 "recovery would upload it again", f->bucket, f->key);
@@ -696,6 +738,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	f->uploading = false;
 	if (!err) {
 		f->dirty = false;
+		f->oneshot = false;
 		f->js = STAGE_JS_NONE;
 		/* Its journal is gone: an earlier creation's intent (one that
 		 * failed, maybe after the store made the upload) moves to the

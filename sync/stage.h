@@ -168,6 +168,16 @@ int  stage_file_new(struct stage *st, const char *bucket, const char *key,
 		    const struct obj_kv *meta, size_t n_meta,
 		    const char *content_type, struct stage_file **out);
 
+/* Marks a file fresh from stage_file_new() as made whole by one call of the
+ * gateway's user that has not returned yet (mknod, symlink: written and
+ * committed before the reply): until its first commit ends, its writes are
+ * not journaled and that commit neither syncs nor journals, since nothing
+ * of it is promised before the commit returns (a crash leaves data without
+ * a journal: deleted by recovery, and the user's call never returned). A
+ * file that grows past one part (it could stream) is journaled from then
+ * on like any other. */
+void stage_file_oneshot(struct stage_file *f);
+
 /* Fills a file fresh from stage_file_new() (no other call in between) with
  * the size bytes of the object bucket/key (the file's own, when it is open
  * for writing without O_TRUNC), fetched whole now by ranged GETs of up to

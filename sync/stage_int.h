@@ -120,6 +120,7 @@ struct stage_file {
 	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
 	struct stage_intent intent;  /* a creation whose id is not journaled */
 	bool intent_fresh;           /* intent set by the creation running now */
+	bool oneshot;                /* stage_file_oneshot, until its commit */
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
 

@@ -80,7 +80,7 @@ run_subset() {
 	r0=$(s3_requests "$mnt")
 	t0=$(date +%s)
 	(cd "$dir/$s" && PERL5LIB=$WORK PERL5OPT=-MPjdAutoFlush \
-		timeout -k 5 "$SUBSET_TIMEOUT" prove -v -r "$SRC/tests/$s") >"$out" 2>&1
+		timeout -k 5 "$SUBSET_TIMEOUT" prove --timer -v -r "$SRC/tests/$s") >"$out" 2>&1
 	t1=$(date +%s)
 	r1=$(s3_requests "$mnt")
 	if [[ -n $r0 && -n $r1 ]]; then

@@ -369,7 +369,12 @@ static void posix_cases(struct view *const *views, struct s3 *s3)
 	struct core_who me = { 0, 42, 43 };
 	int m3 = core_symlink(c, sv, "px_link", "../some/target", &me, &e2);
 	char target[64] = "";
+	uint64_t h0 = s3_fake_count(s3, S3K_HEAD), g0 = s3_fake_count(s3, S3K_GET);
 	int m4 = m3 == 0 ? core_readlink(c, e2.ino, target, sizeof target) : m3;
+	CHECK(s3_fake_count(s3, S3K_HEAD) == h0 && s3_fake_count(s3, S3K_GET) == g0,
+	      "readlink of a link made here: no request (%llu HEAD, %llu GET)",
+	      (unsigned long long)(s3_fake_count(s3, S3K_HEAD) - h0),
+	      (unsigned long long)(s3_fake_count(s3, S3K_GET) - g0));
 	size_t tlen = 0;
 	char tbuf[64] = "";
 	s3_bytes(s3, "s/px_link", tbuf, sizeof tbuf - 1, &tlen);

@@ -802,6 +802,84 @@ static void test_journal(void)
 	store_release(&fk);
 }
 
+/* One-shot files (mknod, symlink): under POWER, no journal and no sync at
+ * any point, the object in S3 after the commit; a failed commit leaves no
+ * journal (release deletes the data); one that grows past a part is
+ * journaled like any other; a file that is not one-shot still syncs. */
+static void test_oneshot(void)
+{
+	char *dir = unit_tmpdir("stage-oneshot");
+	struct store fk;
+	store_init(&fk, 0);
+	s3_fake_min_part_set(fk.fake, 1 << 20);
+	struct stage_conf c = { .dir = dir, .max_bytes = 64 << 20, .s3 = fk.s3,
+				.up = { .part_size = 1 << 20 } };
+	struct stage *st = NULL;
+	CHECK(stage_open(&c, &st) == 0, "oneshot: stage opened");
+	struct stage_counters k0, k1;
+	struct stage_file *f = NULL;
+	char etag[72];
+
+	stage_counters_get(st, &k0);
+	stage_file_new(st, "b", "link", NULL, 0, NULL, &f);
+	stage_file_oneshot(f);
+	CHECK(stage_file_pwrite(f, "target", 6, 0) == 6 &&
+	      count_files(dir, ".jnl") == 0, "oneshot: written, no journal");
+	CHECK(stage_file_commit(f, etag) == 0, "oneshot: committed");
+	stage_counters_get(st, &k1);
+	size_t len = 0;
+	char *d = obj_get(&fk, "b", "link", &len, NULL, 0);
+	CHECK(d && len == 6 && !memcmp(d, "target", 6) && k1.syncs == k0.syncs &&
+	      count_files(dir, ".jnl") == 0,
+	      "oneshot: in S3, %llu syncs (want 0), no journal",
+	      (unsigned long long)(k1.syncs - k0.syncs));
+	free(d);
+	stage_file_release(f);
+	CHECK(count_files(dir, ".data") == 0, "oneshot: released, no data left");
+
+	/* A failed one-shot commit: -EIO, no journal; release deletes it. */
+	stage_file_new(st, "b", "fifo", NULL, 0, NULL, &f);
+	stage_file_oneshot(f);
+	puts_fail(&fk, 1, -EIO);
+	CHECK(stage_file_commit(f, etag) == -EIO && count_files(dir, ".jnl") == 0 &&
+	      !obj_get(&fk, "b", "fifo", &len, NULL, 0),
+	      "oneshot: failed commit -EIO, no journal, nothing in S3");
+	stage_file_release(f);
+	CHECK(count_files(dir, ".data") == 0, "oneshot: failed one released, data deleted");
+
+	/* Past one part: journaled from then on. */
+	size_t big = (1 << 20) + 10;
+	char *buf = calloc(1, big);
+	stage_file_new(st, "b", "grown", NULL, 0, NULL, &f);
+	stage_file_oneshot(f);
+	CHECK(stage_file_pwrite(f, buf, 10, 0) == 10 && count_files(dir, ".jnl") == 0,
+	      "oneshot: small write, no journal");
+	CHECK(stage_file_pwrite(f, buf, big, 0) == (ssize_t)big &&
+	      count_files(dir, ".jnl") == 1, "oneshot: past a part, journaled");
+	stage_counters_get(st, &k0);
+	CHECK(stage_file_commit(f, etag) == 0, "oneshot: grown file committed");
+	stage_counters_get(st, &k1);
+	CHECK(k1.syncs > k0.syncs && count_files(dir, ".jnl") == 0,
+	      "oneshot: grown file's commit synced (%llu) and removed its journal",
+	      (unsigned long long)(k1.syncs - k0.syncs));
+	stage_file_release(f);
+	free(buf);
+
+	/* An ordinary file under POWER syncs. */
+	stage_counters_get(st, &k0);
+	stage_file_new(st, "b", "plain", NULL, 0, NULL, &f);
+	CHECK(stage_file_pwrite(f, "x", 1, 0) == 1 && stage_file_commit(f, etag) == 0,
+	      "oneshot: plain file committed");
+	stage_counters_get(st, &k1);
+	CHECK(k1.syncs - k0.syncs == 6, "oneshot: plain file: %llu syncs (want 6)",
+	      (unsigned long long)(k1.syncs - k0.syncs));
+	stage_file_release(f);
+	stage_close(st);
+	unit_rmtree(dir);
+	free(dir);
+	store_release(&fk);
+}
+
 /* Commits in parts: bytes and ETag form, a failing part (aborted, data
  * kept, retried), the upload id in the journal, and recovery aborting an
  * upload a crash left behind. */
@@ -911,5 +989,6 @@ int main(void)
 	test_crash();
 	test_budget();
 	test_multipart();
+	test_oneshot();
 	return unit_exit();
 }
