@@ -531,6 +531,16 @@ bool core_mkdir_exists(struct core *c, size_t view, const char *path)
 	return m != NULL;
 }
 
+bool core_dir_made(struct core *c, const char *vname, const char *path)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	struct mkdir_ent *m = c->mkdirs;
+	while (m && (strcmp(m->vname, vname) != 0 || strcmp(m->path, path) != 0))
+		m = m->next;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return m != NULL;
+}
+
 /* A made directory into c->mkdirs (its view by name: INODE_NO_VIEW until a
  * view of that name exists). */
 int core_mkdir_remember(struct core *c, const char *vname, const char *path,

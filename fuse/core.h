@@ -158,6 +158,10 @@ size_t core_view_find(struct core *c, const char *name);
  * (fuse/inode.h inode_retire) and return true with *ino: the caller then
  * invalidates the name's entry, not the inode, and the next lookup makes
  * a new inode. Any thread (it pins the view set itself when needed). */
+/* Is (view called vname, path) a directory made with mkdir here? It then
+ * exists whatever is added or removed below it (any thread; no view set
+ * needed). */
+bool core_dir_made(struct core *c, const char *vname, const char *path);
 bool core_retire_changed(struct core *c, const char *vname, const char *path,
 			 uint64_t *ino);
 /* The target of .facetfs/recovered (an absolute path). */

@@ -586,15 +586,16 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 }
 
 /* The ETag the index holds for ino's object now, if it is a name the
- * index knows and no writer of this mount stages it: 0, else -ENOENT. */
-static int indexed_etag(struct core *c, uint64_t ino, char etag[72])
+ * index knows and (unless staged_too) no writer of this mount stages it:
+ * 0, else -ENOENT. */
+static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag[72])
 {
 	struct inode_info info;
 	int rc = inode_get(c->d.it, ino, &info);
 	if (rc < 0)
 		return rc;
 	struct index_attr a;
-	struct ofile *of = info.gone ? NULL : core_ofile_find(c, ino, false);
+	struct ofile *of = info.gone || staged_too ? NULL : core_ofile_find(c, ino, false);
 	core_ofile_put(c, of);
 	rc = info.gone || of ? -ENOENT
 			     : index_lookup(c->d.ix, core_view(c, info.view), info.path, &a);
@@ -623,7 +624,7 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 	if (rc == 0 && !S_ISLNK(st.st_mode))
 		rc = -EINVAL;
 	char etag[72];
-	if (rc == 0 && indexed_etag(c, ino, etag) == 0 &&
+	if (rc == 0 && indexed_etag(c, ino, false, etag) == 0 &&
 	    inode_link(c->d.it, ino, etag, buf, size))
 		return 0;
 	struct core_file *f = NULL;
@@ -642,10 +643,12 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 	return n < 0 ? (int)n : 0;
 }
 
-/* So the first readlink of a link made here costs no request either. */
+/* So the first readlink of a link made here costs no request either (its
+ * committed copy may still be held a moment by a request that looked at
+ * it: the index has the version just uploaded all the same). */
 void core_link_made(struct core *c, uint64_t ino, const char *target)
 {
 	char etag[72];
-	if (indexed_etag(c, ino, etag) == 0)
+	if (indexed_etag(c, ino, true, etag) == 0)
 		inode_set_link(c->d.it, ino, etag, target);
 }

@@ -55,14 +55,23 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 
 	/* Each level (parent dir, component) the kernel may have cached. For
 	 * a change of contents only the leaf matters; names appear and vanish
-	 * at every level when objects are added or removed (implicit dirs). */
+	 * at every level when objects are added or removed (implicit dirs),
+	 * but not a directory made with mkdir (its entry stays right; and
+	 * invalidating it would make the kernel drop everything it cached
+	 * below it). */
 	size_t start = 0;
 	bool leaf_queued = false;        /* the name's own entry is in todo */
 	for (;;) {
 		const char *slash = strchr(path + start, '/');
 		size_t end = slash ? (size_t)(slash - path) : plen;
 		bool leaf = !slash;
-		if (what != INDEX_CHANGED || leaf) {
+		bool made = false;
+		if (!leaf && what != INDEX_CHANGED) {
+			memcpy(prefix, path, end);
+			prefix[end] = '\0';
+			made = core_dir_made(fs->core, vname, prefix);
+		}
+		if ((what != INDEX_CHANGED || leaf) && !made) {
 			memcpy(prefix, path, start ? start - 1 : 0);
 			prefix[start ? start - 1 : 0] = '\0';
 			uint64_t parent;

@@ -61,7 +61,15 @@ try:
 except OSError as e:
     print(errno.errorcode[e.errno])' "$@"; }
 check_eq "link(2): EPERM" "EPERM" "$(errno_of link "$A/rw/copied" "$A/rw/hard")"
+consumed() { jq '.events.consumed' "$A/.facetfs/stats"; }
+c0=$(consumed)
 ln -s copied "$A/rw/sym" || not_ok "ln -s"
+heads() { jq '.s3.head + .s3.get' "$1/.facetfs/stats"; }
+more_consumed() { (($(consumed) > c0)); }
+wait_for 10 more_consumed     # the link's own event: nothing else runs then
+h0=$(heads "$A")
+t=$(readlink "$A/rw/sym")
+check_eq "symlink made here: readlink gives its target with no HEAD or GET" "copied $h0" "$t $(heads "$A")"
 check_eq "symlink: readlink, and read through it" "copied copied with -p" \
 	"$(readlink "$A/rw/sym") $(cat "$A/rw/sym" 2>&1)"
 check_eq "symlink: the object holds the target, mode S_IFLNK|0777" "copied 41471" \
@@ -69,6 +77,26 @@ check_eq "symlink: the object holds the target, mode S_IFLNK|0777" "copied 41471
 mkfifo -m 0640 "$A/rw/fifo" || not_ok "mkfifo"
 check_eq "mkfifo: a FIFO, an empty object with mode S_IFIFO|0640" "fifo 640 4512" \
 	"$(stat -c '%F %a' "$A/rw/fifo") $(meta fifo mode)"
+
+# A directory made here exists whatever is added or removed below it: the
+# kernel keeps its entry and what it cached below it (10 files created and
+# unlinked: one LOOKUP each, the create's own negative one).
+mkdir "$A/rw/mdir" && ls "$A/rw/mdir" >/dev/null || not_ok "mkdir mdir"
+lookups() { jq '.fuse.lookup' "$A/.facetfs/stats"; }
+l0=$(lookups)
+python3 -c 'import os, sys
+for i in range(10):
+    p = os.path.join(sys.argv[1], "f%d" % i)
+    os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+    os.stat(p)
+    os.unlink(p)' "$A/rw/mdir" || not_ok "create, stat, unlink in mdir"
+# (10: the creates' own negative LOOKUPs; one more for a stat when the
+# event of its create beat the gateway's record of the upload and so
+# dropped the new entry; 40 when every change dropped the directory's
+# entry and the kernel forgot the new file.)
+n=$(($(lookups) - l0))
+check "made directory: 10 x create, stat, unlink make 10-20 LOOKUPs ($n)" test "$n" -ge 10 -a "$n" -le 20
+rmdir "$A/rw/mdir" || not_ok "rmdir mdir"
 
 # ---- a second gateway (events of the copies), a restart ----
 shows() { [[ $(stat -c '%a %u' "$1" 2>/dev/null) == "$2" ]]; }
@@ -87,7 +115,6 @@ check_eq "after a restart: the symlink and the FIFO" "copied fifo" \
 # The kernel keeps a link's target (FUSE_CAP_CACHE_SYMLINKS): an outside
 # rewrite of the object reaches readlink through its event.
 check_eq "gateway B: readlink (now cached by B's kernel)" "copied" "$(readlink "$MB/rw/sym" 2>&1)"
-heads() { jq '.s3.head + .s3.get' "$1/.facetfs/stats"; }
 h0=$(heads "$MB")
 for _ in 1 2 3 4 5; do readlink "$MB/rw/sym" >/dev/null; done
 check_eq "gateway B: five more readlinks make no HEAD or GET (the kernel keeps the target)" \
