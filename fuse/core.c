@@ -523,12 +523,8 @@ bool core_tables_have_child(struct core *c, size_t view, const char *path)
 
 bool core_mkdir_exists(struct core *c, size_t view, const char *path)
 {
-	pthread_mutex_lock(&c->ofile_lock);
-	struct mkdir_ent *m = c->mkdirs;
-	while (m && (!core_in_view(c, m->vname, view) || strcmp(m->path, path) != 0))
-		m = m->next;
-	pthread_mutex_unlock(&c->ofile_lock);
-	return m != NULL;
+	const struct core_views *vs = core_views(c);
+	return view < vs->n && core_dir_made(c, view_name(vs->views[view]), path);
 }
 
 bool core_dir_made(struct core *c, const char *vname, const char *path)

@@ -152,16 +152,16 @@ void core_req_end(struct core *c);
 /* The index of the view called name in this request's set, or
  * INODE_NO_VIEW (fuse/inode.h): the inode table's resolver. */
 size_t core_view_find(struct core *c, const char *name);
+/* Is (view called vname, path) a directory made with mkdir here? It then
+ * exists whatever is added or removed below it (any thread; no view set
+ * needed). */
+bool core_dir_made(struct core *c, const char *vname, const char *path);
 /* An event changed (vname, path) (its index record is the new version):
  * if the kernel's inode of it serves readers of an older version from its
  * page cache and nobody writes it here, retire that inode for them
  * (fuse/inode.h inode_retire) and return true with *ino: the caller then
  * invalidates the name's entry, not the inode, and the next lookup makes
  * a new inode. Any thread (it pins the view set itself when needed). */
-/* Is (view called vname, path) a directory made with mkdir here? It then
- * exists whatever is added or removed below it (any thread; no view set
- * needed). */
-bool core_dir_made(struct core *c, const char *vname, const char *path);
 bool core_retire_changed(struct core *c, const char *vname, const char *path,
 			 uint64_t *ino);
 /* The target of .facetfs/recovered (an absolute path). */

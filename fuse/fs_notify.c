@@ -33,6 +33,17 @@ static void invalidate_view(struct fs *fs, const char *name)
 	stats_inc(&fs->inval);
 }
 
+/* Is the directory path[0, len) of view vname one made with mkdir here? */
+static bool dir_made(struct fs *fs, const char *vname, const char *path, size_t len)
+{
+	char dir[PATH_MAX];
+	if (len >= sizeof dir)
+		return false;
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	return core_dir_made(fs->core, vname, dir);
+}
+
 /* Invalidate what the kernel may cache of (view, path); the job names its
  * view: nothing to look up in a view set, which may have changed since the
  * job was queued (the inodes go by name too). */
@@ -65,13 +76,7 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 		const char *slash = strchr(path + start, '/');
 		size_t end = slash ? (size_t)(slash - path) : plen;
 		bool leaf = !slash;
-		bool made = false;
-		if (!leaf && what != INDEX_CHANGED) {
-			memcpy(prefix, path, end);
-			prefix[end] = '\0';
-			made = core_dir_made(fs->core, vname, prefix);
-		}
-		if ((what != INDEX_CHANGED || leaf) && !made) {
+		if (what != INDEX_CHANGED || leaf) {
 			memcpy(prefix, path, start ? start - 1 : 0);
 			prefix[start ? start - 1 : 0] = '\0';
 			uint64_t parent;
@@ -81,7 +86,8 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 			 * first scan adds 100,000s of names) */
 			if (n < 64 && end - start <= CORE_NAME_MAX && !(leaf && replied) &&
 			    inode_find_dir(fs->it, vname, prefix, &parent, &looked_up_in) &&
-			    (what != INDEX_ADDED || looked_up_in)) {
+			    (what != INDEX_ADDED || looked_up_in) &&
+			    (leaf || !dir_made(fs, vname, path, end))) {
 				todo[n].parent = parent;
 				memcpy(todo[n].name, path + start, end - start);
 				todo[n].name[end - start] = '\0';

@@ -601,7 +601,9 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 	return err;
 }
 
-/* upload_file for a commit, counted, a failure logged: 0 or its error. */
+/* upload_file for a commit, counted, a failure logged: 0 or its error.
+ * No hooks: a one-shot file, whose data is not kept after a failure (its
+ * release deletes it). */
 static int upload_counted(struct stage_file *f, uint64_t size,
 			  const struct upload_hooks *hooks, char etag[72])
 {
@@ -616,10 +618,14 @@ static int upload_counted(struct stage_file *f, uint64_t size,
 		st->cnt.upload_bytes += size;
 	}
 	pthread_mutex_unlock(&st->lock);
-	if (err)
+	if (err && hooks)
 		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
 			  "data kept in %s", f->bucket, f->key, size,
 			  strerror(-err), st->dir);
+	else if (err)
+		log_error("stage: upload of %s/%s (%" PRIu64 " bytes, made in one "
+			  "call) failed: %s; the call fails", f->bucket, f->key,
+			  size, strerror(-err));
 	return err;
 }
 
