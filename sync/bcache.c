@@ -333,8 +333,17 @@ static void hit_learn(struct bcache *bc, const struct bcache_hash *h,
 	bc->n_ready++;
 }
 
-ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
-		    void *buf, size_t len, uint32_t boff)
+/* How a lookup takes the block's bytes: copied into buf, or (ref not
+ * NULL) left in the checked block file for the caller to read. */
+struct take {
+	void *buf;
+	size_t len;
+	uint32_t boff;
+	struct bcache_ref *ref;
+};
+
+static ssize_t block_take(struct bcache *bc, const struct bcache_id *id,
+			  uint64_t blk, const struct take *t)
 {
 	struct bcache_hash h;
 	char rel[BCACHE_NAME_MAX + 4];
@@ -353,8 +362,11 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		goto miss_counted;
 
 	uint64_t size = 0;
-	ssize_t n = bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
-				     bc->block_size, buf, len, boff, &size);
+	ssize_t n = t->ref
+		? bcache_file_open(bc->dir, rel, id, blk * bc->block_size,
+				   bc->block_size, t->ref, &size)
+		: bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
+				   bc->block_size, t->buf, t->len, t->boff, &size);
 	if (n >= 0) {
 		uint64_t budget = budget_now(bc);
 		pthread_mutex_lock(&bc->mu);
@@ -404,6 +416,21 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 miss_counted:
 	stats_inc(&bc->ctr.misses);
 	return -ENOENT;
+}
+
+ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		    void *buf, size_t len, uint32_t boff)
+{
+	const struct take t = { .buf = buf, .len = len, .boff = boff };
+	return block_take(bc, id, blk, &t);
+}
+
+int bcache_open_block(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		      struct bcache_ref *out)
+{
+	const struct take t = { .ref = out };
+	ssize_t n = block_take(bc, id, blk, &t);
+	return n < 0 ? (int)n : 0;
 }
 
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)

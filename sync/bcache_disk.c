@@ -529,6 +529,80 @@ out:
 	return rc;
 }
 
+/* Bytes of a block checksummed per pread when it is checked in place: small
+ * enough to stay in the core's cache between the read and the CRC. */
+#define CHECK_CHUNK (64u * 1024)
+
+int bcache_file_open(const char *dir, const char *rel, const struct bcache_id *id,
+		     uint64_t off, uint32_t block_size, struct bcache_ref *out,
+		     uint64_t *size)
+{
+	char path[PATH_MAX];
+	unsigned char hstack[512], *hdr = hstack;
+	unsigned char *chunk = NULL;
+	int rc;
+	size_t hlen = bcache_hdr_len(id);
+	if (!hlen)
+		return -ENOENT;
+	if (snprintf(path, sizeof path, "%s/%s", dir, rel) >= (int)sizeof path)
+		return -ENAMETOOLONG;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTDIR ? -ENOENT : -errno;
+	struct stat st;
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		goto fail;
+	}
+	*size = (uint64_t)st.st_size;
+	if ((uint64_t)st.st_size <= hlen ||
+	    (uint64_t)st.st_size - hlen > block_size) {
+		rc = -EBADMSG;
+		goto fail;
+	}
+	size_t dlen = (size_t)st.st_size - hlen;
+	/* One read-ahead of the whole file (after drop_caches the chunks
+	 * below would otherwise go to the disk one by one). */
+	posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED);
+	if ((hlen > sizeof hstack && !(hdr = malloc(hlen))) ||
+	    !(chunk = malloc(CHECK_CHUNK))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	struct iovec iov = { hdr, hlen };
+	if ((rc = read_iov(fd, &iov, 1)))
+		goto fail;
+	rc = -EBADMSG;
+	if (!hdr_check(hdr, hlen, id, off, dlen))
+		goto fail;
+	uint32_t crc = 0;
+	for (size_t o = 0; o < dlen;) {
+		size_t want = dlen - o < CHECK_CHUNK ? dlen - o : CHECK_CHUNK;
+		ssize_t n = pread(fd, chunk, want, (off_t)(hlen + o));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EBADMSG;
+			goto fail;
+		}
+		crc = bcache_crc32c(crc, chunk, (size_t)n);
+		o += (size_t)n;
+	}
+	if (crc != get32(hdr + 20))
+		goto fail;
+	free(chunk);
+	if (hdr != hstack)
+		free(hdr);
+	*out = (struct bcache_ref){ .fd = fd, .pos = hlen, .len = (uint32_t)dlen };
+	return 0;
+fail:
+	free(chunk);
+	if (hdr != hstack)
+		free(hdr);
+	close(fd);
+	return rc;
+}
+
 /* ---- directories ------------------------------------------------------ */
 
 int bcache_mkdir_p(const char *path)
