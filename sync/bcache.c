@@ -450,6 +450,19 @@ bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 	return has;
 }
 
+void bcache_advise(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
+{
+	struct bcache_hash h;
+	char path[PATH_MAX];
+	bcache_hash_id(id, &h);
+	path_of(bc, &h, blk, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+	close(fd);
+}
+
 /* ---- puts ------------------------------------------------------------- */
 
 static void write_error_log(struct bcache *bc, const char *rel, int rc)

@@ -120,6 +120,9 @@ struct bcache_ref {
  * copied in full. */
 int  bcache_open_block(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		       struct bcache_ref *ref);
+/* Start reading block blk of id from the disk into the page cache, if it
+ * is there (a reader about to want it; nothing checked or counted). */
+void bcache_advise(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
 /* Is block blk of id cached (no check, no counting)? */
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
 /* Store block blk of id: len bytes (block_size, or fewer for an object's

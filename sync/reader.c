@@ -55,6 +55,7 @@
 #define SPARE_MAX    2u                  /* range buffers kept for reuse */
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
 #define CHECKED_KEEP 4u                  /* checked blocks kept open */
+#define ADVISE_AHEAD 4u                  /* blocks read from disk ahead */
 
 /* ---------- the pool: bounds across readers ---------- */
 
@@ -189,6 +190,7 @@ struct reader {
 		uint64_t blk, tick;
 		struct bcache_ref ref;   /* CHK_SET: ours, closed when replaced */
 	} chk[CHECKED_KEEP];
+	uint64_t advised;        /* the last block bcache_advise()d */
 };
 
 /* Bump counter field of r's counters by n (none when r has none). */
@@ -842,11 +844,22 @@ ssize_t reader_read_refs(struct reader *r, size_t len, uint64_t off,
 						(size_t)(to - from) };
 	}
 	pthread_mutex_lock(&r->lock);
-	if (!seq_near(r, off))
+	bool seq = seq_near(r, off);
+	if (seq)
+		r->seq_run += len;
+	if (!seq || off + len > r->next_seq_off)
 		r->next_seq_off = off + len;
-	else if ((r->seq_run += len, off + len > r->next_seq_off))
-		r->next_seq_off = off + len;
+	/* A stream: the disk starts on the next blocks while these go. */
+	uint64_t from = r->advised > last ? r->advised + 1 : last + 1;
+	uint64_t to = last + ADVISE_AHEAD;
+	if (to * r->bs >= r->size)
+		to = (r->size - 1) / r->bs;
+	if (seq && from <= to)
+		r->advised = to;
 	pthread_mutex_unlock(&r->lock);
+	const struct bcache_id id = { r->bucket, r->key, r->etag };
+	for (uint64_t b = from; seq && b <= to; b++)
+		bcache_advise(r->bc, &id, b);
 	*n = k;
 	return (ssize_t)len;
 }
