@@ -43,7 +43,6 @@
 struct bcache;
 struct pins;
 struct reader_pool;
-struct reader_ref;
 struct core;
 struct core_dir;
 struct core_file;
@@ -213,12 +212,6 @@ int  core_symlink(struct core *c, uint64_t parent, const char *name,
 		  const char *target, const struct core_who *who, struct core_entry *e);
 ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		  off_t off);
-/* core_read's bytes left where they are when the burst buffer holds them
- * (object descriptors of session and eventual views, no staged copy): *n
- * pieces in out (each descriptor the caller's to close) and the count;
- * -EAGAIN: use core_read. */
-ssize_t core_read_refs(struct core *c, struct core_file *f, size_t len, off_t off,
-		       struct reader_ref *out, unsigned max, unsigned *n);
 ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
 		   size_t len, off_t off);
 int  core_flush(struct core *c, struct core_file *f);   /* close: a commit point */

@@ -521,24 +521,6 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 				(uint64_t)off);
 }
 
-ssize_t core_read_refs(struct core *c, struct core_file *f, size_t len, off_t off,
-		       struct reader_ref *out, unsigned max, unsigned *n)
-{
-	*n = 0;
-	if (f->kind != FILE_OBJECT || f->of)
-		return -EAGAIN;
-	struct ofile *of = core_ofile_find(c, f->ino, true);
-	if (of) {
-		core_ofile_put(c, of);   /* our own writes: the staged copy */
-		return -EAGAIN;
-	}
-	ssize_t got = vis_version_read_refs(f->ver, core_view_policy(c, file_view(c, f)),
-					    len, (uint64_t)off, out, max, n);
-	if (got >= 0)
-		stats_inc(&c->ctr.read);
-	return got;
-}
-
 static ssize_t control_write(struct core *c, struct core_file *f, const char *buf,
 			     size_t len)
 {

@@ -208,7 +208,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 		abs[0] = '\0';
 
 	char *argv[] = { "facetfs", "-o",
-			 "fsname=facetfs,subtype=facetfs,default_permissions,max_read=" FS_MAX_READ_STR,
+			 "fsname=facetfs,subtype=facetfs,default_permissions",
 			 fuse_opts ? "-o" : NULL, (char *)fuse_opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(fuse_opts ? 5 : 3, argv);
 	fs_ops_init(&fs->real);

@@ -31,12 +31,6 @@
 
 #define FS_TIMEOUT 3600.0   /* entry/attr timeout; made correct by invalidation */
 #define FS_READAHEAD (1024u * 1024)  /* kernel read-ahead asked for (and set) */
-/* The largest read the kernel sends. A reply spliced from a block file
- * goes through a pipe that must hold it whole with its header, and a pipe
- * grows to 1 MiB (fs.pipe-max-size) without CAP_SYS_RESOURCE: half of the
- * read-ahead window, so each window is two reads, aligned on 1 MiB blocks. */
-#define FS_MAX_READ (512u * 1024)
-#define FS_MAX_READ_STR "524288"
 
 /* Pending kernel-cache invalidations, done by the notifier thread. */
 struct inval_job {

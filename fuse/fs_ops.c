@@ -5,14 +5,11 @@
  */
 #include "fuse/fs_int.h"
 
-#include "sync/reader.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 static struct core_file *file_of(struct fuse_file_info *fi)
 {
@@ -294,62 +291,17 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-/* Pieces of one read answered from block files (a read spans at most
- * max_read / block size + 1 blocks: 2 with the default 1 MiB blocks). */
-#define READ_REFS_MAX 17u
-
-/* Answer a read with bytes of block files: spliced into the reply when
- * the kernel takes it (FUSE_CAP_SPLICE_WRITE), else read by libfuse. */
-static void reply_refs(fuse_req_t req, const struct reader_ref *refs, unsigned n)
-{
-	if (n == 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	/* struct fuse_bufvec ends in buf[1]: room for n */
-	struct fuse_bufvec *v = calloc(1, sizeof *v + (n - 1) * sizeof v->buf[0]);
-	if (!v) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	v->count = n;
-	for (unsigned i = 0; i < n; i++) {
-		struct fuse_buf *f = &v->buf[i];
-		f->size = refs[i].len;
-		f->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		f->fd = refs[i].fd;
-		f->pos = (off_t)refs[i].pos;
-	}
-	fuse_reply_data(req, v, 0);
-	free(v);
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct fs *fs = fs_of(req);
-	struct reader_ref refs[READ_REFS_MAX];
-	unsigned nref = 0;
-	ssize_t n = core_read_refs(fs->core, file_of(fi), size, off, refs,
-				   READ_REFS_MAX, &nref);
-	if (n != -EAGAIN) {
-		if (FS_TRACING(fs))
-			fs_trace_fh(req, TRACE_READ, file_of(fi), (uint64_t)off, size, n);
-		if (n < 0)
-			fuse_reply_err(req, (int)-n);
-		else
-			reply_refs(req, refs, nref);
-		for (unsigned i = 0; i < nref; i++)
-			close(refs[i].fd);
-		return;
-	}
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = core_read(fs->core, file_of(fi), buf, size, off);
+	struct fs *fs = fs_of(req);
+	ssize_t n = core_read(fs->core, file_of(fi), buf, size, off);
 	if (FS_TRACING(fs))
 		fs_trace_fh(req, TRACE_READ, file_of(fi), (uint64_t)off, size, n);
 	if (n < 0)
@@ -528,12 +480,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/* Page cache contents stay until we invalidate them explicitly. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-	/* Reads the burst buffer answers move from the block file to the
-	 * kernel by splice (op_read), not through a buffer of ours. */
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	conn->max_readahead = FS_READAHEAD;
-	conn->max_read = FS_MAX_READ;    /* and -o max_read (fs.c) */
 }
 
 void fs_ops_init(struct fuse_lowlevel_ops *ops)

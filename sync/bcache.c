@@ -333,17 +333,8 @@ static void hit_learn(struct bcache *bc, const struct bcache_hash *h,
 	bc->n_ready++;
 }
 
-/* How a lookup takes the block's bytes: copied into buf, or (ref not
- * NULL) left in the checked block file for the caller to read. */
-struct take {
-	void *buf;
-	size_t len;
-	uint32_t boff;
-	struct bcache_ref *ref;
-};
-
-static ssize_t block_take(struct bcache *bc, const struct bcache_id *id,
-			  uint64_t blk, const struct take *t)
+ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		    void *buf, size_t len, uint32_t boff)
 {
 	struct bcache_hash h;
 	char rel[BCACHE_NAME_MAX + 4];
@@ -362,11 +353,8 @@ static ssize_t block_take(struct bcache *bc, const struct bcache_id *id,
 		goto miss_counted;
 
 	uint64_t size = 0;
-	ssize_t n = t->ref
-		? bcache_file_open(bc->dir, rel, id, blk * bc->block_size,
-				   bc->block_size, t->ref, &size)
-		: bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
-				   bc->block_size, t->buf, t->len, t->boff, &size);
+	ssize_t n = bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
+				     bc->block_size, buf, len, boff, &size);
 	if (n >= 0) {
 		uint64_t budget = budget_now(bc);
 		pthread_mutex_lock(&bc->mu);
@@ -418,21 +406,6 @@ miss_counted:
 	return -ENOENT;
 }
 
-ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
-		    void *buf, size_t len, uint32_t boff)
-{
-	const struct take t = { .buf = buf, .len = len, .boff = boff };
-	return block_take(bc, id, blk, &t);
-}
-
-int bcache_open_block(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
-		      struct bcache_ref *out)
-{
-	const struct take t = { .ref = out };
-	ssize_t n = block_take(bc, id, blk, &t);
-	return n < 0 ? (int)n : 0;
-}
-
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 {
 	struct bcache_hash h;
@@ -448,19 +421,6 @@ bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 		has = access(path, F_OK) == 0;
 	}
 	return has;
-}
-
-void bcache_advise(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
-{
-	struct bcache_hash h;
-	char path[PATH_MAX];
-	bcache_hash_id(id, &h);
-	path_of(bc, &h, blk, path, sizeof path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return;
-	posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-	close(fd);
 }
 
 /* ---- puts ------------------------------------------------------------- */

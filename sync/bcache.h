@@ -107,22 +107,6 @@ uint32_t bcache_block_size(const struct bcache *bc);
  * removed). Counts a hit or a miss. */
 ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		    void *buf, size_t len, uint32_t boff);
-/* A checked block left on disk: its len data bytes are at pos in fd. */
-struct bcache_ref {
-	int fd;                      /* the caller's to close */
-	uint64_t pos;
-	uint32_t len;
-};
-/* Like bcache_read, but the bytes stay in the block file (the caller
- * reads or splices them from ref->fd, which stays valid after the block
- * is evicted): 0 and *ref, or -ENOENT (counted, removed) as bcache_read.
- * The check reads the data in small pieces, so nothing of the block is
- * copied in full. */
-int  bcache_open_block(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
-		       struct bcache_ref *ref);
-/* Start reading block blk of id from the disk into the page cache, if it
- * is there (a reader about to want it; nothing checked or counted). */
-void bcache_advise(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
 /* Is block blk of id cached (no check, no counting)? */
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
 /* Store block blk of id: len bytes (block_size, or fewer for an object's

@@ -73,13 +73,6 @@ ssize_t bcache_file_read(const char *dir, const char *rel,
 			 uint32_t block_size, void *buf, size_t len,
 			 uint32_t boff, uint64_t *size);
 
-/* Open and check block file DIR/REL as bcache_file_read does, reading the
- * data in small pieces for the check only: 0 and *out (the descriptor is
- * the caller's to close), or the errors of bcache_file_read. */
-int bcache_file_open(const char *dir, const char *rel, const struct bcache_id *id,
-		     uint64_t off, uint32_t block_size, struct bcache_ref *out,
-		     uint64_t *size);
-
 /* One block file found by the start-up listing. */
 struct bcache_found {
 	struct bcache_hash h;

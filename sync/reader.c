@@ -39,7 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define WIN_MIN      (256u * 1024)
 #define WIN_MAX      (8u * 1024 * 1024)
@@ -54,8 +53,6 @@
 #define SYNC_KEEP    4u
 #define SPARE_MAX    2u                  /* range buffers kept for reuse */
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
-#define CHECKED_KEEP 4u                  /* checked blocks kept open */
-#define ADVISE_AHEAD 4u                  /* blocks read from disk ahead */
 
 /* ---------- the pool: bounds across readers ---------- */
 
@@ -163,8 +160,7 @@ struct reader {
 	uint64_t size;
 
 	pthread_mutex_t lock;    /* protects everything below */
-	pthread_cond_t cv;       /* a chunk landed; a helper ended; a block
-	                          * was checked */
+	pthread_cond_t cv;       /* a chunk landed; a helper ended */
 	struct chunk ch[RA_SLOTS];
 	uint64_t tick;
 	unsigned helpers;        /* helper threads running */
@@ -183,14 +179,6 @@ struct reader {
 	char *spare[SPARE_MAX];
 	size_t spare_cap[SPARE_MAX];
 	unsigned n_spare;
-	/* Blocks of the burst buffer checked for reader_read_refs, open,
-	 * each checked once while kept (least recently used replaced). */
-	struct checked {
-		enum { CHK_FREE, CHK_CHECKING, CHK_SET } state;
-		uint64_t blk, tick;
-		struct bcache_ref ref;   /* CHK_SET: ours, closed when replaced */
-	} chk[CHECKED_KEEP];
-	uint64_t advised;        /* the last block bcache_advise()d */
 };
 
 /* Bump counter field of r's counters by n (none when r has none). */
@@ -326,9 +314,6 @@ void reader_close(struct reader *r)
 		if (r->ch[i].state != CH_FREE)
 			chunk_free(r, &r->ch[i]);
 	spares_free(r);
-	for (unsigned i = 0; i < CHECKED_KEEP; i++)
-		if (r->chk[i].state == CHK_SET)
-			close(r->chk[i].ref.fd);
 	pthread_mutex_unlock(&r->lock);
 	if (r->pins) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
@@ -612,10 +597,10 @@ static void chunks_trim(struct reader *r, uint64_t pos)
 /* ---------- reads ---------- */
 
 /* Does a read at off go on a sequential stream? The kernel sends a file's
- * read-ahead as several reads at once (max_read each), which our threads
- * take in any order, and a read waiting for a range does not finish before
- * later ones start: so next_seq_off is the end of the furthest read begun,
- * and a read up to SEQ_BEHIND behind it is still part of the stream. */
+ * read-ahead as several reads at once, which our threads take in any
+ * order, and a read waiting for a range does not finish before later ones
+ * start: so next_seq_off is the end of the furthest read begun, and a read
+ * up to SEQ_BEHIND behind it is still part of the stream. */
 static bool seq_near(const struct reader *r, uint64_t off)
 {
 	return off + SEQ_BEHIND >= r->next_seq_off && off <= r->next_seq_off + SEQ_SLACK;
@@ -735,131 +720,4 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	if (result < 0 && done == 0)
 		return result;
 	return (ssize_t)done;
-}
-
-/* ---------- reads answered from block files ---------- */
-
-/* Block blk checked, as a descriptor of the caller's own: from the kept
- * ones, else opened and checked (then kept; a read that wants a block
- * another read is checking waits for it: the kernel sends the two halves
- * of a read-ahead window at once). -EAGAIN: not in the burst buffer (or it
- * failed its check), or no descriptor (out->fd is -1 then). */
-static int checked_get(struct reader *r, uint64_t blk, struct bcache_ref *out)
-{
-	out->fd = -1;
-	pthread_mutex_lock(&r->lock);
-	struct checked *slot;
-	for (;;) {
-		struct checked *k = NULL;
-		slot = NULL;             /* a free one, else the oldest done */
-		for (unsigned i = 0; i < CHECKED_KEEP; i++) {
-			struct checked *c = &r->chk[i];
-			if (c->state != CHK_FREE && c->blk == blk)
-				k = c;
-			else if (c->state != CHK_CHECKING &&
-				 (!slot || (slot->state == CHK_SET &&
-					    (c->state == CHK_FREE || c->tick < slot->tick))))
-				slot = c;
-		}
-		if (k && k->state == CHK_SET) {
-			out->fd = dup(k->ref.fd);   /* under the lock: k may go */
-			*out = (struct bcache_ref){ out->fd, k->ref.pos, k->ref.len };
-			k->tick = ++r->tick;
-			pthread_mutex_unlock(&r->lock);
-			return out->fd < 0 ? -EAGAIN : 0;
-		}
-		if (!k)
-			break;
-		pthread_cond_wait(&r->cv, &r->lock);   /* k is being checked */
-	}
-	if (slot) {
-		if (slot->state == CHK_SET)
-			close(slot->ref.fd);
-		*slot = (struct checked){ .state = CHK_CHECKING, .blk = blk };
-	}
-	pthread_mutex_unlock(&r->lock);
-
-	const struct bcache_id id = { r->bucket, r->key, r->etag };
-	struct bcache_ref ref;
-	int rc = bcache_open_block(r->bc, &id, blk, &ref);
-	int keep = rc == 0 && slot ? dup(ref.fd) : -1;
-	pthread_mutex_lock(&r->lock);
-	if (slot) {
-		if (keep >= 0) {
-			slot->state = CHK_SET;
-			slot->ref = (struct bcache_ref){ keep, ref.pos, ref.len };
-			slot->tick = ++r->tick;
-		} else {
-			slot->state = CHK_FREE;
-		}
-		pthread_cond_broadcast(&r->cv);
-	}
-	pthread_mutex_unlock(&r->lock);
-	if (rc < 0)
-		return -EAGAIN;
-	*out = ref;
-	return 0;
-}
-
-ssize_t reader_read_refs(struct reader *r, size_t len, uint64_t off,
-			 struct reader_ref *out, unsigned max, unsigned *n)
-{
-	*n = 0;
-	if (!r->bc)
-		return -EAGAIN;
-	if (off >= r->size || len == 0)
-		return 0;
-	if (len > r->size - off)
-		len = (size_t)(r->size - off);
-	uint64_t first = off / r->bs, last = (off + len - 1) / r->bs;
-	if (last - first >= max)
-		return -EAGAIN;
-	/* Once the reader holds a chunk (it met a block the buffer lacks,
-	 * and may be fetching ahead), reader_read serves it: pieces given
-	 * meanwhile would leave its chunks and read-ahead behind, fetching
-	 * twice and wasting what it fetched ahead. */
-	pthread_mutex_lock(&r->lock);
-	for (unsigned i = 0; i < RA_SLOTS; i++) {
-		if (r->ch[i].state != CH_FREE && !r->ch[i].orphan) {
-			pthread_mutex_unlock(&r->lock);
-			return -EAGAIN;
-		}
-	}
-	pthread_mutex_unlock(&r->lock);
-
-	unsigned k = 0;
-	for (uint64_t b = first; b <= last; b++) {
-		uint64_t start = b * r->bs;
-		uint64_t from = b == first ? off - start : 0;
-		uint64_t to = b == last ? off + len - start : r->bs;
-		struct bcache_ref ref;
-		if (checked_get(r, b, &ref) < 0 || to > ref.len) {
-			if (ref.fd >= 0)
-				close(ref.fd);   /* shorter than the index said */
-			while (k)
-				close(out[--k].fd);
-			return -EAGAIN;
-		}
-		out[k++] = (struct reader_ref){ ref.fd, ref.pos + from,
-						(size_t)(to - from) };
-	}
-	pthread_mutex_lock(&r->lock);
-	bool seq = seq_near(r, off);
-	if (seq)
-		r->seq_run += len;
-	if (!seq || off + len > r->next_seq_off)
-		r->next_seq_off = off + len;
-	/* A stream: the disk starts on the next blocks while these go. */
-	uint64_t from = r->advised > last ? r->advised + 1 : last + 1;
-	uint64_t to = last + ADVISE_AHEAD;
-	if (to * r->bs >= r->size)
-		to = (r->size - 1) / r->bs;
-	if (seq && from <= to)
-		r->advised = to;
-	pthread_mutex_unlock(&r->lock);
-	const struct bcache_id id = { r->bucket, r->key, r->etag };
-	for (uint64_t b = from; seq && b <= to; b++)
-		bcache_advise(r->bc, &id, b);
-	*n = k;
-	return (ssize_t)len;
 }

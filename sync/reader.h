@@ -107,22 +107,6 @@ int reader_open(const struct reader_src *src, const char *bucket,
 /* Up to len bytes at off; returns the count (0 at or past the end) or a
  * negative errno (-ESTALE when the object changed, -EIO, -ENOENT). */
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off);
-/* A piece of a read's answer left in a block file of the burst buffer:
- * len bytes at pos in fd (the caller's to close). */
-struct reader_ref {
-	int fd;
-	uint64_t pos;
-	size_t len;
-};
-/* reader_read without copying: when every block of [off, off+len) is in
- * the burst buffer (checked, each once per reader while it keeps it) and
- * the reader has never needed one it lacks (it holds no range in memory),
- * the bytes as *n pieces in out[0..max) and their count (0 at or past the
- * end); -EAGAIN when not (more than max blocks, a block missing or bad,
- * ranges held): reader_read then answers, and does so from then on. Counts
- * as a read of those bytes for sequential detection. */
-ssize_t reader_read_refs(struct reader *r, size_t len, uint64_t off,
-			 struct reader_ref *out, unsigned max, unsigned *n);
 void reader_close(struct reader *r);
 
 #endif

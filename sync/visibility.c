@@ -175,24 +175,6 @@ ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 	return rc < 0 ? rc : read_locked(v, buf, len, off);
 }
 
-ssize_t vis_version_read_refs(struct vis_version *v, enum vis_policy p, size_t len,
-			      uint64_t off, struct reader_ref *out, unsigned max,
-			      unsigned *n)
-{
-	*n = 0;
-	if (vis_read_validates(p))
-		return -EAGAIN;
-	if (p != VIS_EVENTUAL)
-		return reader_read_refs(v->rd, len, off, out, max, n);
-	/* As read_locked: bytes given mark the version served. */
-	pthread_mutex_lock(&v->lock);
-	ssize_t got = reader_read_refs(v->rd, len, off, out, max, n);
-	if (got > 0)
-		atomic_store(&v->served, true);
-	pthread_mutex_unlock(&v->lock);
-	return got;
-}
-
 void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size)
 {
 	pthread_mutex_lock(&v->lock);

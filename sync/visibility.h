@@ -86,13 +86,6 @@ void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx);
  * under commit the HEAD's error, e.g. -ENOENT once the object is deleted). */
 ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 			 size_t len, uint64_t off);
-/* vis_version_read's bytes left in the burst buffer's block files
- * (reader_read_refs): under session and eventual only; -EAGAIN (use
- * vis_version_read) under commit, whose every read validates first, and
- * whenever the reader cannot. */
-ssize_t vis_version_read_refs(struct vis_version *v, enum vis_policy p, size_t len,
-			      uint64_t off, struct reader_ref *out, unsigned max,
-			      unsigned *n);
 /* The ETag the descriptor reads now (copied into out) and, size not
  * NULL, that version's size. */
 void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size);

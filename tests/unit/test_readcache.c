@@ -2,8 +2,7 @@
  * test_readcache.c — the burst buffer's read side over the fake S3 (with
  * the fault wrapper counting requests) and a real block cache in a
  * temporary directory: readers storing and reusing blocks, pins keeping a
- * replaced version's blocks for its readers, reads answered as pieces
- * of checked block files (reader_read_refs), the eventual policy's open
+ * replaced version's blocks for its readers, the eventual policy's open
  * without HEAD and its move on a 412, and warm on arrival.
  */
 #define UNIT_WITH_MD5
@@ -13,7 +12,6 @@
 #include "common/s3.h"
 #include "common/stats.h"
 #include "sync/bcache.h"
-#include "sync/bcache_int.h"
 #include "sync/pins.h"
 #include "sync/reader.h"
 #include "sync/s3_fake.h"
@@ -21,9 +19,7 @@
 #include "sync/visibility.h"
 #include "sync/warm.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,115 +149,6 @@ static void test_reader_blocks(void)
 	      !memcmp(buf, d + 3 * BS + 17, sizeof buf) && gets(&b) == g,
 	      "a random read inside a cached block: no GET");
 	reader_close(r);
-	free(d);
-	bed_free(&b);
-}
-
-/* Bytes the pieces of reader_read_refs hold; 1 if they are want. */
-static int refs_hold(const struct reader_ref *ref, unsigned n, const char *want, size_t len)
-{
-	char *buf = malloc(len + 1);
-	size_t done = 0;
-	for (unsigned i = 0; i < n; i++) {
-		if (done + ref[i].len > len ||
-		    pread(ref[i].fd, buf + done, ref[i].len, (off_t)ref[i].pos) !=
-		    (ssize_t)ref[i].len)
-			break;
-		done += ref[i].len;
-	}
-	int ok = done == len && memcmp(buf, want, len) == 0;
-	free(buf);
-	return ok;
-}
-
-static void refs_close(struct reader_ref *ref, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		close(ref[i].fd);
-}
-
-static unsigned fds_open(void)
-{
-	unsigned n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
-}
-
-static void test_reader_refs(void)
-{
-	struct bed b;
-	bed_init(&b);
-	size_t n = 5 * BS + 1234;
-	char *d = pattern(n, 3), etag[33];
-	put(&b, "o", d, n, etag);
-	unsigned fds0 = fds_open();
-	struct reader *r;
-	struct reader_ref ref[8];
-	unsigned k = 99;
-	reader_open(&b.src, "b", "o", etag, n, &r);
-	CHECK(reader_read_refs(r, 2 * BS, 0, ref, 8, &k) == -EAGAIN && k == 0,
-	      "refs: nothing cached: EAGAIN");
-	reader_close(r);
-	CHECK(read_all(&b, "o", etag, d, n), "refs: the object read (and cached)");
-	uint64_t g = gets(&b);
-	struct bcache_counters c0, c1;
-	bcache_counters(b.bc, &c0);
-
-	reader_open(&b.src, "b", "o", etag, n, &r);
-	ssize_t got = reader_read_refs(r, 3 * BS + 100, 17, ref, 8, &k);
-	CHECK(got == (ssize_t)(3 * BS + 100) && k == 4 && refs_hold(ref, k, d + 17, 3 * BS + 100),
-	      "refs: a read over 4 blocks as 4 pieces with its bytes (%zd, %u)", got, k);
-	refs_close(ref, k);
-	got = reader_read_refs(r, BS, 17, ref, 8, &k);
-	CHECK(got == (ssize_t)BS && k == 2 && refs_hold(ref, k, d + 17, BS),
-	      "refs: the same blocks again");
-	refs_close(ref, k);
-	bcache_counters(b.bc, &c1);
-	CHECK(c1.hits - c0.hits == 4 && gets(&b) == g,
-	      "refs: each block checked once per reader (%llu hits), no GET",
-	      (unsigned long long)(c1.hits - c0.hits));
-	got = reader_read_refs(r, 100000, 5 * BS + 1000, ref, 8, &k);
-	CHECK(got == 234 && k == 1 && refs_hold(ref, k, d + 5 * BS + 1000, 234),
-	      "refs: the short last block, cut at the end (%zd)", got);
-	refs_close(ref, k);
-	CHECK(reader_read_refs(r, 10, n, ref, 8, &k) == 0 && k == 0, "refs: at the end: 0");
-	CHECK(reader_read_refs(r, 3 * BS, 0, ref, 2, &k) == -EAGAIN && k == 0,
-	      "refs: more blocks than pieces allowed: EAGAIN");
-	reader_close(r);
-
-	/* A block that fails its check: not given, counted, then fetched. */
-	const struct bcache_id id = { "b", "o", etag };
-	struct bcache_hash h;
-	char rel[BCACHE_NAME_MAX + 4], path[4096];
-	bcache_hash_id(&id, &h);
-	bcache_name_format(&h, 2, rel);
-	snprintf(path, sizeof path, "%s/%s", b.dir, rel);
-	int fd = open(path, O_RDWR);
-	char byte;
-	CHECK(fd >= 0 && pread(fd, &byte, 1, 5000) == 1, "refs: block 2's file is there");
-	byte ^= 0x5a;
-	if (fd >= 0 && pwrite(fd, &byte, 1, 5000) != 1)
-		CHECK(0, "refs: flip a byte of block 2");
-	if (fd >= 0)
-		close(fd);
-	reader_open(&b.src, "b", "o", etag, n, &r);
-	CHECK(reader_read_refs(r, BS, 2 * BS, ref, 8, &k) == -EAGAIN && k == 0,
-	      "refs: a corrupt block is not given");
-	bcache_counters(b.bc, &c1);
-	CHECK(c1.corrupt == c0.corrupt + 1, "… and counted corrupt");
-	char *buf = malloc(BS);
-	CHECK(reader_read(r, buf, BS, 2 * BS) == (ssize_t)BS && !memcmp(buf, d + 2 * BS, BS) &&
-	      gets(&b) == g + 1, "… reader_read then fetches it (one GET)");
-	/* Bytes a chunk of the reader holds are not given as pieces. */
-	CHECK(reader_read_refs(r, 100, 2 * BS + 5, ref, 8, &k) == -EAGAIN,
-	      "refs: a range a chunk holds: EAGAIN");
-	reader_close(r);
-	free(buf);
-	CHECK(fds_open() == fds0, "refs: no descriptor left open (%u, was %u)", fds_open(), fds0);
 	free(d);
 	bed_free(&b);
 }
@@ -492,7 +379,6 @@ static void test_warm(void)
 int main(void)
 {
 	test_reader_blocks();
-	test_reader_refs();
 	test_pins();
 	test_eventual();
 	test_eventual_race();
