@@ -10,6 +10,7 @@
 #include "gateway/metrics_text.h"
 #include "gateway/trace_ctl.h"
 #include "common/trace.h"
+#include "common/lockfile.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
@@ -64,6 +65,7 @@ struct gateway {
 	struct scanner *scan;
 	struct stage *stage;
 	struct bcache *bc;           /* the burst buffer's clean blocks */
+	int cache_lock_fd;           /* cache.dir/lock held (-1: none) */
 	struct pins *pins;           /* versions open readers hold */
 	struct reader_pool *rpool;   /* read-ahead bounds across readers */
 	struct warm *warm;           /* warm on arrival */
@@ -631,6 +633,14 @@ static int open_cache(struct gateway *gw)
 		log_error("cache.dir %s: %s", gw->cfg.cache_dir, strerror(-rc));
 		return rc;
 	}
+	/* One gateway per cache.dir, staging and blocks alike; the lock is
+	 * on the top directory, so removing blocks/ (its own lock goes with
+	 * it) does not let a second gateway in. */
+	if ((rc = lockfile_take(gw->cfg.cache_dir, "cache.dir", &gw->cache_lock_fd,
+				err, sizeof err)) < 0) {
+		log_error("%s", err);
+		return rc;
+	}
 	struct bcache_conf bc = {
 		.dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
 		.block_size = gw->cfg.cache_block_size,
@@ -785,6 +795,9 @@ static void gateway_stop(struct gateway *gw)
 	gw->rpool = NULL;
 	bcache_close(gw->bc);
 	gw->bc = NULL;
+	if (gw->cache_lock_fd >= 0)      /* after staging and blocks let go */
+		close(gw->cache_lock_fd);
+	gw->cache_lock_fd = -1;
 	index_close(gw->ix);
 	creds_renewer_free(gw->renew);   /* its SIGHUP thread uses s3 */
 	gw->renew = NULL;
@@ -800,7 +813,7 @@ int gateway_mount(const struct mount_opts *o)
 {
 	/* Absolute: credentials renewal re-reads it after the fork. */
 	char conf_abs[PATH_MAX];
-	struct gateway gw = { .ready_fd = -1, .config_path =
+	struct gateway gw = { .ready_fd = -1, .cache_lock_fd = -1, .config_path =
 		realpath(o->config_path, conf_abs) ? conf_abs : o->config_path };
 	stats_init(&gw.st);
 	viewset_slot_init(&gw.views, NULL);

@@ -38,6 +38,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/lockfile.h"
 #include "common/log.h"
 #include "common/stats.h"
 
@@ -701,43 +702,6 @@ static void *list_main(void *arg)
 }
 
 /* Take DIR/lock (exclusive, for the life of the cache) and write our pid. */
-static int dir_lock(const char *dir, int *fd_out, char *err, size_t errlen)
-{
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/lock", dir);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int rc = -errno;
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(-rc));
-		return rc;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB)) {
-		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		char pid[32] = "";
-		ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
-		pid[r > 0 ? r : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		if (rc == -EBUSY)
-			snprintf(err, errlen, "cache dir %s is used by another "
-				 "gateway (pid %s)", dir, pid[0] ? pid : "unknown");
-		else
-			snprintf(err, errlen, "cannot lock %s: %s", path,
-				 strerror(-rc));
-		close(fd);
-		return rc;
-	}
-	char pid[32];
-	int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)n, 0) != n) {
-		int rc = -errno;
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
-		close(fd);
-		return rc;
-	}
-	*fd_out = fd;
-	return 0;
-}
-
 static int conf_check(const struct bcache_conf *conf, char *err, size_t errlen)
 {
 	uint32_t b = conf->block_size;
@@ -789,7 +753,7 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	atomic_init(&bc->stop, false);
 	atomic_init(&bc->tmp_seq, 0);
 	atomic_init(&bc->logged, 0);
-	rc = dir_lock(bc->dir, &bc->lock_fd, err, errlen);
+	rc = lockfile_take(bc->dir, "cache dir", &bc->lock_fd, err, errlen);
 	if (rc)
 		goto fail_mem;
 	pthread_mutex_init(&bc->mu, NULL);

@@ -173,16 +173,37 @@ fi
 # ---- 7. one gateway per cache dir ----
 mkdir -p "$T/mnt2"
 gw_config "$T/gw2.json" "$T/state2" "$T/views" "" "" "" 8MiB "$T/state/cache" 256KiB
-rc=0
-"$FACETFS" mount -c "$T/gw2.json" "$T/mnt2" >"$T/second.out" 2>&1 || rc=$?
-if ((rc != 0)) && ! is_mounted "$T/mnt2"; then ok "a second gateway on the same cache dir is refused ($rc)"; else not_ok "a second gateway on the same cache dir is refused"; fi
+# second_refused OUT: a second gateway on the same cache dir exits with an
+# error (its output in OUT) and mounts nothing; one that mounts after all
+# is unmounted and stopped by its PID here.
+second_done() { ! pid_alive "$1" || is_mounted "$T/mnt2"; }
+second_refused() {
+	local pid rc
+	"$FACETFS" mount -c "$T/gw2.json" "$T/mnt2" -f </dev/null >"$1" 2>&1 &
+	pid=$!
+	wait_for 20 second_done "$pid"
+	if pid_alive "$pid"; then
+		is_mounted "$T/mnt2" && { fusermount3 -u "$T/mnt2" 2>/dev/null || umount -l "$T/mnt2"; }
+		kill -TERM "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		return 1
+	fi
+	wait "$pid"
+	rc=$?
+	((rc != 0)) && ! is_mounted "$T/mnt2"
+}
+check "a second gateway on the same cache dir is refused" second_refused "$T/second.out"
 check "… saying why" grep -q "another gateway" "$T/second.out"
 
-# ---- 8. the cache directory removed while mounted (after 7: its lock goes too) ----
+# ---- 8. the blocks directory removed while mounted (after 7: its own lock goes too,
+# cache.dir's stays) ----
 rm -rf "$T/state/cache/blocks"
 drop_caches
 check "blocks/ removed while mounted: a read is still right" cmp -s "$M/sess/big2" "$T/big2"
 check "… and blocks are stored again" test -n "$(find "$T/state/cache/blocks" -type f -name '*-*' 2>/dev/null | head -1)"
+check "blocks/ (and its lock) removed: a second gateway on the cache dir is still refused" \
+	second_refused "$T/second2.out"
+check "… saying why" grep -q "another gateway" "$T/second2.out"
 stop_gateway A
 
 # ---- 9. the cache on a small full file system ----
