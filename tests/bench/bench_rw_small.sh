@@ -10,7 +10,8 @@
 # files/s per tool (median (min-max) over REPEAT passes), the load average
 # of each pass, and per facetfs file: fsync/fdatasync calls
 # (staging.syncs), FUSE lookups+getattrs, gateway CPU ms. One object of
-# each copy is compared with its source.
+# each copy is compared with its source. Then the bound of one stream: 64
+# KiB PUTs one at a time through our S3 client alone, and on 10 threads.
 # Uses from bench_rw.sh: B, T, M, S3TOOL, AWS, REPEAT, rec/fig/summary/rate/
 # stats, gw_config, gw_start, views_ready, bench_*.
 
@@ -110,6 +111,22 @@ done
 bench_peer_stop s3fs
 bench_peer_stop rclone
 
+# The bound of one stream: 200 PUTs of 64 KiB one after another through our
+# own S3 client (s3tool batch: one connection, no mount), next to the same
+# on 10 threads; files/s of `cp -r` cannot pass the first (close returns
+# once S3 has the object), aws' 10 streams meet the second.
+for r in $(seq 1 "$REPEAT"); do
+	for n in 1 10; do
+		t0=$(now_ns)
+		for i in $(seq 1 200); do printf 'put\tbound/%s-%s\t65536\t-\t-\n' "$n" "$i"; done |
+			"$S3TOOL" batch -n "$n" "$B" >/dev/null || bench_die "s3tool batch -n $n"
+		t1=$(now_ns)
+		rec "small.put$n" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", 200 / ((b - a) / 1e9) }')"
+		"$AWS" --endpoint-url "$S3_URL" s3 rm --recursive --quiet "s3://$B/bound/" ||
+			bench_die "cannot delete bound/"
+	done
+done
+
 for who in "${tools[@]}"; do
 	case $who in
 	power) what="facetfs cp -r, cache.durability power" ;;
@@ -135,4 +152,6 @@ done
 cat "$T/figs.small" >>"$T/figs"
 fig "facetfs power / aws (same pass)" small.power.vs_aws ">= 1x"
 fig "facetfs process / aws (same pass)" small.process.vs_aws ">= 1x"
+fig "  bound: 64 KiB PUTs one at a time, our client alone, PUTs/s" small.put1 ""
+fig "  the same on 10 threads, PUTs/s" small.put10 ""
 gw_stop rwproc
