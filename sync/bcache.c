@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/lockfile.h"
@@ -701,7 +700,6 @@ static void *list_main(void *arg)
 	return NULL;
 }
 
-/* Take DIR/lock (exclusive, for the life of the cache) and write our pid. */
 static int conf_check(const struct bcache_conf *conf, char *err, size_t errlen)
 {
 	uint32_t b = conf->block_size;

@@ -532,6 +532,35 @@ static void test_random_stops(void)
 	bed_free(&b);
 }
 
+/* The kernel sends a file's read-ahead as several reads at once and our
+ * threads take them in any order: a read that lags 3 MiB behind the
+ * furthest one is still the stream's (reader.c seq_near), so read-ahead
+ * goes on and nothing it fetched is wasted. */
+static void test_out_of_order(void)
+{
+	struct bed b;
+	bed_init(&b, 24 * MIB);
+	struct reader_pool *p = pool_of(4, 64 * MIB, 16, 256 * MIB);
+	struct reader *r = bed_reader_pool(&b, p);
+	bool ok = true;
+	for (uint64_t off = 0; off < 7 * MIB && ok; off += 512 * KIB)
+		if (off != 4 * MIB)
+			ok = read_ok(&b, r, off, 512 * KIB);
+	ok = ok && read_ok(&b, r, 4 * MIB, 512 * KIB);      /* the late one */
+	for (uint64_t off = 7 * MIB; off < b.size && ok; off += 512 * KIB)
+		ok = read_ok(&b, r, off, 512 * KIB);
+	CHECK(ok, "out of order: every byte as in S3");
+	reader_close(r);
+	CHECK(stats_value(&b.st, "readahead", "wasted_bytes") == 0 &&
+	      stats_value(&b.st, "readahead", "ranges") >= 3,
+	      "out of order: a read 3 MiB behind does not stop read-ahead (%llu ranges, "
+	      "%llu bytes wasted)",
+	      (unsigned long long)stats_value(&b.st, "readahead", "ranges"),
+	      (unsigned long long)stats_value(&b.st, "readahead", "wasted_bytes"));
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
 static void test_close_inflight(void)
 {
 	struct bed b;
@@ -575,6 +604,7 @@ int main(void)
 	test_fail_midstream();
 	test_changed_midstream();
 	test_random_stops();
+	test_out_of_order();
 	test_close_inflight();
 	return unit_exit();
 }
