@@ -95,6 +95,27 @@ void stage_name(uint64_t id, const char *ext, char out[32])
 	snprintf(out, 32, "%016" PRIx64 "%s", id, ext);
 }
 
+/* Put the written tmp in place of name, atomically. A rename onto an
+ * existing file makes ext4 (auto_da_alloc) start writing the new file out,
+ * and the journal's unlink after the PUT then waits for that write: 0.3-0.5
+ * ms per small file here (2026-11-25). Exchanging the two names does not,
+ * so a journal that exists is exchanged with tmp (which then holds the old
+ * text: removed; a crash before that leaves a .jnl.tmp, which recovery
+ * removes), and only a first journal (or a file system without
+ * RENAME_EXCHANGE) is renamed. */
+static int jnl_install(struct stage *st, const char *tmp, const char *name)
+{
+	if (renameat2(st->dir_fd, tmp, st->dir_fd, name, RENAME_EXCHANGE) == 0) {
+		if (unlinkat(st->dir_fd, tmp, 0) != 0)
+			log_warn("stage: cannot remove %s/%s: %s", st->dir, tmp,
+				 strerror(errno));
+		return 0;
+	}
+	if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	return renameat(st->dir_fd, tmp, st->dir_fd, name) == 0 ? 0 : -errno;
+}
+
 int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 {
 	char *text = NULL;
@@ -162,8 +183,8 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 		off += (size_t)n;
 	}
 	err = stage_sync(st, fd, false);
-	if (!err && renameat(st->dir_fd, tmp, st->dir_fd, name) != 0)
-		err = -errno;
+	if (!err)
+		err = jnl_install(st, tmp, name);
 	if (!err)
 		err = stage_sync(st, st->dir_fd, false);
 out:

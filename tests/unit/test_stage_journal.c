@@ -138,6 +138,11 @@ static void test_small_file(enum stage_durability d)
 	      syncs(st) - s0 == (d == STAGE_DURABLE_POWER ? 2 : 0),
 	      "%s: set_meta rewrites the journal ('%s', %llu syncs)", dname[d], v,
 	      (unsigned long long)(syncs(st) - s0));
+	/* The rewrite exchanges the new text with the old journal (no rename
+	 * onto it: see jnl_install) and removes the old text. */
+	CHECK(count_files(dir, ".jnl") == 1 && count_files(dir, ".jnl.tmp") == 0,
+	      "%s: one journal after the rewrite, no temporary left (%d, %d)",
+	      dname[d], count_files(dir, ".jnl"), count_files(dir, ".jnl.tmp"));
 	CHECK(stage_file_commit(f, NULL) == 0 && obj_is(&t, "meta", "x", 1),
 	      "%s: second file committed", dname[d]);
 	stage_file_release(f);
