@@ -484,10 +484,13 @@ int core_flush(struct core *c, struct core_file *f)
 
 int core_fsync(struct core *c, struct core_file *f)
 {
-	/* Under `session` fsync is not a visibility point. */
-	if (f->writable && vis_fsync_commits(core_view_policy(c, file_view(c, f))))
+	if (!f->writable)
+		return 0;
+	if (vis_fsync_commits(core_view_policy(c, file_view(c, f))))
 		return core_ofile_commit(c, f->of);
-	return 0;
+	/* Not a visibility point: the staged bytes made durable here (under
+	 * cache.durability "power"). */
+	return stage_file_sync(f->of->sf);
 }
 
 static ssize_t read_text(struct core_file *f, void *buf, size_t len, off_t off)

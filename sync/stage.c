@@ -688,6 +688,20 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	return 0;
 }
 
+int stage_file_sync(struct stage_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	bool journaled = f->js != STAGE_JS_NONE;
+	pthread_mutex_unlock(&f->lock);
+	if (!journaled)
+		return 0;    /* nothing written since the last commit */
+	int err = stage_sync(f->st, f->fd, true);
+	if (err)
+		log_error("stage: fdatasync of %s/%s (fsync): %s", f->bucket,
+			  f->key, strerror(-err));
+	return err ? -EIO : 0;
+}
+
 int stage_file_commit(struct stage_file *f, char etag_out[72])
 {
 	struct stage *st = f->st;

@@ -24,7 +24,7 @@
  *   ID.data     the bytes of one staged file (ID: 16 hex digits)
  *   ID.jnl      its journal: bucket, key, metadata, a state and the id of
  *               a multipart upload that exists, replaced atomically
- *               (write to ID.jnl.tmp, rename) at each change
+ *               (write to ID.jnl.tmp, exchange or rename) at each change
  *   durability  the setting and boot of the run that wrote the journals
  *   recovered/  staged data found after a crash that was never committed
  * Durability (stage_conf.durability): POWER fsyncs each journal before
@@ -213,6 +213,13 @@ bool stage_file_streaming(struct stage_file *f);
 /* The object the next upload goes to (rename while open); makes it dirty. */
 int  stage_file_rename(struct stage_file *f, const char *bucket,
 		       const char *key);
+
+/* fsync(2) of a file that it does not publish (`session`, `eventual`):
+ * under POWER, written data made durable on the local disk (fdatasync; its
+ * "dirty" journal was synced when written), so a power loss keeps those
+ * bytes for recovered/; under PROCESS nothing (counted in neither). 0 or
+ * -EIO (logged). */
+int  stage_file_sync(struct stage_file *f);
 
 /* Commit point. Uploads the file whole if dirty; 0 only when S3 has it,
  * with etag_out (may be NULL) = the ETag of the uploaded (or filled) data.

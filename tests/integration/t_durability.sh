@@ -5,6 +5,8 @@
 # closed goes to recovered/, data whose commit had begun (close got EIO
 # while RGW was down) is uploaded at the restart. Then the same staging
 # directory under "power": trusted (same boot), 6 fsyncs per small file.
+# An fsync in this session view publishes nothing; it syncs the staged
+# data under "power" (1 call) and nothing under "process".
 # (A power loss cannot be made here: the unit test test_stage_journal
 # covers the reboot rule with a rewritten boot id.)
 . "$(dirname "$0")/../lib/common.sh"
@@ -23,6 +25,24 @@ done
 M=$T/mnt
 STG=$T/state/cache/staging
 in_s3() { "$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/w/$1" -; }
+# fsync_syncs NAME: write NAME, fsync it, close it; prints the
+# staging.syncs the fsync alone made (a session view: fsync publishes
+# nothing, it only makes the staged bytes durable under "power").
+fsync_syncs() {
+	python3 - "$M/w/$1" "$M/.facetfs/stats" <<'PY'
+import json, os, sys
+def syncs():
+    with open(sys.argv[2]) as f:
+        return json.load(f)["staging"]["syncs"]
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"y" * 4096)
+a = syncs()
+os.fsync(fd)
+b = syncs()
+os.close(fd)
+print(b - a)
+PY
+}
 
 start_gateway A "$T/process.json" "$M" || { not_ok "gateway starts (process)"; exit 1; }
 check_eq "stats name the setting" process "$(stat_field "$M" .staging.durability)"
@@ -37,6 +57,7 @@ check_eq "no fsync or fdatasync while staging them" "$s0" "$(stat_field "$M" .st
 n=$("$AWS" --endpoint-url "$S3_URL" s3 ls "s3://$B/w/cp/" | wc -l)
 check_eq "S3 lists the 50 objects when cp returns" 50 "$n"
 check "their bytes (f17)" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet 's3://$B/w/cp/f17' - | cmp -s - '$T/src/f17'"
+check_eq "fsync of a written file: no sync call under process" 0 "$(fsync_syncs fs-proc)"
 
 # ---- kill -9: written and never closed; commit begun (EIO, RGW down) ----
 mkfifo "$T/go"
@@ -92,4 +113,8 @@ s0=$(stat_field "$M" .staging.syncs)
 check "cp -r of 50 x 64 KiB" cp -r "$T/src" "$M/w/cp2"
 check_eq "6 fsync/fdatasync calls per small file" 300 $(( $(stat_field "$M" .staging.syncs) - s0 ))
 check "their bytes (f33)" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet 's3://$B/w/cp2/f33' - | cmp -s - '$T/src/f33'"
+check_eq "fsync of a written file: its data synced under power (1 call)" 1 \
+	"$(fsync_syncs fs-power)"
+head -c 4096 /dev/zero | tr '\0' y >"$T/y4k"
+check "after its close S3 has it" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet 's3://$B/w/fs-power' - | cmp -s - '$T/y4k'"
 stop_gateway A; check_eq "stops cleanly (power)" 0 "$?"

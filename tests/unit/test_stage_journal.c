@@ -1,7 +1,8 @@
 /*
  * test_stage_journal.c — the staging journal under both durability
  * settings (sync/stage.h, cache.durability): the fsyncs a small file costs
- * (staging.syncs: 6 under POWER, 0 under PROCESS), what the journal holds
+ * (staging.syncs: 6 under POWER, 0 under PROCESS), an fsync that does not
+ * commit (1 / 0), what the journal holds
  * at each step (the commit's own metadata is not journaled before the
  * "commit" journal), the crash rule after a real SIGKILL of a child process
  * under each setting (same outcome), and the distrust of a PROCESS run's
@@ -131,6 +132,13 @@ static void test_small_file(enum stage_durability d)
 	 * it in recovered/.journal), under both settings. */
 	CHECK(stage_file_new(st, "bk", "meta", m1, 1, NULL, &f) == 0 &&
 	      stage_file_pwrite(f, "x", 1, 0) == 1, "%s: second file written", dname[d]);
+	/* fsync(2) under `session` (no commit): the data is made durable
+	 * under POWER only (its journal was synced at the write). */
+	s0 = syncs(st);
+	CHECK(stage_file_sync(f) == 0 &&
+	      syncs(st) - s0 == (d == STAGE_DURABLE_POWER ? 1 : 0),
+	      "%s: fsync of a written file: %llu sync calls (want %d)", dname[d],
+	      (unsigned long long)(syncs(st) - s0), d == STAGE_DURABLE_POWER ? 1 : 0);
 	s0 = syncs(st);
 	CHECK(stage_file_set_meta(f, m2, 2, NULL) == 0, "%s: set_meta", dname[d]);
 	jnl_meta(f, "mtime", v, sizeof v);
@@ -145,6 +153,9 @@ static void test_small_file(enum stage_durability d)
 	      dname[d], count_files(dir, ".jnl"), count_files(dir, ".jnl.tmp"));
 	CHECK(stage_file_commit(f, NULL) == 0 && obj_is(&t, "meta", "x", 1),
 	      "%s: second file committed", dname[d]);
+	s0 = syncs(st);
+	CHECK(stage_file_sync(f) == 0 && syncs(st) == s0,
+	      "%s: fsync after the commit: nothing to sync", dname[d]);
 	stage_file_release(f);
 	stage_case_end(st, &t, dir);
 }
