@@ -215,7 +215,9 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
 		   size_t len, off_t off);
 int  core_flush(struct core *c, struct core_file *f);   /* close: a commit point */
-int  core_fsync(struct core *c, struct core_file *f);   /* one under `commit` */
+/* fsync: a commit point under `commit`; otherwise the staged bytes of the
+ * inode (written through this or another descriptor) made durable. */
+int  core_fsync(struct core *c, struct core_file *f);
 void core_release(struct core *c, struct core_file *f);
 /* truncate(2) (f NULL: by path, its own commit point) or ftruncate(2). */
 int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size);

@@ -484,13 +484,17 @@ int core_flush(struct core *c, struct core_file *f)
 
 int core_fsync(struct core *c, struct core_file *f)
 {
-	if (!f->writable)
-		return 0;
-	if (vis_fsync_commits(core_view_policy(c, file_view(c, f))))
+	if (f->writable && vis_fsync_commits(core_view_policy(c, file_view(c, f))))
 		return core_ofile_commit(c, f->of);
 	/* Not a visibility point: the staged bytes made durable here (under
-	 * cache.durability "power"). */
-	return stage_file_sync(f->of->sf);
+	 * cache.durability "power"), also through a read-only descriptor of
+	 * an inode another one writes (`sync FILE` opens it read-only). */
+	if (f->kind != FILE_OBJECT)
+		return 0;
+	struct ofile *of = f->of ? NULL : core_ofile_find(c, f->ino, true);
+	int rc = f->of || of ? stage_file_sync(f->of ? f->of->sf : of->sf) : 0;
+	core_ofile_put(c, of);
+	return rc;
 }
 
 static ssize_t read_text(struct core_file *f, void *buf, size_t len, off_t off)

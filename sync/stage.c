@@ -696,9 +696,9 @@ int stage_file_sync(struct stage_file *f)
 	if (!journaled)
 		return 0;    /* nothing written since the last commit */
 	int err = stage_sync(f->st, f->fd, true);
-	if (err)
-		log_error("stage: fdatasync of %s/%s (fsync): %s", f->bucket,
-			  f->key, strerror(-err));
+	if (err)         /* the id only: a rename may swap the names meanwhile */
+		log_error("stage: fdatasync of staged file %016" PRIx64 " in %s "
+			  "(fsync): %s", f->id, f->st->dir, strerror(-err));
 	return err ? -EIO : 0;
 }
 

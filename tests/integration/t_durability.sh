@@ -25,20 +25,24 @@ done
 M=$T/mnt
 STG=$T/state/cache/staging
 in_s3() { "$AWS" --endpoint-url "$S3_URL" s3 cp --quiet "s3://$B/w/$1" -; }
-# fsync_syncs NAME: write NAME, fsync it, close it; prints the
+# fsync_syncs NAME [ro]: write NAME, fsync it (ro: through a second,
+# read-only descriptor, as `sync FILE` does), close it; prints the
 # staging.syncs the fsync alone made (a session view: fsync publishes
 # nothing, it only makes the staged bytes durable under "power").
 fsync_syncs() {
-	python3 - "$M/w/$1" "$M/.facetfs/stats" <<'PY'
+	python3 - "$M/w/$1" "$M/.facetfs/stats" "${2:-rw}" <<'PY'
 import json, os, sys
 def syncs():
     with open(sys.argv[2]) as f:
         return json.load(f)["staging"]["syncs"]
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 os.write(fd, b"y" * 4096)
+rfd = os.open(sys.argv[1], os.O_RDONLY) if sys.argv[3] == "ro" else fd
 a = syncs()
-os.fsync(fd)
+os.fsync(rfd)
 b = syncs()
+if rfd != fd:
+    os.close(rfd)
 os.close(fd)
 print(b - a)
 PY
@@ -115,6 +119,8 @@ check_eq "6 fsync/fdatasync calls per small file" 300 $(( $(stat_field "$M" .sta
 check "their bytes (f33)" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet 's3://$B/w/cp2/f33' - | cmp -s - '$T/src/f33'"
 check_eq "fsync of a written file: its data synced under power (1 call)" 1 \
 	"$(fsync_syncs fs-power)"
+check_eq "fsync through a read-only descriptor of a file written by another: synced too" 1 \
+	"$(fsync_syncs fs-power-ro ro)"
 head -c 4096 /dev/zero | tr '\0' y >"$T/y4k"
 check "after its close S3 has it" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet 's3://$B/w/fs-power' - | cmp -s - '$T/y4k'"
 stop_gateway A; check_eq "stops cleanly (power)" 0 "$?"
