@@ -229,6 +229,7 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "fetched", (double)wc.fetched);
 	stats_write_num(w, "fetched_bytes", (double)wc.fetched_bytes);
 	stats_write_num(w, "queued", (double)wc.queued);
+	stats_write_num(w, "unread_bytes", (double)b.warm_bytes);
 	stats_write_num(w, "used", (double)b.warm_used);
 	stats_write_num(w, "wasted", (double)b.warm_wasted);
 	stats_write_num(w, "skipped", (double)wc.skipped);

@@ -229,6 +229,7 @@ static void ent_retire(struct bcache *bc, struct ent *e)
 	if (e->warm) {
 		e->warm = false;
 		bc->c.warm_blocks--;
+		bc->c.warm_bytes -= e->charge;
 		bc->c.warm_wasted++;
 	}
 }
@@ -313,6 +314,7 @@ static void hit_promote(struct bcache *bc, struct ent *e, uint64_t budget)
 	if (e->warm) {
 		e->warm = false;
 		bc->c.warm_blocks--;
+		bc->c.warm_bytes -= e->charge;
 		bc->c.warm_used++;
 	}
 }
@@ -534,6 +536,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	if (flags & BCACHE_WARM) {
 		e->warm = true;
 		bc->c.warm_blocks++;
+		bc->c.warm_bytes += e->charge;
 	}
 	pthread_mutex_unlock(&bc->mu);
 	return 0;

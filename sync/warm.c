@@ -55,7 +55,7 @@ static bool share_used_up(struct warm *w)
 		return false;
 	struct bcache_counters bc;
 	bcache_counters(w->conf.bc, &bc);
-	return bc.warm_blocks * bcache_block_size(w->conf.bc) >= w->conf.max_unread;
+	return bc.warm_bytes >= w->conf.max_unread;
 }
 
 /* Fetch one version into the burst buffer, chunk by chunk, skipping the

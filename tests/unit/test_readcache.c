@@ -351,6 +351,28 @@ static void test_warm(void)
 	warm_counters(w, &k);
 	CHECK(k.skipped == 1, "warm: larger than max_object: skipped");
 	warm_free(w);
+	/* The share counts what warm blocks take, not whole blocks: eight
+	 * objects of 100 bytes fit in a share of four blocks. */
+	wc.max_unread = 4 * BS;
+	wc.queue_max = 16;
+	CHECK(warm_new(&wc, &w) == 0, "warm_new (share)");
+	for (int i = 0; i < 8; i++) {
+		char key[8], es[33];
+		snprintf(key, sizeof key, "s%d", i);
+		char *x = pattern(100, 20 + (unsigned)i);
+		put(&b, key, x, 100, es);
+		free(x);
+		warm_want(w, "b", key, es, 100, 64 * BS);
+	}
+	memset(&k, 0, sizeof k);
+	for (int i = 0; i < 300 && k.fetched + k.skipped + k.failed < 8; i++) {
+		usleep(10000);
+		warm_counters(w, &k);
+	}
+	CHECK(k.fetched == 8 && k.skipped == 0,
+	      "warm: 8 small objects within a share of 4 blocks all fetched (%llu, "
+	      "%llu skipped)", (unsigned long long)k.fetched, (unsigned long long)k.skipped);
+	warm_free(w);
 	/* A backlog drops the oldest: every GET waits, so wants pile up. */
 	wc.threads = 1;
 	wc.queue_max = 2;
