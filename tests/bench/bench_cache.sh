@@ -27,13 +27,23 @@
 #     100 prefix views, fetch.wait.max.ms=1) as it is, with one more view
 #     matching every event (BENCH_WARM_VIEW=cold), and with that view warm
 #     (BENCH_WARM_VIEW=1): the warm cost is the third next to the second.
+#     Those records are synthetic and name objects that do not exist.
+#  5. warm on arrival with real objects: ARRIVE_N (2,000) x 64 KiB PUT by
+#     s3fill (8 threads) into the notified bucket while a fresh gateway
+#     with one `eventual` view over their prefix applies RGW's events,
+#     without and with "warm": true (runs alternating): PUTs/s, events
+#     applied, probes PUT one at a time during the fill timed from the PUT
+#     returning to stat() seeing them, last PUT -> all listed, gateway CPU
+#     per object, warm fetched / skipped / failed and how long after the
+#     last PUT all were fetched.
 #
 # Bed: BED_DIR=DIR (a bed that is up, memstore >= 2 GiB) or none, and the
 # script brings up its own (BED_MEMSTORE_BYTES default 4 GiB, RAM) and
 # stops it. Needs root (drop_caches), s3fs and rclone (Debian packages; a
 # peer that is missing is reported "n/a"). Env: N, BIG_MIB, LOOP_MIB,
 # REPEAT (passes per figure, default 3), BENCH_CACHE_EVENTS (300,000),
-# ONLY (default "small big evict events": the sections to run), KEEP_TMP=1.
+# ARRIVE_N (2,000), ONLY (default "small big evict events arrive": the
+# sections to run), KEEP_TMP=1.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 N=${N:-200}
@@ -42,8 +52,9 @@ BIG_MIB=${BIG_MIB:-512}
 LOOP_MIB=${LOOP_MIB:-256}
 REPEAT=${REPEAT:-3}
 EVENTS=${BENCH_CACHE_EVENTS:-300000}
+ARRIVE_N=${ARRIVE_N:-2000}
 OWN_BED=
-want() { [[ " ${ONLY:-small big evict events} " == *" $1 "* ]]; }
+want() { [[ " ${ONLY:-small big evict events arrive} " == *" $1 "* ]]; }
 
 # shellcheck source=tests/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
@@ -372,6 +383,113 @@ for k in "events/s, 100 views, fw=1: total" "events/s, 100 views, fw=1: steady s
 	"idle gateway histogram p50/p99 ms, fw=1"; do
 	bench_figure "$k: no extra view / extra view / extra warm view" "$(evfig 0 "$k") / $(evfig cold "$k") / $(evfig 1 "$k")" ""
 done
+fi
+# ===================== 5. warm on arrival with real objects =====================
+# Objects arriving at the store's own PUT rate through RGW's notifications
+# (not synthetic records): a fresh gateway per run, with one `eventual`
+# view over a fresh prefix, without and with "warm": true, the runs
+# alternating. (A fresh gateway reads the topic from its start, whatever
+# auto.offset.reset says, so its latency histogram mixes in every older
+# event: the latency here is timed from outside, by probes.)
+if want arrive; then
+echo
+bench_say "5. $ARRIVE_N x 64 KiB PUT by s3fill (8 threads) into a notified bucket, an eventual view over them without and with warm (a fresh gateway each run)"
+S3FILL=$FACETFS_BUILD/tests/bench/s3fill
+[[ -x $S3FILL ]] || bench_die "no $S3FILL (ninja -C $FACETFS_BUILD)"
+M5=$T/mnt5
+for r in $(seq 1 "$REPEAT"); do
+	for w in off on; do
+		p=arr$r$w
+		mkdir -p "$T/views5-$p"
+		extra='"visibility": "eventual"'
+		[[ $w == on ]] && extra+=', "warm": true'
+		printf '{ "name": "arr", "bucket": "%s", "match": { "prefix": "%s/" }, "layout": { "strip_prefix": "%s/" }, %s }\n' \
+			"$B" "$p" "$p" "$extra" >"$T/views5-$p/arr.json"
+		gw_config "$T/gw5.json" "$T/state5-$p" "$T/views5-$p" "bench-cache5-$$-$RANDOM" "$KAFKA_TOPIC" 1 1GiB
+		gw_start arrive "$T/gw5.json" "$M5" || bench_die "gateway (arrive $p)"
+		wait_until 60 views_ready "$M5" || bench_die "view of run $p not ready"
+		# The consumer is live once an event of this prefix shows.
+		"$S3TOOL" put "$B" "$p/probe" /etc/hostname >/dev/null || bench_die "probe PUT"
+		wait_until 60 eval '[[ -e $M5/arr/probe ]]' || bench_die "the probe's event never showed ($p)"
+		warm_n() { jq -r '.cache.warm.fetched + .cache.warm.skipped + .cache.warm.failed' "$M5/.facetfs/stats"; }
+		if [[ $w == on ]]; then    # the probe's own warm fetch done first
+			wait_until 60 eval '(( $(warm_n) >= 1 ))' || bench_die "the probe was never warm-fetched ($p)"
+		fi
+		a=($(jq -r '[.s3.get, .events.applied, .cache.warm.fetched, .cache.warm.skipped, .cache.warm.failed] | map(tostring) | join(" ")' "$M5/.facetfs/stats"))
+		pid=$(gw_pid arrive)
+		cpu0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+		t0=$(now_ns)
+		"$S3FILL" "$B" "$p/o" "$ARRIVE_N" --size 65536 --threads 8 >/dev/null &
+		fill=$!
+		# While it runs: probes PUT one at a time, each timed from its PUT
+		# returning to stat() seeing it in the mount.
+		python3 - "$S3TOOL" "$B" "$p" "$M5/arr" "$fill" >"$T/probe5-$p" <<'PY' || bench_die "probes ($p)"
+import os, subprocess, sys, time
+tool, bucket, prefix, mnt, fill = sys.argv[1:6]
+i = 0
+while os.path.exists("/proc/" + fill) and i < 200:
+    name = "q%03d" % i
+    subprocess.run([tool, "put", bucket, prefix + "/" + name, "/etc/hostname"],
+                   check=True, stdout=subprocess.DEVNULL)
+    t = time.monotonic()
+    while not os.path.exists(os.path.join(mnt, name)):
+        if time.monotonic() - t > 30:
+            sys.exit("probe %s not visible after 30 s" % name)
+        time.sleep(0.0005)
+    print("%.1f" % ((time.monotonic() - t) * 1000))
+    i += 1
+    time.sleep(0.1)
+PY
+		wait "$fill" || bench_die "s3fill ($p)"
+		t1=$(now_ns)
+		nprobe=$(wc -l <"$T/probe5-$p")
+		listed() { (( $(ls "$M5/arr" | wc -l) == ARRIVE_N + 1 + nprobe )); }
+		wait_until 120 listed || bench_die "$p: $(ls "$M5/arr" | wc -l) of $((ARRIVE_N + 1 + nprobe)) listed after 120 s"
+		t2=$(now_ns)
+		if [[ $w == on ]]; then
+			warmed() { (( $(warm_n) - a[2] - a[3] - a[4] >= ARRIVE_N + nprobe )); }
+			wait_until 300 warmed || bench_die "$p: warm fetches not done after 300 s"
+		fi
+		t3=$(now_ns)
+		cpu1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+		b=($(jq -r '[.s3.get, .events.applied, 0, 0, 0, .cache.warm.fetched, .cache.warm.skipped, .cache.warm.failed] | map(tostring) | join(" ")' "$M5/.facetfs/stats"))
+		sort -n "$T/probe5-$p" | awk '{ v[n++] = $1 } END { if (n) printf "%s %s %s\n", v[int(n * 0.5)], v[int(n * 0.9)], v[n - 1] }' >"$T/probe5-$p.q"
+		read -r q50 q90 qmax <"$T/probe5-$p.q" || bench_die "no probe figures ($p)"
+		rec "arr.$w.puts" "$(rate "$ARRIVE_N" "$t0" "$t1")"
+		rec "arr.$w.lag_ms" "$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.0f", (b - a) / 1e6 }')"
+		rec "arr.$w.p50" "$q50"
+		rec "arr.$w.p90" "$q90"
+		rec "arr.$w.max" "$qmax"
+		rec "arr.$w.probes" "$nprobe"
+		rec "arr.$w.cpu_ms" "$(awk -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$ARRIVE_N" 'BEGIN { printf "%.2f", t * 1000 / hz / n }')"
+		rec "arr.$w.gets" "$((b[0] - a[0]))"
+		rec "arr.$w.applied" "$((b[1] - a[1]))"
+		if [[ $w == on ]]; then
+			rec "arr.on.fetched" "$((b[5] - a[2]))"
+			rec "arr.on.skipped" "$((b[6] - a[3]))"
+			rec "arr.on.failed" "$((b[7] - a[4]))"
+			rec "arr.on.warm_s" "$(awk -v a="$t1" -v b="$t3" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')"
+		fi
+		# s3fill's bytes: 'a' + i mod 26
+		cmp -s "$M5/arr/o0000007" <(python3 -c 'import sys; sys.stdout.buffer.write(bytes(97 + i % 26 for i in range(65536)))') ||
+			bench_die "$p: o0000007 read through the mount is not what s3fill wrote"
+		gw_stop arrive
+		bench_say "run $p: load average $(loadavg)"
+	done
+done
+for w in off on; do
+	what=$([[ $w == on ]] && echo "with warm" || echo "without warm")
+	fig "arrive, $what: s3fill PUTs/s" "arr.$w.puts" ""
+	bench_figure "  events applied / S3 GETs by the gateway" "$(summary "arr.$w.applied") / $(summary "arr.$w.gets")" ""
+	bench_figure "  probe PUT returned -> visible in the mount, p50 / p90 / max ms" \
+		"$(summary "arr.$w.p50") / $(summary "arr.$w.p90") / $(summary "arr.$w.max")" "($(summary "arr.$w.probes") probes a run)"
+	fig "  last PUT returned -> all listed, ms" "arr.$w.lag_ms" ""
+	fig "  gateway CPU ms per object" "arr.$w.cpu_ms" ""
+done
+bench_figure "  warm: fetched / skipped / failed" "$(summary arr.on.fetched) / $(summary arr.on.skipped) / $(summary arr.on.failed)" "fetched = $ARRIVE_N"
+fig "  warm: last PUT returned -> all fetched, s" "arr.on.warm_s" ""
+bench_figure "arrive: PUTs/s with warm as % of without" "$(pct arr.on.puts arr.off.puts)" ""
+bench_figure "arrive: probe visible p50 / p90 with warm, without" "$(summary arr.on.p50 | cut -d' ' -f1) / $(summary arr.on.p90 | cut -d' ' -f1), $(summary arr.off.p50 | cut -d' ' -f1) / $(summary arr.off.p90 | cut -d' ' -f1) ms" "unchanged within noise"
 fi
 echo
 bench_say "done, load average $(loadavg)"
