@@ -219,6 +219,7 @@ char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc)
 			{ "facetfs_cache_corrupt_total", "counter", "blocks that failed their check", c.corrupt },
 			{ "facetfs_cache_dropped_total", "counter", "blocks of replaced versions released", c.dropped },
 			{ "facetfs_cache_write_errors_total", "counter", "blocks the disk refused", c.write_errors },
+			{ "facetfs_cache_warm_unread_bytes", "gauge", "warm blocks not read yet (charged bytes)", c.warm_bytes },
 			{ "facetfs_cache_warm_used_total", "counter", "warm blocks read", c.warm_used },
 			{ "facetfs_cache_warm_wasted_total", "counter", "warm blocks gone unread", c.warm_wasted },
 		};
