@@ -228,7 +228,6 @@ static void ent_retire(struct bcache *bc, struct ent *e)
 	e->state = ENT_DYING;
 	if (e->warm) {
 		e->warm = false;
-		bc->c.warm_blocks--;
 		bc->c.warm_bytes -= e->charge;
 		bc->c.warm_wasted++;
 	}
@@ -313,7 +312,6 @@ static void hit_promote(struct bcache *bc, struct ent *e, uint64_t budget)
 	protected_cap(bc, budget);
 	if (e->warm) {
 		e->warm = false;
-		bc->c.warm_blocks--;
 		bc->c.warm_bytes -= e->charge;
 		bc->c.warm_used++;
 	}
@@ -535,7 +533,6 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	bc->n_ready++;
 	if (flags & BCACHE_WARM) {
 		e->warm = true;
-		bc->c.warm_blocks++;
 		bc->c.warm_bytes += e->charge;
 	}
 	pthread_mutex_unlock(&bc->mu);

@@ -83,8 +83,7 @@ struct bcache_counters {
 	uint64_t put_skipped;        /* puts not done: starting, too big, errors */
 	uint64_t write_errors;       /* puts that failed on the disk */
 	uint64_t dropped;            /* blocks released for a changed object */
-	uint64_t warm_blocks;        /* warm blocks not read yet */
-	uint64_t warm_bytes;         /* their charged bytes */
+	uint64_t warm_bytes;         /* warm blocks not read yet: charged bytes */
 	uint64_t warm_used;          /* warm blocks read at least once */
 	uint64_t warm_wasted;        /* warm blocks evicted or dropped unread */
 	uint64_t drops_lost;         /* drop requests discarded because the
