@@ -477,6 +477,18 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 	return 0;
 }
 
+/* The staged copy f reads and syncs, if any: a writable descriptor's own;
+ * any other descriptor of an inode staged here reads it too (our own
+ * writes), through a reference in *held that the caller puts (NULL when
+ * none was taken). */
+static struct stage_file *staged_copy(struct core *c, struct core_file *f,
+				      struct ofile **held)
+{
+	*held = f->of ? NULL : core_ofile_find(c, f->ino, true);
+	struct ofile *of = f->of ? f->of : *held;
+	return of ? of->sf : NULL;
+}
+
 int core_flush(struct core *c, struct core_file *f)
 {
 	return f->writable ? core_ofile_commit(c, f->of) : 0;
@@ -491,9 +503,10 @@ int core_fsync(struct core *c, struct core_file *f)
 	 * an inode another one writes (`sync FILE` opens it read-only). */
 	if (f->kind != FILE_OBJECT)
 		return 0;
-	struct ofile *of = f->of ? NULL : core_ofile_find(c, f->ino, true);
-	int rc = f->of || of ? stage_file_sync(f->of ? f->of->sf : of->sf) : 0;
-	core_ofile_put(c, of);
+	struct ofile *held;
+	struct stage_file *sf = staged_copy(c, f, &held);
+	int rc = sf ? stage_file_sync(sf) : 0;
+	core_ofile_put(c, held);
 	return rc;
 }
 
@@ -515,13 +528,11 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 	stats_inc(&c->ctr.read);
 	if (f->kind != FILE_OBJECT)
 		return read_text(f, buf, len, off);
-	/* A writable descriptor holds its staged copy; any other descriptor
-	 * of an inode staged here reads it too (our own writes). */
-	struct ofile *of = f->of ? NULL : core_ofile_find(c, f->ino, true);
-	if (f->of || of) {
-		ssize_t n = stage_file_pread(f->of ? f->of->sf : of->sf, buf, len,
-					     (uint64_t)off);
-		core_ofile_put(c, of);
+	struct ofile *held;
+	struct stage_file *sf = staged_copy(c, f, &held);
+	if (sf) {
+		ssize_t n = stage_file_pread(sf, buf, len, (uint64_t)off);
+		core_ofile_put(c, held);
 		return n;
 	}
 	return vis_version_read(f->ver, core_view_policy(c, file_view(c, f)), buf, len,
