@@ -361,7 +361,7 @@ static int mark_dirty_locked(struct stage_file *f, bool force)
 			.upload_id = f->sm.id, .upload_bucket = f->sm.bucket,
 			.upload_key = f->sm.key, .intent = f->intent,
 		};
-		int err = stage_jnl_write(f->st, f->id, &j);
+		int err = stage_jnl_write(f->st, f->id, &j, f->js != STAGE_JS_NONE);
 		if (err)
 			return err;
 		f->js = STAGE_JS_DIRTY;
@@ -660,7 +660,7 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
 		.meta = f->meta, .n_meta = f->n_meta, .intent = f->intent,
 	};
-	err = stage_jnl_write(st, f->id, &j);
+	err = stage_jnl_write(st, f->id, &j, f->js != STAGE_JS_NONE);
 	if (!err)
 		f->js = STAGE_JS_COMMIT;
 	j.intent = (struct stage_intent){ 0 };

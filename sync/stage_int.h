@@ -136,8 +136,12 @@ struct stage_jnl {
 	struct stage_intent intent;  /* ns 0: none */
 };
 
-/* Replace ID.jnl atomically and durably with j (borrowed). */
-int  stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j);
+/* Write ID.jnl atomically and durably with j (borrowed). exists: the
+ * caller knows ID.jnl is there (the file's js is not NONE): it is then
+ * exchanged, not renamed onto (jnl_install); wrong either way is only
+ * slower. */
+int  stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
+		     bool exists);
 /* Read ID.jnl: -ENOENT if none, -EINVAL if malformed. */
 int  stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out);
 /* Remove ID.jnl durably (missing is fine). */

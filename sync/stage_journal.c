@@ -101,22 +101,25 @@ void stage_name(uint64_t id, const char *ext, char out[32])
  * ms per small file here (2026-11-25). Exchanging the two names does not,
  * so a journal that exists is exchanged with tmp (which then holds the old
  * text: removed; a crash before that leaves a .jnl.tmp, which recovery
- * removes), and only a first journal (or a file system without
+ * removes), and a first journal (or one on a file system without
  * RENAME_EXCHANGE) is renamed. */
-static int jnl_install(struct stage *st, const char *tmp, const char *name)
+static int jnl_install(struct stage *st, const char *tmp, const char *name,
+		       bool exists)
 {
-	if (renameat2(st->dir_fd, tmp, st->dir_fd, name, RENAME_EXCHANGE) == 0) {
+	if (exists &&
+	    renameat2(st->dir_fd, tmp, st->dir_fd, name, RENAME_EXCHANGE) == 0) {
 		if (unlinkat(st->dir_fd, tmp, 0) != 0)
 			log_warn("stage: cannot remove %s/%s: %s", st->dir, tmp,
 				 strerror(errno));
 		return 0;
 	}
-	if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
+	if (exists && errno != ENOENT && errno != EINVAL && errno != ENOSYS)
 		return -errno;
 	return renameat(st->dir_fd, tmp, st->dir_fd, name) == 0 ? 0 : -errno;
 }
 
-int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
+int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
+		    bool exists)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -184,7 +187,7 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j)
 	}
 	err = stage_sync(st, fd, false);
 	if (!err)
-		err = jnl_install(st, tmp, name);
+		err = jnl_install(st, tmp, name, exists);
 	if (!err)
 		err = stage_sync(st, st->dir_fd, false);
 out:
@@ -595,7 +598,7 @@ int stage_jnl_creating(void *ctx)
 	int err = stage_intent_set(in, j->bucket, j->key, &js->fresh);
 	if (!err) {
 		j->intent = *in;
-		err = stage_jnl_write(js->st, js->id, j);
+		err = stage_jnl_write(js->st, js->id, j, true);
 		j->intent = (struct stage_intent){ 0 };
 	}
 	if (js->f)
@@ -616,7 +619,7 @@ int stage_jnl_started(void *ctx, const char *upload_id)
 	if (!js->fresh)
 		js->j->intent = *in;
 	js->j->upload_id = (char *)upload_id;
-	int err = stage_jnl_write(js->st, js->id, js->j);
+	int err = stage_jnl_write(js->st, js->id, js->j, true);
 	js->j->upload_id = NULL;
 	js->j->intent = (struct stage_intent){ 0 };
 	if (!err && js->fresh)

@@ -285,7 +285,7 @@ static int stream_journal_locked(struct stage_file *f)
 		.upload_id = sm->id, .upload_bucket = sm->bucket,
 		.upload_key = sm->key, .intent = f->intent,
 	};
-	int err = stage_jnl_write(f->st, f->id, &j) ? -EIO : 0;
+	int err = stage_jnl_write(f->st, f->id, &j, f->js != STAGE_JS_NONE) ? -EIO : 0;
 	if (!err)
 		f->js = j.state;
 	return err;
@@ -438,7 +438,7 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 			.upload_bucket = sm->bucket, .upload_key = sm->key,
 			.intent = f->intent,
 		};
-		err = stage_jnl_write(st, f->id, &j);
+		err = stage_jnl_write(st, f->id, &j, f->js != STAGE_JS_NONE);
 		if (!err)
 			f->js = STAGE_JS_COMMIT;
 	}

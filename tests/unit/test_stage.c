@@ -785,7 +785,7 @@ static void test_journal(void)
 	struct stage_jnl j = { .state = STAGE_JS_COMMIT, .size = 12345,
 			       .bucket = "bk", .key = "k/ey with space:colon",
 			       .ctype = "", .meta = meta, .n_meta = 5 }, r;
-	bool ok = stage_jnl_write(st, 77, &j) == 0 && stage_jnl_read(st, 77, &r) == 0;
+	bool ok = stage_jnl_write(st, 77, &j, false) == 0 && stage_jnl_read(st, 77, &r) == 0;
 	ok = ok && r.state == STAGE_JS_COMMIT && r.size == 12345 &&
 	     !strcmp(r.bucket, "bk") && !strcmp(r.key, j.key) && r.ctype &&
 	     !strcmp(r.ctype, "") && r.n_meta == 5;

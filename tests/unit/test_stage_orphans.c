@@ -111,7 +111,7 @@ static void window_case(bool commit, bool list_fails)
 		.bucket = "b", .key = "crashed",
 		.intent = { .ns = intent, .bucket = "b", .key = "crashed" },
 	};
-	if (stage_jnl_write(st, 9, &j) != 0) {
+	if (stage_jnl_write(st, 9, &j, false) != 0) {
 		printf("# cannot plant the journal\n");
 		exit(2);
 	}
@@ -346,7 +346,7 @@ static void journal_case(void)
 			       .key = "k",
 			       .intent = { .ns = 1700000000123456789ll, .bucket = "b",
 					   .key = "old name %" } }, r;
-	int rc = stage_jnl_write(st, 4, &j);
+	int rc = stage_jnl_write(st, 4, &j, false);
 	rc = rc ? rc : stage_jnl_read(st, 4, &r);
 	CHECK(rc == 0 && r.intent.ns == 1700000000123456789ll &&
 	      !strcmp(r.intent.bucket, "b") && !strcmp(r.intent.key, "old name %"),

@@ -448,7 +448,7 @@ static void test_journal_names(void)
 	struct stage_jnl j = { .state = STAGE_JS_DIRTY, .size = 3, .bucket = "b",
 			       .key = "new name", .upload_id = "id 1",
 			       .upload_bucket = "b", .upload_key = "old/näme" }, r;
-	int rc = stage_jnl_write(st, 5, &j);
+	int rc = stage_jnl_write(st, 5, &j, false);
 	rc = rc ? rc : stage_jnl_read(st, 5, &r);
 	CHECK(rc == 0 && !strcmp(r.upload_id, "id 1") && !r.upload_bucket &&
 	      !strcmp(r.upload_key, "old/näme") && !strcmp(r.key, "new name"),
