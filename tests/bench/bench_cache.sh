@@ -408,14 +408,17 @@ for r in $(seq 1 "$REPEAT"); do
 		gw_config "$T/gw5.json" "$T/state5-$p" "$T/views5-$p" "bench-cache5-$$-$RANDOM" "$KAFKA_TOPIC" 1 1GiB
 		gw_start arrive "$T/gw5.json" "$M5" || bench_die "gateway (arrive $p)"
 		wait_until 60 views_ready "$M5" || bench_die "view of run $p not ready"
+		# S3 GETs, events applied, warm fetched / skipped / failed; warm_n:
+		# the wants the warm fetchers are done with.
+		counts() { jq -r '[.s3.get, .events.applied, .cache.warm.fetched, .cache.warm.skipped, .cache.warm.failed] | map(tostring) | join(" ")' "$M5/.facetfs/stats"; }
+		warm_n() { local c=($(counts)); echo $((c[2] + c[3] + c[4])); }
 		# The consumer is live once an event of this prefix shows.
 		"$S3TOOL" put "$B" "$p/probe" /etc/hostname >/dev/null || bench_die "probe PUT"
 		wait_until 60 eval '[[ -e $M5/arr/probe ]]' || bench_die "the probe's event never showed ($p)"
-		warm_n() { jq -r '.cache.warm.fetched + .cache.warm.skipped + .cache.warm.failed' "$M5/.facetfs/stats"; }
 		if [[ $w == on ]]; then    # the probe's own warm fetch done first
 			wait_until 60 eval '(( $(warm_n) >= 1 ))' || bench_die "the probe was never warm-fetched ($p)"
 		fi
-		a=($(jq -r '[.s3.get, .events.applied, .cache.warm.fetched, .cache.warm.skipped, .cache.warm.failed] | map(tostring) | join(" ")' "$M5/.facetfs/stats"))
+		a=($(counts))
 		pid=$(gw_pid arrive)
 		cpu0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
 		t0=$(now_ns)
@@ -427,7 +430,7 @@ for r in $(seq 1 "$REPEAT"); do
 import os, subprocess, sys, time
 tool, bucket, prefix, mnt, fill = sys.argv[1:6]
 i = 0
-while os.path.exists("/proc/" + fill) and i < 200:
+while i == 0 or (os.path.exists("/proc/" + fill) and i < 200):   # one at least
     name = "q%03d" % i
     subprocess.run([tool, "put", bucket, prefix + "/" + name, "/etc/hostname"],
                    check=True, stdout=subprocess.DEVNULL)
@@ -452,7 +455,7 @@ PY
 		fi
 		t3=$(now_ns)
 		cpu1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
-		b=($(jq -r '[.s3.get, .events.applied, 0, 0, 0, .cache.warm.fetched, .cache.warm.skipped, .cache.warm.failed] | map(tostring) | join(" ")' "$M5/.facetfs/stats"))
+		b=($(counts))
 		sort -n "$T/probe5-$p" | awk '{ v[n++] = $1 } END { if (n) printf "%s %s %s\n", v[int(n * 0.5)], v[int(n * 0.9)], v[n - 1] }' >"$T/probe5-$p.q"
 		read -r q50 q90 qmax <"$T/probe5-$p.q" || bench_die "no probe figures ($p)"
 		rec "arr.$w.puts" "$(rate "$ARRIVE_N" "$t0" "$t1")"
@@ -465,9 +468,9 @@ PY
 		rec "arr.$w.gets" "$((b[0] - a[0]))"
 		rec "arr.$w.applied" "$((b[1] - a[1]))"
 		if [[ $w == on ]]; then
-			rec "arr.on.fetched" "$((b[5] - a[2]))"
-			rec "arr.on.skipped" "$((b[6] - a[3]))"
-			rec "arr.on.failed" "$((b[7] - a[4]))"
+			rec "arr.on.fetched" "$((b[2] - a[2]))"
+			rec "arr.on.skipped" "$((b[3] - a[3]))"
+			rec "arr.on.failed" "$((b[4] - a[4]))"
 			rec "arr.on.warm_s" "$(awk -v a="$t1" -v b="$t3" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')"
 		fi
 		# s3fill's bytes: 'a' + i mod 26
