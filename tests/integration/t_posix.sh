@@ -68,9 +68,10 @@ heads() { jq '.s3.head + .s3.get' "$1/.facetfs/stats"; }
 more_consumed() { (($(consumed) > c0)); }
 wait_for 10 more_consumed     # the link's own event
 # ... and no other event still being applied: a gateway started on a bed
-# whose topic holds other tests' events may still be reading them, and an
-# event of another object of this bucket can make an enrichment HEAD,
-# which heads() would count (CI, 2026-11-25: "copied 2").
+# whose topic holds other tests' events may still be reading them, and a
+# request made while applying one (an enrichment HEAD, say) would count
+# in heads(). (CI, 2026-11-25, got "copied 2" once; which requests they
+# were was not recorded.)
 settled() { local a; a=$(consumed); sleep 0.5; (($(consumed) == a)); }
 wait_for 30 settled
 h0=$(heads "$A")
