@@ -18,24 +18,10 @@ gw_config "$T/gw.json" "$T/state" "$T/views"
 M=$T/mnt
 start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts"; exit 1; }
 
-# consumed applied ignored histogram-count, once they stop moving with at
-# least $1 messages consumed (a batch reaches .events at its index write and
-# the histogram just after: two equal reads 50 ms apart are past both).
-counters() {
-	jq -r '[.events.consumed, .events.applied, .events.ignored, .visible_latency_ms.count] |
-		map(tostring) | join(" ")' "$M/.facetfs/stats"
-}
-settled() {
-	local now
-	now=$(counters)
-	[[ ${now%% *} -ge $1 && $now == "$(cat "$T/last" 2>/dev/null)" ]] && return 0
-	printf '%s' "$now" >"$T/last"
-	return 1
-}
 # This new consumer group reads the shared topic's backlog first.
-n_topic=$(kcat -C -b "$KAFKA_BROKERS" -t "$KAFKA_TOPIC" -e -q -f '.' | wc -c)
-wait_for 120 settled "$n_topic" || not_ok "caught up with the topic's $n_topic messages"
-read -r _ applied0 ignored0 count0 <<<"$(counters)"
+n_topic=$(topic_size)
+wait_for 120 events_settled "$M" "$n_topic" || not_ok "caught up with the topic's $n_topic messages"
+read -r _ applied0 ignored0 count0 <<<"$(event_counters "$M")"
 
 python3 - "$B" "$M/all" "$FACETFS_BUILD/sync/s3tool" >"$T/outside" <<'PY'
 import os, subprocess, sys, time
@@ -62,8 +48,8 @@ PY
 rc=$?
 diag <"$T/outside"
 check_eq "all 200 PUTs became visible" 0 "$rc"
-wait_for 30 settled $((n_topic + 200)) || not_ok "the 200 PUTs' events consumed"
-read -r _ applied1 ignored1 count1 <<<"$(counters)"
+wait_for 30 events_settled "$M" $((n_topic + 200)) || not_ok "the 200 PUTs' events consumed"
+read -r _ applied1 ignored1 count1 <<<"$(event_counters "$M")"
 check "the 200 PUTs' events applied ($((applied1 - applied0)))" test $((applied1 - applied0)) -ge 200
 check_eq "none of them ignored" 0 $((ignored1 - ignored0))
 check_eq "the histogram counted each applied event once" $((applied1 - applied0)) $((count1 - count0))

@@ -67,13 +67,12 @@ ln -s copied "$A/rw/sym" || not_ok "ln -s"
 heads() { jq '.s3.head + .s3.get' "$1/.facetfs/stats"; }
 more_consumed() { (($(consumed) > c0)); }
 wait_for 10 more_consumed     # the link's own event
-# ... and no other event still being applied: a gateway started on a bed
-# whose topic holds other tests' events may still be reading them, and a
-# request made while applying one (an enrichment HEAD, say) would count
-# in heads(). (CI, 2026-11-25, got "copied 2" once; which requests they
-# were was not recorded.)
-settled() { local a; a=$(consumed); sleep 0.5; (($(consumed) == a)); }
-wait_for 30 settled
+# ... and no other event still being applied: gateway A reads the shared
+# topic's backlog of other tests' events first, and a request made while
+# applying one (an enrichment HEAD, say) would count in heads(). (CI,
+# 2026-11-25, got "copied 2" once; which requests they were was not
+# recorded.)
+wait_for 60 events_settled "$A" "$(topic_size)" || not_ok "gateway A caught up with the topic"
 h0=$(heads "$A")
 t=$(readlink "$A/rw/sym")
 check_eq "symlink made here: readlink gives its target with no HEAD or GET" "copied $h0" "$t $(heads "$A")"

@@ -33,5 +33,26 @@ view_file() {
 # A field of .facetfs/stats: stat_field MOUNT '.events.applied'
 stat_field() { jq -r "$2" "$1/.facetfs/stats"; }
 
+# topic_size: the messages the bed's topic holds now (all partitions).
+topic_size() { kcat -C -b "$KAFKA_BROKERS" -t "$KAFKA_TOPIC" -e -q -f '.' | wc -c; }
+# event_counters MOUNT: consumed applied ignored histogram-count.
+event_counters() {
+	jq -r '[.events.consumed, .events.applied, .events.ignored, .visible_latency_ms.count] |
+		map(tostring) | join(" ")' "$1/.facetfs/stats"
+}
+# events_settled MOUNT MIN (for wait_for): the gateway has consumed MIN
+# messages or more and its event counters did not move since the last
+# call (a batch reaches .events at its index write and the histogram just
+# after: two equal reads one wait_for step apart are past both). A
+# gateway of a new consumer group reads the shared topic's backlog first:
+# MIN = topic_size waits for it.
+events_settled() {
+	local now last=$TEST_TMP/.events_settled.${1//\//_}
+	now=$(event_counters "$1") || return 1
+	[[ ${now%% *} -ge $2 && $now == "$(cat "$last" 2>/dev/null)" ]] && return 0
+	printf '%s' "$now" >"$last"
+	return 1
+}
+
 # Sorted list of the files under a directory, relative to it.
 list_files() { (cd "$1" && find . -type f | sed 's|^\./||' | LC_ALL=C sort); }
