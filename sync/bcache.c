@@ -423,6 +423,25 @@ bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 	return has;
 }
 
+void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
+{
+	struct bcache_hash h;
+	bcache_hash_id(id, &h);
+	pthread_mutex_lock(&bc->mu);
+	struct ent *e = map_find(bc, &h, blk);
+	bool has = e && e->state == ENT_READY;
+	pthread_mutex_unlock(&bc->mu);
+	if (!has)
+		return;
+	char path[PATH_MAX];
+	path_of(bc, &h, blk, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+		close(fd);
+	}
+}
+
 /* ---- puts ------------------------------------------------------------- */
 
 static void write_error_log(struct bcache *bc, const char *rel, int rc)

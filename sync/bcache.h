@@ -109,6 +109,11 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		    void *buf, size_t len, uint32_t boff);
 /* Is block blk of id cached (no check, no counting)? */
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
+/* Ask the kernel to read block blk of id from the disk into its page
+ * cache in the background (POSIX_FADV_WILLNEED), if the cache holds it: a
+ * sequential reader's next blocks are then on their way while it copies
+ * this one. No check, no counting, no error. */
+void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
 /* Store block blk of id: len bytes (block_size, or fewer for an object's
  * last block). 0, or a negative errno when it was not stored (the caller
  * goes on: the cache is best effort). Evicts older blocks to stay inside

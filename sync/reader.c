@@ -53,6 +53,9 @@
  * thread takes late (seq_near) finds its bytes still here. With 1 MiB a
  * read 3 MiB late fetched its 1 MiB again (test_reader, out of order). */
 #define TRIM_BEHIND  (4u * 1024 * 1024)
+/* A sequential reader served by the burst buffer has the kernel read its
+ * next blocks' files this far ahead (bcache_prefetch). */
+#define PF_AHEAD     (8u * 1024 * 1024)
 #define SYNC_KEEP    4u
 #define SPARE_MAX    2u                  /* range buffers kept for reuse */
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
@@ -175,6 +178,7 @@ struct reader {
 	size_t ra_chunk;         /* its size */
 	uint64_t ra_win;         /* bytes to keep ahead of the reader */
 	uint64_t ra_held;        /* bytes of ahead chunks held */
+	uint64_t pf_end;         /* blocks before this one were prefetched */
 	unsigned ra_flight;      /* ahead GETs in flight */
 	/* Buffers of freed ranges (at least RA_CHUNK_MIN bytes), reused for
 	 * the next ones: a stream does not map and fault in fresh memory for
@@ -661,6 +665,30 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	return 1;
 }
 
+/* The bytes from off on that the burst buffer holds, read straight into
+ * buf, block by block, up to the first block it has not: its files are on
+ * a local disk whose page cache and read-ahead do for them what chunks do
+ * for S3, so the bytes are copied once (file -> buf), not twice (file ->
+ * chunk -> buf). No lock held. */
+static size_t read_cached(struct reader *r, char *buf, size_t len, uint64_t off,
+			  uint64_t pf_from, uint64_t pf_to)
+{
+	const struct bcache_id id = { r->bucket, r->key, r->etag };
+	for (uint64_t b = pf_from; b < pf_to; b++)
+		bcache_prefetch(r->bc, &id, b);
+	size_t done = 0;
+	while (done < len) {
+		uint64_t at = off + done;
+		uint32_t boff = (uint32_t)(at % r->bs);
+		size_t n = min_sz(len - done, r->bs - boff);
+		if (!bcache_has(r->bc, &id, at / r->bs) ||
+		    bcache_read(r->bc, &id, at / r->bs, buf + done, n, boff) != (ssize_t)n)
+			break;
+		done += n;
+	}
+	return done;
+}
+
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 {
 	if (off >= r->size || len == 0)
@@ -677,6 +705,24 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		ra_stop(r);
 	else if (off + len > r->next_seq_off)
 		r->next_seq_off = off + len;   /* at once: see seq_near */
+	if (r->bc && !chunk_find(r, off)) {
+		/* the blocks after this read's that no read asked for yet */
+		uint64_t pf_from = 0, pf_to = 0;
+		if (sequential) {
+			uint64_t end = off + len + PF_AHEAD < r->size ? off + len + PF_AHEAD
+								    : r->size;
+			pf_from = (off + len + r->bs - 1) / r->bs;
+			if (pf_from < r->pf_end)
+				pf_from = r->pf_end;
+			pf_to = (end + r->bs - 1) / r->bs;
+			if (pf_to > pf_from)
+				r->pf_end = pf_to;
+		}
+		pthread_mutex_unlock(&r->lock);
+		done = read_cached(r, buf, len, off, pf_from, pf_to);
+		pthread_mutex_lock(&r->lock);
+	}
+	bool local = done == len;   /* no read-ahead for what the disk holds */
 	while (done < len) {
 		uint64_t at = off + done;
 		struct chunk *c = chunk_find(r, at);
@@ -713,7 +759,8 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		r->seq_run += done;
 	if (result == 0 && done == len && sequential) {
 		chunks_trim(r, off + done);
-		ra_fill(r, off + done);
+		if (!local)
+			ra_fill(r, off + done);
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (!r->bc && missed)        /* (a burst buffer counts its blocks) */

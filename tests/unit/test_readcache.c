@@ -1,7 +1,9 @@
 /*
  * test_readcache.c — the burst buffer's read side over the fake S3 (with
  * the fault wrapper counting requests) and a real block cache in a
- * temporary directory: readers storing and reusing blocks, pins keeping a
+ * temporary directory: readers storing and reusing blocks, reads the cache
+ * holds served from it directly (unaligned, partly cached objects, a
+ * corrupt block among them), pins keeping a
  * replaced version's blocks for its readers, the eventual policy's open
  * without HEAD and its move on a 412, and warm on arrival.
  */
@@ -12,6 +14,7 @@
 #include "common/s3.h"
 #include "common/stats.h"
 #include "sync/bcache.h"
+#include "sync/bcache_int.h"
 #include "sync/pins.h"
 #include "sync/reader.h"
 #include "sync/s3_fake.h"
@@ -20,6 +23,7 @@
 #include "sync/warm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +153,87 @@ static void test_reader_blocks(void)
 	      !memcmp(buf, d + 3 * BS + 17, sizeof buf) && gets(&b) == g,
 	      "a random read inside a cached block: no GET");
 	reader_close(r);
+	free(d);
+	bed_free(&b);
+}
+
+/* Flip one data byte of block blk of (key, etag)'s file. */
+static void block_flip(struct bed *b, const char *key, const char *etag, uint64_t blk)
+{
+	const struct bcache_id id = { "b", key, etag };
+	struct bcache_hash h;
+	char rel[BCACHE_NAME_MAX + 4], path[1024];
+	bcache_hash_id(&id, &h);
+	bcache_name_format(&h, blk, rel);
+	snprintf(path, sizeof path, "%s/%s", b->dir, rel);
+	int fd = open(path, O_RDWR);
+	unsigned char ch;
+	off_t at = (off_t)bcache_hdr_len(&id) + 77;
+	if (fd < 0 || pread(fd, &ch, 1, at) != 1)
+		exit(2);
+	ch ^= 0x40;
+	if (pwrite(fd, &ch, 1, at) != 1)
+		exit(2);
+	close(fd);
+}
+
+/* Read [off, off+len) in pieces of step through r; 1 if they are want's. */
+static int read_span(struct reader *r, const char *want, uint64_t off, size_t len,
+		     size_t step)
+{
+	char *buf = malloc(step);
+	int ok = buf != NULL;
+	for (size_t done = 0; ok && done < len; ) {
+		size_t n = len - done < step ? len - done : step;
+		ok = reader_read(r, buf, n, off + done) == (ssize_t)n &&
+		     !memcmp(buf, want + off + done, n);
+		done += n;
+	}
+	free(buf);
+	return ok;
+}
+
+/* Blocks the cache holds are read from it directly, blocks it does not
+ * hold with GETs, in one stream; a corrupt block is fetched again. */
+static void test_reader_direct(void)
+{
+	struct bed b;
+	bed_init(&b);
+	size_t n = 8 * BS + 100;
+	char *d = pattern(n, 5), etag[33];
+	put(&b, "p", d, n, etag);
+	const struct bcache_id id = { "b", "p", etag };
+	for (uint64_t blk = 0; blk < 4; blk++)      /* blocks 0-3 cached */
+		bcache_put(b.bc, &id, blk, d + blk * BS, BS, 0);
+	bcache_put(b.bc, &id, 8, d + 8 * BS, 100, 0);   /* and the short last */
+	struct bcache_counters k0, k1;
+	bcache_counters(b.bc, &k0);
+	uint64_t g = gets(&b);
+	struct reader *r;
+	if (reader_open(&b.src, "b", "p", etag, n, &r))
+		exit(2);
+	CHECK(read_span(r, d, 0, 4 * BS, 10000) && gets(&b) == g,
+	      "cached blocks read in unaligned pieces: the bytes, no GET");
+	bcache_counters(b.bc, &k1);
+	CHECK(k1.hits > k0.hits && k1.misses == k0.misses,
+	      "… counted as hits (%llu) and no miss",
+	      (unsigned long long)(k1.hits - k0.hits));
+	CHECK(read_span(r, d, 4 * BS, n - 4 * BS, 10000) && gets(&b) > g,
+	      "the blocks after them, not cached: the bytes, with GETs");
+	reader_close(r);
+	bcache_counters(b.bc, &k0);
+	CHECK(k0.blocks == 9, "… stored: 9 blocks (%llu)", (unsigned long long)k0.blocks);
+	/* Block 2 goes bad on the disk: a new reader gets the right bytes. */
+	block_flip(&b, "p", etag, 2);
+	g = gets(&b);
+	if (reader_open(&b.src, "b", "p", etag, n, &r))
+		exit(2);
+	CHECK(read_span(r, d, 0, n, 3 * BS + 5), "a corrupt block among cached ones: the bytes");
+	reader_close(r);
+	bcache_counters(b.bc, &k1);
+	CHECK(k1.corrupt == k0.corrupt + 1 && gets(&b) > g,
+	      "… it failed its check once (corrupt %llu) and was fetched again",
+	      (unsigned long long)k1.corrupt);
 	free(d);
 	bed_free(&b);
 }
@@ -401,6 +486,7 @@ static void test_warm(void)
 int main(void)
 {
 	test_reader_blocks();
+	test_reader_direct();
 	test_pins();
 	test_eventual();
 	test_eventual_race();
