@@ -406,15 +406,25 @@ miss_counted:
 	return -ENOENT;
 }
 
+/* Is block blk of h ready in the map? *look: it is not in the map while
+ * the start-up listing runs (the disk may have it). */
+static bool map_ready(struct bcache *bc, const struct bcache_hash *h, uint64_t blk,
+		      bool *look)
+{
+	pthread_mutex_lock(&bc->mu);
+	struct ent *e = map_find(bc, h, blk);
+	bool has = e && e->state == ENT_READY;
+	*look = !e && bc->loading;
+	pthread_mutex_unlock(&bc->mu);
+	return has;
+}
+
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 {
 	struct bcache_hash h;
+	bool look;
 	bcache_hash_id(id, &h);
-	pthread_mutex_lock(&bc->mu);
-	struct ent *e = map_find(bc, &h, blk);
-	bool has = e && e->state == ENT_READY;
-	bool look = !e && bc->loading;
-	pthread_mutex_unlock(&bc->mu);
+	bool has = map_ready(bc, &h, blk, &look);
 	if (look) {
 		char path[PATH_MAX];
 		path_of(bc, &h, blk, path, sizeof path);
@@ -426,12 +436,9 @@ bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 {
 	struct bcache_hash h;
+	bool look;
 	bcache_hash_id(id, &h);
-	pthread_mutex_lock(&bc->mu);
-	struct ent *e = map_find(bc, &h, blk);
-	bool has = e && e->state == ENT_READY;
-	pthread_mutex_unlock(&bc->mu);
-	if (!has)
+	if (!map_ready(bc, &h, blk, &look))
 		return;
 	char path[PATH_MAX];
 	path_of(bc, &h, blk, path, sizeof path);

@@ -313,15 +313,7 @@ static void test_corrupt(const char *root)
 	bcache_put(bc, &ID_A, 0, data, BS, 0);
 	block_path(dir, &ID_A, 0, path, sizeof path);
 	/* Flip one data byte. */
-	int fd = open(path, O_RDWR);
-	unsigned char ch;
-	off_t at = (off_t)bcache_hdr_len(&ID_A) + 1234;
-	if (fd < 0 || pread(fd, &ch, 1, at) != 1)
-		exit(2);
-	ch ^= 0x10;
-	if (pwrite(fd, &ch, 1, at) != 1)
-		exit(2);
-	close(fd);
+	unit_flip_byte(path, (off_t)bcache_hdr_len(&ID_A) + 1234, 0x10);
 	ssize_t n = bcache_read(bc, &ID_A, 0, got, sizeof got, 0);
 	struct bcache_counters c;
 	bcache_counters(bc, &c);
@@ -334,14 +326,7 @@ static void test_corrupt(const char *root)
 
 	/* Flip a byte of the key in the header: the header sum catches it. */
 	bcache_put(bc, &ID_A, 0, data, BS, 0);
-	fd = open(path, O_RDWR);
-	at = BCACHE_HDR_FIXED + 3 + 2;
-	if (fd < 0 || pread(fd, &ch, 1, at) != 1)
-		exit(2);
-	ch ^= 1;
-	if (pwrite(fd, &ch, 1, at) != 1)
-		exit(2);
-	close(fd);
+	unit_flip_byte(path, BCACHE_HDR_FIXED + 3 + 2, 1);
 	n = bcache_read(bc, &ID_A, 0, got, 100, 0);
 	bcache_counters(bc, &c);
 	CHECK(n == -ENOENT && c.corrupt == 2 && access(path, F_OK) != 0,

@@ -23,7 +23,6 @@
 #include "sync/warm.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,15 +165,7 @@ static void block_flip(struct bed *b, const char *key, const char *etag, uint64_
 	bcache_hash_id(&id, &h);
 	bcache_name_format(&h, blk, rel);
 	snprintf(path, sizeof path, "%s/%s", b->dir, rel);
-	int fd = open(path, O_RDWR);
-	unsigned char ch;
-	off_t at = (off_t)bcache_hdr_len(&id) + 77;
-	if (fd < 0 || pread(fd, &ch, 1, at) != 1)
-		exit(2);
-	ch ^= 0x40;
-	if (pwrite(fd, &ch, 1, at) != 1)
-		exit(2);
-	close(fd);
+	unit_flip_byte(path, (off_t)bcache_hdr_len(&id) + 77, 0x40);
 }
 
 /* Read [off, off+len) in pieces of step through r; 1 if they are want's. */

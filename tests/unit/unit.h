@@ -1,6 +1,7 @@
 /*
  * unit.h — what the unit tests (and tests/integration/stage_rgw.c) share:
- * TAP-style checks, a clock, temp directories, an MD5 in hex.
+ * TAP-style checks, a clock, temp directories, a byte flipped in a file,
+ * an MD5 in hex.
  *
  * Each test program includes this once, from its single source file; the
  * helpers are static inline so a program pays only for what it uses.
@@ -14,10 +15,12 @@
 #ifndef FACETFS_TEST_UNIT_H
 #define FACETFS_TEST_UNIT_H
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int unit_failures __attribute__((unused));
 
@@ -68,6 +71,20 @@ static inline void unit_rmtree(const char *dir)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", dir);
+}
+
+/* XOR the byte at offset at of the file path with mask (a disk fault made
+ * by hand); exits 2 when it cannot. */
+static inline void unit_flip_byte(const char *path, off_t at, unsigned char mask)
+{
+	unsigned char ch;
+	int fd = open(path, O_RDWR);
+	if (fd < 0 || pread(fd, &ch, 1, at) != 1)
+		exit(2);
+	ch ^= mask;
+	if (pwrite(fd, &ch, 1, at) != 1)
+		exit(2);
+	close(fd);
 }
 
 /* The whole file, NUL-terminated (malloc'ed; *len without the NUL), or
