@@ -54,8 +54,8 @@
  * read 3 MiB late fetched its 1 MiB again (test_reader, out of order). */
 #define TRIM_BEHIND  (4u * 1024 * 1024)
 /* A sequential reader served by the burst buffer has the kernel read its
- * next blocks' files this far ahead (bcache_prefetch). */
-#define PF_AHEAD     (8u * 1024 * 1024)
+ * next blocks' files this many blocks ahead (bcache_prefetch). */
+#define PF_BLOCKS    8u
 #define SYNC_KEEP    4u
 #define SPARE_MAX    2u                  /* range buffers kept for reuse */
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
@@ -225,6 +225,7 @@ static void ra_reset(struct reader *r)
 	r->ra_win = RA_WIN_MIN < r->ra.max_bytes ? RA_WIN_MIN : r->ra.max_bytes;
 	r->seq_win = WIN_MIN;
 	r->seq_run = 0;
+	r->pf_end = 0;
 }
 
 int reader_open(const struct reader_src *src, const char *bucket,
@@ -665,11 +666,14 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	return 1;
 }
 
-/* The bytes from off on that the burst buffer holds, read straight into
- * buf, block by block, up to the first block it has not: its files are on
- * a local disk whose page cache and read-ahead do for them what chunks do
- * for S3, so the bytes are copied once (file -> buf), not twice (file ->
- * chunk -> buf). No lock held. */
+/* Whole blocks from off (a block boundary) on that the burst buffer
+ * holds, read straight into buf, up to the first block it has not or the
+ * first that len does not cover whole: its files are on a local disk whose
+ * page cache and read-ahead do for them what chunks do for S3, so the
+ * bytes are copied once (file -> buf), not twice (file -> chunk -> buf).
+ * A read of part of a block goes the chunk way, which checks each block
+ * once per window, not once per read. Blocks [pf_from, pf_to) are
+ * prefetched first. No lock held. */
 static size_t read_cached(struct reader *r, char *buf, size_t len, uint64_t off,
 			  uint64_t pf_from, uint64_t pf_to)
 {
@@ -677,16 +681,45 @@ static size_t read_cached(struct reader *r, char *buf, size_t len, uint64_t off,
 	for (uint64_t b = pf_from; b < pf_to; b++)
 		bcache_prefetch(r->bc, &id, b);
 	size_t done = 0;
-	while (done < len) {
+	while (done < len && (off + done) % r->bs == 0) {
 		uint64_t at = off + done;
-		uint32_t boff = (uint32_t)(at % r->bs);
-		size_t n = min_sz(len - done, r->bs - boff);
-		if (!bcache_has(r->bc, &id, at / r->bs) ||
-		    bcache_read(r->bc, &id, at / r->bs, buf + done, n, boff) != (ssize_t)n)
+		size_t n = (size_t)min_sz(r->bs, r->size - at);   /* the whole block */
+		if (len - done < n || !bcache_has(r->bc, &id, at / r->bs) ||
+		    bcache_read(r->bc, &id, at / r->bs, buf + done, n, 0) != (ssize_t)n)
 			break;
 		done += n;
 	}
 	return done;
+}
+
+/* Prefetch for a sequential read of [off, off+len) served by the burst
+ * buffer: the blocks up to PF_BLOCKS past it that no earlier read asked
+ * for, once the stream has run RA_AFTER bytes. Caller holds the lock. */
+static void prefetch_range(struct reader *r, uint64_t off, size_t len,
+			   uint64_t *from, uint64_t *to)
+{
+	*from = *to = 0;
+	if (r->seq_run < RA_AFTER)
+		return;
+	uint64_t first = (off + len + r->bs - 1) / r->bs;
+	uint64_t last = (r->size + r->bs - 1) / r->bs;     /* one past the end */
+	*from = first > r->pf_end ? first : r->pf_end;
+	*to = first + PF_BLOCKS < last ? first + PF_BLOCKS : last;
+	if (*to > *from)
+		r->pf_end = *to;
+	else
+		*to = *from;
+}
+
+/* Is the burst buffer still holding the stream PF_BLOCKS blocks past
+ * pos? If not, the chunk read-ahead should start now, before the reader
+ * reaches the blocks it has not. No lock held. */
+static bool cached_ahead(struct reader *r, uint64_t pos)
+{
+	const struct bcache_id id = { r->bucket, r->key, r->etag };
+	uint64_t blk = pos / r->bs + PF_BLOCKS;
+	uint64_t last = (r->size - 1) / r->bs;
+	return bcache_has(r->bc, &id, blk < last ? blk : last);
 }
 
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
@@ -705,24 +738,16 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		ra_stop(r);
 	else if (off + len > r->next_seq_off)
 		r->next_seq_off = off + len;   /* at once: see seq_near */
-	if (r->bc && !chunk_find(r, off)) {
-		/* the blocks after this read's that no read asked for yet */
+	bool local = false;   /* all from the burst buffer, more of it ahead */
+	if (r->bc && off % r->bs == 0 && !chunk_find(r, off)) {
 		uint64_t pf_from = 0, pf_to = 0;
-		if (sequential) {
-			uint64_t end = off + len + PF_AHEAD < r->size ? off + len + PF_AHEAD
-								    : r->size;
-			pf_from = (off + len + r->bs - 1) / r->bs;
-			if (pf_from < r->pf_end)
-				pf_from = r->pf_end;
-			pf_to = (end + r->bs - 1) / r->bs;
-			if (pf_to > pf_from)
-				r->pf_end = pf_to;
-		}
+		if (sequential)
+			prefetch_range(r, off, len, &pf_from, &pf_to);
 		pthread_mutex_unlock(&r->lock);
 		done = read_cached(r, buf, len, off, pf_from, pf_to);
+		local = done == len && cached_ahead(r, off + len);
 		pthread_mutex_lock(&r->lock);
 	}
-	bool local = done == len;   /* no read-ahead for what the disk holds */
 	while (done < len) {
 		uint64_t at = off + done;
 		struct chunk *c = chunk_find(r, at);
