@@ -62,6 +62,9 @@ int core_new(const struct core_deps *deps, struct core **out)
 	int rc = index_dirs_each(c->d.ix, mkdir_loaded, c);
 	if (rc < 0)
 		goto fail;
+	rc = links_new(&c->links);
+	if (rc < 0)
+		goto fail;
 	rc = -ENOMEM;
 	c->recovered = c->d.stage ? realpath(stage_recovered_dir(c->d.stage), NULL) : NULL;
 	if (!c->recovered && !(c->recovered = strdup("/nonexistent")))
@@ -91,6 +94,7 @@ void core_free(struct core *c)
 	reader_counters_release(&c->rctr);
 	pthread_mutex_destroy(&c->ofile_lock);
 	free(c->recovered);
+	links_free(c->links);
 	free(c);
 }
 

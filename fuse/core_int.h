@@ -37,6 +37,7 @@
 #include "common/object.h"
 #include "common/posix.h"
 #include "fuse/inode.h"
+#include "fuse/links.h"
 #include "sync/visibility.h"
 
 #include <pthread.h>
@@ -93,6 +94,7 @@ struct core {
 	gid_t gid;
 	struct timespec start;
 	char *recovered;             /* absolute: target of .facetfs/recovered */
+	struct links *links;         /* link targets by version (links.h) */
 
 	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
 	struct ofile *ofiles;
@@ -235,8 +237,8 @@ int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
  * set to now unless times_set), then show the new version in the index at
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
-/* A symbolic link ino made here with target: its inode keeps the target
- * (inode_set_link) of the version the index now holds. */
+/* A symbolic link ino made here with target: the mount keeps the target
+ * (links.h) of the version the index now holds. */
 void core_link_made(struct core *c, uint64_t ino, const char *target);
 
 /* core_ns.c */

@@ -606,7 +606,8 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 /* The ETag the index holds for ino's object now, if it is a name the
  * index knows and (unless staged_too) no writer of this mount stages it:
  * 0, else -ENOENT. */
-static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag[72])
+static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag[72],
+			uint64_t *size)
 {
 	struct inode_info info;
 	int rc = inode_get(c->d.it, ino, &info);
@@ -619,16 +620,18 @@ static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag
 			     : index_lookup(c->d.ix, core_view(c, info.view), info.path, &a);
 	if (rc == 0 && (a.is_dir || !a.etag[0]))
 		rc = -ENOENT;
-	if (rc == 0)
+	if (rc == 0) {
 		memcpy(etag, a.etag, 72);
+		*size = a.size;
+	}
 	free(info.path);
 	return rc;
 }
 
 /* A link's target is read like a file's bytes (open, read), unless the
- * inode keeps the target of the version the index holds: then no request,
- * as the kernel's own cache of it, which the event of a change
- * invalidates. */
+ * mount keeps the target of the version the index holds (links.h): then
+ * no request, as the kernel's own cache of it, which the event of a
+ * change invalidates. */
 int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 {
 	if (size == 0)
@@ -642,8 +645,9 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 	if (rc == 0 && !S_ISLNK(st.st_mode))
 		rc = -EINVAL;
 	char etag[72];
-	if (rc == 0 && indexed_etag(c, ino, false, etag) == 0 &&
-	    inode_link(c->d.it, ino, etag, buf, size))
+	uint64_t isize;
+	if (rc == 0 && indexed_etag(c, ino, false, etag, &isize) == 0 &&
+	    links_get(c->links, etag, (size_t)isize, buf, size))
 		return 0;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
@@ -655,7 +659,7 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 		uint64_t vsize;
 		vis_version_etag(f->ver, etag, &vsize);
 		if (vsize == (uint64_t)n)    /* the whole target: keep it */
-			inode_set_link(c->d.it, ino, etag, buf);
+			links_put(c->links, etag, buf);
 	}
 	core_release(c, f);
 	return n < 0 ? (int)n : 0;
@@ -667,6 +671,7 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 void core_link_made(struct core *c, uint64_t ino, const char *target)
 {
 	char etag[72];
-	if (indexed_etag(c, ino, true, etag) == 0)
-		inode_set_link(c->d.it, ino, etag, target);
+	uint64_t isize;
+	if (indexed_etag(c, ino, true, etag, &isize) == 0 && isize == strlen(target))
+		links_put(c->links, etag, target);
 }

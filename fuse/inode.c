@@ -29,8 +29,6 @@ struct inode_node {
 	bool unnamed;            /* renamed over: in no name chain */
 	struct stat *gone;       /* unlinked here (nlink 0) or retired: its
 				  * attributes then */
-	char *link;              /* a symbolic link's target (inode_set_link) */
-	char link_etag[72];      /* of the version that holds it */
 	struct inode_node *next;      /* chain by inode number */
 	struct inode_node *name_next; /* chain by name */
 };
@@ -87,7 +85,6 @@ int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *c
 static void node_free(struct inode_node *n)
 {
 	free(n->gone);
-	free(n->link);
 	free(n->view_name);
 	free(n->path);
 	free(n);
@@ -323,39 +320,6 @@ void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
 	if (n)
 		snprintf(n->etag, sizeof n->etag, "%s", etag);
 	pthread_mutex_unlock(&t->lock);
-}
-
-void inode_set_link(struct inode_table *t, uint64_t ino, const char *etag,
-		    const char *target)
-{
-	char *copy = strdup(target);
-	if (!copy)
-		return;              /* not kept: the next readlink reads it */
-	pthread_mutex_lock(&t->lock);
-	struct inode_node *n = node_by_ino(t, ino);
-	if (n) {
-		free(n->link);
-		n->link = copy;
-		copy = NULL;
-		snprintf(n->link_etag, sizeof n->link_etag, "%s", etag);
-	}
-	pthread_mutex_unlock(&t->lock);
-	free(copy);
-}
-
-bool inode_link(struct inode_table *t, uint64_t ino, const char *etag, char *buf,
-		size_t size)
-{
-	bool hit = false;
-	pthread_mutex_lock(&t->lock);
-	struct inode_node *n = node_by_ino(t, ino);
-	if (n && n->link && etag[0] && strcmp(n->link_etag, etag) == 0 &&
-	    strlen(n->link) < size) {
-		strcpy(buf, n->link);
-		hit = true;
-	}
-	pthread_mutex_unlock(&t->lock);
-	return hit;
 }
 
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)

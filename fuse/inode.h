@@ -87,16 +87,6 @@ bool inode_find_dir(struct inode_table *t, const char *view_name, const char *pa
  * uploaded it). */
 void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag);
 
-/* A symbolic link's target as version etag of its object holds it (this
- * mount made the link or read it), kept with ino's node while the kernel
- * holds it: a readlink of that version then costs no request.
- * inode_link(): copies it into buf (size bytes, NUL-terminated) when ino
- * holds the target of version etag and it fits: true. */
-void inode_set_link(struct inode_table *t, uint64_t ino, const char *etag,
-		    const char *target);
-bool inode_link(struct inode_table *t, uint64_t ino, const char *etag, char *buf,
-		size_t size);
-
 /* After a rename: ino now stands for new_path (its number stays, as the
  * kernel's inode does) and a lookup of new_path finds it; a node that held
  * new_path before keeps its number and path but no lookup finds it again. */

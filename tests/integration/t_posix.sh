@@ -69,9 +69,11 @@ more_consumed() { (($(consumed) > c0)); }
 wait_for 10 more_consumed     # the link's own event
 # ... and no other event still being applied: gateway A reads the shared
 # topic's backlog of other tests' events first, and a request made while
-# applying one (an enrichment HEAD, say) would count in heads(). (CI,
-# 2026-11-25, got "copied 2" once; which requests they were was not
-# recorded.)
+# applying one (an enrichment HEAD, say) would count in heads(). ("copied
+# 2", seen in CI on 2026-11-25, had another cause, found later: when the
+# link's event came before the reply to symlink(), the kernel dropped the
+# fresh entry and forgot the inode that kept the target; the targets are
+# now kept by ETag, fuse/links.h.)
 wait_for 60 events_settled "$A" "$(topic_size)" || not_ok "gateway A caught up with the topic"
 h0=$(heads "$A")
 t=$(readlink "$A/rw/sym")
