@@ -6,6 +6,7 @@
 #include "fuse/inode.h"
 
 #include "common/log.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -46,12 +47,8 @@ struct inode_table {
 /* FNV-1a over "view\0path", mixed, kept above the fixed inode range. */
 uint64_t inode_number(const char *view_name, const char *path)
 {
-	uint64_t h = 1469598103934665603ULL;
-	for (const unsigned char *p = (const unsigned char *)view_name; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	h = (h ^ 0xff) * 1099511628211ULL;
-	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
+	uint64_t h = hash_fnv_str(HASH_FNV_SEED, view_name);
+	h = hash_fnv_str(hash_fnv_byte(h, 0xff), path);
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ULL;
 	h ^= h >> 32;

@@ -1,6 +1,7 @@
 /* links.c — see links.h. */
 #include "fuse/links.h"
 
+#include "common/hash.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -40,10 +41,7 @@ void links_free(struct links *l)
 
 static struct slot *slot_of(struct links *l, const char *etag)
 {
-	uint64_t h = 1469598103934665603ULL;          /* FNV-1a */
-	for (const unsigned char *p = (const unsigned char *)etag; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	return &l->slots[h % LINKS_SLOTS];
+	return &l->slots[hash_fnv_str(HASH_FNV_SEED, etag) % LINKS_SLOTS];
 }
 
 void links_put(struct links *l, const char *etag, const char *target)

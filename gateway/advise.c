@@ -3,6 +3,7 @@
 #include "gateway/advise_int.h"
 
 #include "common/trace.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -107,14 +108,6 @@ static int u64map_put(struct u64map *m, uint64_t k, uint64_t v)
 	return 0;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
-
 /* ---------- loading ---------- */
 
 struct commit {
@@ -167,7 +160,7 @@ static int grow_array(void **arr, size_t *cap, size_t elem)
 static int view_intern(struct loader *l, const char *name, size_t n, uint32_t *out)
 {
 	struct advise_state *s = l->s;
-	uint64_t h = hash_bytes(name, n);
+	uint64_t h = hash_fnv_bytes(HASH_FNV_SEED, name, n);
 	for (uint64_t *v = u64map_get(&l->viewmap, h); v; v = NULL) {
 		/* one view per hash: view names are few; a collision is compared */
 		if (strlen(s->views[*v].name) == n && memcmp(s->views[*v].name, name, n) == 0) {
@@ -196,7 +189,7 @@ static int view_intern(struct loader *l, const char *name, size_t n, uint32_t *o
 static int file_intern(struct loader *l, const char *name, size_t n, uint32_t *out)
 {
 	struct advise_state *s = l->s;
-	uint64_t h = hash_bytes(name, n);
+	uint64_t h = hash_fnv_bytes(HASH_FNV_SEED, name, n);
 	uint64_t *head = u64map_get(&l->names, h);
 	for (uint64_t id = head ? *head : 0; id; id = l->name_next[id - 1]) {
 		const char *fn = s->files[id - 1].name;

@@ -1,6 +1,7 @@
 /* pins.c — see pins.h. A chained hash table of pinned versions. */
 #include "sync/pins.h"
 
+#include "common/hash.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -25,14 +26,9 @@ struct pins {
 
 static unsigned slot_of(const struct bcache_id *id)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (const char *s = id->bucket; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	h = (h ^ '/') * 1099511628211ull;
-	for (const char *s = id->key; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	for (const char *s = id->etag; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	uint64_t h = hash_fnv_str(HASH_FNV_SEED, id->bucket);
+	h = hash_fnv_str(hash_fnv_byte(h, '/'), id->key);
+	h = hash_fnv_str(h, id->etag);
 	return (unsigned)(h % NBUCKETS);
 }
 

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 
 #include "common/stats.h"
+#include "common/hash.h"
 #include "views/index.h"
 #include "views/index_codec.h"
 #include "views/viewset.h"
@@ -158,12 +159,7 @@ int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
 /* FNV-1a 64 of an 'O' key: the overlay's and the key filter's hash. */
 static inline uint64_t ix_key_hash(const char *p, size_t n)
 {
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
+	return hash_fnv_bytes(HASH_FNV_SEED, p, n);
 }
 
 /* Key filter (index_bloom.c). add/maybe: any thread; the rest under wmu,

@@ -2,6 +2,7 @@
  * a chained hash table of keys, each with its writes in order. */
 #include "views/index_own.h"
 
+#include "common/hash.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,13 +57,9 @@ size_t own_keys(const struct own_table *t)
 
 static size_t hash_of(const char *bucket, const char *key, size_t *len)
 {
-	uint64_t h = 1469598103934665603ULL;          /* FNV-1a */
 	size_t bl = strlen(bucket), kl = strlen(key);
-	for (size_t i = 0; i < bl; i++)
-		h = (h ^ (unsigned char)bucket[i]) * 1099511628211ULL;
-	h = (h ^ 0xffu) * 1099511628211ULL;            /* the separator */
-	for (size_t i = 0; i < kl; i++)
-		h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+	uint64_t h = hash_fnv_bytes(HASH_FNV_SEED, bucket, bl);
+	h = hash_fnv_bytes(hash_fnv_byte(h, 0xff), key, kl);   /* 0xff: the separator */
 	*len = bl + 1 + kl;
 	return (size_t)(h ^ (h >> 32)) & (OWN_BUCKETS - 1);
 }
@@ -128,13 +125,6 @@ static void sweep(struct own_table *t, int64_t now_ns)
 		}
 }
 
-static uint64_t fnv(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
 /* Room for one more version in k: the key's oldest goes when it holds
  * OWN_PER_KEY, or when the table holds OWN_MAX_VERSIONS and the key has
  * one to give; false if there is none. (No sweep here: it would free a
@@ -197,7 +187,7 @@ bool own_note(struct own_table *t, const char *bucket, const char *key,
 	memset(v, 0, sizeof *v);
 	v->has_etag = !ov->deleted && ov->etag && ov->etag[0];
 	if (v->has_etag)
-		v->etag_hash = fnv(1469598103934665603ULL, ov->etag);
+		v->etag_hash = hash_fnv_str(HASH_FNV_SEED, ov->etag);
 	v->deleted = ov->deleted;
 	v->has_meta = ov->has_meta && !ov->deleted;
 	v->meta_hash = ov->meta_hash;
@@ -225,9 +215,9 @@ void own_version_of(const struct obj_meta *o, struct own_version *out)
 	out->has_meta = (o->flags & OBJ_HAS_META) != 0;
 	uint64_t sum = o->n_meta;
 	for (size_t i = 0; i < o->n_meta; i++) {
-		uint64_t h = fnv(1469598103934665603ULL, o->meta[i].name);
-		h = (h ^ 0xffu) * 1099511628211ULL;
-		sum += fnv(h, o->meta[i].value);   /* a sum: the order does not count */
+		uint64_t h = hash_fnv_str(HASH_FNV_SEED, o->meta[i].name);
+		h = hash_fnv_byte(h, 0xff);
+		sum += hash_fnv_str(h, o->meta[i].value);   /* a sum: the order does not count */
 	}
 	out->meta_hash = sum;
 }
@@ -243,7 +233,7 @@ bool own_take(struct own_table *t, const char *bucket, const char *key,
 		return false;
 	struct own_key *k = *pp;
 	expire(t, k, now_ns);
-	uint64_t eh = ev->etag ? fnv(1469598103934665603ULL, ev->etag) : 0;
+	uint64_t eh = ev->etag ? hash_fnv_str(HASH_FNV_SEED, ev->etag) : 0;
 	unsigned i = 0;
 	while (i < k->n && !matches(&k->v[i], ev, eh))
 		i++;

@@ -7,6 +7,7 @@
  */
 #include "views/viewset.h"
 
+#include "common/hash.h"
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -115,12 +116,7 @@ int viewset_add_shared(struct viewset *vs, const struct viewset *from, size_t i)
 
 static uint64_t name_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
+	return hash_fnv_str(HASH_FNV_SEED, s);
 }
 
 int viewset_seal(struct viewset *vs)
