@@ -702,13 +702,13 @@ static void prefetch_range(struct reader *r, uint64_t off, size_t len,
 	if (r->seq_run < RA_AFTER)
 		return;
 	uint64_t first = (off + len + r->bs - 1) / r->bs;
-	uint64_t last = (r->size + r->bs - 1) / r->bs;     /* one past the end */
-	*from = first > r->pf_end ? first : r->pf_end;
-	*to = first + PF_BLOCKS < last ? first + PF_BLOCKS : last;
-	if (*to > *from)
-		r->pf_end = *to;
-	else
-		*to = *from;
+	uint64_t end = (r->size + r->bs - 1) / r->bs;      /* one past the last */
+	uint64_t a = first > r->pf_end ? first : r->pf_end;
+	uint64_t b = first + PF_BLOCKS < end ? first + PF_BLOCKS : end;
+	if (b <= a)
+		return;
+	*from = a;
+	*to = r->pf_end = b;
 }
 
 /* Is the burst buffer still holding the stream PF_BLOCKS blocks past
