@@ -16,7 +16,9 @@
 #  2. sequential re-read (dd bs=1M) of a BIG_MIB (512) MiB object from the
 #     burst buffer after drop_caches, and after a gateway restart, next to
 #     the same bytes from a plain file on the same disk after the same drop;
-#     the GETs each made.
+#     the GETs each made; and, as the ceiling of any FUSE server here,
+#     fuse-ceiling (no checks) re-reading the same bytes from the plain
+#     file and from block files laid out as the burst buffer's.
 #  3. cached reads (dd, drop_caches before each object) of 4 objects of
 #     LOOP_MIB/4 MiB in a loop, with cache.max_bytes above the data
 #     (no eviction) and below it (the cache at its budget, evicting); and
@@ -268,10 +270,37 @@ plainread() {
 	t1=$(now_ns)
 	rec "$1" "$(rate "$BIG_MIB" "$t0" "$t1")"
 }
+# The ceiling of any FUSE server here (fuse-ceiling, no checks): the same
+# bytes from one local file, and from block files laid out as the burst
+# buffer's (same block size and header length, the next blocks prefetched).
+CEIL=$FACETFS_BUILD/tests/bench/fuse-ceiling
+BLOCK_KIB=1024   # the cache.block_size gw_config gives
+HAVE_CEIL=
+blk=$(find "$T/state/cache" -type f -size +$((BLOCK_KIB))k 2>/dev/null | head -n 1)
+hdr=$(( ${blk:+$(stat -c %s "$blk")} + 0 - (BLOCK_KIB << 10) ))
+(( hdr > 0 && hdr < 4096 )) || hdr=96
+ceil_up() {   # NAME ARGS...: a fuse-ceiling server at $T/ceil-NAME, read-ahead as the gateway's
+	local name=$1 dev
+	shift
+	bench_peer_start "ceil-$name" "$T/ceil-$name" "$CEIL" "$@" "$T/ceil-$name" || return 1
+	dev=$(awk -v p="$T/ceil-$name" '$5 == p { d = $3 } END { print d }' /proc/self/mountinfo)
+	echo 1024 >"/sys/class/bdi/$dev/read_ahead_kb" || bench_say "ceil-$name: read-ahead left at the default"
+}
+if [[ -x $CEIL ]] && "$CEIL" split "$T/plain" "$T/ceil-blocks.d" $((BLOCK_KIB << 10)) "$hdr" &&
+   ceil_up file file "$T/plain" &&
+   ceil_up blocks blocks "$T/ceil-blocks.d" $((BLOCK_KIB << 10)) "$hdr" $((BIG_MIB << 20)); then
+	HAVE_CEIL=1
+else
+	bench_say "no fuse-ceiling ($CEIL): its figures are n/a"
+fi
 for r in $(seq 1 "$REPEAT"); do
 	bbread big.bb "$M/big/big"
 	plainread big.plain
+	[[ -z $HAVE_CEIL ]] || { bbread big.ceil.file "$T/ceil-file/f"; bbread big.ceil.blocks "$T/ceil-blocks/f"; }
 done
+bench_peer_stop ceil-file
+bench_peer_stop ceil-blocks
+rm -rf "$T/ceil-blocks.d"
 gw_stop main
 gw_start main "$T/gw.json" "$M" || bench_die "gateway restart"
 wait_until 60 views_ready "$M" || bench_die "views not ready after the restart"
@@ -287,6 +316,10 @@ bench_figure "  GETs per read" "$(summary big.restart.gets)" "0"
 fig "plain file on the same disk after drop_caches, MiB/s" big.plain ""
 bench_figure "burst buffer as % of the plain file" "$(pct big.bb big.plain)" ">= 70 %"
 bench_figure "after restart as % of the plain file" "$(pct big.restart big.plain)" ">= 70 %"
+fig "fuse-ceiling (no checks), from the plain file, MiB/s" big.ceil.file ""
+bench_figure "  as % of the plain file" "$(pct big.ceil.file big.plain)" ""
+fig "fuse-ceiling (no checks), from block files, MiB/s" big.ceil.blocks ""
+bench_figure "  as % of the plain file" "$(pct big.ceil.blocks big.plain)" ""
 rm -f "$T/plain"
 fi
 gw_stop main
