@@ -459,23 +459,8 @@ for r in $(seq 1 "$REPEAT"); do
 		fill=$!
 		# While it runs: probes PUT one at a time, each timed from its PUT
 		# returning to stat() seeing it in the mount.
-		python3 - "$S3TOOL" "$B" "$p" "$M5/arr" "$fill" >"$T/probe5-$p" <<'PY' || bench_die "probes ($p)"
-import os, subprocess, sys, time
-tool, bucket, prefix, mnt, fill = sys.argv[1:6]
-i = 0
-while i == 0 or (os.path.exists("/proc/" + fill) and i < 200):   # one at least
-    name = "q%03d" % i
-    subprocess.run([tool, "put", bucket, prefix + "/" + name, "/etc/hostname"],
-                   check=True, stdout=subprocess.DEVNULL)
-    t = time.monotonic()
-    while not os.path.exists(os.path.join(mnt, name)):
-        if time.monotonic() - t > 30:
-            sys.exit("probe %s not visible after 30 s" % name)
-        time.sleep(0.0005)
-    print("%.1f" % ((time.monotonic() - t) * 1000))
-    i += 1
-    time.sleep(0.1)
-PY
+		python3 "$HERE/../lib/visible_probe.py" "$S3TOOL" "$B" "$p/" "$M5/arr" --while-pid "$fill" \
+			--name q --count 200 --gap 0.1 --timeout 30 >"$T/probe5-$p" || bench_die "probes ($p)"
 		wait "$fill" || bench_die "s3fill ($p)"
 		t1=$(now_ns)
 		nprobe=$(wc -l <"$T/probe5-$p")

@@ -23,29 +23,13 @@ n_topic=$(topic_size)
 wait_for 120 events_settled "$M" "$n_topic" || not_ok "caught up with the topic's $n_topic messages"
 read -r _ applied0 ignored0 count0 <<<"$(event_counters "$M")"
 
-python3 - "$B" "$M/all" "$FACETFS_BUILD/sync/s3tool" >"$T/outside" <<'PY'
-import os, subprocess, sys, time
-bucket, view, s3tool = sys.argv[1:]
-lat = []
-missing = 0
-for i in range(200):
-    key = "lat-%03d" % i
-    subprocess.run([s3tool, "put", bucket, key, "/etc/hostname"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t0 = time.monotonic()
-    path = os.path.join(view, key)
-    while not os.path.exists(path):
-        if time.monotonic() - t0 > 10:
-            missing += 1
-            break
-        time.sleep(0.0005)
-    lat.append((time.monotonic() - t0) * 1000)
-lat.sort()
-print("outside: PUT returned -> visible in the mount: median %.1f ms, p99 %.1f ms, max %.1f ms (200 PUTs, %d missing)"
-      % (lat[100], lat[197], lat[-1], missing))
-sys.exit(1 if missing else 0)
-PY
+python3 "$FACETFS_SRC/tests/lib/visible_probe.py" "$FACETFS_BUILD/sync/s3tool" "$B" "" "$M/all" \
+	--name lat- --count 200 --timeout 10 >"$T/lat" 2>"$T/lat.err"
 rc=$?
+sort -n "$T/lat" | awk -v missing="$(wc -l <"$T/lat.err")" '{ v[n++] = $1 } END {
+	if (n) printf "outside: PUT returned -> visible in the mount: median %.1f ms, p99 %.1f ms, max %.1f ms (%d PUTs seen, %d missing)\n",
+		v[int(n / 2)], v[int(n * 0.99)], v[n - 1], n, missing }' >"$T/outside"
+cat "$T/lat.err" >>"$T/outside"
 diag <"$T/outside"
 check_eq "all 200 PUTs became visible" 0 "$rc"
 wait_for 30 events_settled "$M" $((n_topic + 200)) || not_ok "the 200 PUTs' events consumed"
