@@ -661,7 +661,7 @@ static int open_cache(struct gateway *gw)
 	if ((rc = reader_pool_new(&ra, &gw->rpool)) < 0)
 		return rc;
 	struct warm_conf wc = {
-		.s3 = gw->s3, .bc = gw->bc, .st = &gw->st,
+		.s3 = gw->s3, .bc = gw->bc, .pins = gw->pins, .st = &gw->st,
 		.max_unread = gw->cfg.cache_max_bytes / WARM_SHARE_DIV,
 	};
 	if ((rc = warm_new(&wc, &gw->warm)) < 0) {

@@ -11,6 +11,7 @@
 #include "common/s3.h"
 #include "common/stats.h"
 #include "sync/bcache.h"
+#include "sync/pins.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHUNK_BYTES (8u << 20)
@@ -58,40 +60,92 @@ static bool share_used_up(struct warm *w)
 	return bc.warm_bytes >= w->conf.max_unread;
 }
 
-/* Fetch one version into the burst buffer, chunk by chunk, skipping the
- * blocks it holds already. */
+static bool stopping(struct warm *w)
+{
+	pthread_mutex_lock(&w->lock);
+	bool stop = w->stop;
+	pthread_mutex_unlock(&w->lock);
+	return stop;
+}
+
+/* Fetch one version into the burst buffer, chunk by chunk (CHUNK_BYTES
+ * of whole blocks), skipping the blocks it holds already. 0 (*bytes: what
+ * was fetched, 0 when all was cached), -ECANCELED when warm_free() began
+ * (checked before each chunk), -ENOSPC when the share is used up, or the
+ * GET's or the cache's error. The version is pinned meanwhile: a drop of
+ * it (an event replaced it) waits for the blocks stored here. */
 static int fetch_one(struct warm *w, const struct want *x, char *buf, uint64_t *bytes)
 {
 	const struct bcache_id id = { x->bucket, x->key, x->etag };
 	uint32_t bs = bcache_block_size(w->conf.bc);
-	size_t per = CHUNK_BYTES / bs ? CHUNK_BYTES / bs : 1;
+	uint64_t per = CHUNK_BYTES / bs ? CHUNK_BYTES / bs : 1;
 	uint64_t nblk = (x->size + bs - 1) / bs;
 	*bytes = 0;
-	for (uint64_t b = 0; b < nblk; b += per) {
-		uint64_t end = b + per < nblk ? b + per : nblk;
+	if (w->conf.pins && pins_pin(w->conf.pins, &id) < 0)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t first = 0; first < nblk && !rc; first += per) {
+		uint64_t end = first + per < nblk ? first + per : nblk, b = first;
 		while (b < end && bcache_has(w->conf.bc, &id, b))
 			b++;                 /* cached already: start after it */
 		if (b == end)
 			continue;
-		if (share_used_up(w))
-			return -ENOSPC;
+		if (stopping(w)) {
+			rc = -ECANCELED;
+			break;
+		}
+		if (share_used_up(w)) {
+			rc = -ENOSPC;
+			break;
+		}
 		uint64_t off = b * bs;
 		uint64_t len = (end * (uint64_t)bs < x->size ? end * (uint64_t)bs : x->size) - off;
 		size_t got = 0;
-		int rc = s3_get(w->conf.s3, x->bucket, x->key, off, (size_t)len, x->etag,
-				buf, &got);
-		if (rc < 0)
-			return rc;
-		for (size_t o = 0; o < got; o += bs) {
+		if ((rc = s3_get(w->conf.s3, x->bucket, x->key, off, (size_t)len, x->etag,
+				 buf, &got)) < 0)
+			break;
+		for (size_t o = 0; o < got && !rc; o += bs) {
 			size_t l = got - o < bs ? got - o : bs;
 			if (l == bs || off + o + l == x->size)
-				bcache_put(w->conf.bc, &id, (off + o) / bs, buf + o, l, BCACHE_WARM);
+				rc = bcache_put(w->conf.bc, &id, (off + o) / bs, buf + o, l,
+						BCACHE_WARM);
+			if (rc == -EBUSY)
+				rc = 0;      /* being stored by a reader right now */
 		}
 		*bytes += got;
-		if (got < len)
-			return -EIO;         /* shorter than the event said */
+		if (!rc && got < len)
+			rc = -EIO;           /* shorter than the event said */
 	}
-	return 0;
+	if (w->conf.pins)
+		pins_unpin(w->conf.pins, &id);
+	return rc;
+}
+
+/* Wait (polling, since the cache has no hook for it) until the burst
+ * buffer's start-up listing is done: puts are refused until then, so a
+ * fetch meanwhile would be thrown away. false: warm_free() began. */
+static bool listing_done(struct warm *w)
+{
+	for (;;) {
+		struct bcache_counters k;
+		bcache_counters(w->conf.bc, &k);
+		if (!k.loading)
+			return true;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 20 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&w->lock);
+		if (!w->stop)
+			pthread_cond_timedwait(&w->cv, &w->lock, &until);
+		bool stop = w->stop;
+		pthread_mutex_unlock(&w->lock);
+		if (stop)
+			return false;
+	}
 }
 
 static void *fetch_main(void *arg)
@@ -111,16 +165,18 @@ static void *fetch_main(void *arg)
 		struct want x = w->q[--w->n];
 		pthread_mutex_unlock(&w->lock);
 		uint64_t bytes = 0;
-		int rc = fetch_one(w, &x, buf, &bytes);
+		int rc = listing_done(w) ? fetch_one(w, &x, buf, &bytes) : -ECANCELED;
 		pthread_mutex_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
-		if (rc == 0 && bytes)
-			w->c.fetched++;      /* (wholly cached already: nothing) */
-		else if (rc == -ENOSPC)
+		if (rc == 0) {
+			if (bytes)
+				w->c.fetched++;   /* (wholly cached already: nothing) */
+		} else if (rc == -ENOSPC) {
 			w->c.skipped++;
-		else
+		} else if (rc != -ECANCELED) {
 			w->c.failed++;
-		if (rc < 0 && rc != -ENOSPC && rc != -ESTALE)
+		}
+		if (rc < 0 && rc != -ENOSPC && rc != -ESTALE && rc != -ECANCELED)
 			log_debug("warm: %s/%s: %s", x.bucket, x.key, strerror(-rc));
 		pthread_mutex_unlock(&w->lock);
 		want_release(&x);

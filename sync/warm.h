@@ -16,7 +16,10 @@
  *
  * Threads: warm_want() may be called from any thread (the consumer's:
  * it only queues, under a leaf mutex); warm_free() waits for the fetch
- * threads (a fetch in flight finishes its chunk) and drops the queue.
+ * threads (a fetch in flight finishes its chunk, not its object) and
+ * drops the queue. A fetch pins its version (sync/pins.h) while it runs,
+ * so that a drop of that version cannot come between its GET and its
+ * stores and leave blocks nobody drops.
  * Ownership: warm_want() copies its strings.
  */
 #ifndef FACETFS_SYNC_WARM_H
@@ -26,6 +29,7 @@
 #include <stdint.h>
 
 struct bcache;
+struct pins;
 struct s3;
 struct stats;
 struct warm;
@@ -33,6 +37,7 @@ struct warm;
 struct warm_conf {
 	struct s3 *s3;               /* borrowed, like bc and st */
 	struct bcache *bc;
+	struct pins *pins;           /* may be NULL: a fetch pins its version */
 	struct stats *st;            /* may be NULL */
 	unsigned threads;            /* fetch threads; 0 -> 2 */
 	size_t queue_max;            /* objects waiting; 0 -> 256 */
@@ -50,7 +55,11 @@ struct warm_counters {
 int  warm_new(const struct warm_conf *conf, struct warm **out);
 void warm_free(struct warm *w);
 /* Fetch version etag of bucket/key (size bytes) ahead unless it is larger
- * than max_object. */
+ * than max_object. Fetches wait for the burst buffer's start-up listing
+ * (it takes no blocks before). Counted fetched when blocks were fetched
+ * and stored, skipped (too big, backlog, share), failed (a GET, a store
+ * or the version changed); a version the buffer holds whole already is
+ * none of these. */
 void warm_want(struct warm *w, const char *bucket, const char *key,
 	       const char *etag, uint64_t size, uint64_t max_object);
 void warm_counters(struct warm *w, struct warm_counters *out);

@@ -24,6 +24,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,7 +41,17 @@ struct bed {
 	struct reader_src src;
 };
 
-static void bed_init(struct bed *b)
+/* The start-up listing calls staged(): held there while *hold is set. */
+static atomic_bool staged_hold;
+static uint64_t staged_none(void *ctx)
+{
+	(void)ctx;
+	while (atomic_load(&staged_hold))
+		usleep(1000);
+	return 0;
+}
+
+static void bed_open(struct bed *b, uint64_t max_bytes, bool wait_listing)
 {
 	memset(b, 0, sizeof *b);
 	stats_init(&b->st);
@@ -47,14 +59,14 @@ static void bed_init(struct bed *b)
 	    s3_fake_bucket_add(b->fake, "b"))
 		exit(2);
 	b->dir = unit_tmpdir("readcache");
-	struct bcache_conf c = { .dir = b->dir, .max_bytes = 64 * BS, .block_size = BS,
-				 .st = &b->st };
+	struct bcache_conf c = { .dir = b->dir, .max_bytes = max_bytes, .block_size = BS,
+				 .staged = staged_none, .st = &b->st };
 	char err[256];
 	if (bcache_open(&c, &b->bc, err, sizeof err) || pins_new(b->bc, &b->pins)) {
 		printf("# %s\n", err);
 		exit(2);
 	}
-	for (int i = 0; i < 500; i++) {     /* the start-up listing */
+	for (int i = 0; i < 500 && wait_listing; i++) {     /* the start-up listing */
 		struct bcache_counters k;
 		bcache_counters(b->bc, &k);
 		if (!k.loading)
@@ -62,6 +74,11 @@ static void bed_init(struct bed *b)
 		usleep(10000);
 	}
 	b->src = (struct reader_src){ b->s3, NULL, b->bc, b->pins, NULL };
+}
+
+static void bed_init(struct bed *b)
+{
+	bed_open(b, 64 * BS, true);
 }
 
 static void bed_free(struct bed *b)
@@ -479,6 +496,133 @@ static void test_warm(void)
 	bed_free(&b);
 }
 
+static uint64_t blocks_cached(struct bed *b, const char *key, const char *etag, uint64_t n)
+{
+	const struct bcache_id id = { "b", key, etag };
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		k += bcache_has(b->bc, &id, i);
+	return k;
+}
+
+static struct warm_counters warm_wait(struct warm *w, uint64_t done)
+{
+	struct warm_counters k = { 0 };
+	for (int i = 0; i < 500; i++) {
+		warm_counters(w, &k);
+		if (k.fetched + k.skipped + k.failed >= done && !k.queued)
+			break;
+		usleep(10000);
+	}
+	usleep(20000);          /* a fetch popped but not counted yet */
+	warm_counters(w, &k);
+	return k;
+}
+
+/* Warm's fetch loop: cached blocks inside a chunk and whole chunks cached
+ * leave no hole; a version held whole is neither fetched nor failed; stop
+ * ends a fetch after its chunk in flight; the start-up listing is waited
+ * for; a drop during a fetch takes the blocks that fetch stores. */
+static void test_warm_fetch(void)
+{
+	struct bed b;
+	bed_open(&b, 1024 * BS, true);
+	struct warm *w;
+	struct warm_conf wc = { .s3 = b.s3, .bc = b.bc, .pins = b.pins, .st = &b.st,
+				.threads = 1, .queue_max = 8 };
+	CHECK(warm_new(&wc, &w) == 0, "warm_new");
+	const uint64_t nblk = 256;   /* two chunks of 8 MiB */
+	char *d = pattern(nblk * BS, 30), e1[33], e2[33];
+	put(&b, "h1", d, nblk * BS, e1);
+	const struct bcache_id id1 = { "b", "h1", e1 };
+	CHECK(bcache_put(b.bc, &id1, 0, d, BS, 0) == 0, "warm holes: block 0 stored");
+	uint64_t g = gets(&b);
+	warm_want(w, "b", "h1", e1, nblk * BS, 1u << 30);
+	struct warm_counters k = warm_wait(w, 1);
+	CHECK(blocks_cached(&b, "h1", e1, nblk) == nblk && k.fetched == 1 && k.failed == 0,
+	      "warm holes: block 0 cached before: all %llu blocks cached after (%llu)",
+	      (unsigned long long)nblk, (unsigned long long)blocks_cached(&b, "h1", e1, nblk));
+	CHECK(gets(&b) - g == 2, "warm holes: one GET per chunk (%llu)",
+	      (unsigned long long)(gets(&b) - g));
+	char *d2 = pattern(nblk * BS, 31);
+	put(&b, "h2", d2, nblk * BS, e2);
+	const struct bcache_id id2 = { "b", "h2", e2 };
+	for (uint64_t i = 0; i < nblk / 2; i++)
+		bcache_put(b.bc, &id2, i, d2 + i * BS, BS, 0);
+	warm_want(w, "b", "h2", e2, nblk * BS, 1u << 30);
+	k = warm_wait(w, 2);
+	CHECK(blocks_cached(&b, "h2", e2, nblk) == nblk,
+	      "warm holes: first chunk cached before: the second fetched whole (%llu of %llu)",
+	      (unsigned long long)blocks_cached(&b, "h2", e2, nblk), (unsigned long long)nblk);
+	g = gets(&b);
+	warm_want(w, "b", "h2", e2, nblk * BS, 1u << 30);
+	usleep(100000);
+	k = warm_wait(w, 2);
+	CHECK(gets(&b) == g && k.fetched == 2 && k.failed == 0,
+	      "warm: a version cached whole: no GET, neither fetched nor failed (%llu / %llu)",
+	      (unsigned long long)k.fetched, (unsigned long long)k.failed);
+
+	/* Stop: the chunk in flight ends the fetch. */
+	char e3[33];
+	put(&b, "h3", d, nblk * BS, e3);
+	struct s3_fault_rule slow = { .kind = S3K_GET, .type = S3F_DELAY, .first = 1,
+				      .delay_ms = 300 };
+	s3_fault_add(b.s3, &slow);
+	g = gets(&b);
+	warm_want(w, "b", "h3", e3, nblk * BS, 1u << 30);
+	for (int i = 0; i < 300 && gets(&b) == g; i++)
+		usleep(5000);
+	warm_free(w);
+	s3_fault_clear(b.s3);
+	CHECK(gets(&b) - g == 1, "warm_free: the fetch ends after its chunk in flight (%llu GETs)",
+	      (unsigned long long)(gets(&b) - g));
+
+	/* A drop while the GET is in flight: the blocks stored after it go. */
+	CHECK(warm_new(&wc, &w) == 0, "warm_new (drop)");
+	char e4[33];
+	put(&b, "h4", d, 4 * BS, e4);
+	const struct bcache_id id4 = { "b", "h4", e4 };
+	s3_fault_add(b.s3, &slow);
+	g = gets(&b);
+	struct bcache_counters bk;
+	bcache_counters(b.bc, &bk);
+	uint64_t dropped0 = bk.dropped;
+	warm_want(w, "b", "h4", e4, 4 * BS, 1u << 30);
+	for (int i = 0; i < 300 && gets(&b) == g; i++)
+		usleep(5000);
+	pins_drop(b.pins, &id4, 4 * BS);
+	k = warm_wait(w, 3);
+	drops_settle(&b, dropped0 + 1);
+	CHECK(blocks_cached(&b, "h4", e4, 4) == 0,
+	      "warm: a drop during the fetch takes the blocks it stored (%llu left)",
+	      (unsigned long long)blocks_cached(&b, "h4", e4, 4));
+	s3_fault_clear(b.s3);
+	warm_free(w);
+	bed_free(&b);
+
+	/* While the start-up listing runs the cache takes no block: warm waits. */
+	atomic_store(&staged_hold, true);
+	bed_open(&b, 1024 * BS, false);
+	wc.s3 = b.s3, wc.bc = b.bc, wc.pins = b.pins, wc.st = &b.st;
+	CHECK(warm_new(&wc, &w) == 0, "warm_new (listing)");
+	char e5[33];
+	put(&b, "h5", d, 4 * BS, e5);
+	warm_want(w, "b", "h5", e5, 4 * BS, 1u << 30);
+	usleep(200000);
+	CHECK(gets(&b) == 0, "warm: nothing fetched while the listing runs (%llu GETs)",
+	      (unsigned long long)gets(&b));
+	atomic_store(&staged_hold, false);
+	k = warm_wait(w, 1);
+	bcache_counters(b.bc, &bk);
+	CHECK(k.fetched == 1 && blocks_cached(&b, "h5", e5, 4) == 4 && bk.put_skipped == 0,
+	      "warm: fetched and stored once the listing is done (fetched %llu, put_skipped %llu)",
+	      (unsigned long long)k.fetched, (unsigned long long)bk.put_skipped);
+	warm_free(w);
+	free(d);
+	free(d2);
+	bed_free(&b);
+}
+
 int main(void)
 {
 	test_reader_blocks();
@@ -487,5 +631,6 @@ int main(void)
 	test_eventual();
 	test_eventual_race();
 	test_warm();
+	test_warm_fetch();
 	return unit_exit();
 }
