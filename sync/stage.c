@@ -39,7 +39,9 @@ static int charge(struct stage *st, uint64_t n)
 {
 	int err = 0;
 	pthread_mutex_lock(&st->lock);
-	if (n > st->max_bytes - st->used) {
+	if (st->used > st->max_bytes || n > st->max_bytes - st->used) {
+		/* (used may be past max: a smaller budget at a start that
+		 * found more staged; then nothing fits) */
 		st->cnt.enospc++;
 		err = -ENOSPC;
 	} else {

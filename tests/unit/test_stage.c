@@ -768,6 +768,16 @@ static void test_budget(void)
 	CHECK(c.used_bytes == 1 << 20 && c.pending_files == 1,
 	      "efbig: only the uncommitted 1 MiB of the earlier stage is still charged");
 	stage_close(st);
+	/* Opened with a budget below what is staged (1 MiB kept above): no
+	 * write fits, none wraps the budget around. */
+	st = open_stage(dir, 512 << 10, 0, &fk);
+	stage_file_new(st, "b", "h", NULL, 0, NULL, &f);
+	CHECK(stage_file_pwrite(f, "x", 1, 0) == -ENOSPC &&
+	      stage_file_pwrite(f, "x", 1, 100ull << 30) == -ENOSPC &&
+	      stage_file_truncate(f, 10) == -ENOSPC,
+	      "budget: staged bytes over a smaller budget at the start: writes get -ENOSPC");
+	stage_file_release(f);
+	stage_close(st);
 	unit_rmtree(dir);
 	free(dir);
 	free(buf);
