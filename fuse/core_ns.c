@@ -128,6 +128,8 @@ static int delete_object(struct core *c, const char *bucket, const char *key)
 	int rc = s3_delete(c->d.s3, bucket, key);
 	if (rc < 0)
 		return rc;
+	if (c->d.stage)
+		stage_key_replaced(c->d.stage, bucket, key);
 	struct obj_meta o = { 0 };
 	o.bucket = (char *)bucket;
 	o.key = (char *)key;
@@ -340,6 +342,8 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 			!(rec.flags & OBJ_DELETED);
 	if (rc == 0)
 		rc = rename_copy(c, bucket, key, nkey, have_rec ? &rec : NULL, etag);
+	if (rc == 0 && c->d.stage)
+		stage_key_replaced(c->d.stage, bucket, nkey);
 	if (rc == 0 && have_rec)
 		rename_record(c, &rec, nkey, etag);
 	obj_meta_release(&rec);

@@ -170,6 +170,7 @@ void stage_close(struct stage *st)
 		return;
 	assert(!st->open);
 	stage_pool_stop(st);
+	stage_kept_free_all(st);
 	pthread_mutex_destroy(&st->pool.lock);
 	pthread_cond_destroy(&st->pool.cond);
 	if (st->dir_fd >= 0)
@@ -756,9 +757,12 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	}
 
 	struct stage_intent left = { 0 };
+	char *done_bucket = NULL, *done_key = NULL;
 	pthread_mutex_lock(&f->lock);
 	f->uploading = false;
 	if (!err) {
+		done_bucket = strdup(f->bucket);
+		done_key = strdup(f->key);
 		f->dirty = false;
 		f->oneshot = false;
 		f->js = STAGE_JS_NONE;
@@ -778,6 +782,10 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	if (left.ns)
 		stage_orphans_defer(st, &left);
 	stage_intent_clear(&left);
+	if (done_bucket && done_key)
+		stage_key_replaced(st, done_bucket, done_key);
+	free(done_bucket);
+	free(done_key);
 	return err;
 }
 
@@ -815,6 +823,7 @@ void stage_file_release(struct stage_file *f)
 		log_warn("stage: %s/%s released with uncommitted data (%" PRIu64
 			 " bytes); kept as %s/%s for recovery", f->bucket, f->key,
 			 f->size, st->dir, name);
+		stage_kept_add(st, f->id, f->bucket, f->key);
 	}
 	file_free(f);
 }

@@ -161,6 +161,13 @@ void stage_counters_get(struct stage *st, struct stage_counters *out);
  * (S3 failures are not: they are counted in reupload_failed). One call
  * at a time (the gateway's start, or one periodic retry thread). */
 int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
+/* bucket/key was written anew, renamed onto or deleted through this
+ * gateway (a commit here calls it itself): files released with a failed
+ * commit of that key, waiting for the next start to upload them, are
+ * moved to recovered/ by that start instead (their "commit" journal
+ * becomes "dirty"), so that they never put older bytes over the newer
+ * version or bring back a deleted object (stage_kept.c). */
+void stage_key_replaced(struct stage *st, const char *bucket, const char *key);
 
 /* A new empty staged file for bucket/key (create, or open with O_TRUNC):
  * dirty, so the next commit uploads it even if nothing is written. */

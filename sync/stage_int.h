@@ -96,6 +96,8 @@ struct stage {
 
 	pthread_mutex_t lock;
 	uint64_t used;               /* bytes charged, all staged files */
+	struct stage_kept *kept;     /* released files waiting for the next
+				      * start (stage_kept.c) */
 	uint64_t next_id;
 	struct stage_file *open;     /* files not released */
 	struct stage_counters cnt;   /* used/max/open filled in on read */
@@ -123,6 +125,16 @@ struct stage_file {
 	bool oneshot;                /* stage_file_oneshot, until its commit */
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
+
+/* ---- kept files (stage_kept.c) ----
+ * stage_kept_add: file id (bucket/key) was released with its journal, or
+ * a recovery left it staged: a later stage_key_replaced() of that key
+ * turns its "commit" journal into "dirty". stage_kept_forget: recovery
+ * uploaded or moved it. Both take stage.lock (and no other). */
+struct stage_kept;
+void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key);
+void stage_kept_forget(struct stage *st, uint64_t id);
+void stage_kept_free_all(struct stage *st);
 
 /* A journal as read or to be written; strings owned by the struct. */
 struct stage_jnl {

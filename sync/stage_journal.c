@@ -429,13 +429,14 @@ int stage_durability_open(struct stage *st)
 
 /* ---- recovery ------------------------------------------------------- */
 
-/* A journaled file left the staging area (uploaded, moved or dropped). */
-static void pending_done(struct stage *st)
+/* Journaled file id left the staging area (uploaded, moved or dropped). */
+static void pending_done(struct stage *st, uint64_t id)
 {
 	pthread_mutex_lock(&st->lock);
 	if (st->cnt.pending_files)
 		st->cnt.pending_files--;
 	pthread_mutex_unlock(&st->lock);
+	stage_kept_forget(st, id);
 }
 
 struct rec_entry {
@@ -582,7 +583,7 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	st->cnt.recovered_files++;
 	pthread_mutex_unlock(&st->lock);
 	if (journaled)
-		pending_done(st);
+		pending_done(st, id);
 	rep->recovered++;
 	rep->recovered_bytes += (uint64_t)sb->st_size;
 	return 0;
@@ -669,6 +670,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	if (j->upload_id && abort_journaled(st, j, rep) != 0) {
 		close(fd);
 		rep->reupload_failed++;
+		stage_kept_add(st, id, j->bucket, j->key);
 		return 0;
 	}
 	/* The intent, if any, was dealt with (stage_orphans_abort): this
@@ -697,6 +699,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 			  "begun before a crash) failed: %s; kept in %s/%s",
 			  j->bucket, j->key, j->size, strerror(-err), st->dir, data);
 		rep->reupload_failed++;
+		stage_kept_add(st, id, j->bucket, j->key);
 		return 0;
 	}
 	log_info("stage: %s/%s (%" PRIu64 " bytes, commit had begun before a "
@@ -706,7 +709,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		err = -errno;
 	if (!err)
 		stage_uncharge(st, (uint64_t)sb->st_size);
-	pending_done(st);
+	pending_done(st, id);
 	rep->reuploaded++;
 	return err;
 }
@@ -744,6 +747,8 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 	if (!err && j.intent.ns && stage_orphans_abort(st, &j, rep) != 0 &&
 	    !st->distrust) {
 		rep->abort_failed++;
+		if (j.state == STAGE_JS_COMMIT)
+			stage_kept_add(st, e->id, j.bucket, j.key);
 		stage_jnl_release(&j);
 		return 0;
 	}
@@ -751,7 +756,7 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 		log_warn("stage: journal %s/%s without data (%s/%s); removed",
 			 st->dir, jnl, err ? "?" : j.bucket, err ? "?" : j.key);
 		stage_jnl_release(&j);
-		pending_done(st);
+		pending_done(st, e->id);
 		rep->deleted++;
 		return stage_jnl_remove(st, e->id);
 	}

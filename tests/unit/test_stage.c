@@ -988,6 +988,80 @@ static void test_multipart(void)
 	store_release(&fk);
 }
 
+/* A file whose commit failed, released, v1; kept for the next start. */
+static void kept_v1(struct stage *st, struct store *fk, const char *key)
+{
+	struct stage_file *f;
+	stage_file_new(st, "b", key, NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "v1", 2, 0);
+	puts_fail(fk, 1, -EIO);
+	if (stage_file_commit(f, NULL) != -EIO)
+		printf("# kept_v1: the commit did not fail\n");
+	stage_file_release(f);
+}
+
+/* Files kept after a failed commit wait for the next start's upload; a
+ * newer version of their key written, renamed onto or deleted here
+ * meanwhile stops that upload (the start moves them to recovered/). */
+static void test_kept(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *dir = unit_tmpdir("stage-kept");
+	struct stage *st = open_stage(dir, 8 << 20, 0, &fk);
+	kept_v1(st, &fk, "newer");
+	struct stage_file *g;
+	stage_file_new(st, "b", "newer", NULL, 0, NULL, &g);
+	stage_file_pwrite(g, "v2", 2, 0);
+	CHECK(stage_file_commit(g, NULL) == 0, "kept: a newer version of the key committed");
+	stage_file_release(g);
+	kept_v1(st, &fk, "deleted");
+	stage_key_replaced(st, "b", "deleted");
+	kept_v1(st, &fk, "alone");
+	stage_close(st);
+	st = open_stage(dir, 8 << 20, 0, &fk);
+	struct stage_recovery_report r;
+	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
+	      "kept: the next start uploads one, moves two to recovered/ (%u, %u)",
+	      r.reuploaded, r.recovered);
+	size_t n = 0;
+	char *o = obj_get(&fk, "b", "newer", &n, NULL, 0);
+	CHECK(o && n == 2 && memcmp(o, "v2", 2) == 0,
+	      "kept: the newer version stays in S3, not the older staged one");
+	free(o);
+	o = obj_get(&fk, "b", "deleted", &n, NULL, 0);
+	CHECK(!o, "kept: a key deleted meanwhile is not brought back");
+	free(o);
+	o = obj_get(&fk, "b", "alone", &n, NULL, 0);
+	CHECK(o && n == 2 && memcmp(o, "v1", 2) == 0,
+	      "kept: with nothing newer the kept data is uploaded at the start");
+	free(o);
+	CHECK(stage_recovered_count(dir) == 4,
+	      "kept: both older copies are in recovered/, each with its .journal (%d files)",
+	      stage_recovered_count(dir));
+	/* One a start could not upload (S3 down) waits again, and a newer
+	 * version written during that run stops it too. */
+	kept_v1(st, &fk, "again");
+	stage_close(st);
+	st = open_stage(dir, 8 << 20, 0, &fk);
+	puts_fail(&fk, 1, -EIO);
+	CHECK(stage_recover(st, &r) == 0 && r.reupload_failed == 1,
+	      "kept: a start whose upload fails keeps the file");
+	stage_file_new(st, "b", "again", NULL, 0, NULL, &g);
+	stage_file_pwrite(g, "v3", 2, 0);
+	stage_file_commit(g, NULL);
+	stage_file_release(g);
+	stage_close(st);
+	st = open_stage(dir, 8 << 20, 0, &fk);
+	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 0 && r.recovered == 1,
+	      "kept: ... and the start after a newer version moves it (%u, %u)",
+	      r.reuploaded, r.recovered);
+	o = obj_get(&fk, "b", "again", &n, NULL, 0);
+	CHECK(o && n == 2 && memcmp(o, "v3", 2) == 0, "kept: the newer version stays");
+	free(o);
+	stage_case_end(st, &fk, dir);
+}
+
 int main(void)
 {
 	log_init("test_stage", getenv("STAGE_DEBUG") ? 2 : 0);
@@ -995,6 +1069,7 @@ int main(void)
 	test_round_trip();
 	test_fill();
 	test_failure();
+	test_kept();
 	test_concurrency();
 	test_crash();
 	test_budget();
