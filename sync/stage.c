@@ -675,7 +675,8 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	 * once it exists (stage_orphans.c). */
 	struct jnl_started js = { .st = st, .id = f->id, .j = &j, .f = f };
 	struct upload_hooks hooks = { .creating = stage_jnl_creating,
-				      .started = stage_jnl_started, .ctx = &js };
+				      .started = stage_jnl_started,
+				      .abandoned = stage_jnl_abandoned, .ctx = &js };
 	err = upload_counted(f, size, &hooks, etag);
 	if (err) {
 		pthread_mutex_lock(&f->lock);

@@ -174,6 +174,12 @@ struct jnl_started {
 };
 int  stage_jnl_creating(void *ctx);
 int  stage_jnl_started(void *ctx, const char *upload_id);
+/* upload_file's abandoned hook: an upload of file f (not NULL) whose
+ * abort failed becomes f's broken stream (f->sm: id, bucket, key), so
+ * that every later journal of f names it and its next commit or its
+ * release aborts it (stage_stream_drop). In recovery (f NULL) the
+ * journal that named it stays as it is. */
+void stage_jnl_abandoned(void *ctx, const char *upload_id);
 void stage_jnl_hooks_done(struct jnl_started *js);
 
 /* ---- intents (stage_orphans.c) ----

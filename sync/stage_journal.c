@@ -633,6 +633,32 @@ int stage_jnl_started(void *ctx, const char *upload_id)
 	return err ? -EIO : 0;
 }
 
+void stage_jnl_abandoned(void *ctx, const char *upload_id)
+{
+	struct jnl_started *js = ctx;
+	struct stage_file *f = js->f;
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	struct stage_stream *sm = &f->sm;
+	if (!sm->id && !sm->n_parts) {
+		sm->id = strdup(upload_id);
+		sm->bucket = strdup(js->j->bucket);
+		sm->key = strdup(js->j->key);
+		if (!sm->id || !sm->bucket || !sm->key) {
+			free(sm->id);
+			free(sm->bucket);
+			free(sm->key);
+			sm->id = sm->bucket = sm->key = NULL;
+			log_error("stage: out of memory: upload %s of %s/%s will be "
+				  "aborted only at the next start", upload_id,
+				  js->j->bucket, js->j->key);
+		}
+		sm->broken = true;
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
 void stage_jnl_hooks_done(struct jnl_started *js)
 {
 	stage_intent_clear(&js->own);

@@ -147,6 +147,8 @@ int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 			log_error("upload: %s/%s: aborting upload %s failed: %s; its "
 				  "parts stay until aborted", bucket, key, id,
 				  strerror(-aerr));
+		if (aerr && hooks && hooks->abandoned)
+			hooks->abandoned(hooks->ctx, id);
 		etag[0] = '\0';
 	} else {
 		log_debug("upload: %s/%s: %" PRIu64 " bytes in %zu parts of %" PRIu64,

@@ -42,16 +42,19 @@ uint64_t upload_part_size(const struct upload_conf *c, uint64_t size);
  * past S3_MAX_OBJECT (parts 8001..10000 alone hold 10,000 GiB). */
 uint64_t upload_stream_part_size(const struct upload_conf *c, unsigned n);
 
-/* Called around the creation of a multipart upload (both may be NULL):
+/* Called around the creation of a multipart upload (each may be NULL):
  * creating just before CreateMultipartUpload (the stage journals that an
  * upload may be about to exist: a crash before started can then still
  * find it), started with the upload id once it exists, before its first
  * part (the stage journals the id, so that a crash can abort it). A
  * nonzero return of creating is returned with no upload made; of
- * started, aborts the upload and is returned. */
+ * started, aborts the upload and is returned. abandoned: the upload
+ * failed and so did its abort: it still exists, and the caller keeps
+ * its id to abort it later. */
 struct upload_hooks {
 	int (*creating)(void *ctx);
 	int (*started)(void *ctx, const char *upload_id);
+	void (*abandoned)(void *ctx, const char *upload_id);
 	void *ctx;
 };
 

@@ -988,6 +988,43 @@ static void test_multipart(void)
 	store_release(&fk);
 }
 
+/* A whole-file multipart upload whose part and abort both fail: its id
+ * stays with the file (journaled by every later journal write) until the
+ * next commit aborts it; none is left open. */
+static void test_abandoned(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	s3_fake_min_part_set(fk.fake, 1 << 20);
+	char *dir = unit_tmpdir("stage-abandoned");
+	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = dir,
+			.max_bytes = 64 << 20, .stream_off = true,
+			.up = { .part_size = 1 << 20, .threads = 2 } }, &fk);
+	size_t size = 3 << 20;
+	char *obj = calloc(1, size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "k", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, obj, size, 0);
+	s3_fault_fail(fk.s3, S3K_MPU_PART, 1, 0, -EHOSTUNREACH);
+	s3_fault_fail(fk.s3, S3K_MPU_ABORT, 1, 0, -EHOSTUNREACH);
+	CHECK(stage_file_commit(f, NULL) == -EIO && s3_fake_upload_count(fk.fake, "b") == 1,
+	      "abandoned: part and abort fail: -EIO, the upload still open");
+	s3_fault_clear(fk.s3);
+	stage_file_pwrite(f, "z", 1, size);
+	struct stage_jnl j;
+	bool named = stage_jnl_read(st, f->id, &j) == 0 && j.upload_id != NULL;
+	CHECK(named, "abandoned: the next write's journal still names the upload (%s)",
+	      named ? j.upload_id : "none");
+	if (named || stage_jnl_read(st, f->id, &j) == 0)
+		stage_jnl_release(&j);
+	CHECK(stage_file_commit(f, NULL) == 0 && s3_fake_upload_count(fk.fake, "b") == 0,
+	      "abandoned: the next commit aborts it and uploads: none left open (%zu)",
+	      s3_fake_upload_count(fk.fake, "b"));
+	stage_file_release(f);
+	free(obj);
+	stage_case_end(st, &fk, dir);
+}
+
 /* A file whose commit failed, released, v1; kept for the next start. */
 static void kept_v1(struct stage *st, struct store *fk, const char *key)
 {
@@ -1070,6 +1107,7 @@ int main(void)
 	test_fill();
 	test_failure();
 	test_kept();
+	test_abandoned();
 	test_concurrency();
 	test_crash();
 	test_budget();
