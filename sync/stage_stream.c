@@ -321,6 +321,9 @@ static int stream_create(struct stage_file *f)
 		pthread_mutex_unlock(&f->lock);
 		return err;
 	}
+	/* sm->id is set only with the journal naming it: a part queued
+	 * meanwhile never sends with an id that is about to be aborted
+	 * (sm->err, set before the lock is dropped, makes it skip). */
 	pthread_mutex_lock(&f->lock);
 	sm->id = strdup(id);
 	if (!sm->id) {
@@ -334,19 +337,26 @@ static int stream_create(struct stage_file *f)
 			f->intent = kept;       /* still journaled */
 		else
 			stage_intent_clear(&kept);
-	}
-	pthread_mutex_unlock(&f->lock);
-	if (err) {
-		int aerr = s3_mpu_abort(st->s3, sm->bucket, sm->key, id);
-		if (aerr)
-			log_error("stage: %s/%s: aborting upload %s (not journaled) "
-				  "failed: %s", sm->bucket, sm->key, id, strerror(-aerr));
-		pthread_mutex_lock(&f->lock);
-		if (!aerr) {
+		if (err) {
 			free(sm->id);
 			sm->id = NULL;
 		}
-		pthread_mutex_unlock(&f->lock);
+	}
+	if (err && !sm->err)
+		sm->err = err;
+	pthread_mutex_unlock(&f->lock);
+	if (err) {
+		int aerr = s3_mpu_abort(st->s3, sm->bucket, sm->key, id);
+		if (aerr) {
+			log_error("stage: %s/%s: aborting upload %s (not journaled) "
+				  "failed: %s", sm->bucket, sm->key, id, strerror(-aerr));
+			/* Kept for the next commit's or the release's abort
+			 * (stage_stream_drop); no part sends with it: sm->err. */
+			pthread_mutex_lock(&f->lock);
+			if (!sm->id)
+				sm->id = strdup(id);
+			pthread_mutex_unlock(&f->lock);
+		}
 	} else {
 		log_debug("stage: %s/%s: streamed upload %s created", sm->bucket,
 			  sm->key, id);
