@@ -107,6 +107,9 @@ struct bcache {
 	struct lru seg[SEG_N];
 	uint64_t used, n_ready, seq;
 	bool loading, stopping;
+	bool unlisted;               /* the listing failed: DIR's contents are
+				      * unknown, so no put (the budget could
+				      * not be kept); reads look on disk */
 	struct bcache_counters c;    /* the event counters */
 	struct drop_req drops[DROP_QUEUE];
 	size_t d_head, d_len;
@@ -343,7 +346,7 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 
 	pthread_mutex_lock(&bc->mu);
 	struct ent *e = map_find(bc, &h, blk);
-	bool look = e ? e->state == ENT_READY : bc->loading;
+	bool look = e ? e->state == ENT_READY : bc->loading || bc->unlisted;
 	uint64_t seq = e ? e->seq : 0;
 	bool known = e != NULL;
 	if (!look)
@@ -361,7 +364,7 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		e = map_find(bc, &h, blk);
 		if (e && e->state == ENT_READY)
 			hit_promote(bc, e, budget);
-		else if (!e && bc->loading)
+		else if (!e && (bc->loading || bc->unlisted))
 			hit_learn(bc, &h, blk, size);
 		bc->c.hits++;
 		pthread_mutex_unlock(&bc->mu);
@@ -383,13 +386,19 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	    (bad || n == -ENOENT)) {
 		ent_retire(bc, e);
 		gone = e;
+	} else if (!e && !known && bad && (gone = ent_new(&h, blk))) {
+		/* A file the map did not know (read while listing): a dying
+		 * entry holds the name while it is removed, so that a put
+		 * meanwhile (-EBUSY) cannot lose its fresh file to the unlink. */
+		gone->state = ENT_DYING;
+		map_insert(bc, gone);
 	}
 	pthread_mutex_unlock(&bc->mu);
 	if (bad) {
 		log_warn("bcache: block %" PRIu64 " of %s/%s (ETag %s) %s; "
 			 "removed", blk, id->bucket, id->key, id->etag,
 			 n == -EIO ? "cannot be read (EIO)" : "failed its check");
-		if (gone || !known) {
+		if (gone) {
 			char path[PATH_MAX];
 			snprintf(path, sizeof path, "%s/%s", bc->dir, rel);
 			unlink(path);
@@ -414,7 +423,7 @@ static bool map_ready(struct bcache *bc, const struct bcache_hash *h, uint64_t b
 	pthread_mutex_lock(&bc->mu);
 	struct ent *e = map_find(bc, h, blk);
 	bool has = e && e->state == ENT_READY;
-	*look = !e && bc->loading;
+	*look = !e && (bc->loading || bc->unlisted);
 	pthread_mutex_unlock(&bc->mu);
 	return has;
 }
@@ -506,7 +515,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	struct ent *victims = NULL, *e = NULL;
 	int rc = 0;
 	pthread_mutex_lock(&bc->mu);
-	if (bc->loading)
+	if (bc->loading || bc->unlisted)
 		rc = -EAGAIN;
 	else if (!hlen)
 		rc = -ENAMETOOLONG;
@@ -585,7 +594,7 @@ static void drop_run(struct bcache *bc, const struct drop_req *r)
 		struct ent *gone = NULL;
 		pthread_mutex_lock(&bc->mu);
 		struct ent *e = map_find(bc, &r->h, blk);
-		bool unl = bc->loading;      /* the listing may not know it */
+		bool unl = bc->loading || bc->unlisted;   /* a file the map may not know */
 		if (e && e->state == ENT_READY) {
 			ent_retire(bc, e);
 			bc->c.dropped++;
@@ -660,9 +669,10 @@ void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size)
 
 /* Insert listed blocks (oldest first: the newest end at the recent end of
  * probation), evicting when the budget or the entry cap is reached. */
-static void list_insert(struct bcache *bc, const struct bcache_found *f,
-			size_t n, uint64_t budget)
+static int list_insert(struct bcache *bc, const struct bcache_found *f,
+		       size_t n, uint64_t budget)
 {
+	int rc = 0;
 	for (size_t i = 0; i < n; i += LIST_BATCH) {
 		struct ent *victims = NULL;
 		size_t end = n - i < LIST_BATCH ? n : i + LIST_BATCH;
@@ -672,8 +682,10 @@ static void list_insert(struct bcache *bc, const struct bcache_found *f,
 				continue;    /* learnt by a read meanwhile */
 			uint64_t charge = bcache_charge(f[j].size);
 			struct ent *e = ent_new(&f[j].h, f[j].blk);
-			if (!e)
+			if (!e) {
+				rc = -ENOMEM;
 				break;
+			}
 			if (!room_make(bc, budget, charge, &victims)) {
 				/* Larger than the whole budget: remove it. */
 				e->state = ENT_DYING;
@@ -692,7 +704,10 @@ static void list_insert(struct bcache *bc, const struct bcache_found *f,
 		}
 		pthread_mutex_unlock(&bc->mu);
 		victims_reap(bc, victims);
+		if (rc)
+			break;
 	}
+	return rc;
 }
 
 static void *list_main(void *arg)
@@ -704,15 +719,29 @@ static void *list_main(void *arg)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t0 = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-	int rc = bcache_dir_list(bc->dir, &bc->stop, &f, &n, &tmp);
+	unsigned dirs_failed = 0;
+	char failed[PATH_MAX + 64] = "";
+	int rc = bcache_dir_list(bc->dir, &bc->stop, &f, &n, &tmp, &dirs_failed,
+				 failed, sizeof failed);
 	if (rc && rc != -ECANCELED)
-		log_warn("bcache: cannot list %s: %s (blocks there are found "
-			 "only when read)", bc->dir, strerror(-rc));
-	if (!rc)
-		list_insert(bc, f, n, budget_now(bc));
+		log_error("bcache: cannot list %s: %s; the burst buffer stores "
+			  "nothing more until the gateway restarts (what it holds "
+			  "is unknown, so its budget could not be kept); blocks "
+			  "there are still read", bc->dir, strerror(-rc));
+	if (dirs_failed)
+		log_warn("bcache: %u of the 256 subdirectories of %s could not be "
+			 "listed (%s): the blocks in them are neither used nor "
+			 "counted in the budget", dirs_failed, bc->dir, failed);
+	if (!rc && list_insert(bc, f, n, budget_now(bc)) != 0) {
+		log_error("bcache: out of memory while learning %s; the burst "
+			  "buffer stores nothing more until the gateway restarts",
+			  bc->dir);
+		rc = -ENOMEM;
+	}
 	free(f);
 	pthread_mutex_lock(&bc->mu);
 	bc->loading = false;
+	bc->unlisted = rc && rc != -ECANCELED;
 	uint64_t blocks = bc->n_ready, used = bc->used;
 	pthread_mutex_unlock(&bc->mu);
 	if (!rc) {

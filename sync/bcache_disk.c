@@ -617,11 +617,13 @@ static int list_sub(const char *sub, unsigned prefix, struct found_vec *fv,
 }
 
 int bcache_dir_list(const char *dir, atomic_bool *stop,
-		    struct bcache_found **out, size_t *n, size_t *tmp_removed)
+		    struct bcache_found **out, size_t *n, size_t *tmp_removed,
+		    unsigned *dirs_failed, char *failed, size_t failed_len)
 {
 	struct found_vec fv = { 0 };
 	int rc = 0;
 	*tmp_removed = 0;
+	*dirs_failed = 0;
 	for (unsigned x = 0; x < 256 && !rc; x++) {
 		char sub[PATH_MAX];
 		if (atomic_load(stop)) {
@@ -632,6 +634,11 @@ int bcache_dir_list(const char *dir, atomic_bool *stop,
 			rc = -ENAMETOOLONG;
 		else
 			rc = list_sub(sub, x, &fv, tmp_removed);
+		if (rc && rc != -ENOMEM && rc != -ENAMETOOLONG) {
+			if (!(*dirs_failed)++ && failed)
+				snprintf(failed, failed_len, "%s: %s", sub, strerror(-rc));
+			rc = 0;          /* the others are still worth knowing */
+		}
 	}
 	if (rc) {
 		free(fv.v);

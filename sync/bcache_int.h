@@ -82,10 +82,13 @@ struct bcache_found {
 };
 /* List DIR/00 .. DIR/ff (readdir + fstatat, no block opened), removing
  * temporary files (counted in *tmp_removed). *out: malloc'ed, sorted by
- * mtime, oldest first. Stops early (returns -ECANCELED) when *stop turns
- * true. 0 or -errno. */
+ * mtime, oldest first. A subdirectory that cannot be opened (EIO,
+ * EACCES, ELOOP...) is skipped: counted in *dirs_failed, the first one's
+ * name and error in failed[] (may be NULL). Stops early (returns
+ * -ECANCELED) when *stop turns true. 0 or -errno (ENOMEM: the list). */
 int bcache_dir_list(const char *dir, atomic_bool *stop,
-		    struct bcache_found **out, size_t *n, size_t *tmp_removed);
+		    struct bcache_found **out, size_t *n, size_t *tmp_removed,
+		    unsigned *dirs_failed, char *failed, size_t failed_len);
 
 /* mkdir -p path (mode 0755). 0 or -errno. */
 int bcache_mkdir_p(const char *path);

@@ -419,6 +419,45 @@ static void test_persist(const char *root)
 	bcache_close(bc);
 }
 
+/* A subdirectory the start-up listing cannot open (a symbolic link to
+ * itself: ELOOP) costs only its own blocks: the others are listed, read
+ * and counted, and puts go on inside the budget. */
+static void test_list_fail(const char *root)
+{
+	char dir[512];
+	snprintf(dir, sizeof dir, "%s/listfail", root);
+	uint64_t fc = full_charge(&ID_A);
+	struct bcache *bc = open_ok(dir, 8 * fc, BS, NULL, NULL, NULL);
+	wait_loaded(bc);
+	static char data[BS], got[BS];
+	for (uint64_t i = 0; i < 4; i++) {
+		fill(data, BS, 7, i);
+		bcache_put(bc, &ID_A, i, data, BS, 0);
+	}
+	bcache_close(bc);
+	char p[1024], sub[1100];
+	block_path(dir, &ID_A, 0, p, sizeof p);
+	unsigned used_xx = 0;
+	sscanf(strrchr(p, '/') - 2, "%2x", &used_xx);   /* all four share it */
+	snprintf(sub, sizeof sub, "%s/%02x", dir, (used_xx + 1) & 0xff);
+	if (symlink(sub, sub) != 0)
+		exit(2);
+	bc = open_ok(dir, 8 * fc, BS, NULL, NULL, NULL);
+	wait_loaded(bc);
+	struct bcache_counters c;
+	bcache_counters(bc, &c);
+	CHECK(c.blocks == 4 && c.used_bytes == 4 * fc,
+	      "list fail: one subdirectory failing, the others' 4 blocks are known (%" PRIu64 ")",
+	      c.blocks);
+	fill(data, BS, 7, 2);
+	CHECK(bcache_read(bc, &ID_A, 2, got, sizeof got, 0) == BS && !memcmp(got, data, BS),
+	      "list fail: a listed block reads");
+	CHECK(bcache_put(bc, &ID_B, 0, data, BS, 0) == 0,
+	      "list fail: puts go on after the listing");
+	bcache_close(bc);
+	unlink(sub);
+}
+
 struct staged_box {
 	_Atomic uint64_t v;
 };
@@ -749,6 +788,7 @@ int main(void)
 	test_roundtrip(root);
 	test_corrupt(root);
 	test_persist(root);
+	test_list_fail(root);
 	test_budget(root);
 	test_scan(root);
 	test_lock(root);
