@@ -184,7 +184,10 @@ void stage_jnl_hooks_done(struct jnl_started *js);
 
 /* ---- intents (stage_orphans.c) ----
  * stage_intent_set: in = {now, bucket, key} unless in already holds one
- * (kept: the oldest); *fresh says whether it was set now. 0 or -ENOMEM.
+ * of that bucket/key (kept: the oldest); one of another key (a rename
+ * came between two creations) goes to the orphans file first
+ * (stage_orphans_defer; kept if that fails). *fresh says whether in was
+ * set now. 0 or -ENOMEM.
  * stage_intent_clear: frees and zeroes.
  * stage_orphans_abort: for a journal with an intent, lists the store's
  * multipart uploads of exactly intent.bucket/intent.key initiated at or
@@ -193,7 +196,7 @@ void stage_jnl_hooks_done(struct jnl_started *js);
  * of this run could be among them). 0, or the listing's or an abort's
  * error (the caller keeps the file staged). */
 #define STAGE_INTENT_SKEW_NS ((int64_t)900 * 1000000000)
-int  stage_intent_set(struct stage_intent *in, const char *bucket,
+int  stage_intent_set(struct stage *st, struct stage_intent *in, const char *bucket,
 		      const char *key, bool *fresh);
 void stage_intent_clear(struct stage_intent *in);
 /* After a failed creation: the intent this creation set (fresh) is

@@ -596,7 +596,7 @@ int stage_jnl_creating(void *ctx)
 	struct stage_intent *in = js->f ? &js->f->intent : &js->own;
 	if (js->f)
 		pthread_mutex_lock(&js->f->lock);
-	int err = stage_intent_set(in, j->bucket, j->key, &js->fresh);
+	int err = stage_intent_set(js->st, in, j->bucket, j->key, &js->fresh);
 	if (!err) {
 		j->intent = *in;
 		err = stage_jnl_write(js->st, js->id, j, true);

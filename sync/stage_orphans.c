@@ -54,12 +54,18 @@
 #include "common/log.h"
 #include "common/s3.h"
 
-int stage_intent_set(struct stage_intent *in, const char *bucket,
+int stage_intent_set(struct stage *st, struct stage_intent *in, const char *bucket,
 		     const char *key, bool *fresh)
 {
 	*fresh = false;
-	if (in->ns)
+	if (in->ns && strcmp(in->bucket, bucket) == 0 && strcmp(in->key, key) == 0)
+		return 0;            /* the oldest of this key covers this one */
+	/* One of another key (the file was renamed since): into the orphans
+	 * file, so that this creation gets an intent of its own. If that
+	 * cannot be written, the old one stays (it is still journaled). */
+	if (in->ns && stage_orphans_defer(st, in) != 0)
 		return 0;
+	stage_intent_clear(in);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	char *b = strdup(bucket), *k = strdup(key);

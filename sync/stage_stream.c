@@ -301,7 +301,7 @@ static int stream_create(struct stage_file *f)
 	struct stage_stream *sm = &f->sm;
 	char id[1024];
 	pthread_mutex_lock(&f->lock);
-	int err = stage_intent_set(&f->intent, sm->bucket, sm->key,
+	int err = stage_intent_set(st, &f->intent, sm->bucket, sm->key,
 				   &f->intent_fresh);
 	if (!err)
 		err = stream_journal_locked(f);

@@ -277,6 +277,47 @@ static void lost_then_committed_case(void)
 	stage_case_end(st, &t, dir);
 }
 
+/* A creation's answer lost for key A, the file renamed to B, a
+ * creation's answer lost again for B: both uploads are found by the next
+ * start (A's intent went to the orphans file when B's was set). */
+static void renamed_case(void)
+{
+	const char *what = "lost answers around a rename";
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans-renamed");
+	s3_fake_clock_set(t.fake, now_ns());
+	struct stage *st = open_stage(dir, &t);
+	struct s3_fault_rule lost = { .kind = S3K_MPU_CREATE, .type = S3F_LOST,
+				      .first = 1, .times = 2, .err = -ETIMEDOUT };
+	CHECK(s3_fault_add(t.s3, &lost) == 0, "%s: rule added", what);
+	size_t size = 3 * PART + 5;
+	char *buf = calloc(1, size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "A", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, buf, size, 0);
+	int rc1 = stage_file_commit(f, NULL);
+	stage_file_rename(f, "b", "B");
+	stage_file_pwrite(f, "z", 1, 0);
+	int rc2 = stage_file_commit(f, NULL);
+	s3_fault_clear(t.s3);
+	stage_file_pwrite(f, "w", 1, 0);
+	int rc3 = stage_file_commit(f, NULL);
+	stage_file_release(f);
+	free(buf);
+	CHECK(rc1 == -EIO && rc2 == -EIO && rc3 == 0 && s3_fake_upload_count(t.fake, "b") == 2,
+	      "%s: two lost creations, then a commit (%d, %d, %d; %zu open)", what, rc1, rc2,
+	      rc3, s3_fake_upload_count(t.fake, "b"));
+	stage_close(st);
+	st = open_stage(dir, &t);
+	struct stage_recovery_report rep;
+	int rc = stage_recover(st, &rep);
+	CHECK(rc == 0 && rep.orphans_aborted == 2 && s3_fake_upload_count(t.fake, "b") == 0,
+	      "%s: the next start aborts both (%u; left: %s)", what, rep.orphans_aborted,
+	      uploads(&t));
+	stage_case_end(st, &t, dir);
+}
+
 /* A creation the store refused (NoSuchBucket: -ENOENT; no upload made),
  * then a commit that succeeds: nothing for the next start. */
 static void refused_case(void)
@@ -389,6 +430,7 @@ int main(void)
 	lost_answer_case();
 	lost_then_committed_case();
 	refused_case();
+	renamed_case();
 	orphans_file_case();
 	return unit_exit();
 }
