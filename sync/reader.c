@@ -67,6 +67,7 @@ struct reader_pool {
 	struct reader_ra_conf c;
 	unsigned streams, streams_max;
 	uint64_t bytes, bytes_max;
+	uint64_t kept, kept_max;     /* READER_KEPT_TOTAL at most */
 };
 
 int reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out)
@@ -94,7 +95,7 @@ void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *ou
 {
 	pthread_mutex_lock(&p->lock);
 	*out = (struct reader_pool_counters){ p->streams, p->streams_max, p->bytes,
-					      p->bytes_max };
+					      p->bytes_max, p->kept, p->kept_max };
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -137,6 +138,32 @@ static void pool_release(struct reader_pool *p, uint64_t len)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* len bytes kept between reads (a window, a spare buffer): granted
+ * (counted) or not. No pool: always. */
+static bool pool_keep(struct reader_pool *p, uint64_t len)
+{
+	if (!p)
+		return true;
+	pthread_mutex_lock(&p->lock);
+	bool ok = p->kept + len <= READER_KEPT_TOTAL;
+	if (ok) {
+		p->kept += len;
+		if (p->kept > p->kept_max)
+			p->kept_max = p->kept;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}
+
+static void pool_unkeep(struct reader_pool *p, uint64_t len)
+{
+	if (!p || !len)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->kept -= len;
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* ---------- the reader ---------- */
 
 enum ch_state { CH_FREE, CH_FETCHING, CH_READY, CH_FAILED };
@@ -150,6 +177,8 @@ struct chunk {
 	size_t len, got;
 	char *buf;               /* cap bytes; NULL until the fetch allocates */
 	size_t cap;
+	size_t kept;             /* bytes charged to the pool's kept (a
+				  * window kept between reads) */
 	uint64_t tick;           /* last use */
 };
 
@@ -276,7 +305,9 @@ static void chunk_free(struct reader *r, struct chunk *c)
 		pool_release(r->pool, c->len);
 		r->ra_held -= c->len;
 	}
-	if (c->buf && c->cap >= RA_CHUNK_MIN && r->n_spare < SPARE_MAX && !r->closing) {
+	pool_unkeep(r->pool, c->kept);
+	if (c->buf && c->cap >= RA_CHUNK_MIN && r->n_spare < SPARE_MAX && !r->closing &&
+	    pool_keep(r->pool, c->cap)) {
 		r->spare[r->n_spare] = c->buf;
 		r->spare_cap[r->n_spare++] = c->cap;
 	} else {
@@ -287,12 +318,17 @@ static void chunk_free(struct reader *r, struct chunk *c)
 
 static void spares_free(struct reader *r)
 {
-	while (r->n_spare)
-		free(r->spare[--r->n_spare]);
+	while (r->n_spare) {
+		r->n_spare--;
+		pool_unkeep(r->pool, r->spare_cap[r->n_spare]);
+		free(r->spare[r->n_spare]);
+	}
 }
 
 /* A spare buffer of at least want bytes for c (none: c->buf stays NULL
- * and the fetch allocates). Caller holds the lock. */
+ * and the fetch allocates); its charge as a kept buffer moves to c->kept
+ * (a window kept, the caller sees to it) or goes (an ahead chunk, charged
+ * to the pool's bytes). Caller holds the lock. */
 static void spare_take(struct reader *r, struct chunk *c, size_t want)
 {
 	for (unsigned i = 0; i < r->n_spare; i++) {
@@ -300,6 +336,10 @@ static void spare_take(struct reader *r, struct chunk *c, size_t want)
 			continue;
 		c->buf = r->spare[i];
 		c->cap = r->spare_cap[i];
+		if (c->ahead)
+			pool_unkeep(r->pool, c->cap);
+		else
+			c->kept = c->cap;
 		r->n_spare--;
 		r->spare[i] = r->spare[r->n_spare];
 		r->spare_cap[i] = r->spare_cap[r->n_spare];
@@ -642,8 +682,19 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		c = tmp;
 	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
 			     .tick = ++r->tick };
-	if (c != tmp)
+	if (c != tmp) {
 		spare_take(r, c, want);
+		if (!c->kept && !pool_keep(r->pool, want)) {
+			/* Readers keep enough already: this window goes
+			 * after the read (a tmp chunk). */
+			*c = (struct chunk){ .state = CH_FREE };
+			c = tmp;
+			*c = (struct chunk){ .state = CH_FETCHING, .off = from,
+					     .len = want, .tick = r->tick };
+		} else if (!c->kept) {
+			c->kept = want;
+		}
+	}
 	char *nb = c->buf;
 	size_t cap = c->cap;
 	pthread_mutex_unlock(&r->lock);

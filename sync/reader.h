@@ -18,7 +18,10 @@
  * (the read fetches it itself when it gets there), so many readers never
  * exhaust memory or connections. A streaming reader also keeps up to two
  * buffers of ranges it finished with for the next ones (freed at a random
- * read and at close).
+ * read and at close). What readers keep between reads (their last windows
+ * and those buffers) counts against READER_KEPT_TOTAL across the pool: past
+ * it a window is freed right after its read and a buffer is not kept, so
+ * many open, idle descriptors never hold more than that.
  *
  * With a burst buffer (sync/bcache.h), windows and ranges are whole blocks:
  * blocks the buffer holds for this version are read from it, the others
@@ -63,6 +66,7 @@ struct reader_ra_conf {
 #define READER_RA_BYTES          (64ull << 20)
 #define READER_RA_TOTAL_STREAMS  16u
 #define READER_RA_TOTAL_BYTES    (256ull << 20)
+#define READER_KEPT_TOTAL        (256ull << 20)
 
 /* The counters of the readers of one source, kept by the source's owner:
  * window hits and misses when it has no burst buffer (shown as the burst
@@ -97,6 +101,7 @@ void reader_pool_free(struct reader_pool *p);
 struct reader_pool_counters {
 	unsigned streams, streams_max;
 	uint64_t bytes, bytes_max;
+	uint64_t kept, kept_max;     /* windows and buffers kept between reads */
 };
 void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *out);
 

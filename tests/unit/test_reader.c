@@ -597,6 +597,40 @@ static void test_close_inflight(void)
 	bed_free(&b);
 }
 
+/* Many open descriptors that read and stay open keep at most
+ * READER_KEPT_TOTAL of windows and buffers between reads, across the pool;
+ * reads past it are still right (their windows go after the read). */
+static void test_kept_bound(void)
+{
+	struct bed b;
+	bed_init(&b, 16 * MIB);
+	struct reader_pool *p = pool_of(0, 0, 16, 256 * MIB);    /* no read-ahead */
+	enum { N = 48 };
+	struct reader *r[N];
+	bool ok = true;
+	for (int i = 0; i < N; i++) {
+		r[i] = bed_reader_pool(&b, p);
+		for (uint64_t off = 0; off < b.size && ok; off += 128 * KIB)
+			ok = read_ok(&b, r[i], off, 128 * KIB);
+	}
+	struct reader_pool_counters k;
+	reader_pool_counters(p, &k);
+	CHECK(ok && k.kept_max <= READER_KEPT_TOTAL && k.kept_max >= READER_KEPT_TOTAL / 2,
+	      "kept bound: %d descriptors read 16 MiB each and stay open: %llu MiB kept at "
+	      "most (bound %llu MiB)", N, (unsigned long long)(k.kept_max >> 20),
+	      (unsigned long long)(READER_KEPT_TOTAL >> 20));
+	for (int i = 0; i < N && ok; i++)
+		ok = read_ok(&b, r[i], 15 * MIB, 64 * KIB) && read_ok(&b, r[i], MIB, 64 * KIB);
+	CHECK(ok, "kept bound: every descriptor still reads right");
+	for (int i = 0; i < N; i++)
+		reader_close(r[i]);
+	reader_pool_counters(p, &k);
+	CHECK(k.kept == 0, "kept bound: nothing kept once all are closed (%llu)",
+	      (unsigned long long)k.kept);
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
 int main(void)
 {
 	test_sequential();
@@ -610,5 +644,6 @@ int main(void)
 	test_random_stops();
 	test_out_of_order();
 	test_close_inflight();
+	test_kept_bound();
 	return unit_exit();
 }
