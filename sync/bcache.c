@@ -885,5 +885,6 @@ void bcache_counters(struct bcache *bc, struct bcache_counters *out)
 	out->used_bytes = bc->used;
 	out->blocks = bc->n_ready;
 	out->loading = bc->loading;
+	out->unlisted = bc->unlisted;
 	pthread_mutex_unlock(&bc->mu);
 }

@@ -90,6 +90,7 @@ struct bcache_counters {
 	                              * queue was full (their blocks stay
 	                              * until evicted; never served: ETag) */
 	bool loading;                /* the start-up listing still runs */
+	bool unlisted;               /* it failed: no put until a restart */
 };
 
 /* Open (make) the cache in conf->dir. -EINVAL when max_bytes is smaller

@@ -634,12 +634,17 @@ int bcache_dir_list(const char *dir, atomic_bool *stop,
 			rc = -ENAMETOOLONG;
 		else
 			rc = list_sub(sub, x, &fv, tmp_removed);
-		if (rc && rc != -ENOMEM && rc != -ENAMETOOLONG) {
+		/* Out of descriptors or memory: the process's trouble, not
+		 * the subdirectory's; the listing fails whole. */
+		if (rc && rc != -ENOMEM && rc != -ENAMETOOLONG && rc != -EMFILE &&
+		    rc != -ENFILE) {
 			if (!(*dirs_failed)++ && failed)
 				snprintf(failed, failed_len, "%s: %s", sub, strerror(-rc));
 			rc = 0;          /* the others are still worth knowing */
 		}
 	}
+	if (!rc && *dirs_failed == 256)
+		rc = -EIO;           /* none listed: what the disk holds is unknown */
 	if (rc) {
 		free(fv.v);
 		return rc;

@@ -84,8 +84,9 @@ struct bcache_found {
  * temporary files (counted in *tmp_removed). *out: malloc'ed, sorted by
  * mtime, oldest first. A subdirectory that cannot be opened (EIO,
  * EACCES, ELOOP...) is skipped: counted in *dirs_failed, the first one's
- * name and error in failed[] (may be NULL). Stops early (returns
- * -ECANCELED) when *stop turns true. 0 or -errno (ENOMEM: the list). */
+ * name and error in failed[] (may be NULL); all 256 failing, or one
+ * failing with EMFILE/ENFILE, fails the listing. Stops early (returns
+ * -ECANCELED) when *stop turns true. 0 or -errno. */
 int bcache_dir_list(const char *dir, atomic_bool *stop,
 		    struct bcache_found **out, size_t *n, size_t *tmp_removed,
 		    unsigned *dirs_failed, char *failed, size_t failed_len);

@@ -662,13 +662,13 @@ static bool seq_near(const struct reader *r, uint64_t off)
 static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequential,
 		      struct chunk *tmp, struct chunk **out)
 {
-	size_t want;
-	if (sequential) {
+	size_t want = (need + RAND_UNIT - 1) / RAND_UNIT * RAND_UNIT;
+	size_t win_was = r->seq_win;
+	struct chunk *c = chunk_slot(r, false);
+	if (c && sequential) {
 		want = r->seq_win;
 		if (r->seq_win < WIN_MAX)
 			r->seq_win *= 2;
-	} else {
-		want = (need + RAND_UNIT - 1) / RAND_UNIT * RAND_UNIT;
 	}
 	if (want < need)
 		want = need;
@@ -677,24 +677,32 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		want = (size_t)(stop - at);
 	uint64_t from = at;
 	align_blocks(r, &from, &want);
-	struct chunk *c = chunk_slot(r, false);
-	if (!c)
-		c = tmp;
-	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
-			     .tick = ++r->tick };
-	if (c != tmp) {
+	if (c) {
+		*c = (struct chunk){ .state = CH_FREE };
 		spare_take(r, c, want);
 		if (!c->kept && !pool_keep(r->pool, want)) {
-			/* Readers keep enough already: this window goes
-			 * after the read (a tmp chunk). */
-			*c = (struct chunk){ .state = CH_FREE };
-			c = tmp;
-			*c = (struct chunk){ .state = CH_FETCHING, .off = from,
-					     .len = want, .tick = r->tick };
+			/* Readers keep enough already: this read fetches
+			 * what it needs (whole blocks with a burst buffer)
+			 * into a chunk that goes after it. */
+			c = NULL;
+			r->seq_win = win_was;
+			want = (need + RAND_UNIT - 1) / RAND_UNIT * RAND_UNIT;
+			if (want > stop - at)
+				want = (size_t)(stop - at);
+			from = at;
+			align_blocks(r, &from, &want);
 		} else if (!c->kept) {
 			c->kept = want;
 		}
 	}
+	if (!c) {
+		c = tmp;
+		*c = (struct chunk){ 0 };
+	}
+	char *sbuf = c->buf;
+	size_t scap = c->cap, skept = c->kept;
+	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
+			     .tick = ++r->tick, .buf = sbuf, .cap = scap, .kept = skept };
 	char *nb = c->buf;
 	size_t cap = c->cap;
 	pthread_mutex_unlock(&r->lock);

@@ -741,8 +741,16 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 		err = stage_stream_commit(f, size, etag);
 	} else {
 		/* A stream given up or failed: abort it, then (given up)
-		 * upload whole; a failed part is this commit's -EIO. */
-		if (drop && stage_stream_drop(f) != 0)
+		 * upload whole; a failed part is this commit's -EIO. An
+		 * abort the store refuses for good (403: the credentials may
+		 * not abort) does not hold the data back: it stays named in
+		 * f's journals and is logged. */
+		int derr = drop ? stage_stream_drop(f) : 0;
+		if (derr == -EACCES || derr == -EPERM)
+			log_warn("stage: %s/%s: the store refuses to abort an earlier "
+				 "upload of it (%s): it stays open there; uploading the "
+				 "file anyway", f->bucket, f->key, strerror(-derr));
+		else if (derr)
 			err = -EIO;
 		if (!err && failed) {
 			log_error("stage: %s/%s: a streamed part failed; upload "
@@ -758,12 +766,14 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	}
 
 	struct stage_intent left = { 0 };
-	char *done_bucket = NULL, *done_key = NULL;
 	pthread_mutex_lock(&f->lock);
 	f->uploading = false;
+	/* This commit is the key's newest: older failed ones go to
+	 * recovered/ at the next start; a failed one waits itself. */
+	bool began = !err || f->js == STAGE_JS_COMMIT;
+	char *c_bucket = began ? strdup(f->bucket) : NULL;
+	char *c_key = began ? strdup(f->key) : NULL;
 	if (!err) {
-		done_bucket = strdup(f->bucket);
-		done_key = strdup(f->key);
 		f->dirty = false;
 		f->oneshot = false;
 		f->js = STAGE_JS_NONE;
@@ -783,10 +793,15 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	if (left.ns)
 		stage_orphans_defer(st, &left);
 	stage_intent_clear(&left);
-	if (done_bucket && done_key)
-		stage_key_replaced(st, done_bucket, done_key);
-	free(done_bucket);
-	free(done_key);
+	if (c_bucket && c_key) {
+		if (err)
+			stage_kept_add(st, f->id, c_bucket, c_key, true);
+		else
+			stage_kept_forget(st, f->id);
+		stage_kept_replaced(st, c_bucket, c_key, f->id);
+	}
+	free(c_bucket);
+	free(c_key);
 	return err;
 }
 
@@ -824,7 +839,7 @@ void stage_file_release(struct stage_file *f)
 		log_warn("stage: %s/%s released with uncommitted data (%" PRIu64
 			 " bytes); kept as %s/%s for recovery", f->bucket, f->key,
 			 f->size, st->dir, name);
-		stage_kept_add(st, f->id, f->bucket, f->key);
+		stage_kept_release(st, f->id);
 	}
 	file_free(f);
 }

@@ -159,13 +159,16 @@ void stage_counters_get(struct stage *st, struct stage_counters *out);
  * start: all; later: files released with uncommitted data). Logs each
  * file it uploads or moves. rep may be NULL. 0 or the first hard error
  * (S3 failures are not: they are counted in reupload_failed). One call
- * at a time (the gateway's start, or one periodic retry thread). */
+ * at a time, and none while commits, renames or deletes run through the
+ * stage (stage_key_replaced rewrites the journals of files it may be
+ * uploading): the gateway calls it once, at its start, before the mount. */
 int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
-/* bucket/key was written anew, renamed onto or deleted through this
- * gateway (a commit here calls it itself): files released with a failed
- * commit of that key, waiting for the next start to upload them, are
- * moved to recovered/ by that start instead (their "commit" journal
- * becomes "dirty"), so that they never put older bytes over the newer
+/* bucket/key was renamed onto or deleted through this gateway (a commit
+ * here, failed or not, does the same for its key itself): files with a
+ * failed commit of that key, which the next start would upload, are moved
+ * to recovered/ by that start instead (their "commit" journal becomes
+ * "dirty": now if released, else at their release unless they commit
+ * again first), so that they never put older bytes over the newer
  * version or bring back a deleted object (stage_kept.c). */
 void stage_key_replaced(struct stage *st, const char *bucket, const char *key);
 

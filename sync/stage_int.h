@@ -127,12 +127,23 @@ struct stage_file {
 };
 
 /* ---- kept files (stage_kept.c) ----
- * stage_kept_add: file id (bucket/key) was released with its journal, or
- * a recovery left it staged: a later stage_key_replaced() of that key
- * turns its "commit" journal into "dirty". stage_kept_forget: recovery
- * uploaded or moved it. Both take stage.lock (and no other). */
+ * stage_kept_add: a commit of file id (bucket/key) failed with its
+ * journal at "commit" (open: the file is not released), or a recovery left
+ * it staged (open false); a later commit of the same file refreshes it.
+ * stage_kept_replaced: bucket/key was replaced by something newer (a
+ * commit began or succeeded, a rename onto it, a delete) except by file
+ * except (0: none): released entries' journals become "dirty" now, open
+ * ones are marked stale. stage_kept_release: file id was released: its
+ * journal becomes "dirty" if stale. stage_kept_forget: its data left
+ * (committed, uploaded or moved by recovery). Each takes stage.lock
+ * alone and rewrites journals with no lock held: call them without
+ * f->lock (the lock order allows it, but journal I/O would be held up). */
 struct stage_kept;
-void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key);
+void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key,
+		    bool open);
+void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
+			 uint64_t except);
+void stage_kept_release(struct stage *st, uint64_t id);
 void stage_kept_forget(struct stage *st, uint64_t id);
 void stage_kept_free_all(struct stage *st);
 

@@ -696,7 +696,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	if (j->upload_id && abort_journaled(st, j, rep) != 0) {
 		close(fd);
 		rep->reupload_failed++;
-		stage_kept_add(st, id, j->bucket, j->key);
+		stage_kept_add(st, id, j->bucket, j->key, false);
 		return 0;
 	}
 	/* The intent, if any, was dealt with (stage_orphans_abort): this
@@ -725,7 +725,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 			  "begun before a crash) failed: %s; kept in %s/%s",
 			  j->bucket, j->key, j->size, strerror(-err), st->dir, data);
 		rep->reupload_failed++;
-		stage_kept_add(st, id, j->bucket, j->key);
+		stage_kept_add(st, id, j->bucket, j->key, false);
 		return 0;
 	}
 	log_info("stage: %s/%s (%" PRIu64 " bytes, commit had begun before a "
@@ -774,7 +774,7 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 	    !st->distrust) {
 		rep->abort_failed++;
 		if (j.state == STAGE_JS_COMMIT)
-			stage_kept_add(st, e->id, j.bucket, j.key);
+			stage_kept_add(st, e->id, j.bucket, j.key, false);
 		stage_jnl_release(&j);
 		return 0;
 	}

@@ -1,20 +1,23 @@
 /*
- * stage_kept.c — staged files waiting for the next start, and what makes
- * them stale.
+ * stage_kept.c — staged files whose commit failed, and what makes them
+ * stale.
  *
- * DESIGN. A file released with its journal still on disk (its last
- * commit failed: close got EIO, S3 down) waits for the next start, whose
- * recovery uploads a "commit" journal's data again (stage_journal.c); so
- * does one a start could not finish. If this gateway meanwhile writes the
- * same key anew (a later commit of another file succeeded), renames onto
- * it or deletes it, that upload would put the older bytes back over the
- * newer version, or bring back a deleted object. So each such file is
- * remembered here (id, bucket, key; one entry per kept file, which the
- * staging budget bounds) and, when its key is written or removed through
- * this gateway, its journal is rewritten from "commit" to "dirty": the next
- * start then moves its data to recovered/ (nothing is lost) instead of
- * uploading it. A change of the key by another S3 client is not seen here
- * (README: the next start's upload wins over it).
+ * DESIGN. A file whose commit failed keeps its "commit" journal: a retry
+ * (the next commit of the open file) or, once released, the next start's
+ * recovery uploads its data again (stage_journal.c). If the same key is
+ * meanwhile committed, renamed onto or deleted through this gateway, or a
+ * later commit of it began (another file, the same key), that upload
+ * would put older bytes over the newer version or bring back a deleted
+ * object. So each such file is remembered here (id, bucket, key; one entry
+ * per file with a failed commit, which the staging budget bounds) from
+ * the moment its commit failed; when its key is replaced by something
+ * newer, a released file's journal is rewritten from "commit" to "dirty"
+ * at once (the next start then moves its data to recovered/: nothing is
+ * lost), and an open file's entry is marked stale: its release does that
+ * rewrite, unless a later commit of the file itself came first (then it
+ * is the newest again). Entries go when the file's data leaves (a commit
+ * succeeds, recovery uploads or moves it). A change of the key by another
+ * S3 client is not seen here (README: the next start's upload wins).
  */
 #include "sync/stage_int.h"
 
@@ -28,6 +31,8 @@
 struct stage_kept {
 	uint64_t id;
 	char *bucket, *key;
+	bool open;                   /* not released yet */
+	bool stale;                  /* open, and its key was replaced since */
 	struct stage_kept *next;
 };
 
@@ -38,7 +43,8 @@ static void kept_free(struct stage_kept *k)
 	free(k);
 }
 
-void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key)
+void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key,
+		    bool open)
 {
 	struct stage_kept *k = calloc(1, sizeof *k);
 	if (!k || !(k->bucket = strdup(bucket)) || !(k->key = strdup(key))) {
@@ -49,16 +55,20 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 		return;
 	}
 	k->id = id;
+	k->open = open;
 	pthread_mutex_lock(&st->lock);
-	bool known = false;
-	for (struct stage_kept *o = st->kept; o && !known; o = o->next)
-		known = o->id == id;
-	if (!known) {
+	struct stage_kept *o = st->kept;
+	while (o && o->id != id)
+		o = o->next;
+	if (o) {                     /* a later commit of the same file */
+		o->open = open;
+		o->stale = false;
+	} else {
 		k->next = st->kept;
 		st->kept = k;
 	}
 	pthread_mutex_unlock(&st->lock);
-	if (known)
+	if (o)
 		kept_free(k);
 }
 
@@ -107,18 +117,23 @@ static void kept_demote(struct stage *st, const struct stage_kept *k)
 	stage_jnl_release(&j);
 }
 
-void stage_key_replaced(struct stage *st, const char *bucket, const char *key)
+void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
+			 uint64_t except)
 {
 	struct stage_kept *hit = NULL;
 	pthread_mutex_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p;) {
 		struct stage_kept *k = *p;
-		if (strcmp(k->bucket, bucket) == 0 && strcmp(k->key, key) == 0) {
+		if (k->id == except || strcmp(k->bucket, bucket) != 0 ||
+		    strcmp(k->key, key) != 0) {
+			p = &k->next;
+		} else if (k->open) {
+			k->stale = true;     /* its release rewrites the journal */
+			p = &k->next;
+		} else {
 			*p = k->next;
 			k->next = hit;
 			hit = k;
-		} else {
-			p = &k->next;
 		}
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -127,6 +142,33 @@ void stage_key_replaced(struct stage *st, const char *bucket, const char *key)
 		hit = k->next;
 		kept_demote(st, k);
 		kept_free(k);
+	}
+}
+
+void stage_key_replaced(struct stage *st, const char *bucket, const char *key)
+{
+	stage_kept_replaced(st, bucket, key, 0);
+}
+
+void stage_kept_release(struct stage *st, uint64_t id)
+{
+	struct stage_kept *stale = NULL;
+	pthread_mutex_lock(&st->lock);
+	for (struct stage_kept **p = &st->kept; *p; p = &(*p)->next) {
+		struct stage_kept *k = *p;
+		if (k->id != id)
+			continue;
+		k->open = false;
+		if (k->stale) {
+			*p = k->next;
+			stale = k;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (stale) {
+		kept_demote(st, stale);
+		kept_free(stale);
 	}
 }
 

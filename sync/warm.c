@@ -123,12 +123,15 @@ static int fetch_one(struct warm *w, const struct want *x, char *buf, uint64_t *
 
 /* Wait (polling, since the cache has no hook for it) until the burst
  * buffer's start-up listing is done: puts are refused until then, so a
- * fetch meanwhile would be thrown away. false: warm_free() began. */
+ * fetch meanwhile would be thrown away. false: warm_free() began, or the
+ * listing failed (the buffer stores nothing this run: skipped). */
 static bool listing_done(struct warm *w)
 {
 	for (;;) {
 		struct bcache_counters k;
 		bcache_counters(w->conf.bc, &k);
+		if (k.unlisted)
+			return false;    /* it stores nothing this run */
 		if (!k.loading)
 			return true;
 		struct timespec until;
@@ -165,7 +168,8 @@ static void *fetch_main(void *arg)
 		struct want x = w->q[--w->n];
 		pthread_mutex_unlock(&w->lock);
 		uint64_t bytes = 0;
-		int rc = listing_done(w) ? fetch_one(w, &x, buf, &bytes) : -ECANCELED;
+		int rc = listing_done(w) ? fetch_one(w, &x, buf, &bytes) :
+			 stopping(w) ? -ECANCELED : -ENOSPC;
 		pthread_mutex_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
 		if (rc == 0) {

@@ -1020,6 +1020,21 @@ static void test_abandoned(void)
 	CHECK(stage_file_commit(f, NULL) == 0 && s3_fake_upload_count(fk.fake, "b") == 0,
 	      "abandoned: the next commit aborts it and uploads: none left open (%zu)",
 	      s3_fake_upload_count(fk.fake, "b"));
+	/* An abort the store refuses for good (403) does not block commits. */
+	stage_file_pwrite(f, "y", 1, size);
+	s3_fault_fail(fk.s3, S3K_MPU_PART, 1, 0, -EHOSTUNREACH);
+	s3_fault_fail(fk.s3, S3K_MPU_ABORT, 1, 0, -EACCES);
+	CHECK(stage_file_commit(f, NULL) == -EIO, "abandoned: a part fails, the abort is refused");
+	s3_fault_clear(fk.s3);
+	s3_fault_fail(fk.s3, S3K_MPU_ABORT, 1, 0, -EACCES);
+	stage_file_pwrite(f, "x", 1, size);
+	size_t olen = 0;
+	CHECK(stage_file_commit(f, NULL) == 0,
+	      "abandoned: an abort refused for good (403) does not hold the next commit back");
+	char *o = obj_get(&fk, "b", "k", &olen, NULL, 0);
+	CHECK(o && olen == size + 1 && o[size] == 'x', "abandoned: ... the file is in S3");
+	free(o);
+	s3_fault_clear(fk.s3);
 	stage_file_release(f);
 	free(obj);
 	stage_case_end(st, &fk, dir);
@@ -1076,6 +1091,33 @@ static void test_kept(void)
 	CHECK(stage_recovered_count(dir) == 4,
 	      "kept: both older copies are in recovered/, each with its .journal (%d files)",
 	      stage_recovered_count(dir));
+	/* Still open when its key is deleted: its release stops the upload.
+	 * Two failed commits of one key: the start uploads the later one. */
+	struct stage_file *h;
+	stage_file_new(st, "b", "openk", NULL, 0, NULL, &h);
+	stage_file_pwrite(h, "v1", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	stage_file_commit(h, NULL);
+	stage_key_replaced(st, "b", "openk");
+	stage_file_release(h);
+	kept_v1(st, &fk, "twice");
+	stage_file_new(st, "b", "twice", NULL, 0, NULL, &h);
+	stage_file_pwrite(h, "v2", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	stage_file_commit(h, NULL);
+	stage_file_release(h);
+	stage_close(st);
+	st = open_stage(dir, 8 << 20, 0, &fk);
+	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
+	      "kept: open at the delete, and the older of two failed commits: moved; the "
+	      "later one uploaded (%u, %u)", r.reuploaded, r.recovered);
+	o = obj_get(&fk, "b", "openk", &n, NULL, 0);
+	CHECK(!o, "kept: deleted while its file was open: not brought back");
+	free(o);
+	o = obj_get(&fk, "b", "twice", &n, NULL, 0);
+	CHECK(o && n == 2 && memcmp(o, "v2", 2) == 0,
+	      "kept: of two failed commits the later one is in S3");
+	free(o);
 	/* One a start could not upload (S3 down) waits again, and a newer
 	 * version written during that run stops it too. */
 	kept_v1(st, &fk, "again");
