@@ -6,7 +6,9 @@
 # while RGW was down) is uploaded at the restart. Then the same staging
 # directory under "power": trusted (same boot), 6 fsyncs per small file.
 # An fsync in this session view publishes nothing; it syncs the staged
-# data under "power" (1 call) and nothing under "process".
+# data under "power" (1 call) and nothing under "process". Last, two
+# closes that got EIO, then one key written anew and one removed through
+# the mount: the restart uploads neither (both go to recovered/).
 # (A power loss cannot be made here: the unit test test_stage_journal
 # covers the reboot rule with a rewritten boot id.)
 . "$(dirname "$0")/../lib/common.sh"
@@ -124,3 +126,49 @@ check_eq "fsync through a read-only descriptor of a file written by another: syn
 head -c 4096 /dev/zero | tr '\0' y >"$T/y4k"
 check "after its close S3 has it" sh -c "'$AWS' --endpoint-url '$S3_URL' s3 cp --quiet 's3://$B/w/fs-power' - | cmp -s - '$T/y4k'"
 stop_gateway A; check_eq "stops cleanly (power)" 0 "$?"
+
+# ---- a close that got EIO, then its key changed through the mount ----
+# The failed closes' data waits for the next start; a version written
+# after it, or a delete, must not be undone by that start.
+start_gateway A "$T/power.json" "$M" || { not_ok "gateway starts (a later change)"; exit 1; }
+printf v0 >"$M/w/again.txt" && printf v0 >"$M/w/gone.txt"
+check_eq "two files in S3 first" "v0v0" "$(in_s3 again.txt)$(in_s3 gone.txt)"
+mkfifo "$T/go2"
+python3 - "$M/w/again.txt" "$M/w/gone.txt" "$T/go2" >"$T/writer2.out" 2>&1 <<'PY' &
+import errno, os, sys
+paths, go = sys.argv[1:3], sys.argv[3]
+fds = []
+for p in paths:
+    fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"v1 of " + os.path.basename(p).encode() + b", its close failed")
+    fds.append(fd)
+print("written", flush=True)
+open(go).read()                      # RGW is down now
+for fd in fds:
+    try:
+        os.close(fd)
+        print("close returned 0", flush=True)
+    except OSError as e:
+        print("close errno", errno.errorcode.get(e.errno, e.errno), flush=True)
+PY
+writer=$!
+wait_for 10 grep -q written "$T/writer2.out"
+bed_cmd rgw-stop >/dev/null 2>&1
+echo go >"$T/go2"
+wait "$writer"
+bed_cmd rgw-start >/dev/null 2>&1
+check_eq "RGW down: both closes fail with EIO" "close errno EIO,close errno EIO" \
+	"$(grep '^close' "$T/writer2.out" | paste -sd,)"
+wait_for 60 sh -c "printf 'v2, written after the failed close' >'$M/w/again.txt'"
+check_eq "RGW back: a new version of again.txt written" "v2, written after the failed close" \
+	"$(in_s3 again.txt)"
+check "gone.txt removed through the mount" rm "$M/w/gone.txt"
+stop_gateway A
+start_gateway A "$T/power.json" "$M" || { not_ok "gateway restarts (a later change)"; exit 1; }
+check_eq "the restart keeps the version written after the failed close" \
+	"v2, written after the failed close" "$(in_s3 again.txt)"
+check "the restart does not bring back the file removed after its failed close" \
+	sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key w/gone.txt >/dev/null 2>&1"
+check "both failed closes' data is in recovered/" sh -c \
+	"grep -rlq 'v1 of again.txt' '$STG/recovered' && grep -rlq 'v1 of gone.txt' '$STG/recovered'"
+stop_gateway A
