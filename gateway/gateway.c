@@ -657,6 +657,7 @@ static int open_cache(struct gateway *gw)
 	const struct reader_ra_conf ra = {
 		gw->cfg.cache_ra_streams, gw->cfg.cache_ra_bytes,
 		gw->cfg.cache_ra_total_streams, gw->cfg.cache_ra_total_bytes,
+		0,                   /* kept between reads: READER_KEPT_TOTAL */
 	};
 	if ((rc = reader_pool_new(&ra, &gw->rpool)) < 0)
 		return rc;

@@ -67,7 +67,7 @@ struct reader_pool {
 	struct reader_ra_conf c;
 	unsigned streams, streams_max;
 	uint64_t bytes, bytes_max;
-	uint64_t kept, kept_max;     /* READER_KEPT_TOTAL at most */
+	uint64_t kept, kept_max;     /* c.kept_bytes at most */
 };
 
 int reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out)
@@ -77,6 +77,8 @@ int reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
 	p->c = *c;
+	if (!p->c.kept_bytes)
+		p->c.kept_bytes = READER_KEPT_TOTAL;
 	if (p->c.streams > READER_RA_STREAMS_MAX)
 		p->c.streams = READER_RA_STREAMS_MAX;
 	*out = p;
@@ -145,7 +147,7 @@ static bool pool_keep(struct reader_pool *p, uint64_t len)
 	if (!p)
 		return true;
 	pthread_mutex_lock(&p->lock);
-	bool ok = p->kept + len <= READER_KEPT_TOTAL;
+	bool ok = p->kept + len <= p->c.kept_bytes;
 	if (ok) {
 		p->kept += len;
 		if (p->kept > p->kept_max)
@@ -279,7 +281,7 @@ int reader_open(const struct reader_src *src, const char *bucket,
 	if (src->pool)
 		r->ra = src->pool->c;
 	else
-		r->ra = (struct reader_ra_conf){ READER_RA_STREAMS, READER_RA_BYTES, 0, 0 };
+		r->ra = (struct reader_ra_conf){ READER_RA_STREAMS, READER_RA_BYTES, 0, 0, 0 };
 	if (src->bc && r->etag[0]) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
 		if (src->pins && pins_pin(src->pins, &id) < 0) {

@@ -19,7 +19,8 @@
  * exhaust memory or connections. A streaming reader also keeps up to two
  * buffers of ranges it finished with for the next ones (freed at a random
  * read and at close). What readers keep between reads (their last windows
- * and those buffers) counts against READER_KEPT_TOTAL across the pool: past
+ * and those buffers) counts against kept_bytes (READER_KEPT_TOTAL) across
+ * the pool: past
  * it a window is freed right after its read and a buffer is not kept, so
  * many open, idle descriptors never hold more than that.
  *
@@ -59,6 +60,8 @@ struct reader_ra_conf {
 	uint64_t max_bytes;          /* bytes fetched ahead held per reader */
 	unsigned total_streams;      /* across all readers of the pool */
 	uint64_t total_bytes;        /* across all readers of the pool */
+	uint64_t kept_bytes;         /* kept between reads, all readers of
+				      * the pool; 0: READER_KEPT_TOTAL */
 };
 
 #define READER_RA_STREAMS        4u

@@ -331,7 +331,7 @@ static struct reader *bed_reader_pool(struct bed *b, struct reader_pool *p)
 static struct reader_pool *pool_of(unsigned streams, uint64_t max_bytes,
 				   unsigned total_streams, uint64_t total_bytes)
 {
-	struct reader_ra_conf c = { streams, max_bytes, total_streams, total_bytes };
+	struct reader_ra_conf c = { streams, max_bytes, total_streams, total_bytes, 0 };
 	struct reader_pool *p;
 	if (reader_pool_new(&c, &p))
 		exit(2);
@@ -597,15 +597,19 @@ static void test_close_inflight(void)
 	bed_free(&b);
 }
 
-/* Many open descriptors that read and stay open keep at most
- * READER_KEPT_TOTAL of windows and buffers between reads, across the pool;
+/* Many open descriptors that read and stay open keep at most the pool's
+ * kept_bytes of windows and buffers between reads (here 32 MiB);
  * reads past it are still right (their windows go after the read). */
 static void test_kept_bound(void)
 {
 	struct bed b;
 	bed_init(&b, 16 * MIB);
-	struct reader_pool *p = pool_of(0, 0, 16, 256 * MIB);    /* no read-ahead */
-	enum { N = 48 };
+	const uint64_t bound = 32 * MIB;
+	struct reader_ra_conf rc = { 0, 0, 16, 256 * MIB, bound };   /* no read-ahead */
+	struct reader_pool *p;
+	if (reader_pool_new(&rc, &p))
+		exit(2);
+	enum { N = 8 };
 	struct reader *r[N];
 	bool ok = true;
 	for (int i = 0; i < N; i++) {
@@ -615,10 +619,10 @@ static void test_kept_bound(void)
 	}
 	struct reader_pool_counters k;
 	reader_pool_counters(p, &k);
-	CHECK(ok && k.kept_max <= READER_KEPT_TOTAL && k.kept_max >= READER_KEPT_TOTAL / 2,
+	CHECK(ok && k.kept_max <= bound && k.kept_max >= bound / 2,
 	      "kept bound: %d descriptors read 16 MiB each and stay open: %llu MiB kept at "
 	      "most (bound %llu MiB)", N, (unsigned long long)(k.kept_max >> 20),
-	      (unsigned long long)(READER_KEPT_TOTAL >> 20));
+	      (unsigned long long)(bound >> 20));
 	/* One more streams it past the bound: each read fetches what it
 	 * needs, not a growing window thrown away after the read. */
 	b.cnt.inner = b.s3;
