@@ -151,12 +151,7 @@ for fd in fds:
     except OSError as e:
         print("close errno", errno.errorcode.get(e.errno, e.errno), flush=True)
 PY
-writer=$!
-wait_for 10 grep -q written "$T/writer2.out"
-bed_cmd rgw-stop >/dev/null 2>&1
-echo go >"$T/go2"
-wait "$writer"
-bed_cmd rgw-start >/dev/null 2>&1
+rgw_down_while_closing "$T/writer2.out" "$T/go2" $!
 check_eq "RGW down: both closes fail with EIO" "close errno EIO,close errno EIO" \
 	"$(grep '^close' "$T/writer2.out" | paste -sd,)"
 wait_for 60 sh -c "printf 'v2, written after the failed close' >'$M/w/again.txt'"

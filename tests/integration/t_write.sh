@@ -206,12 +206,7 @@ try:
 except OSError as e:
     print("close errno", errno.errorcode.get(e.errno, e.errno))
 PY
-eio=$!
-wait_for 10 grep -q written "$T/eio.out"
-bed_cmd rgw-stop >/dev/null 2>&1
-echo go >"$T/go"
-wait "$eio"
-bed_cmd rgw-start >/dev/null 2>&1
+rgw_down_while_closing "$T/eio.out" "$T/go" $!
 check_eq "RGW down during close: close fails with EIO" "close errno EIO" "$(tail -n 1 "$T/eio.out")"
 check "staged data survives in the staging directory" sh -c "grep -rl 'precious data' '$T/state-a/cache/staging' | grep -q ."
 check "S3 does not have it" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key s/eio.txt >/dev/null 2>&1"

@@ -88,6 +88,17 @@ s3cmd_bed() { s3cmd -c "$S3CMD_CFG" "$@"; }
 # The bed's own commands on this bed: bed_cmd notify BUCKET, bed_cmd rgw-stop...
 bed_cmd() { local c=$1; shift; "$BED" "$c" "$BED_DIR" "$@"; }
 
+# rgw_down_while_closing OUT FIFO PID: a writer (PID) printed "written" into
+# OUT and waits for a line on FIFO before it closes: stop RGW, let it go on,
+# wait for it to end, start RGW again (its closes met RGW down).
+rgw_down_while_closing() {
+	wait_for 10 grep -q written "$1"
+	bed_cmd rgw-stop >/dev/null 2>&1
+	echo go >"$2"
+	wait "$3"
+	bed_cmd rgw-start >/dev/null 2>&1
+}
+
 # Keys of every message now in the topic (default $KAFKA_TOPIC); kcat -e
 # stops at the end; a short fetch wait because the mock holds every fetch
 # for all of it.

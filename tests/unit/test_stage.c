@@ -1040,6 +1040,16 @@ static void test_abandoned(void)
 	stage_case_end(st, &fk, dir);
 }
 
+/* Does S3 hold b/key with the bytes want (NULL: no object at all)? */
+static bool s3_has(struct store *fk, const char *key, const char *want)
+{
+	size_t n = 0;
+	char *o = obj_get(fk, "b", key, &n, NULL, 0);
+	bool ok = want ? o && n == strlen(want) && memcmp(o, want, n) == 0 : !o;
+	free(o);
+	return ok;
+}
+
 /* A file whose commit failed, released, v1; kept for the next start. */
 static void kept_v1(struct stage *st, struct store *fk, const char *key)
 {
@@ -1076,18 +1086,11 @@ static void test_kept(void)
 	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
 	      "kept: the next start uploads one, moves two to recovered/ (%u, %u)",
 	      r.reuploaded, r.recovered);
-	size_t n = 0;
-	char *o = obj_get(&fk, "b", "newer", &n, NULL, 0);
-	CHECK(o && n == 2 && memcmp(o, "v2", 2) == 0,
+	CHECK(s3_has(&fk, "newer", "v2"),
 	      "kept: the newer version stays in S3, not the older staged one");
-	free(o);
-	o = obj_get(&fk, "b", "deleted", &n, NULL, 0);
-	CHECK(!o, "kept: a key deleted meanwhile is not brought back");
-	free(o);
-	o = obj_get(&fk, "b", "alone", &n, NULL, 0);
-	CHECK(o && n == 2 && memcmp(o, "v1", 2) == 0,
+	CHECK(s3_has(&fk, "deleted", NULL), "kept: a key deleted meanwhile is not brought back");
+	CHECK(s3_has(&fk, "alone", "v1"),
 	      "kept: with nothing newer the kept data is uploaded at the start");
-	free(o);
 	CHECK(stage_recovered_count(dir) == 4,
 	      "kept: both older copies are in recovered/, each with its .journal (%d files)",
 	      stage_recovered_count(dir));
@@ -1111,13 +1114,8 @@ static void test_kept(void)
 	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
 	      "kept: open at the delete, and the older of two failed commits: moved; the "
 	      "later one uploaded (%u, %u)", r.reuploaded, r.recovered);
-	o = obj_get(&fk, "b", "openk", &n, NULL, 0);
-	CHECK(!o, "kept: deleted while its file was open: not brought back");
-	free(o);
-	o = obj_get(&fk, "b", "twice", &n, NULL, 0);
-	CHECK(o && n == 2 && memcmp(o, "v2", 2) == 0,
-	      "kept: of two failed commits the later one is in S3");
-	free(o);
+	CHECK(s3_has(&fk, "openk", NULL), "kept: deleted while its file was open: not brought back");
+	CHECK(s3_has(&fk, "twice", "v2"), "kept: of two failed commits the later one is in S3");
 	/* One a start could not upload (S3 down) waits again, and a newer
 	 * version written during that run stops it too. */
 	kept_v1(st, &fk, "again");
@@ -1135,9 +1133,7 @@ static void test_kept(void)
 	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 0 && r.recovered == 1,
 	      "kept: ... and the start after a newer version moves it (%u, %u)",
 	      r.reuploaded, r.recovered);
-	o = obj_get(&fk, "b", "again", &n, NULL, 0);
-	CHECK(o && n == 2 && memcmp(o, "v3", 2) == 0, "kept: the newer version stays");
-	free(o);
+	CHECK(s3_has(&fk, "again", "v3"), "kept: the newer version stays");
 	stage_case_end(st, &fk, dir);
 }
 
