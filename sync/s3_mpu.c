@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include "common/log.h"
@@ -165,16 +166,26 @@ out:
 
 /* NoSuchUpload at a completion: an earlier attempt whose answer was lost
  * (the request is sent again after a stall) may have completed it. If the
- * key now holds an object whose ETag is the one these parts make, it did:
- * 0 and that ETag. Else -ENOENT as before. */
+ * key now holds an object whose ETag is the one these parts make, and
+ * that object was made since this completion began (its Last-Modified, in
+ * the store's whole seconds, at or after since_s: the start less
+ * COMPLETE_SKEW_S for a store clock behind ours), it did: 0 and that ETag.
+ * Else -ENOENT as before. (The time matters: a copy of an object onto
+ * itself in parts of the size it was uploaded in makes the ETag it already
+ * has, so an upload aborted by someone else would otherwise pass for done,
+ * its new metadata lost. Objects copied in parts are over 5 GiB: written
+ * far longer than COMPLETE_SKEW_S before any copy of them completes.) */
+#define COMPLETE_SKEW_S 5
+
 static int complete_was_done(struct s3 *iface, const char *bucket, const char *key,
-			     const struct s3_part *parts, size_t n, char etag_out[72])
+			     const struct s3_part *parts, size_t n, int64_t since_s,
+			     char etag_out[72])
 {
 	char want[72];
 	s3_mpu_etag(parts, n, want);
 	struct obj_meta o = { 0 };
-	int err = s3_head(iface, bucket, key, &o) == 0 && strcmp(o.etag, want) == 0 ?
-		  0 : -ENOENT;
+	int err = s3_head(iface, bucket, key, &o) == 0 && strcmp(o.etag, want) == 0 &&
+		  o.mtime_ns / 1000000000 >= since_s ? 0 : -ENOENT;
 	obj_meta_release(&o);
 	if (err == 0) {
 		log_info("s3: MPU-COMPLETE %s/%s: no such upload, but the object is "
@@ -217,6 +228,7 @@ int s3_http_mpu_complete(struct s3 *iface, const char *bucket, const char *key,
 	r.sink = SINK_GROW;
 	r.stall_s = 5 * s->stall_s;      /* the server assembles the parts */
 	S3_STAT(s, s3_put);
+	int64_t began_s = (int64_t)time(NULL) - COMPLETE_SKEW_S;
 	err = s3_req_run(s, &r);
 	/* S3 may answer 200 and still fail: the body says. */
 	if (!err)
@@ -227,7 +239,7 @@ int s3_http_mpu_complete(struct s3 *iface, const char *bucket, const char *key,
 	if (!err && !etag_out[0])
 		s3_mpu_etag(parts, n, etag_out);
 	if (err == -ENOENT)
-		err = complete_was_done(iface, bucket, key, parts, n, etag_out);
+		err = complete_was_done(iface, bucket, key, parts, n, began_s, etag_out);
 out:
 	free(body);
 	free(query);
@@ -265,7 +277,7 @@ int s3_http_mpu_list(struct s3 *iface, const char *bucket, const char *prefix,
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	char next_key[2048] = "", next_id[1024] = "";
-	char ek[3 * sizeof next_key], ei[3 * sizeof next_id], ep[3 * 1024];
+	char ek[3 * sizeof next_key], ei[3 * sizeof next_id], ep[3 * 1024 + 1];
 	if (s3_url_encode(prefix ? prefix : "", false, ep, sizeof ep) < 0)
 		return -ENAMETOOLONG;
 	bool truncated = true;

@@ -598,10 +598,18 @@ static void test_engine(void)
 	 * NoSuchUpload: the object the parts make is there, so it is done. */
 	struct s3_part parts[2] = { { 1, "900150983cd24fb0d6963f7d28e17f72" },
 				    { 2, "e2fc714c4727ee9395f324cd2e7f331f" } };
-	char want[72], head_ok[256], head_other[256];
+	char want[72], head_ok[320], head_old[320], head_other[256], now_http[64];
 	s3_mpu_etag(parts, 2, want);
+	time_t now = time(NULL);
+	strftime(now_http, sizeof now_http, "%a, %d %b %Y %H:%M:%S GMT", gmtime(&now));
 	snprintf(head_ok, sizeof head_ok, "HTTP/1.1 200 OK\r\n" CLOSE
-		 "Content-Length: 7\r\nETag: \"%s\"\r\n\r\n", want);
+		 "Content-Length: 7\r\nLast-Modified: %s\r\nETag: \"%s\"\r\n\r\n",
+		 now_http, want);
+	/* The same ETag on an object from before: a copy onto itself whose
+	 * upload someone aborted (its parts make the ETag it had). */
+	snprintf(head_old, sizeof head_old, "HTTP/1.1 200 OK\r\n" CLOSE
+		 "Content-Length: 7\r\nLast-Modified: Wed, 01 Jan 2025 00:00:00 GMT\r\n"
+		 "ETag: \"%s\"\r\n\r\n", want);
 	snprintf(head_other, sizeof head_other, "HTTP/1.1 200 OK\r\n" CLOSE
 		 "Content-Length: 7\r\nETag: \"0cc175b9c0f1b6a831c399e269772661\"\r\n\r\n");
 	const char *gone[] = {
@@ -626,6 +634,16 @@ static void test_engine(void)
 	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
 	fake_stop(&f);
 	CHECK(rc == -ENOENT, "engine: … another object in place: -ENOENT (rc %d)", rc);
+	s3_free(s);
+	gone[1] = head_old;
+	stats_init(&st);
+	fake_start(&f, gone, 2);
+	s = client_for(f.port, &st);
+	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
+	fake_stop(&f);
+	CHECK(rc == -ENOENT,
+	      "engine: … the parts' ETag on an object older than the completion: -ENOENT (rc %d)",
+	      rc);
 	s3_free(s);
 
 	/* A port nobody listens on: refused, retried, bounded. */
