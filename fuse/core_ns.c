@@ -275,14 +275,21 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 	free(nk);
 }
 
-/* The copy of a rename: one COPY that keeps what the source holds, or
- * for an object too large for one (by the index's record, rec, or a HEAD
- * when there is none) a copy in parts of the version a HEAD describes. */
+/* The copy of a rename: one COPY of the version the index's record (rec)
+ * names, keeping what it holds; or, with no record, a record another
+ * version has overtaken (-ESTALE: changed, maybe grown past one COPY), or
+ * an object too large for one COPY, a copy (in parts if need be) of the
+ * version a HEAD describes, which then goes into *fresh (the caller
+ * releases it; left empty when rec was copied). */
 static int rename_copy(struct core *c, const char *bucket, const char *key,
-		       const char *nkey, const struct obj_meta *rec, char etag[72])
+		       const char *nkey, const struct obj_meta *rec, char etag[72],
+		       struct obj_meta *fresh)
 {
-	if (rec && !copy_in_parts(&c->d.copy, rec->size))
-		return s3_copy(c->d.s3, bucket, key, nkey, NULL, 0, NULL, etag);
+	if (rec && !copy_in_parts(&c->d.copy, rec->size)) {
+		int rc = s3_copy(c->d.s3, bucket, key, nkey, NULL, 0, rec, etag);
+		if (rc != -ESTALE)
+			return rc;
+	}
 	struct obj_meta src = { 0 };
 	bool from;
 	int rc = copy_source(c, bucket, key, false, &src, &from);
@@ -291,7 +298,10 @@ static int rename_copy(struct core *c, const char *bucket, const char *key,
 	if (rc == 0)
 		rc = copy_object(c->d.s3, &c->d.copy, bucket, key, nkey, &src,
 				 NULL, 0, etag);
-	obj_meta_release(&src);
+	if (rc == 0)
+		*fresh = src;
+	else
+		obj_meta_release(&src);
 	return rc;
 }
 
@@ -337,15 +347,16 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	if (of)
 		rc = core_ofile_commit(c, of);
 	char etag[72] = "";
-	struct obj_meta rec = { 0 };
+	struct obj_meta rec = { 0 }, fresh = { 0 };
 	bool have_rec = rc == 0 && index_object_get(c->d.ix, bucket, key, &rec) == 0 &&
 			!(rec.flags & OBJ_DELETED);
 	if (rc == 0)
-		rc = rename_copy(c, bucket, key, nkey, have_rec ? &rec : NULL, etag);
+		rc = rename_copy(c, bucket, key, nkey, have_rec ? &rec : NULL, etag, &fresh);
 	if (rc == 0 && c->d.stage)
 		stage_key_replaced(c->d.stage, bucket, nkey);
 	if (rc == 0 && have_rec)
-		rename_record(c, &rec, nkey, etag);
+		rename_record(c, fresh.key ? &fresh : &rec, nkey, etag);
+	obj_meta_release(&fresh);
 	obj_meta_release(&rec);
 	if (rc == 0)
 		rc = delete_object(c, bucket, key);

@@ -213,6 +213,27 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	CHECK(rc == 0 && heads == 0 && copies == 1 && seen(w, S3K_DELETE, base) == 1,
 	      "rename: one COPY, one DELETE, no HEAD (rc %d, %llu, %llu)", rc,
 	      (unsigned long long)heads, (unsigned long long)copies);
+
+	/* a rename over a stale index: the COPY of the indexed version is
+	 * refused, a HEAD reads the new one, a COPY of it; the new name's
+	 * record is that version's (its size), not the old record's */
+	s3_fake_object_put(fake, BUCKET, "s/typed2", "newest!", 7, NULL, 0, NULL);
+	reset(w, base);
+	rc = core_rename(c, sv, "typed2", sv, "typed3", 0);
+	heads = seen(w, S3K_HEAD, base);
+	copies = seen(w, S3K_COPY, base);
+	struct obj_meta rec = { 0 };
+	bool have = index_object_get(gw.ix, BUCKET, "s/typed3", &rec) == 0;
+	int rc2 = s3_object(fake, "s/typed3", &d, &len, &o);
+	CHECK(rc == 0 && heads == 1 && copies == 2 && rc2 == 0 && len == 7 &&
+	      !memcmp(d, "newest!", 7) && have && rec.size == 7,
+	      "rename over a stale index: COPY refused, HEAD, COPY; the new record has the "
+	      "copied version's size (rc %d, %llu, %llu, size %llu)", rc,
+	      (unsigned long long)heads, (unsigned long long)copies,
+	      (unsigned long long)rec.size);
+	free(d);
+	obj_meta_release(&o);
+	obj_meta_release(&rec);
 	gw_close(&gw);
 	s3_free(w);
 }
