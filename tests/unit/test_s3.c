@@ -417,6 +417,20 @@ static struct s3 *client_for(int port, struct stats *st)
 	return s3_http_new(&c, st, &s) ? NULL : s;
 }
 
+/* s3_mpu_complete of two parts against a fake store answering answers[0]
+ * (the completion) and answers[1] (the HEAD after a NoSuchUpload). */
+static int complete_against(struct fake *f, struct stats *st, const char **answers,
+			    const struct s3_part *parts, char etag[72])
+{
+	stats_init(st);
+	fake_start(f, answers, 2);
+	struct s3 *s = client_for(f->port, st);
+	int rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, etag);
+	fake_stop(f);
+	s3_free(s);
+	return rc;
+}
+
 #define CLOSE "Connection: close\r\n"
 
 static void test_engine(void)
@@ -617,34 +631,19 @@ static void test_engine(void)
 		"<Error><Code>NoSuchUpload</Code><Message></Message></Error>",
 		head_ok,
 	};
-	stats_init(&st);
-	fake_start(&f, gone, 2);
-	s = client_for(f.port, &st);
 	char cetag[72] = "";
-	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
-	fake_stop(&f);
+	rc = complete_against(&f, &st, gone, parts, cetag);
 	CHECK(rc == 0 && !strcmp(cetag, want) && strstr(f.last_req, "HEAD /bkt/k HTTP/1.1"),
 	      "engine: NoSuchUpload at a completion, the parts' object in place: done (rc %d, %s)",
 	      rc, cetag);
-	s3_free(s);
 	gone[1] = head_other;
-	stats_init(&st);
-	fake_start(&f, gone, 2);
-	s = client_for(f.port, &st);
-	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
-	fake_stop(&f);
+	rc = complete_against(&f, &st, gone, parts, cetag);
 	CHECK(rc == -ENOENT, "engine: … another object in place: -ENOENT (rc %d)", rc);
-	s3_free(s);
 	gone[1] = head_old;
-	stats_init(&st);
-	fake_start(&f, gone, 2);
-	s = client_for(f.port, &st);
-	rc = s3_mpu_complete(s, "bkt", "k", "u1", parts, 2, cetag);
-	fake_stop(&f);
+	rc = complete_against(&f, &st, gone, parts, cetag);
 	CHECK(rc == -ENOENT,
 	      "engine: … the parts' ETag on an object older than the completion: -ENOENT (rc %d)",
 	      rc);
-	s3_free(s);
 
 	/* A port nobody listens on: refused, retried, bounded. */
 	fake_start(&f, NULL, 0);
