@@ -619,10 +619,13 @@ static void test_kept_bound(void)
 	}
 	struct reader_pool_counters k;
 	reader_pool_counters(p, &k);
-	CHECK(ok && k.kept_max <= bound && k.kept_max >= bound / 2,
-	      "kept bound: %d descriptors read 16 MiB each and stay open: %llu MiB kept at "
-	      "most (bound %llu MiB)", N, (unsigned long long)(k.kept_max >> 20),
-	      (unsigned long long)(bound >> 20));
+	/* (kept_max <= bound holds by construction: pool_keep refuses past
+	 * it; what can fail is whether the readers came to the bound at all,
+	 * i.e. whether this case tests it.) */
+	CHECK(ok && k.kept_max >= bound / 2,
+	      "kept bound: %d descriptors read 16 MiB each and stay open: they reach the "
+	      "bound (%llu MiB kept at most, bound %llu MiB)", N,
+	      (unsigned long long)(k.kept_max >> 20), (unsigned long long)(bound >> 20));
 	/* One more streams it past the bound: each read fetches what it
 	 * needs, not a growing window thrown away after the read. */
 	b.cnt.inner = b.s3;
