@@ -689,24 +689,6 @@ void req_body_etag(const struct s3_req *r, char out[72])
 	}
 }
 
-int req_body_error(struct s3_http *s, struct s3_req *r, const char *what)
-{
-	const char *t;
-	size_t tl;
-	if (!r->body || !r->body_len ||
-	    !memmem(r->body, r->body_len, "<Error>", 7))
-		return 0;
-	if (s3_xml_find(r->body, r->body_len, "Code", &t, &tl) &&
-	    tl < sizeof r->s3code) {
-		memcpy(r->s3code, t, tl);
-		r->s3code[tl] = '\0';
-	}
-	log_error("s3: %s %s/%s (%s): %s", r->method, r->bucket,
-		  r->key ? r->key : "", what ? what : "", r->s3code);
-	S3_STAT(s, s3_errors);
-	return -EIO;
-}
-
 static int req_upload_md5(struct s3_req *r, uint64_t size, char out[33])
 {
 	unsigned char d[16];
@@ -909,12 +891,17 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		}
 		const char *t;
 		size_t tl;
-		if (status >= 300 && r->body_len &&
+		bool failed_200 = cc == CURLE_OK && status >= 200 && status < 300 &&
+				  r->error_in_200 &&
+				  s3_body_is_error(r->body, r->body_len);
+		if ((status >= 300 || failed_200) && r->body_len &&
 		    s3_xml_find(r->body, r->body_len, "Code", &t, &tl) &&
-		    tl < sizeof r->s3code) {
+		    tl > 0 && tl < sizeof r->s3code) {
 			memcpy(r->s3code, t, tl);
 			r->s3code[tl] = '\0';
 		}
+		if (failed_200 && !r->s3code[0])   /* an <Error> with no code */
+			snprintf(r->s3code, sizeof r->s3code, "Error");
 		err = s3_errno_map((int)cc, status, r->s3code);
 		if (err == -EACCES && !refreshed && req_renew_creds(s, signed_gen)) {
 			refreshed = true;    /* new credentials: send it again now */

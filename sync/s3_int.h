@@ -87,12 +87,20 @@ int64_t s3_time_iso(const char *s, size_t n);
  * out[72]; too long -> "" */
 void s3_etag_copy(char out[72], const char *in, size_t n);
 
+/* Whether an answer body is an S3 error document: its root element (after
+ * any XML declaration and blanks) is <Error>. S3 answers some requests
+ * (CopyObject, UploadPartCopy, CompleteMultipartUpload) with 200 and such a
+ * body when they fail after the status line went out. */
+bool s3_body_is_error(const char *body, size_t len);
+
 /* What a finished attempt means. curl_code is a CURLcode (0 = a response
  * came), status the HTTP status, s3_code the <Code> of an error body ("" if
- * none). */
+ * none). A 2xx status with a code is an error document in a 200 answer:
+ * mapped and retried by its code alone. */
 bool s3_retryable(int curl_code, long status, const char *s3_code);
-/* The one place HTTP/curl failures become errnos: 0 for 2xx, else -errno
- * (-ERANGE for 416, which s3_get() reads as "past the end"). */
+/* The one place HTTP/curl failures become errnos: 0 for 2xx without a
+ * code, else -errno (-ERANGE for 416, which s3_get() reads as "past the
+ * end"; -EIO for a code in a 2xx answer that the table does not know). */
 int  s3_errno_map(int curl_code, long status, const char *s3_code);
 
 /* Delay before retry number attempt (0 = first retry): exponential from

@@ -54,13 +54,12 @@ int s3_http_mpu_create(struct s3 *iface, const char *bucket, const char *key,
 	r.query = "uploads=";
 	r.post = true;
 	r.no_resend = true;          /* a lost answer may hide an upload */
+	r.error_in_200 = true;
 	r.up_mem = "";
 	r.up_size = 0;
 	r.sink = SINK_GROW;
 	S3_STAT(s, s3_put);
 	err = s3_req_run(s, &r);
-	if (!err)
-		err = req_body_error(s, &r, "create");
 	if (err)
 		goto out;
 	const char *t;
@@ -134,10 +133,9 @@ int s3_http_mpu_copy_part(struct s3 *iface, const char *bucket, const char *key,
 	r.up_size = 0;
 	r.sink = SINK_GROW;
 	r.stall_s = 5 * s->stall_s;      /* the server copies before answering */
+	r.error_in_200 = true;
 	S3_STAT(s, s3_copy);
 	err = s3_req_run(s, &r);
-	if (!err)
-		err = req_body_error(s, &r, src_key);
 	if (!err)
 		req_body_etag(&r, etag_out);
 	if (!err && !etag_out[0]) {
@@ -227,12 +225,10 @@ int s3_http_mpu_complete(struct s3 *iface, const char *bucket, const char *key,
 	r.up_size = strlen(body);
 	r.sink = SINK_GROW;
 	r.stall_s = 5 * s->stall_s;      /* the server assembles the parts */
+	r.error_in_200 = true;           /* S3 may answer 200 and still fail */
 	S3_STAT(s, s3_put);
 	int64_t began_s = (int64_t)time(NULL) - COMPLETE_SKEW_S;
 	err = s3_req_run(s, &r);
-	/* S3 may answer 200 and still fail: the body says. */
-	if (!err)
-		err = req_body_error(s, &r, "complete");
 	if (!err)
 		req_body_etag(&r, etag_out);
 	/* RGW 16 answers <ETag></ETag>: the ETag is known from the parts. */

@@ -252,12 +252,9 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 	r.up_size = 0;
 	r.sink = SINK_GROW;
 	r.stall_s = 5 * s->stall_s;      /* the server copies before answering */
+	r.error_in_200 = true;           /* S3 may answer 200 and still fail */
 	S3_STAT(s, s3_copy);
 	err = s3_req_run(s, &r);
-	if (err)
-		goto out;
-	/* S3 may answer 200 and still fail the copy: the body says. */
-	err = req_body_error(s, &r, src_key);
 	if (!err)
 		req_body_etag(&r, etag_out);
 	/* RGW 16 ignores x-amz-copy-source-if-match (seen on the bed): the

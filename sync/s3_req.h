@@ -103,6 +103,11 @@ struct s3_req {
 				      * sent again once it may have reached
 				      * the store; a store's own error answer
 				      * is still retried */
+	bool error_in_200;           /* a 200 answer may carry an <Error>
+				      * document (COPY, UploadPartCopy,
+				      * CompleteMultipartUpload): it is then a
+				      * failure of its <Code>, mapped and
+				      * retried as one */
 
 	/* what came back; cleared at every attempt by req_attempt_reset() */
 	long status;
@@ -147,9 +152,6 @@ int  req_copy_source(struct s3_req *r, const char *bucket, const char *src_key,
 /* The ETag in an answer body's <ETag> (quotes and entities removed) into
  * out[72]; "" when there is none. */
 void req_body_etag(const struct s3_req *r, char out[72]);
-/* A 200 answer whose body is an <Error> document (COPY, CompleteMultipart
- * Upload): logs it with what, counts an error and returns -EIO; else 0. */
-int  req_body_error(struct s3_http *s, struct s3_req *r, const char *what);
 /* Send r (method, URL and headers set) with [off, off+size) of fd as its
  * body, counted as a PUT: etag_out is the hex MD5 of the bytes sent,
  * checked against the ETag the server answers (-EIO if they differ or if

@@ -409,6 +409,25 @@ void s3_etag_copy(char out[72], const char *in, size_t n)
 	out[n] = '\0';
 }
 
+bool s3_body_is_error(const char *body, size_t len)
+{
+	const char *p = body, *end = body ? body + len : NULL;
+	while (p && p < end) {
+		if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') {
+			p++;
+		} else if ((size_t)(end - p) >= 2 && !memcmp(p, "<?", 2)) {
+			const char *q = memmem(p, (size_t)(end - p), "?>", 2);
+			p = q ? q + 2 : end;
+		} else {
+			size_t n = (size_t)(end - p);
+			return n >= 7 && !memcmp(p, "<Error", 6) &&
+			       (p[6] == '>' || p[6] == ' ' || p[6] == '\t' ||
+				p[6] == '\r' || p[6] == '\n');
+		}
+	}
+	return false;
+}
+
 bool s3_retryable(int curl_code, long status, const char *s3_code)
 {
 	switch (curl_code) {
@@ -462,9 +481,10 @@ int s3_errno_map(int curl_code, long status, const char *s3_code)
 			return -EIO;
 		}
 	}
-	if (status >= 200 && status < 300)
+	bool coded = s3_code && *s3_code;
+	if (status >= 200 && status < 300 && !coded)
 		return 0;
-	if (s3_code && *s3_code)
+	if (coded)
 		for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
 			if (strcmp(s3_code, codes[i].code) == 0)
 				return -codes[i].err;

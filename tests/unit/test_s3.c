@@ -302,6 +302,29 @@ static void test_errno_map(void)
 	      "errno: refused / unresolvable EHOSTUNREACH");
 	CHECK(s3_errno_map(CURLE_OK, 400, "KeyTooLongError") == -ENAMETOOLONG &&
 	      s3_errno_map(CURLE_OK, 400, "") == -EINVAL, "errno: 400s");
+	CHECK(s3_errno_map(CURLE_OK, 200, "InternalError") == -EIO &&
+	      s3_errno_map(CURLE_OK, 200, "NoSuchUpload") == -ENOENT &&
+	      s3_errno_map(CURLE_OK, 200, "PreconditionFailed") == -ESTALE &&
+	      s3_errno_map(CURLE_OK, 200, "Error") == -EIO,
+	      "errno: an error document in a 200 answer maps by its code");
+	static const char *const errs[] = {
+		"<Error><Code>InternalError</Code></Error>",
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\n  <Error>\n<Code>SlowDown</Code></Error>",
+		"\r\n   <Error xmlns=\"x\"><Code>A</Code></Error>",
+	};
+	static const char *const oks[] = {
+		"<?xml version=\"1.0\"?><CopyObjectResult><ETag>\"e\"</ETag></CopyObjectResult>",
+		"<CompleteMultipartUploadResult><Errors><Error>x</Error></Errors>"
+		"</CompleteMultipartUploadResult>",
+		"<ErrorDocument/>", "", "   ", "<?xml version=\"1.0\"",
+	};
+	bool all = true;
+	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+		all &= s3_body_is_error(errs[i], strlen(errs[i]));
+	for (size_t i = 0; i < sizeof oks / sizeof oks[0]; i++)
+		all &= !s3_body_is_error(oks[i], strlen(oks[i]));
+	CHECK(all && !s3_body_is_error(NULL, 0),
+	      "error body: told by its root element, after a declaration and blanks");
 }
 
 static void test_retry(void)
@@ -313,9 +336,12 @@ static void test_retry(void)
 	CHECK(s3_retryable(CURLE_OK, 500, "") && s3_retryable(CURLE_OK, 502, "") &&
 	      s3_retryable(CURLE_OK, 503, "") && s3_retryable(CURLE_OK, 504, "") &&
 	      s3_retryable(CURLE_OK, 429, "") && s3_retryable(CURLE_OK, 400, "RequestTimeout") &&
-	      s3_retryable(CURLE_OK, 503, "SlowDown"), "retry: 5xx, 429, SlowDown");
+	      s3_retryable(CURLE_OK, 503, "SlowDown") &&
+	      s3_retryable(CURLE_OK, 200, "InternalError"),
+	      "retry: 5xx, 429, SlowDown, InternalError in a 200 answer");
 	CHECK(!s3_retryable(CURLE_OK, 404, "NoSuchKey") && !s3_retryable(CURLE_OK, 403, "") &&
 	      !s3_retryable(CURLE_OK, 412, "") && !s3_retryable(CURLE_OK, 200, "") &&
+	      !s3_retryable(CURLE_OK, 200, "NoSuchUpload") &&
 	      !s3_retryable(CURLE_WRITE_ERROR, 0, "") &&
 	      !s3_retryable(CURLE_ABORTED_BY_CALLBACK, 0, ""),
 	      "retry: not on 4xx, success or our own aborts");
@@ -644,6 +670,34 @@ static void test_engine(void)
 	CHECK(rc == -ENOENT,
 	      "engine: … the parts' ETag on an object older than the completion: -ENOENT (rc %d)",
 	      rc);
+
+	/* S3 may answer a completion or a copy 200 and fail it in the body. */
+	static const char *const late_fail[] = {
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 73\r\n\r\n"
+		"<?xml version=\"1.0\"?>\n<Error><Code>InternalError</Code><Message/></Error>",
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 83\r\n\r\n"
+		"<CompleteMultipartUploadResult><ETag>\"abc-2\"</ETag></CompleteMultipartUploadResult>",
+	};
+	rc = complete_against(&f, &st, (const char **)late_fail, parts, cetag);
+	CHECK(rc == 0 && !strcmp(cetag, "abc-2") && f.served == 2 &&
+	      strstr(f.last_req, "POST /bkt/k?uploadId=u1 HTTP/1.1"),
+	      "engine: a completion answered 200 with InternalError is sent again "
+	      "(rc %d, %s, %d served)", rc, cetag, f.served);
+	static const char *const stale_copy[] = {
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 65\r\n\r\n"
+		"<Error><Code>PreconditionFailed</Code><Message></Message></Error>",
+	};
+	stats_init(&st);
+	fake_start(&f, stale_copy, 1);
+	s = client_for(f.port, &st);
+	struct obj_meta src = { .size = 7 };
+	snprintf(src.etag, sizeof src.etag, "0cc175b9c0f1b6a831c399e269772661");
+	rc = s3_copy(s, "bkt", "a", "b", NULL, 0, &src, cetag);
+	fake_stop(&f);
+	s3_free(s);
+	CHECK(rc == -ESTALE && f.served == 1 && stats_value(&st, "s3", "retries") == 0,
+	      "engine: a COPY answered 200 with PreconditionFailed is -ESTALE, not sent again "
+	      "(rc %d, %d served)", rc, f.served);
 
 	/* A port nobody listens on: refused, retried, bounded. */
 	fake_start(&f, NULL, 0);
