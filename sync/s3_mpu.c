@@ -144,11 +144,15 @@ int s3_http_mpu_copy_part(struct s3 *iface, const char *bucket, const char *key,
 		err = -EPROTO;
 	}
 	/* RGW 16 ignores x-amz-copy-source-if-match on UploadPartCopy (seen
-	 * in t_multipart): the source's ETag is checked after the copy too. */
-	if (!err && src_if_match && *src_if_match) {
+	 * in t_multipart): the source's ETag is checked after the copy too,
+	 * and after a refused range (a source that shrank since: another
+	 * version, -ESTALE, not a range the caller got wrong). */
+	if ((!err || err == -ERANGE) && src_if_match && *src_if_match) {
 		struct obj_meta now = { 0 };
-		err = iface->ops->head(iface, bucket, src_key, &now);
-		if (!err && strcmp(now.etag, src_if_match) != 0) {
+		int herr = iface->ops->head(iface, bucket, src_key, &now);
+		if (herr)
+			err = herr;
+		else if (strcmp(now.etag, src_if_match) != 0) {
 			log_debug("s3: MPU-COPY %s/%s part %u: source %s is %s, "
 				  "not %s", bucket, key, part, src_key, now.etag,
 				  src_if_match);

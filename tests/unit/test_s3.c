@@ -699,6 +699,27 @@ static void test_engine(void)
 	      "engine: a COPY answered 200 with PreconditionFailed is -ESTALE, not sent again "
 	      "(rc %d, %d served)", rc, f.served);
 
+	/* A part copy refused for its range (RGW ignores the source's
+	 * If-Match; a shorter version took the key): the source's HEAD says
+	 * it changed. */
+	static const char *const shrunk[] = {
+		"HTTP/1.1 416 Requested Range Not Satisfiable\r\n" CLOSE
+		"Content-Length: 54\r\n\r\n"
+		"<Error><Code>InvalidRange</Code><Message/></Error>    ",
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 3\r\n"
+		"ETag: \"0cc175b9c0f1b6a831c399e269772661\"\r\n\r\n",
+	};
+	stats_init(&st);
+	fake_start(&f, shrunk, 2);
+	s = client_for(f.port, &st);
+	rc = s3_mpu_copy_part(s, "bkt", "b", "u1", 2, "a",
+			      "900150983cd24fb0d6963f7d28e17f72", 1 << 20, 1 << 20, cetag);
+	fake_stop(&f);
+	s3_free(s);
+	CHECK(rc == -ESTALE && f.served == 2 && strstr(f.last_req, "HEAD /bkt/a HTTP/1.1"),
+	      "engine: a part copy refused for its range, the source since changed: -ESTALE "
+	      "(rc %d, %d served)", rc, f.served);
+
 	/* A port nobody listens on: refused, retried, bounded. */
 	fake_start(&f, NULL, 0);
 	int port = f.port;
