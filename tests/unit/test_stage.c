@@ -32,66 +32,12 @@
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"
 
-/* ---- the store ---------------------------------------------------------- */
-
-
-/* PUTs tried (those failed by a rule included). */
-static int puts_tried(struct store *t)
-{
-	return (int)s3_fault_seen(t->s3, S3K_PUT);
-}
-
-/* Fail the next n PUTs with err. */
-static void puts_fail(struct store *t, unsigned n, int err)
-{
-	if (s3_fault_fail(t->s3, S3K_PUT, 1, n, err))
-		exit(2);
-}
-
-/* An object in the store: its bytes (malloc'ed, free them) or NULL if it
- * is missing; *len its size; "name=value;..." then "ct=TYPE" into meta. */
-static char *obj_get(struct store *t, const char *bucket, const char *key,
-		     size_t *len, char *meta, size_t mlen)
-{
-	void *d;
-	struct obj_meta m;
-	if (s3_fake_object_read(t->fake, bucket, key, &d, len, &m, NULL) != 0)
-		return NULL;
-	size_t n = 0;
-	if (meta) {
-		meta[0] = '\0';
-		for (size_t i = 0; i < m.n_meta && n < mlen; i++)
-			n += (size_t)snprintf(meta + n, mlen - n, "%s=%s;",
-					      m.meta[i].name, m.meta[i].value);
-		if (n < mlen)
-			snprintf(meta + n, mlen - n, "ct=%s", m.content_type);
-	}
-	obj_meta_release(&m);
-	return d;
-}
-
 static struct stage *open_stage(const char *dir, uint64_t max, uint64_t maxobj,
 				struct store *t)
 {
 	/* One PUT per commit unless a test asks for parts (test_multipart). */
 	return stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = max,
 			.max_object = maxobj, .up = { .part_size = 1ull << 30 } }, t);
-}
-
-/* Files in dir whose name ends in ext. */
-static int count_files(const char *dir, const char *ext)
-{
-	DIR *d = opendir(dir);
-	int n = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		size_t l = strlen(de->d_name), e = strlen(ext);
-		if (de->d_name[0] != '.' && l >= e && !strcmp(de->d_name + l - e, ext))
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -988,155 +934,6 @@ static void test_multipart(void)
 	store_release(&fk);
 }
 
-/* A whole-file multipart upload whose part and abort both fail: its id
- * stays with the file (journaled by every later journal write) until the
- * next commit aborts it; none is left open. */
-static void test_abandoned(void)
-{
-	struct store fk;
-	store_init(&fk, 0);
-	s3_fake_min_part_set(fk.fake, 1 << 20);
-	char *dir = unit_tmpdir("stage-abandoned");
-	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = dir,
-			.max_bytes = 64 << 20, .stream_off = true,
-			.up = { .part_size = 1 << 20, .threads = 2 } }, &fk);
-	size_t size = 3 << 20;
-	char *obj = calloc(1, size);
-	struct stage_file *f;
-	stage_file_new(st, "b", "k", NULL, 0, NULL, &f);
-	stage_file_pwrite(f, obj, size, 0);
-	s3_fault_fail(fk.s3, S3K_MPU_PART, 1, 0, -EHOSTUNREACH);
-	s3_fault_fail(fk.s3, S3K_MPU_ABORT, 1, 0, -EHOSTUNREACH);
-	CHECK(stage_file_commit(f, NULL) == -EIO && s3_fake_upload_count(fk.fake, "b") == 1,
-	      "abandoned: part and abort fail: -EIO, the upload still open");
-	s3_fault_clear(fk.s3);
-	stage_file_pwrite(f, "z", 1, size);
-	struct stage_jnl j;
-	bool named = stage_jnl_read(st, f->id, &j) == 0 && j.upload_id != NULL;
-	CHECK(named, "abandoned: the next write's journal still names the upload (%s)",
-	      named ? j.upload_id : "none");
-	if (named || stage_jnl_read(st, f->id, &j) == 0)
-		stage_jnl_release(&j);
-	CHECK(stage_file_commit(f, NULL) == 0 && s3_fake_upload_count(fk.fake, "b") == 0,
-	      "abandoned: the next commit aborts it and uploads: none left open (%zu)",
-	      s3_fake_upload_count(fk.fake, "b"));
-	/* An abort the store refuses for good (403) does not block commits. */
-	stage_file_pwrite(f, "y", 1, size);
-	s3_fault_fail(fk.s3, S3K_MPU_PART, 1, 0, -EHOSTUNREACH);
-	s3_fault_fail(fk.s3, S3K_MPU_ABORT, 1, 0, -EACCES);
-	CHECK(stage_file_commit(f, NULL) == -EIO, "abandoned: a part fails, the abort is refused");
-	s3_fault_clear(fk.s3);
-	s3_fault_fail(fk.s3, S3K_MPU_ABORT, 1, 0, -EACCES);
-	stage_file_pwrite(f, "x", 1, size);
-	size_t olen = 0;
-	CHECK(stage_file_commit(f, NULL) == 0,
-	      "abandoned: an abort refused for good (403) does not hold the next commit back");
-	char *o = obj_get(&fk, "b", "k", &olen, NULL, 0);
-	CHECK(o && olen == size + 1 && o[size] == 'x', "abandoned: ... the file is in S3");
-	free(o);
-	s3_fault_clear(fk.s3);
-	stage_file_release(f);
-	free(obj);
-	stage_case_end(st, &fk, dir);
-}
-
-/* Does S3 hold b/key with the bytes want (NULL: no object at all)? */
-static bool s3_has(struct store *fk, const char *key, const char *want)
-{
-	size_t n = 0;
-	char *o = obj_get(fk, "b", key, &n, NULL, 0);
-	bool ok = want ? o && n == strlen(want) && memcmp(o, want, n) == 0 : !o;
-	free(o);
-	return ok;
-}
-
-/* A file whose commit failed, released, v1; kept for the next start. */
-static void kept_v1(struct stage *st, struct store *fk, const char *key)
-{
-	struct stage_file *f;
-	stage_file_new(st, "b", key, NULL, 0, NULL, &f);
-	stage_file_pwrite(f, "v1", 2, 0);
-	puts_fail(fk, 1, -EIO);
-	if (stage_file_commit(f, NULL) != -EIO)
-		printf("# kept_v1: the commit did not fail\n");
-	stage_file_release(f);
-}
-
-/* Files kept after a failed commit wait for the next start's upload; a
- * newer version of their key written, renamed onto or deleted here
- * meanwhile stops that upload (the start moves them to recovered/). */
-static void test_kept(void)
-{
-	struct store fk;
-	store_init(&fk, 0);
-	char *dir = unit_tmpdir("stage-kept");
-	struct stage *st = open_stage(dir, 8 << 20, 0, &fk);
-	kept_v1(st, &fk, "newer");
-	struct stage_file *g;
-	stage_file_new(st, "b", "newer", NULL, 0, NULL, &g);
-	stage_file_pwrite(g, "v2", 2, 0);
-	CHECK(stage_file_commit(g, NULL) == 0, "kept: a newer version of the key committed");
-	stage_file_release(g);
-	kept_v1(st, &fk, "deleted");
-	stage_key_replaced(st, "b", "deleted");
-	kept_v1(st, &fk, "alone");
-	stage_close(st);
-	st = open_stage(dir, 8 << 20, 0, &fk);
-	struct stage_recovery_report r;
-	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
-	      "kept: the next start uploads one, moves two to recovered/ (%u, %u)",
-	      r.reuploaded, r.recovered);
-	CHECK(s3_has(&fk, "newer", "v2"),
-	      "kept: the newer version stays in S3, not the older staged one");
-	CHECK(s3_has(&fk, "deleted", NULL), "kept: a key deleted meanwhile is not brought back");
-	CHECK(s3_has(&fk, "alone", "v1"),
-	      "kept: with nothing newer the kept data is uploaded at the start");
-	CHECK(stage_recovered_count(dir) == 4,
-	      "kept: both older copies are in recovered/, each with its .journal (%d files)",
-	      stage_recovered_count(dir));
-	/* Still open when its key is deleted: its release stops the upload.
-	 * Two failed commits of one key: the start uploads the later one. */
-	struct stage_file *h;
-	stage_file_new(st, "b", "openk", NULL, 0, NULL, &h);
-	stage_file_pwrite(h, "v1", 2, 0);
-	puts_fail(&fk, 1, -EIO);
-	stage_file_commit(h, NULL);
-	stage_key_replaced(st, "b", "openk");
-	stage_file_release(h);
-	kept_v1(st, &fk, "twice");
-	stage_file_new(st, "b", "twice", NULL, 0, NULL, &h);
-	stage_file_pwrite(h, "v2", 2, 0);
-	puts_fail(&fk, 1, -EIO);
-	stage_file_commit(h, NULL);
-	stage_file_release(h);
-	stage_close(st);
-	st = open_stage(dir, 8 << 20, 0, &fk);
-	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
-	      "kept: open at the delete, and the older of two failed commits: moved; the "
-	      "later one uploaded (%u, %u)", r.reuploaded, r.recovered);
-	CHECK(s3_has(&fk, "openk", NULL), "kept: deleted while its file was open: not brought back");
-	CHECK(s3_has(&fk, "twice", "v2"), "kept: of two failed commits the later one is in S3");
-	/* One a start could not upload (S3 down) waits again, and a newer
-	 * version written during that run stops it too. */
-	kept_v1(st, &fk, "again");
-	stage_close(st);
-	st = open_stage(dir, 8 << 20, 0, &fk);
-	puts_fail(&fk, 1, -EIO);
-	CHECK(stage_recover(st, &r) == 0 && r.reupload_failed == 1,
-	      "kept: a start whose upload fails keeps the file");
-	stage_file_new(st, "b", "again", NULL, 0, NULL, &g);
-	stage_file_pwrite(g, "v3", 2, 0);
-	stage_file_commit(g, NULL);
-	stage_file_release(g);
-	stage_close(st);
-	st = open_stage(dir, 8 << 20, 0, &fk);
-	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 0 && r.recovered == 1,
-	      "kept: ... and the start after a newer version moves it (%u, %u)",
-	      r.reuploaded, r.recovered);
-	CHECK(s3_has(&fk, "again", "v3"), "kept: the newer version stays");
-	stage_case_end(st, &fk, dir);
-}
-
 int main(void)
 {
 	log_init("test_stage", getenv("STAGE_DEBUG") ? 2 : 0);
@@ -1144,8 +941,6 @@ int main(void)
 	test_round_trip();
 	test_fill();
 	test_failure();
-	test_kept();
-	test_abandoned();
 	test_concurrency();
 	test_crash();
 	test_budget();

@@ -58,21 +58,6 @@ static bool obj_is(struct store *t, const char *key, const void *want, size_t le
 	return same;
 }
 
-static int count_files(const char *dir, const char *ext)
-{
-	DIR *d = opendir(dir);
-	int n = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		size_t l = strlen(de->d_name), e = strlen(ext);
-		if (de->d_name[0] != '.' && l >= e && !strcmp(de->d_name + l - e, ext))
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
 /* The value of meta NAME in the journal of f ("" if none, "?" if no
  * journal). */
 static void jnl_meta(struct stage_file *f, const char *name, char *out, size_t len)

@@ -1,8 +1,9 @@
 /*
  * unit_stage.h — the set-up the staging tests share (include after
  * unit.h): the fake S3 store with the fault wrapper around it, and a stage
- * opened over it; the count of what recovery moved to recovered/. A
- * set-up that fails prints why and exits 2.
+ * opened over it; faults on PUTs; an object's bytes as the store holds
+ * them; the count of files in a directory, and of what recovery moved to
+ * recovered/. A set-up that fails prints why and exits 2.
  */
 #ifndef FACETFS_TEST_UNIT_STAGE_H
 #define FACETFS_TEST_UNIT_STAGE_H
@@ -63,19 +64,63 @@ static inline void stage_case_end(struct stage *st, struct store *t, char *dir)
 	free(dir);
 }
 
+/* PUTs tried (those failed by a rule included). */
+static inline int puts_tried(struct store *t)
+{
+	return (int)s3_fault_seen(t->s3, S3K_PUT);
+}
+
+/* Fail the next n PUTs with err. */
+static inline void puts_fail(struct store *t, unsigned n, int err)
+{
+	if (s3_fault_fail(t->s3, S3K_PUT, 1, n, err))
+		exit(2);
+}
+
+/* An object in the store: its bytes (malloc'ed, free them) or NULL if it
+ * is missing; *len its size; "name=value;..." then "ct=TYPE" into meta. */
+static inline char *obj_get(struct store *t, const char *bucket,
+			    const char *key, size_t *len, char *meta, size_t mlen)
+{
+	void *d;
+	struct obj_meta m;
+	if (s3_fake_object_read(t->fake, bucket, key, &d, len, &m, NULL) != 0)
+		return NULL;
+	size_t n = 0;
+	if (meta) {
+		meta[0] = '\0';
+		for (size_t i = 0; i < m.n_meta && n < mlen; i++)
+			n += (size_t)snprintf(meta + n, mlen - n, "%s=%s;",
+					      m.meta[i].name, m.meta[i].value);
+		if (n < mlen)
+			snprintf(meta + n, mlen - n, "ct=%s", m.content_type);
+	}
+	obj_meta_release(&m);
+	return d;
+}
+
+/* Files in dir whose name ends in ext. */
+static inline int count_files(const char *dir, const char *ext)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t l = strlen(de->d_name), e = strlen(ext);
+		if (de->d_name[0] != '.' && l >= e && !strcmp(de->d_name + l - e, ext))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 /* Files in DIR/recovered/ (what recovery moved there). */
 static inline int stage_recovered_count(const char *dir)
 {
 	char rd[600];
 	snprintf(rd, sizeof rd, "%s/recovered", dir);
-	DIR *d = opendir(rd);
-	int files = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		files += de->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return files;
+	return count_files(rd, "");
 }
 
 #endif
