@@ -234,6 +234,7 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "wasted", (double)b.warm_wasted);
 	stats_write_num(w, "skipped", (double)wc.skipped);
 	stats_write_num(w, "failed", (double)wc.failed);
+	stats_write_num(w, "held", (double)wc.held);
 }
 
 static char *gw_stats_text(void *ctx)

@@ -166,15 +166,19 @@ static void *fetch_main(void *arg)
 			continue;
 		}
 		struct want x = w->q[--w->n];
+		w->c.running++;
 		pthread_mutex_unlock(&w->lock);
 		uint64_t bytes = 0;
 		int rc = listing_done(w) ? fetch_one(w, &x, buf, &bytes) :
 			 stopping(w) ? -ECANCELED : -ENOSPC;
 		pthread_mutex_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
+		w->c.running--;
 		if (rc == 0) {
 			if (bytes)
-				w->c.fetched++;   /* (wholly cached already: nothing) */
+				w->c.fetched++;
+			else
+				w->c.held++;
 		} else if (rc == -ENOSPC) {
 			w->c.skipped++;
 		} else if (rc != -ECANCELED) {

@@ -46,10 +46,12 @@ struct warm_conf {
 
 struct warm_counters {
 	uint64_t queued;             /* waiting now */
+	uint64_t running;            /* being fetched now */
 	uint64_t fetched;            /* objects fetched whole */
 	uint64_t fetched_bytes;
 	uint64_t skipped;            /* too big, backlog, share used up */
 	uint64_t failed;             /* GET failed or the version changed */
+	uint64_t held;               /* held whole already: nothing fetched */
 };
 
 int  warm_new(const struct warm_conf *conf, struct warm **out);
@@ -58,8 +60,8 @@ void warm_free(struct warm *w);
  * than max_object. Fetches wait for the burst buffer's start-up listing
  * (it takes no blocks before). Counted fetched when blocks were fetched
  * and stored, skipped (too big, backlog, share), failed (a GET, a store
- * or the version changed); a version the buffer holds whole already is
- * none of these. */
+ * or the version changed), held (the buffer holds that version whole
+ * already: no GET). */
 void warm_want(struct warm *w, const char *bucket, const char *key,
 	       const char *etag, uint64_t size, uint64_t max_object);
 void warm_counters(struct warm *w, struct warm_counters *out);
