@@ -4,6 +4,7 @@
  */
 #include "common/s3.h"
 
+#include <errno.h>
 #include <stddef.h>
 
 void s3_free(struct s3 *s)
@@ -62,6 +63,12 @@ int s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 int s3_bucket_check(struct s3 *s, const char *bucket)
 {
 	return s->ops->bucket_check(s, bucket);
+}
+
+bool s3_mpu_create_refused(int err)
+{
+	return err == -ENOENT || err == -EACCES || err == -EPERM ||
+	       err == -EINVAL || err == -ENAMETOOLONG || err == -EFBIG;
 }
 
 int s3_mpu_create(struct s3 *s, const char *bucket, const char *key,

@@ -195,6 +195,10 @@ int  s3_bucket_check(struct s3 *s, const char *bucket);
 int  s3_mpu_create(struct s3 *s, const char *bucket, const char *key,
 		   const struct obj_kv *meta, size_t n_meta,
 		   const char *content_type, char *upload_id, size_t idlen);
+/* Is err, from a creation, the store's own refusal (an error document:
+ * nothing was made)? Timeouts, lost connections and 5xx may follow a
+ * creation that happened: false for those. */
+bool s3_mpu_create_refused(int err);
 
 /* UploadPart number part (1..S3_MAX_PARTS) of size bytes read (pread)
  * from fd at [off, off+size). etag_out: the hex MD5 of the bytes sent,

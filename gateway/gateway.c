@@ -237,6 +237,15 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "held", (double)wc.held);
 }
 
+/* A server-side copy in parts may have left its upload open: the stage
+ * records it for the next start (sync/copy.h). */
+static void gw_copy_left_open(void *ctx, const char *bucket, const char *key,
+			      int64_t since_ns)
+{
+	struct gateway *gw = ctx;
+	stage_upload_left(gw->stage, bucket, key, since_ns);
+}
+
 static char *gw_stats_text(void *ctx)
 {
 	struct gateway *gw = ctx;
@@ -872,7 +881,8 @@ int gateway_mount(const struct mount_opts *o)
 		goto out;
 	ingest_set_trace(gw.ing, gw.trace);
 	struct copy_conf copy = { .threshold = gw.cfg.s3_copy_threshold,
-				  .part_size = gw.cfg.s3_part_size };
+				  .part_size = gw.cfg.s3_part_size,
+				  .left_open = gw_copy_left_open, .left_ctx = &gw };
 	struct fs_deps deps = {
 		.copy = &copy,
 		.trace = gw.trace,

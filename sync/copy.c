@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "sync/upload.h"
@@ -101,6 +102,14 @@ static int copy_parts(struct cp *p, unsigned threads)
 	return p->err;
 }
 
+/* An upload of bucket/key created since since_ns may stay open. */
+static void left_open(const struct copy_conf *c, const char *bucket,
+		      const char *key, int64_t since_ns)
+{
+	if (c && c->left_open)
+		c->left_open(c->left_ctx, bucket, key, since_ns);
+}
+
 static int copy_multipart(struct s3 *s, const struct copy_conf *c,
 			  const char *bucket, const char *src_key,
 			  const char *dst_key, const struct obj_meta *src,
@@ -109,10 +118,16 @@ static int copy_multipart(struct s3 *s, const struct copy_conf *c,
 	struct upload_conf uc = { .part_size = c ? c->part_size : 0 };
 	uint64_t part = upload_part_size(&uc, src->size);
 	char id[1024];
+	struct timespec t0;
+	clock_gettime(CLOCK_REALTIME, &t0);
+	int64_t since_ns = (int64_t)t0.tv_sec * 1000000000ll + t0.tv_nsec;
 	int err = s3_mpu_create(s, bucket, dst_key, meta, n_meta,
 				src->content_type, id, sizeof id);
-	if (err)
+	if (err) {
+		if (!s3_mpu_create_refused(err))
+			left_open(c, bucket, dst_key, since_ns);
 		return err;
+	}
 	struct cp p = {
 		.s = s, .bucket = bucket, .src_key = src_key, .dst_key = dst_key,
 		.id = id, .if_match = src->etag, .size = src->size, .part = part,
@@ -130,10 +145,12 @@ static int copy_multipart(struct s3 *s, const struct copy_conf *c,
 				      etag);
 	if (err) {
 		int aerr = s3_mpu_abort(s, bucket, dst_key, id);
-		if (aerr)
+		if (aerr) {
 			log_error("copy: %s/%s: aborting upload %s failed: %s; its "
 				  "parts stay until aborted", bucket, dst_key, id,
 				  strerror(-aerr));
+			left_open(c, bucket, dst_key, since_ns);
+		}
 		etag[0] = '\0';
 	} else {
 		log_debug("copy: %s/%s to %s: %" PRIu64 " bytes in %zu parts of %"

@@ -13,6 +13,12 @@
  * Threads: any thread; a multipart copy runs its part threads and joins
  * them before it returns; no lock is held across a request. Errors: as
  * common/s3.h; -EFBIG past S3_MAX_OBJECT.
+ *
+ * An upload a multipart copy may leave open (its creation failed in a way
+ * that may have made one, or its abort failed) is reported to
+ * copy_conf.left_open with the time taken before the creation, so that a
+ * later start can find it and abort it (the gateway records it with
+ * stage_upload_left, sync/stage.h).
  */
 #ifndef FACETFS_COPY_H
 #define FACETFS_COPY_H
@@ -30,6 +36,11 @@ struct copy_conf {
 	uint64_t threshold;      /* larger objects go in parts; 0 -> default */
 	uint64_t part_size;      /* as upload_conf.part_size; 0 -> 8 MiB */
 	unsigned threads;        /* parts in flight per copy; 0 -> 4 */
+	/* An upload of bucket/key created at or after since_ns (CLOCK_REALTIME
+	 * ns) may stay open in the store; NULL: only logged. */
+	void (*left_open)(void *ctx, const char *bucket, const char *key,
+			  int64_t since_ns);
+	void *left_ctx;
 };
 
 /* Copy bucket/src_key to bucket/dst_key (they may be the same key). src

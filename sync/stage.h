@@ -172,6 +172,16 @@ int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
  * version or bring back a deleted object (stage_kept.c). */
 void stage_key_replaced(struct stage *st, const char *bucket, const char *key);
 
+/* A multipart upload of bucket/key that no staged file holds may be open
+ * in the store (a server-side copy in parts whose creation's answer was
+ * lost, or whose abort failed): recorded in the orphans file like the
+ * intent of a file (stage_orphans.c), so that the next start lists the
+ * uploads of that exact key initiated since since_ns (CLOCK_REALTIME ns,
+ * taken before the creation; less the clock margin) and aborts them.
+ * Logged; 0 or -errno when it could not be recorded (it stays open). */
+int  stage_upload_left(struct stage *st, const char *bucket, const char *key,
+		       int64_t since_ns);
+
 /* A new empty staged file for bucket/key (create, or open with O_TRUNC):
  * dirty, so the next commit uploads it even if nothing is written. */
 int  stage_file_new(struct stage *st, const char *bucket, const char *key,

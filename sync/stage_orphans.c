@@ -38,6 +38,10 @@
  * only logged). The next start aborts what those records name, as for a
  * journal's intent, and keeps the records whose listing or abort failed.
  * Record: "NS BLEN KLEN\n", the bucket's and the key's bytes, "\n".
+ * Uploads no staged file holds (a server-side copy in parts, sync/copy.c,
+ * whose creation's answer was lost or whose abort failed) are recorded
+ * the same way by stage_upload_left, with the time taken before their
+ * creation.
  */
 #include "sync/stage_int.h"
 
@@ -90,12 +94,7 @@ void stage_intent_clear(struct stage_intent *in)
 
 void stage_intent_refused(struct stage_intent *in, bool fresh, int err)
 {
-	/* The store's own answer refusing the request (an error document):
-	 * it made nothing. Timeouts, lost connections and 5xx may follow a
-	 * creation that happened. */
-	bool refused = err == -ENOENT || err == -EACCES || err == -EPERM ||
-		       err == -EINVAL || err == -ENAMETOOLONG || err == -EFBIG;
-	if (fresh && refused)
+	if (fresh && s3_mpu_create_refused(err))
 		stage_intent_clear(in);
 }
 
@@ -232,14 +231,24 @@ int stage_orphans_defer(struct stage *st, const struct stage_intent *in)
 		close(fd);
 	free(rec);
 	if (err)
-		log_warn("stage: %s/%s: a multipart upload created by a request whose "
-			 "answer was lost may stay open; cannot note it in %s/%s: %s",
-			 in->bucket, in->key, st->dir, ORPHANS_FILE, strerror(-err));
+		log_warn("stage: %s/%s: a multipart upload may stay open in the "
+			 "store (a creation's answer was lost, or an abort failed); "
+			 "cannot note it in %s/%s: %s", in->bucket, in->key, st->dir,
+			 ORPHANS_FILE, strerror(-err));
 	else
-		log_info("stage: %s/%s: a creation's answer was lost earlier; the "
-			 "next start looks for the upload it may have made",
-			 in->bucket, in->key);
+		log_info("stage: %s/%s: a multipart upload may be open in the store "
+			 "(a creation's answer was lost, or an abort failed); the "
+			 "next start looks for it", in->bucket, in->key);
 	return err;
+}
+
+int stage_upload_left(struct stage *st, const char *bucket, const char *key,
+		      int64_t since_ns)
+{
+	/* (A record reads its strings only: the casts drop no ownership.) */
+	const struct stage_intent in = { .ns = since_ns, .bucket = (char *)bucket,
+					 .key = (char *)key };
+	return stage_orphans_defer(st, &in);
 }
 
 /* n bytes (no NUL among them needed) as a string. */

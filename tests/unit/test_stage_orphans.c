@@ -13,7 +13,10 @@
  * - a creation whose answer is lost (S3F_LOST) while a file streams: the
  *   commit fails, the intent stays journaled, a recovery in the same run
  *   defers, the next start aborts the upload;
- * - the intent line of the journal read back.
+ * - the intent line of the journal read back;
+ * - server-side copies in parts (sync/copy.h) whose abort failed or whose
+ *   creation's answer was lost: reported, recorded by stage_upload_left,
+ *   aborted by the next start.
  */
 #include "sync/stage_int.h"
 
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "sync/copy.h"
 #include "sync/s3_fake.h"
 #include "sync/s3_fault.h"
 #include "tests/unit/unit.h"
@@ -420,6 +424,64 @@ static void journal_case(void)
 	free(buf);
 }
 
+static void copy_left_cb(void *ctx, const char *bucket, const char *key,
+			 int64_t since_ns)
+{
+	stage_upload_left(ctx, bucket, key, since_ns);
+}
+
+/* Two copies in parts leave their uploads open: one whose part copy and
+ * abort fail, one whose creation's answer is lost. Both are reported and
+ * recorded; the next start aborts exactly them (another client's upload
+ * of a copied key from before the margin stays). */
+static void copy_left_case(void)
+{
+	const char *what = "copy in parts left open";
+	struct store t;
+	store_init(&t, 4096);
+	char *dir = unit_tmpdir("orphans-copy");
+	int64_t start = now_ns();
+	char old[64];
+	upload_at(&t, "dst1", start - 1000 * SEC, old);
+	s3_fake_clock_set(t.fake, start);
+	struct stage *st = open_stage(dir, &t);
+	struct stage_recovery_report rep;
+	stage_recover(st, &rep);
+	size_t size = 3 * PART + 5;
+	char *buf = calloc(1, size);
+	s3_fake_object_put(t.fake, "b", "src", buf, size, NULL, 0, NULL);
+	struct obj_meta src = { 0 };
+	s3_head(t.fake, "b", "src", &src);
+	struct copy_conf cc = { .threshold = PART, .part_size = PART,
+				.left_open = copy_left_cb, .left_ctx = st };
+	char etag[72];
+	s3_fault_fail(t.s3, S3K_MPU_COPY, 2, 0, -EHOSTUNREACH);
+	s3_fault_fail(t.s3, S3K_MPU_ABORT, 1, 0, -EHOSTUNREACH);
+	int rc1 = copy_object(t.s3, &cc, "b", "src", "dst1", &src, NULL, 0, etag);
+	s3_fault_clear(t.s3);
+	struct s3_fault_rule lost = { .kind = S3K_MPU_CREATE, .type = S3F_LOST,
+				      .first = 1, .times = 1, .err = -ETIMEDOUT };
+	s3_fault_add(t.s3, &lost);
+	int rc2 = copy_object(t.s3, &cc, "b", "src", "dst2", &src, NULL, 0, etag);
+	s3_fault_clear(t.s3);
+	CHECK(rc1 < 0 && rc2 < 0 && s3_fake_upload_count(t.fake, "b") == 3 &&
+	      orphans_file(dir),
+	      "%s: both copies fail, their uploads open, recorded (%d, %d, %zu open)",
+	      what, rc1, rc2, s3_fake_upload_count(t.fake, "b"));
+	stage_close(st);
+	st = open_stage(dir, &t);
+	int rc = stage_recover(st, &rep);
+	char want[128];
+	snprintf(want, sizeof want, "dst1=%s;", old);
+	CHECK(rc == 0 && rep.orphans_aborted == 2 && strcmp(uploads(&t), want) == 0 &&
+	      !orphans_file(dir),
+	      "%s: the next start aborts exactly them (%u aborted, left: %s)", what,
+	      rep.orphans_aborted, uploads(&t));
+	obj_meta_release(&src);
+	free(buf);
+	stage_case_end(st, &t, dir);
+}
+
 int main(void)
 {
 	log_init("test_stage_orphans", getenv("STAGE_DEBUG") ? 2 : 0);
@@ -432,5 +494,6 @@ int main(void)
 	refused_case();
 	renamed_case();
 	orphans_file_case();
+	copy_left_case();
 	return unit_exit();
 }
