@@ -686,10 +686,46 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	stage_jnl_hooks_done(&js);
 	if (err)
 		return commit_error(err);
-	if (stage_jnl_remove(st, f->id) != 0)
+	stage_commit_unjournal(f);
+	return 0;
+}
+
+void stage_commit_unjournal(struct stage_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	struct stage_intent left = f->intent;
+	f->intent = (struct stage_intent){ 0 };
+	pthread_mutex_unlock(&f->lock);
+	if (left.ns)
+		stage_orphans_defer(f->st, &left);    /* logs a failure */
+	stage_intent_clear(&left);
+	if (stage_jnl_remove(f->st, f->id) != 0)
 		log_warn("stage: %s/%s uploaded, but its journal remains: a "
 			 "recovery would upload it again", f->bucket, f->key);
-	return 0;
+}
+
+/* A commit that fails before its upload (a streamed part or creation
+ * failed, or aborting the stream did): "commit" is journaled all the same,
+ * naming the upload if one is still open, so that the next start uploads
+ * the data as after any failed commit, and it counts as the key's newest.
+ * If the data cannot be made durable first it stays "dirty" (moved to
+ * recovered/ at the next start). The commit owns f. */
+static void commit_journal_failed(struct stage_file *f, uint64_t size)
+{
+	struct stage *st = f->st;
+	if (stage_sync(st, f->fd, true) != 0)
+		return;
+	pthread_mutex_lock(&f->lock);
+	struct stage_jnl j = {
+		.state = STAGE_JS_COMMIT, .size = size,
+		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
+		.meta = f->meta, .n_meta = f->n_meta, .upload_id = f->sm.id,
+		.upload_bucket = f->sm.bucket, .upload_key = f->sm.key,
+		.intent = f->intent,
+	};
+	if (stage_jnl_write(st, f->id, &j, f->js != STAGE_JS_NONE) == 0)
+		f->js = STAGE_JS_COMMIT;
+	pthread_mutex_unlock(&f->lock);
 }
 
 int stage_file_sync(struct stage_file *f)
@@ -723,6 +759,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	f->uploading = true;
 	while (f->n_active || (f->sm.inflight && !f->sm.id))
 		pthread_cond_wait(&f->cond, &f->lock);    /* writes, a creation */
+	char *c_bucket = strdup(f->bucket), *c_key = strdup(f->key);
 	uint64_t size = f->size;
 	const struct stage_stream *sm = &f->sm;
 	bool stream = sm->id && !sm->broken && !sm->err;
@@ -730,6 +767,12 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	bool drop = !stream && (sm->id || sm->n_parts);
 	pthread_mutex_unlock(&f->lock);
 
+	/* This commit is the key's newest from now on: older failed ones are
+	 * not uploaded by the next start (marked before this one journals
+	 * "commit"), and this file's own mark, if any, goes. */
+	if (c_bucket && c_key)
+		stage_kept_replaced(st, c_bucket, c_key, f->id);
+	stage_kept_begin(st, f->id);
 	int err = 0;
 	if (size > st->max_object) {
 		count_efbig(st);
@@ -761,27 +804,21 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 			pthread_mutex_unlock(&st->lock);
 			err = -EIO;
 		}
-		if (!err)
+		if (err)
+			commit_journal_failed(f, size);
+		else
 			err = commit_upload(f, size, etag);
 	}
 
-	struct stage_intent left = { 0 };
 	pthread_mutex_lock(&f->lock);
 	f->uploading = false;
-	/* This commit is the key's newest: older failed ones go to
-	 * recovered/ at the next start; a failed one waits itself. */
-	bool began = !err || f->js == STAGE_JS_COMMIT;
-	char *c_bucket = began ? strdup(f->bucket) : NULL;
-	char *c_key = began ? strdup(f->key) : NULL;
+	/* A failed commit that journaled "commit" waits for a retry or the
+	 * next start (stage_kept.c). */
+	bool kept = err && f->js == STAGE_JS_COMMIT;
 	if (!err) {
 		f->dirty = false;
 		f->oneshot = false;
 		f->js = STAGE_JS_NONE;
-		/* Its journal is gone: an earlier creation's intent (one that
-		 * failed, maybe after the store made the upload) moves to the
-		 * orphans file, below. */
-		left = f->intent;
-		f->intent = (struct stage_intent){ 0 };
 		if (!f->sm.id && !f->sm.n_parts)
 			f->sm.broken = false;    /* the next writes may stream */
 		snprintf(f->etag, sizeof f->etag, "%s", etag);
@@ -790,16 +827,10 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	}
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
-	if (left.ns)
-		stage_orphans_defer(st, &left);
-	stage_intent_clear(&left);
-	if (c_bucket && c_key) {
-		if (err)
-			stage_kept_add(st, f->id, c_bucket, c_key, true);
-		else
-			stage_kept_forget(st, f->id);
-		stage_kept_replaced(st, c_bucket, c_key, f->id);
-	}
+	if (kept && c_bucket && c_key)
+		stage_kept_add(st, f->id, c_bucket, c_key, true);
+	else if (!err)
+		stage_kept_forget(st, f->id);
 	free(c_bucket);
 	free(c_key);
 	return err;

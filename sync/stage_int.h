@@ -131,19 +131,23 @@ struct stage_file {
  * journal at "commit" (open: the file is not released), or a recovery left
  * it staged (open false); a later commit of the same file refreshes it.
  * stage_kept_replaced: bucket/key was replaced by something newer (a
- * commit began or succeeded, a rename onto it, a delete) except by file
- * except (0: none): released entries' journals become "dirty" now, open
- * ones are marked stale. stage_kept_release: file id was released: its
- * journal becomes "dirty" if stale. stage_kept_forget: its data left
- * (committed, uploaded or moved by recovery). Each takes stage.lock
- * alone and rewrites journals with no lock held: call them without
- * f->lock (the lock order allows it, but journal I/O would be held up). */
+ * commit began, a rename onto it, a delete) except by file except (0:
+ * none): the others' markers ID.stale are made now (released entries
+ * leave the list, open ones stay, marked stale). stage_kept_begin: a
+ * commit of file id begins: it is the newest again (its marker goes).
+ * stage_kept_release: file id was released (a stale entry leaves).
+ * stage_kept_forget: its data left (committed, uploaded or moved by
+ * recovery). stage_kept_unmark: remove id's marker, if any. Each takes
+ * stage.lock alone and touches files with no lock held: call them without
+ * f->lock (the lock order allows it, but file I/O would be held up). */
 struct stage_kept;
 void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key,
 		    bool open);
 void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 			 uint64_t except);
 void stage_kept_release(struct stage *st, uint64_t id);
+void stage_kept_begin(struct stage *st, uint64_t id);
+void stage_kept_unmark(struct stage *st, uint64_t id);
 void stage_kept_forget(struct stage *st, uint64_t id);
 void stage_kept_free_all(struct stage *st);
 
@@ -253,6 +257,11 @@ bool stage_stream_same_meta(struct stage_file *f, const struct obj_kv *meta,
 bool stage_stream_same_name(struct stage_file *f, const char *bucket,
 			    const char *key);
 int  stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72]);
+/* A commit's upload succeeded: f's intent, if any (an earlier creation
+ * that failed, maybe after the store made the upload), goes to the
+ * orphans file first, then f's journal is removed: the intent is on disk
+ * at every moment. The commit owns f; call without f->lock. */
+void stage_commit_unjournal(struct stage_file *f);
 int  stage_stream_drop(struct stage_file *f);
 /* Frees what f->sm holds (no part in flight; f no longer shared). */
 void stage_stream_free(struct stage_file *f);

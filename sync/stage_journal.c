@@ -442,6 +442,7 @@ static void pending_done(struct stage *st, uint64_t id)
 struct rec_entry {
 	uint64_t id;
 	bool data, jnl, tmp;
+	bool stale;                  /* ID.stale: a newer version was made */
 };
 
 static int entries_add(struct rec_entry **arr, size_t *n, size_t *cap,
@@ -466,6 +467,8 @@ static int entries_add(struct rec_entry **arr, size_t *n, size_t *cap,
 		(*arr)[i].data = true;
 	else if (strcmp(ext, ".jnl") == 0)
 		(*arr)[i].jnl = true;
+	else if (strcmp(ext, ".stale") == 0)
+		(*arr)[i].stale = true;
 	else
 		(*arr)[i].tmp = true;
 	return 0;
@@ -489,7 +492,8 @@ static int entries_scan(struct stage *st, struct rec_entry **arr, size_t *n)
 		uint64_t id = strtoull(de->d_name, &end, 16);
 		if (end != de->d_name + 16)
 			continue;
-		if (strcmp(end, ".data") && strcmp(end, ".jnl") && strcmp(end, ".jnl.tmp"))
+		if (strcmp(end, ".data") && strcmp(end, ".jnl") &&
+		    strcmp(end, ".jnl.tmp") && strcmp(end, ".stale"))
 			continue;
 		err = entries_add(arr, n, &cap, id, end);
 	}
@@ -741,6 +745,26 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 }
 
 static int recover_one(struct stage *st, const struct rec_entry *e,
+		       struct stage_recovery_report *rep);
+
+/* recover_one, then the marker goes once the journal has (uploaded,
+ * moved or dropped). */
+static int recover_entry(struct stage *st, const struct rec_entry *e,
+			 struct stage_recovery_report *rep)
+{
+	if (!e->data && !e->jnl && !e->tmp) {   /* a marker alone */
+		stage_kept_unmark(st, e->id);
+		return 0;
+	}
+	int err = recover_one(st, e, rep);
+	char jnl[32];
+	stage_name(e->id, ".jnl", jnl);
+	if (e->stale && faccessat(st->dir_fd, jnl, F_OK, 0) != 0 && errno == ENOENT)
+		stage_kept_unmark(st, e->id);
+	return err;
+}
+
+static int recover_one(struct stage *st, const struct rec_entry *e,
 		       struct stage_recovery_report *rep)
 {
 	char data[32], jnl[32], tmp[32];
@@ -790,6 +814,13 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 		log_error("stage: journal %s/%s is malformed", st->dir, jnl);
 		return move_recovered(st, e->id, true, NULL, &sb, rep);
 	}
+	/* A newer version of the key was made after this commit failed
+	 * (stage_kept.c): the data is not uploaded over it. */
+	if (e->stale && j.state == STAGE_JS_COMMIT) {
+		log_info("stage: %s/%s: a newer version was made after this staged "
+			 "copy's commit failed; not uploaded", j.bucket, j.key);
+		j.state = STAGE_JS_DIRTY;
+	}
 	if (st->distrust) {
 		/* Nothing of a PROCESS run survives a reboot as trusted: the
 		 * data moves even when the abort fails (logged), since the next
@@ -825,7 +856,7 @@ int stage_recover(struct stage *st, struct stage_recovery_report *rep)
 	for (size_t i = 0; i < n; i++) {
 		if (id_open(st, e[i].id))
 			continue;
-		int r = recover_one(st, &e[i], rep);
+		int r = recover_entry(st, &e[i], rep);
 		if (r && !err) {
 			log_error("stage: recovery of %s/%016" PRIx64 ": %s", st->dir,
 				  e[i].id, strerror(-r));

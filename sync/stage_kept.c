@@ -11,20 +11,27 @@
  * object. So each such file is remembered here (id, bucket, key; one entry
  * per file with a failed commit, which the staging budget bounds) from
  * the moment its commit failed; when its key is replaced by something
- * newer, a released file's journal is rewritten from "commit" to "dirty"
- * at once (the next start then moves its data to recovered/: nothing is
- * lost), and an open file's entry is marked stale: its release does that
- * rewrite, unless a later commit of the file itself came first (then it
- * is the newest again). Entries go when the file's data leaves (a commit
- * succeeds, recovery uploads or moves it). A change of the key by another
- * S3 client is not seen here (README: the next start's upload wins).
+ * newer, a marker ID.stale is created beside its journal at once (made
+ * durable under POWER before the replacing commit writes its own "commit"
+ * journal), open file or not: recovery reads a "commit" journal with a
+ * marker as "dirty" and moves the data to recovered/ (nothing is lost).
+ * The marker is a file of its own so that it never races the open file's
+ * own journal writes (those are made under the file's lock, which this
+ * module does not take). A later commit of the file itself makes it the
+ * newest again: that commit removes the marker before it journals
+ * "commit" (stage_kept_begin). Entries go when the file's data leaves (a
+ * commit succeeds, recovery uploads or moves it; recovery removes the
+ * marker). A change of the key by another S3 client is not seen here
+ * (README: the next start's upload wins).
  */
 #include "sync/stage_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 
@@ -32,7 +39,7 @@ struct stage_kept {
 	uint64_t id;
 	char *bucket, *key;
 	bool open;                   /* not released yet */
-	bool stale;                  /* open, and its key was replaced since */
+	bool stale;                  /* its key was replaced since: marked */
 	struct stage_kept *next;
 };
 
@@ -89,58 +96,76 @@ void stage_kept_forget(struct stage *st, uint64_t id)
 		kept_free(gone);
 }
 
-/* Journal id: "commit" -> "dirty". */
-static void kept_demote(struct stage *st, const struct stage_kept *k)
+/* The marker ID.stale of k: its "commit" journal is not to be uploaded. */
+static void kept_mark(struct stage *st, const struct stage_kept *k)
 {
-	struct stage_jnl j;
-	int err = stage_jnl_read(st, k->id, &j);
-	if (err) {
-		if (err != -ENOENT)
-			log_warn("stage: %016" PRIx64 ".jnl (%s/%s): %s", k->id, k->bucket,
-				 k->key, strerror(-err));
-		return;
+	char name[32];
+	stage_name(k->id, ".stale", name);
+	int fd = openat(st->dir_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	int err = fd < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (!err)
+		err = stage_sync(st, st->dir_fd, false);   /* the new name */
+	if (err)
+		log_error("stage: %s/%s changed through the mount, but the marker "
+			  "%s/%s of its older staged copy cannot be made (%s): the "
+			  "next start may upload that copy over it", k->bucket, k->key,
+			  st->dir, name, strerror(-err));
+	else
+		log_warn("stage: %s/%s changed through the mount: its older staged "
+			 "copy (a failed commit) will not be uploaded; the next start "
+			 "moves it to %s", k->bucket, k->key, st->rec_dir);
+}
+
+/* A copy of k's identity, to mark outside the lock (k may go meanwhile);
+ * NULL when out of memory. */
+static struct stage_kept *kept_copy(const struct stage_kept *k)
+{
+	struct stage_kept *c = calloc(1, sizeof *c);
+	if (c && (!(c->bucket = strdup(k->bucket)) || !(c->key = strdup(k->key)))) {
+		kept_free(c);
+		c = NULL;
 	}
-	if (j.state == STAGE_JS_COMMIT) {
-		j.state = STAGE_JS_DIRTY;
-		err = stage_jnl_write(st, k->id, &j, true);
-		if (err)
-			log_error("stage: %s/%s changed through the mount, but the "
-				  "journal of its older staged copy %s/%016" PRIx64
-				  ".data cannot be rewritten (%s): the next start may "
-				  "upload that copy over it", k->bucket, k->key, st->dir,
-				  k->id, strerror(-err));
-		else
-			log_warn("stage: %s/%s changed through the mount: its older "
-				 "staged copy (a failed commit) will not be uploaded; the "
-				 "next start moves it to %s", k->bucket, k->key, st->rec_dir);
-	}
-	stage_jnl_release(&j);
+	if (c)
+		c->id = k->id;
+	return c;
 }
 
 void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 			 uint64_t except)
 {
-	struct stage_kept *hit = NULL;
+	struct stage_kept *mark = NULL;
 	pthread_mutex_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p;) {
 		struct stage_kept *k = *p;
-		if (k->id == except || strcmp(k->bucket, bucket) != 0 ||
+		if (k->id == except || k->stale || strcmp(k->bucket, bucket) != 0 ||
 		    strcmp(k->key, key) != 0) {
 			p = &k->next;
-		} else if (k->open) {
-			k->stale = true;     /* its release rewrites the journal */
+			continue;
+		}
+		struct stage_kept *m = k;
+		if (k->open) {                /* the entry stays, marked stale */
+			k->stale = true;
+			m = kept_copy(k);
 			p = &k->next;
+			if (!m)
+				log_error("stage: out of memory: the older staged copy "
+					  "of %s/%s (a failed commit) is not marked; the "
+					  "next start may upload it", bucket, key);
 		} else {
 			*p = k->next;
-			k->next = hit;
-			hit = k;
+		}
+		if (m) {
+			m->next = mark;
+			mark = m;
 		}
 	}
 	pthread_mutex_unlock(&st->lock);
-	while (hit) {
-		struct stage_kept *k = hit;
-		hit = k->next;
-		kept_demote(st, k);
+	while (mark) {
+		struct stage_kept *k = mark;
+		mark = k->next;
+		kept_mark(st, k);
 		kept_free(k);
 	}
 }
@@ -159,17 +184,40 @@ void stage_kept_release(struct stage *st, uint64_t id)
 		if (k->id != id)
 			continue;
 		k->open = false;
-		if (k->stale) {
+		if (k->stale) {      /* marked already: nothing waits for it */
 			*p = k->next;
 			stale = k;
 		}
 		break;
 	}
 	pthread_mutex_unlock(&st->lock);
-	if (stale) {
-		kept_demote(st, stale);
+	if (stale)
 		kept_free(stale);
+}
+
+void stage_kept_begin(struct stage *st, uint64_t id)
+{
+	bool unmark = false;
+	pthread_mutex_lock(&st->lock);
+	for (struct stage_kept *k = st->kept; k; k = k->next) {
+		if (k->id == id) {
+			unmark = k->stale;
+			k->stale = false;
+			break;
+		}
 	}
+	pthread_mutex_unlock(&st->lock);
+	if (unmark)
+		stage_kept_unmark(st, id);
+}
+
+void stage_kept_unmark(struct stage *st, uint64_t id)
+{
+	char name[32];
+	stage_name(id, ".stale", name);
+	if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
+		log_warn("stage: cannot remove %s/%s: %s", st->dir, name,
+			 strerror(errno));
 }
 
 void stage_kept_free_all(struct stage *st)

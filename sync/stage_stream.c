@@ -481,8 +481,6 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 	pthread_mutex_lock(&f->lock);
 	stream_reset_locked(sm);
 	pthread_mutex_unlock(&f->lock);
-	if (stage_jnl_remove(st, f->id) != 0)
-		log_warn("stage: %s/%s uploaded, but its journal remains: a "
-			 "recovery would upload it again", f->bucket, f->key);
+	stage_commit_unjournal(f);
 	return 0;
 }

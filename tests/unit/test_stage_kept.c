@@ -6,14 +6,21 @@
  * a file kept for the next start is uploaded there unless a newer
  * version of its key was written, renamed onto or deleted meanwhile
  * (then it goes to recovered/), and of two failed commits of one key the
- * later one wins.
+ * later one wins. A crash is a copy of the staging directory taken at that
+ * moment (its image), recovered by a second stage: while a later commit
+ * of the key uploads, and while the failed file is still open.
  */
 #include "sync/stage_int.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "tests/unit/unit.h"
@@ -174,10 +181,176 @@ static void test_kept(void)
 	stage_case_end(st, &fk, dir);
 }
 
+/* The staging directory as a crash at this moment leaves it: a copy of
+ * its files (not recovered/) in a new directory (freed by the caller). */
+static char *crash_image(const char *dir)
+{
+	char *img = unit_tmpdir("stage-kept-image");
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char from[600], to[600], buf[1 << 16];
+		snprintf(from, sizeof from, "%s/%s", dir, de->d_name);
+		snprintf(to, sizeof to, "%s/%s", img, de->d_name);
+		struct stat sb;
+		if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode))
+			continue;
+		int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT, 0600);
+		ssize_t n;
+		while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+			if (write(out, buf, (size_t)n) != n)
+				break;
+		if (in >= 0)
+			close(in);
+		if (out >= 0)
+			close(out);
+	}
+	if (d)
+		closedir(d);
+	return img;
+}
+
+/* The start after a crash whose image is img, over the same store: the
+ * stage recovered and closed, img removed and freed. */
+static void start_on_image(char *img, struct store *fk, struct stage_recovery_report *r)
+{
+	struct stage *st = open_stage(img, 8 << 20, fk);
+	if (stage_recover(st, r) != 0)
+		printf("# start_on_image: recovery failed\n");
+	stage_close(st);
+	unit_rmtree(img);
+	free(img);
+}
+
+struct later {
+	struct stage *st;
+	int rc;
+};
+
+/* A later version of "crashk" committed (its PUT slowed by the caller). */
+static void *later_commit(void *arg)
+{
+	struct later *l = arg;
+	struct stage_file *g;
+	stage_file_new(l->st, "b", "crashk", NULL, 0, NULL, &g);
+	stage_file_pwrite(g, "v2", 2, 0);
+	l->rc = stage_file_commit(g, NULL);
+	stage_file_release(g);
+	return NULL;
+}
+
+/* Crashes around a failed commit: the start after them never puts the
+ * older bytes over the newer version. */
+static void test_kept_crash(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *dir = unit_tmpdir("stage-kept-crash");
+	struct stage *st = open_stage(dir, 8 << 20, &fk);
+	struct stage_recovery_report r;
+
+	/* A crash while a later commit of the key uploads: both journals say
+	 * "commit"; only the later may go up. */
+	kept_v1(st, &fk, "crashk");
+	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
+		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 400 });
+	struct later l = { .st = st };
+	pthread_t th;
+	pthread_create(&th, NULL, later_commit, &l);
+	usleep(200000);                  /* the later PUT is in flight */
+	char *img = crash_image(dir);
+	pthread_join(th, NULL);
+	s3_fault_clear(fk.s3);
+	s3_fake_object_delete(fk.fake, "b", "crashk");
+	start_on_image(img, &fk, &r);
+	CHECK(l.rc == 0 && r.reuploaded == 1 && r.recovered == 1 && s3_has(&fk, "crashk", "v2"),
+	      "kept crash: during a later commit of the key: the start uploads the later, "
+	      "moves the older (%u uploaded, %u moved)", r.reuploaded, r.recovered);
+
+	stage_recover(st, &r);           /* (the older copy leaves the live one) */
+
+	/* A crash while the failed file is still open, its key written anew
+	 * meanwhile (and another's deleted). */
+	struct stage_file *h, *g, *d;
+	stage_file_new(st, "b", "openw", NULL, 0, NULL, &h);
+	stage_file_pwrite(h, "v1", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	stage_file_commit(h, NULL);
+	stage_file_new(st, "b", "openw", NULL, 0, NULL, &g);
+	stage_file_pwrite(g, "v2", 2, 0);
+	stage_file_commit(g, NULL);
+	stage_file_release(g);
+	stage_file_new(st, "b", "opend", NULL, 0, NULL, &d);
+	stage_file_pwrite(d, "v1", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	stage_file_commit(d, NULL);
+	stage_key_replaced(st, "b", "opend");
+	img = crash_image(dir);
+	start_on_image(img, &fk, &r);
+	CHECK(r.reuploaded == 0 && r.recovered == 2 && s3_has(&fk, "openw", "v2") &&
+	      s3_has(&fk, "opend", NULL),
+	      "kept crash: open at the crash, key written anew or deleted: neither uploaded "
+	      "(%u uploaded, %u moved)", r.reuploaded, r.recovered);
+	/* Its own later commit makes it the newest again. */
+	stage_file_pwrite(h, "v3", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	stage_file_commit(h, NULL);
+	img = crash_image(dir);
+	start_on_image(img, &fk, &r);
+	CHECK(r.reuploaded == 1 && s3_has(&fk, "openw", "v3") && s3_has(&fk, "opend", NULL),
+	      "kept crash: the failed file committed again (and failed): the start uploads "
+	      "it (%u uploaded)", r.reuploaded);
+	stage_file_release(h);
+	stage_file_release(d);
+	stage_case_end(st, &fk, dir);
+}
+
+/* A streamed file whose part fails closes with EIO like any other: the
+ * next start uploads it, and it is the key's newest (an older failed
+ * commit of the key is moved, not uploaded). */
+static void test_stream_failed(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	s3_fake_min_part_set(fk.fake, 1 << 20);
+	char *dir = unit_tmpdir("stage-kept-stream");
+	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = dir,
+			.max_bytes = 64 << 20, .stream_threads = 2,
+			.up = { .part_size = 1 << 20, .threads = 2 } }, &fk);
+	kept_v1(st, &fk, "sk");
+	size_t size = (3 << 20) + 7;
+	char *obj = malloc(size);
+	memset(obj, 's', size);
+	s3_fault_fail(fk.s3, S3K_MPU_PART, 1, 0, -EHOSTUNREACH);
+	struct stage_file *f;
+	stage_file_new(st, "b", "sk", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, obj, size, 0);
+	int rc = stage_file_commit(f, NULL);
+	stage_file_release(f);
+	s3_fault_clear(fk.s3);
+	stage_close(st);
+	st = stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = 64 << 20,
+			.up = { .part_size = 1 << 20, .threads = 2 } }, &fk);
+	struct stage_recovery_report r;
+	stage_recover(st, &r);
+	size_t olen = 0;
+	char *o = obj_get(&fk, "b", "sk", &olen, NULL, 0);
+	CHECK(rc == -EIO && r.reuploaded == 1 && r.recovered == 1 && o && olen == size &&
+	      !memcmp(o, obj, size) && s3_fake_upload_count(fk.fake, "b") == 0,
+	      "stream failed: the start uploads the streamed file, moves the older "
+	      "(rc %d, %u uploaded, %u moved, %zu bytes)", rc, r.reuploaded, r.recovered,
+	      olen);
+	free(o);
+	free(obj);
+	stage_case_end(st, &fk, dir);
+}
+
 int main(void)
 {
 	log_init("test_stage_kept", getenv("STAGE_DEBUG") ? 2 : 0);
 	test_kept();
 	test_abandoned();
+	test_kept_crash();
+	test_stream_failed();
 	return unit_exit();
 }
