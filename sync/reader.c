@@ -853,7 +853,10 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		R_COUNT(r, misses, 1);
 	else if (!r->bc)
 		R_COUNT(r, hits, 1);
-	if (result < 0 && done == 0)
+	/* An error after some bytes is still the error: the kernel takes a
+	 * short read for the end of the file, which would cut the file short
+	 * with no error seen. */
+	if (result < 0)
 		return result;
 	return (ssize_t)done;
 }

@@ -112,8 +112,9 @@ void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *ou
 int reader_open(const struct reader_src *src, const char *bucket,
 		const char *key, const char *etag, uint64_t size,
 		struct reader **out);
-/* Up to len bytes at off; returns the count (0 at or past the end) or a
- * negative errno (-ESTALE when the object changed, -EIO, -ENOENT). */
+/* Up to len bytes at off; returns the count (0 at or past the end; short
+ * only at the end of the object) or a negative errno (-ESTALE when the
+ * object changed, -EIO, -ENOENT), also when part of the range was there. */
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off);
 void reader_close(struct reader *r);
 
