@@ -59,6 +59,7 @@ int core_new(const struct core_deps *deps, struct core **out)
 	c->gid = deps->owner.has_gid ? deps->owner.gid : getgid();
 	clock_gettime(CLOCK_REALTIME, &c->start);
 	pthread_mutex_init(&c->ofile_lock, NULL);
+	pthread_cond_init(&c->ofile_cv, NULL);
 	int rc = index_dirs_each(c->d.ix, mkdir_loaded, c);
 	if (rc < 0)
 		goto fail;
@@ -93,6 +94,7 @@ void core_free(struct core *c)
 	stats_group_remove(&c->grp);
 	reader_counters_release(&c->rctr);
 	pthread_mutex_destroy(&c->ofile_lock);
+	pthread_cond_destroy(&c->ofile_cv);
 	free(c->recovered);
 	links_free(c->links);
 	free(c);
@@ -448,6 +450,49 @@ void core_ofile_unlink(struct core *c, struct ofile *of)
 		return;
 	pthread_mutex_lock(&c->ofile_lock);
 	of->unlinked = true;
+	while (of->committing)
+		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
+	pthread_mutex_unlock(&c->ofile_lock);
+}
+
+void core_ofile_hold(struct core *c, struct ofile *of)
+{
+	if (!of)
+		return;
+	pthread_mutex_lock(&c->ofile_lock);
+	of->held++;
+	while (of->committing)
+		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
+	pthread_mutex_unlock(&c->ofile_lock);
+}
+
+void core_ofile_unhold(struct core *c, struct ofile *of)
+{
+	if (!of)
+		return;
+	pthread_mutex_lock(&c->ofile_lock);
+	of->held--;
+	pthread_cond_broadcast(&c->ofile_cv);
+	pthread_mutex_unlock(&c->ofile_lock);
+}
+
+bool core_ofile_commit_begin(struct core *c, struct ofile *of)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	while (of->held && !of->unlinked)
+		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
+	bool go = !of->unlinked;
+	if (go)
+		of->committing++;
+	pthread_mutex_unlock(&c->ofile_lock);
+	return go;
+}
+
+void core_ofile_commit_end(struct core *c, struct ofile *of)
+{
+	pthread_mutex_lock(&c->ofile_lock);
+	of->committing--;
+	pthread_cond_broadcast(&c->ofile_cv);
 	pthread_mutex_unlock(&c->ofile_lock);
 }
 

@@ -63,6 +63,8 @@ struct ofile {
 	bool unlinked;               /* its name is gone (unlink, renamed over):
 				      * never uploaded again, found by inode only */
 	bool times_set;              /* mtime set since the last write (lock) */
+	int committing;              /* commits under way (core_ofile_commit) */
+	int held;                    /* a rename onto its name runs: commits wait */
 	struct ofile *next;
 };
 
@@ -97,6 +99,7 @@ struct core {
 	struct links *links;         /* link targets by version (links.h) */
 
 	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
+	pthread_cond_t ofile_cv;     /* an ofile's commit ended, or its hold */
 	struct ofile *ofiles;
 	struct mkdir_ent *mkdirs;
 };
@@ -193,9 +196,20 @@ struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too);
 /* The staged file a name of this mount shows (never an unlinked one). */
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path);
 /* The name of of is gone (unlink, or renamed over): its descriptors keep
- * its bytes, no name leads to it and it is never uploaded again. */
+ * its bytes, no name leads to it and it is never uploaded again. Waits
+ * for a commit of it under way (its upload would land after the caller's
+ * DELETE or COPY and bring the old name's object back); no lock held
+ * meanwhile. */
 void core_ofile_unlink(struct core *c, struct ofile *of);
+/* A rename onto of's name: commits of of wait from now until the unhold
+ * (one under way is waited for here), so that none lands over the COPY. */
+void core_ofile_hold(struct core *c, struct ofile *of);
+void core_ofile_unhold(struct core *c, struct ofile *of);
 bool core_ofile_unlinked(struct core *c, struct ofile *of);
+/* A commit of of begins (false: its name is gone, nothing to publish;
+ * waits while a rename holds it) and ends. */
+bool core_ofile_commit_begin(struct core *c, struct ofile *of);
+void core_ofile_commit_end(struct core *c, struct ofile *of);
 void core_ofile_put(struct core *c, struct ofile *of);
 /* Put of into the table unless another (not unlinked) ofile of its inode
  * is there: then that one (ref taken) is returned and of is not inserted. */

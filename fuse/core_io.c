@@ -168,10 +168,21 @@ static int commit_mtime(struct core *c, struct ofile *of)
 	return rc;
 }
 
+static int ofile_commit(struct core *c, struct ofile *of);
+
 int core_ofile_commit(struct core *c, struct ofile *of)
 {
-	if (core_ofile_unlinked(c, of))
+	if (!core_ofile_commit_begin(c, of))
 		return 0;    /* unlinked while open: nothing to publish */
+	int rc = ofile_commit(c, of);
+	core_ofile_commit_end(c, of);
+	return rc;
+}
+
+/* The commit of of, its index record and its inode's ETag; an unlink or a
+ * rename onto its name waits for it (core_ofile_commit_begin). */
+static int ofile_commit(struct core *c, struct ofile *of)
+{
 	bool dirty = stage_file_dirty(of->sf);
 	char etag[72] = "";
 	int rc = dirty ? commit_mtime(c, of) : 0;

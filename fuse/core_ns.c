@@ -346,6 +346,7 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	struct ofile *dof = rc == 0 && dst_exists ? core_ofile_find_path(c, nview, npath) : NULL;
 	if (of)
 		rc = core_ofile_commit(c, of);
+	core_ofile_hold(c, dof);             /* no commit of it over the COPY */
 	char etag[72] = "";
 	struct obj_meta rec = { 0 }, fresh = { 0 };
 	bool have_rec = rc == 0 && index_object_get(c->d.ix, bucket, key, &rec) == 0 &&
@@ -364,6 +365,7 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 		core_ofile_unlink(c, dof);
 	if (rc == 0 && of)
 		rename_ofile(c, of, bucket, npath, nkey);
+	core_ofile_unhold(c, dof);
 	core_ofile_put(c, of);
 	core_ofile_put(c, dof);
 	if (rc == 0)

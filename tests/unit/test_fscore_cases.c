@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -640,6 +641,61 @@ static void reload_cases(struct view *const *views, struct s3 *s3)
 	gw_close(&gw);
 }
 
+/* ---------- an unlink while a close uploads ---------- */
+
+struct flush_arg {
+	struct core *c;
+	struct core_file *f;
+	int rc;
+};
+
+static void *flush_main(void *arg)
+{
+	struct flush_arg *a = arg;
+	a->rc = IN_REQ(a->c, core_flush(a->c, a->f));
+	return NULL;
+}
+
+/* The close's PUT is in flight when the name is unlinked: whatever order
+ * the two take, the object and the name do not come back when the PUT
+ * lands (the unlink waits for the upload; its DELETE goes after). */
+static void unlink_commit_cases(struct view *const *views, struct s3 *s3)
+{
+	struct s3 *fs3;
+	if (s3_fault_new(s3, false, &fs3) < 0)
+		exit(2);
+	struct gw gw;
+	gw_open(views, fs3, &gw, "fscore-uc");
+	struct core *c = gw.core;
+	core_req_end(c);
+	uint64_t sv = gw.view_ino[0];
+	struct core_entry e;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	int rc = IN_REQ(c, core_create(c, sv, "uc", NULL, &e, &f, &cache));
+	ssize_t n = rc == 0 ? IN_REQ(c, core_write(c, f, "late", 4, 0)) : -1;
+	s3_fault_add(fs3, &(struct s3_fault_rule){ .kind = S3K_PUT, .type = S3F_DELAY,
+		     .first = 1, .times = 1, .delay_ms = 400 });
+	struct flush_arg a = { c, f, -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, flush_main, &a);
+	usleep(150000);                      /* the PUT is in flight */
+	int urc = IN_REQ(c, core_unlink(c, sv, "uc"));
+	pthread_join(th, NULL);
+	s3_fault_clear(fs3);
+	char buf[16];
+	size_t len = 0;
+	int src = s3_bytes(s3, "s/uc", buf, sizeof buf, &len);
+	int lrc = IN_REQ(c, core_lookup(c, sv, "uc", &e));
+	CHECK(rc == 0 && n == 4 && a.rc == 0 && urc == 0 && src == -ENOENT && lrc == -ENOENT,
+	      "unlink during the close's upload: no object, no name after (close %d, unlink "
+	      "%d, S3 %d, lookup %d)", a.rc, urc, src, lrc);
+	core_req_begin(c);                   /* gw_close ends one */
+	core_release(c, f);
+	gw_close(&gw);
+	s3_free(fs3);
+}
+
 /* ---------- a made directory's times follow its entries ---------- */
 
 /* Making or removing an entry moves its made parent's mtime and ctime to
@@ -810,6 +866,7 @@ int main(void)
 	posix_cases(views, s3);
 	fault_cases(views, s3);
 	reload_cases(views, s3);
+	unlink_commit_cases(views, s3);
 	retire_cases(views, s3);
 	dir_times_cases(views, s3);
 	for (int v = 0; v < 2; v++)
