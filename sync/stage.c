@@ -680,7 +680,10 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	err = upload_counted(f, size, &hooks, etag);
 	if (err) {
 		pthread_mutex_lock(&f->lock);
+		bool had = f->intent.ns != 0;
 		stage_intent_refused(&f->intent, js.fresh, err);
+		if (had && !f->intent.ns)
+			stage_jnl_intent_drop(st, f->id);
 		pthread_mutex_unlock(&f->lock);
 	}
 	stage_jnl_hooks_done(&js);

@@ -218,6 +218,10 @@ void stage_intent_clear(struct stage_intent *in);
  * cleared when err is the store's refusal (NoSuchBucket, AccessDenied,
  * a bad request: nothing was made); kept for any other error. */
 void stage_intent_refused(struct stage_intent *in, bool fresh, int err);
+/* The journal of file id written again without its intent (a creation the
+ * store refused made nothing). With the file's lock held, like every
+ * journal write of an open file. */
+void stage_jnl_intent_drop(struct stage *st, uint64_t id);
 int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 			 struct stage_recovery_report *rep);
 /* stage_orphans_defer: a commit succeeded while f still held the intent

@@ -593,6 +593,22 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	return 0;
 }
 
+void stage_jnl_intent_drop(struct stage *st, uint64_t id)
+{
+	struct stage_jnl j;
+	if (stage_jnl_read(st, id, &j) != 0)
+		return;
+	if (j.intent.ns) {
+		int64_t ns = j.intent.ns;
+		j.intent.ns = 0;             /* not written; freed by the release */
+		if (stage_jnl_write(st, id, &j, true) != 0)
+			log_warn("stage: %s/%s: the journal still names a creation the "
+				 "store refused (intent %" PRId64 "); the next start lists "
+				 "the key's uploads", j.bucket, j.key, ns);
+	}
+	stage_jnl_release(&j);
+}
+
 int stage_jnl_creating(void *ctx)
 {
 	struct jnl_started *js = ctx;

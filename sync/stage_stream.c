@@ -317,7 +317,10 @@ static int stream_create(struct stage_file *f)
 		log_error("stage: %s/%s: cannot create a streamed upload: %s",
 			  sm->bucket, sm->key, strerror(-err));
 		pthread_mutex_lock(&f->lock);
+		bool had = f->intent.ns != 0;
 		stage_intent_refused(&f->intent, f->intent_fresh, err);
+		if (had && !f->intent.ns)
+			stage_jnl_intent_drop(st, f->id);
 		pthread_mutex_unlock(&f->lock);
 		return err;
 	}

@@ -344,6 +344,29 @@ static void refused_case(void)
 	CHECK(wrote && rc1 != 0 && rc2 == 0 && !orphans_file(dir) &&
 	      s3_fake_upload_count(t.fake, "b") == 0,
 	      "%s: the second commit uploads, no intent is kept (%d, %d)", what, rc1, rc2);
+	stage_close(st);
+	/* Refused for good, uploaded at the commit in parts: the journal the
+	 * failed commit leaves names no intent either (the next start would
+	 * list the key and abort others' uploads of it). */
+	st = stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = 64 << 20,
+			.stream_off = true, .up = { .part_size = PART, .threads = 2 } }, &t);
+	s3_fault_fail(t.s3, S3K_MPU_CREATE, 1, 0, -EACCES);
+	size_t size = 3 * PART + 5;
+	char *buf = calloc(1, size);
+	struct stage_file *f;
+	stage_file_new(st, "b", "refused2", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, buf, size, 0);
+	int rc = stage_file_commit(f, NULL);
+	struct stage_jnl j;
+	bool read = stage_jnl_read(st, f->id, &j) == 0;
+	CHECK(rc == -EIO && read && j.state == STAGE_JS_COMMIT && j.intent.ns == 0,
+	      "%s: the failed commit's journal keeps no intent (rc %d, intent %lld)", what,
+	      rc, read ? (long long)j.intent.ns : -1LL);
+	if (read)
+		stage_jnl_release(&j);
+	s3_fault_clear(t.s3);
+	stage_file_release(f);
+	free(buf);
 	stage_case_end(st, &t, dir);
 }
 
