@@ -41,6 +41,7 @@ struct warm {
 	struct want *q;              /* q[0] oldest, q[n-1] newest */
 	size_t n;
 	struct warm_counters c;
+	struct timespec paused_until; /* a store failed: no fetch before it */
 };
 
 static void want_release(struct want *x)
@@ -60,6 +61,34 @@ static bool share_used_up(struct warm *w)
 	return bc.warm_bytes >= w->conf.max_unread;
 }
 
+/* Is fetching paused after a store failed? */
+static bool paused(struct warm *w)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&w->lock);
+	bool p = now.tv_sec < w->paused_until.tv_sec;
+	pthread_mutex_unlock(&w->lock);
+	return p;
+}
+
+/* The burst buffer did not store a block of x (err): no fetch for
+ * WARM_PAUSE_S seconds; logged once per pause. */
+static void pause_fetches(struct warm *w, const struct want *x, int err)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&w->lock);
+	bool fresh = now.tv_sec >= w->paused_until.tv_sec;
+	if (fresh)
+		w->paused_until.tv_sec = now.tv_sec + WARM_PAUSE_S;
+	pthread_mutex_unlock(&w->lock);
+	if (fresh)
+		log_warn("warm: the burst buffer did not store a block of %s/%s (%s): "
+			 "no fetch for %d s", x->bucket, x->key, strerror(-err),
+			 WARM_PAUSE_S);
+}
+
 static bool stopping(struct warm *w)
 {
 	pthread_mutex_lock(&w->lock);
@@ -72,9 +101,11 @@ static bool stopping(struct warm *w)
  * of whole blocks), skipping the blocks it holds already. 0 (*bytes: what
  * was fetched, 0 when all was cached), -ECANCELED when warm_free() began
  * (checked before each chunk), -ENOSPC when the share is used up, or the
- * GET's or the cache's error. The version is pinned meanwhile: a drop of
- * it (an event replaced it) waits for the blocks stored here. */
-static int fetch_one(struct warm *w, const struct want *x, char *buf, uint64_t *bytes)
+ * GET's or the cache's error (*put_err: the cache's). The version is
+ * pinned meanwhile: a drop of it (an event replaced it) waits for the
+ * blocks stored here. */
+static int fetch_one(struct warm *w, const struct want *x, char *buf, uint64_t *bytes,
+		     int *put_err)
 {
 	const struct bcache_id id = { x->bucket, x->key, x->etag };
 	uint32_t bs = bcache_block_size(w->conf.bc);
@@ -111,6 +142,8 @@ static int fetch_one(struct warm *w, const struct want *x, char *buf, uint64_t *
 						BCACHE_WARM);
 			if (rc == -EBUSY)
 				rc = 0;      /* being stored by a reader right now */
+			else if (rc)
+				*put_err = rc;
 		}
 		*bytes += got;
 		if (!rc && got < len)
@@ -169,8 +202,12 @@ static void *fetch_main(void *arg)
 		w->c.running++;
 		pthread_mutex_unlock(&w->lock);
 		uint64_t bytes = 0;
-		int rc = listing_done(w) ? fetch_one(w, &x, buf, &bytes) :
+		int put_err = 0;
+		int rc = paused(w) ? -ENOSPC : listing_done(w) ?
+			 fetch_one(w, &x, buf, &bytes, &put_err) :
 			 stopping(w) ? -ECANCELED : -ENOSPC;
+		if (put_err)
+			pause_fetches(w, &x, put_err);
 		pthread_mutex_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
 		w->c.running--;
@@ -179,8 +216,8 @@ static void *fetch_main(void *arg)
 				w->c.fetched++;
 			else
 				w->c.held++;
-		} else if (rc == -ENOSPC) {
-			w->c.skipped++;
+		} else if (rc == -ENOSPC && !put_err) {
+			w->c.skipped++;  /* share used up, paused, listing failed */
 		} else if (rc != -ECANCELED) {
 			w->c.failed++;
 		}

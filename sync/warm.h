@@ -12,7 +12,11 @@
  * queued again replaces the queued one, and blocks already cached are not
  * fetched. Fetches are ranged GETs with If-Match (a version replaced
  * meanwhile is abandoned) from threads at a lower scheduling priority;
- * users' reads never wait for them.
+ * users' reads never wait for them. A block the burst buffer does not
+ * store (its disk full or read-only, its budget taken by staged writes)
+ * fails that fetch and pauses fetching for WARM_PAUSE_S seconds (wants
+ * meanwhile are skipped, no GET): a cache that cannot be written does not
+ * cost a GET per arrival.
  *
  * Threads: warm_want() may be called from any thread (the consumer's:
  * it only queues, under a leaf mutex); warm_free() waits for the fetch
@@ -24,6 +28,8 @@
  */
 #ifndef FACETFS_SYNC_WARM_H
 #define FACETFS_SYNC_WARM_H
+
+#define WARM_PAUSE_S 30
 
 #include <stddef.h>
 #include <stdint.h>
@@ -49,8 +55,8 @@ struct warm_counters {
 	uint64_t running;            /* being fetched now */
 	uint64_t fetched;            /* objects fetched whole */
 	uint64_t fetched_bytes;
-	uint64_t skipped;            /* too big, backlog, share used up */
-	uint64_t failed;             /* GET failed or the version changed */
+	uint64_t skipped;            /* too big, backlog, share used up, paused */
+	uint64_t failed;             /* GET or store failed, version changed */
 	uint64_t held;               /* held whole already: nothing fetched */
 };
 

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BS (64u * 1024)
@@ -518,6 +519,43 @@ static struct warm_counters warm_wait(struct warm *w, uint64_t done)
 	return k;
 }
 
+/* A burst buffer that cannot store (its directory replaced by a file):
+ * the first fetch fails its store and pauses warm; the wants after it
+ * cost no GET. */
+static void test_warm_unwritable(void)
+{
+	struct bed b;
+	bed_open(&b, 1024 * BS, true);
+	struct warm *w;
+	struct warm_conf wc = { .s3 = b.s3, .bc = b.bc, .pins = b.pins, .st = &b.st,
+				.threads = 1, .queue_max = 8 };
+	CHECK(warm_new(&wc, &w) == 0, "warm_new (unwritable)");
+	unit_rmtree(b.dir);
+	FILE *fp = fopen(b.dir, "w");
+	if (fp)
+		fclose(fp);
+	char *d = pattern(4 * BS, 40);
+	uint64_t g = gets(&b);
+	for (int i = 0; i < 3; i++) {
+		char key[16], e[33];
+		snprintf(key, sizeof key, "u%d", i);
+		put(&b, key, d, 4 * BS, e);
+		warm_want(w, "b", key, e, 4 * BS, 1u << 30);
+		warm_wait(w, (uint64_t)i + 1);
+	}
+	struct warm_counters k;
+	warm_counters(w, &k);
+	CHECK(gets(&b) - g == 1 && k.failed == 1 && k.skipped == 2 && k.fetched == 0,
+	      "warm: the cache cannot store: one GET, then paused (%llu GETs, failed %llu, "
+	      "skipped %llu)", (unsigned long long)(gets(&b) - g),
+	      (unsigned long long)k.failed, (unsigned long long)k.skipped);
+	warm_free(w);
+	unlink(b.dir);
+	mkdir(b.dir, 0700);
+	free(d);
+	bed_free(&b);
+}
+
 /* Warm's fetch loop: cached blocks inside a chunk and whole chunks cached
  * leave no hole; a version held whole is neither fetched nor failed; stop
  * ends a fetch after its chunk in flight; the start-up listing is waited
@@ -631,5 +669,6 @@ int main(void)
 	test_eventual_race();
 	test_warm();
 	test_warm_fetch();
+	test_warm_unwritable();
 	return unit_exit();
 }
