@@ -460,6 +460,48 @@ void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk
 
 /* ---- puts ------------------------------------------------------------- */
 
+/* DIR was removed under us (a put had to make it again): the READY
+ * entries whose files are gone leave the table, so that the budget counts
+ * only what is on disk and no lookup says a block is held that is not.
+ * Their names are copied under the lock and looked for with none held; an
+ * entry rewritten meanwhile (seq changed) stays. */
+static void forget_missing(struct bcache *bc)
+{
+	struct gone { struct bcache_hash h; uint64_t blk, seq; } *g = NULL;
+	size_t n = 0;
+	pthread_mutex_lock(&bc->mu);
+	size_t cap = (size_t)bc->n_ready;
+	g = cap ? malloc(cap * sizeof *g) : NULL;
+	for (int s = 0; g && s < SEG_N; s++)
+		for (struct ent *e = bc->seg[s].head; e && n < cap; e = e->next)
+			g[n++] = (struct gone){ e->h, e->blk, e->seq };
+	pthread_mutex_unlock(&bc->mu);
+	size_t missing = 0;
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		path_of(bc, &g[i].h, g[i].blk, path, sizeof path);
+		if (access(path, F_OK) != 0 && errno == ENOENT)
+			g[missing++] = g[i];
+	}
+	struct ent *victims = NULL;
+	pthread_mutex_lock(&bc->mu);
+	for (size_t i = 0; i < missing; i++) {
+		struct ent *e = map_find(bc, &g[i].h, g[i].blk);
+		if (!e || e->state != ENT_READY || e->seq != g[i].seq)
+			continue;
+		ent_retire(bc, e);
+		bc->c.dropped++;
+		e->vnext = victims;
+		victims = e;
+	}
+	pthread_mutex_unlock(&bc->mu);
+	victims_reap(bc, victims);       /* (their files are gone already) */
+	free(g);
+	if (missing)
+		log_warn("bcache: %s was removed while in use; it is made again and "
+			 "the %zu blocks it held are forgotten", bc->dir, missing);
+}
+
 static void write_error_log(struct bcache *bc, const char *rel, int rc)
 {
 	unsigned bit = -rc < 63 ? (unsigned)-rc : 63;
@@ -543,9 +585,13 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		return rc;
 
 	uint64_t size = 0;
+	bool dir_made = false;
 	rc = bcache_file_write(bc->dir, rel,
 			       atomic_fetch_add(&bc->tmp_seq, 1) + 1, id,
-			       blk * bc->block_size, data, (uint32_t)len, &size);
+			       blk * bc->block_size, data, (uint32_t)len, &size,
+			       &dir_made);
+	if (dir_made)
+		forget_missing(bc);
 	pthread_mutex_lock(&bc->mu);
 	if (rc || e->doomed) {
 		/* Failed (the old file of a replaced block must go too), or

@@ -372,10 +372,12 @@ static int write_all(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Make DIR and DIR/XX of rel. */
-static int dirs_make(const char *dir, const char *rel)
+/* Make DIR and DIR/XX of rel; *dir_made: DIR was missing. */
+static int dirs_make(const char *dir, const char *rel, bool *dir_made)
 {
 	char sub[PATH_MAX];
+	struct stat sb;
+	*dir_made = stat(dir, &sb) != 0 && errno == ENOENT;
 	int rc = bcache_mkdir_p(dir);
 	if (rc)
 		return rc;
@@ -408,9 +410,11 @@ static int file_write_once(const char *tmp, const char *path,
 
 int bcache_file_write(const char *dir, const char *rel, uint64_t tmp_seq,
 		      const struct bcache_id *id, uint64_t off,
-		      const void *data, uint32_t len, uint64_t *size)
+		      const void *data, uint32_t len, uint64_t *size,
+		      bool *dir_made)
 {
 	char path[PATH_MAX], tmp[PATH_MAX];
+	*dir_made = false;
 	size_t hlen = bcache_hdr_len(id);
 	if (!hlen)
 		return -ENAMETOOLONG;
@@ -425,7 +429,7 @@ int bcache_file_write(const char *dir, const char *rel, uint64_t tmp_seq,
 	int rc = file_write_once(tmp, path, hdr, hlen, data, len);
 	if (rc == -ENOENT) {
 		/* DIR or DIR/XX is missing: never made, or removed under us. */
-		rc = dirs_make(dir, rel);
+		rc = dirs_make(dir, rel, dir_made);
 		if (!rc)
 			rc = file_write_once(tmp, path, hdr, hlen, data, len);
 	}

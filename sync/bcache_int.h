@@ -57,11 +57,13 @@ uint64_t bcache_charge(uint64_t file_size);
 
 /* Write block file DIR/REL through a temporary name in the same directory
  * (tmp_seq makes it unique in the process). Makes DIR and DIR/XX when
- * missing (once). 0 or -errno; never leaves the temporary file. *size:
+ * missing (once; *dir_made: DIR itself was missing, so every block file
+ * it held is gone). 0 or -errno; never leaves the temporary file. *size:
  * the file's length. */
 int bcache_file_write(const char *dir, const char *rel, uint64_t tmp_seq,
 		      const struct bcache_id *id, uint64_t off,
-		      const void *data, uint32_t len, uint64_t *size);
+		      const void *data, uint32_t len, uint64_t *size,
+		      bool *dir_made);
 
 /* Read and check block file DIR/REL against id and off (the data must be
  * at most block_size): copy [boff, boff+len) of the data into buf. Returns

@@ -597,6 +597,20 @@ static void test_bad_dir(const char *root)
 	CHECK(rc == 0 && n == BS && !memcmp(got, data, BS) && c.blocks == 1 &&
 	      c.write_errors == 0,
 	      "the next put makes DIR again and succeeds; it reads back");
+	/* Removed again with blocks nobody reads after: the put that makes
+	 * DIR again forgets them (no block counted that is not on disk). */
+	for (uint64_t b = 3; b < 8; b++)
+		bcache_put(bc, &ID_A, b, data, BS, 0);
+	if (system(cmd))
+		exit(2);
+	rc = bcache_put(bc, &ID_A, 8, data, BS, 0);
+	bcache_counters(bc, &c);
+	CHECK(rc == 0 && c.blocks == 1 && c.used_bytes == full_charge(&ID_A) &&
+	      !bcache_has(bc, &ID_A, 3) && !bcache_has(bc, &ID_A, 1) &&
+	      bcache_has(bc, &ID_A, 8),
+	      "DIR removed again: the put that makes it forgets the 6 blocks it held "
+	      "(%llu blocks, %llu bytes)", (unsigned long long)c.blocks,
+	      (unsigned long long)c.used_bytes);
 
 	/* DIR/XX of block 2 replaced by a regular file: puts there fail. */
 	block_path(dir, &ID_A, 2, path, sizeof path);
