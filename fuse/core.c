@@ -414,7 +414,7 @@ int core_index_local(struct core *c, const struct obj_meta *o)
 int core_index_seen(struct core *c, const struct obj_meta *o)
 {
 	struct local_ctx l = { c, NULL, NULL };
-	int rc = index_apply(c->d.ix, o, 1, NULL, 0, local_change, &l);
+	int rc = index_apply_newer(c->d.ix, o, local_change, &l);
 	return rc < 0 ? rc : 0;
 }
 

@@ -186,7 +186,8 @@ int  core_index_local(struct core *c, const struct obj_meta *o);
 int  core_index_made(struct core *c, const struct obj_meta *o, const char *vname,
 		     const char *path);
 /* Apply a version this mount saw (a HEAD's answer), not one it wrote:
- * decided as an event is. */
+ * only if provably newer than the record stored at that moment
+ * (index_apply_newer: decided under the index's write lock). */
 int  core_index_seen(struct core *c, const struct obj_meta *o);
 
 /* The staged file of an inode (ref taken). A new open wants the one its

@@ -289,7 +289,8 @@ static void moved_index(void *ctx, const struct obj_meta *o)
 	struct obj_meta cur = { 0 }, nr = { 0 };
 	int rc = index_object_get(c->d.ix, o->bucket, o->key, &cur);
 	/* Only a provably newer version: the HEAD and a later event may
-	 * cross (an older HEAD answer must not undo a newer event). */
+	 * cross (an older HEAD answer must not undo a newer event). Checked
+	 * here to skip the write, and again under the index's write lock. */
 	if (rc == 0 && !(cur.flags & OBJ_DELETED) &&
 	    o->mtime_ns > cur.mtime_ns + INDEX_TIME_SLACK_NS)
 		rc = obj_meta_copy(&nr, o);

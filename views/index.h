@@ -139,6 +139,14 @@ int  index_apply(struct index *ix, const struct obj_meta *ev, size_t n,
  * Returns as index_apply. */
 int  index_apply_own(struct index *ix, const struct obj_meta *o,
 		     index_change_fn fn, void *ctx);
+/* A version read from S3 outside the event stream (a HEAD that found
+ * another version than the index named): written as a scan record
+ * (OBJ_FROM_SCAN) only when a live record is stored and o's Last-Modified
+ * is more than INDEX_TIME_SLACK_NS after it, decided under the write lock
+ * so that an event applied meanwhile is never undone. 1 written, 0 kept,
+ * or -errno (views/index_reconcile.c). */
+int  index_apply_newer(struct index *ix, const struct obj_meta *o,
+		       index_change_fn fn, void *ctx);
 /* index_apply for events prepared (enriched with what its views need) for
  * the set vs: -EAGAIN, nothing written, when vs is not the installed set
  * (a reload came in between): prepare them for the current set, retry. */

@@ -260,3 +260,19 @@ int index_reconcile_page(struct index *ix, const char *bucket,
 	free(listed);
 	return rc;
 }
+
+/* index_apply_newer's rule, on the record as stored now. */
+static bool newer_decide(void *dctx, const struct obj_meta *stored,
+			 const struct obj_meta *o)
+{
+	(void)dctx;
+	return stored && !(stored->flags & OBJ_DELETED) &&
+	       o->mtime_ns > stored->mtime_ns + INDEX_TIME_SLACK_NS;
+}
+
+int index_apply_newer(struct index *ix, const struct obj_meta *o,
+		      index_change_fn fn, void *ctx)
+{
+	int kept = ix_run_decided(ix, o, 1, newer_decide, NULL, fn, ctx);
+	return kept < 0 ? kept : kept == 0;
+}

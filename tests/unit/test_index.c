@@ -972,6 +972,49 @@ static void test_reconcile_order(void)
 	}
 }
 
+/* A HEAD's version (index_apply_newer): written only over a live record
+ * it is provably newer than, as a scan record. */
+static void test_apply_newer(void)
+{
+	char *dir = unit_tmpdir("index-newer");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct obj_meta ev[2] = { mk("b", "k", 10, 100, "e3", "0003"),
+				  mk("b", "gone", 10, 100, "e1", "0001") };
+	struct obj_meta del = mkdel("b", "gone", 101, "0002");
+	index_apply(ix, ev, 2, NULL, 0, NULL, NULL);
+	index_apply(ix, &del, 1, NULL, 0, NULL, NULL);
+	struct obj_meta older = mk("b", "k", 7, 95, "e2", ""),
+			near = mk("b", "k", 7, 100, "e9", ""),
+			newer = mk("b", "k", 12, 110, "e4", ""),
+			back = mk("b", "gone", 7, 120, "e5", ""), r;
+	int a = index_apply_newer(ix, &older, NULL, NULL);
+	int b = index_apply_newer(ix, &near, NULL, NULL);
+	bool kept = index_object_get(ix, "b", "k", &r) == 0 && !strcmp(r.etag, "e3");
+	obj_meta_release(&r);
+	CHECK(a == 0 && b == 0 && kept,
+	      "apply newer: an older or same-second HEAD answer keeps the event's record (%d, %d)",
+	      a, b);
+	int c = index_apply_newer(ix, &newer, NULL, NULL);
+	bool took = index_object_get(ix, "b", "k", &r) == 0 && !strcmp(r.etag, "e4") &&
+		    r.size == 12 && (r.flags & OBJ_FROM_SCAN);
+	obj_meta_release(&r);
+	CHECK(c == 1 && took, "apply newer: a provably newer one is written as a scan record (%d)",
+	      c);
+	int d = index_apply_newer(ix, &back, NULL, NULL);
+	bool gone = index_object_get(ix, "b", "gone", &r) == 0 && (r.flags & OBJ_DELETED);
+	obj_meta_release(&r);
+	CHECK(d == 0 && gone, "apply newer: a tombstone stays (%d)", d);
+	release_all(ev, 2);
+	obj_meta_release(&del);
+	obj_meta_release(&older);
+	obj_meta_release(&near);
+	obj_meta_release(&newer);
+	obj_meta_release(&back);
+	index_close(ix);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -987,5 +1030,6 @@ int main(void)
 	test_same_version();
 	test_own_writes();
 	test_reconcile_order();
+	test_apply_newer();
 	return unit_exit();
 }
