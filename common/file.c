@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,4 +79,26 @@ out:
 	free(buf);
 	close(fd);
 	return rc;
+}
+
+int file_mkdir_p(const char *path, mode_t mode)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof p)
+		return -ENAMETOOLONG;
+	memcpy(p, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+		p[i] = '\0';
+		if (mkdir(p, mode) && errno != EEXIST)
+			return -errno;
+		p[i] = c;
+	}
+	struct stat st;
+	if (stat(path, &st))
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }

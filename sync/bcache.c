@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/lockfile.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/stats.h"
 
@@ -830,7 +831,7 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	int rc = conf_check(conf, err, errlen);
 	if (rc)
 		return rc;
-	rc = bcache_mkdir_p(conf->dir);
+	rc = file_mkdir_p(conf->dir, 0755);
 	if (rc) {
 		snprintf(err, errlen, "cannot make cache dir %s: %s", conf->dir,
 			 strerror(-rc));

@@ -6,6 +6,8 @@
  */
 #include "sync/bcache_int.h"
 
+#include "common/file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -378,7 +380,7 @@ static int dirs_make(const char *dir, const char *rel, bool *dir_made)
 	char sub[PATH_MAX];
 	struct stat sb;
 	*dir_made = stat(dir, &sb) != 0 && errno == ENOENT;
-	int rc = bcache_mkdir_p(dir);
+	int rc = file_mkdir_p(dir, 0755);
 	if (rc)
 		return rc;
 	if (snprintf(sub, sizeof sub, "%s/%.2s", dir, rel) >= (int)sizeof sub)
@@ -534,28 +536,6 @@ out:
 }
 
 /* ---- directories ------------------------------------------------------ */
-
-int bcache_mkdir_p(const char *path)
-{
-	char p[PATH_MAX];
-	size_t n = strlen(path);
-	if (n == 0 || n >= sizeof p)
-		return -ENAMETOOLONG;
-	memcpy(p, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		char c = p[i];
-		p[i] = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST)
-			return -errno;
-		p[i] = c;
-	}
-	struct stat st;
-	if (stat(path, &st))
-		return -errno;
-	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
 
 struct found_vec {
 	struct bcache_found *v;

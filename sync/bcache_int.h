@@ -93,7 +93,4 @@ int bcache_dir_list(const char *dir, atomic_bool *stop,
 		    struct bcache_found **out, size_t *n, size_t *tmp_removed,
 		    unsigned *dirs_failed, char *failed, size_t failed_len);
 
-/* mkdir -p path (mode 0755). 0 or -errno. */
-int bcache_mkdir_p(const char *path);
-
 #endif

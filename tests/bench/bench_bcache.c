@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "sync/bcache.h"
 #include "sync/bcache_int.h"
 
@@ -290,7 +291,7 @@ int main(int argc, char **argv)
 	const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
 	unsigned nfiles = argc > 2 ? (unsigned)atoi(argv[2]) : 100000;
 	unsigned mib = argc > 3 ? (unsigned)atoi(argv[3]) : 256;
-	if (!dir || bcache_mkdir_p(dir)) {
+	if (!dir || file_mkdir_p(dir, 0755)) {
 		fprintf(stderr, "cannot make %s\n", dir ? dir : "a directory");
 		return 1;
 	}
