@@ -10,6 +10,7 @@
 #include "gateway/metrics_text.h"
 #include "gateway/trace_ctl.h"
 #include "common/trace.h"
+#include "common/file.h"
 #include "common/lockfile.h"
 #include "common/log.h"
 #include "common/stats.h"
@@ -66,6 +67,7 @@ struct gateway {
 	struct stage *stage;
 	struct bcache *bc;           /* the burst buffer's clean blocks */
 	int cache_lock_fd;           /* cache.dir/lock held (-1: none) */
+	pthread_mutex_t cache_lock_mu; /* a retake of it after a removal */
 	struct pins *pins;           /* versions open readers hold */
 	struct reader_pool *rpool;   /* read-ahead bounds across readers */
 	struct warm *warm;           /* warm on arrival */
@@ -472,27 +474,10 @@ static int load_views(struct gateway *gw)
 	return 0;
 }
 
-static int mkdir_p(const char *path)
-{
-	char buf[4096];
-	snprintf(buf, sizeof buf, "%s", path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static int open_index(struct gateway *gw)
 {
 	char err[512] = "";
-	int rc = mkdir_p(gw->cfg.state_dir);
+	int rc = file_mkdir_p(gw->cfg.state_dir, 0755);
 	if (rc < 0) {
 		log_error("state_dir %s: %s", gw->cfg.state_dir, strerror(-rc));
 		return rc;
@@ -562,6 +547,7 @@ static int check_s3(struct gateway *gw)
 }
 
 static void gw_stage_grew(void *ctx);
+static void gw_stage_renewed(void *ctx);
 
 /* Write staging under cache.dir, and the crash rule for what a previous
  * run left staged (sync/stage.h). */
@@ -569,11 +555,12 @@ static int open_stage(struct gateway *gw)
 {
 	char dir[4096];
 	snprintf(dir, sizeof dir, "%s/staging", gw->cfg.cache_dir);
-	int rc = mkdir_p(gw->cfg.cache_dir);
+	int rc = file_mkdir_p(gw->cfg.cache_dir, 0755);
 	struct stage_conf sc = { .dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
 				 .durability = gw->cfg.cache_durable_process ?
 					STAGE_DURABLE_PROCESS : STAGE_DURABLE_POWER,
 				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw,
+				 .renewed = gw_stage_renewed,
 				 .up = { .part_size = gw->cfg.s3_part_size,
 					 .threads = gw->cfg.s3_upload_streams },
 				 .stream_threads = gw->cfg.s3_upload_streams,
@@ -617,6 +604,32 @@ static void gw_stage_grew(void *ctx)
 		bcache_trim(gw->bc);
 }
 
+/* cache.dir was removed while in use and its staging or blocks directory
+ * made again: if the lock went with it, it is taken again (a second
+ * gateway could start on the directory otherwise). */
+static void gw_stage_renewed(void *ctx)
+{
+	struct gateway *gw = ctx;
+	char err[512] = "";
+	struct stat sb;
+	pthread_mutex_lock(&gw->cache_lock_mu);
+	int fd = -1;
+	if (gw->cache_lock_fd < 0 ||
+	    (fstat(gw->cache_lock_fd, &sb) == 0 && sb.st_nlink > 0)) {
+		/* none taken (no cache), or still in place */
+	} else if (lockfile_take(gw->cfg.cache_dir, "cache.dir", &fd, err,
+				 sizeof err) < 0) {
+		log_error("cache.dir %s was removed and made again, but its lock "
+			  "cannot be taken again: %s", gw->cfg.cache_dir, err);
+	} else {
+		close(gw->cache_lock_fd);
+		gw->cache_lock_fd = fd;
+		log_warn("cache.dir %s was removed while in use: its lock is taken "
+			 "again", gw->cfg.cache_dir);
+	}
+	pthread_mutex_unlock(&gw->cache_lock_mu);
+}
+
 /* An object's version came or went (index.h): release the old one's
  * blocks, fetch the new one ahead if a warm view wants it. */
 static void gw_version(void *ctx, const struct index_version *v)
@@ -639,7 +652,7 @@ static int open_cache(struct gateway *gw)
 {
 	char dir[4096], err[512] = "";
 	snprintf(dir, sizeof dir, "%s/blocks", gw->cfg.cache_dir);
-	int rc = mkdir_p(gw->cfg.cache_dir);
+	int rc = file_mkdir_p(gw->cfg.cache_dir, 0755);
 	if (rc < 0) {
 		log_error("cache.dir %s: %s", gw->cfg.cache_dir, strerror(-rc));
 		return rc;
@@ -656,6 +669,7 @@ static int open_cache(struct gateway *gw)
 		.dir = dir, .max_bytes = gw->cfg.cache_max_bytes,
 		.block_size = gw->cfg.cache_block_size,
 		.staged = gw_staged_bytes, .staged_ctx = gw, .st = &gw->st,
+		.dir_made = gw_stage_renewed,
 	};
 	rc = bcache_open(&bc, &gw->bc, err, sizeof err);
 	if (rc < 0) {
@@ -818,6 +832,7 @@ static void gateway_stop(struct gateway *gw)
 	config_release(&gw->cfg);
 	errors_set(gw, NULL, 0);
 	pthread_mutex_destroy(&gw->err_lock);
+	pthread_mutex_destroy(&gw->cache_lock_mu);
 	stats_release(&gw->st);
 }
 
@@ -830,6 +845,7 @@ int gateway_mount(const struct mount_opts *o)
 	stats_init(&gw.st);
 	viewset_slot_init(&gw.views, NULL);
 	pthread_mutex_init(&gw.err_lock, NULL);
+	pthread_mutex_init(&gw.cache_lock_mu, NULL);
 	char err[4096] = "";
 	if (config_load(o->config_path, &gw.cfg, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);

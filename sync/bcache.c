@@ -93,6 +93,7 @@ struct bcache {
 	uint64_t max_bytes;
 	uint64_t (*staged)(void *ctx);
 	void *staged_ctx;
+	void (*dir_made)(void *ctx);
 	struct bcache_stats ctr;
 	struct stats_group grp;      /* ctr, registered with conf.st */
 	int lock_fd;                 /* DIR/lock, flock'ed */
@@ -591,8 +592,11 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 			       atomic_fetch_add(&bc->tmp_seq, 1) + 1, id,
 			       blk * bc->block_size, data, (uint32_t)len, &size,
 			       &dir_made);
-	if (dir_made)
+	if (dir_made) {
 		forget_missing(bc);
+		if (bc->dir_made)
+			bc->dir_made(bc->staged_ctx);
+	}
 	pthread_mutex_lock(&bc->mu);
 	if (rc || e->doomed) {
 		/* Failed (the old file of a replaced block must go too), or
@@ -849,6 +853,7 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	bc->max_bytes = conf->max_bytes;
 	bc->staged = conf->staged;
 	bc->staged_ctx = conf->staged_ctx;
+	bc->dir_made = conf->dir_made;
 	bc->loading = true;
 	atomic_init(&bc->stop, false);
 	atomic_init(&bc->tmp_seq, 0);

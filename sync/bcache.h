@@ -61,6 +61,9 @@ struct bcache_conf {
 	/* Bytes staged writes hold now (never evicted); NULL: none. */
 	uint64_t (*staged)(void *ctx);
 	void *staged_ctx;
+	/* Called (with staged_ctx, no lock held) after a put made DIR again
+	 * because it was removed while in use. May be NULL. */
+	void (*dir_made)(void *ctx);
 	struct stats *st;            /* may be NULL */
 };
 

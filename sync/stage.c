@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/log.h"
 #include "common/s3.h"
 
@@ -106,12 +107,58 @@ static int stage_scan(struct stage *st)
 	return 0;
 }
 
+/* mkdir -p path, then open it. */
 static int open_dir(const char *path, int *fd)
 {
-	if (mkdir(path, 0700) != 0 && errno != EEXIST)
-		return -errno;
+	int err = file_mkdir_p(path, 0700);
+	if (err)
+		return err;
 	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return *fd < 0 ? -errno : 0;
+}
+
+int stage_dir_renew(struct stage *st)
+{
+	pthread_mutex_lock(&st->renew_lock);
+	struct stat sb;
+	int err = 0, dfd = -1, rfd = -1;
+	if (fstat(st->dir_fd, &sb) == 0 && sb.st_nlink > 0)
+		goto out;                    /* there (renewed meanwhile) */
+	if (st->n_renewed == STAGE_RENEW_MAX) {
+		err = -ENOENT;
+		goto out;
+	}
+	err = open_dir(st->dir, &dfd);
+	if (!err)
+		err = open_dir(st->rec_dir, &rfd);
+	if (err) {
+		if (dfd >= 0)
+			close(dfd);
+		log_error("stage: %s was removed while in use and cannot be made "
+			  "again: %s", st->dir, strerror(-err));
+		goto out;
+	}
+	st->retired[2 * st->n_renewed] = atomic_exchange(&st->dir_fd, dfd);
+	st->retired[2 * st->n_renewed + 1] = atomic_exchange(&st->rec_fd, rfd);
+	st->n_renewed++;
+	log_warn("stage: %s was removed while in use: made again; files open at "
+		 "that moment keep their data in their descriptors only (their "
+		 "commits still upload it; a crash before would lose it)", st->dir);
+	if (stage_durability_open(st) != 0)
+		log_warn("stage: cannot write the durability file in %s", st->dir);
+	if (st->renewed)
+		st->renewed(st->grew_ctx);
+out:
+	pthread_mutex_unlock(&st->renew_lock);
+	return err;
+}
+
+int stage_create_at(struct stage *st, const char *name, int flags)
+{
+	int fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0)
+		fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
 }
 
 int stage_open(const struct stage_conf *conf, struct stage **out)
@@ -124,8 +171,10 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 		return -ENOMEM;
 	st->dir_fd = st->rec_fd = -1;
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_mutex_init(&st->renew_lock, NULL);
 	st->max_bytes = conf->max_bytes;
 	st->grew = conf->grew;
+	st->renewed = conf->renewed;
 	st->grew_ctx = conf->grew_ctx;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
 	st->durability = conf->durability;
@@ -142,9 +191,12 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 		st->rec_dir = NULL;
 		goto fail;
 	}
-	err = open_dir(st->dir, &st->dir_fd);
+	int dfd = -1, rfd = -1;
+	err = open_dir(st->dir, &dfd);
+	st->dir_fd = dfd;
 	if (!err)
-		err = open_dir(st->rec_dir, &st->rec_fd);
+		err = open_dir(st->rec_dir, &rfd);
+	st->rec_fd = rfd;
 	if (!err)
 		err = stage_scan(st);
 	if (!err)
@@ -177,6 +229,10 @@ void stage_close(struct stage *st)
 		close(st->dir_fd);
 	if (st->rec_fd >= 0)
 		close(st->rec_fd);
+	for (unsigned i = 0; i < 2 * st->n_renewed; i++)
+		if (st->retired[i] >= 0)
+			close(st->retired[i]);
+	pthread_mutex_destroy(&st->renew_lock);
 	pthread_mutex_destroy(&st->lock);
 	free(st->dir);
 	free(st->rec_dir);
@@ -246,10 +302,9 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	pthread_mutex_unlock(&st->lock);
 	char name[32];
 	stage_name(f->id, ".data", name);
-	f->fd = openat(st->dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-		       0600);
+	f->fd = stage_create_at(st, name, O_RDWR | O_EXCL);
 	if (f->fd < 0) {
-		err = -errno;
+		err = f->fd;
 		log_error("stage: cannot create %s/%s for %s/%s: %s", st->dir, name,
 			  bucket, key, strerror(-err));
 		goto fail;
@@ -864,7 +919,8 @@ void stage_file_release(struct stage_file *f)
 	char name[32];
 	stage_name(f->id, ".data", name);
 	if (f->js == STAGE_JS_NONE) {
-		if (unlinkat(st->dir_fd, name, 0) != 0)
+		/* (ENOENT: the directory was removed with it: gone all the same) */
+		if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
 			log_warn("stage: cannot remove %s/%s: %s", st->dir, name,
 				 strerror(errno));
 		else

@@ -115,6 +115,10 @@ struct stage_conf {
 	 * May be NULL. */
 	void (*grew)(void *ctx);
 	void *grew_ctx;
+	/* Called (with grew_ctx) after the staging directory, removed while
+	 * in use, was made again (the gateway takes its cache.dir lock
+	 * again). May be NULL. */
+	void (*renewed)(void *ctx);
 };
 
 /* Counters for .facetfs/stats ("staging" section). */

@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "sync/stage.h"
 
@@ -76,11 +77,18 @@ struct stage_stream {
 	int err;                     /* first failure of a part or create */
 };
 
+#define STAGE_RENEW_MAX 8          /* times the directory is made again */
+
 struct stage {
 	char *dir;
 	char *rec_dir;
-	int dir_fd;
-	int rec_fd;
+	atomic_int dir_fd;           /* replaced (never closed) by a renewal */
+	atomic_int rec_fd;
+	pthread_mutex_t renew_lock;  /* one renewal at a time; retired[] */
+	int retired[2 * STAGE_RENEW_MAX];   /* fds of removed directories:
+				      * other threads may still use them, so
+				      * they are closed at stage_close */
+	unsigned n_renewed;
 	uint64_t max_bytes, max_object;
 	enum stage_durability durability;
 	bool distrust;               /* a PROCESS run's files after a reboot:
@@ -92,6 +100,7 @@ struct stage {
 				      * recovery no longer lists uploads */
 	struct stage_pool pool;      /* streamed parts (stage_stream.c) */
 	void (*grew)(void *ctx);     /* stage_conf.grew */
+	void (*renewed)(void *ctx);  /* stage_conf.renewed (grew_ctx) */
 	void *grew_ctx;
 
 	pthread_mutex_t lock;
@@ -233,6 +242,18 @@ int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
  * whose listing or abort failed stay, the file goes when none does. */
 int  stage_orphans_defer(struct stage *st, const struct stage_intent *in);
 int  stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep);
+
+/* The staging directory was removed under the gateway (its descriptor
+ * is of a deleted directory): it is made again (with recovered/), this
+ * run's durability file written, and the new descriptors installed; logged.
+ * 0 when the directory is there now (made here or by another thread: the
+ * caller tries again), -ENOENT after STAGE_RENEW_MAX renewals, or the
+ * error making it. Files open at the removal keep their data in their
+ * descriptors only (commits still upload it; a crash loses it). */
+int  stage_dir_renew(struct stage *st);
+/* openat(dir_fd, name, flags | O_CREAT, 0600), and once more after
+ * stage_dir_renew when the directory was removed: the fd or -errno. */
+int  stage_create_at(struct stage *st, const char *name, int flags);
 
 /* fsync (fdatasync if data) of fd under POWER, counted in cnt.syncs;
  * nothing under PROCESS. 0 or -errno. */

@@ -169,10 +169,10 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	stage_name(id, ".jnl.tmp", tmp);
 	stage_name(id, ".jnl", name);
 	int err = 0;
-	int fd = openat(st->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			0600);
+	int fd = stage_create_at(st, tmp, O_WRONLY | O_TRUNC);
 	if (fd < 0) {
-		err = -errno;
+		err = fd;
+		fd = -1;
 		goto out;
 	}
 	for (size_t off = 0; off < len;) {

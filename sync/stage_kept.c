@@ -101,8 +101,8 @@ static void kept_mark(struct stage *st, const struct stage_kept *k)
 {
 	char name[32];
 	stage_name(k->id, ".stale", name);
-	int fd = openat(st->dir_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	int err = fd < 0 ? -errno : 0;
+	int fd = stage_create_at(st, name, O_WRONLY);
+	int err = fd < 0 ? fd : 0;
 	if (fd >= 0)
 		close(fd);
 	if (!err)

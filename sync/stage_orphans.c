@@ -212,11 +212,12 @@ int stage_orphans_defer(struct stage *st, const struct stage_intent *in)
 	int err = record_add(&rec, &len, in);
 	/* O_APPEND: one write() per record, so concurrent commits do not
 	 * interleave (no lock held across the disk I/O). */
-	int fd = err ? -1 : openat(st->dir_fd, ORPHANS_FILE,
-				   O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	int fd = err ? -1 : stage_create_at(st, ORPHANS_FILE, O_WRONLY | O_APPEND);
 	struct stat sb;
-	if (!err && fd < 0)
-		err = -errno;
+	if (!err && fd < 0) {
+		err = fd;
+		fd = -1;
+	}
 	if (!err && fstat(fd, &sb) != 0)
 		err = -errno;
 	if (!err && (uint64_t)sb.st_size + len > ORPHANS_MAX_BYTES)

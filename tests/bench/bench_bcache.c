@@ -57,7 +57,7 @@ static bool caches_drop(const char *what)
 
 static struct bcache *cache_open(const char *dir, uint64_t max, uint32_t bs)
 {
-	struct bcache_conf conf = { dir, max, bs, NULL, NULL, NULL };
+	struct bcache_conf conf = { .dir = dir, .max_bytes = max, .block_size = bs };
 	struct bcache *bc = NULL;
 	char err[256];
 	int rc = bcache_open(&conf, &bc, err, sizeof err);

@@ -204,6 +204,18 @@ check "… and blocks are stored again" test -n "$(find "$T/state/cache/blocks" 
 check "blocks/ (and its lock) removed: a second gateway on the cache dir is still refused" \
 	second_refused "$T/second2.out"
 check "… saying why" grep -q "another gateway" "$T/second2.out"
+
+# ---- 8b. the whole cache.dir removed while mounted: staging, blocks and lock ----
+rm -rf "$T/state/cache"
+drop_caches
+check "cache.dir removed while mounted: a read is still right" cmp -s "$M/sess/big2" "$T/big2"
+head -c 300000 /dev/urandom >"$T/after-rm"
+check "… a file written through the mount closes without error" cp "$T/after-rm" "$M/rw/after-rm"
+aws_s3 s3 cp "s3://$B/b/after-rm" "$T/after-rm.back" >/dev/null 2>&1
+check "… and S3 has it" cmp -s "$T/after-rm.back" "$T/after-rm"
+check "… the staging directory is made again" test -d "$T/state/cache/staging/recovered"
+check "cache.dir removed: a second gateway on it is still refused" second_refused "$T/second3.out"
+check "… saying why" grep -q "another gateway" "$T/second3.out"
 stop_gateway A
 
 # ---- 9. the cache on a small full file system ----

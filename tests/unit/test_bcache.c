@@ -52,7 +52,8 @@ static struct bcache *open_ok(const char *dir, uint64_t max, uint32_t bs,
 			      uint64_t (*staged)(void *), void *ctx,
 			      struct stats *st)
 {
-	struct bcache_conf conf = { dir, max, bs, staged, ctx, st };
+	struct bcache_conf conf = { .dir = dir, .max_bytes = max, .block_size = bs,
+				    .staged = staged, .staged_ctx = ctx, .st = st };
 	struct bcache *bc = NULL;
 	char err[256] = "";
 	int rc = bcache_open(&conf, &bc, err, sizeof err);
@@ -221,7 +222,7 @@ static void test_conf(const char *root)
 	char dir[512], err[256];
 	snprintf(dir, sizeof dir, "%s/conf", root);
 	struct bcache *bc = NULL;
-	struct bcache_conf c = { dir, BS - 1, BS, NULL, NULL, NULL };
+	struct bcache_conf c = { .dir = dir, .max_bytes = BS - 1, .block_size = BS };
 	int rc = bcache_open(&c, &bc, err, sizeof err);
 	CHECK(rc == -EINVAL && !bc && strstr(err, "cache.max_bytes (65535) is "
 	      "smaller than one block (cache.block_size 65536)"),
@@ -563,7 +564,7 @@ static void test_lock(const char *root)
 	char dir[512], err[256] = "", want[64];
 	snprintf(dir, sizeof dir, "%s/lock", root);
 	struct bcache *bc = open_ok(dir, 16ull * BS, BS, NULL, NULL, NULL);
-	struct bcache_conf conf = { dir, 16ull * BS, BS, NULL, NULL, NULL };
+	struct bcache_conf conf = { .dir = dir, .max_bytes = 16ull * BS, .block_size = BS };
 	struct bcache *bc2 = NULL;
 	int rc = bcache_open(&conf, &bc2, err, sizeof err);
 	snprintf(want, sizeof want, "(pid %ld)", (long)getpid());

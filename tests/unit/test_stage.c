@@ -649,6 +649,45 @@ static void test_crash(void)
 
 /* ---- budget and limits -------------------------------------------------- */
 
+/* The whole cache directory removed while files are staged: a new file
+ * makes it again; the files open at that moment still commit (their data
+ * is in their descriptors); the budget comes back to 0. */
+static void test_dir_removed(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *top = unit_tmpdir("stage-removed"), dir[700];
+	char cache[620];
+	snprintf(cache, sizeof cache, "%s/cache", top);
+	snprintf(dir, sizeof dir, "%s/staging", cache);
+	mkdir(cache, 0700);
+	struct stage *st = open_stage(dir, 8 << 20, 0, &fk);
+	struct stage_file *f, *g = NULL;
+	stage_file_new(st, "b", "k1", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "one", 3, 0);
+	unit_rmtree(cache);
+	int rc = stage_file_new(st, "b", "k2", NULL, 0, NULL, &g);
+	ssize_t n = rc == 0 ? stage_file_pwrite(g, "two", 3, 0) : -1;
+	int c2 = rc == 0 ? stage_file_commit(g, NULL) : -1;
+	int c1 = stage_file_commit(f, NULL);
+	struct stat sb;
+	CHECK(rc == 0 && n == 3 && c2 == 0 && c1 == 0 && s3_has(&fk, "k2", "two") &&
+	      s3_has(&fk, "k1", "one") && stat(dir, &sb) == 0,
+	      "dir removed: made again; a new file and one open before both commit "
+	      "(%d, %d, %d)", rc, c2, c1);
+	stage_file_release(f);
+	if (g)
+		stage_file_release(g);
+	struct stage_counters k;
+	stage_counters_get(st, &k);
+	CHECK(k.used_bytes == 0, "dir removed: nothing charged after the releases (%llu)",
+	      (unsigned long long)k.used_bytes);
+	stage_close(st);
+	store_release(&fk);
+	unit_rmtree(top);
+	free(top);
+}
+
 static void test_budget(void)
 {
 	struct store fk;
@@ -944,6 +983,7 @@ int main(void)
 	test_concurrency();
 	test_crash();
 	test_budget();
+	test_dir_removed();
 	test_multipart();
 	test_oneshot();
 	return unit_exit();

@@ -84,16 +84,6 @@ static void test_abandoned(void)
 	stage_case_end(st, &fk, dir);
 }
 
-/* Does S3 hold b/key with the bytes want (NULL: no object at all)? */
-static bool s3_has(struct store *fk, const char *key, const char *want)
-{
-	size_t n = 0;
-	char *o = obj_get(fk, "b", key, &n, NULL, 0);
-	bool ok = want ? o && n == strlen(want) && memcmp(o, want, n) == 0 : !o;
-	free(o);
-	return ok;
-}
-
 /* A file whose commit failed, released, v1; kept for the next start. */
 static void kept_v1(struct stage *st, struct store *fk, const char *key)
 {

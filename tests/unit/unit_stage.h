@@ -13,6 +13,7 @@
 #include "sync/stage.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,16 @@ static inline char *obj_get(struct store *t, const char *bucket,
 	}
 	obj_meta_release(&m);
 	return d;
+}
+
+/* Does S3 hold b/key with the bytes want (NULL: no object at all)? */
+static inline bool s3_has(struct store *fk, const char *key, const char *want)
+{
+	size_t n = 0;
+	char *o = obj_get(fk, "b", key, &n, NULL, 0);
+	bool ok = want ? o && n == strlen(want) && memcmp(o, want, n) == 0 : !o;
+	free(o);
+	return ok;
 }
 
 /* Files in dir whose name ends in ext. */
