@@ -172,6 +172,7 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->dir_fd = st->rec_fd = -1;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_mutex_init(&st->renew_lock, NULL);
+	pthread_mutex_init(&st->kept_io, NULL);
 	st->max_bytes = conf->max_bytes;
 	st->grew = conf->grew;
 	st->renewed = conf->renewed;
@@ -233,6 +234,7 @@ void stage_close(struct stage *st)
 		if (st->retired[i] >= 0)
 			close(st->retired[i]);
 	pthread_mutex_destroy(&st->renew_lock);
+	pthread_mutex_destroy(&st->kept_io);
 	pthread_mutex_destroy(&st->lock);
 	free(st->dir);
 	free(st->rec_dir);
@@ -905,6 +907,12 @@ void stage_file_release(struct stage_file *f)
 	if (stage_stream_drop(f) != 0)
 		log_warn("stage: %s/%s released with a streamed upload open",
 			 f->bucket, f->key);
+	char name[32];
+	stage_name(f->id, ".data", name);
+	/* Uncommitted data whose staging file went with a removed directory
+	 * (stage_dir_renew): only f->fd holds them now. */
+	bool orphaned = f->js != STAGE_JS_NONE &&
+			faccessat(st->dir_fd, name, F_OK, 0) != 0 && errno == ENOENT;
 	pthread_mutex_lock(&st->lock);
 	if (f->prev)
 		f->prev->next = f->next;
@@ -912,13 +920,17 @@ void stage_file_release(struct stage_file *f)
 		st->open = f->next;
 	if (f->next)
 		f->next->prev = f->prev;
-	if (f->js != STAGE_JS_NONE)
+	if (f->js != STAGE_JS_NONE && !orphaned)
 		st->cnt.pending_files++;
 	pthread_mutex_unlock(&st->lock);
 
-	char name[32];
-	stage_name(f->id, ".data", name);
-	if (f->js == STAGE_JS_NONE) {
+	if (orphaned) {
+		stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size);
+		stage_jnl_remove(st, f->id);   /* one written since, if any */
+		stage_kept_forget(st, f->id);
+		stage_kept_unmark(st, f->id);
+		stage_uncharge(st, f->size);
+	} else if (f->js == STAGE_JS_NONE) {
 		/* (ENOENT: the directory was removed with it: gone all the same) */
 		if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
 			log_warn("stage: cannot remove %s/%s: %s", st->dir, name,

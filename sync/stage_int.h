@@ -85,6 +85,8 @@ struct stage {
 	atomic_int dir_fd;           /* replaced (never closed) by a renewal */
 	atomic_int rec_fd;
 	pthread_mutex_t renew_lock;  /* one renewal at a time; retired[] */
+	pthread_mutex_t kept_io;     /* a kept file's mark or unmark (flag and
+				      * file together: stage_kept.c) */
 	int retired[2 * STAGE_RENEW_MAX];   /* fds of removed directories:
 				      * other threads may still use them, so
 				      * they are closed at stage_close */
@@ -138,7 +140,8 @@ struct stage_file {
 /* ---- kept files (stage_kept.c) ----
  * stage_kept_add: a commit of file id (bucket/key) failed with its
  * journal at "commit" (open: the file is not released), or a recovery left
- * it staged (open false); a later commit of the same file refreshes it.
+ * it staged (open false); a later commit of the same file refreshes it
+ * (a stale mark stays: the replacement came during that commit).
  * stage_kept_replaced: bucket/key was replaced by something newer (a
  * commit began, a rename onto it, a delete) except by file except (0:
  * none): the others' markers ID.stale are made now (released entries
@@ -231,6 +234,13 @@ void stage_intent_refused(struct stage_intent *in, bool fresh, int err);
  * store refused made nothing). With the file's lock held, like every
  * journal write of an open file. */
 void stage_jnl_intent_drop(struct stage *st, uint64_t id);
+/* File id's data, whose staging file went with a removed directory
+ * (stage_dir_renew), written from its descriptor fd (size bytes) into
+ * recovered/ under the name recovery gives (BUCKET%2FKEY@TIME), synced
+ * under POWER; logged and counted. 0 or -errno (logged: the data are
+ * lost). */
+int  stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
+		      const char *key, int fd, uint64_t size);
 int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 			 struct stage_recovery_report *rep);
 /* stage_orphans_defer: a commit succeeded while f still held the intent

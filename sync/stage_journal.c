@@ -593,6 +593,71 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	return 0;
 }
 
+int stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
+		     const char *key, int fd, uint64_t size)
+{
+	const struct stage_jnl j = { .bucket = (char *)bucket, .key = (char *)key };
+	char name[300], dst[320];
+	recovered_name(&j, id, time(NULL), name, sizeof name);
+	int out = -1, err = 0;
+	for (int i = 0; i < 1000 && out < 0; i++) {
+		if (i == 0)
+			snprintf(dst, sizeof dst, "%s", name);
+		else
+			snprintf(dst, sizeof dst, "%s.%d", name, i);
+		out = openat(st->rec_fd, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			     0600);
+		if (out < 0 && errno != EEXIST)
+			break;
+	}
+	size_t cap = 1u << 20;
+	char *buf = out >= 0 ? malloc(cap) : NULL;
+	if (out < 0)
+		err = -errno;
+	else if (!buf)
+		err = -ENOMEM;
+	for (uint64_t off = 0; !err && off < size;) {
+		size_t want = size - off < cap ? (size_t)(size - off) : cap;
+		ssize_t n = pread(fd, buf, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : -EIO;
+			break;
+		}
+		for (ssize_t w = 0; !err && w < n;) {
+			ssize_t k = pwrite(out, buf + w, (size_t)(n - w), (off_t)(off + (uint64_t)w));
+			if (k < 0 && errno != EINTR)
+				err = -errno;
+			else if (k > 0)
+				w += k;
+		}
+		off += (uint64_t)n;
+	}
+	free(buf);
+	if (!err)
+		err = stage_sync(st, out, true);
+	if (out >= 0)
+		close(out);
+	if (err) {
+		if (out >= 0)
+			unlinkat(st->rec_fd, dst, 0);
+		log_error("stage: %s/%s (%" PRIu64 " bytes, not in S3): its staging "
+			  "file was removed with the directory and cannot be saved to "
+			  "%s: %s; the data are lost", bucket, key, size, st->rec_dir,
+			  strerror(-err));
+		return err;
+	}
+	stage_sync(st, st->rec_fd, false);
+	log_warn("stage: %s/%s (%" PRIu64 " bytes, not in S3): its staging file was "
+		 "removed with the directory; saved to %s/%s", bucket, key, size,
+		 st->rec_dir, dst);
+	pthread_mutex_lock(&st->lock);
+	st->cnt.recovered_files++;
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
 void stage_jnl_intent_drop(struct stage *st, uint64_t id)
 {
 	struct stage_jnl j;

@@ -19,7 +19,10 @@
  * own journal writes (those are made under the file's lock, which this
  * module does not take). A later commit of the file itself makes it the
  * newest again: that commit removes the marker before it journals
- * "commit" (stage_kept_begin). Entries go when the file's data leaves (a
+ * "commit" (stage_kept_begin). Marking and unmarking (flag and file) are
+ * serialized by stage.kept_io, held across the marker's file I/O only when
+ * an entry of the key or file exists, so that an unmark cannot come
+ * between a mark's flag and its file. Entries go when the file's data leaves (a
  * commit succeeds, recovery uploads or moves it; recovery removes the
  * marker). A change of the key by another S3 client is not seen here
  * (README: the next start's upload wins).
@@ -67,9 +70,8 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 	struct stage_kept *o = st->kept;
 	while (o && o->id != id)
 		o = o->next;
-	if (o) {                     /* a later commit of the same file */
-		o->open = open;
-		o->stale = false;
+	if (o) {                     /* a later commit of the same file: */
+		o->open = open;      /* a replacement during it stays marked */
 	} else {
 		k->next = st->kept;
 		st->kept = k;
@@ -132,9 +134,27 @@ static struct stage_kept *kept_copy(const struct stage_kept *k)
 	return c;
 }
 
+/* Is there an entry of bucket/key other than except (or, key NULL, of
+ * file except itself)? */
+static bool kept_any(struct stage *st, const char *bucket, const char *key,
+		     uint64_t except)
+{
+	bool any = false;
+	pthread_mutex_lock(&st->lock);
+	for (struct stage_kept *k = st->kept; k && !any; k = k->next)
+		any = key ? k->id != except && !strcmp(k->bucket, bucket) &&
+			    !strcmp(k->key, key)
+			  : k->id == except;
+	pthread_mutex_unlock(&st->lock);
+	return any;
+}
+
 void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 			 uint64_t except)
 {
+	if (!kept_any(st, bucket, key, except))
+		return;                      /* the usual case: no lock taken */
+	pthread_mutex_lock(&st->kept_io);
 	struct stage_kept *mark = NULL;
 	pthread_mutex_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p;) {
@@ -168,6 +188,7 @@ void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 		kept_mark(st, k);
 		kept_free(k);
 	}
+	pthread_mutex_unlock(&st->kept_io);
 }
 
 void stage_key_replaced(struct stage *st, const char *bucket, const char *key)
@@ -197,6 +218,9 @@ void stage_kept_release(struct stage *st, uint64_t id)
 
 void stage_kept_begin(struct stage *st, uint64_t id)
 {
+	if (!kept_any(st, NULL, NULL, id))
+		return;
+	pthread_mutex_lock(&st->kept_io);
 	bool unmark = false;
 	pthread_mutex_lock(&st->lock);
 	for (struct stage_kept *k = st->kept; k; k = k->next) {
@@ -209,6 +233,7 @@ void stage_kept_begin(struct stage *st, uint64_t id)
 	pthread_mutex_unlock(&st->lock);
 	if (unmark)
 		stage_kept_unmark(st, id);
+	pthread_mutex_unlock(&st->kept_io);
 }
 
 void stage_kept_unmark(struct stage *st, uint64_t id)

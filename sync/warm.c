@@ -203,10 +203,16 @@ static void *fetch_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 		uint64_t bytes = 0;
 		int put_err = 0;
+		struct bcache_counters k0, k1;
+		bcache_counters(w->conf.bc, &k0);
 		int rc = paused(w) ? -ENOSPC : listing_done(w) ?
 			 fetch_one(w, &x, buf, &bytes, &put_err) :
 			 stopping(w) ? -ECANCELED : -ENOSPC;
-		if (put_err)
+		/* The disk refused a block (full, read-only): pause. A budget
+		 * taken for a moment (blocks being written) is not a reason. */
+		bcache_counters(w->conf.bc, &k1);
+		bool disk = put_err && k1.write_errors > k0.write_errors;
+		if (disk)
 			pause_fetches(w, &x, put_err);
 		pthread_mutex_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
@@ -216,7 +222,7 @@ static void *fetch_main(void *arg)
 				w->c.fetched++;
 			else
 				w->c.held++;
-		} else if (rc == -ENOSPC && !put_err) {
+		} else if (rc == -ENOSPC && !disk) {
 			w->c.skipped++;  /* share used up, paused, listing failed */
 		} else if (rc != -ECANCELED) {
 			w->c.failed++;

@@ -12,11 +12,11 @@
  * queued again replaces the queued one, and blocks already cached are not
  * fetched. Fetches are ranged GETs with If-Match (a version replaced
  * meanwhile is abandoned) from threads at a lower scheduling priority;
- * users' reads never wait for them. A block the burst buffer does not
- * store (its disk full or read-only, its budget taken by staged writes)
- * fails that fetch and pauses fetching for WARM_PAUSE_S seconds (wants
- * meanwhile are skipped, no GET): a cache that cannot be written does not
- * cost a GET per arrival.
+ * users' reads never wait for them. A block the burst buffer's disk
+ * refuses (full, read-only: counted in its write_errors) fails that fetch
+ * and pauses fetching for WARM_PAUSE_S seconds (wants meanwhile are
+ * skipped, no GET): a cache that cannot be written does not cost a GET
+ * per arrival. A block refused for the budget is skipped, no pause.
  *
  * Threads: warm_want() may be called from any thread (the consumer's:
  * it only queues, under a leaf mutex); warm_free() waits for the fetch

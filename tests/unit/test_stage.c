@@ -682,6 +682,39 @@ static void test_dir_removed(void)
 	stage_counters_get(st, &k);
 	CHECK(k.used_bytes == 0, "dir removed: nothing charged after the releases (%llu)",
 	      (unsigned long long)k.used_bytes);
+	/* One open at the removal whose commit fails: released, its data
+	 * (only in its descriptor) are saved to recovered/, not lost. */
+	stage_file_new(st, "b", "k3", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "three", 5, 0);
+	unit_rmtree(cache);
+	puts_fail(&fk, 1, -EIO);
+	int c3 = stage_file_commit(f, NULL);
+	stage_file_release(f);
+	stage_counters_get(st, &k);
+	char back[16] = "", rd[720];
+	DIR *d = NULL;
+	snprintf(rd, sizeof rd, "%s/recovered", dir);
+	d = opendir(rd);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, "b%2Fk3@", 7) != 0)
+			continue;
+		char p[1024];
+		snprintf(p, sizeof p, "%s/%s", rd, de->d_name);
+		FILE *fp = fopen(p, "r");
+		if (fp) {
+			size_t got = fread(back, 1, sizeof back - 1, fp);
+			back[got] = '\0';
+			fclose(fp);
+		}
+	}
+	if (d)
+		closedir(d);
+	CHECK(c3 == -EIO && !strcmp(back, "three") && k.used_bytes == 0 &&
+	      k.pending_files == 0,
+	      "dir removed, then a failed commit: the data are saved to recovered/ at the "
+	      "release (\"%s\", %llu charged, %llu pending)", back,
+	      (unsigned long long)k.used_bytes, (unsigned long long)k.pending_files);
 	stage_close(st);
 	store_release(&fk);
 	unit_rmtree(top);

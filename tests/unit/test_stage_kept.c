@@ -295,6 +295,57 @@ static void test_kept_crash(void)
 	stage_case_end(st, &fk, dir);
 }
 
+struct replacer {
+	struct stage *st;
+	const char *key;
+};
+
+static void *replace_later(void *arg)
+{
+	struct replacer *x = arg;
+	usleep(150000);
+	stage_key_replaced(x->st, "b", x->key);
+	return NULL;
+}
+
+/* The key replaced while a retry of a failed commit uploads (and fails):
+ * that copy stays marked; the file's next commit is the newest again, and
+ * the start after a crash uploads it. */
+static void test_kept_replaced_during(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *dir = unit_tmpdir("stage-kept-during");
+	struct stage *st = open_stage(dir, 8 << 20, &fk);
+	struct stage_file *h;
+	stage_file_new(st, "b", "dur", NULL, 0, NULL, &h);
+	stage_file_pwrite(h, "v1", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	int rc1 = stage_file_commit(h, NULL);
+	stage_file_pwrite(h, "v2", 2, 0);
+	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
+		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 400 });
+	puts_fail(&fk, 1, -EIO);
+	struct replacer x = { st, "dur" };
+	pthread_t th;
+	pthread_create(&th, NULL, replace_later, &x);
+	int rc2 = stage_file_commit(h, NULL);
+	pthread_join(th, NULL);
+	s3_fault_clear(fk.s3);
+	stage_file_pwrite(h, "v3", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	int rc3 = stage_file_commit(h, NULL);
+	s3_fault_clear(fk.s3);
+	struct stage_recovery_report r;
+	start_on_image(crash_image(dir), &fk, &r);
+	CHECK(rc1 == -EIO && rc2 == -EIO && rc3 == -EIO && r.reuploaded == 1 &&
+	      s3_has(&fk, "dur", "v3"),
+	      "kept: replaced during a retry, then committed again: the start uploads "
+	      "the newest (%u uploaded, %u moved)", r.reuploaded, r.recovered);
+	stage_file_release(h);
+	stage_case_end(st, &fk, dir);
+}
+
 /* A streamed file whose part fails closes with EIO like any other: the
  * next start uploads it, and it is the key's newest (an older failed
  * commit of the key is moved, not uploaded). */
@@ -341,6 +392,7 @@ int main(void)
 	test_kept();
 	test_abandoned();
 	test_kept_crash();
+	test_kept_replaced_during();
 	test_stream_failed();
 	return unit_exit();
 }
