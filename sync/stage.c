@@ -100,8 +100,13 @@ static int stage_scan(struct stage *st)
 		if (strcmp(end, ".data") == 0 &&
 		    fstatat(st->dir_fd, de->d_name, &sb, 0) == 0)
 			st->used += (uint64_t)sb.st_size;
-		if (strcmp(end, ".jnl") == 0)
+		char dn[32];
+		if (strcmp(end, ".jnl") == 0) {
 			st->cnt.pending_files++;
+			stage_name(id, ".data", dn);
+			if (fstatat(st->dir_fd, dn, &sb, 0) == 0)
+				st->pending_bytes += (uint64_t)sb.st_size;
+		}
 	}
 	closedir(d);
 	return 0;
@@ -141,6 +146,18 @@ int stage_dir_renew(struct stage *st)
 	st->retired[2 * st->n_renewed] = atomic_exchange(&st->dir_fd, dfd);
 	st->retired[2 * st->n_renewed + 1] = atomic_exchange(&st->rec_fd, rfd);
 	st->n_renewed++;
+	/* Files released with uncommitted data went with the directory. */
+	pthread_mutex_lock(&st->lock);
+	uint64_t lost = st->pending_bytes < st->used ? st->pending_bytes : st->used;
+	uint64_t lost_files = st->cnt.pending_files;
+	st->used -= lost;
+	st->pending_bytes = 0;
+	st->cnt.pending_files = 0;
+	pthread_mutex_unlock(&st->lock);
+	if (lost_files)
+		log_error("stage: %" PRIu64 " staged files released with uncommitted "
+			  "data (%" PRIu64 " bytes) went with the removed %s", lost_files,
+			  lost, st->dir);
 	log_warn("stage: %s was removed while in use: made again; files open at "
 		 "that moment keep their data in their descriptors only (their "
 		 "commits still upload it; a crash before would lose it)", st->dir);
@@ -920,8 +937,10 @@ void stage_file_release(struct stage_file *f)
 		st->open = f->next;
 	if (f->next)
 		f->next->prev = f->prev;
-	if (f->js != STAGE_JS_NONE && !orphaned)
+	if (f->js != STAGE_JS_NONE && !orphaned) {
 		st->cnt.pending_files++;
+		st->pending_bytes += f->size;
+	}
 	pthread_mutex_unlock(&st->lock);
 
 	if (orphaned) {

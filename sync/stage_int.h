@@ -107,6 +107,8 @@ struct stage {
 
 	pthread_mutex_t lock;
 	uint64_t used;               /* bytes charged, all staged files */
+	uint64_t pending_bytes;      /* of them, files released with a journal
+				      * (cnt.pending_files), until recovery */
 	struct stage_kept *kept;     /* released files waiting for the next
 				      * start (stage_kept.c) */
 	uint64_t next_id;

@@ -429,12 +429,14 @@ int stage_durability_open(struct stage *st)
 
 /* ---- recovery ------------------------------------------------------- */
 
-/* Journaled file id left the staging area (uploaded, moved or dropped). */
-static void pending_done(struct stage *st, uint64_t id)
+/* Journaled file id (bytes long) left the staging area (uploaded, moved
+ * or dropped). */
+static void pending_done(struct stage *st, uint64_t id, uint64_t bytes)
 {
 	pthread_mutex_lock(&st->lock);
 	if (st->cnt.pending_files)
 		st->cnt.pending_files--;
+	st->pending_bytes -= bytes < st->pending_bytes ? bytes : st->pending_bytes;
 	pthread_mutex_unlock(&st->lock);
 	stage_kept_forget(st, id);
 }
@@ -587,7 +589,7 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	st->cnt.recovered_files++;
 	pthread_mutex_unlock(&st->lock);
 	if (journaled)
-		pending_done(st, id);
+		pending_done(st, id, (uint64_t)sb->st_size);
 	rep->recovered++;
 	rep->recovered_bytes += (uint64_t)sb->st_size;
 	return 0;
@@ -820,7 +822,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		err = -errno;
 	if (!err)
 		stage_uncharge(st, (uint64_t)sb->st_size);
-	pending_done(st, id);
+	pending_done(st, id, (uint64_t)sb->st_size);
 	rep->reuploaded++;
 	return err;
 }
@@ -887,7 +889,7 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 		log_warn("stage: journal %s/%s without data (%s/%s); removed",
 			 st->dir, jnl, err ? "?" : j.bucket, err ? "?" : j.key);
 		stage_jnl_release(&j);
-		pending_done(st, e->id);
+		pending_done(st, e->id, 0);
 		rep->deleted++;
 		return stage_jnl_remove(st, e->id);
 	}
