@@ -850,6 +850,10 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	if (c_bucket && c_key)
 		stage_kept_replaced(st, c_bucket, c_key, f->id);
 	stage_kept_begin(st, f->id);
+	/* Known from now on, so that a later commit of the key that begins
+	 * while this one uploads marks it, should it fail. */
+	if (c_bucket && c_key)
+		stage_kept_add(st, f->id, c_bucket, c_key, true);
 	int err = 0;
 	if (size > st->max_object) {
 		count_efbig(st);
@@ -904,9 +908,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	}
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
-	if (kept && c_bucket && c_key)
-		stage_kept_add(st, f->id, c_bucket, c_key, true);
-	else if (!err)
+	if (!kept)          /* in S3, or not journaled "commit": nothing waits */
 		stage_kept_forget(st, f->id);
 	free(c_bucket);
 	free(c_key);
@@ -928,6 +930,7 @@ void stage_file_release(struct stage_file *f)
 	stage_name(f->id, ".data", name);
 	/* Uncommitted data whose staging file went with a removed directory
 	 * (stage_dir_renew): only f->fd holds them now. */
+	pthread_mutex_lock(&st->renew_lock);    /* no renewal in between */
 	bool orphaned = f->js != STAGE_JS_NONE &&
 			faccessat(st->dir_fd, name, F_OK, 0) != 0 && errno == ENOENT;
 	pthread_mutex_lock(&st->lock);
@@ -942,12 +945,12 @@ void stage_file_release(struct stage_file *f)
 		st->pending_bytes += f->size;
 	}
 	pthread_mutex_unlock(&st->lock);
+	pthread_mutex_unlock(&st->renew_lock);
 
 	if (orphaned) {
 		stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size);
 		stage_jnl_remove(st, f->id);   /* one written since, if any */
 		stage_kept_forget(st, f->id);
-		stage_kept_unmark(st, f->id);
 		stage_uncharge(st, f->size);
 	} else if (f->js == STAGE_JS_NONE) {
 		/* (ENOENT: the directory was removed with it: gone all the same) */

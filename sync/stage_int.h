@@ -140,10 +140,11 @@ struct stage_file {
 };
 
 /* ---- kept files (stage_kept.c) ----
- * stage_kept_add: a commit of file id (bucket/key) failed with its
- * journal at "commit" (open: the file is not released), or a recovery left
- * it staged (open false); a later commit of the same file refreshes it
- * (a stale mark stays: the replacement came during that commit).
+ * stage_kept_add: a commit of file id (bucket/key) began (open: the file
+ * is not released; the entry stays if it fails with its journal at
+ * "commit"), or a recovery left it staged (open false); a later commit of
+ * the same file refreshes it (a stale mark stays: the replacement came
+ * during that commit).
  * stage_kept_replaced: bucket/key was replaced by something newer (a
  * commit began, a rename onto it, a delete) except by file except (0:
  * none): the others' markers ID.stale are made now (released entries
@@ -151,7 +152,8 @@ struct stage_file {
  * commit of file id begins: it is the newest again (its marker goes).
  * stage_kept_release: file id was released (a stale entry leaves).
  * stage_kept_forget: its data left (committed, uploaded or moved by
- * recovery). stage_kept_unmark: remove id's marker, if any. Each takes
+ * recovery; its mark, if any, goes). stage_kept_unmark: remove id's
+ * marker, if any. Each takes
  * stage.lock alone and touches files with no lock held: call them without
  * f->lock (the lock order allows it, but file I/O would be held up). */
 struct stage_kept;

@@ -609,6 +609,10 @@ int stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
 			snprintf(dst, sizeof dst, "%s.%d", name, i);
 		out = openat(st->rec_fd, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 			     0600);
+		/* recovered/ gone with the directory, not made again yet */
+		if (out < 0 && errno == ENOENT && i == 0 && stage_dir_renew(st) == 0)
+			out = openat(st->rec_fd, dst,
+				     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (out < 0 && errno != EEXIST)
 			break;
 	}

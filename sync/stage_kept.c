@@ -81,10 +81,29 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 		kept_free(k);
 }
 
-/* The kept file id no longer waits (recovery uploaded or moved it). */
+/* Is there an entry of bucket/key other than except (or, key NULL, of
+ * file except itself)? */
+static bool kept_any(struct stage *st, const char *bucket, const char *key,
+		     uint64_t except)
+{
+	bool any = false;
+	pthread_mutex_lock(&st->lock);
+	for (struct stage_kept *k = st->kept; k && !any; k = k->next)
+		any = key ? k->id != except && !strcmp(k->bucket, bucket) &&
+			    !strcmp(k->key, key)
+			  : k->id == except;
+	pthread_mutex_unlock(&st->lock);
+	return any;
+}
+
+/* The kept file id no longer waits (committed, or recovery uploaded or
+ * moved it); a mark it got goes too. */
 void stage_kept_forget(struct stage *st, uint64_t id)
 {
+	if (!kept_any(st, NULL, NULL, id))
+		return;
 	struct stage_kept *gone = NULL;
+	pthread_mutex_lock(&st->kept_io);
 	pthread_mutex_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p; p = &(*p)->next) {
 		if ((*p)->id == id) {
@@ -94,6 +113,9 @@ void stage_kept_forget(struct stage *st, uint64_t id)
 		}
 	}
 	pthread_mutex_unlock(&st->lock);
+	if (gone && gone->stale)      /* marked meanwhile: the mark goes too */
+		stage_kept_unmark(st, id);
+	pthread_mutex_unlock(&st->kept_io);
 	if (gone)
 		kept_free(gone);
 }
@@ -132,21 +154,6 @@ static struct stage_kept *kept_copy(const struct stage_kept *k)
 	if (c)
 		c->id = k->id;
 	return c;
-}
-
-/* Is there an entry of bucket/key other than except (or, key NULL, of
- * file except itself)? */
-static bool kept_any(struct stage *st, const char *bucket, const char *key,
-		     uint64_t except)
-{
-	bool any = false;
-	pthread_mutex_lock(&st->lock);
-	for (struct stage_kept *k = st->kept; k && !any; k = k->next)
-		any = key ? k->id != except && !strcmp(k->bucket, bucket) &&
-			    !strcmp(k->key, key)
-			  : k->id == except;
-	pthread_mutex_unlock(&st->lock);
-	return any;
 }
 
 void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,

@@ -695,6 +695,14 @@ static void test_dir_removed(void)
 	puts_fail(&fk, 1, -EIO);
 	int c3 = stage_file_commit(f, NULL);
 	stage_file_release(f);
+	/* The same with the removal after the failed commit: its release is
+	 * the first to find the directory gone. */
+	stage_file_new(st, "b", "k3", NULL, 0, NULL, &f);
+	stage_file_pwrite(f, "three", 5, 0);
+	puts_fail(&fk, 1, -EIO);
+	stage_file_commit(f, NULL);
+	unit_rmtree(cache);
+	stage_file_release(f);
 	stage_counters_get(st, &k);
 	char back[16] = "", rd[720];
 	DIR *d = NULL;
@@ -717,7 +725,7 @@ static void test_dir_removed(void)
 		closedir(d);
 	CHECK(c3 == -EIO && !strcmp(back, "three") && k.used_bytes == 0 &&
 	      k.pending_files == 0,
-	      "dir removed, then a failed commit: the data are saved to recovered/ at the "
+	      "dir removed before or after a failed commit: the data are saved to recovered/ at the "
 	      "release (\"%s\", %llu charged, %llu pending)", back,
 	      (unsigned long long)k.used_bytes, (unsigned long long)k.pending_files);
 	stage_close(st);

@@ -243,11 +243,13 @@ static void test_kept_crash(void)
 	 * "commit"; only the later may go up. */
 	kept_v1(st, &fk, "crashk");
 	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
-		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 400 });
+		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1500 });
+	int puts0 = puts_tried(&fk);
 	struct later l = { .st = st };
 	pthread_t th;
 	pthread_create(&th, NULL, later_commit, &l);
-	usleep(200000);                  /* the later PUT is in flight */
+	for (int i = 0; i < 500 && puts_tried(&fk) == puts0; i++)
+		usleep(10000);           /* until the later PUT is in flight */
 	char *img = crash_image(dir);
 	pthread_join(th, NULL);
 	s3_fault_clear(fk.s3);
@@ -297,13 +299,17 @@ static void test_kept_crash(void)
 
 struct replacer {
 	struct stage *st;
+	struct store *fk;
 	const char *key;
+	int puts0;                   /* PUTs tried before the commit */
 };
 
+/* Replace the key once the commit's PUT is in flight. */
 static void *replace_later(void *arg)
 {
 	struct replacer *x = arg;
-	usleep(150000);
+	for (int i = 0; i < 500 && puts_tried(x->fk) == x->puts0; i++)
+		usleep(10000);
 	stage_key_replaced(x->st, "b", x->key);
 	return NULL;
 }
@@ -324,9 +330,9 @@ static void test_kept_replaced_during(void)
 	int rc1 = stage_file_commit(h, NULL);
 	stage_file_pwrite(h, "v2", 2, 0);
 	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
-		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 400 });
+		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
 	puts_fail(&fk, 1, -EIO);
-	struct replacer x = { st, "dur" };
+	struct replacer x = { st, &fk, "dur", puts_tried(&fk) };
 	pthread_t th;
 	pthread_create(&th, NULL, replace_later, &x);
 	int rc2 = stage_file_commit(h, NULL);
@@ -342,6 +348,96 @@ static void test_kept_replaced_during(void)
 	      s3_has(&fk, "dur", "v3"),
 	      "kept: replaced during a retry, then committed again: the start uploads "
 	      "the newest (%u uploaded, %u moved)", r.reuploaded, r.recovered);
+	stage_file_release(h);
+	stage_case_end(st, &fk, dir);
+}
+
+/* The key replaced while a retry uploads, and the retry succeeds: no mark
+ * is left, so the file's next failed commit is uploaded at the start. */
+static void test_kept_replaced_then_done(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *dir = unit_tmpdir("stage-kept-done");
+	struct stage *st = open_stage(dir, 8 << 20, &fk);
+	struct stage_file *h;
+	stage_file_new(st, "b", "done", NULL, 0, NULL, &h);
+	stage_file_pwrite(h, "v1", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	int rc1 = stage_file_commit(h, NULL);
+	stage_file_pwrite(h, "v2", 2, 0);
+	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
+		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
+	struct replacer x = { st, &fk, "done", puts_tried(&fk) };
+	pthread_t th;
+	pthread_create(&th, NULL, replace_later, &x);
+	int rc2 = stage_file_commit(h, NULL);
+	pthread_join(th, NULL);
+	s3_fault_clear(fk.s3);
+	stage_file_pwrite(h, "v3", 2, 0);
+	puts_fail(&fk, 1, -EIO);
+	int rc3 = stage_file_commit(h, NULL);
+	s3_fault_clear(fk.s3);
+	struct stage_recovery_report r;
+	start_on_image(crash_image(dir), &fk, &r);
+	CHECK(rc1 == -EIO && rc2 == 0 && rc3 == -EIO && r.reuploaded == 1 &&
+	      s3_has(&fk, "done", "v3"),
+	      "kept: replaced during a retry that succeeds: no mark left, the next failed "
+	      "commit is uploaded at the start (%u uploaded, %u moved)", r.reuploaded,
+	      r.recovered);
+	stage_file_release(h);
+	stage_case_end(st, &fk, dir);
+}
+
+struct committer {
+	struct stage *st;
+	struct store *fk;
+	int puts0, rc;
+};
+
+/* Once the first commit's PUT is in flight, another file of the same key
+ * commits (its PUT passes: the rules cover only the first). */
+static void *commit_meanwhile(void *arg)
+{
+	struct committer *c = arg;
+	for (int i = 0; i < 500 && puts_tried(c->fk) == c->puts0; i++)
+		usleep(10000);
+	struct stage_file *g;
+	stage_file_new(c->st, "b", "first", NULL, 0, NULL, &g);
+	stage_file_pwrite(g, "g2", 2, 0);
+	c->rc = stage_file_commit(g, NULL);
+	stage_file_release(g);
+	return NULL;
+}
+
+/* A file's first commit fails after another file's commit of the key
+ * began and succeeded: the first one is marked, the start leaves the
+ * newer version. */
+static void test_first_commit_overtaken(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *dir = unit_tmpdir("stage-kept-first");
+	struct stage *st = open_stage(dir, 8 << 20, &fk);
+	struct stage_file *h;
+	stage_file_new(st, "b", "first", NULL, 0, NULL, &h);
+	stage_file_pwrite(h, "h1", 2, 0);
+	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
+		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
+	s3_fault_fail(fk.s3, S3K_PUT, 1, 1, -EIO);
+	struct committer c = { st, &fk, puts_tried(&fk), -1 };
+	pthread_t th;
+	pthread_create(&th, NULL, commit_meanwhile, &c);
+	int rc = stage_file_commit(h, NULL);
+	pthread_join(th, NULL);
+	s3_fault_clear(fk.s3);
+	struct stage_recovery_report r;
+	start_on_image(crash_image(dir), &fk, &r);
+	CHECK(rc == -EIO && c.rc == 0 && r.reuploaded == 0 && r.recovered == 1 &&
+	      s3_has(&fk, "first", "g2"),
+	      "kept: a first commit overtaken by another of the key, then failed: moved, "
+	      "the newer version stays (%d, %d; %u uploaded, %u moved)", rc, c.rc,
+	      r.reuploaded, r.recovered);
 	stage_file_release(h);
 	stage_case_end(st, &fk, dir);
 }
@@ -393,6 +489,8 @@ int main(void)
 	test_abandoned();
 	test_kept_crash();
 	test_kept_replaced_during();
+	test_kept_replaced_then_done();
+	test_first_commit_overtaken();
 	test_stream_failed();
 	return unit_exit();
 }
