@@ -1,7 +1,8 @@
 /*
  * fuzz_s3_answer.c — the small S3 answers on any bytes, the way the
  * request engine reads them (sync/s3.c, s3_mpu.c): an error body's <Code>
- * into the errno mapping and the retry decision, the <ETag> of a
+ * into the errno mapping and the retry decision (also as an error
+ * document in a 200 answer: s3_body_is_error), the <ETag> of a
  * CopyObject or CompleteMultipartUpload answer (req_body_etag), and the
  * <UploadId> of CreateMultipartUpload; then the header values a GET or
  * HEAD answer carries, from the same bytes: ETag (s3_etag_copy) and
@@ -31,9 +32,16 @@ static void error_body(const char *body, size_t len)
 	for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
 		int e = s3_errno_map(0, statuses[i], code);
 		FUZZ_CHECK(e <= 0, "errno %d", e);
-		FUZZ_CHECK((e == 0) == (statuses[i] < 300), "status %ld -> %d", statuses[i], e);
+		/* A 2xx with a code is an error document in a 200 answer. */
+		FUZZ_CHECK((e == 0) == (statuses[i] < 300 && !code[0]), "status %ld, code "
+			   "\"%s\" -> %d", statuses[i], code, e);
 		(void)s3_retryable(0, statuses[i], code);
 	}
+	/* The engine's test for an <Error> document in a 200 answer: it
+	 * reads only the body, and says yes only to one that has "<Error". */
+	if (s3_body_is_error(body, len))
+		FUZZ_CHECK(len >= 7 && memmem(body, len, "<Error", 6), "an error body "
+			   "without <Error");
 }
 
 static void etag_body(const char *body, size_t len)
