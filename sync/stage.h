@@ -25,6 +25,9 @@
  *   ID.jnl      its journal: bucket, key, metadata, a state and the id of
  *               a multipart upload that exists, replaced atomically
  *               (write to ID.jnl.tmp, exchange or rename) at each change
+ *   ID.stale    a newer version of the file's key was made after its
+ *               commit failed: recovery does not upload it (stage_kept.c)
+ *   orphans     uploads to look for at the next start (stage_orphans.c)
  *   durability  the setting and boot of the run that wrote the journals
  *   recovered/  staged data found after a crash that was never committed
  * Durability (stage_conf.durability): POWER fsyncs each journal before
@@ -164,16 +167,17 @@ void stage_counters_get(struct stage *st, struct stage_counters *out);
  * file it uploads or moves. rep may be NULL. 0 or the first hard error
  * (S3 failures are not: they are counted in reupload_failed). One call
  * at a time, and none while commits, renames or deletes run through the
- * stage (stage_key_replaced rewrites the journals of files it may be
- * uploading): the gateway calls it once, at its start, before the mount. */
+ * stage (stage_key_replaced marks files it may be uploading): the gateway
+ * calls it once, at its start, before the mount. */
 int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
 /* bucket/key was renamed onto or deleted through this gateway (a commit
  * here, failed or not, does the same for its key itself): files with a
  * failed commit of that key, which the next start would upload, are moved
- * to recovered/ by that start instead (their "commit" journal becomes
- * "dirty": now if released, else at their release unless they commit
- * again first), so that they never put older bytes over the newer
- * version or bring back a deleted object (stage_kept.c). */
+ * to recovered/ by that start instead (a marker ID.stale is made beside
+ * their journal at once, open or not, and recovery reads their "commit"
+ * as "dirty"; a later commit of such a file makes it the newest again),
+ * so that they never put older bytes over the newer version or bring back
+ * a deleted object (stage_kept.c). */
 void stage_key_replaced(struct stage *st, const char *bucket, const char *key);
 
 /* A multipart upload of bucket/key that no staged file holds may be open
