@@ -212,19 +212,25 @@ static void start_on_image(char *img, struct store *fk, struct stage_recovery_re
 	free(img);
 }
 
-struct later {
+/* Another file of a key committed with bytes (a string) on a thread of
+ * its own, once puts0 is no longer the PUTs tried (a PUT of an earlier
+ * commit is in flight); puts0 -1: at once. */
+struct committer {
 	struct stage *st;
-	int rc;
+	struct store *fk;
+	const char *key, *bytes;
+	int puts0, rc;
 };
 
-/* A later version of "crashk" committed (its PUT slowed by the caller). */
-static void *later_commit(void *arg)
+static void *commit_key(void *arg)
 {
-	struct later *l = arg;
+	struct committer *c = arg;
+	for (int i = 0; c->puts0 >= 0 && i < 500 && puts_tried(c->fk) == c->puts0; i++)
+		usleep(10000);
 	struct stage_file *g;
-	stage_file_new(l->st, "b", "crashk", NULL, 0, NULL, &g);
-	stage_file_pwrite(g, "v2", 2, 0);
-	l->rc = stage_file_commit(g, NULL);
+	stage_file_new(c->st, "b", c->key, NULL, 0, NULL, &g);
+	stage_file_pwrite(g, c->bytes, strlen(c->bytes), 0);
+	c->rc = stage_file_commit(g, NULL);
 	stage_file_release(g);
 	return NULL;
 }
@@ -245,9 +251,9 @@ static void test_kept_crash(void)
 	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
 		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1500 });
 	int puts0 = puts_tried(&fk);
-	struct later l = { .st = st };
+	struct committer l = { st, &fk, "crashk", "v2", -1, -1 };
 	pthread_t th;
-	pthread_create(&th, NULL, later_commit, &l);
+	pthread_create(&th, NULL, commit_key, &l);
 	for (int i = 0; i < 500 && puts_tried(&fk) == puts0; i++)
 		usleep(10000);           /* until the later PUT is in flight */
 	char *img = crash_image(dir);
@@ -389,27 +395,6 @@ static void test_kept_replaced_then_done(void)
 	stage_case_end(st, &fk, dir);
 }
 
-struct committer {
-	struct stage *st;
-	struct store *fk;
-	int puts0, rc;
-};
-
-/* Once the first commit's PUT is in flight, another file of the same key
- * commits (its PUT passes: the rules cover only the first). */
-static void *commit_meanwhile(void *arg)
-{
-	struct committer *c = arg;
-	for (int i = 0; i < 500 && puts_tried(c->fk) == c->puts0; i++)
-		usleep(10000);
-	struct stage_file *g;
-	stage_file_new(c->st, "b", "first", NULL, 0, NULL, &g);
-	stage_file_pwrite(g, "g2", 2, 0);
-	c->rc = stage_file_commit(g, NULL);
-	stage_file_release(g);
-	return NULL;
-}
-
 /* A file's first commit fails after another file's commit of the key
  * began and succeeded: the first one is marked, the start leaves the
  * newer version. */
@@ -425,9 +410,9 @@ static void test_first_commit_overtaken(void)
 	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
 		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
 	s3_fault_fail(fk.s3, S3K_PUT, 1, 1, -EIO);
-	struct committer c = { st, &fk, puts_tried(&fk), -1 };
+	struct committer c = { st, &fk, "first", "g2", puts_tried(&fk), -1 };
 	pthread_t th;
-	pthread_create(&th, NULL, commit_meanwhile, &c);
+	pthread_create(&th, NULL, commit_key, &c);
 	int rc = stage_file_commit(h, NULL);
 	pthread_join(th, NULL);
 	s3_fault_clear(fk.s3);
