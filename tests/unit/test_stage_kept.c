@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,11 +321,14 @@ static void *replace_later(void *arg)
 	return NULL;
 }
 
-/* The key replaced while a retry of a failed commit uploads (and fails):
- * that copy stays marked; the file's next commit is the newest again, and
+/* The key replaced while a retry of a failed commit uploads; the retry
+ * fails (retry_fails: that copy stays marked) or succeeds (no mark is left
+ * behind). Either way the file's next commit is the newest: it fails, and
  * the start after a crash uploads it. */
-static void test_kept_replaced_during(void)
+static void kept_replaced_case(bool retry_fails)
 {
+	const char *what = retry_fails ? "kept: replaced during a retry that fails"
+				       : "kept: replaced during a retry that succeeds";
 	struct store fk;
 	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-kept-during");
@@ -337,7 +341,8 @@ static void test_kept_replaced_during(void)
 	stage_file_pwrite(h, "v2", 2, 0);
 	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
 		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
-	puts_fail(&fk, 1, -EIO);
+	if (retry_fails)
+		puts_fail(&fk, 1, -EIO);
 	struct replacer x = { st, &fk, "dur", puts_tried(&fk) };
 	pthread_t th;
 	pthread_create(&th, NULL, replace_later, &x);
@@ -350,47 +355,10 @@ static void test_kept_replaced_during(void)
 	s3_fault_clear(fk.s3);
 	struct stage_recovery_report r;
 	start_on_image(crash_image(dir), &fk, &r);
-	CHECK(rc1 == -EIO && rc2 == -EIO && rc3 == -EIO && r.reuploaded == 1 &&
-	      s3_has(&fk, "dur", "v3"),
-	      "kept: replaced during a retry, then committed again: the start uploads "
-	      "the newest (%u uploaded, %u moved)", r.reuploaded, r.recovered);
-	stage_file_release(h);
-	stage_case_end(st, &fk, dir);
-}
-
-/* The key replaced while a retry uploads, and the retry succeeds: no mark
- * is left, so the file's next failed commit is uploaded at the start. */
-static void test_kept_replaced_then_done(void)
-{
-	struct store fk;
-	store_init(&fk, 0);
-	char *dir = unit_tmpdir("stage-kept-done");
-	struct stage *st = open_stage(dir, 8 << 20, &fk);
-	struct stage_file *h;
-	stage_file_new(st, "b", "done", NULL, 0, NULL, &h);
-	stage_file_pwrite(h, "v1", 2, 0);
-	puts_fail(&fk, 1, -EIO);
-	int rc1 = stage_file_commit(h, NULL);
-	stage_file_pwrite(h, "v2", 2, 0);
-	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
-		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
-	struct replacer x = { st, &fk, "done", puts_tried(&fk) };
-	pthread_t th;
-	pthread_create(&th, NULL, replace_later, &x);
-	int rc2 = stage_file_commit(h, NULL);
-	pthread_join(th, NULL);
-	s3_fault_clear(fk.s3);
-	stage_file_pwrite(h, "v3", 2, 0);
-	puts_fail(&fk, 1, -EIO);
-	int rc3 = stage_file_commit(h, NULL);
-	s3_fault_clear(fk.s3);
-	struct stage_recovery_report r;
-	start_on_image(crash_image(dir), &fk, &r);
-	CHECK(rc1 == -EIO && rc2 == 0 && rc3 == -EIO && r.reuploaded == 1 &&
-	      s3_has(&fk, "done", "v3"),
-	      "kept: replaced during a retry that succeeds: no mark left, the next failed "
-	      "commit is uploaded at the start (%u uploaded, %u moved)", r.reuploaded,
-	      r.recovered);
+	CHECK(rc1 == -EIO && rc2 == (retry_fails ? -EIO : 0) && rc3 == -EIO &&
+	      r.reuploaded == 1 && s3_has(&fk, "dur", "v3"),
+	      "%s, then a commit fails: the start uploads the newest (%u uploaded, "
+	      "%u moved)", what, r.reuploaded, r.recovered);
 	stage_file_release(h);
 	stage_case_end(st, &fk, dir);
 }
@@ -473,8 +441,8 @@ int main(void)
 	test_kept();
 	test_abandoned();
 	test_kept_crash();
-	test_kept_replaced_during();
-	test_kept_replaced_then_done();
+	kept_replaced_case(true);
+	kept_replaced_case(false);
 	test_first_commit_overtaken();
 	test_stream_failed();
 	return unit_exit();
