@@ -114,29 +114,30 @@ static int lat_bucket(double ms)
 	return b < STATS_LAT_BUCKETS - 1 ? b : STATS_LAT_BUCKETS - 1;
 }
 
+static void lat_add(struct stats_lat *l, double ms)
+{
+	double v = ms < 0 ? 0 : ms;
+	l->hist[lat_bucket(v)]++;
+	l->count++;
+	l->sum_ms += v;
+	if (v > l->max_ms)
+		l->max_ms = v;
+}
+
 void stats_latency_add_batch(struct stats *st, const double *ms, size_t n)
 {
 	if (n == 0)
 		return;
 	pthread_mutex_lock(&st->lock);
-	for (size_t i = 0; i < n; i++) {
-		double v = ms[i] < 0 ? 0 : ms[i];
-		st->lat_hist[lat_bucket(v)]++;
-		st->lat_sum_ms += v;
-		if (v > st->lat_max_ms)
-			st->lat_max_ms = v;
-	}
-	st->lat_count += n;
+	for (size_t i = 0; i < n; i++)
+		lat_add(&st->visible, ms[i]);
 	pthread_mutex_unlock(&st->lock);
 }
 
 void stats_s3_latency_add(struct stats *st, double ms)
 {
-	double v = ms < 0 ? 0 : ms;
 	pthread_mutex_lock(&st->lock);
-	st->s3_hist[lat_bucket(v)]++;
-	st->s3_count++;
-	st->s3_sum_ms += v;
+	lat_add(&st->s3, ms);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -144,10 +145,10 @@ void stats_hist_get(struct stats *st, enum stats_hist_kind k,
 		    struct stats_hist *out)
 {
 	pthread_mutex_lock(&st->lock);
-	const uint64_t *h = k == STATS_HIST_S3 ? st->s3_hist : st->lat_hist;
-	memcpy(out->bucket, h, sizeof out->bucket);
-	out->count = k == STATS_HIST_S3 ? st->s3_count : st->lat_count;
-	out->sum_ms = k == STATS_HIST_S3 ? st->s3_sum_ms : st->lat_sum_ms;
+	const struct stats_lat *l = k == STATS_HIST_S3 ? &st->s3 : &st->visible;
+	memcpy(out->bucket, l->hist, sizeof out->bucket);
+	out->count = l->count;
+	out->sum_ms = l->sum_ms;
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -160,26 +161,30 @@ int stats_lag_get(struct stats *st, struct stats_lag *out, int max)
 	return n;
 }
 
+/* Percentile (0..100) of l: the upper bound of the bucket it falls in,
+ * capped by the largest value; 0 when empty. l: a copy, or st->lock held. */
+static double lat_pct(const struct stats_lat *l, double pct)
+{
+	if (!l->count)
+		return 0;
+	uint64_t want = (uint64_t)ceil((double)l->count * pct / 100.0);
+	if (want == 0)
+		want = 1;
+	uint64_t seen = 0;
+	for (int b = 0; b < STATS_LAT_BUCKETS; b++) {
+		seen += l->hist[b];
+		if (seen >= want) {
+			double res = b == 0 ? 0.001 : ldexp(1.0, b) / 1000.0;
+			return res > l->max_ms ? l->max_ms : res;
+		}
+	}
+	return l->max_ms;
+}
+
 double stats_latency_pct(struct stats *st, double pct)
 {
 	pthread_mutex_lock(&st->lock);
-	double res = 0;
-	if (st->lat_count) {
-		uint64_t want = (uint64_t)ceil(st->lat_count * pct / 100.0);
-		if (want == 0)
-			want = 1;
-		uint64_t seen = 0;
-		for (int b = 0; b < STATS_LAT_BUCKETS; b++) {
-			seen += st->lat_hist[b];
-			if (seen >= want) {
-				/* report the bucket's upper bound, capped by the max */
-				res = b == 0 ? 0.001 : ldexp(1.0, b) / 1000.0;
-				if (res > st->lat_max_ms)
-					res = st->lat_max_ms;
-				break;
-			}
-		}
-	}
+	double res = lat_pct(&st->visible, pct);
 	pthread_mutex_unlock(&st->lock);
 	return res;
 }
@@ -272,21 +277,24 @@ static void write_lag(struct stats *st, cJSON *root, struct stats_writer *w)
 	pthread_mutex_unlock(&st->lock);
 }
 
-static void write_latency(struct stats *st, cJSON *root, struct stats_writer *w)
+/* name: { count, p50, p99, max[, total] } of l (total: the sum, ms). */
+static void write_latency(struct stats *st, cJSON *root, struct stats_writer *w,
+			  const char *name, const struct stats_lat *l, bool total)
 {
-	w->obj = cJSON_AddObjectToObject(root, "visible_latency_ms");
+	w->obj = cJSON_AddObjectToObject(root, name);
 	if (!w->obj) {
 		w->oom = true;
 		return;
 	}
 	pthread_mutex_lock(&st->lock);
-	uint64_t count = st->lat_count;
-	double max = st->lat_max_ms;
+	struct stats_lat copy = *l;
 	pthread_mutex_unlock(&st->lock);
-	stats_write_num(w, "count", (double)count);
-	stats_write_num(w, "p50", stats_latency_pct(st, 50));
-	stats_write_num(w, "p99", stats_latency_pct(st, 99));
-	stats_write_num(w, "max", max);
+	stats_write_num(w, "count", (double)copy.count);
+	stats_write_num(w, "p50", lat_pct(&copy, 50));
+	stats_write_num(w, "p99", lat_pct(&copy, 99));
+	stats_write_num(w, "max", copy.max_ms);
+	if (total)
+		stats_write_num(w, "total", copy.sum_ms);
 }
 
 char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
@@ -300,7 +308,9 @@ char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
 	if (!w.oom)
 		write_lag(st, root, &w);
 	if (!w.oom)
-		write_latency(st, root, &w);
+		write_latency(st, root, &w, "visible_latency_ms", &st->visible, false);
+	if (!w.oom)
+		write_latency(st, root, &w, "s3_latency_ms", &st->s3, true);
 	if (!w.oom && section && fn) {
 		stats_write_section(&w, section);
 		if (!w.oom)

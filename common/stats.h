@@ -88,15 +88,19 @@ struct stats_lag {
 	int64_t lag;
 };
 
+/* Latencies: log2 buckets of microseconds (stats_hist says which), their
+ * count, sum and largest. */
+struct stats_lat {
+	uint64_t hist[STATS_LAT_BUCKETS];
+	uint64_t count;
+	double sum_ms, max_ms;
+};
+
 struct stats {
 	pthread_mutex_t lock;        /* protects everything below */
 	struct stats_group *groups;  /* in the order added */
-	uint64_t lat_hist[STATS_LAT_BUCKETS];
-	uint64_t lat_count;
-	double lat_max_ms, lat_sum_ms;
-	uint64_t s3_hist[STATS_LAT_BUCKETS];   /* S3 request latencies */
-	uint64_t s3_count;
-	double s3_sum_ms;
+	struct stats_lat visible;    /* event → visible */
+	struct stats_lat s3;         /* S3 requests, retries included */
 	struct stats_lag lag[STATS_MAX_PARTS];
 	int n_lag;
 };

@@ -840,7 +840,9 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	}
 	if (!r->stall_s)
 		r->stall_s = s->stall_s;
-	int64_t t0 = s3_now_ms(), t_start = t0;
+	struct timespec t_begin;     /* the latency's start, to the µs */
+	clock_gettime(CLOCK_MONOTONIC, &t_begin);
+	int64_t t0 = s3_now_ms();
 	uint64_t rng = (uint64_t)t0 * 0x9E3779B97F4A7C15ull ^ (uintptr_t)r;
 	int err = 0, attempt;
 	bool refreshed = false;
@@ -940,8 +942,12 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	}
 	free(url);
 	free(hostline);
-	if (s->st)
-		stats_s3_latency_add(s->st, (double)(s3_now_ms() - t_start));
+	if (s->st) {
+		struct timespec t_end;
+		clock_gettime(CLOCK_MONOTONIC, &t_end);
+		stats_s3_latency_add(s->st, (double)(t_end.tv_sec - t_begin.tv_sec) * 1e3 +
+					    (double)(t_end.tv_nsec - t_begin.tv_nsec) / 1e6);
+	}
 	if (err == 0 || err == -ERANGE)
 		return err;
 	const char *why = cc ? (errbuf[0] ? errbuf : curl_easy_strerror(cc)) : "";

@@ -101,7 +101,7 @@ static int run_ingest(struct index *ix, struct viewset_slot *views,
 	       "the consumer thread (%.2f s), %.0f per process CPU-s (%.2f s); latency "
 	       "samples %llu\n", pipeline ? "--pipeline" : "--no-prepare", n, batch,
 	       (double)n / w, (double)n / t, t, (double)n / p, p,
-	       (unsigned long long)st.lat_count);
+	       (unsigned long long)st.visible.count);
 	ingest_free(g);
 	decoder_free(dec);
 	stats_release(&st);

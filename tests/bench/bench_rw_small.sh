@@ -9,7 +9,10 @@
 # a LIST shows all 1,000 objects (rclone uploads after close). Prints
 # files/s per tool (median (min-max) over REPEAT passes), the load average
 # of each pass, and per facetfs file: fsync/fdatasync calls
-# (staging.syncs), FUSE lookups+getattrs, gateway CPU ms. One object of
+# (staging.syncs), FUSE lookups+getattrs, gateway CPU ms, and the ms from
+# the copy's start to its return against the ms the gateway spent in S3
+# requests (s3_latency_ms.total): the difference is what a file costs
+# beside its PUT (FUSE requests, cp's own reads, the gateway). One object of
 # each copy is compared with its source. Then the bound of one stream: 64
 # KiB PUTs one at a time through our S3 client alone, and on 10 threads.
 # Uses from bench_rw.sh: B, T, M, S3TOOL, AWS, REPEAT, rec/fig/summary/rate/
@@ -78,7 +81,7 @@ for r in $(seq 1 "$REPEAT"); do
 		mnt=$M gpid=$(gw_pid rw)
 		[[ $who == process ]] && mnt=$MP gpid=$(gw_pid rwproc)
 		if [[ $who == power || $who == process ]]; then
-			a=($(jq -r '[.staging.syncs, .fuse.lookup + .fuse.getattr] | map(tostring) | join(" ")' \
+			a=($(jq -r '[.staging.syncs, .fuse.lookup + .fuse.getattr, .s3_latency_ms.total] | map(tostring) | join(" ")' \
 				"$mnt/.facetfs/stats"))
 			c0=$(cpu_ticks "$gpid")
 		fi
@@ -90,11 +93,15 @@ for r in $(seq 1 "$REPEAT"); do
 		rec "small.$who" "$(rate 1000 "$t0" "$t2")"
 		rec "small.$who.return" "$(rate 1000 "$t0" "$t1")"
 		if [[ $who == power || $who == process ]]; then
-			b=($(jq -r '[.staging.syncs, .fuse.lookup + .fuse.getattr] | map(tostring) | join(" ")' \
+			b=($(jq -r '[.staging.syncs, .fuse.lookup + .fuse.getattr, .s3_latency_ms.total] | map(tostring) | join(" ")' \
 				"$mnt/.facetfs/stats"))
 			c1=$(cpu_ticks "$gpid")
 			rec "small.$who.syncs" "$(div $((b[0] - a[0])) 1000)"
 			rec "small.$who.fuse" "$(div $((b[1] - a[1])) 1000)"
+			# Where a file's time goes: in S3 requests (the PUT), and
+			# the rest (FUSE requests, cp's own I/O, the gateway's work).
+			rec "small.$who.ms" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e6 / 1000 }')"
+			rec "small.$who.s3ms" "$(awk -v a="${a[2]}" -v b="${b[2]}" 'BEGIN { printf "%.2f", (b - a) / 1000 }')"
 			rec "small.$who.cpu" "$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t * 1000 / hz / 1000 }')"
 		fi
 		"$S3TOOL" get "$B" "$p/f0500" >"$T/check" 2>/dev/null && cmp -s "$T/check" "$T/src1k/f0500" ||
@@ -142,6 +149,8 @@ for who in "${tools[@]}"; do
 	if [[ $who == power || $who == process ]]; then
 		bench_figure "  per file: fsyncs / FUSE lookup+getattr / gateway CPU ms" \
 			"$(summary "small.$who.syncs" | cut -d' ' -f1) / $(summary "small.$who.fuse" | cut -d' ' -f1) / $(summary "small.$who.cpu" | cut -d' ' -f1)" ""
+		bench_figure "  per file until cp returned, ms: all / in S3 requests" \
+			"$(summary "small.$who.ms" | cut -d' ' -f1) / $(summary "small.$who.s3ms" | cut -d' ' -f1)" ""
 	fi
 done
 for who in power process; do

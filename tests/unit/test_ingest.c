@@ -202,8 +202,8 @@ int main(void)
 		CHECK(offset_of(ix, 0) == 10 && offset_of(ix, 1) == 3,
 		      "offsets stored: events/0 at 10, events/1 at 3 (%lld, %lld)",
 		      (long long)offset_of(ix, 0), (long long)offset_of(ix, 1));
-		CHECK(st.lat_count == 5, "one latency sample per record (%llu)",
-		      (unsigned long long)st.lat_count);
+		CHECK(st.visible.count == 5, "one latency sample per record (%llu)",
+		      (unsigned long long)st.visible.count);
 		batch_release(&t);
 	}
 

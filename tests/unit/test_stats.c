@@ -133,6 +133,8 @@ static void test_rest(void)
 	stats_lag_set(&st, "s3events/0", 12);
 	double ms[] = { 0.5, 2, 40 };
 	stats_latency_add_batch(&st, ms, 3);
+	stats_s3_latency_add(&st, 0.25);
+	stats_s3_latency_add(&st, 5.5);
 	double used = 4096;
 	char *text = stats_to_json(&st, "staging", section_fn, &used);
 	cJSON *root = text ? cJSON_Parse(text) : NULL;
@@ -143,6 +145,9 @@ static void test_rest(void)
 		{ "keys", "not_a_path" },
 		{ "visible_latency_ms", "count" }, { "visible_latency_ms", "p50" },
 		{ "visible_latency_ms", "p99" }, { "visible_latency_ms", "max" },
+		{ "s3_latency_ms", "count" }, { "s3_latency_ms", "p50" },
+		{ "s3_latency_ms", "p99" }, { "s3_latency_ms", "max" },
+		{ "s3_latency_ms", "total" },
 	};
 	int missing = 0;
 	for (size_t i = 0; i < sizeof required / sizeof *required; i++)
@@ -162,6 +167,13 @@ static void test_rest(void)
 	CHECK(cJSON_IsNumber(cnt) && cnt->valuedouble == 3 && cJSON_IsNumber(p99) &&
 	      p99->valuedouble >= 32 && p99->valuedouble <= 40 && mx->valuedouble == 40,
 	      "latency: count 3, p99 in the top bucket capped by the max 40 ms");
+	/* 0.25 ms is 250 µs: bucket 8 (128–256 µs), reported as 0.256. */
+	CHECK(num_is(root, "s3_latency_ms", "count", 2) &&
+	      num_is(root, "s3_latency_ms", "total", 5.75) &&
+	      num_is(root, "s3_latency_ms", "p50", 0.256) &&
+	      num_is(root, "s3_latency_ms", "max", 5.5) &&
+	      !at(root, "visible_latency_ms", "total"),
+	      "S3 latencies: their count, sum, p50 (bucket bound) and max, apart from the visible ones");
 	const cJSON *ub = at(root, "staging", "used_bytes");
 	const cJSON *rd = at(root, "staging", "recovered_dir");
 	CHECK(cJSON_IsNumber(ub) && ub->valuedouble == 4096 && cJSON_IsString(rd) &&
