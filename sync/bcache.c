@@ -338,8 +338,10 @@ static void hit_learn(struct bcache *bc, const struct bcache_hash *h,
 	bc->n_ready++;
 }
 
-ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
-		    void *buf, size_t len, uint32_t boff)
+/* bcache_read and bcache_try: count_miss says whether a block not there
+ * (or bad) counts a miss here. */
+static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+			  void *buf, size_t len, uint32_t boff, bool count_miss)
 {
 	struct bcache_hash h;
 	char rel[BCACHE_NAME_MAX + 4];
@@ -351,11 +353,11 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	bool look = e ? e->state == ENT_READY : bc->loading || bc->unlisted;
 	uint64_t seq = e ? e->seq : 0;
 	bool known = e != NULL;
-	if (!look)
+	if (!look && count_miss)
 		bc->c.misses++;
 	pthread_mutex_unlock(&bc->mu);
 	if (!look)
-		goto miss_counted;
+		goto missed;
 
 	uint64_t size = 0;
 	ssize_t n = bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
@@ -380,7 +382,8 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	bool bad = n == -EBADMSG || n == -EIO;
 	struct ent *gone = NULL;
 	pthread_mutex_lock(&bc->mu);
-	bc->c.misses++;
+	if (count_miss)
+		bc->c.misses++;
 	if (n == -EBADMSG)
 		bc->c.corrupt++;
 	e = map_find(bc, &h, blk);
@@ -412,9 +415,22 @@ ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		pthread_mutex_unlock(&bc->mu);
 		free(gone);
 	}
-miss_counted:
-	stats_inc(&bc->ctr.misses);
+missed:
+	if (count_miss)
+		stats_inc(&bc->ctr.misses);
 	return -ENOENT;
+}
+
+ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		    void *buf, size_t len, uint32_t boff)
+{
+	return read_block(bc, id, blk, buf, len, boff, true);
+}
+
+ssize_t bcache_try(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		   void *buf, size_t len, uint32_t boff)
+{
+	return read_block(bc, id, blk, buf, len, boff, false);
 }
 
 /* Is block blk of h ready in the map? *look: it is not in the map while

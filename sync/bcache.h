@@ -111,6 +111,11 @@ uint32_t bcache_block_size(const struct bcache *bc);
  * removed). Counts a hit or a miss. */
 ssize_t bcache_read(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		    void *buf, size_t len, uint32_t boff);
+/* As bcache_read, but a block that is not there, or fails its check,
+ * counts no miss (a bad one still counts as corrupt and is removed): for a
+ * caller that then looks again with bcache_read, which counts the miss. */
+ssize_t bcache_try(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
+		   void *buf, size_t len, uint32_t boff);
 /* Is block blk of id cached (no check, no counting)? */
 bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
 /* Ask the kernel to read block blk of id from the disk into its page

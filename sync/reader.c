@@ -745,8 +745,10 @@ static size_t read_cached(struct reader *r, char *buf, size_t len, uint64_t off,
 	while (done < len && (off + done) % r->bs == 0) {
 		uint64_t at = off + done;
 		size_t n = (size_t)min_sz(r->bs, r->size - at);   /* the whole block */
+		/* A block that fails here is looked for again (and counted
+		 * as a miss once) by the chunk path. */
 		if (len - done < n || !bcache_has(r->bc, &id, at / r->bs) ||
-		    bcache_read(r->bc, &id, at / r->bs, buf + done, n, 0) != (ssize_t)n)
+		    bcache_try(r->bc, &id, at / r->bs, buf + done, n, 0) != (ssize_t)n)
 			break;
 		done += n;
 	}

@@ -248,6 +248,10 @@ static void test_reader_direct(void)
 	CHECK(k1.corrupt == k0.corrupt + 1 && gets(&b) > g,
 	      "… it failed its check once (corrupt %llu) and was fetched again",
 	      (unsigned long long)k1.corrupt);
+	CHECK(k1.misses == k0.misses + 1 && k1.hits == k0.hits + 8,
+	      "… one miss (%llu), the 8 other blocks hits (%llu)",
+	      (unsigned long long)(k1.misses - k0.misses),
+	      (unsigned long long)(k1.hits - k0.hits));
 	free(d);
 	bed_free(&b);
 }
