@@ -12,7 +12,10 @@
 # (staging.syncs), FUSE lookups+getattrs, gateway CPU ms, and the ms from
 # the copy's start to its return against the ms the gateway spent in S3
 # requests (s3_latency_ms.total): the difference is what a file costs
-# beside its PUT (FUSE requests, cp's own reads, the gateway). One object of
+# beside its PUT (FUSE requests, cp's own reads, the gateway). The floor:
+# the same cp -r into fuse-sink, a FUSE server that keeps nothing, and
+# that floor plus the PUT, the bound of one copy stream through any FUSE
+# file system that publishes at close. One object of
 # each copy is compared with its source. Then the bound of one stream: 64
 # KiB PUTs one at a time through our S3 client alone, and on 10 threads.
 # Uses from bench_rw.sh: B, T, M, S3TOOL, AWS, REPEAT, rec/fig/summary/rate/
@@ -72,8 +75,24 @@ small_copy() {
 	esac
 }
 
+# The floor of any FUSE file system here: fuse-sink keeps nothing, and the
+# kernel sends it the requests it sends the gateway per file.
+SINK=$FACETFS_BUILD/tests/bench/fuse-sink
+HAVE_SINK=
+if [[ -x $SINK ]] && bench_peer_start sink "$T/sink" "$SINK" "$T/sink"; then
+	HAVE_SINK=1
+else
+	bench_say "no fuse-sink ($SINK): the floor is n/a"
+fi
+
 read -ra tools <<<"$TOOLS"
 for r in $(seq 1 "$REPEAT"); do
+	if [[ -n $HAVE_SINK ]]; then
+		t0=$(now_ns)
+		cp -r "$T/src1k" "$T/sink/p$r" || bench_die "cp -r into fuse-sink failed"
+		t1=$(now_ns)
+		rec small.sink.ms "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e6 / 1000 }')"
+	fi
 	loads=()
 	for i in "${!tools[@]}"; do
 		who=${tools[$(( (i + r - 1) % ${#tools[@]} ))]}
@@ -117,6 +136,7 @@ for r in $(seq 1 "$REPEAT"); do
 done
 bench_peer_stop s3fs
 bench_peer_stop rclone
+bench_peer_stop sink
 
 # The bound of one stream: 200 PUTs of 64 KiB one after another through our
 # own S3 client (s3tool batch: one connection, no mount), next to the same
@@ -161,6 +181,12 @@ done
 cat "$T/figs.small" >>"$T/figs"
 fig "facetfs power / aws (same pass)" small.power.vs_aws ">= 1x"
 fig "facetfs process / aws (same pass)" small.process.vs_aws ">= 1x"
+fig "  floor: cp -r into fuse-sink (FUSE only, nothing kept), ms per file" small.sink.ms ""
+# A gateway that publishes at close and costs nothing else: the floor plus
+# the PUT, its ms in S3 per file as the process-durability copy measured.
+fl=$(summary small.sink.ms | cut -d' ' -f1) put=$(summary small.process.s3ms | cut -d' ' -f1)
+bench_figure "  bound of one cp -r through FUSE with a PUT at each close: floor + PUT ms, files/s" \
+	"$(awk -v f="$fl" -v p="$put" 'BEGIN { if (f == "n/a" || p == "n/a") print "n/a"; else printf "%.2f + %.2f ms: %.0f", f, p, 1000 / (f + p) }')" ""
 fig "  bound: 64 KiB PUTs one at a time, our client alone, PUTs/s" small.put1 ""
 fig "  the same on 10 threads, PUTs/s" small.put10 ""
 gw_stop rwproc

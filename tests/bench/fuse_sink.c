@@ -1,0 +1,206 @@
+/*
+ * fuse_sink.c — what does a copy of many small files through FUSE cost
+ * here before any S3 request?
+ *
+ * A benchmark program (bench_rw.sh section "small"), not part of facetfs.
+ * It mounts a writable directory tree that keeps nothing: mkdir makes a
+ * directory (kept, so that cp can go on into it), create makes a file
+ * that is never found again, writes are counted and thrown away, flush
+ * waits FLUSH_US microseconds (0: none) and succeeds. The mount carries
+ * the gateway's options (default_permissions, libfuse's multi-threaded
+ * loop of at most 16 threads, 4 idle) and its timeouts (1 h for entries and attributes, negative entries
+ * cached), so the kernel sends the same requests per file as to the
+ * gateway (lookup, create, getxattr, write, flush, release, the directory's
+ * getattr): a `cp -r` into it is the floor of any FUSE file system here,
+ * and with FLUSH_US set to the gateway's mean PUT time, the bound of a
+ * gateway that publishes at close and does nothing else.
+ *
+ *   fuse-sink MOUNTPOINT [FLUSH_US]
+ *
+ * Runs in the foreground until unmounted (fusermount3 -u MOUNTPOINT).
+ * At most MAX_DIRS directories; mkdir beyond them fails with ENOSPC.
+ */
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_DIRS   4096
+#define NAME_MAX_  255
+#define TIMEOUT    3600.0
+#define FILE_BASE  ((fuse_ino_t)1 << 40)     /* files' inode numbers */
+
+struct dir {
+	fuse_ino_t parent;
+	char name[NAME_MAX_ + 1];
+};
+
+struct sink {
+	pthread_mutex_t lock;        /* guards dirs, n_dirs */
+	struct dir dirs[MAX_DIRS];   /* inode FUSE_ROOT_ID + 1 + i */
+	size_t n_dirs;
+	atomic_uint_fast64_t next_file;
+	unsigned flush_us;
+};
+
+static struct sink *sink_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void attr_of(fuse_ino_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = ino;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	if (ino < FILE_BASE) {
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | 0644;
+		st->st_nlink = 1;
+	}
+}
+
+static void reply_new(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e = { .ino = ino, .attr_timeout = TIMEOUT,
+				      .entry_timeout = TIMEOUT };
+	attr_of(ino, &e.attr);
+	if (fi)
+		fuse_reply_create(req, &e, fi);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct sink *s = sink_of(req);
+	fuse_ino_t ino = 0;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_dirs && !ino; i++)
+		if (s->dirs[i].parent == parent && strcmp(s->dirs[i].name, name) == 0)
+			ino = FUSE_ROOT_ID + 1 + i;
+	pthread_mutex_unlock(&s->lock);
+	if (ino) {
+		reply_new(req, ino, NULL);
+		return;
+	}
+	struct fuse_entry_param e = { .entry_timeout = TIMEOUT };   /* negative */
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct stat st;
+	attr_of(ino, &st);
+	fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)mode;
+	struct sink *s = sink_of(req);
+	if (strlen(name) > NAME_MAX_) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	fuse_ino_t ino = 0;
+	if (s->n_dirs < MAX_DIRS) {
+		struct dir *d = &s->dirs[s->n_dirs];
+		d->parent = parent;
+		snprintf(d->name, sizeof d->name, "%s", name);
+		ino = FUSE_ROOT_ID + 1 + s->n_dirs++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!ino)
+		fuse_reply_err(req, ENOSPC);
+	else
+		reply_new(req, ino, NULL);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode;
+	reply_new(req, FILE_BASE + atomic_fetch_add(&sink_of(req)->next_file, 1), fi);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	(void)ino, (void)buf, (void)off, (void)fi;
+	fuse_reply_write(req, size);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	(void)ino, (void)name, (void)size;
+	fuse_reply_err(req, ENODATA);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino, (void)fi;
+	unsigned us = sink_of(req)->flush_us;
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
+	while (us && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino, (void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.lookup = op_lookup, .getattr = op_getattr, .mkdir = op_mkdir,
+	.create = op_create, .write = op_write, .getxattr = op_getxattr,
+	.flush = op_flush, .release = op_release,
+};
+
+int main(int argc, char **argv)
+{
+	static struct sink s;        /* too big for the stack */
+	char *end = NULL;
+	unsigned long us = argc == 3 ? strtoul(argv[2], &end, 10) : 0;
+	if ((argc != 2 && argc != 3) || (end && (*end || end == argv[2])) || us > 10000000) {
+		fprintf(stderr, "usage: fuse-sink MOUNTPOINT [FLUSH_US]\n");
+		return 2;
+	}
+	pthread_mutex_init(&s.lock, NULL);
+	s.flush_us = (unsigned)us;
+	char *args_v[] = { "fuse-sink", "-o", "default_permissions", NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, args_v);
+	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, &s);
+	if (!se || fuse_session_mount(se, argv[1]) != 0) {
+		fprintf(stderr, "fuse-sink: cannot mount %s\n", argv[1]);
+		return 1;
+	}
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();   /* as the gateway's */
+	int rc = 1;
+	if (cfg) {
+		fuse_loop_cfg_set_max_threads(cfg, 16);
+		fuse_loop_cfg_set_idle_threads(cfg, 4);
+		rc = fuse_session_loop_mt(se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	}
+	fuse_session_unmount(se);
+	fuse_session_destroy(se);
+	return rc != 0;
+}
