@@ -282,7 +282,8 @@ hdr=$(( ${blk:+$(stat -c %s "$blk")} + 0 - (BLOCK_KIB << 10) ))
 ceil_up() {   # NAME ARGS...: a fuse-ceiling server at $T/ceil-NAME, read-ahead as the gateway's
 	local name=$1 dev
 	shift
-	bench_peer_start "ceil-$name" "$T/ceil-$name" "$CEIL" "$@" "$T/ceil-$name" || return 1
+	# (ready once mounted: section 1's peer_ready counts objects it has not)
+	BENCH_PEER_READY= bench_peer_start "ceil-$name" "$T/ceil-$name" "$CEIL" "$@" "$T/ceil-$name" || return 1
 	dev=$(awk -v p="$T/ceil-$name" '$5 == p { d = $3 } END { print d }' /proc/self/mountinfo)
 	echo 1024 >"/sys/class/bdi/$dev/read_ahead_kb" || bench_say "ceil-$name: read-ahead left at the default"
 }
