@@ -20,7 +20,7 @@
  * Runs in the foreground until unmounted (fusermount3 -u MOUNTPOINT).
  * At most MAX_DIRS directories; mkdir beyond them fails with ENOSPC.
  */
-#define FUSE_USE_VERSION 34
+#define FUSE_USE_VERSION 314     /* as the gateway: the 3.14 loop config */
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
@@ -146,10 +146,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, size);
 }
 
+/* The kernel asks security.capability before each write; the gateway
+ * answers "not supported" for that namespace. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	(void)ino, (void)name, (void)size;
-	fuse_reply_err(req, ENODATA);
+	fuse_reply_err(req, EOPNOTSUPP);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -190,6 +192,8 @@ int main(int argc, char **argv)
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, &s);
 	if (!se || fuse_session_mount(se, argv[1]) != 0) {
 		fprintf(stderr, "fuse-sink: cannot mount %s\n", argv[1]);
+		if (se)
+			fuse_session_destroy(se);
 		return 1;
 	}
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();   /* as the gateway's */
