@@ -411,7 +411,7 @@ int core_index_local(struct core *c, const struct obj_meta *o)
 	return core_index_made(c, o, NULL, NULL);
 }
 
-int core_index_seen(struct core *c, const struct obj_meta *o)
+int core_index_newer(struct core *c, const struct obj_meta *o)
 {
 	struct local_ctx l = { c, NULL, NULL };
 	int rc = index_apply_newer(c->d.ix, o, local_change, &l);

@@ -185,10 +185,10 @@ int  core_path_object(struct core *c, size_t view, const char *path, char *bucke
 int  core_index_local(struct core *c, const struct obj_meta *o);
 int  core_index_made(struct core *c, const struct obj_meta *o, const char *vname,
 		     const char *path);
-/* Apply a version this mount saw (a HEAD's answer), not one it wrote:
+/* Apply a version this mount saw (a HEAD's answer), not one it wrote,
  * only if provably newer than the record stored at that moment
  * (index_apply_newer: decided under the index's write lock). */
-int  core_index_seen(struct core *c, const struct obj_meta *o);
+int  core_index_newer(struct core *c, const struct obj_meta *o);
 
 /* The staged file of an inode (ref taken). A new open wants the one its
  * name shows (unlinked_too false); a descriptor's reads also the one whose

@@ -303,7 +303,7 @@ static void moved_index(void *ctx, const struct obj_meta *o)
 		cur.tags = NULL;
 		cur.n_tags = 0;
 		nr.flags = (o->flags | (cur.flags & OBJ_HAS_TAGS)) & ~(uint32_t)OBJ_DELETED;
-		rc = core_index_seen(c, &nr);
+		rc = core_index_newer(c, &nr);
 		if (rc < 0)
 			log_warn("index update for %s/%s after a changed version: %s",
 				 o->bucket, o->key, strerror(-rc));
