@@ -308,6 +308,10 @@ static int cmd_status(int argc, char **argv)
 	printf("latency   event->visible ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f\n",
 	       num(s, "visible_latency_ms", "count"), num(s, "visible_latency_ms", "p50"),
 	       num(s, "visible_latency_ms", "p99"), num(s, "visible_latency_ms", "max"));
+	printf("latency   S3 request ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f  total %.0f\n",
+	       num(s, "s3_latency_ms", "count"), num(s, "s3_latency_ms", "p50"),
+	       num(s, "s3_latency_ms", "p99"), num(s, "s3_latency_ms", "max"),
+	       num(s, "s3_latency_ms", "total"));
 	double hits = num(s, "cache", "hits"), misses = num(s, "cache", "misses");
 	printf("cache     used %.0f of %.0f bytes (staged %.0f)  blocks %.0f  hits %.0f  "
 	       "misses %.0f  hit ratio %s%.1f%s  evictions %.0f  corrupt %.0f\n",

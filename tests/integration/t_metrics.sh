@@ -52,6 +52,15 @@ inf=$(metric 'facetfs_visible_latency_seconds_bucket{le="+Inf"}')
 if [[ -n $vis ]] && ((vis >= 5)) && [[ $vis == "$inf" ]]; then ok "visible latency histogram: count $vis = +Inf bucket"; else not_ok "visible latency histogram" "count '$vis', +Inf '$inf'"; fi
 s3n=$(metric facetfs_s3_request_duration_seconds_count)
 if [[ -n $s3n ]] && ((s3n >= gets)); then ok "S3 request duration histogram counts every request ($s3n)"; else not_ok "S3 request duration histogram" "'$s3n'"; fi
+# The same latencies in .facetfs/stats (read after /metrics, so at least as
+# many), in milliseconds; the sum agrees with the histogram's seconds.
+s3c=$(stat .s3_latency_ms.count) s3t=$(stat .s3_latency_ms.total)
+s3sum=$(metric facetfs_s3_request_duration_seconds_sum)
+if awk -v c="$s3c" -v n="$s3n" -v t="$s3t" -v s="$s3sum" 'BEGIN { exit !(c >= n && n > 0 && t >= s * 1000 * 0.999 && t > 0) }'; then
+	ok "s3_latency_ms in .facetfs/stats: count $s3c >= $s3n, total $s3t ms >= the histogram's $s3sum s"
+else
+	not_ok "s3_latency_ms in .facetfs/stats" "count '$s3c' (metrics '$s3n'), total '$s3t' ms (metrics '$s3sum' s)"
+fi
 check "staging gauges present" grep -q '^facetfs_staging_max_bytes ' "$T/m1"
 blocks=$(metric facetfs_cache_blocks)
 if [[ -n $blocks ]] && ((blocks >= 1)); then ok "burst buffer gauges: blocks cached by the reads ($blocks)"; else not_ok "burst buffer gauges" "'$blocks'"; fi
