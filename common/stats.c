@@ -277,9 +277,9 @@ static void write_lag(struct stats *st, cJSON *root, struct stats_writer *w)
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* name: { count, p50, p99, max[, total] } of l (total: the sum, ms). */
+/* name: { count, p50, p99, max, total } of l (total: the sum, ms). */
 static void write_latency(struct stats *st, cJSON *root, struct stats_writer *w,
-			  const char *name, const struct stats_lat *l, bool total)
+			  const char *name, const struct stats_lat *l)
 {
 	w->obj = cJSON_AddObjectToObject(root, name);
 	if (!w->obj) {
@@ -293,8 +293,7 @@ static void write_latency(struct stats *st, cJSON *root, struct stats_writer *w,
 	stats_write_num(w, "p50", lat_pct(&copy, 50));
 	stats_write_num(w, "p99", lat_pct(&copy, 99));
 	stats_write_num(w, "max", copy.max_ms);
-	if (total)
-		stats_write_num(w, "total", copy.sum_ms);
+	stats_write_num(w, "total", copy.sum_ms);
 }
 
 char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
@@ -308,9 +307,9 @@ char *stats_to_json(struct stats *st, const char *section, stats_section_fn fn,
 	if (!w.oom)
 		write_lag(st, root, &w);
 	if (!w.oom)
-		write_latency(st, root, &w, "visible_latency_ms", &st->visible, false);
+		write_latency(st, root, &w, "visible_latency_ms", &st->visible);
 	if (!w.oom)
-		write_latency(st, root, &w, "s3_latency_ms", &st->s3, true);
+		write_latency(st, root, &w, "s3_latency_ms", &st->s3);
 	if (!w.oom && section && fn) {
 		stats_write_section(&w, section);
 		if (!w.oom)

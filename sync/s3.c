@@ -842,7 +842,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		r->stall_s = s->stall_s;
 	struct timespec t_begin;     /* the latency's start, to the µs */
 	clock_gettime(CLOCK_MONOTONIC, &t_begin);
-	int64_t t0 = s3_now_ms();
+	int64_t t0 = (int64_t)t_begin.tv_sec * 1000 + t_begin.tv_nsec / 1000000;
 	uint64_t rng = (uint64_t)t0 * 0x9E3779B97F4A7C15ull ^ (uintptr_t)r;
 	int err = 0, attempt;
 	bool refreshed = false;

@@ -61,6 +61,8 @@ if awk -v c="$s3c" -v n="$s3n" -v t="$s3t" -v s="$s3sum" 'BEGIN { exit !(c >= n 
 else
 	not_ok "s3_latency_ms in .facetfs/stats" "count '$s3c' (metrics '$s3n'), total '$s3t' ms (metrics '$s3sum' s)"
 fi
+check "facetfs status prints the S3 request latencies" \
+	grep -q '^latency   S3 request ms: count [1-9]' <("$FACETFS" status "$M")
 check "staging gauges present" grep -q '^facetfs_staging_max_bytes ' "$T/m1"
 blocks=$(metric facetfs_cache_blocks)
 if [[ -n $blocks ]] && ((blocks >= 1)); then ok "burst buffer gauges: blocks cached by the reads ($blocks)"; else not_ok "burst buffer gauges" "'$blocks'"; fi
