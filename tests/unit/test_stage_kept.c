@@ -85,15 +85,17 @@ static void test_abandoned(void)
 	stage_case_end(st, &fk, dir);
 }
 
-/* A file whose commit failed, released, v1; kept for the next start. */
-static void kept_v1(struct stage *st, struct store *fk, const char *key)
+/* A file of key with bytes whose commit failed, released: kept for the
+ * next start. */
+static void commit_fails(struct stage *st, struct store *fk, const char *key,
+			 const char *bytes)
 {
 	struct stage_file *f;
 	stage_file_new(st, "b", key, NULL, 0, NULL, &f);
-	stage_file_pwrite(f, "v1", 2, 0);
+	stage_file_pwrite(f, bytes, strlen(bytes), 0);
 	puts_fail(fk, 1, -EIO);
 	if (stage_file_commit(f, NULL) != -EIO)
-		printf("# kept_v1: the commit did not fail\n");
+		printf("# commit_fails: the commit of %s did not fail\n", key);
 	stage_file_release(f);
 }
 
@@ -106,15 +108,15 @@ static void test_kept(void)
 	store_init(&fk, 0);
 	char *dir = unit_tmpdir("stage-kept");
 	struct stage *st = open_stage(dir, 8 << 20, &fk);
-	kept_v1(st, &fk, "newer");
+	commit_fails(st, &fk, "newer", "v1");
 	struct stage_file *g;
 	stage_file_new(st, "b", "newer", NULL, 0, NULL, &g);
 	stage_file_pwrite(g, "v2", 2, 0);
 	CHECK(stage_file_commit(g, NULL) == 0, "kept: a newer version of the key committed");
 	stage_file_release(g);
-	kept_v1(st, &fk, "deleted");
+	commit_fails(st, &fk, "deleted", "v1");
 	stage_key_replaced(st, "b", "deleted");
-	kept_v1(st, &fk, "alone");
+	commit_fails(st, &fk, "alone", "v1");
 	stage_close(st);
 	st = open_stage(dir, 8 << 20, &fk);
 	struct stage_recovery_report r;
@@ -138,12 +140,8 @@ static void test_kept(void)
 	stage_file_commit(h, NULL);
 	stage_key_replaced(st, "b", "openk");
 	stage_file_release(h);
-	kept_v1(st, &fk, "twice");
-	stage_file_new(st, "b", "twice", NULL, 0, NULL, &h);
-	stage_file_pwrite(h, "v2", 2, 0);
-	puts_fail(&fk, 1, -EIO);
-	stage_file_commit(h, NULL);
-	stage_file_release(h);
+	commit_fails(st, &fk, "twice", "v1");
+	commit_fails(st, &fk, "twice", "v2");
 	stage_close(st);
 	st = open_stage(dir, 8 << 20, &fk);
 	CHECK(stage_recover(st, &r) == 0 && r.reuploaded == 1 && r.recovered == 2,
@@ -153,7 +151,7 @@ static void test_kept(void)
 	CHECK(s3_has(&fk, "twice", "v2"), "kept: of two failed commits the later one is in S3");
 	/* One a start could not upload (S3 down) waits again, and a newer
 	 * version written during that run stops it too. */
-	kept_v1(st, &fk, "again");
+	commit_fails(st, &fk, "again", "v1");
 	stage_close(st);
 	st = open_stage(dir, 8 << 20, &fk);
 	puts_fail(&fk, 1, -EIO);
@@ -226,8 +224,8 @@ struct committer {
 static void *commit_key(void *arg)
 {
 	struct committer *c = arg;
-	for (int i = 0; c->puts0 >= 0 && i < 500 && puts_tried(c->fk) == c->puts0; i++)
-		usleep(10000);
+	if (c->puts0 >= 0)
+		puts_wait_past(c->fk, c->puts0);
 	struct stage_file *g;
 	stage_file_new(c->st, "b", c->key, NULL, 0, NULL, &g);
 	stage_file_pwrite(g, c->bytes, strlen(c->bytes), 0);
@@ -248,15 +246,14 @@ static void test_kept_crash(void)
 
 	/* A crash while a later commit of the key uploads: both journals say
 	 * "commit"; only the later may go up. */
-	kept_v1(st, &fk, "crashk");
+	commit_fails(st, &fk, "crashk", "v1");
 	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
 		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1500 });
 	int puts0 = puts_tried(&fk);
 	struct committer l = { st, &fk, "crashk", "v2", -1, -1 };
 	pthread_t th;
 	pthread_create(&th, NULL, commit_key, &l);
-	for (int i = 0; i < 500 && puts_tried(&fk) == puts0; i++)
-		usleep(10000);           /* until the later PUT is in flight */
+	puts_wait_past(&fk, puts0);      /* the later PUT is in flight */
 	char *img = crash_image(dir);
 	pthread_join(th, NULL);
 	s3_fault_clear(fk.s3);
@@ -315,8 +312,7 @@ struct replacer {
 static void *replace_later(void *arg)
 {
 	struct replacer *x = arg;
-	for (int i = 0; i < 500 && puts_tried(x->fk) == x->puts0; i++)
-		usleep(10000);
+	puts_wait_past(x->fk, x->puts0);
 	stage_key_replaced(x->st, "b", x->key);
 	return NULL;
 }
@@ -407,7 +403,7 @@ static void test_stream_failed(void)
 	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = dir,
 			.max_bytes = 64 << 20, .stream_threads = 2,
 			.up = { .part_size = 1 << 20, .threads = 2 } }, &fk);
-	kept_v1(st, &fk, "sk");
+	commit_fails(st, &fk, "sk", "v1");
 	size_t size = (3 << 20) + 7;
 	char *obj = malloc(size);
 	memset(obj, 's', size);

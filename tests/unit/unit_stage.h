@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct store {
 	struct s3 *fake;             /* the objects, read by the checks */
@@ -69,6 +70,14 @@ static inline void stage_case_end(struct stage *st, struct store *t, char *dir)
 static inline int puts_tried(struct store *t)
 {
 	return (int)s3_fault_seen(t->s3, S3K_PUT);
+}
+
+/* Wait (up to 5 s) until more than puts0 PUTs were tried: one of them is
+ * in flight (slowed by a delay rule) or done. */
+static inline void puts_wait_past(struct store *t, int puts0)
+{
+	for (int i = 0; i < 500 && puts_tried(t) == puts0; i++)
+		usleep(10000);
 }
 
 /* Fail the next n PUTs with err. */
