@@ -25,6 +25,8 @@
 small_listed() { "$S3TOOL" list "$B" "$1" | grep -c '/f[0-9][0-9][0-9][0-9]$'; }
 small_all_listed() { [[ $(small_listed "$1") == 1000 ]]; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# ms per file of the 1,000 between two now_ns readings.
+ms_per_file() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e6 / 1000 }'; }
 
 echo
 bench_say "4. many small files: 1,000 x 64 KiB, one cp -r, each durability setting, aws, s3fs, rclone"
@@ -91,7 +93,7 @@ for r in $(seq 1 "$REPEAT"); do
 		t0=$(now_ns)
 		if cp -r "$T/src1k" "$T/sink/p$r"; then
 			t1=$(now_ns)
-			rec small.sink.ms "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e6 / 1000 }')"
+			rec small.sink.ms "$(ms_per_file "$t0" "$t1")"
 		else
 			bench_say "pass $r: cp -r into fuse-sink failed: no floor this pass"
 		fi
@@ -125,7 +127,7 @@ for r in $(seq 1 "$REPEAT"); do
 			rec "small.$who.fuse" "$(div $((b[1] - a[1])) 1000)"
 			# Where a file's time goes: in S3 requests (the PUT), and
 			# the rest (FUSE requests, cp's own I/O, the gateway's work).
-			rec "small.$who.ms" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e6 / 1000 }')"
+			rec "small.$who.ms" "$(ms_per_file "$t0" "$t1")"
 			rec "small.$who.s3ms" "$(awk -v a="${a[2]}" -v b="$s3t" 'BEGIN { printf "%.2f", (b - a) / 1000 }')"
 			rec "small.$who.cpu" "$(awk -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t * 1000 / hz / 1000 }')"
 		fi

@@ -5,17 +5,16 @@
  * A benchmark program (bench_rw.sh section "small"), not part of facetfs.
  * It mounts a writable directory tree that keeps nothing: mkdir makes a
  * directory (kept, so that cp can go on into it), create makes a file
- * that is never found again, writes are counted and thrown away, flush
- * waits FLUSH_US microseconds (0: none) and succeeds. The mount carries
- * the gateway's options (default_permissions, libfuse's multi-threaded
- * loop of at most 16 threads, 4 idle) and its timeouts (1 h for entries and attributes, negative entries
- * cached), so the kernel sends the same requests per file as to the
- * gateway (lookup, create, getxattr, write, flush, release, the directory's
- * getattr): a `cp -r` into it is the floor of any FUSE file system here,
- * and with FLUSH_US set to the gateway's mean PUT time, the bound of a
- * gateway that publishes at close and does nothing else.
+ * that is never found again, writes are thrown away, flush succeeds. The
+ * mount carries the gateway's options (default_permissions, libfuse's
+ * multi-threaded loop of at most 16 threads, 4 idle) and its timeouts
+ * (1 h for entries and attributes, negative entries cached), so that the
+ * kernel sends it the requests it sends the gateway per file (lookup,
+ * create, getxattr, write, flush, release, the directory's getattr): a
+ * `cp -r` into it is the floor of any FUSE file system here. It prints
+ * the requests it answered, by kind, when unmounted.
  *
- *   fuse-sink MOUNTPOINT [FLUSH_US]
+ *   fuse-sink MOUNTPOINT
  *
  * Runs in the foreground until unmounted (fusermount3 -u MOUNTPOINT).
  * At most MAX_DIRS directories; mkdir beyond them fails with ENOSPC.
@@ -24,6 +23,7 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,17 +32,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_DIRS   4096
-#define NAME_MAX_  255
 #define TIMEOUT    3600.0
 #define FILE_BASE  ((fuse_ino_t)1 << 40)     /* files' inode numbers */
 
 struct dir {
 	fuse_ino_t parent;
-	char name[NAME_MAX_ + 1];
+	char name[NAME_MAX + 1];
+};
+
+/* The requests counted, printed at the unmount. */
+enum { R_LOOKUP, R_GETATTR, R_MKDIR, R_CREATE, R_WRITE, R_GETXATTR, R_FLUSH,
+       R_RELEASE, R_N };
+static const char *const req_names[R_N] = {
+	"lookup", "getattr", "mkdir", "create", "write", "getxattr", "flush", "release",
 };
 
 struct sink {
@@ -50,12 +55,15 @@ struct sink {
 	struct dir dirs[MAX_DIRS];   /* inode FUSE_ROOT_ID + 1 + i */
 	size_t n_dirs;
 	atomic_uint_fast64_t next_file;
-	unsigned flush_us;
+	atomic_uint_fast64_t reqs[R_N];
 };
 
-static struct sink *sink_of(fuse_req_t req)
+/* The sink, the request of kind r counted. */
+static struct sink *sink_of(fuse_req_t req, int r)
 {
-	return fuse_req_userdata(req);
+	struct sink *s = fuse_req_userdata(req);
+	atomic_fetch_add(&s->reqs[r], 1);
+	return s;
 }
 
 static void attr_of(fuse_ino_t ino, struct stat *st)
@@ -86,7 +94,7 @@ static void reply_new(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct sink *s = sink_of(req);
+	struct sink *s = sink_of(req, R_LOOKUP);
 	fuse_ino_t ino = 0;
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n_dirs && !ino; i++)
@@ -104,6 +112,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
+	sink_of(req, R_GETATTR);
 	struct stat st;
 	attr_of(ino, &st);
 	fuse_reply_attr(req, &st, TIMEOUT);
@@ -112,8 +121,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	(void)mode;
-	struct sink *s = sink_of(req);
-	if (strlen(name) > NAME_MAX_) {
+	struct sink *s = sink_of(req, R_MKDIR);
+	if (strlen(name) > NAME_MAX) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
@@ -136,13 +145,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
 	(void)parent, (void)name, (void)mode;
-	reply_new(req, FILE_BASE + atomic_fetch_add(&sink_of(req)->next_file, 1), fi);
+	reply_new(req, FILE_BASE + atomic_fetch_add(&sink_of(req, R_CREATE)->next_file, 1), fi);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		     off_t off, struct fuse_file_info *fi)
 {
 	(void)ino, (void)buf, (void)off, (void)fi;
+	sink_of(req, R_WRITE);
 	fuse_reply_write(req, size);
 }
 
@@ -151,22 +161,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	(void)ino, (void)name, (void)size;
+	sink_of(req, R_GETXATTR);
 	fuse_reply_err(req, EOPNOTSUPP);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino, (void)fi;
-	unsigned us = sink_of(req)->flush_us;
-	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
-	while (us && nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	sink_of(req, R_FLUSH);
 	fuse_reply_err(req, 0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino, (void)fi;
+	sink_of(req, R_RELEASE);
 	fuse_reply_err(req, 0);
 }
 
@@ -179,14 +188,11 @@ static const struct fuse_lowlevel_ops ops = {
 int main(int argc, char **argv)
 {
 	static struct sink s;        /* too big for the stack */
-	char *end = NULL;
-	unsigned long us = argc == 3 ? strtoul(argv[2], &end, 10) : 0;
-	if ((argc != 2 && argc != 3) || (end && (*end || end == argv[2])) || us > 10000000) {
-		fprintf(stderr, "usage: fuse-sink MOUNTPOINT [FLUSH_US]\n");
+	if (argc != 2) {
+		fprintf(stderr, "usage: fuse-sink MOUNTPOINT\n");
 		return 2;
 	}
 	pthread_mutex_init(&s.lock, NULL);
-	s.flush_us = (unsigned)us;
 	char *args_v[] = { "fuse-sink", "-o", "default_permissions", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, args_v);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, &s);
@@ -206,5 +212,9 @@ int main(int argc, char **argv)
 	}
 	fuse_session_unmount(se);
 	fuse_session_destroy(se);
+	fprintf(stderr, "fuse-sink: requests:");
+	for (int r = 0; r < R_N; r++)
+		fprintf(stderr, " %s %llu", req_names[r], (unsigned long long)s.reqs[r]);
+	fprintf(stderr, "\n");
 	return rc != 0;
 }
