@@ -247,8 +247,7 @@ static void test_kept_crash(void)
 	/* A crash while a later commit of the key uploads: both journals say
 	 * "commit"; only the later may go up. */
 	commit_fails(st, &fk, "crashk", "v1");
-	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
-		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1500 });
+	puts_delay(&fk, 1500);
 	int puts0 = puts_tried(&fk);
 	struct committer l = { st, &fk, "crashk", "v2", -1, -1 };
 	pthread_t th;
@@ -335,8 +334,7 @@ static void kept_replaced_case(bool retry_fails)
 	puts_fail(&fk, 1, -EIO);
 	int rc1 = stage_file_commit(h, NULL);
 	stage_file_pwrite(h, "v2", 2, 0);
-	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
-		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
+	puts_delay(&fk, 1000);
 	if (retry_fails)
 		puts_fail(&fk, 1, -EIO);
 	struct replacer x = { st, &fk, "dur", puts_tried(&fk) };
@@ -371,9 +369,8 @@ static void test_first_commit_overtaken(void)
 	struct stage_file *h;
 	stage_file_new(st, "b", "first", NULL, 0, NULL, &h);
 	stage_file_pwrite(h, "h1", 2, 0);
-	s3_fault_add(fk.s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
-		     .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = 1000 });
-	s3_fault_fail(fk.s3, S3K_PUT, 1, 1, -EIO);
+	puts_delay(&fk, 1000);
+	puts_fail(&fk, 1, -EIO);
 	struct committer c = { st, &fk, "first", "g2", puts_tried(&fk), -1 };
 	pthread_t th;
 	pthread_create(&th, NULL, commit_key, &c);

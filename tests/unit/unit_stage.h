@@ -80,6 +80,14 @@ static inline void puts_wait_past(struct store *t, int puts0)
 		usleep(10000);
 }
 
+/* Hold the next PUT for ms milliseconds before it is sent. */
+static inline void puts_delay(struct store *t, unsigned ms)
+{
+	if (s3_fault_add(t->s3, &(struct s3_fault_rule){ .kind = S3K_PUT,
+			 .type = S3F_DELAY, .first = 1, .times = 1, .delay_ms = ms }))
+		exit(2);
+}
+
 /* Fail the next n PUTs with err. */
 static inline void puts_fail(struct store *t, unsigned n, int err)
 {
