@@ -1,18 +1,22 @@
 /*
- * stage.c — staged files: writes, reads, the byte budget and the commit
- * (upload whole). Journal I/O and crash recovery are in stage_journal.c.
+ * stage.c — the stage and its staged files: open and close, writes,
+ * reads, metadata, rename, the commit (upload whole, or the stream's
+ * end) and the release. The top of the stage's chain (stage_int.h).
  *
  * State of one file (f->lock): `dirty` says the next commit uploads;
  * `uploading` says a commit owns the file: writers (pwrite, truncate,
  * set_meta, rename) wait on f->cond until it clears, so the bytes, size and
  * metadata cannot change during an upload and the fields may be read
- * without the lock by the owner. `n_active` counts pwrites running outside
- * the lock; a commit (and a truncate) waits for it to reach 0.
- * Transitions: stage_file_new -> dirty; stage_file_fill -> clean;
- * a write -> dirty (journal "dirty" first); stage_file_commit -> journal
- * "commit", upload, then clean and journal removed, or dirty on failure.
- * The streamed upload of a file (f->sm) is fed after each write and
- * finished or given up by the commit: stage_stream.c.
+ * without the lock by the owner. `n_active` counts operations running with
+ * the lock dropped (a pwrite's data, a journal being written); a commit
+ * (and a truncate) waits for it to reach 0. `size` and `dirty` are atomic,
+ * so a stat or a read never takes f->lock. A journal is written by its
+ * owner (`jbusy`, stage_jnl_own) with f->lock dropped: no lock a stat,
+ * read or write waits for is held across its write and syncs.
+ * The transitions of a file's journal, and the function making each, are
+ * in docs/design.md ("A staged file's life"). The streamed upload of a
+ * file (f->sm) is fed after each write and finished or given up by the
+ * commit: stage_stream.c.
  */
 #include "sync/stage_int.h"
 
@@ -28,155 +32,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/file.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
 
 #define FILL_CHUNK (8u << 20)
 
 /* ---- the stage -------------------------------------------------------- */
-
-static int charge(struct stage *st, uint64_t n)
-{
-	int err = 0;
-	pthread_mutex_lock(&st->lock);
-	if (st->used > st->max_bytes || n > st->max_bytes - st->used) {
-		/* (used may be past max: a smaller budget at a start that
-		 * found more staged; then nothing fits) */
-		st->cnt.enospc++;
-		err = -ENOSPC;
-	} else {
-		st->used += n;
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (err == 0 && n && st->grew)
-		st->grew(st->grew_ctx);
-	return err;
-}
-
-void stage_uncharge(struct stage *st, uint64_t n)
-{
-	pthread_mutex_lock(&st->lock);
-	assert(st->used >= n);
-	st->used -= n;
-	pthread_mutex_unlock(&st->lock);
-}
-
-static void count_efbig(struct stage *st)
-{
-	pthread_mutex_lock(&st->lock);
-	st->cnt.efbig++;
-	pthread_mutex_unlock(&st->lock);
-}
-
-int stage_dir_open(struct stage *st, DIR **out)
-{
-	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	*out = dfd >= 0 ? fdopendir(dfd) : NULL;
-	if (*out)
-		return 0;
-	int err = -errno;
-	if (dfd >= 0)
-		close(dfd);
-	return err;
-}
-
-/* Charges what is already staged and finds the next free id. */
-static int stage_scan(struct stage *st)
-{
-	DIR *d;
-	int err = stage_dir_open(st, &d);
-	if (err)
-		return err;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char *end;
-		uint64_t id = strtoull(de->d_name, &end, 16);
-		if (end != de->d_name + 16)
-			continue;
-		if (id >= st->next_id)
-			st->next_id = id + 1;
-		struct stat sb;
-		if (strcmp(end, ".data") == 0 &&
-		    fstatat(st->dir_fd, de->d_name, &sb, 0) == 0)
-			st->used += (uint64_t)sb.st_size;
-		char dn[32];
-		if (strcmp(end, ".jnl") == 0) {
-			st->cnt.pending_files++;
-			stage_name(id, ".data", dn);
-			if (fstatat(st->dir_fd, dn, &sb, 0) == 0)
-				st->pending_bytes += (uint64_t)sb.st_size;
-		}
-	}
-	closedir(d);
-	return 0;
-}
-
-/* mkdir -p path, then open it. */
-static int open_dir(const char *path, int *fd)
-{
-	int err = file_mkdir_p(path, 0700);
-	if (err)
-		return err;
-	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return *fd < 0 ? -errno : 0;
-}
-
-int stage_dir_renew(struct stage *st)
-{
-	pthread_mutex_lock(&st->renew_lock);
-	struct stat sb;
-	int err = 0, dfd = -1, rfd = -1;
-	if (fstat(st->dir_fd, &sb) == 0 && sb.st_nlink > 0)
-		goto out;                    /* there (renewed meanwhile) */
-	if (st->n_renewed == STAGE_RENEW_MAX) {
-		err = -ENOENT;
-		goto out;
-	}
-	err = open_dir(st->dir, &dfd);
-	if (!err)
-		err = open_dir(st->rec_dir, &rfd);
-	if (err) {
-		if (dfd >= 0)
-			close(dfd);
-		log_error("stage: %s was removed while in use and cannot be made "
-			  "again: %s", st->dir, strerror(-err));
-		goto out;
-	}
-	st->retired[2 * st->n_renewed] = atomic_exchange(&st->dir_fd, dfd);
-	st->retired[2 * st->n_renewed + 1] = atomic_exchange(&st->rec_fd, rfd);
-	st->n_renewed++;
-	/* Files released with uncommitted data went with the directory. */
-	pthread_mutex_lock(&st->lock);
-	uint64_t lost = st->pending_bytes < st->used ? st->pending_bytes : st->used;
-	uint64_t lost_files = st->cnt.pending_files;
-	st->used -= lost;
-	st->pending_bytes = 0;
-	st->cnt.pending_files = 0;
-	pthread_mutex_unlock(&st->lock);
-	if (lost_files)
-		log_error("stage: %" PRIu64 " staged files released with uncommitted "
-			  "data (%" PRIu64 " bytes) went with the removed %s", lost_files,
-			  lost, st->dir);
-	log_warn("stage: %s was removed while in use: made again; files open at "
-		 "that moment keep their data in their descriptors only (their "
-		 "commits still upload it; a crash before would lose it)", st->dir);
-	if (stage_durability_open(st) != 0)
-		log_warn("stage: cannot write the durability file in %s", st->dir);
-	if (st->renewed)
-		st->renewed(st->grew_ctx);
-out:
-	pthread_mutex_unlock(&st->renew_lock);
-	return err;
-}
-
-int stage_create_at(struct stage *st, const char *name, int flags)
-{
-	int fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0)
-		fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
-	return fd < 0 ? -errno : fd;
-}
 
 int stage_open(const struct stage_conf *conf, struct stage **out)
 {
@@ -209,16 +71,7 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 		st->rec_dir = NULL;
 		goto fail;
 	}
-	int dfd = -1, rfd = -1;
-	err = open_dir(st->dir, &dfd);
-	st->dir_fd = dfd;
-	if (!err)
-		err = open_dir(st->rec_dir, &rfd);
-	st->rec_fd = rfd;
-	if (!err)
-		err = stage_scan(st);
-	if (!err)
-		err = stage_durability_open(st);
+	err = stage_dir_setup(st);
 	if (err) {
 		log_error("stage: cannot open staging directory %s: %s", conf->dir,
 			  strerror(-err));
@@ -243,13 +96,7 @@ void stage_close(struct stage *st)
 	stage_kept_free_all(st);
 	pthread_mutex_destroy(&st->pool.lock);
 	pthread_cond_destroy(&st->pool.cond);
-	if (st->dir_fd >= 0)
-		close(st->dir_fd);
-	if (st->rec_fd >= 0)
-		close(st->rec_fd);
-	for (unsigned i = 0; i < 2 * st->n_renewed; i++)
-		if (st->retired[i] >= 0)
-			close(st->retired[i]);
+	stage_dir_close(st);
 	pthread_mutex_destroy(&st->renew_lock);
 	pthread_mutex_destroy(&st->kept_io);
 	pthread_mutex_destroy(&st->lock);
@@ -265,14 +112,14 @@ const char *stage_recovered_dir(const struct stage *st)
 
 void stage_counters_get(struct stage *st, struct stage_counters *out)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	*out = st->cnt;
 	out->used_bytes = st->used;
 	out->max_bytes = st->max_bytes;
 	out->open_files = 0;
 	for (struct stage_file *f = st->open; f; f = f->next)
 		out->open_files++;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 /* ---- one staged file -------------------------------------------------- */
@@ -315,10 +162,10 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	if (err)
 		goto fail;
 	f->dirty = true;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	f->id = st->next_id++;
 	st->files_made = true;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	char name[32];
 	stage_name(f->id, ".data", name);
 	f->fd = stage_create_at(st, name, O_RDWR | O_EXCL);
@@ -328,12 +175,12 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 			  bucket, key, strerror(-err));
 		goto fail;
 	}
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	f->next = st->open;
 	if (st->open)
 		st->open->prev = f;
 	st->open = f;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	*out = f;
 	return 0;
 fail:
@@ -363,15 +210,16 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 	struct stage *st = f->st;
 	assert(f->size == 0 && !f->uploading && f->js == STAGE_JS_NONE);
 	if (size > st->max_object) {
-		count_efbig(st);
+		stage_count_efbig(st);
 		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
 			  "-byte single-PUT limit: cannot be written", f->bucket,
 			  f->key, size, st->max_object);
 		return -EFBIG;
 	}
-	int err = charge(st, size);
+	int err = stage_charge(st, size);
 	if (err)
 		return err;
+	stage_grown(st);
 	size_t chunk = size < FILL_CHUNK ? (size_t)size : FILL_CHUNK;
 	char *buf = size ? malloc(chunk) : NULL;
 	if (size && !buf)
@@ -398,61 +246,96 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 		stage_uncharge(st, size);
 		return err;
 	}
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	f->size = size;
 	f->dirty = false;
 	snprintf(f->etag, sizeof f->etag, "%s", etag ? etag : "");
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	return 0;
 }
 
 void stage_file_oneshot(struct stage_file *f)
 {
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	f->oneshot = true;
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 }
 
-/* Whether f is still one-shot: under one part (one PUT, no stream, so no
- * upload id to journal). f->lock held. */
-static bool oneshot_locked(struct stage_file *f)
+/* Whether f is still one-shot once it holds end bytes (or its size, if
+ * larger): under one part (one PUT, no stream, so no upload id to
+ * journal). f->lock held. */
+static bool oneshot_locked(struct stage_file *f, uint64_t end)
 {
-	if (f->oneshot && f->size >= upload_part_size(&f->st->up, f->size))
+	uint64_t size = f->size > end ? f->size : end;
+	if (f->oneshot && size >= upload_part_size(&f->st->up, size))
 		f->oneshot = false;
 	return f->oneshot;
 }
 
-/* Journal the file as "dirty" unless it already is (force: rewrite it, the
- * metadata or name changed), or it is one-shot. f->lock held. */
-static int mark_dirty_locked(struct stage_file *f, bool force)
+/* What an operation changing f journals before it changes it. */
+enum op_journal {
+	OP_NO_JOURNAL,    /* nothing (the commit that follows journals it) */
+	OP_DIRTY,         /* "dirty", unless it already is */
+	OP_REWRITE,       /* "dirty" again: the metadata or name changed */
+};
+
+/* Whether the operation (making f end bytes long, 0: no size change)
+ * must write the journal now: never for a one-shot file. f->lock held. */
+static bool journal_wanted(struct stage_file *f, enum op_journal how, uint64_t end)
 {
-	if (oneshot_locked(f)) {
-		f->dirty = true;
-		return 0;
-	}
-	if (f->js != STAGE_JS_DIRTY || force) {
-		struct stage_jnl j = {
-			.state = STAGE_JS_DIRTY, .size = f->size,
-			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-			.meta = f->meta, .n_meta = f->n_meta,
-			.upload_id = f->sm.id, .upload_bucket = f->sm.bucket,
-			.upload_key = f->sm.key, .intent = f->intent,
-		};
-		int err = stage_jnl_write(f->st, f->id, &j, f->js != STAGE_JS_NONE);
-		if (err)
-			return err;
-		f->js = STAGE_JS_DIRTY;
-	}
-	f->dirty = true;
-	return 0;
+	if (how == OP_NO_JOURNAL || oneshot_locked(f, end))
+		return false;
+	return how == OP_REWRITE || f->js != STAGE_JS_DIRTY;
 }
 
-/* Lock f and wait until no commit owns it (and, if idle, no pwrite runs). */
-static void writer_lock(struct stage_file *f, bool idle)
+/* Lock f and wait until no commit owns it, and (idle) no pwrite runs, and
+ * the operation (making f end bytes long; 0: no size change) can own the
+ * journal if it needs to write it;
+ * then count the operation in n_active (a commit waits for it) and, when
+ * it must journal "dirty", make it the journal's owner. Returns whether it
+ * owns the journal (the caller then calls journal_dirty and op_end). */
+static bool op_begin(struct stage_file *f, bool idle, enum op_journal how,
+		     uint64_t end)
 {
-	pthread_mutex_lock(&f->lock);
-	while (f->uploading || (idle && f->n_active))
+	mod_lock(&f->lock);
+	for (;;) {
+		bool want = journal_wanted(f, how, end);
+		if (!f->uploading && !(idle && f->n_active) && !(want && f->jbusy)) {
+			if (want)
+				f->jbusy = true;
+			f->n_active++;
+			return want;
+		}
 		pthread_cond_wait(&f->cond, &f->lock);
+	}
+}
+
+/* The operation began by op_begin ends (f->lock held, and dropped here):
+ * its journal ownership, if any, and its count go. wrote: it wrote bytes;
+ * once no operation runs, the stream is fed those (only after writes, as
+ * a stream's parts are bytes written, not renames or metadata). */
+static void op_end(struct stage_file *f, bool owned, bool wrote)
+{
+	if (owned)
+		stage_jnl_disown(f);
+	f->unfed |= wrote;
+	if (--f->n_active == 0) {
+		pthread_cond_broadcast(&f->cond);
+		if (f->unfed) {
+			f->unfed = false;
+			stage_stream_feed(f);    /* every byte below f->size is written */
+		}
+	}
+	mod_unlock(&f->lock);
+}
+
+/* Journal f "dirty" as it stands now (its owner: op_begin said so): the
+ * text is made under f->lock, written and synced with it dropped
+ * (stage_jnl_put_file). Stat, read and other writes of f do not wait for
+ * that I/O; a write that needs the journal too waits for its owner. */
+static int journal_dirty(struct stage_file *f)
+{
+	return stage_jnl_file(f, STAGE_JS_DIRTY, f->size, true, NULL);
 }
 
 ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
@@ -463,33 +346,36 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 		return 0;
 	if (len > (size_t)SSIZE_MAX || off > st->max_object ||
 	    len > st->max_object - off) {
-		count_efbig(st);
+		stage_count_efbig(st);
 		return -EFBIG;
 	}
 	uint64_t end = off + len;
-	writer_lock(f, false);
-	uint64_t old = f->size;
-	int err = end > old ? charge(st, end - old) : 0;
-	if (!err && end > old)
-		f->size = end;
-	if (!err) {
-		err = mark_dirty_locked(f, false);
-		if (err && end > old) {
-			f->size = old;
-			stage_uncharge(st, end - old);
-		}
+	bool owned = op_begin(f, false, OP_DIRTY, end);
+	int err = owned ? journal_dirty(f) : 0;
+	uint64_t grew = 0;
+	if (!err && end > f->size) {
+		grew = end - f->size;
+		err = stage_charge(st, grew);
+		if (!err)
+			f->size = end;
 	}
 	if (err) {
-		pthread_mutex_unlock(&f->lock);
+		op_end(f, owned, false);
 		return err;
 	}
+	f->dirty = true;
 	stage_stream_touch(f, off);
-	f->n_active++;
-	pthread_mutex_unlock(&f->lock);
+	if (owned) {                 /* other writers may go on meanwhile */
+		stage_jnl_disown(f);
+		owned = false;
+	}
+	mod_unlock(&f->lock);
+	if (grew)
+		stage_grown(st);
 
 	err = pwrite_all(f->fd, buf, len, off);
 
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	if (err) {
 		/* The file must stay as long as f->size says (holes read 0). */
 		log_error("stage: write of %zu bytes at %" PRIu64 " to %s/%s: %s",
@@ -499,20 +385,14 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 		    ftruncate(f->fd, (off_t)f->size) != 0)
 			err = -EIO;
 	}
-	if (--f->n_active == 0) {
-		pthread_cond_broadcast(&f->cond);
-		stage_stream_feed(f);    /* every byte below f->size is written */
-	}
-	pthread_mutex_unlock(&f->lock);
+	op_end(f, false, true);
 	return err ? err : (ssize_t)len;
 }
 
 ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
 			 uint64_t off)
 {
-	pthread_mutex_lock(&f->lock);
-	uint64_t size = f->size;
-	pthread_mutex_unlock(&f->lock);
+	uint64_t size = f->size;     /* atomic: no lock, no wait */
 	if (off >= size)
 		return 0;
 	if (len > size - off)
@@ -542,17 +422,23 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 {
 	struct stage *st = f->st;
 	if (size > st->max_object) {
-		count_efbig(st);
+		stage_count_efbig(st);
 		return -EFBIG;
 	}
-	writer_lock(f, true);
+	/* Idle: no pwrite in flight. While this one owns the journal no
+	 * pwrite begins either (all want the journal: it is not "dirty"). */
+	bool owned = op_begin(f, true, OP_DIRTY, size);
+	int err = owned ? journal_dirty(f) : 0;
 	uint64_t old = f->size;
-	int err = size > old ? charge(st, size - old) : 0;
-	bool charged = !err && size > old;
-	if (!err)
-		err = mark_dirty_locked(f, false);
+	bool charged = false;
+	if (!err && size > old) {
+		err = stage_charge(st, size - old);
+		charged = !err;
+	}
 	if (!err)
 		stage_stream_touch(f, size);
+	/* (ftruncate under f->lock: it is not a sync, and stat and read
+	 * take no lock of the file) */
 	if (!err && ftruncate(f->fd, (off_t)size) != 0) {
 		err = -errno;
 		log_error("stage: truncate of %s/%s to %" PRIu64 ": %s", f->bucket,
@@ -565,33 +451,30 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 		if (size < old)
 			stage_uncharge(st, old - size);
 		f->size = size;
+		f->dirty = true;
 	}
-	pthread_mutex_unlock(&f->lock);
+	op_end(f, owned, false);
+	if (charged && !err)
+		stage_grown(st);
 	return err;
 }
 
 uint64_t stage_file_size(struct stage_file *f)
 {
-	pthread_mutex_lock(&f->lock);
-	uint64_t s = f->size;
-	pthread_mutex_unlock(&f->lock);
-	return s;
+	return f->size;              /* atomic: never waits for a lock */
 }
 
 bool stage_file_streaming(struct stage_file *f)
 {
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	bool on = f->sm.n_parts > 0 && !f->sm.broken && !f->sm.err;
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	return on;
 }
 
 bool stage_file_dirty(struct stage_file *f)
 {
-	pthread_mutex_lock(&f->lock);
-	bool d = f->dirty;
-	pthread_mutex_unlock(&f->lock);
-	return d;
+	return f->dirty;             /* atomic: never waits for a lock */
 }
 
 /* Swap the strings/arrays of f with the ones given; used to try a change,
@@ -603,10 +486,13 @@ static void swap_ptr(char **a, char **b)
 	*b = t;
 }
 
-/* journal: rewrite the journal now (set_meta), or leave it to the commit
- * that follows (set_commit_meta). */
+/* Sets f's metadata and content type (how: OP_REWRITE journals them now,
+ * OP_NO_JOURNAL leaves that to the commit that follows). The change is
+ * made before the journal is written with f->lock dropped (a commit waits
+ * for this operation; a stream begun meanwhile copies the new metadata)
+ * and undone if the journal fails. */
 static int set_meta(struct stage_file *f, const struct obj_kv *meta,
-		    size_t n_meta, const char *content_type, bool journal)
+		    size_t n_meta, const char *content_type, enum op_journal how)
 {
 	struct obj_kv *kv;
 	size_t n;
@@ -617,7 +503,7 @@ static int set_meta(struct stage_file *f, const struct obj_kv *meta,
 		free(ct);
 		return err;
 	}
-	writer_lock(f, false);
+	bool owned = op_begin(f, false, how, 0);
 	struct obj_kv *okv = f->meta;
 	size_t on = f->n_meta;
 	f->meta = kv;
@@ -625,18 +511,20 @@ static int set_meta(struct stage_file *f, const struct obj_kv *meta,
 	swap_ptr(&f->ctype, &ct);
 	if (!stage_stream_same_meta(f, f->meta, f->n_meta, f->ctype))
 		stage_stream_break(f, "metadata changed");
-	if (journal)
-		err = mark_dirty_locked(f, true);
-	else
-		f->dirty = true;
+	if (owned)
+		err = journal_dirty(f);
 	if (err) {
 		f->meta = okv;
 		f->n_meta = on;
 		swap_ptr(&f->ctype, &ct);
 		okv = kv;
 		on = n;
+		if (!stage_stream_same_meta(f, f->meta, f->n_meta, f->ctype))
+			stage_stream_break(f, "metadata changed back");
+	} else {
+		f->dirty = true;
 	}
-	pthread_mutex_unlock(&f->lock);
+	op_end(f, owned, false);
 	obj_kv_free(okv, on);
 	free(ct);
 	return err;
@@ -645,13 +533,13 @@ static int set_meta(struct stage_file *f, const struct obj_kv *meta,
 int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
 			size_t n_meta, const char *content_type)
 {
-	return set_meta(f, meta, n_meta, content_type, true);
+	return set_meta(f, meta, n_meta, content_type, OP_REWRITE);
 }
 
 int stage_file_set_commit_meta(struct stage_file *f, const struct obj_kv *meta,
 			       size_t n_meta, const char *content_type)
 {
-	return set_meta(f, meta, n_meta, content_type, false);
+	return set_meta(f, meta, n_meta, content_type, OP_NO_JOURNAL);
 }
 
 int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
@@ -661,17 +549,22 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 	int err = 0;
 	char *b = obj_strdup_opt(bucket, &err), *k = obj_strdup_opt(key, &err);
 	if (!err) {
-		writer_lock(f, false);
+		bool owned = op_begin(f, false, OP_REWRITE, 0);
 		swap_ptr(&f->bucket, &b);
 		swap_ptr(&f->key, &k);
 		if (!stage_stream_same_name(f, f->bucket, f->key))
 			stage_stream_break(f, "renamed");
-		err = mark_dirty_locked(f, true);
+		if (owned)
+			err = journal_dirty(f);
 		if (err) {
 			swap_ptr(&f->bucket, &b);
 			swap_ptr(&f->key, &k);
+			if (!stage_stream_same_name(f, f->bucket, f->key))
+				stage_stream_break(f, "renamed back");
+		} else {
+			f->dirty = true;
 		}
-		pthread_mutex_unlock(&f->lock);
+		op_end(f, owned, false);
 	}
 	free(b);
 	free(k);
@@ -687,14 +580,14 @@ static int upload_counted(struct stage_file *f, uint64_t size,
 	struct stage *st = f->st;
 	int err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
 			      f->meta, f->n_meta, f->ctype, hooks, etag);
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	if (err) {
 		st->cnt.upload_errors++;
 	} else {
 		st->cnt.uploads++;
 		st->cnt.upload_bytes += size;
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (err && hooks)
 		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
 			  "data kept in %s", f->bucket, f->key, size,
@@ -719,9 +612,9 @@ static int commit_error(int err)
 static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 {
 	struct stage *st = f->st;
-	pthread_mutex_lock(&f->lock);
-	bool quick = oneshot_locked(f) && f->js == STAGE_JS_NONE;
-	pthread_mutex_unlock(&f->lock);
+	mod_lock(&f->lock);
+	bool quick = oneshot_locked(f, 0) && f->js == STAGE_JS_NONE;
+	mod_unlock(&f->lock);
 	if (quick)
 		return commit_error(upload_counted(f, size, NULL, etag));
 	int err = stage_sync(st, f->fd, true);
@@ -731,17 +624,12 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 		return -EIO;
 	}
 	/* The commit owns f: no other thread changes what j borrows. */
-	pthread_mutex_lock(&f->lock);
-	struct stage_jnl j = {
-		.state = STAGE_JS_COMMIT, .size = size,
-		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-		.meta = f->meta, .n_meta = f->n_meta, .intent = f->intent,
-	};
-	err = stage_jnl_write(st, f->id, &j, f->js != STAGE_JS_NONE);
-	if (!err)
-		f->js = STAGE_JS_COMMIT;
-	j.intent = (struct stage_intent){ 0 };
-	pthread_mutex_unlock(&f->lock);
+	struct stage_jnl j;
+	mod_lock(&f->lock);
+	stage_jnl_own(f);
+	err = stage_jnl_file(f, STAGE_JS_COMMIT, size, false, &j);
+	stage_jnl_disown(f);
+	mod_unlock(&f->lock);
 	if (err)
 		return -EIO;
 
@@ -752,33 +640,13 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 				      .started = stage_jnl_started,
 				      .abandoned = stage_jnl_abandoned, .ctx = &js };
 	err = upload_counted(f, size, &hooks, etag);
-	if (err) {
-		pthread_mutex_lock(&f->lock);
-		bool had = f->intent.ns != 0;
-		stage_intent_refused(&f->intent, js.fresh, err);
-		if (had && !f->intent.ns)
-			stage_jnl_intent_drop(st, f->id);
-		pthread_mutex_unlock(&f->lock);
-	}
+	if (err)
+		stage_intent_dropped(f, js.fresh, err);
 	stage_jnl_hooks_done(&js);
 	if (err)
 		return commit_error(err);
 	stage_commit_unjournal(f);
 	return 0;
-}
-
-void stage_commit_unjournal(struct stage_file *f)
-{
-	pthread_mutex_lock(&f->lock);
-	struct stage_intent left = f->intent;
-	f->intent = (struct stage_intent){ 0 };
-	pthread_mutex_unlock(&f->lock);
-	if (left.ns)
-		stage_orphans_defer(f->st, &left);    /* logs a failure */
-	stage_intent_clear(&left);
-	if (stage_jnl_remove(f->st, f->id) != 0)
-		log_warn("stage: %s/%s uploaded, but its journal remains: a "
-			 "recovery would upload it again", f->bucket, f->key);
 }
 
 /* A commit that fails before its upload (a streamed part or creation
@@ -792,24 +660,18 @@ static void commit_journal_failed(struct stage_file *f, uint64_t size)
 	struct stage *st = f->st;
 	if (stage_sync(st, f->fd, true) != 0)
 		return;
-	pthread_mutex_lock(&f->lock);
-	struct stage_jnl j = {
-		.state = STAGE_JS_COMMIT, .size = size,
-		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-		.meta = f->meta, .n_meta = f->n_meta, .upload_id = f->sm.id,
-		.upload_bucket = f->sm.bucket, .upload_key = f->sm.key,
-		.intent = f->intent,
-	};
-	if (stage_jnl_write(st, f->id, &j, f->js != STAGE_JS_NONE) == 0)
-		f->js = STAGE_JS_COMMIT;
-	pthread_mutex_unlock(&f->lock);
+	mod_lock(&f->lock);
+	stage_jnl_own(f);
+	stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
+	stage_jnl_disown(f);
+	mod_unlock(&f->lock);
 }
 
 int stage_file_sync(struct stage_file *f)
 {
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	bool journaled = f->js != STAGE_JS_NONE;
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	if (!journaled)
 		return 0;    /* nothing written since the last commit */
 	int err = stage_sync(f->st, f->fd, true);
@@ -823,26 +685,27 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 {
 	struct stage *st = f->st;
 	char etag[72] = "";
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	while (f->uploading)
 		pthread_cond_wait(&f->cond, &f->lock);
 	if (!f->dirty) {
 		/* Nothing written since the last upload (or fill). */
 		if (etag_out)
 			snprintf(etag_out, 72, "%s", f->etag);
-		pthread_mutex_unlock(&f->lock);
+		mod_unlock(&f->lock);
 		return 0;
 	}
 	f->uploading = true;
-	while (f->n_active || (f->sm.inflight && !f->sm.id))
-		pthread_cond_wait(&f->cond, &f->lock);    /* writes, a creation */
+	/* writes, a journal being written, a creation */
+	while (f->n_active || f->jbusy || (f->sm.inflight && !f->sm.id))
+		pthread_cond_wait(&f->cond, &f->lock);
 	char *c_bucket = strdup(f->bucket), *c_key = strdup(f->key);
 	uint64_t size = f->size;
 	const struct stage_stream *sm = &f->sm;
 	bool stream = sm->id && !sm->broken && !sm->err;
 	bool failed = sm->err && !sm->broken;
 	bool drop = !stream && (sm->id || sm->n_parts);
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 
 	/* This commit is the key's newest from now on: older failed ones are
 	 * not uploaded by the next start (marked before this one journals
@@ -856,7 +719,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 		stage_kept_add(st, f->id, c_bucket, c_key, true);
 	int err = 0;
 	if (size > st->max_object) {
-		count_efbig(st);
+		stage_count_efbig(st);
 		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
 			  "-byte object limit: not uploaded, data kept",
 			  f->bucket, f->key, size, st->max_object);
@@ -880,9 +743,9 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 			log_error("stage: %s/%s: a streamed part failed; upload "
 				  "aborted, data kept in %s", f->bucket, f->key,
 				  st->dir);
-			pthread_mutex_lock(&st->lock);
+			mod_lock(&st->lock);
 			st->cnt.upload_errors++;
-			pthread_mutex_unlock(&st->lock);
+			mod_unlock(&st->lock);
 			err = -EIO;
 		}
 		if (err)
@@ -891,7 +754,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 			err = commit_upload(f, size, etag);
 	}
 
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	f->uploading = false;
 	/* A failed commit that journaled "commit" waits for a retry or the
 	 * next start (stage_kept.c). */
@@ -907,7 +770,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 			snprintf(etag_out, 72, "%s", etag);
 	}
 	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	if (!kept)          /* in S3, or not journaled "commit": nothing waits */
 		stage_kept_forget(st, f->id);
 	free(c_bucket);
@@ -930,10 +793,10 @@ void stage_file_release(struct stage_file *f)
 	stage_name(f->id, ".data", name);
 	/* Uncommitted data whose staging file went with a removed directory
 	 * (stage_dir_renew): only f->fd holds them now. */
-	pthread_mutex_lock(&st->renew_lock);    /* no renewal in between */
+	mod_lock(&st->renew_lock);    /* no renewal in between */
 	bool orphaned = f->js != STAGE_JS_NONE &&
 			faccessat(st->dir_fd, name, F_OK, 0) != 0 && errno == ENOENT;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	if (f->prev)
 		f->prev->next = f->next;
 	else
@@ -944,8 +807,8 @@ void stage_file_release(struct stage_file *f)
 		st->cnt.pending_files++;
 		st->pending_bytes += f->size;
 	}
-	pthread_mutex_unlock(&st->lock);
-	pthread_mutex_unlock(&st->renew_lock);
+	mod_unlock(&st->lock);
+	mod_unlock(&st->renew_lock);
 
 	if (orphaned) {
 		stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size);

@@ -1,14 +1,33 @@
 /*
- * stage_int.h — internals shared by stage.c (staged files, commit) and
- * stage_journal.c (journal files, crash recovery). Not for other modules.
+ * stage_int.h — the internals of the staging module (sync/stage*.c), not
+ * for other modules. Its files form a one-way chain; each calls only the
+ * files below it, and this header has one section per file, bottom first:
  *
- * struct stage: stage.lock protects used, next_id, the open list and the
- * counters; it is a leaf lock (never held while taking another lock or
- * doing I/O other than nothing). struct stage_file: f->lock protects every
- * field below it; the fd is used without the lock (pread/pwrite).
- * The streaming pool (stage_stream.c): pool.lock guards its queue and is a
- * leaf taken under f->lock (lock order: stage_file.lock, then pool.lock;
- * never stage.lock and pool.lock together).
+ *   stage_dir.c      the staging directory: descriptors, renewal, names,
+ *                    syncs, the durability file, the byte budget
+ *   stage_journal.c  the journal's text, written and read; how an open
+ *                    file's journal is written with no lock of it held
+ *   stage_kept.c     files whose commit failed, and their stale marks
+ *   stage_orphans.c  intents, the orphans file, the journal's side of an
+ *                    upload (upload_file's hooks)
+ *   stage_recover.c  crash recovery
+ *   stage_stream.c   streamed multipart uploads and their pool
+ *   stage.c          the stage, its files and their commits (stage.h)
+ *
+ * Locks (docs/design.md "Lock order" has the whole process's):
+ *   stage_file.lock (f->lock) guards the fields of one file below it; a
+ *     state lock (common/lock.h): never held across a sync, a file's
+ *     creation or an S3 request. Journal writes drop it (stage_jnl_own).
+ *   pool.lock guards the stream pool's queue; taken under f->lock.
+ *   stage.lock guards the stage's counters, lists and budget: a leaf.
+ *   renew_lock serializes the directory's renewal (its check and its
+ *     install, not its I/O) and a release's check against it; stage.lock
+ *     may be taken under it.
+ *   kept_io, an I/O lock: a kept file's mark or unmark, flag and marker
+ *     file together (stage_kept.c); stage.lock is taken under it. Only
+ *     commits, renames and deletes of a key with a failed commit take it.
+ * Order: renew_lock -> stage.lock; kept_io -> stage.lock;
+ * stage_file.lock -> pool.lock; stage_file.lock -> stage.lock.
  */
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
@@ -122,14 +141,20 @@ struct stage_file {
 	int fd;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;         /* uploading or n_active changed */
+	pthread_cond_t cond;         /* uploading, n_active or jbusy changed */
 	char *bucket, *key, *ctype;
 	struct obj_kv *meta;
 	size_t n_meta;
-	uint64_t size;               /* logical size == bytes charged */
-	bool dirty;                  /* the next commit must upload */
+	_Atomic uint64_t size;       /* logical size == bytes charged; written
+				      * under the lock, read without it */
+	atomic_bool dirty;           /* the next commit must upload (likewise) */
 	bool uploading;              /* a commit owns the file */
-	unsigned n_active;           /* writes in flight (outside the lock) */
+	unsigned n_active;           /* operations running with the lock
+				      * dropped (a write's data, a journal) */
+	bool jbusy;                  /* a thread owns the journal: writes it
+				      * with the lock dropped (stage_jnl_own) */
+	bool unfed;                  /* bytes written the stream was not fed
+				      * yet (an operation still runs) */
 	enum stage_jstate js;        /* what the journal on disk says */
 	char etag[72];               /* of the last upload or fill; "" unknown */
 	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
@@ -139,33 +164,50 @@ struct stage_file {
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
 
-/* ---- kept files (stage_kept.c) ----
- * stage_kept_add: a commit of file id (bucket/key) began (open: the file
- * is not released; the entry stays if it fails with its journal at
- * "commit"), or a recovery left it staged (open false); a later commit of
- * the same file refreshes it (a stale mark stays: the replacement came
- * during that commit).
- * stage_kept_replaced: bucket/key was replaced by something newer (a
- * commit began, a rename onto it, a delete) except by file except (0:
- * none): the others' markers ID.stale are made now (released entries
- * leave the list, open ones stay, marked stale). stage_kept_begin: a
- * commit of file id begins: it is the newest again (its marker goes).
- * stage_kept_release: file id was released (a stale entry leaves).
- * stage_kept_forget: its data left (committed, uploaded or moved by
- * recovery; its mark, if any, goes). stage_kept_unmark: remove id's
- * marker, if any. Each takes
- * stage.lock alone and touches files with no lock held: call them without
- * f->lock (the lock order allows it, but file I/O would be held up). */
-struct stage_kept;
-void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key,
-		    bool open);
-void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
-			 uint64_t except);
-void stage_kept_release(struct stage *st, uint64_t id);
-void stage_kept_begin(struct stage *st, uint64_t id);
-void stage_kept_unmark(struct stage *st, uint64_t id);
-void stage_kept_forget(struct stage *st, uint64_t id);
-void stage_kept_free_all(struct stage *st);
+/* ---- stage_dir.c: the staging directory ---------------------------- */
+
+/* Open (make) the directory and recovered/, charge what is staged there,
+ * find the next id, read and write the durability file (stage_open). */
+int  stage_dir_setup(struct stage *st);
+/* Close its descriptors and the retired ones (stage_close). */
+void stage_dir_close(struct stage *st);
+/* The staging directory was removed under the gateway (its descriptor
+ * is of a deleted directory): it is made again (with recovered/), this
+ * run's durability file written, and the new descriptors installed; logged.
+ * 0 when the directory is there now (made here or by another thread: the
+ * caller tries again), -ENOENT after STAGE_RENEW_MAX renewals, or the
+ * error making it. Files open at the removal keep their data in their
+ * descriptors only (commits still upload it; a crash loses it). Made with
+ * no lock held; renew_lock covers the check and the install only. */
+int  stage_dir_renew(struct stage *st);
+/* openat(dir_fd, name, flags | O_CREAT, 0600), and once more after
+ * stage_dir_renew when the directory was removed: the fd or -errno. */
+int  stage_create_at(struct stage *st, const char *name, int flags);
+/* A listing of the staging directory (closedir it); 0 or -errno. */
+int  stage_dir_open(struct stage *st, DIR **out);
+/* "ID" as 16 hex digits followed by ext. */
+void stage_name(uint64_t id, const char *ext, char out[32]);
+/* fsync (fdatasync if data) of fd under POWER, counted in cnt.syncs;
+ * nothing under PROCESS. 0 or -errno. No state lock may be held (the
+ * lock guard checks it). */
+int  stage_sync(struct stage *st, int fd, bool data);
+/* At open and renewal: reads the durability file of the previous run (sets
+ * distrust after a PROCESS run and a reboot) and, unless distrusting,
+ * writes this run's. 0 or -errno. */
+int  stage_durability_open(struct stage *st);
+/* After recovery moved everything untrusted: this run's durability file
+ * is written and distrust cleared. 0 or -errno. */
+int  stage_durability_trust(struct stage *st);
+/* The budget: stage_charge takes n bytes (-ENOSPC, counted, when they do
+ * not fit), stage_uncharge gives them back; after a charge, and with no
+ * lock of the stage held, call stage_grown (the burst buffer makes room:
+ * stage_conf.grew). stage_count_efbig counts a refusal for size. */
+int  stage_charge(struct stage *st, uint64_t n);
+void stage_uncharge(struct stage *st, uint64_t n);
+void stage_grown(struct stage *st);
+void stage_count_efbig(struct stage *st);
+
+/* ---- stage_journal.c: the journal ----------------------------------- */
 
 /* A journal as read or to be written; strings owned by the struct. */
 struct stage_jnl {
@@ -179,10 +221,23 @@ struct stage_jnl {
 	struct stage_intent intent;  /* ns 0: none */
 };
 
-/* Write ID.jnl atomically and durably with j (borrowed). exists: the
- * caller knows ID.jnl is there (the file's js is not NONE): it is then
- * exchanged, not renamed onto (jnl_install); wrong either way is only
- * slower. */
+/* A journal's text, made with no I/O (stage_jnl_render) and written later
+ * (stage_jnl_put); what names the file in a log line. */
+struct stage_jimg {
+	char *text;
+	size_t len;
+	char what[160];
+};
+int  stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img);
+void stage_jimg_release(struct stage_jimg *img);
+/* Write ID.jnl with img atomically and durably (ID.jnl.tmp, synced, then
+ * exchanged or renamed into place, the directory synced). exists: the
+ * caller knows ID.jnl is there: it is then exchanged, not renamed onto
+ * (jnl_install); wrong either way is only slower. No lock held. */
+int  stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
+		   bool exists);
+/* stage_jnl_render and stage_jnl_put of j (borrowed), for a file no other
+ * thread uses (recovery, a released file). */
 int  stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		     bool exists);
 /* Read ID.jnl: -ENOENT if none, -EINVAL if malformed. */
@@ -190,11 +245,103 @@ int  stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out);
 /* Remove ID.jnl durably (missing is fine). */
 int  stage_jnl_remove(struct stage *st, uint64_t id);
 void stage_jnl_release(struct stage_jnl *j);
+
+/* The journal of an open file is written by one thread at a time, its
+ * owner, with f->lock dropped during the I/O, so that a stat, a read or a
+ * write of the file never waits for a journal's syncs:
+ *   stage_jnl_own (f->lock held): waits until no other thread owns it
+ *     (the wait drops f->lock: check the state again after it), then owns
+ *     it (f->jbusy);
+ *   stage_jnl_put_file (f->lock held, owned): the text of j (borrowed) is
+ *     made under the lock, written with the lock dropped, the lock taken
+ *     again; 0 or -errno (logged);
+ *   stage_jnl_file (f->lock held, owned): the journal of f as it stands
+ *     in state (size: its "size" line), naming f's streamed upload if
+ *     upload, and f's intent; f->js = state on success; out (may be NULL)
+ *     gets what was written, borrowing f's strings, without the intent;
+ *   stage_jnl_disown (f->lock held): ownership ends, waiters wake.
+ * A thread owning the journal never waits for a commit or a write. */
+void stage_jnl_own(struct stage_file *f);
+int  stage_jnl_put_file(struct stage_file *f, const struct stage_jnl *j);
+int  stage_jnl_file(struct stage_file *f, enum stage_jstate state, uint64_t size,
+		    bool upload, struct stage_jnl *out);
+void stage_jnl_disown(struct stage_file *f);
+
+/* ---- stage_kept.c: kept files -------------------------------------- */
+
+/* stage_kept_add: a commit of file id (bucket/key) began (open: the file
+ * is not released; the entry stays if it fails with its journal at
+ * "commit"), or a recovery left it staged (open false); a later commit of
+ * the same file refreshes it (a stale mark stays: the replacement came
+ * during that commit).
+ * stage_kept_replaced: bucket/key was replaced by something newer (a
+ * commit began, a rename onto it, a delete) except by file except (0:
+ * none): the others' markers ID.stale are made now (released entries
+ * leave the list, open ones stay, marked stale). stage_kept_begin: a
+ * commit of file id begins: it is the newest again (its marker goes).
+ * stage_kept_release: file id was released (a stale entry leaves).
+ * stage_kept_forget: its data left (committed, uploaded or moved by
+ * recovery; its mark, if any, goes). stage_kept_unmark: remove id's
+ * marker, if any. They take stage.lock, and kept_io (an I/O lock) around
+ * a marker's creation or removal and its directory sync: call them with
+ * no state lock held (f->lock included). */
+struct stage_kept;
+void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key,
+		    bool open);
+void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
+			 uint64_t except);
+void stage_kept_release(struct stage *st, uint64_t id);
+void stage_kept_begin(struct stage *st, uint64_t id);
+void stage_kept_unmark(struct stage *st, uint64_t id);
+void stage_kept_forget(struct stage *st, uint64_t id);
+void stage_kept_free_all(struct stage *st);
+
+/* ---- stage_orphans.c: intents, orphans, an upload's journal --------- */
+
+/* stage_intent_set: in = {now, bucket, key} unless in already holds one
+ * of that bucket/key (kept: the oldest); one of another key (a rename
+ * came between two creations) goes to the orphans file first
+ * (stage_orphans_defer; kept if that fails). *fresh says whether in was
+ * set now. 0 or -ENOMEM. The caller owns f's journal when in is f's.
+ * stage_intent_clear: frees and zeroes.
+ * stage_orphans_abort: for a journal with an intent, lists the store's
+ * multipart uploads of exactly intent.bucket/intent.key initiated at or
+ * after intent.ns - STAGE_INTENT_SKEW_NS and aborts each (logged). Only
+ * before the stage's first stage_file_new (-EAGAIN after: a live upload
+ * of this run could be among them). 0, or the listing's or an abort's
+ * error (the caller keeps the file staged). */
+#define STAGE_INTENT_SKEW_NS ((int64_t)900 * 1000000000)
+int  stage_intent_set(struct stage *st, struct stage_intent *in, const char *bucket,
+		      const char *key, bool *fresh);
+void stage_intent_clear(struct stage_intent *in);
+/* After a failed creation: the intent this creation set (fresh) is
+ * cleared when err is the store's refusal (NoSuchBucket, AccessDenied,
+ * a bad request: nothing was made); kept for any other error. */
+void stage_intent_refused(struct stage_intent *in, bool fresh, int err);
+/* stage_intent_refused for open file f (f->lock not held); if that
+ * cleared the intent, the journal is written again without it. */
+void stage_intent_dropped(struct stage_file *f, bool fresh, int err);
+/* The journal of file id written again without its intent (a creation the
+ * store refused made nothing), read from disk and rewritten: no state lock
+ * held (for an open file, its journal owned). */
+void stage_jnl_intent_drop(struct stage *st, uint64_t id);
+int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
+			 struct stage_recovery_report *rep);
+/* stage_orphans_defer: a commit succeeded while f still held the intent
+ * of an earlier creation that failed (its answer may have been lost):
+ * the intent is appended to the staging directory's "orphans" file for
+ * the next start (logged either way; -ENOSPC past its bound).
+ * stage_orphans_recover: at the start (from stage_recover, before any
+ * stage_file_new), stage_orphans_abort for each record; the records
+ * whose listing or abort failed stay, the file goes when none does. */
+int  stage_orphans_defer(struct stage *st, const struct stage_intent *in);
+int  stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep);
 /* upload_file's hooks (upload.h) for the "commit" journal j of file id:
  * creating journals an intent (f's, kept in f, when f is not NULL; else
  * one of its own) before the upload exists; started rewrites j with the
  * upload's id, dropping the intent this creation set, so that a crash
- * can abort it. Call stage_jnl_hooks_done after upload_file. */
+ * can abort it. Both write as f's journal owner, f->lock dropped during
+ * the I/O. Call stage_jnl_hooks_done after upload_file. */
 struct jnl_started {
 	struct stage *st;
 	uint64_t id;
@@ -212,82 +359,38 @@ int  stage_jnl_started(void *ctx, const char *upload_id);
  * journal that named it stays as it is. */
 void stage_jnl_abandoned(void *ctx, const char *upload_id);
 void stage_jnl_hooks_done(struct jnl_started *js);
+/* A commit's upload succeeded: f's intent, if any (an earlier creation
+ * that failed, maybe after the store made the upload), goes to the
+ * orphans file first, then f's journal is removed: the intent is on disk
+ * at every moment. The commit owns f; call without f->lock. */
+void stage_commit_unjournal(struct stage_file *f);
 
-/* ---- intents (stage_orphans.c) ----
- * stage_intent_set: in = {now, bucket, key} unless in already holds one
- * of that bucket/key (kept: the oldest); one of another key (a rename
- * came between two creations) goes to the orphans file first
- * (stage_orphans_defer; kept if that fails). *fresh says whether in was
- * set now. 0 or -ENOMEM.
- * stage_intent_clear: frees and zeroes.
- * stage_orphans_abort: for a journal with an intent, lists the store's
- * multipart uploads of exactly intent.bucket/intent.key initiated at or
- * after intent.ns - STAGE_INTENT_SKEW_NS and aborts each (logged). Only
- * before the stage's first stage_file_new (-EAGAIN after: a live upload
- * of this run could be among them). 0, or the listing's or an abort's
- * error (the caller keeps the file staged). */
-#define STAGE_INTENT_SKEW_NS ((int64_t)900 * 1000000000)
-int  stage_intent_set(struct stage *st, struct stage_intent *in, const char *bucket,
-		      const char *key, bool *fresh);
-void stage_intent_clear(struct stage_intent *in);
-/* After a failed creation: the intent this creation set (fresh) is
- * cleared when err is the store's refusal (NoSuchBucket, AccessDenied,
- * a bad request: nothing was made); kept for any other error. */
-void stage_intent_refused(struct stage_intent *in, bool fresh, int err);
-/* The journal of file id written again without its intent (a creation the
- * store refused made nothing). With the file's lock held, like every
- * journal write of an open file. */
-void stage_jnl_intent_drop(struct stage *st, uint64_t id);
+/* ---- stage_recover.c: recovery -------------------------------------- */
+
 /* File id's data, whose staging file went with a removed directory
  * (stage_dir_renew), written from its descriptor fd (size bytes) into
  * recovered/ under the name recovery gives (BUCKET%2FKEY@TIME), synced
  * under POWER; logged and counted. 0 or -errno (logged: the data are
- * lost). */
+ * lost). No lock held. */
 int  stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
 		      const char *key, int fd, uint64_t size);
-int  stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
-			 struct stage_recovery_report *rep);
-/* stage_orphans_defer: a commit succeeded while f still held the intent
- * of an earlier creation that failed (its answer may have been lost):
- * the intent is appended to the staging directory's "orphans" file for
- * the next start (logged either way; -ENOSPC past its bound).
- * stage_orphans_recover: at the start (from stage_recover, before any
- * stage_file_new), stage_orphans_abort for each record; the records
- * whose listing or abort failed stay, the file goes when none does. */
-int  stage_orphans_defer(struct stage *st, const struct stage_intent *in);
-int  stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep);
+/* (stage_recover itself is in stage.h.) */
 
-/* The staging directory was removed under the gateway (its descriptor
- * is of a deleted directory): it is made again (with recovered/), this
- * run's durability file written, and the new descriptors installed; logged.
- * 0 when the directory is there now (made here or by another thread: the
- * caller tries again), -ENOENT after STAGE_RENEW_MAX renewals, or the
- * error making it. Files open at the removal keep their data in their
- * descriptors only (commits still upload it; a crash loses it). */
-int  stage_dir_renew(struct stage *st);
-/* openat(dir_fd, name, flags | O_CREAT, 0600), and once more after
- * stage_dir_renew when the directory was removed: the fd or -errno. */
-int  stage_create_at(struct stage *st, const char *name, int flags);
+/* ---- stage_stream.c: streaming -------------------------------------- */
 
-/* fsync (fdatasync if data) of fd under POWER, counted in cnt.syncs;
- * nothing under PROCESS. 0 or -errno. */
-int  stage_sync(struct stage *st, int fd, bool data);
-/* At open: reads the durability file of the previous run (sets distrust
- * after a PROCESS run and a reboot) and, unless distrusting, writes this
- * run's. 0 or -errno. */
-int  stage_durability_open(struct stage *st);
-/* ---- streaming (stage_stream.c) ----
- * stage_stream_feed: after a write (or a part) ended, with f->lock held:
+/* stage_stream_feed: after a write (or a part) ended, with f->lock held:
  * hands full parts of new bytes to the pool (all that is left once a
  * commit set sm.final). stage_stream_touch: with f->lock held, before a
  * write from off or a truncate to off: breaks the stream if bytes already
  * given to parts would change. stage_stream_same_meta / _same_name:
  * whether the upload carries this metadata / name; if not, the caller
- * breaks the stream (stage_stream_break, f->lock held). stage_stream_commit: the commit of a file with a live
- * streamed upload (f->uploading set): the tail, then the completion; on
- * failure the upload is aborted. stage_stream_drop: waits for the parts in
- * flight and aborts the upload (0, or the abort's error: the id then
- * stays, journaled). stage_pool_stop: joins the threads. */
+ * breaks the stream (stage_stream_break, f->lock held).
+ * stage_stream_commit: the commit of a file with a live streamed upload
+ * (f->uploading set): the tail, then the completion; on failure the
+ * upload is aborted. stage_stream_drop: waits for the parts in flight
+ * and aborts the upload (0, or the abort's error: the id then stays,
+ * journaled). stage_stream_free: frees what f->sm holds (no part in
+ * flight; f no longer shared). stage_pool_stop: joins the threads. */
 void stage_stream_feed(struct stage_file *f);
 void stage_stream_touch(struct stage_file *f, uint64_t off);
 void stage_stream_break(struct stage_file *f, const char *why);
@@ -296,19 +399,8 @@ bool stage_stream_same_meta(struct stage_file *f, const struct obj_kv *meta,
 bool stage_stream_same_name(struct stage_file *f, const char *bucket,
 			    const char *key);
 int  stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72]);
-/* A commit's upload succeeded: f's intent, if any (an earlier creation
- * that failed, maybe after the store made the upload), goes to the
- * orphans file first, then f's journal is removed: the intent is on disk
- * at every moment. The commit owns f; call without f->lock. */
-void stage_commit_unjournal(struct stage_file *f);
 int  stage_stream_drop(struct stage_file *f);
-/* Frees what f->sm holds (no part in flight; f no longer shared). */
 void stage_stream_free(struct stage_file *f);
 void stage_pool_stop(struct stage *st);
-
-void stage_uncharge(struct stage *st, uint64_t n);
-/* A listing of the staging directory (closedir it); 0 or -errno. */
-int  stage_dir_open(struct stage *st, DIR **out);
-void stage_name(uint64_t id, const char *ext, char out[32]);
 
 #endif

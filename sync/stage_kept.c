@@ -20,12 +20,15 @@
  * module does not take). A later commit of the file itself makes it the
  * newest again: that commit removes the marker before it journals
  * "commit" (stage_kept_begin). Marking and unmarking (flag and file) are
- * serialized by stage.kept_io, held across the marker's file I/O only when
- * an entry of the key or file exists, so that an unmark cannot come
- * between a mark's flag and its file. Entries go when the file's data leaves (a
+ * serialized by stage.kept_io, an I/O lock (common/lock.h) held across
+ * the marker's creation, removal and directory sync, taken only when an
+ * entry of the key or file exists (after a failed commit), so that an
+ * unmark cannot come between a mark's flag and its file; no stat, read or
+ * write takes it, only commits, renames and deletes of such a key. Entries go when the file's data leaves (a
  * commit succeeds, recovery uploads or moves it; recovery removes the
  * marker). A change of the key by another S3 client is not seen here
- * (README: the next start's upload wins).
+ * (a known limit: the next start's upload wins).
+ * Calls stage_dir.c only.
  */
 #include "sync/stage_int.h"
 
@@ -36,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 
 struct stage_kept {
@@ -66,7 +70,7 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 	}
 	k->id = id;
 	k->open = open;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	struct stage_kept *o = st->kept;
 	while (o && o->id != id)
 		o = o->next;
@@ -76,7 +80,7 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 		k->next = st->kept;
 		st->kept = k;
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (o)
 		kept_free(k);
 }
@@ -87,12 +91,12 @@ static bool kept_any(struct stage *st, const char *bucket, const char *key,
 		     uint64_t except)
 {
 	bool any = false;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (struct stage_kept *k = st->kept; k && !any; k = k->next)
 		any = key ? k->id != except && !strcmp(k->bucket, bucket) &&
 			    !strcmp(k->key, key)
 			  : k->id == except;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	return any;
 }
 
@@ -104,7 +108,7 @@ void stage_kept_forget(struct stage *st, uint64_t id)
 		return;
 	struct stage_kept *gone = NULL;
 	pthread_mutex_lock(&st->kept_io);
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p; p = &(*p)->next) {
 		if ((*p)->id == id) {
 			gone = *p;
@@ -112,7 +116,7 @@ void stage_kept_forget(struct stage *st, uint64_t id)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (gone && gone->stale)      /* marked meanwhile: the mark goes too */
 		stage_kept_unmark(st, id);
 	pthread_mutex_unlock(&st->kept_io);
@@ -163,7 +167,7 @@ void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 		return;                      /* the usual case: no lock taken */
 	pthread_mutex_lock(&st->kept_io);
 	struct stage_kept *mark = NULL;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p;) {
 		struct stage_kept *k = *p;
 		if (k->id == except || k->stale || strcmp(k->bucket, bucket) != 0 ||
@@ -188,7 +192,7 @@ void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 			mark = m;
 		}
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	while (mark) {
 		struct stage_kept *k = mark;
 		mark = k->next;
@@ -206,7 +210,7 @@ void stage_key_replaced(struct stage *st, const char *bucket, const char *key)
 void stage_kept_release(struct stage *st, uint64_t id)
 {
 	struct stage_kept *stale = NULL;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (struct stage_kept **p = &st->kept; *p; p = &(*p)->next) {
 		struct stage_kept *k = *p;
 		if (k->id != id)
@@ -218,7 +222,7 @@ void stage_kept_release(struct stage *st, uint64_t id)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (stale)
 		kept_free(stale);
 }
@@ -229,7 +233,7 @@ void stage_kept_begin(struct stage *st, uint64_t id)
 		return;
 	pthread_mutex_lock(&st->kept_io);
 	bool unmark = false;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (struct stage_kept *k = st->kept; k; k = k->next) {
 		if (k->id == id) {
 			unmark = k->stale;
@@ -237,7 +241,7 @@ void stage_kept_begin(struct stage *st, uint64_t id)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (unmark)
 		stage_kept_unmark(st, id);
 	pthread_mutex_unlock(&st->kept_io);

@@ -42,6 +42,12 @@
  * whose creation's answer was lost or whose abort failed) are recorded
  * the same way by stage_upload_left, with the time taken before their
  * creation.
+ *
+ * The journal's side of an upload (the hooks of upload_file, upload.h):
+ * an intent journaled before the creation, the id once it exists, a
+ * failed abort's id kept with the file, and the journal's removal once
+ * the commit's upload succeeded (stage_commit_unjournal) are here too.
+ * Calls stage_journal.c and stage_dir.c only.
  */
 #include "sync/stage_int.h"
 
@@ -55,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
 
@@ -140,9 +147,9 @@ int stage_orphans_abort(struct stage *st, const struct stage_jnl *j,
 			struct stage_recovery_report *rep)
 {
 	const struct stage_intent *in = &j->intent;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	bool late = st->files_made;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (late) {
 		log_warn("stage: %s/%s: an upload may have been created without "
 			 "its id journaled; it is looked for at the next start "
@@ -290,9 +297,9 @@ static int record_next(const char *buf, size_t len, size_t *off, struct stage_in
 
 int stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	bool late = st->files_made;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	if (late)
 		return 0;            /* the next start's (commits may append) */
 	int fd = openat(st->dir_fd, ORPHANS_FILE, O_RDONLY | O_CLOEXEC);
@@ -353,4 +360,140 @@ int stage_orphans_recover(struct stage *st, struct stage_recovery_report *rep)
 	free(buf);
 	free(keep);
 	return err;
+}
+
+/* ---- the journal of an upload ---------------------------------------- */
+
+void stage_jnl_intent_drop(struct stage *st, uint64_t id)
+{
+	lock_assert_none("stage_jnl_intent_drop");
+	struct stage_jnl j;
+	if (stage_jnl_read(st, id, &j) != 0)
+		return;
+	if (j.intent.ns) {
+		int64_t ns = j.intent.ns;
+		j.intent.ns = 0;             /* not written; freed by the release */
+		if (stage_jnl_write(st, id, &j, true) != 0)
+			log_warn("stage: %s/%s: the journal still names a creation the "
+				 "store refused (intent %" PRId64 "); the next start lists "
+				 "the key's uploads", j.bucket, j.key, ns);
+	}
+	stage_jnl_release(&j);
+}
+
+int stage_jnl_creating(void *ctx)
+{
+	struct jnl_started *js = ctx;
+	struct stage_jnl *j = js->j;
+	struct stage_file *f = js->f;
+	struct stage_intent *in = f ? &f->intent : &js->own;
+	if (f) {
+		mod_lock(&f->lock);
+		stage_jnl_own(f);
+	}
+	int err = stage_intent_set(js->st, in, j->bucket, j->key, &js->fresh);
+	if (!err) {
+		j->intent = *in;
+		err = f ? stage_jnl_put_file(f, j) : stage_jnl_write(js->st, js->id, j, true);
+		j->intent = (struct stage_intent){ 0 };
+	}
+	if (f) {
+		stage_jnl_disown(f);
+		mod_unlock(&f->lock);
+	}
+	if (err)
+		log_error("stage: cannot journal the upload of %s/%s about to be "
+			  "created: %s", j->bucket, j->key, strerror(-err));
+	return err ? -EIO : 0;
+}
+
+int stage_jnl_started(void *ctx, const char *upload_id)
+{
+	struct jnl_started *js = ctx;
+	struct stage_file *f = js->f;
+	struct stage_intent *in = f ? &f->intent : &js->own;
+	if (f) {
+		mod_lock(&f->lock);
+		stage_jnl_own(f);
+	}
+	/* An older intent (a creation that failed) stays journaled. */
+	if (!js->fresh)
+		js->j->intent = *in;
+	js->j->upload_id = (char *)upload_id;
+	int err = f ? stage_jnl_put_file(f, js->j)
+		    : stage_jnl_write(js->st, js->id, js->j, true);
+	js->j->upload_id = NULL;
+	js->j->intent = (struct stage_intent){ 0 };
+	if (!err && js->fresh)
+		stage_intent_clear(in);
+	if (f) {
+		stage_jnl_disown(f);
+		mod_unlock(&f->lock);
+	}
+	if (err)
+		log_error("stage: cannot journal upload %s: %s", upload_id,
+			  strerror(-err));
+	return err ? -EIO : 0;
+}
+
+void stage_jnl_abandoned(void *ctx, const char *upload_id)
+{
+	struct jnl_started *js = ctx;
+	struct stage_file *f = js->f;
+	if (!f)
+		return;
+	mod_lock(&f->lock);
+	struct stage_stream *sm = &f->sm;
+	if (!sm->id && !sm->n_parts) {
+		sm->id = strdup(upload_id);
+		sm->bucket = strdup(js->j->bucket);
+		sm->key = strdup(js->j->key);
+		if (!sm->id || !sm->bucket || !sm->key) {
+			free(sm->id);
+			free(sm->bucket);
+			free(sm->key);
+			sm->id = sm->bucket = sm->key = NULL;
+			log_error("stage: out of memory: upload %s of %s/%s will be "
+				  "aborted only at the next start", upload_id,
+				  js->j->bucket, js->j->key);
+		}
+		sm->broken = true;
+	}
+	mod_unlock(&f->lock);
+}
+
+void stage_jnl_hooks_done(struct jnl_started *js)
+{
+	stage_intent_clear(&js->own);
+}
+
+void stage_commit_unjournal(struct stage_file *f)
+{
+	mod_lock(&f->lock);
+	struct stage_intent left = f->intent;
+	f->intent = (struct stage_intent){ 0 };
+	mod_unlock(&f->lock);
+	if (left.ns)
+		stage_orphans_defer(f->st, &left);    /* logs a failure */
+	stage_intent_clear(&left);
+	if (stage_jnl_remove(f->st, f->id) != 0)
+		log_warn("stage: %s/%s uploaded, but its journal remains: a "
+			 "recovery would upload it again", f->bucket, f->key);
+}
+
+void stage_intent_dropped(struct stage_file *f, bool fresh, int err)
+{
+	mod_lock(&f->lock);
+	bool had = f->intent.ns != 0;
+	stage_intent_refused(&f->intent, fresh, err);
+	bool drop = had && !f->intent.ns;
+	if (drop) {
+		/* the journal's rewrite, owned, with f->lock dropped */
+		stage_jnl_own(f);
+		mod_unlock(&f->lock);
+		stage_jnl_intent_drop(f->st, f->id);
+		mod_lock(&f->lock);
+		stage_jnl_disown(f);
+	}
+	mod_unlock(&f->lock);
 }

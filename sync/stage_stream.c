@@ -22,6 +22,9 @@
  * Threads: the pool's threads (started on first use, joined by
  * stage_pool_stop) take jobs from one FIFO under pool.lock, which is never
  * held across a request and is taken under f->lock, never the reverse.
+ * The journal is written with f->lock dropped, owned by the writer
+ * (stage_jnl_own), like every journal write of an open file.
+ * Calls stage_orphans.c, stage_journal.c and stage_dir.c; nothing above.
  * The upload's strings and id do not change while a part is in flight
  * (inflight > 0), so the jobs read them without f->lock.
  */
@@ -35,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
 
@@ -49,7 +53,7 @@ enum stream_count {
 
 static void count(struct stage *st, enum stream_count c, uint64_t bytes)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	switch (c) {
 	case SC_STREAMED: st->cnt.parts_streamed++; break;
 	case SC_TAIL:     st->cnt.parts_tail++; break;
@@ -63,7 +67,7 @@ static void count(struct stage *st, enum stream_count c, uint64_t bytes)
 		break;
 	case SC_ERROR:    st->cnt.upload_errors++; break;
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 /* ---- the pool ------------------------------------------------------- */
@@ -73,7 +77,7 @@ static void part_run(struct stage_job *j);
 static void *pool_main(void *arg)
 {
 	struct stage_pool *p = arg;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	for (;;) {
 		while (!p->head && !p->stop)
 			pthread_cond_wait(&p->cond, &p->lock);
@@ -83,12 +87,12 @@ static void *pool_main(void *arg)
 		p->head = j->next;
 		if (!p->head)
 			p->tail = NULL;
-		pthread_mutex_unlock(&p->lock);
+		mod_unlock(&p->lock);
 		part_run(j);
 		free(j);
-		pthread_mutex_lock(&p->lock);
+		mod_lock(&p->lock);
 	}
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	return NULL;
 }
 
@@ -97,7 +101,7 @@ static int pool_push(struct stage *st, struct stage_job *j)
 {
 	struct stage_pool *p = &st->pool;
 	int err = 0;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	if (!p->started) {
 		unsigned want = p->n_threads ? p->n_threads : POOL_DEFAULT;
 		if (want > POOL_MAX)
@@ -121,18 +125,18 @@ static int pool_push(struct stage *st, struct stage_job *j)
 		p->tail = j;
 		pthread_cond_signal(&p->cond);
 	}
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	return err;
 }
 
 void stage_pool_stop(struct stage *st)
 {
 	struct stage_pool *p = &st->pool;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	bool started = p->started;
 	p->stop = true;
 	pthread_cond_broadcast(&p->cond);
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	for (unsigned i = 0; started && i < p->n_threads; i++)
 		pthread_join(p->tid[i], NULL);
 	assert(!p->head);
@@ -274,21 +278,13 @@ bool stage_stream_same_name(struct stage_file *f, const char *bucket,
 }
 
 /* The journal of f as it stands, naming the stream's upload (if any) and
- * f's intent. f->lock held. */
-static int stream_journal_locked(struct stage_file *f)
+ * f's intent, written with f->lock dropped (stage_jnl_put_file). f->lock
+ * held and f's journal owned (stage_jnl_own). */
+static int stream_journal(struct stage_file *f)
 {
-	struct stage_stream *sm = &f->sm;
-	struct stage_jnl j = {
-		.state = f->js == STAGE_JS_COMMIT ? STAGE_JS_COMMIT : STAGE_JS_DIRTY,
-		.size = f->size, .bucket = f->bucket, .key = f->key,
-		.ctype = f->ctype, .meta = f->meta, .n_meta = f->n_meta,
-		.upload_id = sm->id, .upload_bucket = sm->bucket,
-		.upload_key = sm->key, .intent = f->intent,
-	};
-	int err = stage_jnl_write(f->st, f->id, &j, f->js != STAGE_JS_NONE) ? -EIO : 0;
-	if (!err)
-		f->js = j.state;
-	return err;
+	enum stage_jstate state = f->js == STAGE_JS_COMMIT ? STAGE_JS_COMMIT
+							   : STAGE_JS_DIRTY;
+	return stage_jnl_file(f, state, f->size, true, NULL) ? -EIO : 0;
 }
 
 /* Part 1's job: journal the intent, create the upload, journal its id
@@ -300,12 +296,15 @@ static int stream_create(struct stage_file *f)
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
 	char id[1024];
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
+	stage_jnl_own(f);
 	int err = stage_intent_set(st, &f->intent, sm->bucket, sm->key,
 				   &f->intent_fresh);
 	if (!err)
-		err = stream_journal_locked(f);
-	pthread_mutex_unlock(&f->lock);
+		err = stream_journal(f);
+	bool fresh = f->intent_fresh;
+	stage_jnl_disown(f);
+	mod_unlock(&f->lock);
 	if (err) {
 		log_error("stage: %s/%s: cannot journal a streamed upload about to "
 			  "be created: %s", sm->bucket, sm->key, strerror(-err));
@@ -316,27 +315,23 @@ static int stream_create(struct stage_file *f)
 	if (err) {
 		log_error("stage: %s/%s: cannot create a streamed upload: %s",
 			  sm->bucket, sm->key, strerror(-err));
-		pthread_mutex_lock(&f->lock);
-		bool had = f->intent.ns != 0;
-		stage_intent_refused(&f->intent, f->intent_fresh, err);
-		if (had && !f->intent.ns)
-			stage_jnl_intent_drop(st, f->id);
-		pthread_mutex_unlock(&f->lock);
+		stage_intent_dropped(f, fresh, err);
 		return err;
 	}
 	/* sm->id is set only with the journal naming it: a part queued
 	 * meanwhile never sends with an id that is about to be aborted
 	 * (sm->err, set before the lock is dropped, makes it skip). */
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
+	stage_jnl_own(f);
 	sm->id = strdup(id);
 	if (!sm->id) {
 		err = -ENOMEM;
 	} else {
 		struct stage_intent kept = f->intent;
-		if (f->intent_fresh)
+		if (fresh)
 			f->intent = (struct stage_intent){ 0 };
-		err = stream_journal_locked(f);
-		if (err || !f->intent_fresh)
+		err = stream_journal(f);
+		if (err || !fresh)
 			f->intent = kept;       /* still journaled */
 		else
 			stage_intent_clear(&kept);
@@ -347,7 +342,8 @@ static int stream_create(struct stage_file *f)
 	}
 	if (err && !sm->err)
 		sm->err = err;
-	pthread_mutex_unlock(&f->lock);
+	stage_jnl_disown(f);
+	mod_unlock(&f->lock);
 	if (err) {
 		int aerr = s3_mpu_abort(st->s3, sm->bucket, sm->key, id);
 		if (aerr) {
@@ -355,10 +351,10 @@ static int stream_create(struct stage_file *f)
 				  "failed: %s", sm->bucket, sm->key, id, strerror(-aerr));
 			/* Kept for the next commit's or the release's abort
 			 * (stage_stream_drop); no part sends with it: sm->err. */
-			pthread_mutex_lock(&f->lock);
+			mod_lock(&f->lock);
 			if (!sm->id)
 				sm->id = strdup(id);
-			pthread_mutex_unlock(&f->lock);
+			mod_unlock(&f->lock);
 		}
 	} else {
 		log_debug("stage: %s/%s: streamed upload %s created", sm->bucket,
@@ -372,10 +368,10 @@ static void part_run(struct stage_job *j)
 	struct stage_file *f = j->f;
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	bool skip = sm->broken || sm->err;
 	bool create = !sm->id;
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	int err = 0;
 	char etag[72] = "";
 	if (!skip && create)
@@ -384,7 +380,7 @@ static void part_run(struct stage_job *j)
 		err = s3_mpu_put_part(st->s3, sm->bucket, sm->key, sm->id, j->number,
 				      f->fd, j->off, j->len, etag);
 
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	if (err && !sm->broken && !sm->err) {
 		sm->err = err;
 		log_error("stage: %s/%s: streamed part %u (%" PRIu64 " bytes at %"
@@ -399,25 +395,25 @@ static void part_run(struct stage_job *j)
 	sm->inflight--;
 	stage_stream_feed(f);
 	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 }
 
 int stage_stream_drop(struct stage_file *f)
 {
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	if (!sm->n_parts && !sm->id) {
-		pthread_mutex_unlock(&f->lock);
+		mod_unlock(&f->lock);
 		return 0;
 	}
 	sm->broken = true;
 	while (sm->inflight)
 		pthread_cond_wait(&f->cond, &f->lock);
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	/* No part in flight: the strings and id stay as they are. */
 	int err = sm->id ? s3_mpu_abort(st->s3, sm->bucket, sm->key, sm->id) : 0;
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	if (err) {
 		log_error("stage: %s/%s: aborting streamed upload %s failed: %s; it "
 			  "stays journaled for the next commit or recovery",
@@ -430,7 +426,7 @@ int stage_stream_drop(struct stage_file *f)
 		}
 		stream_reset_locked(sm);
 	}
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	return err;
 }
 
@@ -442,18 +438,11 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 	if (err)
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
 			  f->key, strerror(-err));
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	if (!err) {
-		struct stage_jnl j = {
-			.state = STAGE_JS_COMMIT, .size = size,
-			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-			.meta = f->meta, .n_meta = f->n_meta, .upload_id = sm->id,
-			.upload_bucket = sm->bucket, .upload_key = sm->key,
-			.intent = f->intent,
-		};
-		err = stage_jnl_write(st, f->id, &j, f->js != STAGE_JS_NONE);
-		if (!err)
-			f->js = STAGE_JS_COMMIT;
+		stage_jnl_own(f);
+		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
+		stage_jnl_disown(f);
 	}
 	if (!err) {
 		sm->final = true;
@@ -464,7 +453,7 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 		sm->final = false;
 		err = sm->err ? sm->err : sm->broken ? -EIO : 0;
 	}
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	/* Every part is in; nothing changes sm until this commit ends. */
 	if (!err)
 		err = s3_mpu_complete(st->s3, sm->bucket, sm->key, sm->id, sm->parts,
@@ -481,9 +470,9 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 	log_debug("stage: %s/%s: %" PRIu64 " bytes streamed in %u parts", f->bucket,
 		  f->key, size, sm->n_parts);
 	count(st, SC_DONE, size);
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	stream_reset_locked(sm);
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	stage_commit_unjournal(f);
 	return 0;
 }

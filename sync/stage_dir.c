@@ -1,0 +1,332 @@
+/*
+ * stage_dir.c — the staging directory: its descriptors (made again when
+ * the directory is removed under the gateway), the names of what it holds,
+ * the syncs the durability setting asks for, the durability file, and the
+ * budget of the bytes staged in it. The bottom of the stage's chain
+ * (stage_int.h): it calls no other file of the module.
+ */
+#include "sync/stage_int.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file.h"
+#include "common/lock.h"
+#include "common/log.h"
+
+/* ---- the budget ------------------------------------------------------- */
+
+int stage_charge(struct stage *st, uint64_t n)
+{
+	int err = 0;
+	mod_lock(&st->lock);
+	if (st->used > st->max_bytes || n > st->max_bytes - st->used) {
+		/* (used may be past max: a smaller budget at a start that
+		 * found more staged; then nothing fits) */
+		st->cnt.enospc++;
+		err = -ENOSPC;
+	} else {
+		st->used += n;
+	}
+	mod_unlock(&st->lock);
+	return err;
+}
+
+void stage_grown(struct stage *st)
+{
+	if (st->grew)
+		st->grew(st->grew_ctx);
+}
+
+void stage_uncharge(struct stage *st, uint64_t n)
+{
+	mod_lock(&st->lock);
+	assert(st->used >= n);
+	st->used -= n;
+	mod_unlock(&st->lock);
+}
+
+void stage_count_efbig(struct stage *st)
+{
+	mod_lock(&st->lock);
+	st->cnt.efbig++;
+	mod_unlock(&st->lock);
+}
+
+/* ---- names and syncs -------------------------------------------------- */
+
+void stage_name(uint64_t id, const char *ext, char out[32])
+{
+	snprintf(out, 32, "%016" PRIx64 "%s", id, ext);
+}
+
+int stage_sync(struct stage *st, int fd, bool data)
+{
+	lock_assert_none("stage_sync");
+	if (st->durability == STAGE_DURABLE_PROCESS)
+		return 0;
+	int err = (data ? fdatasync(fd) : fsync(fd)) == 0 ? 0 : -errno;
+	mod_lock(&st->lock);
+	st->cnt.syncs++;
+	mod_unlock(&st->lock);
+	return err;
+}
+
+/* ---- the directory ---------------------------------------------------- */
+
+int stage_dir_open(struct stage *st, DIR **out)
+{
+	int dfd = openat(st->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*out = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (*out)
+		return 0;
+	int err = -errno;
+	if (dfd >= 0)
+		close(dfd);
+	return err;
+}
+
+/* Charges what is already staged and finds the next free id. */
+static int dir_scan(struct stage *st)
+{
+	DIR *d;
+	int err = stage_dir_open(st, &d);
+	if (err)
+		return err;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		uint64_t id = strtoull(de->d_name, &end, 16);
+		if (end != de->d_name + 16)
+			continue;
+		if (id >= st->next_id)
+			st->next_id = id + 1;
+		struct stat sb;
+		if (strcmp(end, ".data") == 0 &&
+		    fstatat(st->dir_fd, de->d_name, &sb, 0) == 0)
+			st->used += (uint64_t)sb.st_size;
+		char dn[32];
+		if (strcmp(end, ".jnl") == 0) {
+			st->cnt.pending_files++;
+			stage_name(id, ".data", dn);
+			if (fstatat(st->dir_fd, dn, &sb, 0) == 0)
+				st->pending_bytes += (uint64_t)sb.st_size;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+/* mkdir -p path, then open it. */
+static int open_dir(const char *path, int *fd)
+{
+	int err = file_mkdir_p(path, 0700);
+	if (err)
+		return err;
+	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? -errno : 0;
+}
+
+/* Whether the directory st->dir_fd names was removed. renew_lock held. */
+static bool dir_gone(struct stage *st)
+{
+	struct stat sb;
+	return !(fstat(st->dir_fd, &sb) == 0 && sb.st_nlink > 0);
+}
+
+int stage_dir_renew(struct stage *st)
+{
+	mod_lock(&st->renew_lock);
+	bool gone = dir_gone(st), spent = st->n_renewed == STAGE_RENEW_MAX;
+	mod_unlock(&st->renew_lock);
+	if (!gone)
+		return 0;                    /* there (renewed meanwhile) */
+	if (spent)
+		return -ENOENT;
+	/* Made with no lock held; installed below unless another thread's
+	 * renewal came first. */
+	int dfd = -1, rfd = -1;
+	int err = open_dir(st->dir, &dfd);
+	if (!err)
+		err = open_dir(st->rec_dir, &rfd);
+	if (err) {
+		if (dfd >= 0)
+			close(dfd);
+		log_error("stage: %s was removed while in use and cannot be made "
+			  "again: %s", st->dir, strerror(-err));
+		return err;
+	}
+	mod_lock(&st->renew_lock);
+	if (!dir_gone(st) || st->n_renewed == STAGE_RENEW_MAX) {
+		err = dir_gone(st) ? -ENOENT : 0;
+		mod_unlock(&st->renew_lock);
+		close(dfd);
+		close(rfd);
+		return err;
+	}
+	st->retired[2 * st->n_renewed] = atomic_exchange(&st->dir_fd, dfd);
+	st->retired[2 * st->n_renewed + 1] = atomic_exchange(&st->rec_fd, rfd);
+	st->n_renewed++;
+	/* Files released with uncommitted data went with the directory. */
+	mod_lock(&st->lock);
+	uint64_t lost = st->pending_bytes < st->used ? st->pending_bytes : st->used;
+	uint64_t lost_files = st->cnt.pending_files;
+	st->used -= lost;
+	st->pending_bytes = 0;
+	st->cnt.pending_files = 0;
+	mod_unlock(&st->lock);
+	mod_unlock(&st->renew_lock);
+	if (lost_files)
+		log_error("stage: %" PRIu64 " staged files released with uncommitted "
+			  "data (%" PRIu64 " bytes) went with the removed %s", lost_files,
+			  lost, st->dir);
+	log_warn("stage: %s was removed while in use: made again; files open at "
+		 "that moment keep their data in their descriptors only (their "
+		 "commits still upload it; a crash before would lose it)", st->dir);
+	if (stage_durability_open(st) != 0)
+		log_warn("stage: cannot write the durability file in %s", st->dir);
+	if (st->renewed)
+		st->renewed(st->grew_ctx);
+	return 0;
+}
+
+int stage_create_at(struct stage *st, const char *name, int flags)
+{
+	int fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0)
+		fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int stage_dir_setup(struct stage *st)
+{
+	int dfd = -1, rfd = -1;
+	int err = open_dir(st->dir, &dfd);
+	st->dir_fd = dfd;
+	if (!err)
+		err = open_dir(st->rec_dir, &rfd);
+	st->rec_fd = rfd;
+	if (!err)
+		err = dir_scan(st);
+	if (!err)
+		err = stage_durability_open(st);
+	return err;
+}
+
+void stage_dir_close(struct stage *st)
+{
+	if (st->dir_fd >= 0)
+		close(st->dir_fd);
+	if (st->rec_fd >= 0)
+		close(st->rec_fd);
+	for (unsigned i = 0; i < 2 * st->n_renewed; i++)
+		if (st->retired[i] >= 0)
+			close(st->retired[i]);
+}
+
+/* ---- the durability file ---------------------------------------------- */
+
+#define DURABILITY_FILE "durability"
+
+/* This boot's id ("" if the kernel does not say). */
+static void boot_id(char out[64])
+{
+	out[0] = '\0';
+	FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!fp)
+		return;
+	if (!fgets(out, 64, fp))
+		out[0] = '\0';
+	fclose(fp);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* "facetfs-stage-durability 1\nmode power|process\nboot ID\n", written
+ * durably whatever the setting (once per start). */
+static int durability_write(struct stage *st, const char *boot)
+{
+	char text[160];
+	int len = snprintf(text, sizeof text,
+			   "facetfs-stage-durability 1\nmode %s\nboot %s\n",
+			   st->durability == STAGE_DURABLE_PROCESS ? "process" : "power",
+			   boot);
+	int err = 0;
+	int fd = openat(st->dir_fd, DURABILITY_FILE ".tmp",
+			O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, (size_t)len) != len)
+		err = -EIO;
+	if (!err && fsync(fd) != 0)
+		err = -errno;
+	close(fd);
+	if (!err && renameat(st->dir_fd, DURABILITY_FILE ".tmp", st->dir_fd,
+			     DURABILITY_FILE) != 0)
+		err = -errno;
+	if (!err && fsync(st->dir_fd) != 0)
+		err = -errno;
+	if (err)
+		log_error("stage: cannot write %s/%s: %s", st->dir, DURABILITY_FILE,
+			  strerror(-err));
+	return err;
+}
+
+int stage_durability_open(struct stage *st)
+{
+	lock_assert_none("stage_durability_open");
+	char boot[64], text[160] = "", mode[16] = "", was[64] = "";
+	boot_id(boot);
+	int fd = openat(st->dir_fd, DURABILITY_FILE, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, text, sizeof text - 1);
+		text[n > 0 ? n : 0] = '\0';
+		close(fd);
+		if (sscanf(text, "facetfs-stage-durability 1\nmode %15s\nboot %63s",
+			   mode, was) < 1)
+			mode[0] = '\0';
+	}
+	/* No file: a first start, or a run before the setting (POWER). */
+	bool was_process = strcmp(mode, "process") == 0;
+	if (fd >= 0 && !was_process && strcmp(mode, "power") != 0) {
+		log_warn("stage: %s/%s is malformed: trusting the staged files as "
+			 "written with fsync", st->dir, DURABILITY_FILE);
+	}
+	if (was_process && (!*boot || strcmp(boot, was) != 0)) {
+		/* Written without fsync, and the machine restarted since: what
+		 * is on disk may be stale or torn. Keep the file until the
+		 * recovery that moves it all is done (stage_recover). */
+		st->distrust = true;
+		log_warn("stage: the staged files in %s were written with "
+			 "cache.durability \"process\" before the machine restarted: "
+			 "recovery moves them all to %s, uploading nothing", st->dir,
+			 st->rec_dir);
+		return 0;
+	}
+	/* From PROCESS to POWER on the same boot: make the earlier run's
+	 * files durable before saying they are. */
+	if (was_process && st->durability == STAGE_DURABLE_POWER &&
+	    syncfs(st->dir_fd) != 0)
+		return -errno;
+	if (was_process && st->durability == STAGE_DURABLE_PROCESS &&
+	    strcmp(boot, was) == 0)
+		return 0;    /* the file already says so */
+	return durability_write(st, boot);
+}
+
+int stage_durability_trust(struct stage *st)
+{
+	char boot[64];
+	boot_id(boot);
+	int err = durability_write(st, boot);
+	if (!err)
+		st->distrust = false;
+	return err;
+}
