@@ -1,4 +1,5 @@
 /* stats.c — see stats.h. */
+#include "common/lock.h"
 #include "common/stats.h"
 
 #include <assert.h>
@@ -29,12 +30,12 @@ void stats_group_add(struct stats *st, struct stats_group *g,
 	if (!st)
 		return;
 	*g = (struct stats_group){ defs, n, base, st, NULL };
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	struct stats_group **p = &st->groups;
 	while (*p)
 		p = &(*p)->next;
 	*p = g;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 void stats_group_remove(struct stats_group *g)
@@ -42,13 +43,13 @@ void stats_group_remove(struct stats_group *g)
 	struct stats *st = g->st;
 	if (!st)
 		return;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	struct stats_group **p = &st->groups;
 	while (*p && *p != g)
 		p = &(*p)->next;
 	assert(*p == g);
 	*p = g->next;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	g->st = NULL;
 	g->next = NULL;
 }
@@ -67,7 +68,7 @@ static bool def_same(const struct stats_def *a, const struct stats_def *b)
 
 int stats_samples(struct stats *st, struct stats_sample **out)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	size_t max = 0;
 	for (const struct stats_group *g = st->groups; g; g = g->next)
 		max += g->n;
@@ -83,7 +84,7 @@ int stats_samples(struct stats *st, struct stats_sample **out)
 			s[j].v += group_value(g, i);
 		}
 	}
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	*out = s;
 	return s ? (int)n : -ENOMEM;
 }
@@ -92,12 +93,12 @@ uint64_t stats_value(struct stats *st, const char *section, const char *name)
 {
 	const struct stats_def want = { .section = section, .name = name };
 	uint64_t v = 0;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (const struct stats_group *g = st->groups; g; g = g->next)
 		for (size_t i = 0; i < g->n; i++)
 			if (def_same(&g->defs[i], &want))
 				v += group_value(g, i);
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	return v;
 }
 
@@ -128,36 +129,36 @@ void stats_latency_add_batch(struct stats *st, const double *ms, size_t n)
 {
 	if (n == 0)
 		return;
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (size_t i = 0; i < n; i++)
 		lat_add(&st->visible, ms[i]);
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 void stats_s3_latency_add(struct stats *st, double ms)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	lat_add(&st->s3, ms);
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 void stats_hist_get(struct stats *st, enum stats_hist_kind k,
 		    struct stats_hist *out)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	const struct stats_lat *l = k == STATS_HIST_S3 ? &st->s3 : &st->visible;
 	memcpy(out->bucket, l->hist, sizeof out->bucket);
 	out->count = l->count;
 	out->sum_ms = l->sum_ms;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 int stats_lag_get(struct stats *st, struct stats_lag *out, int max)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	int n = st->n_lag < max ? st->n_lag : max;
 	memcpy(out, st->lag, (size_t)n * sizeof *out);
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	return n;
 }
 
@@ -183,15 +184,15 @@ static double lat_pct(const struct stats_lat *l, double pct)
 
 double stats_latency_pct(struct stats *st, double pct)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	double res = lat_pct(&st->visible, pct);
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	return res;
 }
 
 void stats_lag_set(struct stats *st, const char *name, int64_t lag)
 {
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	int i;
 	for (i = 0; i < st->n_lag; i++)
 		if (strcmp(st->lag[i].name, name) == 0)
@@ -202,7 +203,7 @@ void stats_lag_set(struct stats *st, const char *name, int64_t lag)
 	}
 	if (i < st->n_lag)
 		st->lag[i].lag = lag;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 struct stats_writer {
@@ -271,10 +272,10 @@ static void write_lag(struct stats *st, cJSON *root, struct stats_writer *w)
 		w->oom = true;
 		return;
 	}
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	for (int i = 0; i < st->n_lag; i++)
 		stats_write_num(w, st->lag[i].name, (double)st->lag[i].lag);
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 }
 
 /* name: { count, p50, p99, max, total } of l (total: the sum, ms). */
@@ -286,9 +287,9 @@ static void write_latency(struct stats *st, cJSON *root, struct stats_writer *w,
 		w->oom = true;
 		return;
 	}
-	pthread_mutex_lock(&st->lock);
+	mod_lock(&st->lock);
 	struct stats_lat copy = *l;
-	pthread_mutex_unlock(&st->lock);
+	mod_unlock(&st->lock);
 	stats_write_num(w, "count", (double)copy.count);
 	stats_write_num(w, "p50", lat_pct(&copy, 50));
 	stats_write_num(w, "p99", lat_pct(&copy, 99));

@@ -1,4 +1,5 @@
 /* trace.c — see trace.h. */
+#include "common/lock.h"
 #include "common/trace.h"
 
 #include "common/log.h"
@@ -217,10 +218,10 @@ static void buffers_write(struct trace *t, int fd, struct tbuf *q)
 		q = next;
 	}
 	if (err) {
-		pthread_mutex_lock(&t->lock);
+		mod_lock(&t->lock);
 		bool first = !t->write_err;
 		t->write_err = err;
-		pthread_mutex_unlock(&t->lock);
+		mod_unlock(&t->lock);
 		if (first)
 			log_error("trace: writing %s: %s", t->path, strerror(err));
 	}
@@ -244,7 +245,7 @@ static struct tbuf *buffers_take(struct trace *t)
 static void *writer_main(void *arg)
 {
 	struct trace *t = arg;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	while (!t->stopping) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -257,13 +258,13 @@ static void *writer_main(void *arg)
 			pthread_cond_timedwait(&t->cond, &t->lock, &until);
 		struct tbuf *q = buffers_take(t);
 		int fd = t->fd;
-		pthread_mutex_unlock(&t->lock);
+		mod_unlock(&t->lock);
 		buffers_write(t, fd, q);
-		pthread_mutex_lock(&t->lock);
+		mod_lock(&t->lock);
 	}
 	struct tbuf *q = buffers_take(t);
 	int fd = t->fd;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	buffers_write(t, fd, q);
 	return NULL;
 }
@@ -273,17 +274,17 @@ static int stop_locked(struct trace *t, char **msg);
 
 int trace_start(struct trace *t, const char *view, uint64_t max_bytes, char **msg)
 {
-	pthread_mutex_lock(&t->ctl_lock);
+	mod_lock(&t->ctl_lock);
 	int rc = start_locked(t, view, max_bytes, msg);
-	pthread_mutex_unlock(&t->ctl_lock);
+	mod_unlock(&t->ctl_lock);
 	return rc;
 }
 
 int trace_stop(struct trace *t, char **msg)
 {
-	pthread_mutex_lock(&t->ctl_lock);
+	mod_lock(&t->ctl_lock);
 	int rc = stop_locked(t, msg);
-	pthread_mutex_unlock(&t->ctl_lock);
+	mod_unlock(&t->ctl_lock);
 	return rc;
 }
 
@@ -300,9 +301,9 @@ static int start_locked(struct trace *t, const char *view, uint64_t max_bytes, c
 			*msg = NULL;
 		return -EINVAL;
 	}
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	bool busy = t->active || t->thread_running;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	if (busy) {
 		if (asprintf(msg, "error: a trace is already on (%s); stop it first\n", t->path) < 0)
 			*msg = NULL;
@@ -333,7 +334,7 @@ static int start_locked(struct trace *t, const char *view, uint64_t max_bytes, c
 		rc = -errno;
 		goto fail;
 	}
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	free(t->path);
 	free(t->view);
 	free(t->fhs);
@@ -353,12 +354,12 @@ static int start_locked(struct trace *t, const char *view, uint64_t max_bytes, c
 	memset(t->tids, 0, sizeof t->tids);
 	t->active = true;
 	t->thread_running = true;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	if ((rc = -pthread_create(&t->thread, NULL, writer_main, t)) < 0) {
-		pthread_mutex_lock(&t->lock);
+		mod_lock(&t->lock);
 		t->active = t->thread_running = false;
 		t->fd = -1;
-		pthread_mutex_unlock(&t->lock);
+		mod_unlock(&t->lock);
 		close(fd);
 		unlink(path);
 		if (asprintf(msg, "error: trace: %s\n", strerror(-rc)) < 0)
@@ -388,9 +389,9 @@ static int stop_locked(struct trace *t, char **msg)
 {
 	*msg = NULL;
 	atomic_store_explicit(&t->sw.on, false, memory_order_relaxed);
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	if (!t->thread_running) {
-		pthread_mutex_unlock(&t->lock);
+		mod_unlock(&t->lock);
 		if (asprintf(msg, "error: no trace is on\n") < 0)
 			*msg = NULL;
 		return -ENOENT;
@@ -398,16 +399,16 @@ static int stop_locked(struct trace *t, char **msg)
 	t->active = false;
 	t->stopping = true;
 	pthread_cond_signal(&t->cond);
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	pthread_join(t->thread, NULL);
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	t->thread_running = false;
 	int fd = t->fd;
 	t->fd = -1;
 	uint64_t records = t->records, bytes = t->bytes, dropped = t->dropped;
 	bool full = t->full;
 	int err = t->write_err;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	if (fd >= 0 && fsync(fd) < 0 && !err)
 		err = errno;
 	if (fd >= 0 && close(fd) < 0 && !err)
@@ -427,7 +428,7 @@ static int stop_locked(struct trace *t, char **msg)
 char *trace_status(struct trace *t)
 {
 	char *s = NULL;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	int rc;
 	if (!t->thread_running)
 		rc = asprintf(&s, "off%s%s\n", t->path ? "; last trace " : "",
@@ -438,7 +439,7 @@ char *trace_status(struct trace *t)
 			      t->view ? t->view : "(all)", (unsigned long long)t->records,
 			      (unsigned long long)t->bytes, (unsigned long long)t->max_bytes,
 			      (unsigned long long)t->dropped, t->write_err ? ", write error" : "");
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	return rc < 0 ? NULL : s;
 }
 
@@ -447,10 +448,10 @@ void trace_free(struct trace *t)
 	if (!t)
 		return;
 	char *msg = NULL;
-	pthread_mutex_lock(&t->ctl_lock);
+	mod_lock(&t->ctl_lock);
 	if (t->thread_running)
 		stop_locked(t, &msg);
-	pthread_mutex_unlock(&t->ctl_lock);
+	mod_unlock(&t->ctl_lock);
 	free(msg);
 	pthread_mutex_destroy(&t->ctl_lock);
 	pthread_mutex_destroy(&t->lock);
@@ -607,7 +608,7 @@ void trace_record(struct trace *t, enum trace_op op, uint32_t tid, uint64_t fh,
 	}
 	bool opens = op == TRACE_OPEN || op == TRACE_CREATE;
 	uint32_t pid = 0;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	if (!t->active || t->full)
 		goto out;
 	if (t->view) {
@@ -627,9 +628,9 @@ void trace_record(struct trace *t, enum trace_op op, uint32_t tid, uint64_t fh,
 		if (!opens && s->tid == tid) {
 			pid = s->pid;
 		} else {
-			pthread_mutex_unlock(&t->lock);
+			mod_unlock(&t->lock);
 			pid = pid_of_tid(tid);
-			pthread_mutex_lock(&t->lock);
+			mod_lock(&t->lock);
 			if (!t->active || t->full)
 				goto out;
 			s = tid_find(t, tid);
@@ -640,5 +641,5 @@ void trace_record(struct trace *t, enum trace_op op, uint32_t tid, uint64_t fh,
 	r.pid = pid;
 	record_append(t, &r, name, n1, path2 ? name2 : NULL, n2);
 out:
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }

@@ -41,6 +41,7 @@
 #include "events/bridge_body.h"
 #include "events/kafka.h"
 #include "events/record.h"
+#include "common/lock.h"
 #include "common/log.h"
 
 #define DEFAULT_MAX_BODY   (1024 * 1024)
@@ -131,7 +132,7 @@ static void bridge_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void
 	(void)rk;
 	if (!d)
 		return;
-	pthread_mutex_lock(&b->lock);
+	mod_lock(&b->lock);
 	if (m->err) {
 		if (d->failed++ == 0)
 			snprintf(d->err, sizeof d->err, "record %.*s: %s",
@@ -140,7 +141,7 @@ static void bridge_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void
 	}
 	d->pending--;
 	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
+	mod_unlock(&b->lock);
 }
 
 static void bridge_on_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -162,8 +163,10 @@ static void *bridge_poll_main(void *arg)
 {
 	struct bridge *b = arg;
 
-	while (!atomic_load(&b->stop_poll))
+	while (!atomic_load(&b->stop_poll)) {
+		KAFKA_GUARD("poll");
 		rd_kafka_poll(b->rk, 100);
+	}
 	return NULL;
 }
 
@@ -219,23 +222,24 @@ static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t 
 	int rc = 0;
 
 	/* Never queue without bound: past max_pending the sender hears 503. */
-	pthread_mutex_lock(&b->lock);
+	mod_lock(&b->lock);
 	if (b->pending + n > b->max_pending) {
 		size_t now = b->pending;
 
-		pthread_mutex_unlock(&b->lock);
+		mod_unlock(&b->lock);
 		snprintf(err, errlen, "%zu records already wait for Kafka (--max-pending %zu)",
 		         now, b->max_pending);
 		return -EAGAIN;
 	}
 	b->pending += n;
-	pthread_mutex_unlock(&b->lock);
+	mod_unlock(&b->lock);
 	for (i = 0; i < n; i++) {
 		rd_kafka_resp_err_t e;
 
-		pthread_mutex_lock(&b->lock);
+		mod_lock(&b->lock);
 		d.pending++;
-		pthread_mutex_unlock(&b->lock);
+		mod_unlock(&b->lock);
+		KAFKA_GUARD("producev");
 		e = rd_kafka_producev(b->rk, RD_KAFKA_V_TOPIC(b->topic),
 		                      RD_KAFKA_V_KEY(parts[i].key,
 		                                     parts[i].key ? strlen(parts[i].key) : 0),
@@ -243,9 +247,9 @@ static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t 
 		                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 		                      RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
 		if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-			pthread_mutex_lock(&b->lock);
+			mod_lock(&b->lock);
 			d.pending--;
-			pthread_mutex_unlock(&b->lock);
+			mod_unlock(&b->lock);
 			snprintf(err, errlen, "producing record %s: %s",
 			         parts[i].key ? parts[i].key : "(no key)", rd_kafka_err2str(e));
 			/* librdkafka's own queue is full: Kafka is slow. */
@@ -254,11 +258,11 @@ static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t 
 		}
 	}
 	/* Every produced message gets exactly one report (message.timeout.ms). */
-	pthread_mutex_lock(&b->lock);
+	mod_lock(&b->lock);
 	while (d.pending > 0)
 		pthread_cond_wait(&b->cond, &b->lock);
 	b->pending -= n;
-	pthread_mutex_unlock(&b->lock);
+	mod_unlock(&b->lock);
 	if (rc == 0 && d.failed) {
 		snprintf(err, errlen, "%zu of %zu records not acknowledged, first %s",
 		         d.failed, n, d.err);
@@ -328,7 +332,7 @@ static bool bridge_rate_ok(struct bridge *b)
 	if (!b->max_rate)
 		return true;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	pthread_mutex_lock(&b->lock);
+	mod_lock(&b->lock);
 	double dt = (double)(now.tv_sec - b->rate_at.tv_sec) +
 	            (double)(now.tv_nsec - b->rate_at.tv_nsec) / 1e9;
 	b->rate_at = now;
@@ -338,7 +342,7 @@ static bool bridge_rate_ok(struct bridge *b)
 	ok = b->rate_tokens >= 1.0;
 	if (ok)
 		b->rate_tokens -= 1.0;
-	pthread_mutex_unlock(&b->lock);
+	mod_unlock(&b->lock);
 	return ok;
 }
 
@@ -726,6 +730,7 @@ int main(int argc, char **argv)
 	rc = atomic_load(&b.fatal) ? 1 : 0;
 	MHD_stop_daemon(b.httpd);     /* joins the connection threads */
 out_poll:
+	KAFKA_GUARD("flush");
 	if (rd_kafka_flush(b.rk, b.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
 		log_error("kafka %s: %d messages not delivered at exit", b.brokers,
 		          rd_kafka_outq_len(b.rk));
@@ -734,6 +739,7 @@ out_poll:
 	atomic_store(&b.stop_poll, true);
 	pthread_join(b.poller, NULL);
 out_rk:
+	KAFKA_GUARD("destroy");
 	rd_kafka_destroy(b.rk);
 out:
 	pthread_cond_destroy(&b.cond);

@@ -39,6 +39,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/lock.h"
 #include "common/array.h"
 #include "common/log.h"
 #include "common/stats.h"
@@ -129,11 +130,11 @@ static void consumer_note_error(struct consumer *c, bool fatal, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&c->lock);
+	mod_lock(&c->lock);
 	changed = strcmp(buf, c->last_err) != 0;
 	if (changed)
 		memcpy(c->last_err, buf, sizeof buf);
-	pthread_mutex_unlock(&c->lock);
+	mod_unlock(&c->lock);
 	if (fatal)
 		log_error("kafka %s: %s", c->brokers, buf);
 	else if (changed)
@@ -191,6 +192,7 @@ static void consumer_lag_update(struct consumer *c)
 		int64_t lo = -1, hi = -1, next = c->parts[i].next, lag;
 		char name[96];
 
+		KAFKA_GUARD("get_watermark_offsets");
 		if (rd_kafka_get_watermark_offsets(c->rk, c->topic, c->parts[i].partition,
 		                                   &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR || hi < 0)
 			continue;
@@ -254,6 +256,7 @@ static void consumer_batch_store(struct consumer *c, const struct ev_batch *eb)
 			eb->pos[i].next;
 		consumer_part_set(c, eb->pos[i].partition, eb->pos[i].next);
 	}
+	KAFKA_GUARD("offsets_store");
 	err = rd_kafka_offsets_store(c->rk, l);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)    /* e.g. partition revoked meanwhile */
 		log_debug("kafka: storing offsets to the group: %s", rd_kafka_err2str(err));
@@ -359,6 +362,7 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		         tp->partition, tp->offset < 0 ? "the beginning " : "offset ",
 		         tp->offset < 0 ? (int64_t)0 : tp->offset);
 	}
+	KAFKA_GUARD("assign");
 	if (coop)
 		error = rd_kafka_incremental_assign(c->rk, parts);
 	else
@@ -379,10 +383,10 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
 	c->lag_at_ns = 0;
 	stats_set(&c->ctr.partitions, (uint_fast64_t)c->n_parts);
-	pthread_mutex_lock(&c->lock);
+	mod_lock(&c->lock);
 	c->assigned = true;
 	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
+	mod_unlock(&c->lock);
 }
 
 static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t *parts, bool coop)
@@ -391,6 +395,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 
 	consumer_drain(c);            /* what was polled before the revocation */
 	if (coop) {
+		KAFKA_GUARD("incremental_unassign");
 		error = rd_kafka_incremental_unassign(c->rk, parts);
 		if (error) {
 			log_error("kafka: incremental unassign: %s", rd_kafka_error_string(error));
@@ -399,6 +404,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 		for (int i = 0; i < parts->cnt; i++)
 			consumer_part_drop(c, parts->elems[i].partition);
 	} else {
+		KAFKA_GUARD("assign");
 		rd_kafka_assign(c->rk, NULL);
 		c->n_parts = 0;
 	}
@@ -436,6 +442,7 @@ static void consumer_collect(struct consumer *c)
 
 	while (new->n < CONSUMER_BATCH_MAX && !atomic_load(&c->stop)) {
 		int wait = new->n || c->b[c->old].n ? 0 : POLL_WAIT_MS;
+		KAFKA_GUARD("consumer_poll");
 		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(c->rk, wait);
 
 		if (!rkm)
@@ -479,6 +486,7 @@ static void *consumer_main(void *arg)
 		consumer_lag_update(c);
 	}
 	consumer_drain(c);            /* stopped: what was polled, in order */
+	KAFKA_GUARD("consumer_close");
 	err = rd_kafka_consumer_close(c->rk);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		log_warn("kafka %s: closing the consumer: %s", c->brokers, rd_kafka_err2str(err));
@@ -569,6 +577,7 @@ int consumer_start(struct consumer *c)
 		return -EALREADY;         /* a stopped consumer is not restarted: make a new one */
 	l = rd_kafka_topic_partition_list_new(1);
 	rd_kafka_topic_partition_list_add(l, c->topic, RD_KAFKA_PARTITION_UA);
+	KAFKA_GUARD("subscribe");
 	err = rd_kafka_subscribe(c->rk, l);
 	rd_kafka_topic_partition_list_destroy(l);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -604,6 +613,7 @@ int consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned)
 
 		if (left <= 0)
 			break;
+		KAFKA_GUARD("metadata");
 		err = rd_kafka_metadata(c->rk, 0, rkt, &md, (int)left);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 			err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
@@ -619,7 +629,7 @@ int consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned)
 	if (!assigned && consumer_now_ns() < deadline)
 		return 0;
 
-	pthread_mutex_lock(&c->lock);
+	mod_lock(&c->lock);
 	if (consumer_now_ns() < deadline) {
 		struct timespec ts;
 		int64_t dl_rt;
@@ -636,7 +646,7 @@ int consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned)
 		ready = c->assigned;
 	}
 	memcpy(last, c->last_err, sizeof last);
-	pthread_mutex_unlock(&c->lock);
+	mod_unlock(&c->lock);
 	if (ready)
 		return 0;
 	if (strcmp(stage, "metadata") == 0)
@@ -659,10 +669,10 @@ void consumer_stop(struct consumer *c)
 	atomic_store(&c->stop, true);
 	pthread_join(c->thread, NULL);
 	c->started = false;
-	pthread_mutex_lock(&c->lock);
+	mod_lock(&c->lock);
 	c->assigned = false;
 	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
+	mod_unlock(&c->lock);
 }
 
 void consumer_free(struct consumer *c)
@@ -670,6 +680,7 @@ void consumer_free(struct consumer *c)
 	if (!c)
 		return;
 	consumer_stop(c);
+	KAFKA_GUARD("destroy_flags");
 	if (c->rk)
 		rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 	decoder_free(c->dec);         /* the thread released every job it posted */

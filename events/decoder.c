@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "events/record.h"
@@ -173,10 +174,10 @@ static void job_decode(struct decoder *d, struct decoder_job *j)
 		j->rcs[i] = record_decode(j->msgs[i].payload, j->msgs[i].len, &j->docs[i]);
 		if (atomic_fetch_add(&j->done, 1) + 1 == j->n) {
 			job_build(j);
-			pthread_mutex_lock(&d->lock);
+			mod_lock(&d->lock);
 			j->complete = true;
 			pthread_cond_broadcast(&d->done_cv);
-			pthread_mutex_unlock(&d->lock);
+			mod_unlock(&d->lock);
 		}
 	}
 }
@@ -238,9 +239,9 @@ static struct decoder_job *decoder_find(struct decoder *d, enum job_state state)
 static void decoder_clean(struct decoder *d, struct decoder_job *j)
 {
 	j->state = JOB_CLEANING;
-	pthread_mutex_unlock(&d->lock);
+	mod_unlock(&d->lock);
 	job_clean(j);
-	pthread_mutex_lock(&d->lock);
+	mod_lock(&d->lock);
 	j->state = JOB_FREE;
 	pthread_cond_broadcast(&d->done_cv);
 }
@@ -251,15 +252,15 @@ static void *decoder_main(void *arg)
 {
 	struct decoder *d = arg;
 
-	pthread_mutex_lock(&d->lock);
+	mod_lock(&d->lock);
 	while (!d->stop) {
 		struct decoder_job *j = decoder_next_posted(d);
 
 		if (j) {
 			j->workers++;
-			pthread_mutex_unlock(&d->lock);
+			mod_unlock(&d->lock);
 			job_decode(d, j);
-			pthread_mutex_lock(&d->lock);
+			mod_lock(&d->lock);
 			if (--j->workers == 0)
 				pthread_cond_broadcast(&d->done_cv);
 		} else if ((j = decoder_find(d, JOB_SPENT))) {
@@ -268,7 +269,7 @@ static void *decoder_main(void *arg)
 			pthread_cond_wait(&d->work_cv, &d->lock);
 		}
 	}
-	pthread_mutex_unlock(&d->lock);
+	mod_unlock(&d->lock);
 	return NULL;
 }
 
@@ -303,10 +304,10 @@ void decoder_free(struct decoder *d)
 	if (!d)
 		return;
 	if (d->running) {
-		pthread_mutex_lock(&d->lock);
+		mod_lock(&d->lock);
 		d->stop = true;
 		pthread_cond_broadcast(&d->work_cv);
-		pthread_mutex_unlock(&d->lock);
+		mod_unlock(&d->lock);
 		pthread_join(d->thread, NULL);
 	}
 	for (size_t i = 0; i < DECODER_SLOTS; i++) {
@@ -334,7 +335,7 @@ struct decoder_job *decoder_post(struct decoder *d, const struct decoder_msg *ms
 
 	if (n == 0)
 		return NULL;
-	pthread_mutex_lock(&d->lock);
+	mod_lock(&d->lock);
 	for (;;) {
 		size_t posted = 0;
 
@@ -373,7 +374,7 @@ struct decoder_job *decoder_post(struct decoder *d, const struct decoder_msg *ms
 		j->state = JOB_POSTED;
 		pthread_cond_signal(&d->work_cv);
 	}
-	pthread_mutex_unlock(&d->lock);
+	mod_unlock(&d->lock);
 	return j;
 }
 
@@ -382,10 +383,10 @@ struct decoder_job *decoder_post(struct decoder *d, const struct decoder_msg *ms
 static void decoder_wait(struct decoder *d, struct decoder_job *j)
 {
 	job_decode(d, j);
-	pthread_mutex_lock(&d->lock);
+	mod_lock(&d->lock);
 	while (!j->complete)
 		pthread_cond_wait(&d->done_cv, &d->lock);
-	pthread_mutex_unlock(&d->lock);
+	mod_unlock(&d->lock);
 }
 
 int decoder_finish(struct decoder *d, struct decoder_job *j, struct ev_batch **out)
@@ -404,11 +405,11 @@ int decoder_finish(struct decoder *d, struct decoder_job *j, struct ev_batch **o
 void decoder_release(struct decoder *d, struct decoder_job *j)
 {
 	decoder_wait(d, j);
-	pthread_mutex_lock(&d->lock);
+	mod_lock(&d->lock);
 	j->state = JOB_SPENT;
 	if (d->running)
 		pthread_cond_signal(&d->work_cv);
 	else
 		decoder_clean(d, j);
-	pthread_mutex_unlock(&d->lock);
+	mod_unlock(&d->lock);
 }

@@ -52,6 +52,7 @@ int kafka_client_new(rd_kafka_type_t type, rd_kafka_conf_t *kc, rd_kafka_t **out
 {
 	char why[256];
 
+	KAFKA_GUARD("new");
 	*out = rd_kafka_new(type, kc, why, sizeof why);
 	if (!*out) {
 		rd_kafka_conf_destroy(kc);   /* rd_kafka_new() took it only on success */

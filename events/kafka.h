@@ -10,7 +10,8 @@
  * configuration in every case. librdkafka's log lines go to common/log.h:
  * levels 0-2 as errors, 4 as warnings, 5 as info, the rest (errors
  * included: they reach the caller's error callback, which logs them) as
- * debug. Any thread; no state of its own.
+ * debug. Any thread; no state of its own. Every Kafka call is preceded by
+ * KAFKA_GUARD.
  */
 #ifndef FACETFS_KAFKA_H
 #define FACETFS_KAFKA_H
@@ -18,6 +19,13 @@
 #include <stddef.h>
 
 #include <librdkafka/rdkafka.h>
+
+#include "common/lock.h"
+
+/* Before every call that may talk to the brokers or wait (poll, produce,
+ * flush, assign, commit, metadata, close, destroy): no state lock may be
+ * held (the lock guard of common/lock.h checks it in its build). */
+#define KAFKA_GUARD(call) lock_assert_none("kafka " call)
 
 typedef void kafka_error_fn(rd_kafka_t *rk, int err, const char *reason, void *opaque);
 

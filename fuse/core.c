@@ -5,6 +5,7 @@
  */
 #include "fuse/core_int.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "sync/stage.h"
 #include "views/filter.h"
@@ -422,25 +423,25 @@ int core_index_newer(struct core *c, const struct obj_meta *o)
 
 struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	struct ofile *of = c->ofiles;
 	while (of && (of->ino != ino || (of->unlinked && !unlinked_too)))
 		of = of->next;
 	if (of)
 		of->refs++;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return of;
 }
 
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	struct ofile *of = c->ofiles;
 	while (of && (of->unlinked || !core_in_view(c, of->vname, view) || strcmp(of->path, path) != 0))
 		of = of->next;
 	if (of)
 		of->refs++;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return of;
 }
 
@@ -448,59 +449,59 @@ void core_ofile_unlink(struct core *c, struct ofile *of)
 {
 	if (!of)
 		return;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	of->unlinked = true;
 	while (of->committing)
 		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 }
 
 void core_ofile_hold(struct core *c, struct ofile *of)
 {
 	if (!of)
 		return;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	of->held++;
 	while (of->committing)
 		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 }
 
 void core_ofile_unhold(struct core *c, struct ofile *of)
 {
 	if (!of)
 		return;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	of->held--;
 	pthread_cond_broadcast(&c->ofile_cv);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 }
 
 bool core_ofile_commit_begin(struct core *c, struct ofile *of)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	while (of->held && !of->unlinked)
 		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
 	bool go = !of->unlinked;
 	if (go)
 		of->committing++;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return go;
 }
 
 void core_ofile_commit_end(struct core *c, struct ofile *of)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	of->committing--;
 	pthread_cond_broadcast(&c->ofile_cv);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 }
 
 bool core_ofile_unlinked(struct core *c, struct ofile *of)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	bool u = of->unlinked;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return u;
 }
 
@@ -520,7 +521,7 @@ void core_ofile_put(struct core *c, struct ofile *of)
 {
 	if (!of)
 		return;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	bool last = --of->refs == 0;
 	if (last) {
 		struct ofile **pp = &c->ofiles;
@@ -529,14 +530,14 @@ void core_ofile_put(struct core *c, struct ofile *of)
 		if (*pp)
 			*pp = of->next;
 	}
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	if (last)
 		core_ofile_free(of);
 }
 
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	struct ofile *other = c->ofiles;
 	while (other && (other->ino != of->ino || other->unlinked))
 		other = other->next;
@@ -546,7 +547,7 @@ struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
 		of->next = c->ofiles;
 		c->ofiles = of;
 	}
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return other;
 }
 
@@ -559,12 +560,12 @@ bool core_tables_have_child(struct core *c, size_t view, const char *path)
 {
 	bool any = false;
 	size_t plen = strlen(path);
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	for (struct mkdir_ent *m = c->mkdirs; m && !any; m = m->next)
 		any = core_in_view(c, m->vname, view) && under(m->path, path, plen);
 	for (struct ofile *o = c->ofiles; o && !any; o = o->next)
 		any = core_in_view(c, o->vname, view) && under(o->path, path, plen);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return any;
 }
 
@@ -578,11 +579,11 @@ bool core_mkdir_exists(struct core *c, size_t view, const char *path)
 
 bool core_dir_made(struct core *c, const char *vname, const char *path)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	struct mkdir_ent *m = c->mkdirs;
 	while (m && (strcmp(m->vname, vname) != 0 || strcmp(m->path, path) != 0))
 		m = m->next;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return m != NULL;
 }
 
@@ -600,10 +601,10 @@ int core_mkdir_remember(struct core *c, const char *vname, const char *path,
 	}
 	if (px)
 		m->px = *px;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	m->next = c->mkdirs;
 	c->mkdirs = m;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return 0;
 }
 
@@ -617,23 +618,23 @@ static struct mkdir_ent *mkdir_find_locked(struct core *c, size_t view, const ch
 
 bool core_mkdir_attr(struct core *c, size_t view, const char *path, struct obj_posix *px)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	struct mkdir_ent *m = mkdir_find_locked(c, view, path);
 	bool found = m && m->px.have;
 	if (found)
 		*px = m->px;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return found;
 }
 
 bool core_mkdir_set_attr(struct core *c, size_t view, const char *path,
 			 const struct obj_posix *px)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	struct mkdir_ent *m = mkdir_find_locked(c, view, path);
 	if (m)
 		m->px = *px;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return m != NULL;
 }
 
@@ -652,15 +653,15 @@ static void mkdir_unlink_locked(struct core *c, size_t view, const char *path)
 
 void core_mkdir_forget(struct core *c, size_t view, const char *path)
 {
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	mkdir_unlink_locked(c, view, path);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 }
 
 void core_mkdir_move(struct core *c, size_t view, const char *path, const char *npath)
 {
 	char *p = strdup(npath);
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	if (p) {
 		/* the index keeps one key per name: so does the list */
 		mkdir_unlink_locked(c, view, npath);
@@ -672,7 +673,7 @@ void core_mkdir_move(struct core *c, size_t view, const char *path, const char *
 				break;
 			}
 	}
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	free(p);
 }
 
@@ -683,7 +684,7 @@ int core_mkdir_children(struct core *c, size_t view, const char *dir,
 	size_t n = 0, cap = 0;
 	size_t plen = strlen(dir);
 	int rc = 0;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	for (struct mkdir_ent *m = c->mkdirs; m; m = m->next) {
 		if (!core_in_view(c, m->vname, view))
 			continue;
@@ -710,7 +711,7 @@ int core_mkdir_children(struct core *c, size_t view, const char *dir,
 		}
 		n++;
 	}
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	/* What was gathered is still listed (as before: a failed allocation
 	 * shortens the list, it does not fail the readdir). */
 	*names_out = names;
@@ -724,11 +725,11 @@ void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino
 		     struct stat *st)
 {
 	struct obj_posix px;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	posix_meta_parse(of->meta.meta, of->meta.n_meta, &px);
 	bool times_set = of->times_set;
 	int64_t listed = of->meta.mtime_ns;
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	/* Written here since its last commit: modified now (unless utimensat
 	 * set the time after the last write). */
 	int64_t mtime = core_now_ns();

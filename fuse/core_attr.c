@@ -19,6 +19,7 @@
  */
 #include "fuse/core_int.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/posix.h"
 #include "sync/stage.h"
@@ -80,9 +81,9 @@ static int attr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 	px.mode |= cur.mode & S_IFMT;            /* chmod keeps the file type */
 	int rc = posix_meta_put(&o->meta, &o->n_meta, &px);
 	if (rc == 0 && of && (px.have & POSIX_MTIME)) {
-		pthread_mutex_lock(&a->c->ofile_lock);
+		mod_lock(&a->c->ofile_lock);
 		of->times_set = true;
-		pthread_mutex_unlock(&a->c->ofile_lock);
+		mod_unlock(&a->c->ofile_lock);
 	}
 	return rc;
 }
@@ -146,9 +147,9 @@ int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 		rc = core_truncate(c, ino, f, set->size);
 		struct ofile *of = f && f->writable ? f->of : NULL;
 		if (rc == 0 && of && !(set->what & (CORE_SET_MTIME | CORE_SET_MTIME_NOW))) {
-			pthread_mutex_lock(&c->ofile_lock);
+			mod_lock(&c->ofile_lock);
 			of->times_set = false;   /* ftruncate modifies: now */
-			pthread_mutex_unlock(&c->ofile_lock);
+			mod_unlock(&c->ofile_lock);
 		}
 	}
 	if (rc == 0 && (set->what & meta)) {

@@ -26,6 +26,7 @@
  */
 #include "fuse/core_int.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
 #include "common/stats.h"
@@ -142,10 +143,10 @@ static int commit_mtime(struct core *c, struct ofile *of)
 {
 	struct obj_meta nm = { 0 };
 	bool streaming = stage_file_streaming(of->sf);
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	bool keep = of->times_set;
 	int rc = obj_meta_copy(&nm, &of->meta);
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	struct obj_posix px = { .have = POSIX_MTIME, .mtime_ns = core_now_ns() };
 	if (rc == 0 && !keep && streaming)
 		posix_meta_drop_times(nm.meta, &nm.n_meta, POSIX_WRITE_TIMES);
@@ -155,14 +156,14 @@ static int commit_mtime(struct core *c, struct ofile *of)
 		rc = stage_file_set_commit_meta(of->sf, nm.meta, nm.n_meta,
 						nm.content_type);
 	if (rc == 0 && !keep) {
-		pthread_mutex_lock(&c->ofile_lock);
+		mod_lock(&c->ofile_lock);
 		struct obj_kv *kv = of->meta.meta;
 		size_t n = of->meta.n_meta;
 		of->meta.meta = nm.meta;
 		of->meta.n_meta = nm.n_meta;
 		nm.meta = kv;
 		nm.n_meta = n;
-		pthread_mutex_unlock(&c->ofile_lock);
+		mod_unlock(&c->ofile_lock);
 	}
 	obj_meta_release(&nm);
 	return rc;
@@ -202,10 +203,10 @@ static int ofile_commit(struct core *c, struct ofile *of)
 	o.mtime_ns = core_now_ns();
 	snprintf(o.etag, sizeof o.etag, "%s", etag);
 	struct obj_meta cur = { 0 };
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	rc = obj_kv_copy(&cur.meta, &cur.n_meta, of->meta.meta, of->meta.n_meta);
 	char *path = rc == 0 ? strdup(of->path) : NULL;   /* a rename moves it */
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	if (rc == 0 && !path)
 		rc = -ENOMEM;
 	o.meta = cur.meta;
@@ -524,13 +525,13 @@ int core_fsync(struct core *c, struct core_file *f)
 
 static ssize_t read_text(struct core_file *f, void *buf, size_t len, off_t off)
 {
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	size_t n = 0;
 	if (f->text && off >= 0 && (size_t)off < f->text_len) {
 		n = f->text_len - (size_t)off < len ? f->text_len - (size_t)off : len;
 		memcpy(buf, f->text + off, n);
 	}
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	return (ssize_t)n;
 }
 
@@ -562,11 +563,11 @@ static ssize_t control_write(struct core *c, struct core_file *f, const char *bu
 	free(cmd);
 	if (!answer)
 		answer = strdup("error: no answer\n");
-	pthread_mutex_lock(&f->lock);
+	mod_lock(&f->lock);
 	free(f->text);
 	f->text = answer;
 	f->text_len = answer ? strlen(answer) : 0;
-	pthread_mutex_unlock(&f->lock);
+	mod_unlock(&f->lock);
 	return (ssize_t)len;
 }
 
@@ -577,9 +578,9 @@ ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
 		return control_write(c, f, buf, len);
 	if (!f->writable)
 		return -EBADF;
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	f->of->times_set = false;    /* a write after utimensat: modified now */
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	return stage_file_pwrite(f->of->sf, buf, len, (uint64_t)off);
 }
 

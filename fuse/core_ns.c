@@ -22,6 +22,7 @@
  */
 #include "fuse/core_int.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
 #include "common/stats.h"
@@ -262,7 +263,7 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 {
 	stage_file_rename(of->sf, bucket, nkey);
 	char *np = strdup(npath), *nk = strdup(nkey);
-	pthread_mutex_lock(&c->ofile_lock);
+	mod_lock(&c->ofile_lock);
 	if (np && nk) {
 		free(of->path);
 		free(of->key);
@@ -270,7 +271,7 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 		of->key = nk;
 		np = nk = NULL;
 	}
-	pthread_mutex_unlock(&c->ofile_lock);
+	mod_unlock(&c->ofile_lock);
 	free(np);
 	free(nk);
 }
@@ -509,11 +510,11 @@ static int meta_copy(struct core *c, uint64_t ino, const char *bucket, const cha
 	struct obj_kv *kv = NULL;
 	size_t n = 0;
 	if (rc == 0 && of && obj_kv_copy(&kv, &n, nm.meta, nm.n_meta) == 0) {
-		pthread_mutex_lock(&c->ofile_lock);
+		mod_lock(&c->ofile_lock);
 		obj_kv_free(of->meta.meta, of->meta.n_meta);
 		of->meta.meta = kv;
 		of->meta.n_meta = n;
-		pthread_mutex_unlock(&c->ofile_lock);
+		mod_unlock(&c->ofile_lock);
 	}
 	if (rc == 0) {
 		meta_swap(&o, &nm);
@@ -568,9 +569,9 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 	/* Open with changes not yet committed: the staged copy takes it, the
 	 * commit uploads it (no request now). */
 	if (rc == 0) {
-		pthread_mutex_lock(&c->ofile_lock);
+		mod_lock(&c->ofile_lock);
 		rc = obj_meta_copy(&o, &of->meta);
-		pthread_mutex_unlock(&c->ofile_lock);
+		mod_unlock(&c->ofile_lock);
 	}
 	if (rc == 0)
 		rc = obj_kv_copy(&nm.meta, &nm.n_meta, o.meta, o.n_meta);
@@ -579,9 +580,9 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 	if (rc == 0)
 		rc = stage_file_set_meta(of->sf, nm.meta, nm.n_meta, o.content_type);
 	if (rc == 0) {
-		pthread_mutex_lock(&c->ofile_lock);
+		mod_lock(&c->ofile_lock);
 		meta_swap(&of->meta, &nm);
-		pthread_mutex_unlock(&c->ofile_lock);
+		mod_unlock(&c->ofile_lock);
 	}
 out:
 	core_ofile_put(c, of);

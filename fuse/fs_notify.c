@@ -5,6 +5,7 @@
  */
 #include "fuse/fs_int.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "views/index.h"
@@ -149,21 +150,21 @@ void fs_notify_change(struct fs *fs, const char *view, const char *path, int wha
 	}
 	j->what = what;
 	j->next = NULL;
-	pthread_mutex_lock(&fs->inval_lock);
+	mod_lock(&fs->inval_lock);
 	if (fs->inval_tail)
 		fs->inval_tail->next = j;
 	else
 		fs->inval_head = j;
 	fs->inval_tail = j;
 	pthread_cond_signal(&fs->inval_cond);
-	pthread_mutex_unlock(&fs->inval_lock);
+	mod_unlock(&fs->inval_lock);
 }
 
 static void *notifier_main(void *arg)
 {
 	struct fs *fs = arg;
 	pthread_setname_np(pthread_self(), "fs-notify");
-	pthread_mutex_lock(&fs->inval_lock);
+	mod_lock(&fs->inval_lock);
 	for (;;) {
 		while (!fs->inval_head && !fs->inval_stop)
 			pthread_cond_wait(&fs->inval_cond, &fs->inval_lock);
@@ -173,14 +174,14 @@ static void *notifier_main(void *arg)
 		fs->inval_head = j->next;
 		if (!fs->inval_head)
 			fs->inval_tail = NULL;
-		pthread_mutex_unlock(&fs->inval_lock);
+		mod_unlock(&fs->inval_lock);
 		invalidate(fs, j->view, j->path, j->what);
 		free(j->view);
 		free(j->path);
 		free(j);
-		pthread_mutex_lock(&fs->inval_lock);
+		mod_lock(&fs->inval_lock);
 	}
-	pthread_mutex_unlock(&fs->inval_lock);
+	mod_unlock(&fs->inval_lock);
 	return NULL;
 }
 
@@ -195,10 +196,10 @@ int fs_notify_start(struct fs *fs)
 void fs_notify_stop(struct fs *fs)
 {
 	if (fs->inval_running) {
-		pthread_mutex_lock(&fs->inval_lock);
+		mod_lock(&fs->inval_lock);
 		fs->inval_stop = true;
 		pthread_cond_signal(&fs->inval_cond);
-		pthread_mutex_unlock(&fs->inval_lock);
+		mod_unlock(&fs->inval_lock);
 		pthread_join(fs->inval_thread, NULL);
 		fs->inval_running = false;
 	}

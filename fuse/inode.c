@@ -5,6 +5,7 @@
  * the node the kernel holds (and the old name is free for another node). */
 #include "fuse/inode.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/hash.h"
 
@@ -198,7 +199,7 @@ uint64_t inode_ref(struct inode_table *t, const char *view_name,
 		   const char *path, bool is_dir)
 {
 	uint64_t ino = 0;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_name(t, view_name, path, &ino);
 	if (n) {
 		n->nlookup++;
@@ -224,13 +225,13 @@ uint64_t inode_ref(struct inode_table *t, const char *view_name,
 	if (++t->count > t->n_slots)
 		table_grow(t);
 out:
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	return ino;
 }
 
 void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node **pp = slot_of(t, ino);
 	for (; *pp; pp = &(*pp)->next) {
 		struct inode_node *node = *pp;
@@ -246,14 +247,14 @@ void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }
 
 int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 {
 	int rc = -ENOENT;
 	char *vname = NULL;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n) {
 		out->path = strdup(n->path);
@@ -264,7 +265,7 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 		if (n->gone)
 			out->gone_st = *n->gone;
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	/* Resolved outside the lock: the resolver is the caller's. */
 	out->view = rc == 0 ? t->resolve(t->resolve_ctx, vname) : INODE_NO_VIEW;
 	if (rc == 0 && out->view == INODE_NO_VIEW)
@@ -280,43 +281,43 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 		uint64_t *ino)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	if (n)
 		*ino = n->ino;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	return n != NULL;
 }
 
 void inode_note_lookup(struct inode_table *t, uint64_t parent)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, parent);
 	if (n)
 		n->looked_up_in = true;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }
 
 bool inode_find_dir(struct inode_table *t, const char *view_name, const char *path,
 		    uint64_t *ino, bool *looked_up_in)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	if (n) {
 		*ino = n->ino;
 		*looked_up_in = n->looked_up_in;
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	return n != NULL;
 }
 
 void inode_set_etag(struct inode_table *t, uint64_t ino, const char *etag)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n)
 		snprintf(n->etag, sizeof n->etag, "%s", etag);
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }
 
 int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
@@ -325,7 +326,7 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
 	if (!p)
 		return -ENOMEM;
 	int rc = -ENOENT;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n) {
 		/* Another node may hold new_path (looked up before the rename):
@@ -347,7 +348,7 @@ int inode_rename(struct inode_table *t, uint64_t ino, const char *new_path)
 		n->etag[0] = '\0';
 		rc = 0;
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	free(p);
 	return rc;
 }
@@ -365,7 +366,7 @@ void inode_unname_gone(struct inode_table *t, const char *view_name, const char 
 		*copy = *st;
 		copy->st_nlink = 0;
 	}
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	if (n) {
 		name_unlink(t, n);
@@ -375,7 +376,7 @@ void inode_unname_gone(struct inode_table *t, const char *view_name, const char 
 			copy = NULL;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	free(copy);
 }
 
@@ -384,7 +385,7 @@ void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
 {
 	*direct = true;          /* unknown inode: the safe answer */
 	*keep = false;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n) {
 		bool same = n->etag[0] && strcmp(n->etag, etag) == 0;
@@ -399,31 +400,31 @@ void inode_open_read(struct inode_table *t, uint64_t ino, const char *etag,
 			n->cached_opens++;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }
 
 void inode_close_read(struct inode_table *t, uint64_t ino, bool direct)
 {
 	if (direct)
 		return;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n && n->cached_opens > 0)
 		n->cached_opens--;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }
 
 bool inode_cached_version(struct inode_table *t, const char *view_name, const char *path,
 			  uint64_t *ino, char etag[72])
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_name(t, view_name, path, NULL);
 	bool any = n && n->cached_opens > 0 && n->etag[0];
 	if (any) {
 		*ino = n->ino;
 		snprintf(etag, 72, "%s", n->etag);
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	return any;
 }
 
@@ -434,7 +435,7 @@ bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag,
 	if (!copy)
 		return false;            /* invalidated as before */
 	*copy = *st;
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	bool done = n && !n->unnamed && !n->gone && n->cached_opens > 0 &&
 		    strcmp(n->etag, etag) == 0;
@@ -446,24 +447,24 @@ bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag,
 		n->gone = copy;
 		copy = NULL;
 	}
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	free(copy);
 	return done;
 }
 
 void inode_etag_moved(struct inode_table *t, uint64_t ino, const char *from, const char *to)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	struct inode_node *n = node_by_ino(t, ino);
 	if (n && strcmp(n->etag, from) == 0)
 		snprintf(n->etag, sizeof n->etag, "%s", to);
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 }
 
 size_t inode_count(struct inode_table *t)
 {
-	pthread_mutex_lock(&t->lock);
+	mod_lock(&t->lock);
 	size_t n = t->count;
-	pthread_mutex_unlock(&t->lock);
+	mod_unlock(&t->lock);
 	return n;
 }

@@ -1,6 +1,7 @@
 /* links.c — see links.h. */
 #include "fuse/links.h"
 
+#include "common/lock.h"
 #include "common/hash.h"
 #include <errno.h>
 #include <pthread.h>
@@ -51,13 +52,13 @@ void links_put(struct links *l, const char *etag, const char *target)
 	char *copy = strdup(target);
 	if (!copy)
 		return;
-	pthread_mutex_lock(&l->lock);
+	mod_lock(&l->lock);
 	struct slot *s = slot_of(l, etag);
 	char *old = s->target;
 	s->target = copy;
 	s->len = strlen(copy);
 	strcpy(s->etag, etag);
-	pthread_mutex_unlock(&l->lock);
+	mod_unlock(&l->lock);
 	free(old);
 }
 
@@ -66,12 +67,12 @@ bool links_get(struct links *l, const char *etag, size_t len, char *buf, size_t 
 	if (!etag[0])
 		return false;
 	bool hit = false;
-	pthread_mutex_lock(&l->lock);
+	mod_lock(&l->lock);
 	struct slot *s = slot_of(l, etag);
 	if (s->target && s->len == len && len < size && strcmp(s->etag, etag) == 0) {
 		memcpy(buf, s->target, len + 1);
 		hit = true;
 	}
-	pthread_mutex_unlock(&l->lock);
+	mod_unlock(&l->lock);
 	return hit;
 }

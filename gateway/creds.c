@@ -1,6 +1,7 @@
 /* creds.c — see creds.h. */
 #include "gateway/creds.h"
 #include "gateway/config.h"
+#include "common/lock.h"
 #include "common/log.h"
 
 #include "sync/s3_http.h"
@@ -259,7 +260,7 @@ int creds_renew(void *ctx, struct s3 *s)
 		log_warn("credentials: %s", err);
 		return rc;
 	}
-	pthread_mutex_lock(&r->lock);
+	mod_lock(&r->lock);
 	bool same = creds_equal(&fresh, &r->cur);
 	if (!same) {
 		rc = s3_http_set_credentials(s, fresh.access_key, fresh.secret_key,
@@ -270,7 +271,7 @@ int creds_renew(void *ctx, struct s3 *s)
 			fresh = (struct creds){ 0 };
 		}
 	}
-	pthread_mutex_unlock(&r->lock);
+	mod_unlock(&r->lock);
 	if (same) {
 		log_info("credentials: %s gives the same ones", fresh.source);
 		rc = 0;

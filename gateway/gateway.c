@@ -9,6 +9,7 @@
 #include "gateway/metrics.h"
 #include "gateway/metrics_text.h"
 #include "gateway/trace_ctl.h"
+#include "common/lock.h"
 #include "common/trace.h"
 #include "common/file.h"
 #include "common/lockfile.h"
@@ -123,7 +124,7 @@ static char *gw_views_json(void *ctx)
 			cJSON_AddBoolToObject(o, "warm", false);
 		}
 		const char *err = NULL;
-		pthread_mutex_lock(&gw->err_lock);
+		mod_lock(&gw->err_lock);
 		for (size_t e = 0; e < gw->n_errors; e++)
 			if (strcmp(gw->errors[e].file, view_source(v)) == 0)
 				err = gw->errors[e].text;
@@ -131,13 +132,13 @@ static char *gw_views_json(void *ctx)
 			cJSON_AddStringToObject(o, "last_error", err);
 		else
 			cJSON_AddNullToObject(o, "last_error");
-		pthread_mutex_unlock(&gw->err_lock);
+		mod_unlock(&gw->err_lock);
 	}
 	viewset_unpin(vs);
 	/* Invalid filter files, with or without a running previous version;
 	 * how long installing changed view sets took (".reloads", like
 	 * ".errors", cannot be a view: names do not start with a dot). */
-	pthread_mutex_lock(&gw->err_lock);
+	mod_lock(&gw->err_lock);
 	if (gw->n_errors) {
 		cJSON *errs = cJSON_AddArrayToObject(root, ".errors");
 		for (size_t e = 0; e < gw->n_errors; e++)
@@ -148,7 +149,7 @@ static char *gw_views_json(void *ctx)
 	cJSON_AddNumberToObject(rl, "last_ms", gw->reload_last_ms);
 	cJSON_AddNumberToObject(rl, "max_ms", gw->reload_max_ms);
 	cJSON_AddNumberToObject(rl, "last_at", gw->reload_last_at);
-	pthread_mutex_unlock(&gw->err_lock);
+	mod_unlock(&gw->err_lock);
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;
@@ -264,12 +265,12 @@ static char *gw_metrics_text(void *ctx)
 
 static void errors_set(struct gateway *gw, struct view_error *errs, size_t n)
 {
-	pthread_mutex_lock(&gw->err_lock);
+	mod_lock(&gw->err_lock);
 	struct view_error *old = gw->errors;
 	size_t nold = gw->n_errors;
 	gw->errors = errs;
 	gw->n_errors = n;
-	pthread_mutex_unlock(&gw->err_lock);
+	mod_unlock(&gw->err_lock);
 	for (size_t i = 0; i < nold; i++) {
 		free(old[i].file);
 		free(old[i].text);
@@ -416,13 +417,13 @@ static void views_reload(void *ctx)
 				fs_view_changed(gw->fs, view_name(v));
 		}
 	}
-	pthread_mutex_lock(&gw->err_lock);
+	mod_lock(&gw->err_lock);
 	gw->reloads++;
 	gw->reload_last_ms = ms;
 	gw->reload_last_at = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 	if (ms > gw->reload_max_ms)
 		gw->reload_max_ms = ms;
-	pthread_mutex_unlock(&gw->err_lock);
+	mod_unlock(&gw->err_lock);
 	log_info("views: %u added, %u changed, %u removed (%zu now) in %.1f ms", added,
 		 updated, removed, n_next, ms);
 	viewset_unpin(next);

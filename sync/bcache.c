@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "common/lockfile.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -296,10 +297,10 @@ static void victims_reap(struct bcache *bc, struct ent *victims)
 		path_of(bc, &v->h, v->blk, path, sizeof path);
 		unlink(path);
 	}
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	for (struct ent *v = victims; v; v = v->vnext)
 		map_remove(bc, v);
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	while (victims) {
 		struct ent *nx = victims->vnext;
 		free(victims);
@@ -348,14 +349,14 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 	bcache_hash_id(id, &h);
 	bcache_name_format(&h, blk, rel);
 
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	struct ent *e = map_find(bc, &h, blk);
 	bool look = e ? e->state == ENT_READY : bc->loading || bc->unlisted;
 	uint64_t seq = e ? e->seq : 0;
 	bool known = e != NULL;
 	if (!look && count_miss)
 		bc->c.misses++;
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	if (!look)
 		goto missed;
 
@@ -364,14 +365,14 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 				     bc->block_size, buf, len, boff, &size);
 	if (n >= 0) {
 		uint64_t budget = budget_now(bc);
-		pthread_mutex_lock(&bc->mu);
+		mod_lock(&bc->mu);
 		e = map_find(bc, &h, blk);
 		if (e && e->state == ENT_READY)
 			hit_promote(bc, e, budget);
 		else if (!e && (bc->loading || bc->unlisted))
 			hit_learn(bc, &h, blk, size);
 		bc->c.hits++;
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		stats_inc(&bc->ctr.hits);
 		return n;
 	}
@@ -381,7 +382,7 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 	 * (seq changed). Other errors (ENOMEM, EMFILE) leave it. */
 	bool bad = n == -EBADMSG || n == -EIO;
 	struct ent *gone = NULL;
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	if (count_miss)
 		bc->c.misses++;
 	if (n == -EBADMSG)
@@ -398,7 +399,7 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 		gone->state = ENT_DYING;
 		map_insert(bc, gone);
 	}
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	if (bad) {
 		log_warn("bcache: block %" PRIu64 " of %s/%s (ETag %s) %s; "
 			 "removed", blk, id->bucket, id->key, id->etag,
@@ -410,9 +411,9 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 		}
 	}
 	if (gone) {
-		pthread_mutex_lock(&bc->mu);
+		mod_lock(&bc->mu);
 		map_remove(bc, gone);
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		free(gone);
 	}
 missed:
@@ -438,11 +439,11 @@ ssize_t bcache_try(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 static bool map_ready(struct bcache *bc, const struct bcache_hash *h, uint64_t blk,
 		      bool *look)
 {
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	struct ent *e = map_find(bc, h, blk);
 	bool has = e && e->state == ENT_READY;
 	*look = !e && (bc->loading || bc->unlisted);
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	return has;
 }
 
@@ -487,13 +488,13 @@ static void forget_missing(struct bcache *bc)
 {
 	struct gone { struct bcache_hash h; uint64_t blk, seq; } *g = NULL;
 	size_t n = 0;
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	size_t cap = (size_t)bc->n_ready;
 	g = cap ? malloc(cap * sizeof *g) : NULL;
 	for (int s = 0; g && s < SEG_N; s++)
 		for (struct ent *e = bc->seg[s].head; e && n < cap; e = e->next)
 			g[n++] = (struct gone){ e->h, e->blk, e->seq };
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	size_t missing = 0;
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX];
@@ -502,7 +503,7 @@ static void forget_missing(struct bcache *bc)
 			g[missing++] = g[i];
 	}
 	struct ent *victims = NULL;
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	for (size_t i = 0; i < missing; i++) {
 		struct ent *e = map_find(bc, &g[i].h, g[i].blk);
 		if (!e || e->state != ENT_READY || e->seq != g[i].seq)
@@ -512,7 +513,7 @@ static void forget_missing(struct bcache *bc)
 		e->vnext = victims;
 		victims = e;
 	}
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	victims_reap(bc, victims);       /* (their files are gone already) */
 	free(g);
 	if (missing)
@@ -574,7 +575,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 
 	struct ent *victims = NULL, *e = NULL;
 	int rc = 0;
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	if (bc->loading || bc->unlisted)
 		rc = -EAGAIN;
 	else if (!hlen)
@@ -597,7 +598,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	}
 	if (rc)
 		bc->c.put_skipped++;
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	victims_reap(bc, victims);
 	if (rc)
 		return rc;
@@ -613,7 +614,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		if (bc->dir_made)
 			bc->dir_made(bc->staged_ctx);
 	}
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	if (rc || e->doomed) {
 		/* Failed (the old file of a replaced block must go too), or
 		 * dropped while written: the block leaves. */
@@ -623,7 +624,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 			bc->c.put_skipped++;
 			bc->c.write_errors++;
 		}
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		if (rc)
 			write_error_log(bc, rel, rc);
 		e->vnext = NULL;
@@ -637,7 +638,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		e->warm = true;
 		bc->c.warm_bytes += e->charge;
 	}
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	return 0;
 }
 
@@ -645,10 +646,10 @@ void bcache_trim(struct bcache *bc)
 {
 	struct ent *victims = NULL;
 	uint64_t budget = budget_now(bc);
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	room_make(bc, budget, 0, &victims);
 	protected_cap(bc, budget);
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	victims_reap(bc, victims);
 }
 
@@ -659,7 +660,7 @@ static void drop_run(struct bcache *bc, const struct drop_req *r)
 {
 	for (uint64_t blk = 0; blk < r->nblk; blk++) {
 		struct ent *gone = NULL;
-		pthread_mutex_lock(&bc->mu);
+		mod_lock(&bc->mu);
 		struct ent *e = map_find(bc, &r->h, blk);
 		bool unl = bc->loading || bc->unlisted;   /* a file the map may not know */
 		if (e && e->state == ENT_READY) {
@@ -674,20 +675,20 @@ static void drop_run(struct bcache *bc, const struct drop_req *r)
 		} else if (e) {
 			unl = false;             /* DYING: its remover unlinks */
 		}
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		if (!unl)
 			continue;
 		char path[PATH_MAX];
 		path_of(bc, &r->h, blk, path, sizeof path);
 		if (!unlink(path) && !e) {
-			pthread_mutex_lock(&bc->mu);
+			mod_lock(&bc->mu);
 			bc->c.dropped++;
-			pthread_mutex_unlock(&bc->mu);
+			mod_unlock(&bc->mu);
 		}
 		if (gone) {
-			pthread_mutex_lock(&bc->mu);
+			mod_lock(&bc->mu);
 			map_remove(bc, gone);
-			pthread_mutex_unlock(&bc->mu);
+			mod_unlock(&bc->mu);
 			free(gone);
 		}
 	}
@@ -696,7 +697,7 @@ static void drop_run(struct bcache *bc, const struct drop_req *r)
 static void *drop_main(void *arg)
 {
 	struct bcache *bc = arg;
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	for (;;) {
 		while (!bc->d_len && !bc->stopping)
 			pthread_cond_wait(&bc->drop_cv, &bc->mu);
@@ -705,11 +706,11 @@ static void *drop_main(void *arg)
 		struct drop_req r = bc->drops[bc->d_head];
 		bc->d_head = (bc->d_head + 1) % DROP_QUEUE;
 		bc->d_len--;
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		drop_run(bc, &r);
-		pthread_mutex_lock(&bc->mu);
+		mod_lock(&bc->mu);
 	}
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	return NULL;
 }
 
@@ -718,7 +719,7 @@ void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size)
 	struct drop_req r;
 	bcache_hash_id(id, &r.h);
 	r.nblk = size ? (size + bc->block_size - 1) / bc->block_size : 1;
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	if (bc->d_len == DROP_QUEUE) {
 		/* Full: the oldest request is given up (its blocks are never
 		 * served again, ETags differ; eviction reclaims them). */
@@ -729,7 +730,7 @@ void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size)
 	bc->drops[(bc->d_head + bc->d_len) % DROP_QUEUE] = r;
 	bc->d_len++;
 	pthread_cond_signal(&bc->drop_cv);
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 }
 
 /* ---- start-up --------------------------------------------------------- */
@@ -743,7 +744,7 @@ static int list_insert(struct bcache *bc, const struct bcache_found *f,
 	for (size_t i = 0; i < n; i += LIST_BATCH) {
 		struct ent *victims = NULL;
 		size_t end = n - i < LIST_BATCH ? n : i + LIST_BATCH;
-		pthread_mutex_lock(&bc->mu);
+		mod_lock(&bc->mu);
 		for (size_t j = i; j < end; j++) {
 			if (map_find(bc, &f[j].h, f[j].blk))
 				continue;    /* learnt by a read meanwhile */
@@ -769,7 +770,7 @@ static int list_insert(struct bcache *bc, const struct bcache_found *f,
 			bc->used += charge;
 			bc->n_ready++;
 		}
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		victims_reap(bc, victims);
 		if (rc)
 			break;
@@ -806,11 +807,11 @@ static void *list_main(void *arg)
 		rc = -ENOMEM;
 	}
 	free(f);
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	bc->loading = false;
 	bc->unlisted = rc && rc != -ECANCELED;
 	uint64_t blocks = bc->n_ready, used = bc->used;
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	if (!rc) {
 		bcache_trim(bc);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -887,10 +888,10 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	rc = -pthread_create(&bc->list_thr, NULL, list_main, bc);
 	if (rc) {
 		snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
-		pthread_mutex_lock(&bc->mu);
+		mod_lock(&bc->mu);
 		bc->stopping = true;
 		pthread_cond_signal(&bc->drop_cv);
-		pthread_mutex_unlock(&bc->mu);
+		mod_unlock(&bc->mu);
 		pthread_join(bc->drop_thr, NULL);
 		goto fail_lock;
 	}
@@ -918,10 +919,10 @@ void bcache_close(struct bcache *bc)
 		return;
 	atomic_store(&bc->stop, true);
 	pthread_join(bc->list_thr, NULL);
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	bc->stopping = true;
 	pthread_cond_signal(&bc->drop_cv);
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 	pthread_join(bc->drop_thr, NULL);
 	stats_group_remove(&bc->grp);
 	for (size_t i = 0; i < bc->nbuckets; i++) {
@@ -947,12 +948,12 @@ uint32_t bcache_block_size(const struct bcache *bc)
 
 void bcache_counters(struct bcache *bc, struct bcache_counters *out)
 {
-	pthread_mutex_lock(&bc->mu);
+	mod_lock(&bc->mu);
 	*out = bc->c;
 	out->max_bytes = bc->max_bytes;
 	out->used_bytes = bc->used;
 	out->blocks = bc->n_ready;
 	out->loading = bc->loading;
 	out->unlisted = bc->unlisted;
-	pthread_mutex_unlock(&bc->mu);
+	mod_unlock(&bc->mu);
 }

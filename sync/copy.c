@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "sync/upload.h"
 
@@ -53,12 +54,12 @@ static void *cp_worker(void *arg)
 {
 	struct cp *p = arg;
 	for (;;) {
-		pthread_mutex_lock(&p->lock);
+		mod_lock(&p->lock);
 		size_t i = p->next;
 		bool go = !p->err && i < p->n_parts;
 		if (go)
 			p->next++;
-		pthread_mutex_unlock(&p->lock);
+		mod_unlock(&p->lock);
 		if (!go)
 			return NULL;
 		uint64_t off = (uint64_t)i * p->part;
@@ -68,10 +69,10 @@ static void *cp_worker(void *arg)
 					   p->parts[i].number, p->src_key,
 					   p->if_match, off, len, p->parts[i].etag);
 		if (err) {
-			pthread_mutex_lock(&p->lock);
+			mod_lock(&p->lock);
 			if (!p->err)
 				p->err = err;
-			pthread_mutex_unlock(&p->lock);
+			mod_unlock(&p->lock);
 			if (err == -ESTALE)
 				log_info("copy: %s/%s changed during its copy to %s "
 					 "(part %zu of %zu)", p->bucket, p->src_key,

@@ -1,6 +1,7 @@
 /* pins.c — see pins.h. A chained hash table of pinned versions. */
 #include "sync/pins.h"
 
+#include "common/lock.h"
 #include "common/hash.h"
 #include <errno.h>
 #include <pthread.h>
@@ -79,36 +80,36 @@ void pins_free(struct pins *p)
 int pins_pin(struct pins *p, const struct bcache_id *id)
 {
 	struct pin **link, *x;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	if ((x = find(p, id, &link))) {
 		x->refs++;
-		pthread_mutex_unlock(&p->lock);
+		mod_unlock(&p->lock);
 		return 0;
 	}
 	x = calloc(1, sizeof *x);
 	if (!x || !(x->bucket = strdup(id->bucket)) || !(x->key = strdup(id->key)) ||
 	    !(x->etag = strdup(id->etag))) {
-		pthread_mutex_unlock(&p->lock);
+		mod_unlock(&p->lock);
 		if (x)
 			pin_free(x);
 		return -ENOMEM;
 	}
 	x->refs = 1;
 	*link = x;
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	return 0;
 }
 
 void pins_unpin(struct pins *p, const struct bcache_id *id)
 {
 	struct pin **link, *x;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	if (!(x = find(p, id, &link)) || --x->refs) {
-		pthread_mutex_unlock(&p->lock);
+		mod_unlock(&p->lock);
 		return;
 	}
 	*link = x->next;
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	if (x->drop) {
 		struct bcache_id d = { x->bucket, x->key, x->etag };
 		bcache_drop(p->bc, &d, x->drop_size);
@@ -119,13 +120,13 @@ void pins_unpin(struct pins *p, const struct bcache_id *id)
 void pins_drop(struct pins *p, const struct bcache_id *id, uint64_t size)
 {
 	struct pin **link, *x;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	if ((x = find(p, id, &link))) {
 		x->drop = true;
 		x->drop_size = size;
-		pthread_mutex_unlock(&p->lock);
+		mod_unlock(&p->lock);
 		return;
 	}
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	bcache_drop(p->bc, id, size);
 }

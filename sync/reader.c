@@ -29,6 +29,7 @@
 
 #include "sync/bcache.h"
 #include "sync/pins.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "common/s3.h"
@@ -95,10 +96,10 @@ void reader_pool_free(struct reader_pool *p)
 
 void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *out)
 {
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	*out = (struct reader_pool_counters){ p->streams, p->streams_max, p->bytes,
 					      p->bytes_max, p->kept, p->kept_max };
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 }
 
 /* One GET of len bytes ahead: granted (counted) or not. */
@@ -107,7 +108,7 @@ static bool pool_take(struct reader_pool *p, uint64_t len)
 	if (!p)
 		return true;
 	bool ok = false;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	if (p->streams < p->c.total_streams && p->bytes + len <= p->c.total_bytes) {
 		ok = true;
 		p->streams++;
@@ -117,7 +118,7 @@ static bool pool_take(struct reader_pool *p, uint64_t len)
 		if (p->bytes > p->bytes_max)
 			p->bytes_max = p->bytes;
 	}
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	return ok;
 }
 
@@ -126,18 +127,18 @@ static void pool_landed(struct reader_pool *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	p->streams--;
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 }
 
 static void pool_release(struct reader_pool *p, uint64_t len)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	p->bytes -= len;
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 }
 
 /* len bytes kept between reads (a window, a spare buffer): granted
@@ -146,14 +147,14 @@ static bool pool_keep(struct reader_pool *p, uint64_t len)
 {
 	if (!p)
 		return true;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	bool ok = p->kept + len <= p->c.kept_bytes;
 	if (ok) {
 		p->kept += len;
 		if (p->kept > p->kept_max)
 			p->kept_max = p->kept;
 	}
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 	return ok;
 }
 
@@ -161,9 +162,9 @@ static void pool_unkeep(struct reader_pool *p, uint64_t len)
 {
 	if (!p || !len)
 		return;
-	pthread_mutex_lock(&p->lock);
+	mod_lock(&p->lock);
 	p->kept -= len;
-	pthread_mutex_unlock(&p->lock);
+	mod_unlock(&p->lock);
 }
 
 /* ---------- the reader ---------- */
@@ -353,7 +354,7 @@ void reader_close(struct reader *r)
 {
 	if (!r)
 		return;
-	pthread_mutex_lock(&r->lock);
+	mod_lock(&r->lock);
 	r->closing = true;
 	for (unsigned i = 0; i < RA_SLOTS; i++)
 		if (r->ch[i].state == CH_FETCHING && r->ch[i].ahead)
@@ -364,7 +365,7 @@ void reader_close(struct reader *r)
 		if (r->ch[i].state != CH_FREE)
 			chunk_free(r, &r->ch[i]);
 	spares_free(r);
-	pthread_mutex_unlock(&r->lock);
+	mod_unlock(&r->lock);
 	if (r->pins) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
 		pins_unpin(r->pins, &id);
@@ -515,17 +516,17 @@ static void *ra_main(void *arg)
 	struct reader *r = j->r;
 	struct chunk *c = j->c;
 	free(j);
-	pthread_mutex_lock(&r->lock);
+	mod_lock(&r->lock);
 	uint64_t at = c->off;        /* fixed while FETCHING */
 	size_t want = c->len;
 	char *nb = c->buf;
 	size_t cap = c->cap;
-	pthread_mutex_unlock(&r->lock);
+	mod_unlock(&r->lock);
 
 	size_t got;
 	int rc = fetch(r, at, want, &nb, &cap, &got);
 
-	pthread_mutex_lock(&r->lock);
+	mod_lock(&r->lock);
 	pool_landed(r->pool);
 	r->ra_flight--;
 	if (rc == 0) {
@@ -546,7 +547,7 @@ static void *ra_main(void *arg)
 	}
 	r->helpers--;
 	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->lock);   /* r may be freed from here on */
+	mod_unlock(&r->lock);   /* r may be freed from here on */
 	return NULL;
 }
 
@@ -707,10 +708,10 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 			     .tick = ++r->tick, .buf = sbuf, .cap = scap, .kept = skept };
 	char *nb = c->buf;
 	size_t cap = c->cap;
-	pthread_mutex_unlock(&r->lock);
+	mod_unlock(&r->lock);
 	size_t got;
 	int rc = fetch(r, from, want, &nb, &cap, &got);
-	pthread_mutex_lock(&r->lock);
+	mod_lock(&r->lock);
 	pthread_cond_broadcast(&r->cv);
 	c->buf = nb;
 	c->cap = cap;
@@ -795,7 +796,7 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	size_t done = 0;
 	ssize_t result = 0;
 	bool missed = false;
-	pthread_mutex_lock(&r->lock);
+	mod_lock(&r->lock);
 	bool sequential = seq_near(r, off);
 	if (!sequential)
 		ra_stop(r);
@@ -806,10 +807,10 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		uint64_t pf_from = 0, pf_to = 0;
 		if (sequential)
 			prefetch_range(r, off, len, &pf_from, &pf_to);
-		pthread_mutex_unlock(&r->lock);
+		mod_unlock(&r->lock);
 		done = read_cached(r, buf, len, off, pf_from, pf_to);
 		local = done == len && cached_ahead(r, off + len);
-		pthread_mutex_lock(&r->lock);
+		mod_lock(&r->lock);
 	}
 	while (done < len) {
 		uint64_t at = off + done;
@@ -850,7 +851,7 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		if (!local)
 			ra_fill(r, off + done);
 	}
-	pthread_mutex_unlock(&r->lock);
+	mod_unlock(&r->lock);
 	if (!r->bc && missed)        /* (a burst buffer counts its blocks) */
 		R_COUNT(r, misses, 1);
 	else if (!r->bc)

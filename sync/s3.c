@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 
 
@@ -66,18 +67,18 @@ static void cred_put(struct s3_cred *c)
 
 static struct s3_cred *cred_get(struct s3_http *s)
 {
-	pthread_mutex_lock(&s->cred_lock);
+	mod_lock(&s->cred_lock);
 	struct s3_cred *c = s->cred;
 	atomic_fetch_add(&c->refs, 1);
-	pthread_mutex_unlock(&s->cred_lock);
+	mod_unlock(&s->cred_lock);
 	return c;
 }
 
 static uint64_t cred_gen(struct s3_http *s)
 {
-	pthread_mutex_lock(&s->cred_lock);
+	mod_lock(&s->cred_lock);
 	uint64_t g = s->cred ? s->cred->gen : 0;
-	pthread_mutex_unlock(&s->cred_lock);
+	mod_unlock(&s->cred_lock);
 	return g;
 }
 
@@ -102,11 +103,11 @@ int s3_http_set_credentials(struct s3 *iface, const char *access_key,
 		cred_put(c);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&s->cred_lock);
+	mod_lock(&s->cred_lock);
 	struct s3_cred *old = s->cred;
 	c->gen = old ? old->gen + 1 : 1;
 	s->cred = c;
-	pthread_mutex_unlock(&s->cred_lock);
+	mod_unlock(&s->cred_lock);
 	cred_put(old);
 	return 0;
 }
@@ -223,10 +224,10 @@ void s3_http_free(struct s3 *iface)
 static CURL *s3_pool_get(struct s3_http *s)
 {
 	CURL *h = NULL;
-	pthread_mutex_lock(&s->lock);
+	mod_lock(&s->lock);
 	if (s->n_pool > 0)
 		h = s->pool[--s->n_pool];
-	pthread_mutex_unlock(&s->lock);
+	mod_unlock(&s->lock);
 	if (h)
 		curl_easy_reset(h);
 	else
@@ -236,12 +237,12 @@ static CURL *s3_pool_get(struct s3_http *s)
 
 static void s3_pool_put(struct s3_http *s, CURL *h)
 {
-	pthread_mutex_lock(&s->lock);
+	mod_lock(&s->lock);
 	if (s->n_pool < S3_POOL_MAX) {
 		s->pool[s->n_pool++] = h;
 		h = NULL;
 	}
-	pthread_mutex_unlock(&s->lock);
+	mod_unlock(&s->lock);
 	if (h)
 		curl_easy_cleanup(h);
 }
@@ -829,6 +830,7 @@ static bool req_renew_creds(struct s3_http *s, uint64_t gen)
  * failed If-Match only as a debug line: callers expect those). */
 int s3_req_run(struct s3_http *s, struct s3_req *r)
 {
+	lock_assert_none("s3_req_run");
 	char errbuf[CURL_ERROR_SIZE];
 	size_t path_at = 0;
 	char *hostline = NULL;

@@ -7,6 +7,7 @@
  * the key is written again; listings and reads skip tombstones. Everything
  * is under f->mu; s3_fake_list copies a page out before calling back.
  */
+#include "common/lock.h"
 #include "sync/s3_fake.h"
 #include "sync/s3_fake_int.h"
 
@@ -202,10 +203,10 @@ static int fake_head_fill(const struct fake_obj *o, struct obj_meta *out,
 void fake_hook(struct s3_fake *f, enum s3_kind k, const char *bucket,
 		      const char *key)
 {
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	s3_fake_hook_fn fn = f->hook;
 	void *ctx = f->hook_ctx;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	if (fn)
 		fn(ctx, k, bucket, key);
 }
@@ -215,10 +216,10 @@ int fake_begin(struct s3_fake *f, enum s3_kind k, const char *bucket,
 		      const char *key)
 {
 	fake_hook(f, k, bucket, key);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->counts[k]++;
 	if (!bucket || !fake_bucket_has(f, bucket)) {
-		pthread_mutex_unlock(&f->mu);
+		mod_unlock(&f->mu);
 		return -ENOENT;
 	}
 	return 0;
@@ -250,7 +251,7 @@ static int fake_get(struct s3 *s, const char *bucket, const char *key,
 		memcpy(buf, o->data + off, n);
 		*got = n;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return err;
 }
 
@@ -267,7 +268,7 @@ static int fake_head(struct s3 *s, const char *bucket, const char *key,
 		return err;
 	struct fake_obj *o = fake_live(f, bucket, key);
 	err = o ? fake_head_fill(o, out, false) : -ENOENT;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return err;
 }
 
@@ -285,7 +286,7 @@ static int fake_get_tagging(struct s3 *s, const char *bucket, const char *key,
 	struct obj_kv *t = NULL;
 	size_t nt = 0;
 	err = o ? obj_kv_copy(&t, &nt, o->m.tags, o->m.n_tags) : -ENOENT;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	if (!err) {
 		*tags = t;
 		*n = nt;
@@ -338,7 +339,7 @@ static int fake_list_page(struct s3 *s, const char *bucket, const char *prefix,
 		memcpy(p->etag, o->m.etag, sizeof p->etag);
 		p->flags = OBJ_FROM_SCAN;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	if (!err && *truncated) {
 		const char *last = page[n - 1].key;
 		if (strlen(last) >= ntlen)
@@ -383,7 +384,7 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 			pos += (uint64_t)r;
 	}
 	fake_hook(f, S3K_PUT, bucket, key);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->counts[S3K_PUT]++;
 	if (!err && !fake_bucket_has(f, bucket))
 		err = -ENOENT;
@@ -394,7 +395,7 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 		m = NULL;
 		nm = 0;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	free(data);
 	obj_kv_free(m, nm);
 	return err;
@@ -414,7 +415,7 @@ static int fake_del(struct s3 *s, const char *bucket, const char *key)
 		o->gone = true;
 		o->version++;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return 0;
 }
 
@@ -471,7 +472,7 @@ static int fake_copy(struct s3 *s, const char *bucket, const char *src_key,
 		m = t = NULL;
 		nm = nt = 0;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	free(data);
 	free(ct);
 	obj_kv_free(m, nm);
@@ -483,7 +484,7 @@ static int fake_bucket_check(struct s3 *s, const char *bucket)
 {
 	int err = fake_begin(fake_of(s), S3K_BUCKET_CHECK, bucket, NULL);
 	if (!err)
-		pthread_mutex_unlock(&fake_of(s)->mu);
+		mod_unlock(&fake_of(s)->mu);
 	return err;
 }
 
@@ -541,7 +542,7 @@ int s3_fake_bucket_add(struct s3 *s, const char *bucket)
 {
 	struct s3_fake *f = fake_of(s);
 	int err = 0;
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	if (!fake_bucket_has(f, bucket)) {
 		char **g = realloc(f->buckets, (f->n_buckets + 1) * sizeof *g);
 		char *b = strdup(bucket);
@@ -554,49 +555,49 @@ int s3_fake_bucket_add(struct s3 *s, const char *bucket)
 			f->buckets[f->n_buckets++] = b;
 		}
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return err;
 }
 
 void s3_fake_hook_set(struct s3 *s, s3_fake_hook_fn fn, void *ctx)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->hook = fn;
 	f->hook_ctx = ctx;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 }
 
 void s3_fake_clock_set(struct s3 *s, int64_t ns)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->clock_ns = ns;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 }
 
 void s3_fake_clock_advance(struct s3 *s, int64_t ns)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->clock_ns += ns;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 }
 
 void s3_fake_page_size_set(struct s3 *s, size_t n)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->page_size = n ? n : FAKE_PAGE_DEFAULT;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 }
 
 uint64_t s3_fake_count(struct s3 *s, enum s3_kind k)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	uint64_t n = k < S3K_N ? f->counts[k] : 0;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return n;
 }
 
@@ -620,13 +621,13 @@ int s3_fake_object_put(struct s3 *s, const char *bucket, const char *key,
 		free(d);
 		return err;
 	}
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	if (!fake_bucket_has(f, bucket))
 		err = -ENOENT;
 	else
 		err = fake_write(f, bucket, key, d, len, m, nm, content_type,
 				 NULL, 0, NULL);
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	if (err == -ENOENT) {
 		free(d);
 		obj_kv_free(m, nm);
@@ -643,7 +644,7 @@ int s3_fake_tags_set(struct s3 *s, const char *bucket, const char *key,
 	int err = obj_kv_copy(&t, &nt, tags, n);
 	if (err)
 		return err;
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	struct fake_obj *o = bucket && key ? fake_live(f, bucket, key) : NULL;
 	if (o) {
 		obj_kv_free(o->m.tags, o->m.n_tags);
@@ -655,7 +656,7 @@ int s3_fake_tags_set(struct s3 *s, const char *bucket, const char *key,
 	} else {
 		err = -ENOENT;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	obj_kv_free(t, nt);
 	return err;
 }
@@ -663,13 +664,13 @@ int s3_fake_tags_set(struct s3 *s, const char *bucket, const char *key,
 int s3_fake_object_delete(struct s3 *s, const char *bucket, const char *key)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	struct fake_obj *o = bucket && key ? fake_live(f, bucket, key) : NULL;
 	if (o) {
 		o->gone = true;
 		o->version++;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return o ? 0 : -ENOENT;
 }
 
@@ -681,7 +682,7 @@ int s3_fake_object_read(struct s3 *s, const char *bucket, const char *key,
 	int err = 0;
 	if (out)
 		memset(out, 0, sizeof *out);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	struct fake_obj *o = bucket && key ? fake_live(f, bucket, key) : NULL;
 	unsigned char *d = NULL;
 	if (!o) {
@@ -704,7 +705,7 @@ int s3_fake_object_read(struct s3 *s, const char *bucket, const char *key,
 	if (version)
 		*version = o->version;
 out:
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	free(d);
 	return err;
 }
@@ -713,10 +714,10 @@ size_t s3_fake_object_count(struct s3 *s, const char *bucket)
 {
 	struct s3_fake *f = fake_of(s);
 	size_t n = 0;
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	for (size_t i = 0; i < f->n_objs; i++)
 		if (!f->objs[i].gone && !strcmp(f->objs[i].m.bucket, bucket))
 			n++;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return n;
 }

@@ -6,6 +6,7 @@
  * completion concatenates the listed parts into a new object version
  * (fake_write) and gives it S3's "MD5-of-MD5s-N" ETag.
  */
+#include "common/lock.h"
 #include "sync/s3_fake.h"
 #include "sync/s3_fake_int.h"
 #include "sync/s3_int.h"
@@ -108,7 +109,7 @@ int fake_mpu_create(struct s3 *s, const char *bucket, const char *key,
 	}
 	struct fake_upload *g = realloc(f->uploads, (f->n_uploads + 1) * sizeof *g);
 	if (!g) {
-		pthread_mutex_unlock(&f->mu);
+		mod_unlock(&f->mu);
 		upload_release(&u);
 		return -ENOMEM;
 	}
@@ -122,7 +123,7 @@ int fake_mpu_create(struct s3 *s, const char *bucket, const char *key,
 		memcpy(upload_id, u.id, strlen(u.id) + 1);
 		f->uploads[f->n_uploads++] = u;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return err;
 }
 
@@ -196,7 +197,7 @@ int fake_mpu_put_part(struct s3 *s, const char *bucket, const char *key,
 	} else {
 		err = upload_put(u, part, data, (size_t)size, etag_out);
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return err;
 }
 
@@ -233,7 +234,7 @@ int fake_mpu_copy_part(struct s3 *s, const char *bucket, const char *key,
 		memcpy(data, o->data + off, (size_t)size);
 		err = upload_put(u, part, data, (size_t)size, etag_out);
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return err;
 }
 
@@ -298,7 +299,7 @@ int fake_mpu_complete(struct s3 *s, const char *bucket, const char *key,
 			upload_remove(f, u);
 		}
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	free(data);
 	return err;
 }
@@ -316,7 +317,7 @@ int fake_mpu_abort(struct s3 *s, const char *bucket, const char *key,
 	struct fake_upload *u = upload_find(f, bucket, key, upload_id);
 	if (u)
 		upload_remove(f, u);
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return 0;
 }
 
@@ -355,7 +356,7 @@ int fake_mpu_list(struct s3 *s, const char *bucket, const char *prefix,
 		l[n].initiated_ns = u->initiated_ns;
 		n++;
 	}
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	if (!err)
 		qsort(l, n, sizeof *l, listed_cmp);
 	for (size_t i = 0; !err && i < n; i++)
@@ -369,18 +370,18 @@ int fake_mpu_list(struct s3 *s, const char *bucket, const char *prefix,
 void s3_fake_min_part_set(struct s3 *s, uint64_t bytes)
 {
 	struct s3_fake *f = fake_of(s);
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	f->min_part = bytes;
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 }
 
 size_t s3_fake_upload_count(struct s3 *s, const char *bucket)
 {
 	struct s3_fake *f = fake_of(s);
 	size_t n = 0;
-	pthread_mutex_lock(&f->mu);
+	mod_lock(&f->mu);
 	for (size_t i = 0; i < f->n_uploads; i++)
 		n += !strcmp(f->uploads[i].bucket, bucket);
-	pthread_mutex_unlock(&f->mu);
+	mod_unlock(&f->mu);
 	return n;
 }

@@ -3,6 +3,7 @@
  * first asks fault_match() what the rules do to it (under w->mu), then
  * sleeps, fails or passes the request on with the mutex released.
  */
+#include "common/lock.h"
 #include "sync/s3_fault.h"
 
 #include <errno.h>
@@ -46,7 +47,7 @@ static void fault_match(struct s3_fault *w, enum s3_kind kind, struct fault_hit 
 {
 	memset(h, 0, sizeof *h);
 	bool hit = false;
-	pthread_mutex_lock(&w->mu);
+	mod_lock(&w->mu);
 	w->seen[kind]++;
 	for (size_t i = 0; i < w->n_rules; i++) {
 		struct fault_rule *fr = &w->rules[i];
@@ -81,7 +82,7 @@ static void fault_match(struct s3_fault *w, enum s3_kind kind, struct fault_hit 
 	}
 	if (hit)
 		w->injected[kind]++;
-	pthread_mutex_unlock(&w->mu);
+	mod_unlock(&w->mu);
 	if (h->delay_ms) {
 		struct timespec ts = { h->delay_ms / 1000,
 				       (long)(h->delay_ms % 1000) * 1000000L };
@@ -348,7 +349,7 @@ int s3_fault_add(struct s3 *s, const struct s3_fault_rule *r)
 	    r->type < S3F_FAIL || r->type > S3F_LOST)
 		return -EINVAL;
 	int err = 0;
-	pthread_mutex_lock(&w->mu);
+	mod_lock(&w->mu);
 	struct fault_rule *g = realloc(w->rules, (w->n_rules + 1) * sizeof *g);
 	if (!g) {
 		err = -ENOMEM;
@@ -358,7 +359,7 @@ int s3_fault_add(struct s3 *s, const struct s3_fault_rule *r)
 		g[w->n_rules].seen = 0;
 		w->n_rules++;
 	}
-	pthread_mutex_unlock(&w->mu);
+	mod_unlock(&w->mu);
 	return err;
 }
 
@@ -373,27 +374,27 @@ int s3_fault_fail(struct s3 *s, enum s3_kind kind, unsigned first,
 void s3_fault_clear(struct s3 *s)
 {
 	struct s3_fault *w = fault_of(s);
-	pthread_mutex_lock(&w->mu);
+	mod_lock(&w->mu);
 	free(w->rules);
 	w->rules = NULL;
 	w->n_rules = 0;
-	pthread_mutex_unlock(&w->mu);
+	mod_unlock(&w->mu);
 }
 
 uint64_t s3_fault_injected(struct s3 *s, enum s3_kind kind)
 {
 	struct s3_fault *w = fault_of(s);
-	pthread_mutex_lock(&w->mu);
+	mod_lock(&w->mu);
 	uint64_t n = (unsigned)kind < S3K_N ? w->injected[kind] : 0;
-	pthread_mutex_unlock(&w->mu);
+	mod_unlock(&w->mu);
 	return n;
 }
 
 uint64_t s3_fault_seen(struct s3 *s, enum s3_kind kind)
 {
 	struct s3_fault *w = fault_of(s);
-	pthread_mutex_lock(&w->mu);
+	mod_lock(&w->mu);
 	uint64_t n = (unsigned)kind < S3K_N ? w->seen[kind] : 0;
-	pthread_mutex_unlock(&w->mu);
+	mod_unlock(&w->mu);
 	return n;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 
 uint64_t upload_part_size(const struct upload_conf *c, uint64_t size)
@@ -61,12 +62,12 @@ static void *up_worker(void *arg)
 {
 	struct up *u = arg;
 	for (;;) {
-		pthread_mutex_lock(&u->lock);
+		mod_lock(&u->lock);
 		size_t i = u->next;
 		bool go = !u->err && i < u->n_parts;
 		if (go)
 			u->next++;
-		pthread_mutex_unlock(&u->lock);
+		mod_unlock(&u->lock);
 		if (!go)
 			return NULL;
 		uint64_t off = (uint64_t)i * u->part;
@@ -76,10 +77,10 @@ static void *up_worker(void *arg)
 					  u->parts[i].number, u->fd, off, len,
 					  u->parts[i].etag);
 		if (err) {
-			pthread_mutex_lock(&u->lock);
+			mod_lock(&u->lock);
 			if (!u->err)
 				u->err = err;
-			pthread_mutex_unlock(&u->lock);
+			mod_unlock(&u->lock);
 			log_error("upload: %s/%s part %zu of %zu failed: %s", u->bucket,
 				  u->key, i + 1, u->n_parts, strerror(-err));
 		}

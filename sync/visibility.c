@@ -1,6 +1,7 @@
 /* visibility.c — see visibility.h. */
 #include "sync/visibility.h"
 
+#include "common/lock.h"
 #include "common/object.h"
 #include "common/s3.h"
 

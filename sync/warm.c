@@ -7,6 +7,7 @@
  */
 #include "sync/warm.h"
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
 #include "common/stats.h"
@@ -66,9 +67,9 @@ static bool paused(struct warm *w)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	bool p = now.tv_sec < w->paused_until.tv_sec;
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 	return p;
 }
 
@@ -78,11 +79,11 @@ static void pause_fetches(struct warm *w, const struct want *x, int err)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	bool fresh = now.tv_sec >= w->paused_until.tv_sec;
 	if (fresh)
 		w->paused_until.tv_sec = now.tv_sec + WARM_PAUSE_S;
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 	if (fresh)
 		log_warn("warm: the burst buffer did not store a block of %s/%s (%s): "
 			 "no fetch for %d s", x->bucket, x->key, strerror(-err),
@@ -91,9 +92,9 @@ static void pause_fetches(struct warm *w, const struct want *x, int err)
 
 static bool stopping(struct warm *w)
 {
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	bool stop = w->stop;
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 	return stop;
 }
 
@@ -174,11 +175,11 @@ static bool listing_done(struct warm *w)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		pthread_mutex_lock(&w->lock);
+		mod_lock(&w->lock);
 		if (!w->stop)
 			pthread_cond_timedwait(&w->cv, &w->lock, &until);
 		bool stop = w->stop;
-		pthread_mutex_unlock(&w->lock);
+		mod_unlock(&w->lock);
 		if (stop)
 			return false;
 	}
@@ -192,7 +193,7 @@ static void *fetch_main(void *arg)
 	uint32_t bs = bcache_block_size(w->conf.bc);
 	size_t cap = CHUNK_BYTES > bs ? CHUNK_BYTES : bs;
 	char *buf = malloc(cap);
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	while (!w->stop) {
 		if (!w->n || !buf) {
 			pthread_cond_wait(&w->cv, &w->lock);
@@ -200,7 +201,7 @@ static void *fetch_main(void *arg)
 		}
 		struct want x = w->q[--w->n];
 		w->c.running++;
-		pthread_mutex_unlock(&w->lock);
+		mod_unlock(&w->lock);
 		uint64_t bytes = 0;
 		int put_err = 0;
 		struct bcache_counters k0, k1;
@@ -214,7 +215,7 @@ static void *fetch_main(void *arg)
 		bool disk = put_err && k1.write_errors > k0.write_errors;
 		if (disk)
 			pause_fetches(w, &x, put_err);
-		pthread_mutex_lock(&w->lock);
+		mod_lock(&w->lock);
 		w->c.fetched_bytes += bytes;
 		w->c.running--;
 		if (rc == 0) {
@@ -229,11 +230,11 @@ static void *fetch_main(void *arg)
 		}
 		if (rc < 0 && rc != -ENOSPC && rc != -ESTALE && rc != -ECANCELED)
 			log_debug("warm: %s/%s: %s", x.bucket, x.key, strerror(-rc));
-		pthread_mutex_unlock(&w->lock);
+		mod_unlock(&w->lock);
 		want_release(&x);
-		pthread_mutex_lock(&w->lock);
+		mod_lock(&w->lock);
 	}
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 	free(buf);
 	return NULL;
 }
@@ -270,10 +271,10 @@ void warm_free(struct warm *w)
 {
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	w->stop = true;
 	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 	for (unsigned i = 0; i < w->n_threads; i++)
 		pthread_join(w->threads[i], NULL);
 	for (size_t i = 0; i < w->n; i++)
@@ -298,10 +299,10 @@ void warm_want(struct warm *w, const char *bucket, const char *key,
 		big = true;          /* out of memory: skip it */
 	}
 	x.size = size;
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	if (big) {
 		w->c.skipped++;
-		pthread_mutex_unlock(&w->lock);
+		mod_unlock(&w->lock);
 		return;
 	}
 	size_t i = 0;
@@ -320,14 +321,14 @@ void warm_want(struct warm *w, const char *bucket, const char *key,
 	}
 	w->q[w->n++] = x;
 	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 	want_release(&old);
 }
 
 void warm_counters(struct warm *w, struct warm_counters *out)
 {
-	pthread_mutex_lock(&w->lock);
+	mod_lock(&w->lock);
 	*out = w->c;
 	out->queued = w->n;
-	pthread_mutex_unlock(&w->lock);
+	mod_unlock(&w->lock);
 }

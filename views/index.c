@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/lock.h"
 #include "common/array.h"
 #include "common/log.h"
 #include "views/index_own.h"

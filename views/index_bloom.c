@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 
 #define BLOOM_K 7
@@ -127,11 +128,11 @@ static void *builder_main(void *arg)
 	pthread_mutex_lock(&ix->wmu);
 	ix->bloom_building = NULL;
 	if (!stopped) {
-		pthread_mutex_lock(&ix->bloom_mu);
+		mod_lock(&ix->bloom_mu);
 		struct ix_bloom *old = ix->bloom;
 		ix->bloom = nb;
 		nb = old;
-		pthread_mutex_unlock(&ix->bloom_mu);
+		mod_unlock(&ix->bloom_mu);
 	}
 	ix->bloom_running = false;
 	pthread_mutex_unlock(&ix->wmu);
@@ -171,18 +172,18 @@ void ix_bloom_stop(struct index *ix)
 	if (ix->bloom_joinable)
 		pthread_join(ix->bloom_thread, NULL);
 	ix->bloom_joinable = false;
-	pthread_mutex_lock(&ix->bloom_mu);
+	mod_lock(&ix->bloom_mu);
 	ix_bloom_free(ix->bloom);
 	ix->bloom = NULL;
-	pthread_mutex_unlock(&ix->bloom_mu);
+	mod_unlock(&ix->bloom_mu);
 }
 
 bool ix_bloom_may_hold(struct index *ix, const char *k, size_t kl)
 {
 	uint64_t h = ix_key_hash(k, kl);
-	pthread_mutex_lock(&ix->bloom_mu);
+	mod_lock(&ix->bloom_mu);
 	bool maybe = !ix->bloom || ix_bloom_maybe(ix->bloom, h);
-	pthread_mutex_unlock(&ix->bloom_mu);
+	mod_unlock(&ix->bloom_mu);
 	return maybe;
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "views/route.h"
 
@@ -412,7 +413,7 @@ int index_set_views(struct index *ix, struct viewset *vs, struct viewset_slot *p
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&ix->wmu);
-	pthread_rwlock_wrlock(&ix->vlock);
+	mod_wrlock(&ix->vlock);
 	struct ixview *ov = ix->views;
 	struct ixbucket *ob = ix->buckets;
 	struct route *orr = ix->route;
@@ -424,7 +425,7 @@ int index_set_views(struct index *ix, struct viewset *vs, struct viewset_slot *p
 	ix->buckets = tb;
 	ix->n_buckets = nb;
 	ix->route = tr;
-	pthread_rwlock_unlock(&ix->vlock);
+	mod_rwunlock(&ix->vlock);
 	ix_table_free(ov, onv, ob, onb, orr);
 	free(ix->cand);
 	ix->cand = cand;
@@ -461,20 +462,20 @@ uint64_t index_members(struct index *ix, const struct view *v)
 	if (!v)
 		return 0;
 	const char *name = view_name(v);
-	pthread_rwlock_rdlock(&ix->vlock);
+	mod_rdlock(&ix->vlock);
 	for (size_t i = 0; i < ix->n_views; i++)
 		if (strcmp(ix->views[i].name, name) == 0) {
 			m = atomic_load(&ix->views[i].members);
 			break;
 		}
-	pthread_rwlock_unlock(&ix->vlock);
+	mod_rwunlock(&ix->vlock);
 	return m;
 }
 
 size_t index_n_views(struct index *ix)
 {
-	pthread_rwlock_rdlock(&ix->vlock);
+	mod_rdlock(&ix->vlock);
 	size_t n = ix->n_views;
-	pthread_rwlock_unlock(&ix->vlock);
+	mod_rwunlock(&ix->vlock);
 	return n;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/lock.h"
 #include "common/array.h"
 #include "common/log.h"
 
@@ -209,10 +210,10 @@ int scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs,
 	for (size_t i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	int rc = atomic_load(&hp.err);
-	pthread_mutex_lock(&job->s->mu);
+	mod_lock(&job->s->mu);
 	job->info.heads += atomic_load(&hp.heads);
 	job->info.tag_gets += atomic_load(&hp.tag_gets);
-	pthread_mutex_unlock(&job->s->mu);
+	mod_unlock(&job->s->mu);
 	if (rc == 0) {   /* drop objects deleted since the listing */
 		size_t w = 0;
 		for (size_t i = 0; i < pg->n; i++) {
@@ -239,11 +240,11 @@ bool scan_backoff(struct scanner *s, int ms)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	while (!atomic_load(&s->stop) &&
 	       pthread_cond_timedwait(&s->cv, &s->mu, &ts) != ETIMEDOUT)
 		;
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	return atomic_load(&s->stop);
 }
 
@@ -276,9 +277,9 @@ static void *apply_main(void *arg)
 static bool page_failed(struct scan_job *job, int rc, int *fails)
 {
 	struct scanner *s = job->s;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	job->info.last_error = rc;
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	if ((*fails)++ == 0)
 		log_warn("scan: bucket %s: page failed (%s); retrying", job->bucket,
 			 strerror(-rc));
@@ -301,11 +302,11 @@ static int take_result(struct scan_job *job, struct apply_task *t,
 	}
 	stats_add(&s->ctr.objects, t->next.objects - cur->objects);
 	*cur = t->next;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	job->info.objects = cur->objects;
 	job->info.pages++;
 	job->info.last_error = 0;
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	*fails = 0;
 	return TAKEN;
 }
@@ -407,10 +408,10 @@ static void *job_main(void *arg)
 			 (double)list_ns / 1e9, (double)wait_ns / 1e9);
 	}
 	stats_sub(&s->ctr.running, 1);
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	job->info.state = done ? SCAN_DONE : SCAN_STOPPED;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	return NULL;
 }
 
@@ -448,15 +449,15 @@ void scan_free(struct scanner *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	atomic_store(&s->stop, true);
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	scan_rescan_stop(s);
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	while (s->rescans_active > 0)   /* rescans on callers' threads end soon */
 		pthread_cond_wait(&s->cv, &s->mu);
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	for (size_t i = 0; i < s->n_jobs; i++) {
 		if (s->jobs[i]->has_thread)
 			pthread_join(s->jobs[i]->thread, NULL);
@@ -486,7 +487,7 @@ int scan_start(struct scanner *s, const char *bucket, unsigned needs)
 	int rc = index_scan_state_get(s->ix, bucket, &ss);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	rc = 0;
 	struct scan_job *job = scan_job_find(s, bucket);
 	if (job && (job->info.state == SCAN_RUNNING || job->info.state == SCAN_DONE))
@@ -529,7 +530,7 @@ int scan_start(struct scanner *s, const char *bucket, unsigned needs)
 		job->has_thread = true;
 	}
 out:
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	return rc;
 }
 
@@ -564,7 +565,7 @@ int scan_wait(struct scanner *s, const char *bucket, int timeout_ms)
 		}
 	}
 	int rc;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	struct scan_job *job = scan_job_find(s, bucket);
 	for (;;) {
 		if (!job) {
@@ -586,22 +587,22 @@ int scan_wait(struct scanner *s, const char *bucket, int timeout_ms)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	return rc;
 }
 
 int scan_status(struct scanner *s, struct scan_info **out, size_t *n)
 {
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	struct scan_info *a = calloc(s->n_jobs ? s->n_jobs : 1, sizeof *a);
 	if (!a) {
-		pthread_mutex_unlock(&s->mu);
+		mod_unlock(&s->mu);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < s->n_jobs; i++)
 		a[i] = s->jobs[i]->info;
 	*n = s->n_jobs;
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	*out = a;
 	return 0;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/lock.h"
 #include "common/array.h"
 #include "common/log.h"
 
@@ -238,7 +239,7 @@ static int rescan_bucket(struct scanner *s, struct scan_job *job, unsigned needs
 /* Claim the bucket for a rescan (see DESIGN), run it, release it. */
 static int rescan_one(struct scanner *s, const char *bucket, struct rbuf *out)
 {
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	struct scan_job *job = scan_job_find(s, bucket);
 	const char *why = NULL;
 	int rc = 0;
@@ -259,18 +260,18 @@ static int rescan_one(struct scanner *s, const char *bucket, struct rbuf *out)
 		rc = -EBUSY;
 	}
 	if (rc < 0) {
-		pthread_mutex_unlock(&s->mu);
+		mod_unlock(&s->mu);
 		rbuf_printf(out, "bucket %s: error: %s\n", bucket, why);
 		return rc;
 	}
 	job->info.rescanning = true;
 	s->rescans_active++;
 	unsigned needs = job->needs;
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 
 	rc = rescan_bucket(s, job, needs, out);
 
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	job->info.rescanning = false;
 	if (rc == 0)
 		job->info.rescans++;
@@ -278,7 +279,7 @@ static int rescan_one(struct scanner *s, const char *bucket, struct rbuf *out)
 		job->info.last_error = rc;
 	s->rescans_active--;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	return rc;
 }
 
@@ -288,7 +289,7 @@ static int bucket_names(struct scanner *s, bool done_only, char ***out, size_t *
 {
 	*out = NULL;
 	*n = 0;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	char **a = calloc(s->n_jobs ? s->n_jobs : 1, sizeof *a);
 	int rc = a ? 0 : -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < s->n_jobs; i++) {
@@ -299,7 +300,7 @@ static int bucket_names(struct scanner *s, bool done_only, char ***out, size_t *
 		else
 			(*n)++;
 	}
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	if (rc < 0) {
 		for (size_t i = 0; i < *n; i++)
 			free(a[i]);
@@ -408,7 +409,7 @@ static void rescan_all_logged(struct scanner *s)
 static void *periodic_main(void *arg)
 {
 	struct scanner *s = arg;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	while (!atomic_load(&s->stop)) {
 		unsigned iv = s->interval_s;
 		if (iv == 0) {
@@ -423,18 +424,18 @@ static void *periodic_main(void *arg)
 			w = pthread_cond_timedwait(&s->cv, &s->mu, &dl);
 		if (atomic_load(&s->stop) || s->interval_s != iv)
 			continue;
-		pthread_mutex_unlock(&s->mu);
+		mod_unlock(&s->mu);
 		rescan_all_logged(s);
-		pthread_mutex_lock(&s->mu);
+		mod_lock(&s->mu);
 	}
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	return NULL;
 }
 
 int scan_set_rescan_interval(struct scanner *s, unsigned interval_s)
 {
 	int rc = 0;
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	s->interval_s = interval_s;
 	if (interval_s && !s->has_periodic && !atomic_load(&s->stop)) {
 		rc = -pthread_create(&s->periodic, NULL, periodic_main, s);
@@ -445,7 +446,7 @@ int scan_set_rescan_interval(struct scanner *s, unsigned interval_s)
 				  strerror(-rc));
 	}
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	if (rc == 0 && interval_s)
 		log_info("rescan: every %u s", interval_s);
 	return rc;
@@ -453,11 +454,11 @@ int scan_set_rescan_interval(struct scanner *s, unsigned interval_s)
 
 void scan_rescan_stop(struct scanner *s)
 {
-	pthread_mutex_lock(&s->mu);
+	mod_lock(&s->mu);
 	bool join = s->has_periodic;
 	s->has_periodic = false;
 	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	mod_unlock(&s->mu);
 	if (join)
 		pthread_join(s->periodic, NULL);
 }

@@ -7,6 +7,7 @@
  */
 #include "views/viewset.h"
 
+#include "common/lock.h"
 #include "common/hash.h"
 #include <errno.h>
 #include <stdatomic.h>
@@ -242,18 +243,18 @@ void viewset_slot_release(struct viewset_slot *s)
 
 struct viewset *viewset_slot_pin(struct viewset_slot *s)
 {
-	pthread_mutex_lock(&s->lock);
+	mod_lock(&s->lock);
 	struct viewset *vs = viewset_pin(s->cur);
-	pthread_mutex_unlock(&s->lock);
+	mod_unlock(&s->lock);
 	return vs;
 }
 
 void viewset_slot_swap(struct viewset_slot *s, struct viewset *vs)
 {
 	viewset_pin(vs);
-	pthread_mutex_lock(&s->lock);
+	mod_lock(&s->lock);
 	struct viewset *old = s->cur;
 	s->cur = vs;
-	pthread_mutex_unlock(&s->lock);
+	mod_unlock(&s->lock);
 	viewset_unpin(old);          /* outside the lock: may free views */
 }
