@@ -6,7 +6,7 @@
  * Ownership: every pointer inside a struct obj_meta is malloc'ed and owned
  * by the struct; obj_meta_release() frees them and zeroes the struct.
  * obj_meta_copy() makes a deep copy. User-metadata names are stored in lower
- * case without the "x-amz-meta-" prefix (DESIGN.md, "User metadata").
+ * case without the "x-amz-meta-" prefix (docs/design.md "User metadata").
  *
  * Version stamps: `seq` holds the store's sequencer normalised to an
  * upper-case hex string that compares correctly with seq_cmp() (RGW's is

@@ -1,7 +1,7 @@
 /* core_io.c — open, read, write and the commit points (core.h), and the
  * generated files of .facetfs/.
  *
- * Visibility (DESIGN.md "Visibility policies"; the read rule itself is
+ * Visibility (docs/design.md "Visibility policies"; the read rule is
  * sync/visibility.h):
  *  - a descriptor opened for writing works on the inode's staged copy
  *    (sync/stage.h); close (flush) uploads it whole and returns only once S3

@@ -1,5 +1,6 @@
 /*
- * config.h — the gateway configuration file (JSON, DESIGN.md).
+ * config.h — the gateway configuration file (JSON; docs/design.md
+ * "Gateway configuration").
  *
  * config_load() reads and validates the whole file and reports every
  * problem as "FILE: JSON.PATH: reason" lines in the error buffer (several

@@ -1,6 +1,6 @@
 /*
  * bcache.h — the read side of the burst buffer: a persistent, bounded
- * cache of object blocks on local disk (DESIGN.md "Burst buffer").
+ * cache of object blocks on local disk (docs/design.md "Burst buffer").
  *
  * A block is block_size bytes of one object version, keyed by bucket, key,
  * ETag and block number (block n holds bytes [n*block_size, +block_size);

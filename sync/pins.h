@@ -2,7 +2,7 @@
  * pins.h — object versions in use by open readers, so that the burst
  * buffer keeps their blocks: a `session` descriptor opened on version 1
  * keeps reading it from the buffer after an event replaced or deleted the
- * object (DESIGN.md "Visibility policies").
+ * object (docs/design.md "Visibility policies").
  *
  * A reader pins its version (bucket, key, ETag) for its lifetime. A drop
  * of a version's blocks (the index's version hook: the object changed or

@@ -1,6 +1,6 @@
 /*
- * visibility.h — the per-view visibility policies (DESIGN.md "Visibility
- * policies") as the read side of one open descriptor sees them.
+ * visibility.h — the per-view visibility policies (docs/design.md
+ * "Visibility policies") as the read side of one open descriptor sees them.
  *
  *  - `session`: the version is validated once, at open (one HEAD); every
  *    read of the descriptor reads that version (ranged GETs with If-Match,

@@ -1,6 +1,6 @@
 /*
- * filter.h — filter-definition files: one JSON file per view (DESIGN.md,
- * "Filter-definition file"). Parses and validates them with precise
+ * filter.h — filter-definition files: one JSON file per view (docs/design.md
+ * "Filter-definition files"). Parses and validates them with precise
  * diagnostics, matches objects against them, and maps object keys to paths
  * inside the view and back.
  *

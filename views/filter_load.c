@@ -1,7 +1,8 @@
 /*
  * filter_load.c — reading filter files from disk: one file, or every filter
- * file of views_dir (DESIGN.md: "*.json" not starting with '.'), with the
- * cross-file check that view names are unique.
+ * file of views_dir ("*.json" not starting with '.': docs/design.md
+ * "Filter-definition files"), with the cross-file check that view names
+ * are unique.
  */
 #include "views/filter_int.h"
 

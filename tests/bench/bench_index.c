@@ -1,7 +1,8 @@
 /*
- * bench_index.c — events applied per second by the index (DESIGN.md target:
- * >= 200K/s with 100 views, 1M objects, 2 cores; the cost of one event must
- * not grow with the number of prefix views: compare 100 and 1,000).
+ * bench_index.c — events applied per second by the index (the target of
+ * docs/design.md "Targets": >= 200K/s with 100 views, 1M objects, 2 cores;
+ * the cost of one event must not grow with the number of prefix views:
+ * compare 100 and 1,000).
  *
  * Synthetic RGW-shaped put events (distinct keys, etag, Ceph-normalised
  * sequencer, one user-metadata pair) over VIEWS prefix views p000/..; each

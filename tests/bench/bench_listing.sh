@@ -21,7 +21,7 @@
 #      mount (remounted, BENCH_STAT_N names never looked up) and after an
 #      `ls -l` of the view (the same names); and the same loop over local
 #      files for reference (Python's own ceiling).
-# The DESIGN.md targets are printed next to each figure.
+# The targets of docs/design.md "Targets" are printed next to each figure.
 . "$(dirname "$0")/bench_lib.sh"
 bench_require_bed
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run-all.sh — every benchmark on a bed of its own, then a table of
-# figure | value | target (targets from shared/DESIGN.md).
+# figure | value | target (targets from docs/design.md "Targets").
 #
 #   tests/bench/run-all.sh [BENCH...]     default: bench_events bench_listing bench_cache
 #

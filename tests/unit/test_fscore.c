@@ -5,7 +5,7 @@
  * run random sequences of lookup/create/open, write, read, ftruncate,
  * fsync, close, rename, unlink and event delivery. Every read, every open
  * and every name is checked against a small model of the rules of
- * DESIGN.md "Visibility policies", and after every step the fake store
+ * docs/design.md "Visibility policies", and after every step the fake store
  * must hold exactly what the model says S3 holds:
  *   - read-your-writes: a read in a gateway that stages the file (any
  *     descriptor open for writing there) returns the staged bytes;

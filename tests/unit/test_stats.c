@@ -2,10 +2,10 @@
  * test_stats.c — unit tests of common/stats.h: the counter groups modules
  * register show at section.name with their values; a counter two groups
  * name is their sum (in the JSON, in stats_samples and stats_value); a
- * removed group's counters are gone and the others stay; the fields
- * DESIGN.md requires are there when their groups are; the lag table and the
- * latency histogram are rendered, and a caller's section (stats_writer) is
- * added.
+ * removed group's counters are gone and the others stay; the fields that
+ * docs/design.md "Statistics" requires are there when their groups are;
+ * the lag table and the latency histogram are rendered, and a caller's
+ * section (stats_writer) is added.
  */
 #include "common/stats.h"
 
