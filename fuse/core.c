@@ -7,6 +7,7 @@
 
 #include "common/lock.h"
 #include "common/log.h"
+#include "common/posix.h"
 #include "sync/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
@@ -649,6 +650,84 @@ static void mkdir_unlink_locked(struct core *c, size_t view, const char *path)
 			free(m);
 			return;
 		}
+}
+
+/* ---- attributes of made directories --------------------------------- */
+
+static int64_t ns_of(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* The attributes set changes, and ctime: now. */
+void core_set_posix(const struct core_set *set, struct obj_posix *px)
+{
+	int64_t now = core_now_ns();
+	if (set->what & CORE_SET_MODE) {
+		px->have |= POSIX_MODE;
+		px->mode = set->mode & 07777;
+	}
+	if (set->what & CORE_SET_UID) {
+		px->have |= POSIX_UID;
+		px->uid = set->uid;
+	}
+	if (set->what & CORE_SET_GID) {
+		px->have |= POSIX_GID;
+		px->gid = set->gid;
+	}
+	if (set->what & (CORE_SET_MTIME | CORE_SET_MTIME_NOW)) {
+		px->have |= POSIX_MTIME;
+		px->mtime_ns = set->what & CORE_SET_MTIME_NOW ? now : ns_of(&set->mtime);
+	}
+	if (set->what & (CORE_SET_ATIME | CORE_SET_ATIME_NOW)) {
+		px->have |= POSIX_ATIME;
+		px->atime_ns = set->what & CORE_SET_ATIME_NOW ? now : ns_of(&set->atime);
+	}
+	px->have |= POSIX_CTIME;
+	px->ctime_ns = now;
+}
+
+int core_dir_setattr(struct core *c, size_t view, const char *path,
+		     const struct core_set *set)
+{
+	if (!*path)
+		return -EPERM;               /* a view's root is the view */
+	if (!view_writable(core_view(c, view)))
+		return -EROFS;
+	struct obj_posix px = { 0 };
+	bool made = core_mkdir_exists(c, view, path);
+	core_mkdir_attr(c, view, path, &px);
+	if ((px.have & POSIX_MTIME) && !(px.have & POSIX_ATIME)) {
+		px.have |= POSIX_ATIME;
+		px.atime_ns = px.mtime_ns;
+	}
+	core_set_posix(set, &px);
+	px.mode &= 07777;
+	const char *vname = view_name(core_view(c, view));
+	int rc = index_dir_add(c->d.ix, vname, path, &px);
+	if (rc == 0 && made && !core_mkdir_set_attr(c, view, path, &px))
+		made = false;                /* removed meanwhile: remember again */
+	if (rc == 0 && !made)
+		rc = core_mkdir_remember(c, vname, path, &px);
+	return rc;
+}
+
+void core_dir_touch(struct core *c, size_t view, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	size_t len = slash ? (size_t)(slash - path) : 0;
+	if (!slash || len >= sizeof dir)
+		return;                      /* in a view's root: it keeps no times */
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	if (!core_mkdir_exists(c, view, dir))
+		return;                      /* known from keys only: no attributes */
+	const struct core_set now = { .what = CORE_SET_MTIME_NOW };   /* and ctime */
+	int rc = core_dir_setattr(c, view, dir, &now);
+	if (rc < 0)
+		log_warn("directory %s/%s: its times not kept: %s",
+			 view_name(core_view(c, view)), dir, strerror(-rc));
 }
 
 void core_mkdir_forget(struct core *c, size_t view, const char *path)

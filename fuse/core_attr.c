@@ -34,39 +34,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int64_t ns_of(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
-
-/* The attributes set changes, and ctime: now. */
-static void set_posix(const struct core_set *set, struct obj_posix *px)
-{
-	int64_t now = core_now_ns();
-	if (set->what & CORE_SET_MODE) {
-		px->have |= POSIX_MODE;
-		px->mode = set->mode & 07777;
-	}
-	if (set->what & CORE_SET_UID) {
-		px->have |= POSIX_UID;
-		px->uid = set->uid;
-	}
-	if (set->what & CORE_SET_GID) {
-		px->have |= POSIX_GID;
-		px->gid = set->gid;
-	}
-	if (set->what & (CORE_SET_MTIME | CORE_SET_MTIME_NOW)) {
-		px->have |= POSIX_MTIME;
-		px->mtime_ns = set->what & CORE_SET_MTIME_NOW ? now : ns_of(&set->mtime);
-	}
-	if (set->what & (CORE_SET_ATIME | CORE_SET_ATIME_NOW)) {
-		px->have |= POSIX_ATIME;
-		px->atime_ns = set->what & CORE_SET_ATIME_NOW ? now : ns_of(&set->atime);
-	}
-	px->have |= POSIX_CTIME;
-	px->ctime_ns = now;
-}
-
 struct attr_edit {
 	struct core *c;
 	const struct core_set *set;
@@ -76,7 +43,7 @@ static int attr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 {
 	struct attr_edit *a = ctx;
 	struct obj_posix px = { 0 }, cur;
-	set_posix(a->set, &px);
+	core_set_posix(a->set, &px);
 	posix_meta_parse(o->meta, o->n_meta, &cur);
 	px.mode |= cur.mode & S_IFMT;            /* chmod keeps the file type */
 	int rc = posix_meta_put(&o->meta, &o->n_meta, &px);
@@ -91,49 +58,6 @@ static int attr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 /* A directory's attributes: kept in the index; one listed from keys gets
  * a made-directory entry that holds them. An atime never set explicitly
  * is shown as the mtime: a new mtime keeps the atime shown so far. */
-static int dir_setattr(struct core *c, size_t view, const char *path,
-		       const struct core_set *set)
-{
-	if (!*path)
-		return -EPERM;               /* a view's root is the view */
-	if (!view_writable(core_view(c, view)))
-		return -EROFS;
-	struct obj_posix px = { 0 };
-	bool made = core_mkdir_exists(c, view, path);
-	core_mkdir_attr(c, view, path, &px);
-	if ((px.have & POSIX_MTIME) && !(px.have & POSIX_ATIME)) {
-		px.have |= POSIX_ATIME;
-		px.atime_ns = px.mtime_ns;
-	}
-	set_posix(set, &px);
-	px.mode &= 07777;
-	const char *vname = view_name(core_view(c, view));
-	int rc = index_dir_add(c->d.ix, vname, path, &px);
-	if (rc == 0 && made && !core_mkdir_set_attr(c, view, path, &px))
-		made = false;                /* removed meanwhile: remember again */
-	if (rc == 0 && !made)
-		rc = core_mkdir_remember(c, vname, path, &px);
-	return rc;
-}
-
-void core_dir_touch(struct core *c, size_t view, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char dir[PATH_MAX];
-	size_t len = slash ? (size_t)(slash - path) : 0;
-	if (!slash || len >= sizeof dir)
-		return;                      /* in a view's root: it keeps no times */
-	memcpy(dir, path, len);
-	dir[len] = '\0';
-	if (!core_mkdir_exists(c, view, dir))
-		return;                      /* known from keys only: no attributes */
-	const struct core_set now = { .what = CORE_SET_MTIME_NOW };   /* and ctime */
-	int rc = dir_setattr(c, view, dir, &now);
-	if (rc < 0)
-		log_warn("directory %s/%s: its times not kept: %s",
-			 view_name(core_view(c, view)), dir, strerror(-rc));
-}
-
 int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 		 const struct core_set *set, struct stat *st)
 {
@@ -157,7 +81,7 @@ int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 		rc = inode_get(c->d.it, ino, &info);
 		if (rc == 0) {
 			struct attr_edit a = { c, set };
-			rc = info.is_dir ? dir_setattr(c, info.view, info.path, set)
+			rc = info.is_dir ? core_dir_setattr(c, info.view, info.path, set)
 					 : core_meta_change(c, ino, attr_apply, &a);
 			free(info.path);
 		}

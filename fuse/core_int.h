@@ -163,6 +163,13 @@ int  core_path_join(const char *dir, const char *name, char *out, size_t outlen)
 /* The attributes a create, mknod or mkdir by who keeps (have 0 for who
  * NULL): its mode (with the file type), ids and, with_mtime, now. */
 void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px);
+/* The attributes set changes into px, and ctime: now. */
+void core_set_posix(const struct core_set *set, struct obj_posix *px);
+/* setattr of the directory at path (not a view's root: -EPERM; -EROFS in
+ * a read-only view): the index keeps its attributes, and the made
+ * directories list them. 0 or -errno. */
+int  core_dir_setattr(struct core *c, size_t view, const char *path,
+		      const struct core_set *set);
 /* An entry was made or removed at path: its parent directory's mtime and
  * ctime are now, when the index keeps that directory's attributes (made
  * with mkdir, or given attributes here); a directory known only from keys
