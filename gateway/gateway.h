@@ -42,10 +42,13 @@
  *     S3 client cred_lock, refresh_lock (a read under it sends GETs)
  *   stage_file.lock -> stage.lock
  *   stage_file.lock -> stage pool.lock
- *   stage journal mutex -> stage renew_lock -> stage.lock
- *   stage kept_io -> stage renew_lock
+ *   stage renew_lock -> stage.lock
+ *   stage kept_io -> stage renew_lock -> stage.lock
  *   stage kept_io -> stage.lock
- *   stage renew_lock -> gateway cache_lock_mu (the stage's renewed callback)
+ * (A staged file's journal is written by its owner with no lock held:
+ * sync/stage_int.h.) State locks are taken with mod_lock and checked by
+ * the lock guard; the I/O locks are those named below as held across I/O,
+ * and the stage's kept_io and this gateway's cache_lock_mu (common/lock.h).
  * Every other lock is a leaf, taken with no other lock held and released
  * before any call out of its module: gateway err_lock, the core's
  * ofile_lock and file text lock, links, the decoder's job lock, scanner
