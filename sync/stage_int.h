@@ -302,7 +302,10 @@ void stage_kept_free_all(struct stage *st);
  * of that bucket/key (kept: the oldest); one of another key (a rename
  * came between two creations) goes to the orphans file first
  * (stage_orphans_defer; kept if that fails). *fresh says whether in was
- * set now. 0 or -ENOMEM. The caller owns f's journal when in is f's.
+ * set now. 0 or -ENOMEM. No lock held (it may write the orphans file).
+ * stage_file_intent_set: the same for f's intent, f->lock held and f's
+ * journal owned (stage_jnl_own; f->intent changes only under that
+ * ownership), the lock dropped while the orphans file is written.
  * stage_intent_clear: frees and zeroes.
  * stage_orphans_abort: for a journal with an intent, lists the store's
  * multipart uploads of exactly intent.bucket/intent.key initiated at or
@@ -313,6 +316,8 @@ void stage_kept_free_all(struct stage *st);
 #define STAGE_INTENT_SKEW_NS ((int64_t)900 * 1000000000)
 int  stage_intent_set(struct stage *st, struct stage_intent *in, const char *bucket,
 		      const char *key, bool *fresh);
+int  stage_file_intent_set(struct stage_file *f, const char *bucket, const char *key,
+			   bool *fresh);
 void stage_intent_clear(struct stage_intent *in);
 /* After a failed creation: the intent this creation set (fresh) is
  * cleared when err is the store's refusal (NoSuchBucket, AccessDenied,

@@ -92,6 +92,26 @@ int stage_intent_set(struct stage *st, struct stage_intent *in, const char *buck
 	return 0;
 }
 
+int stage_file_intent_set(struct stage_file *f, const char *bucket, const char *key,
+			  bool *fresh)
+{
+	struct stage_intent *in = &f->intent;
+	if (in->ns && (strcmp(in->bucket, bucket) != 0 || strcmp(in->key, key) != 0)) {
+		/* Deferred with f->lock dropped: the journal's owner is the
+		 * only thread that changes f->intent. */
+		struct stage_intent old = *in;
+		mod_unlock(&f->lock);
+		int err = stage_orphans_defer(f->st, &old);
+		mod_lock(&f->lock);
+		if (err) {
+			*fresh = false;
+			return 0;            /* the old one stays (journaled) */
+		}
+		stage_intent_clear(in);
+	}
+	return stage_intent_set(f->st, in, bucket, key, fresh);
+}
+
 void stage_intent_clear(struct stage_intent *in)
 {
 	free(in->bucket);
@@ -391,7 +411,8 @@ int stage_jnl_creating(void *ctx)
 		mod_lock(&f->lock);
 		stage_jnl_own(f);
 	}
-	int err = stage_intent_set(js->st, in, j->bucket, j->key, &js->fresh);
+	int err = f ? stage_file_intent_set(f, j->bucket, j->key, &js->fresh)
+		    : stage_intent_set(js->st, in, j->bucket, j->key, &js->fresh);
 	if (!err) {
 		j->intent = *in;
 		err = f ? stage_jnl_put_file(f, j) : stage_jnl_write(js->st, js->id, j, true);
@@ -470,8 +491,10 @@ void stage_jnl_hooks_done(struct jnl_started *js)
 void stage_commit_unjournal(struct stage_file *f)
 {
 	mod_lock(&f->lock);
+	stage_jnl_own(f);
 	struct stage_intent left = f->intent;
 	f->intent = (struct stage_intent){ 0 };
+	stage_jnl_disown(f);
 	mod_unlock(&f->lock);
 	if (left.ns)
 		stage_orphans_defer(f->st, &left);    /* logs a failure */
@@ -484,16 +507,15 @@ void stage_commit_unjournal(struct stage_file *f)
 void stage_intent_dropped(struct stage_file *f, bool fresh, int err)
 {
 	mod_lock(&f->lock);
+	stage_jnl_own(f);
 	bool had = f->intent.ns != 0;
 	stage_intent_refused(&f->intent, fresh, err);
-	bool drop = had && !f->intent.ns;
-	if (drop) {
-		/* the journal's rewrite, owned, with f->lock dropped */
-		stage_jnl_own(f);
+	if (had && !f->intent.ns) {
+		/* the journal's rewrite, with f->lock dropped */
 		mod_unlock(&f->lock);
 		stage_jnl_intent_drop(f->st, f->id);
 		mod_lock(&f->lock);
-		stage_jnl_disown(f);
 	}
+	stage_jnl_disown(f);
 	mod_unlock(&f->lock);
 }

@@ -298,8 +298,7 @@ static int stream_create(struct stage_file *f)
 	char id[1024];
 	mod_lock(&f->lock);
 	stage_jnl_own(f);
-	int err = stage_intent_set(st, &f->intent, sm->bucket, sm->key,
-				   &f->intent_fresh);
+	int err = stage_file_intent_set(f, sm->bucket, sm->key, &f->intent_fresh);
 	if (!err)
 		err = stream_journal(f);
 	bool fresh = f->intent_fresh;
