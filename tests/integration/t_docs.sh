@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# t_docs — the manual pages and the install (no bed needed): each page
-# renders with `man -l` without a warning; every option that a command's
-# --help prints appears in its page; the filter examples of
-# facetfs-views(5) pass `facetfs check`; `meson install --destdir` puts the
-# binaries, the mount helper (/sbin), the pages and the examples in place.
+# t_docs — the manual pages, the docs and the install (no bed needed): each
+# page renders with `man -l` without a warning; every option that a
+# command's --help prints appears in its page; the filter examples of
+# facetfs-views(5) pass `facetfs check`; README.md and docs/ are checked
+# (links, file references, marked examples, filter examples: see below);
+# `meson install --destdir` puts the binaries, the mount helper (/sbin),
+# the pages and the examples in place.
 . "$(dirname "$0")/../lib/common.sh"
 
 T=$(test_tmp)
@@ -85,6 +87,42 @@ if ((n >= 2)) && "$FACETFS" check "$T"/ex*.json >"$T/check.out" 2>&1; then
 	ok "the $n complete examples of facetfs-views(5) pass facetfs check"
 else
 	not_ok "the complete examples of facetfs-views(5) pass facetfs check" "$n found; $(head -n 3 "$T/check.out" 2>/dev/null | tr '\n' ' ')"
+fi
+
+# The README and docs/: short README; every relative link, #anchor, path
+# in inline code and manual page name resolves (tests/lib/docs_check.py);
+# every JSON example is marked for a test, and the filter examples pass
+# facetfs check (the config examples and the tour run in t_tour).
+DOCS=(README.md docs/*.md)
+n=$(wc -l <"$SRC/README.md")
+if ((n <= 200)); then ok "README.md is short: $n lines"; else not_ok "README.md is short" "$n lines (at most 200)"; fi
+if out=$(cd "$SRC" && python3 tests/lib/docs_check.py links --refs "${DOCS[@]}" 2>&1); then
+	ok "README.md and docs/: $out"
+else
+	not_ok "README.md and docs/: links and references resolve" "$(grep -c . <<<"$out") problems"
+	diag <<<"$out"
+fi
+if out=$(cd "$SRC" && python3 tests/lib/docs_check.py links tests/bench/README.md tests/bench/RESULTS.md 2>&1); then
+	ok "tests/bench/README.md and RESULTS.md: $out"
+else
+	not_ok "tests/bench/README.md and RESULTS.md: links resolve"
+	diag <<<"$out"
+fi
+(cd "$SRC" && python3 tests/lib/docs_check.py blocks "$T/blocks" "${DOCS[@]}")
+unmarked=$(awk -F'\t' '$4 == "json" && $5 !~ /^(filter|config: merge|file: .*)$/ { print $2 ":" $3 }' "$T/blocks/index")
+check_eq "every JSON example in README.md and docs/ is marked for a test" "" "$unmarked"
+nf=0 bad=()
+while IFS=$'\t' read -r num file line lang marker; do
+	[[ $marker == filter || $marker == "file: "*/views.d/*.json ]] || continue
+	nf=$((nf + 1))
+	cp "$T/blocks/$num" "$T/filter-$num.json"
+	"$FACETFS" check "$T/filter-$num.json" >"$T/filter-$num.out" 2>&1 ||
+		bad+=("$file:$line: $(head -n 1 "$T/filter-$num.out")")
+done <"$T/blocks/index"
+if ((nf >= 3 && ${#bad[@]} == 0)); then
+	ok "the $nf filter examples of README.md and docs/ pass facetfs check"
+else
+	not_ok "the filter examples of README.md and docs/ pass facetfs check" "$nf found; ${bad[*]:-}"
 fi
 
 # meson install --destdir: everything in its place.
