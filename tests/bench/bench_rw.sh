@@ -163,7 +163,7 @@ echo
 bench_say "1. small random reads of hot objects (one stream, ${SECS} s per run)"
 for v in sess comm; do
 	for s in h8k h116k; do
-		# Twice: the first open of an inode is direct I/O (see README), so
+		# Twice: the first open of an inode is direct I/O (tests/bench/README.md), so
 		# the page cache is filled by the second pass.
 		python3 "$HELPER" warm "$M/$v/$s" >/dev/null || bench_die "warm $v/$s"
 		python3 "$HELPER" warm "$M/$v/$s" >/dev/null || bench_die "warm $v/$s"

@@ -24,7 +24,7 @@ ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 reloads() { jq -r '.[".reloads"].count' "$M/.facetfs/views"; }
 
-# within_a_second NAME T0 N0 cmd...: the README says a filter file change
+# within_a_second NAME T0 N0 cmd...: docs/semantics.md says a filter file change
 # takes effect within a second. T0 is when the file was written (ns), N0
 # the gateway's reload count before. First cmd must come true (the change
 # shows in the mount; up to 5 s, not a timing check); then the gateway's own

@@ -30,7 +30,7 @@ etag() { aws_s3 s3api head-object --bucket "$B" --key "$1" --query ETag --output
 head -c $((20 << 20)) /dev/urandom >"$T/before"
 head -c $((18 << 20)) /dev/urandom >"$T/v1"
 # v2 has v1's size: the kernel keeps one size per inode, so a descriptor
-# of a longer v1 would read only v2's length of it (README, not done).
+# of a longer v1 would read only v2's length of it (docs/limits.md).
 head -c $((18 << 20)) /dev/urandom >"$T/v2"
 head -c $((9 << 20)) /dev/urandom >"$T/late"
 put "$T/before" m/before || not_ok "PUT m/before"

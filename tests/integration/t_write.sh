@@ -175,7 +175,7 @@ while time.time() < end:
     elif d != old and d != bigd:
         # RGW 16 (memstore) itself, at the moment a PUT completes, can
         # answer with the old length and the new bytes; reproduced with a
-        # plain PUT from s3tool (README, "Tests"). Counted, not ours.
+        # plain PUT from s3tool (docs/testing.md, notes for test writers). Counted, not ours.
         tear += 1
     print("GETs %d, partial %d, rgw old-length/new-bytes answers %d" % (gets, partial, tear), flush=True)
 PY

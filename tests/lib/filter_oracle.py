@@ -16,7 +16,7 @@ filter files, for tests/integration/t_filters.sh.
       `aws s3api list-objects-v2` output of each bucket. Spec and listing
       must agree on size, or this exits 1.
 
-Matching is written here from the rules in README.md ("Filter files"), not
+Matching is written here from the rules in facetfs-views(5), not
 from views/: glob is fnmatch with FNM_PATHNAME (`*`, `?` and classes do not
 match `/`), regex is an unanchored search, bounds are inclusive,
 content_type ignores case and parameters and takes `type/*`.
