@@ -778,6 +778,97 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	return err;
 }
 
+/* Own f as a commit does (f->uploading): no write, truncate, metadata
+ * change or journal write runs until commit_disown. Whether f is dirty. */
+static bool commit_own(struct stage_file *f)
+{
+	mod_lock(&f->lock);
+	while (f->uploading)
+		pthread_cond_wait(&f->cond, &f->lock);
+	bool dirty = f->dirty;
+	if (dirty) {
+		f->uploading = true;
+		while (f->n_active || f->jbusy || (f->sm.inflight && !f->sm.id))
+			pthread_cond_wait(&f->cond, &f->lock);
+	}
+	mod_unlock(&f->lock);
+	return dirty;
+}
+
+static void commit_disown(struct stage_file *f)
+{
+	mod_lock(&f->lock);
+	f->uploading = false;
+	pthread_cond_broadcast(&f->cond);
+	mod_unlock(&f->lock);
+}
+
+int stage_file_seal(struct stage_file *f)
+{
+	struct stage *st = f->st;
+	if (!commit_own(f))
+		return 0;
+	uint64_t size = f->size;
+	stage_kept_replaced(st, f->bucket, f->key, f->id);
+	stage_kept_begin(st, f->id);
+	stage_kept_add(st, f->id, f->bucket, f->key, true);
+	int err = stage_sync(st, f->fd, true);
+	if (err)
+		log_error("stage: fdatasync of %s/%s at its close: %s", f->bucket,
+			  f->key, strerror(-err));
+	if (!err) {
+		mod_lock(&f->lock);
+		stage_jnl_own(f);
+		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
+		f->oneshot = false;
+		stage_jnl_disown(f);
+		mod_unlock(&f->lock);
+	}
+	commit_disown(f);
+	return err ? -EIO : 0;
+}
+
+int stage_file_set_aside(struct stage_file *f, const char *note)
+{
+	struct stage *st = f->st;
+	if (!commit_own(f))
+		return 0;
+	int err = stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size, note);
+	if (!err && stage_stream_drop(f) != 0)
+		log_warn("stage: %s/%s set aside with a streamed upload open", f->bucket,
+			 f->key);
+	if (!err && (err = stage_jnl_remove(st, f->id)) != 0)
+		log_error("stage: %s/%s set aside, but its journal remains: %s",
+			  f->bucket, f->key, strerror(-err));
+	if (!err) {
+		mod_lock(&f->lock);
+		f->dirty = false;
+		f->js = STAGE_JS_NONE;
+		mod_unlock(&f->lock);
+		stage_kept_forget(st, f->id);
+	}
+	commit_disown(f);
+	return err;
+}
+
+void stage_file_drop(struct stage_file *f)
+{
+	if (!commit_own(f))
+		return;
+	if (stage_stream_drop(f) != 0)
+		log_warn("stage: %s/%s dropped with a streamed upload open", f->bucket,
+			 f->key);
+	if (stage_jnl_remove(f->st, f->id) != 0)
+		log_warn("stage: %s/%s deleted, but its journal remains: the next start "
+			 "moves its data to %s", f->bucket, f->key, f->st->rec_dir);
+	mod_lock(&f->lock);
+	f->dirty = false;
+	f->js = STAGE_JS_NONE;
+	mod_unlock(&f->lock);
+	stage_kept_forget(f->st, f->id);
+	commit_disown(f);
+}
+
 void stage_file_release(struct stage_file *f)
 {
 	if (!f)
@@ -811,7 +902,7 @@ void stage_file_release(struct stage_file *f)
 	mod_unlock(&st->renew_lock);
 
 	if (orphaned) {
-		stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size);
+		stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size, NULL);
 		stage_jnl_remove(st, f->id);   /* one written since, if any */
 		stage_kept_forget(st, f->id);
 		stage_uncharge(st, f->size);

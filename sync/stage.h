@@ -256,6 +256,27 @@ int  stage_file_sync(struct stage_file *f);
  * over max_object (logged; data kept). */
 int  stage_file_commit(struct stage_file *f, char etag_out[72]);
 
+/* The close of a write-back file (a view with "write_back"): made durable
+ * here and journaled "commit" as a commit that has begun (data fdatasync'ed
+ * and the journal synced under POWER), without uploading: a later
+ * stage_file_commit uploads it, and if the gateway dies first, the next
+ * start's recovery does (the crash rule above). Older failed commits of
+ * the key are marked stale as at a commit's start. 0 (also when there is
+ * nothing to seal) or -EIO (logged; the file stays as it was). */
+int  stage_file_seal(struct stage_file *f);
+
+/* The file's data is not to be uploaded (a write-back file whose key
+ * another client changed since the version it was based on): its bytes
+ * are saved to recovered/ (BUCKET%2FKEY@TIME, with NAME.journal holding
+ * note), then the file is clean and unjournaled, so no commit uploads it.
+ * 0 or -errno (logged; the file is left as it was). */
+int  stage_file_set_aside(struct stage_file *f, const char *note);
+
+/* The file's data is not wanted any more (its name was deleted while it
+ * waited for a write-back's upload): journal removed, the file clean, so
+ * its release deletes it. */
+void stage_file_drop(struct stage_file *f);
+
 /* After the last close. Committed (or never journaled) data is deleted; a
  * file with uncommitted writes stays on disk for stage_recover() (logged,
  * counted in pending_files). f is freed. */

@@ -372,13 +372,14 @@ void stage_commit_unjournal(struct stage_file *f);
 
 /* ---- stage_recover.c: recovery -------------------------------------- */
 
-/* File id's data, whose staging file went with a removed directory
- * (stage_dir_renew), written from its descriptor fd (size bytes) into
- * recovered/ under the name recovery gives (BUCKET%2FKEY@TIME), synced
- * under POWER; logged and counted. 0 or -errno (logged: the data are
- * lost). No lock held. */
+/* File id's data written from its descriptor fd (size bytes) into
+ * recovered/ under the name recovery gives (BUCKET%2FKEY@TIME), with
+ * NAME.journal holding note when note is not NULL, synced under POWER;
+ * logged and counted: its staging file went with a removed directory
+ * (stage_dir_renew), or it is set aside (stage_file_set_aside). 0 or
+ * -errno (logged: not saved). No lock held. */
 int  stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
-		      const char *key, int fd, uint64_t size);
+		      const char *key, int fd, uint64_t size, const char *note);
 /* (stage_recover itself is in stage.h.) */
 
 /* ---- stage_stream.c: streaming -------------------------------------- */

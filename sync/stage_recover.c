@@ -189,8 +189,24 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	return 0;
 }
 
+/* NAME.journal in recovered/ with text (synced with the data). */
+static int note_write(struct stage *st, const char *name, const char *text)
+{
+	char jn[340];
+	snprintf(jn, sizeof jn, "%s.journal", name);
+	int fd = openat(st->rec_fd, jn, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(text);
+	int err = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
+	if (!err)
+		err = stage_sync(st, fd, true);
+	close(fd);
+	return err;
+}
+
 int stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
-		     const char *key, int fd, uint64_t size)
+		     const char *key, int fd, uint64_t size, const char *note)
 {
 	const struct stage_jnl j = { .bucket = (char *)bucket, .key = (char *)key };
 	char name[300], dst[320];
@@ -239,19 +255,21 @@ int stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
 		err = stage_sync(st, out, true);
 	if (out >= 0)
 		close(out);
+	if (!err && note)
+		err = note_write(st, dst, note);
 	if (err) {
 		if (out >= 0)
 			unlinkat(st->rec_fd, dst, 0);
-		log_error("stage: %s/%s (%" PRIu64 " bytes, not in S3): its staging "
-			  "file was removed with the directory and cannot be saved to "
-			  "%s: %s; the data are lost", bucket, key, size, st->rec_dir,
-			  strerror(-err));
+		log_error("stage: %s/%s (%" PRIu64 " bytes, not in S3) cannot be saved "
+			  "to %s: %s%s", bucket, key, size, st->rec_dir, strerror(-err),
+			  note ? "" : "; its staging file went with the removed directory: "
+			  "the data are lost");
 		return err;
 	}
 	stage_sync(st, st->rec_fd, false);
-	log_warn("stage: %s/%s (%" PRIu64 " bytes, not in S3): its staging file was "
-		 "removed with the directory; saved to %s/%s", bucket, key, size,
-		 st->rec_dir, dst);
+	log_warn("stage: %s/%s (%" PRIu64 " bytes, not in S3): %s; saved to %s/%s",
+		 bucket, key, size, note ? "set aside" :
+		 "its staging file was removed with the directory", st->rec_dir, dst);
 	mod_lock(&st->lock);
 	st->cnt.recovered_files++;
 	mod_unlock(&st->lock);
