@@ -58,6 +58,9 @@ struct config {
 	uint64_t cache_max_bytes;    /* the burst buffer: staging + blocks */
 	uint32_t cache_block_size;   /* a power of two, 64 KiB..64 MiB */
 	bool cache_durable_process;  /* cache.durability "process" (else "power") */
+	unsigned cache_drain_streams;    /* write-back uploads in parallel (1..64) */
+	unsigned cache_drain_delay_s;    /* a closed file waits this long first */
+	unsigned cache_stop_drain_s;     /* a stop drains for up to this long */
 	unsigned cache_ra_streams;   /* read-ahead GETs in flight per reader */
 	uint64_t cache_ra_bytes;     /* read-ahead bytes held per reader */
 	unsigned cache_ra_total_streams; /* the same across all readers */

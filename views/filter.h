@@ -70,6 +70,9 @@ const char *view_visibility(const struct view *v);
  * NULL): also objects its buckets' first scans list. */
 uint64_t view_warm(const struct view *v, bool *on_scan);
 bool view_writable(const struct view *v);
+/* "write_back" (only with "eventual" and "writable"): a close returns once
+ * the file is durable in the burst buffer; a drain publishes it behind. */
+bool view_write_back(const struct view *v);
 const char *view_strip_prefix(const struct view *v); /* "" if none */
 bool view_flat(const struct view *v);
 /* on_create.metadata (names lower case); NULL with *n = 0 if none. */

@@ -136,7 +136,8 @@ char *fl_explain(const struct view *v, bool pretty)
 	if (!l || !cJSON_AddStringToObject(l, "strip_prefix", v->strip_prefix) ||
 	    !cJSON_AddBoolToObject(l, "flat", v->flat) ||
 	    !cJSON_AddStringToObject(root, "visibility", view_visibility(v)) ||
-	    !cJSON_AddBoolToObject(root, "writable", v->writable))
+	    !cJSON_AddBoolToObject(root, "writable", v->writable) ||
+	    (v->write_back && !cJSON_AddBoolToObject(root, "write_back", true)))
 		goto out;
 	if (v->warm) {   /* only when set: older definitions keep their hash */
 		cJSON *w = cJSON_AddObjectToObject(root, "warm");

@@ -63,6 +63,7 @@ struct view {
 	bool warm_on_scan;  /* ... also those a first scan lists */
 	uint64_t warm_max;  /* ... up to this size */
 	bool writable;
+	bool write_back;              /* closes return before S3 has the file */
 	struct obj_kv *on_create;
 	size_t n_on_create;
 	unsigned needs;

@@ -64,6 +64,7 @@ uint64_t view_warm(const struct view *v, bool *on_scan)
 	return v->warm ? v->warm_max : 0;
 }
 bool view_writable(const struct view *v) { return v->writable; }
+bool view_write_back(const struct view *v) { return v->write_back; }
 const char *view_strip_prefix(const struct view *v) { return v->strip_prefix; }
 bool view_flat(const struct view *v) { return v->flat; }
 unsigned view_needs(const struct view *v) { return v->needs; }

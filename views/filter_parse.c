@@ -692,12 +692,23 @@ static void parse_top(struct pctx *c, const cJSON *root, struct view *v)
 			parse_warm(c, it, v);
 		} else if (!strcmp(k, "writable")) {
 			parse_bool(c, it, k, &v->writable);
+		} else if (!strcmp(k, "write_back")) {
+			parse_bool(c, it, k, &v->write_back);
 		} else if (!strcmp(k, "on_create")) {
 			parse_on_create(c, it, v);
 		} else {
 			perr(c, k, "unknown field");
 		}
 	}
+	/* Write-back publishes after close: only a policy that promises
+	 * other gateways nothing at close or fsync allows it. */
+	if (v->write_back && v->policy != FL_EVENTUAL)
+		perr(c, "write_back", "needs \"visibility\": \"eventual\" (\"%s\" "
+		     "promises other gateways the data at %s)",
+		     v->policy == FL_COMMIT ? "commit" : "session",
+		     v->policy == FL_COMMIT ? "fsync and close" : "close");
+	if (v->write_back && !v->writable)
+		perr(c, "write_back", "needs \"writable\": true");
 	if (!has_name)
 		perr(c, "name", "missing required field");
 	if (!has_bucket)
