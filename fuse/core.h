@@ -71,6 +71,13 @@ struct core_owner {
 
 #define CORE_CHANGE_REPLIED 0x100
 
+/* Write-back views' drain (core_drain.c): uploads in parallel (0: 8, at
+ * most 64), seconds a closed file waits before its upload, seconds the
+ * core's end keeps draining. */
+struct core_drain_conf {
+	unsigned streams, delay_s, stop_s;
+};
+
 struct core_deps {
 	struct core_owner owner;     /* all zero: the mounting user, defaults */
 	struct index *ix;
@@ -267,5 +274,23 @@ int  core_child_name(struct core *c, uint64_t parent, const char *name, char *vi
 		     size_t vlen, char *path, size_t plen);
 /* Is f a descriptor of an object (not of a .facetfs/ file)? */
 bool core_file_is_object(const struct core_file *f);
+
+/* Write-back (core_drain.c). core_drain_new: the drain of c (its threads
+ * start at the first sealed file); without one, a close in a write-back
+ * view uploads as in any other. core_drain_free: before core_free, drains
+ * for up to conf.stop_s, then stops; what is left stays journaled "commit"
+ * for the next start's recovery. core_drain_sync: publishes every pending
+ * file of view vname under path ("" the whole view; vname NULL: every
+ * view) and waits until S3 has them: 0; -EIO when every file left failed
+ * its last try, -ETIMEDOUT after timeout_s; then *report (malloc'ed) names
+ * each key left with its last error. core_drain_pending: files and bytes
+ * pending now. core_drain_list: one line per pending file (key, bytes,
+ * age, tries, state), malloc'ed. */
+int  core_drain_new(struct core *c, const struct core_drain_conf *conf);
+void core_drain_free(struct core *c);
+int  core_drain_sync(struct core *c, const char *vname, const char *path,
+		     int timeout_s, char **report);
+void core_drain_pending(struct core *c, uint64_t *files, uint64_t *bytes);
+char *core_drain_list(struct core *c);
 
 #endif

@@ -4,7 +4,10 @@
  *   core.c      the bottom: the core's lifecycle, the view set, the
  *               open-file table, made directories, attributes and paths
  *   core_dir.c  lookup, getattr, readdir
- *   core_io.c   open, read, write, commit points, truncate, .facetfs files
+ *   core_io.c   open, read, write, the ofile's commit and seal, truncate,
+ *               .facetfs files
+ *   core_drain.c  the commit points (close, fsync) and write-back's drain
+ *               (uses core_io's commit and seal)
  *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_io's commit)
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
  *               metadata change and core_io's truncate and create)
@@ -65,6 +68,9 @@ struct ofile {
 	bool times_set;              /* mtime set since the last write (lock) */
 	int committing;              /* commits under way (core_ofile_commit) */
 	int held;                    /* a rename onto its name runs: commits wait */
+	char base_etag[72];          /* the version it is based on: the ETag at
+				      * open or of this mount's last upload;
+				      * "" for a new object (lock) */
 	struct ofile *next;
 };
 
@@ -102,6 +108,7 @@ struct core {
 	pthread_cond_t ofile_cv;     /* an ofile's commit ended, or its hold */
 	struct ofile *ofiles;
 	struct mkdir_ent *mkdirs;
+	struct core_drain *drain;    /* write-back (core_drain.c) */
 };
 
 enum file_kind { FILE_OBJECT, FILE_TEXT, FILE_CONTROL };
@@ -259,6 +266,17 @@ int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
  * set to now unless times_set), then show the new version in the index at
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
+/* The close of a file of a write-back view: sealed (stage_file_seal:
+ * durable here, journaled "commit", not uploaded) and indexed as this
+ * mount's own with no ETag yet. 0 or -EIO. */
+int  core_ofile_seal(struct core *c, struct ofile *of);
+/* A file waiting in the write-back drain whose name changed (rename):
+ * sealed again under the new name. 0, or core_ofile_seal's error. */
+int  core_drain_reseal(struct core *c, struct ofile *of);
+/* fsync of a descriptor where it publishes nothing: its staged bytes made
+ * durable here (stage_file_sync). */
+int  core_file_sync(struct core *c, struct core_file *f);
+
 /* A symbolic link ino made here with target: the mount keeps the target
  * (links.h) of the version the index now holds. */
 void core_link_made(struct core *c, uint64_t ino, const char *target);

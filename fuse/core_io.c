@@ -85,6 +85,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	if (rc == 0 && exists) {
 		of->meta = cur;
 		memset(&cur, 0, sizeof cur);
+		snprintf(of->base_etag, sizeof of->base_etag, "%s", of->meta.etag);
 	} else if (rc == 0) {
 		size_t n;
 		const struct obj_kv *kv = view_on_create(core_view(c, view), &n);
@@ -180,6 +181,41 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 	return rc;
 }
 
+/* of's version as this mount's own in the index: its size and metadata
+ * now, etag (the upload's, or "" while it is only sealed here). */
+static void ofile_index(struct core *c, struct ofile *of, const char *etag)
+{
+	struct obj_meta o = { 0 };
+	o.bucket = of->bucket;
+	o.key = of->key;
+	o.size = stage_file_size(of->sf);
+	o.mtime_ns = core_now_ns();
+	snprintf(o.etag, sizeof o.etag, "%s", etag);
+	struct obj_meta cur = { 0 };
+	mod_lock(&c->ofile_lock);
+	int rc = obj_kv_copy(&cur.meta, &cur.n_meta, of->meta.meta, of->meta.n_meta);
+	char *path = rc == 0 ? strdup(of->path) : NULL;   /* a rename moves it */
+	if (*etag)
+		snprintf(of->base_etag, sizeof of->base_etag, "%s", etag);
+	mod_unlock(&c->ofile_lock);
+	if (rc == 0 && !path)
+		rc = -ENOMEM;
+	o.meta = cur.meta;
+	o.n_meta = cur.n_meta;
+	/* The content type is what the upload sent (none: the store's
+	 * default), so it is known either way. */
+	o.content_type = of->meta.content_type;
+	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
+	/* A new name: the kernel has its entry from the create's reply. */
+	if (rc == 0)
+		rc = core_index_made(c, &o, of->vname, path);
+	free(path);
+	obj_meta_release(&cur);
+	if (rc < 0)   /* S3 has it; the event will bring the index up to date */
+		log_warn("index update for %s/%s: %s", of->bucket, of->key,
+			 strerror(-rc));
+}
+
 /* The commit of of, its index record and its inode's ETag; an unlink or a
  * rename onto its name waits for it (core_ofile_commit_begin). */
 static int ofile_commit(struct core *c, struct ofile *of)
@@ -196,36 +232,27 @@ static int ofile_commit(struct core *c, struct ofile *of)
 	}
 	if (!dirty)
 		return 0;
-	struct obj_meta o = { 0 };
-	o.bucket = of->bucket;
-	o.key = of->key;
-	o.size = stage_file_size(of->sf);
-	o.mtime_ns = core_now_ns();
-	snprintf(o.etag, sizeof o.etag, "%s", etag);
-	struct obj_meta cur = { 0 };
-	mod_lock(&c->ofile_lock);
-	rc = obj_kv_copy(&cur.meta, &cur.n_meta, of->meta.meta, of->meta.n_meta);
-	char *path = rc == 0 ? strdup(of->path) : NULL;   /* a rename moves it */
-	mod_unlock(&c->ofile_lock);
-	if (rc == 0 && !path)
-		rc = -ENOMEM;
-	o.meta = cur.meta;
-	o.n_meta = cur.n_meta;
-	/* The content type is what the upload sent (none: the store's
-	 * default), so it is known either way. */
-	o.content_type = of->meta.content_type;
-	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
-	/* A new name: the kernel has its entry from the create's reply. */
-	if (rc == 0)
-		rc = core_index_made(c, &o, of->vname, path);
-	free(path);
-	obj_meta_release(&cur);
-	if (rc < 0)   /* S3 has it; the event will bring the index up to date */
-		log_warn("index update after the upload of %s/%s: %s", of->bucket,
-			 of->key, strerror(-rc));
+	ofile_index(c, of, etag);
 	/* The page cache holds what was just written: keep it. */
 	inode_set_etag(c->d.it, of->ino, etag);
 	return 0;
+}
+
+int core_ofile_seal(struct core *c, struct ofile *of)
+{
+	if (!core_ofile_commit_begin(c, of))
+		return 0;    /* unlinked while open: nothing to publish */
+	bool dirty = stage_file_dirty(of->sf);
+	int rc = dirty ? commit_mtime(c, of) : 0;
+	if (rc == 0 && dirty)
+		rc = stage_file_seal(of->sf);
+	if (rc == 0 && dirty)
+		ofile_index(c, of, "");
+	core_ofile_commit_end(c, of);
+	if (rc < 0)
+		log_error("close of %s/%s: not made durable here: %s (the data stays "
+			  "staged)", of->bucket, of->key, strerror(-rc));
+	return rc < 0 ? -EIO : 0;
 }
 
 /* ---------- descriptors ---------- */
@@ -502,15 +529,8 @@ static struct stage_file *staged_copy(struct core *c, struct core_file *f,
 	return of ? of->sf : NULL;
 }
 
-int core_flush(struct core *c, struct core_file *f)
+int core_file_sync(struct core *c, struct core_file *f)
 {
-	return f->writable ? core_ofile_commit(c, f->of) : 0;
-}
-
-int core_fsync(struct core *c, struct core_file *f)
-{
-	if (f->writable && vis_fsync_commits(core_view_policy(c, file_view(c, f))))
-		return core_ofile_commit(c, f->of);
 	/* Not a visibility point: the staged bytes made durable here (under
 	 * cache.durability "power"), also through a read-only descriptor of
 	 * an inode another one writes (`sync FILE` opens it read-only). */

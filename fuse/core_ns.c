@@ -276,6 +276,54 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 	free(nk);
 }
 
+/* Rename of a file of a write-back view staged here: it moves under its
+ * new name, where the drain uploads it (no upload and no COPY now); the
+ * old key is deleted in S3 only if S3 had a version of it (the file's
+ * base), and only forgotten by the index otherwise. A file waiting in the
+ * drain is sealed again under the new name. */
+static int rename_pending(struct core *c, struct ofile *of, struct ofile *dof,
+			  const char *bucket, const char *key, const char *npath,
+			  const char *nkey)
+{
+	char base[72];
+	mod_lock(&c->ofile_lock);
+	snprintf(base, sizeof base, "%s", of->base_etag);
+	mod_unlock(&c->ofile_lock);
+	struct obj_meta rec = { 0 }, dst = { 0 };
+	bool have_rec = index_object_get(c->d.ix, bucket, key, &rec) == 0 &&
+			!(rec.flags & OBJ_DELETED);
+	bool have_dst = index_object_get(c->d.ix, bucket, nkey, &dst) == 0 &&
+			!(dst.flags & OBJ_DELETED);
+	int rc = 0;
+	if (*base) {
+		rc = delete_object(c, bucket, key);
+	} else if (have_rec) {
+		if (c->d.stage)
+			stage_key_replaced(c->d.stage, bucket, key);
+		struct obj_meta o = { .bucket = (char *)bucket, .key = (char *)key,
+				      .mtime_ns = core_now_ns(), .flags = OBJ_DELETED };
+		core_index_local(c, &o);
+	}
+	if (rc == 0) {
+		if (c->d.stage)
+			stage_key_replaced(c->d.stage, bucket, nkey);
+		core_ofile_unlink(c, dof);
+		if (have_rec) {
+			rec.etag[0] = '\0';     /* not in S3 under nkey yet */
+			rename_record(c, &rec, nkey, "");
+		}
+		rename_ofile(c, of, bucket, npath, nkey);
+		/* Based on what S3 holds under the new name, if anything. */
+		mod_lock(&c->ofile_lock);
+		snprintf(of->base_etag, sizeof of->base_etag, "%s", have_dst ? dst.etag : "");
+		mod_unlock(&c->ofile_lock);
+		rc = core_drain_reseal(c, of);
+	}
+	obj_meta_release(&rec);
+	obj_meta_release(&dst);
+	return rc;
+}
+
 /* The copy of a rename: one COPY of the version the index's record (rec)
  * names, keeping what it holds; or, with no record, a record another
  * version has overtaken (-ESTALE: changed, maybe grown past one COPY), or
@@ -345,6 +393,14 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	 * staged under the new name is replaced: its name is gone. */
 	struct ofile *of = rc == 0 ? core_ofile_find_path(c, view, path) : NULL;
 	struct ofile *dof = rc == 0 && dst_exists ? core_ofile_find_path(c, nview, npath) : NULL;
+	if (of && view_write_back(core_view(c, view))) {
+		rc = rename_pending(c, of, dof, bucket, key, npath, nkey);
+		core_ofile_put(c, of);
+		core_ofile_put(c, dof);
+		if (rc == 0)
+			rename_inode(c, view, path, npath);
+		goto out;
+	}
 	if (of)
 		rc = core_ofile_commit(c, of);
 	core_ofile_hold(c, dof);             /* no commit of it over the COPY */

@@ -171,7 +171,46 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 		.ctx = fs->d.ctx, .stats_json = fs->d.stats_json,
 		.views_json = fs->d.views_json, .control = fs->d.control,
 	};
-	return core_new(&cd, &fs->core);
+	int rc = core_new(&cd, &fs->core);
+	if (rc == 0 && fs->d.stage) {
+		struct core_drain_conf dc = { fs->d.drain_streams, fs->d.drain_delay_s,
+					      fs->d.stop_drain_s };
+		rc = core_drain_new(fs->core, &dc);
+	}
+	return rc;
+}
+
+char *fs_sync(struct fs *fs, const char *path)
+{
+	char vname[256] = "";
+	const char *rest = "";
+	if (path) {
+		while (*path == '/')
+			path++;
+		size_t n = strcspn(path, "/");
+		if (n >= sizeof vname)
+			n = sizeof vname - 1;
+		memcpy(vname, path, n);
+		vname[n] = '\0';
+		rest = path[n] ? path + n + 1 : "";
+	}
+	char *report = NULL, *answer = NULL;
+	/* A day at most: the caller may interrupt it; what is left stays
+	 * pending and the drain goes on. */
+	int rc = core_drain_sync(fs->core, path ? vname : NULL, rest, 86400, &report);
+	if (rc == 0) {
+		answer = strdup("synced\n");
+	} else if (asprintf(&answer, "error: not all in S3 (%s):\n%s", strerror(-rc),
+			    report ? report : "") < 0) {
+		answer = NULL;
+	}
+	free(report);
+	return answer;
+}
+
+void fs_pending(struct fs *fs, uint64_t *files, uint64_t *bytes)
+{
+	core_drain_pending(fs->core, files, bytes);
 }
 
 int fs_mount(const char *mountpoint, const char *fuse_opts,
@@ -272,6 +311,8 @@ void fs_free(struct fs *fs)
 		fuse_session_destroy(fs->se);
 	}
 	stats_group_remove(&fs->grp);
+	if (fs->core)
+		core_drain_free(fs->core);   /* a stop drains (stop_drain_s) */
 	core_free(fs->core);
 	inode_table_free(fs->it);
 	pthread_mutex_destroy(&fs->inval_lock);

@@ -37,6 +37,7 @@
 #define FACETFS_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct index;
 struct viewset_slot;
@@ -71,6 +72,9 @@ struct fs_deps {
 	/* The I/O recorder (common/trace.h), or NULL: each file request is
 	 * recorded while it is on; off, it costs one relaxed atomic load. */
 	struct trace *trace;
+	/* Write-back views' drain: uploads in parallel (0: 8), seconds a
+	 * closed file waits, seconds a stop keeps draining. */
+	unsigned drain_streams, drain_delay_s, stop_drain_s;
 };
 
 /* Mount at mountpoint. fuse_opts is a comma-separated -o string or NULL.
@@ -81,6 +85,13 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 int fs_run(struct fs *fs);
 /* Unmount (if still mounted) and free. */
 void fs_free(struct fs *fs);
+
+/* `facetfs sync`: publish what write-back views hold pending (path:
+ * "VIEW" or "VIEW/DIR..." or NULL for all) and wait; the answer text
+ * (malloc'ed): "synced\n", or "error: ..." with one line per key left. */
+char *fs_sync(struct fs *fs, const char *path);
+/* The drain's pending files and bytes now (0 without write-back). */
+void fs_pending(struct fs *fs, uint64_t *files, uint64_t *bytes);
 
 /* After a new view set was made current in the slot: call it for every
  * view name added, removed or changed, so the kernel forgets what it

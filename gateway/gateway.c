@@ -171,9 +171,12 @@ static char *gw_control(void *ctx, const char *command)
 			answer = NULL;
 	} else if (strcmp(command, "trace") == 0 || strncmp(command, "trace ", 6) == 0) {
 		answer = trace_control(gw->trace, command + 5);
+	} else if (strcmp(command, "sync") == 0 || strncmp(command, "sync ", 5) == 0) {
+		answer = gw->fs ? fs_sync(gw->fs, command[4] ? command + 5 : NULL)
+				: strdup("error: not mounted\n");
 	} else if (strcmp(command, "ping") == 0) {
 		answer = strdup("ok\n");
-	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], trace ...)\n",
+	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], sync [PATH], trace ...)\n",
 			    command) < 0) {
 		answer = NULL;
 	}
@@ -907,6 +910,9 @@ int gateway_mount(const struct mount_opts *o)
 		.bc = gw.bc, .pins = gw.pins, .rpool = gw.rpool,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
+		.drain_streams = gw.cfg.cache_drain_streams,
+		.drain_delay_s = gw.cfg.cache_drain_delay_s,
+		.stop_drain_s = gw.cfg.cache_stop_drain_s,
 	};
 	if (fs_mount(o->mountpoint, o->fuse_opts, &deps, &gw.fs) < 0)
 		goto out;

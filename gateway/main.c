@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,16 @@ static const char rescan_help[] =
 	"  what was fixed. Exit 1 if a bucket could not be reconciled.\n"
 	"  -h, --help            this text\n";
 
+static const char sync_help[] =
+	"usage: facetfs sync MOUNTPOINT [PATH...]\n"
+	"  Publish what the write-back views of the gateway mounted at MOUNTPOINT\n"
+	"  hold pending (closed files not in S3 yet): everything, or what is under\n"
+	"  each PATH (a view, a directory or a file of the mount, given inside\n"
+	"  MOUNTPOINT or relative to it). Returns once S3 has it all (exit 0), or\n"
+	"  exits 1 naming each key that failed and why (it stays pending). On a\n"
+	"  terminal, prints the files and bytes left while it waits.\n"
+	"  -h, --help            this text\n";
+
 static const char trace_help[] =
 	"usage: facetfs trace MOUNTPOINT start [--view VIEW] [--max-bytes N] | stop | status\n"
 	"  Record every open, read, write, fsync, close, truncate, rename and unlink\n"
@@ -98,6 +110,8 @@ static const char usage_text[] =
 	"      Counters, lag, scans and latency of a running gateway.\n"
 	"  facetfs rescan MOUNTPOINT [VIEW]\n"
 	"      List the bucket(s) again and reconcile the index.\n"
+	"  facetfs sync MOUNTPOINT [PATH...]\n"
+	"      Publish what write-back views hold pending; wait until S3 has it.\n"
 	"  facetfs trace MOUNTPOINT start [--view V] [--max-bytes N] | stop | status\n"
 	"      Record the mount's I/O into a trace.\n"
 	"  facetfs advise TRACE... [--json]\n"
@@ -321,6 +335,13 @@ static int cmd_status(int argc, char **argv)
 	       hits + misses > 0 ? 100.0 * hits / (hits + misses) : 0.0,
 	       hits + misses > 0 ? " %" : "",
 	       num(s, "cache", "evictions"), num(s, "cache", "corrupt"));
+	if (cJSON_GetObjectItemCaseSensitive(s, "drain"))
+		printf("drain     pending %.0f files, %.0f bytes  oldest %.0f s  uploading %.0f  "
+		       "done %.0f (%.0f bytes)  failed %.0f  conflicts %.0f\n",
+		       num(s, "drain", "pending_files"), num(s, "drain", "pending_bytes"),
+		       num(s, "drain", "oldest_seconds"), num(s, "drain", "uploading"),
+		       num(s, "drain", "done"), num(s, "drain", "done_bytes"),
+		       num(s, "drain", "failed"), num(s, "drain", "conflicts"));
 	const cJSON *warm = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(s, "cache"), "warm");
 	if (warm)
@@ -510,6 +531,107 @@ static int cmd_rescan(int argc, char **argv)
 	return control_call("facetfs rescan", argv[1], cmd);
 }
 
+/* One `sync` control call, run by a thread while the caller shows the
+ * drain's progress. */
+struct sync_call {
+	const char *mountpoint;
+	char cmd[4200];
+	int rc;
+	atomic_bool done;
+};
+
+static void *sync_call_main(void *arg)
+{
+	struct sync_call *sc = arg;
+	sc->rc = control_call("facetfs sync", sc->mountpoint, sc->cmd);
+	sc->done = true;
+	return NULL;
+}
+
+/* The drain's pending files and bytes from MOUNTPOINT/.facetfs/stats. */
+static bool drain_left(const char *mountpoint, double *files, double *bytes)
+{
+	char path[4096], *text = NULL;
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/.facetfs/stats", mountpoint);
+	if (file_read_all(path, 1 << 24, &text, &len) != 0)
+		return false;
+	cJSON *s = cJSON_Parse(text);
+	free(text);
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "drain");
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "pending_files");
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(d, "pending_bytes");
+	bool ok = cJSON_IsNumber(f) && cJSON_IsNumber(b);
+	if (ok) {
+		*files = f->valuedouble;
+		*bytes = b->valuedouble;
+	}
+	cJSON_Delete(s);
+	return ok;
+}
+
+static int cmd_sync(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (is_help(argv[i])) {
+			fputs(sync_help, stdout);
+			return 0;
+		}
+		if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "facetfs sync: unknown option \"%s\"\n", argv[i]);
+			return usage_of(sync_help);
+		}
+	}
+	if (argc < 2)
+		return usage_of(sync_help);
+	const char *mp = argv[1];
+	char real_mp[4096];
+	if (!realpath(mp, real_mp)) {
+		fprintf(stderr, "facetfs sync: %s: %s\n", mp, strerror(errno));
+		return 1;
+	}
+	bool tty = isatty(2);
+	int rc = 0;
+	for (int i = 2; i == 2 || i < argc; i++) {
+		struct sync_call sc = { .mountpoint = mp };
+		const char *rel = NULL;
+		char real_p[4096];
+		if (i < argc) {
+			/* inside the mount: absolute (resolved), or relative to it */
+			rel = argv[i];
+			if (argv[i][0] == '/' || !strncmp(argv[i], "./", 2)) {
+				size_t n = strlen(real_mp);
+				if (!realpath(argv[i], real_p) || strncmp(real_p, real_mp, n) ||
+				    (real_p[n] && real_p[n] != '/')) {
+					fprintf(stderr, "facetfs sync: %s is not inside %s\n",
+						argv[i], mp);
+					rc = 1;
+					continue;
+				}
+				rel = real_p[n] ? real_p + n + 1 : NULL;
+			}
+		}
+		snprintf(sc.cmd, sizeof sc.cmd, "sync%s%s\n", rel ? " " : "", rel ? rel : "");
+		pthread_t t;
+		if (pthread_create(&t, NULL, sync_call_main, &sc) != 0) {
+			sync_call_main(&sc);
+		} else {
+			while (!sc.done) {
+				double files, bytes;
+				if (tty && drain_left(mp, &files, &bytes))
+					fprintf(stderr, "\rfacetfs sync: %.0f files, %.0f bytes pending   ",
+						files, bytes);
+				usleep(200000);
+			}
+			pthread_join(t, NULL);
+			if (tty)
+				fputc('\n', stderr);
+		}
+		rc |= sc.rc;
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -530,6 +652,8 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (strcmp(cmd, "rescan") == 0)
 		return cmd_rescan(argc - 1, argv + 1);
+	if (strcmp(cmd, "sync") == 0)
+		return cmd_sync(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)
 		return cmd_trace(argc - 1, argv + 1);
 	if (strcmp(cmd, "advise") == 0)

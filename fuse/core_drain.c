@@ -1,0 +1,583 @@
+/* core_drain.c — the commit points of a descriptor (close, fsync) and the
+ * drain of write-back views (docs/semantics.md "Write-back").
+ *
+ * DESIGN. In a view with "write_back", close seals the file instead of
+ * uploading it (core_ofile_seal: durable in the burst buffer, journaled
+ * "commit", indexed as this gateway's own), and the file's ofile joins the
+ * drain's queue, which holds a reference on it: the ofile stays in the
+ * core's table after its last descriptor, so this mount lists it and any
+ * descriptor reads its staged bytes (read-your-writes as for an open
+ * file). drain_streams workers publish the queue oldest close first:
+ * each takes the oldest entry that is not being uploaded and whose time
+ * has come (drain_delay after its close; after a failure, a backoff of 1,
+ * 2, 4 ... 60 s), and uploads it with the ofile's commit (core_io.c), which
+ * serializes against a close, an unlink or a rename of the same file. A
+ * file sealed again while its upload runs is uploaded again after it
+ * (`again`); one sealed again before its upload began is uploaded once.
+ * An unlinked file is dropped from the queue without an upload.
+ *
+ * Before an upload, a HEAD compares the store's version with the one the
+ * file was based on (its ETag at open, none for a new file, this
+ * gateway's last upload after one): if another client wrote the key in
+ * between, the local bytes go to recovered/ (stage_file_set_aside) and the
+ * store's version is indexed: counted in drain.conflicts. A store that
+ * ignores conditional requests (RGW 16) leaves the moment between that
+ * HEAD and the PUT open.
+ *
+ * fsync of a write-back file publishes it at once; core_drain_sync
+ * publishes everything pending (or under one path) and waits; at the
+ * core's end the drain runs for up to stop_drain seconds, and what is left
+ * stays journaled "commit" for the next start's recovery, which uploads it
+ * before the mount.
+ *
+ * Lock: drain.lock (a state lock) guards the queue and the gauges; the
+ * core's ofile_lock may be taken under it (an ofile's names, its
+ * reference count), nothing else; no S3 request, sync or ofile release
+ * runs under it.
+ */
+#include "fuse/core_int.h"
+
+#include "common/lock.h"
+#include "common/log.h"
+#include "common/s3.h"
+#include "common/stats.h"
+#include "sync/stage.h"
+#include "views/filter.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DRAIN_MAX_STREAMS 64
+#define DRAIN_BACKOFF_MAX_S 60
+
+struct drain_ent {
+	struct ofile *of;            /* a reference the drain holds */
+	int64_t closed_ns;           /* the oldest close not published */
+	int64_t ready_ns;            /* not before (delay, backoff) */
+	unsigned tries;
+	int err;                     /* the last failure, 0: none */
+	bool busy;                   /* a worker uploads it now */
+	bool again;                  /* sealed again during that upload */
+	struct drain_ent *next;
+};
+
+struct drain_counters {
+	stats_counter pending_files, pending_bytes, uploading, oldest_seconds;
+	stats_counter done, done_bytes, failed, conflicts;
+};
+
+static const struct stats_def drain_stats[] = {
+	STATS_GAUGE(struct drain_counters, pending_files, "drain", "pending_files"),
+	STATS_GAUGE(struct drain_counters, pending_bytes, "drain", "pending_bytes"),
+	STATS_GAUGE(struct drain_counters, uploading, "drain", "uploading"),
+	STATS_GAUGE(struct drain_counters, oldest_seconds, "drain", "oldest_seconds"),
+	STATS_COUNTER(struct drain_counters, done, "drain", "done"),
+	STATS_COUNTER(struct drain_counters, done_bytes, "drain", "done_bytes"),
+	STATS_COUNTER(struct drain_counters, failed, "drain", "failed"),
+	STATS_COUNTER(struct drain_counters, conflicts, "drain", "conflicts"),
+};
+
+struct core_drain {
+	struct core *c;
+	struct core_drain_conf conf;
+	pthread_mutex_t lock;
+	pthread_cond_t work;         /* an entry is ready, or stop */
+	pthread_cond_t progress;     /* an upload ended */
+	struct drain_ent *head;      /* oldest close first */
+	bool flush;                  /* delays ignored: a sync or a stop */
+	unsigned syncing;            /* core_drain_sync calls waiting */
+	bool stop;
+	unsigned n_threads;
+	pthread_t tid[DRAIN_MAX_STREAMS];
+	struct drain_counters ctr;
+	struct stats_group grp;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The gauges from the queue (d->lock held). */
+static void gauges_locked(struct core_drain *d)
+{
+	uint64_t files = 0, bytes = 0, busy = 0;
+	int64_t oldest = 0, now = now_ns();
+	for (struct drain_ent *e = d->head; e; e = e->next) {
+		files++;
+		bytes += stage_file_size(e->of->sf);
+		busy += e->busy;
+		if (!oldest || e->closed_ns < oldest)
+			oldest = e->closed_ns;
+	}
+	stats_set(&d->ctr.pending_files, files);
+	stats_set(&d->ctr.pending_bytes, bytes);
+	stats_set(&d->ctr.uploading, busy);
+	stats_set(&d->ctr.oldest_seconds, oldest ? (uint64_t)((now - oldest) / 1000000000) : 0);
+}
+
+/* The oldest entry a worker may take now, or NULL; *wait_ns: until the
+ * next one is ready (0: none waits). d->lock held. */
+static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
+{
+	int64_t now = now_ns();
+	*wait_ns = 0;
+	for (struct drain_ent *e = d->head; e; e = e->next) {
+		if (e->busy)
+			continue;
+		int64_t ready = d->flush && !e->err ? now : e->ready_ns;
+		if (ready <= now)
+			return e;
+		if (!*wait_ns || ready - now < *wait_ns)
+			*wait_ns = ready - now;
+	}
+	return NULL;
+}
+
+static void unlink_ent(struct core_drain *d, struct drain_ent *e)
+{
+	for (struct drain_ent **p = &d->head; *p; p = &(*p)->next)
+		if (*p == e) {
+			*p = e->next;
+			return;
+		}
+}
+
+/* Whether another client wrote of's key since the version the file is
+ * based on: then its bytes are set aside (recovered/) and the store's
+ * version indexed. 1: conflict handled, 0: go on, -errno: the HEAD
+ * failed (retried later). */
+static int conflict_check(struct core *c, struct ofile *of)
+{
+	char bucket[256], key[4096], base[72];
+	mod_lock(&c->ofile_lock);
+	snprintf(bucket, sizeof bucket, "%s", of->bucket);
+	snprintf(key, sizeof key, "%s", of->key);
+	snprintf(base, sizeof base, "%s", of->base_etag);
+	mod_unlock(&c->ofile_lock);
+	struct obj_meta cur = { 0 };
+	int rc = s3_head(c->d.s3, bucket, key, &cur);
+	if (rc == -ENOENT)
+		return 0;            /* none there (deleted meanwhile: nothing lost) */
+	if (rc < 0)
+		return rc;
+	bool theirs = strcmp(cur.etag, base) != 0;
+	if (theirs) {
+		char *note = NULL;
+		if (asprintf(&note, "facetfs-conflict 1\nbucket %s\nkey %s\n"
+			     "based_on %s\nstore %s\n", bucket, key, *base ? base : "none",
+			     cur.etag) < 0)
+			note = NULL;
+		rc = note ? stage_file_set_aside(of->sf, note) : -ENOMEM;
+		free(note);
+		if (rc == 0) {
+			log_warn("write-back: %s/%s was written by another client (ETag %s, "
+				 "this file was based on %s): the local version is in "
+				 "recovered/, the store's is kept", bucket, key, cur.etag,
+				 *base ? base : "none");
+			cur.flags |= OBJ_HAS_META;
+			if (core_index_local(c, &cur) < 0)
+				log_warn("write-back: index update of %s/%s after a conflict "
+					 "failed: the event will bring it", bucket, key);
+		}
+	}
+	obj_meta_release(&cur);
+	return rc < 0 ? rc : theirs;
+}
+
+enum { PUB_DONE, PUB_CONFLICT, PUB_NOTHING };
+
+/* Upload e's file: PUB_DONE, PUB_CONFLICT (set aside), PUB_NOTHING (not
+ * dirty: published by an fsync; or unlinked: its data dropped), or
+ * -errno (kept, retried). */
+static int publish(struct core_drain *d, struct ofile *of)
+{
+	struct core *c = d->c;
+	if (core_ofile_unlinked(c, of)) {
+		stage_file_drop(of->sf);     /* deleted: never uploaded */
+		return PUB_NOTHING;
+	}
+	if (!stage_file_dirty(of->sf))
+		return PUB_NOTHING;
+	int rc = conflict_check(c, of);
+	if (rc != 0)
+		return rc < 0 ? rc : PUB_CONFLICT;
+	rc = core_ofile_commit(c, of);
+	return rc < 0 ? rc : PUB_DONE;
+}
+
+static void *drain_main(void *arg)
+{
+	struct core_drain *d = arg;
+	mod_lock(&d->lock);
+	for (;;) {
+		int64_t wait_ns;
+		struct drain_ent *e = next_ready(d, &wait_ns);
+		if (!e) {
+			gauges_locked(d);
+			if (d->stop && (!d->flush || !d->head))
+				break;
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			int64_t w = wait_ns && wait_ns < 1000000000 ? wait_ns : 1000000000;
+			int64_t t = (int64_t)ts.tv_nsec + w;
+			ts.tv_sec += t / 1000000000;
+			ts.tv_nsec = t % 1000000000;
+			pthread_cond_timedwait(&d->work, &d->lock, &ts);
+			continue;
+		}
+		e->busy = true;
+		e->again = false;
+		gauges_locked(d);
+		mod_unlock(&d->lock);
+		uint64_t size = stage_file_size(e->of->sf);
+		int rc = publish(d, e->of);
+		mod_lock(&d->lock);
+		e->busy = false;
+		struct ofile *put = NULL;
+		if (rc >= 0) {
+			if (rc == PUB_CONFLICT)
+				stats_inc(&d->ctr.conflicts);
+			if (rc == PUB_DONE) {
+				stats_inc(&d->ctr.done);
+				stats_add(&d->ctr.done_bytes, size);
+			}
+			e->err = 0;
+			e->tries = 0;
+			if (e->again && rc == PUB_DONE) {
+				e->ready_ns = now_ns() + (int64_t)d->conf.delay_s * 1000000000;
+			} else {
+				unlink_ent(d, e);
+				put = e->of;
+				free(e);
+			}
+		} else {
+			stats_inc(&d->ctr.failed);
+			e->tries++;
+			e->err = rc;
+			unsigned s = e->tries < 7 ? 1u << (e->tries - 1) : DRAIN_BACKOFF_MAX_S;
+			e->ready_ns = now_ns() + (int64_t)(s > DRAIN_BACKOFF_MAX_S
+							     ? DRAIN_BACKOFF_MAX_S : s) * 1000000000;
+		}
+		gauges_locked(d);
+		pthread_cond_broadcast(&d->progress);
+		if (put) {
+			mod_unlock(&d->lock);
+			core_ofile_put(d->c, put);   /* may release the staged file */
+			mod_lock(&d->lock);
+		}
+	}
+	mod_unlock(&d->lock);
+	return NULL;
+}
+
+int core_drain_new(struct core *c, const struct core_drain_conf *conf)
+{
+	struct core_drain *d = calloc(1, sizeof *d);
+	if (!d)
+		return -ENOMEM;
+	d->c = c;
+	d->conf = *conf;
+	if (!d->conf.streams)
+		d->conf.streams = 8;
+	if (d->conf.streams > DRAIN_MAX_STREAMS)
+		d->conf.streams = DRAIN_MAX_STREAMS;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->work, NULL);
+	pthread_cond_init(&d->progress, NULL);
+	stats_group_add(c->d.st, &d->grp, drain_stats,
+			sizeof drain_stats / sizeof drain_stats[0], &d->ctr);
+	c->drain = d;
+	return 0;
+}
+
+/* Start the workers on first use (d->lock held). */
+static void threads_start(struct core_drain *d)
+{
+	while (d->n_threads < d->conf.streams &&
+	       pthread_create(&d->tid[d->n_threads], NULL, drain_main, d) == 0)
+		d->n_threads++;
+	if (!d->n_threads)
+		log_error("write-back: cannot start a drain thread; files stay "
+			  "pending for the next start");
+}
+
+/* of joins the queue (a reference taken), or its entry is refreshed. */
+static void enqueue(struct core_drain *d, struct ofile *of)
+{
+	int64_t now = now_ns();
+	struct drain_ent *n = calloc(1, sizeof *n);
+	mod_lock(&d->lock);
+	struct drain_ent **p = &d->head;
+	while (*p && (*p)->of != of)
+		p = &(*p)->next;
+	if (*p) {
+		if ((*p)->busy)
+			(*p)->again = true;
+		else if (!(*p)->err)
+			(*p)->ready_ns = now + (int64_t)d->conf.delay_s * 1000000000;
+	} else if (n) {
+		mod_lock(&d->c->ofile_lock);
+		of->refs++;
+		mod_unlock(&d->c->ofile_lock);
+		*n = (struct drain_ent){ .of = of, .closed_ns = now,
+			.ready_ns = now + (int64_t)d->conf.delay_s * 1000000000 };
+		*p = n;              /* the tail: the newest close */
+		n = NULL;
+	} else {
+		log_error("write-back: out of memory: %s/%s stays pending until it is "
+			  "closed again or the next start", of->bucket, of->key);
+	}
+	if (!d->n_threads)
+		threads_start(d);
+	gauges_locked(d);
+	pthread_cond_signal(&d->work);
+	mod_unlock(&d->lock);
+	free(n);
+}
+
+/* The view of a descriptor now. */
+static bool file_write_back(struct core *c, struct core_file *f)
+{
+	size_t v = core_view_follow(c, &f->view, f->vname);
+	return v < core_views(c)->n && view_write_back(core_view(c, v));
+}
+
+int core_flush(struct core *c, struct core_file *f)
+{
+	if (!f->writable)
+		return 0;
+	if (!c->drain || !file_write_back(c, f))
+		return core_ofile_commit(c, f->of);
+	int rc = core_ofile_seal(c, f->of);
+	if (rc == 0 && stage_file_dirty(f->of->sf))
+		enqueue(c->drain, f->of);
+	return rc;
+}
+
+int core_drain_reseal(struct core *c, struct ofile *of)
+{
+	struct core_drain *d = c->drain;
+	if (!d)
+		return 0;
+	mod_lock(&d->lock);
+	bool queued = false;
+	for (struct drain_ent *e = d->head; e && !queued; e = e->next)
+		queued = e->of == of;
+	mod_unlock(&d->lock);
+	if (!queued)
+		return 0;            /* open: its close seals it */
+	int rc = core_ofile_seal(c, of);
+	if (rc == 0)
+		enqueue(d, of);
+	return rc;
+}
+
+/* Publish of now (fsync of a write-back file): its entry, if any, is
+ * done when the upload succeeds. */
+static int publish_now(struct core *c, struct ofile *of)
+{
+	struct core_drain *d = c->drain;
+	int rc = core_ofile_commit(c, of);
+	if (rc < 0)
+		return rc;
+	struct drain_ent *gone = NULL;
+	mod_lock(&d->lock);
+	for (struct drain_ent *e = d->head; e; e = e->next)
+		if (e->of == of && !e->busy && !stage_file_dirty(of->sf)) {
+			unlink_ent(d, e);
+			gone = e;
+			break;
+		}
+	gauges_locked(d);
+	pthread_cond_broadcast(&d->progress);
+	mod_unlock(&d->lock);
+	if (gone) {
+		core_ofile_put(c, gone->of);
+		free(gone);
+	}
+	return 0;
+}
+
+int core_fsync(struct core *c, struct core_file *f)
+{
+	if (f->writable && c->drain && file_write_back(c, f))
+		return publish_now(c, f->of);
+	if (f->writable && vis_fsync_commits(core_view_policy(c, core_view_follow(
+							   c, &f->view, f->vname))))
+		return core_ofile_commit(c, f->of);
+	return core_file_sync(c, f);
+}
+
+/* Whether e is under prefix (vname/path or all when NULL). */
+static bool ent_under(struct core *c, struct drain_ent *e, const char *vname,
+		      const char *path)
+{
+	if (!vname)
+		return true;
+	mod_lock(&c->ofile_lock);
+	size_t n = strlen(path);
+	bool in = !strcmp(e->of->vname, vname) &&
+		  (!n || (!strncmp(e->of->path, path, n) &&
+			  (e->of->path[n] == '\0' || e->of->path[n] == '/')));
+	mod_unlock(&c->ofile_lock);
+	return in;
+}
+
+/* core_drain_sync; persist: keep retrying failures until timeout_s (a
+ * stop) instead of returning once every file left has failed. */
+static int drain_sync(struct core *c, const char *vname, const char *path,
+		      int timeout_s, bool persist, char **report)
+{
+	struct core_drain *d = c->drain;
+	*report = NULL;
+	if (!d)
+		return 0;
+	int64_t end = now_ns() + (int64_t)timeout_s * 1000000000;
+	mod_lock(&d->lock);
+	d->syncing++;
+	d->flush = true;
+	for (struct drain_ent *e = d->head; e; e = e->next)
+		if (ent_under(c, e, vname, path) && e->err)
+			e->ready_ns = 0;     /* failed before: once more now */
+	pthread_cond_broadcast(&d->work);
+	int rc = 0;
+	for (;;) {
+		unsigned left = 0, failed = 0;
+		for (struct drain_ent *e = d->head; e; e = e->next) {
+			if (!ent_under(c, e, vname, path))
+				continue;
+			left++;
+			failed += e->err && !e->busy && e->tries && e->ready_ns > now_ns();
+		}
+		if (!left)
+			break;
+		if ((failed == left && !persist) || now_ns() >= end) {
+			/* each left: its key and its last error */
+			char *text = NULL;
+			size_t len = 0;
+			FILE *fp = open_memstream(&text, &len);
+			for (struct drain_ent *e = d->head; fp && e; e = e->next) {
+				if (!ent_under(c, e, vname, path))
+					continue;
+				mod_lock(&c->ofile_lock);
+				fprintf(fp, "%s/%s: %s\n", e->of->bucket, e->of->key,
+					e->err ? strerror(-e->err) : "not uploaded yet");
+				mod_unlock(&c->ofile_lock);
+			}
+			if (fp)
+				fclose(fp);
+			*report = text;
+			rc = failed == left && !persist ? -EIO : -ETIMEDOUT;
+			break;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&d->progress, &d->lock, &ts);
+	}
+	if (--d->syncing == 0 && !d->stop)
+		d->flush = false;
+	mod_unlock(&d->lock);
+	return rc;
+}
+
+int core_drain_sync(struct core *c, const char *vname, const char *path,
+		    int timeout_s, char **report)
+{
+	return drain_sync(c, vname, path, timeout_s, false, report);
+}
+
+void core_drain_pending(struct core *c, uint64_t *files, uint64_t *bytes)
+{
+	*files = *bytes = 0;
+	if (!c->drain)
+		return;
+	mod_lock(&c->drain->lock);
+	gauges_locked(c->drain);
+	*files = stats_get(&c->drain->ctr.pending_files);
+	*bytes = stats_get(&c->drain->ctr.pending_bytes);
+	mod_unlock(&c->drain->lock);
+}
+
+char *core_drain_list(struct core *c)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	if (!fp)
+		return NULL;
+	struct core_drain *d = c->drain;
+	if (d) {
+		int64_t now = now_ns();
+		mod_lock(&d->lock);
+		for (struct drain_ent *e = d->head; e; e = e->next) {
+			mod_lock(&c->ofile_lock);
+			fprintf(fp, "%s/%s\t%" PRIu64 " bytes\tage %.1f s\ttries %u\t%s\n",
+				e->of->bucket, e->of->key, stage_file_size(e->of->sf),
+				(double)(now - e->closed_ns) / 1e9, e->tries,
+				e->busy ? "uploading" : e->err ? strerror(-e->err) : "waiting");
+			mod_unlock(&c->ofile_lock);
+		}
+		mod_unlock(&d->lock);
+	}
+	fclose(fp);
+	return text;
+}
+
+void core_drain_free(struct core *c)
+{
+	struct core_drain *d = c->drain;
+	if (!d)
+		return;
+	mod_lock(&d->lock);
+	bool any = d->head != NULL;
+	if (any)
+		log_info("write-back: draining %" PRIu64 " file(s), %" PRIu64 " bytes, "
+			 "for up to %u s", stats_get(&d->ctr.pending_files),
+			 stats_get(&d->ctr.pending_bytes), d->conf.stop_s);
+	mod_unlock(&d->lock);
+	if (any) {
+		char *report = NULL;
+		int rc = drain_sync(c, NULL, NULL, (int)d->conf.stop_s, true, &report);
+		if (rc < 0)
+			log_warn("write-back: the stop's drain ended with files pending "
+				 "(%s):\n%s", strerror(-rc), report ? report : "");
+		free(report);
+	}
+	mod_lock(&d->lock);
+	d->stop = true;
+	d->flush = false;            /* the workers end now */
+	pthread_cond_broadcast(&d->work);
+	mod_unlock(&d->lock);
+	for (unsigned i = 0; i < d->n_threads; i++)
+		pthread_join(d->tid[i], NULL);
+	uint64_t files = 0, bytes = 0;
+	while (d->head) {
+		struct drain_ent *e = d->head;
+		d->head = e->next;
+		files++;
+		bytes += stage_file_size(e->of->sf);
+		core_ofile_put(c, e->of);    /* stays journaled: the next start */
+		free(e);
+	}
+	if (files)
+		log_warn("write-back: %" PRIu64 " file(s), %" PRIu64 " bytes, stay "
+			 "pending: the next start publishes them", files, bytes);
+	stats_group_remove(&d->grp);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->work);
+	pthread_cond_destroy(&d->progress);
+	free(d);
+	c->drain = NULL;
+}

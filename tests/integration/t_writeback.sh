@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# t_writeback.sh — write-back views ("write_back": true, "eventual"): a
+# close returns before S3 has the file, the gateway itself lists and reads
+# it at once, a drain publishes it behind, `facetfs sync` waits for that.
+# The gateway runs with cache.drain_delay 30 s, so nothing drains by itself
+# during the test: what S3 has is what `facetfs sync` or a stop published.
+# Checked: the config rules; cp -r of 100 files returns with all pending
+# (0 PUTs) and readable through the mount, S3 and a second gateway not
+# seeing them; `facetfs sync` publishes them with the right bytes; ten
+# rewrites of a file make one PUT; an unlinked pending file makes no PUT
+# and no object; a renamed one is published under its new name only;
+# another client's write of a pending key wins (the local bytes go to
+# recovered/, drain.conflicts 1); closes succeed while RGW is down and
+# `facetfs sync` names what failed, then publishes once RGW is back; a
+# stop drains what is pending; kill -9 with files pending, and the next
+# start publishes them.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/gateway.sh"
+require_bed
+
+FACETFS=$FACETFS_BUILD/gateway/exe/facetfs
+B=$(new_bucket wback)
+aws_s3 s3 mb "s3://$B" >/dev/null || { not_ok "make bucket"; exit 1; }
+bed_cmd notify "$B" >/dev/null 2>&1 || { not_ok "bucket notifications"; exit 1; }
+T=$(test_tmp)
+
+# ---- the config rules ----
+mkdir -p "$T/bad"
+printf '{ "name": "s", "bucket": "%s", "writable": true, "visibility": "session", "write_back": true }\n' \
+	"$B" >"$T/bad/s.json"
+out=$("$FACETFS" check "$T/bad/s.json" 2>&1)
+check "write_back with session: refused, naming the rule" \
+	grep -q 'write_back: needs "visibility": "eventual"' <<<"$out"
+printf '{ "name": "r", "bucket": "%s", "visibility": "eventual", "write_back": true }\n' \
+	"$B" >"$T/bad/r.json"
+out=$("$FACETFS" check "$T/bad/r.json" 2>&1)
+check "write_back without writable: refused" grep -q 'write_back: needs "writable": true' <<<"$out"
+
+view_file "$T/views" w "$B" '{ "prefix": "w/" }' \
+	'"layout": { "strip_prefix": "w/" }, "writable": true, "visibility": "eventual", "write_back": true'
+check "a write-back eventual view passes facetfs check" "$FACETFS" check "$T/views/w.json"
+gw_config "$T/a.json" "$T/state-a" "$T/views" "facetfs-wback-a-$$"
+jq '.cache.drain_delay = 30 | .cache.stop_drain = 60' "$T/a.json" >"$T/a.tmp" && mv "$T/a.tmp" "$T/a.json"
+view_file "$T/views-b" w "$B" '{ "prefix": "w/" }' '"layout": { "strip_prefix": "w/" }'
+gw_config "$T/b.json" "$T/state-b" "$T/views-b" "facetfs-wback-b-$$"
+M=$T/mnt
+MB=$T/mnt-b
+start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts"; exit 1; }
+start_gateway Bg "$T/b.json" "$MB" || { not_ok "gateway B starts"; exit 1; }
+
+puts() { stat_field "$M" .s3.put; }
+in_s3() { aws_s3 s3 cp --quiet "s3://$B/w/$1" -; }
+s3_has() { aws_s3 s3api head-object --bucket "$B" --key "w/$1" >/dev/null 2>&1; }
+s3_lacks() { ! s3_has "$1"; }
+# s3_same KEY FILE: S3's bytes of w/KEY are FILE's.
+s3_same() { in_s3 "$1" | cmp -s - "$2"; }
+listed() { aws_s3 s3 ls --recursive "s3://$B/w/$1" | wc -l; }
+
+# ---- cp -r returns before S3 has anything ----
+mkdir -p "$T/src"
+for i in $(seq -w 1 100); do head -c $((4096 + 10#$i * 97)) /dev/urandom >"$T/src/f$i"; done
+p0=$(puts)
+check "cp -r of 100 files into the write-back view" cp -r "$T/src" "$M/w/cp"
+check_eq "when cp returns: 100 files pending" 100 "$(stat_field "$M" .drain.pending_files)"
+check_eq "when cp returns: no PUT made" "$p0" "$(puts)"
+check_eq "S3 lists none of them yet" 0 "$(listed cp/)"
+check "this mount lists and reads them at once (f042)" cmp -s "$M/w/cp/f042" "$T/src/f042"
+check_eq "this mount lists all 100" 100 "$(find "$M/w/cp" -type f | wc -l)"
+check "a second gateway does not see them" test ! -e "$MB/w/cp/f042"
+status_drain() { "$FACETFS" status "$M" | grep -q "^drain .*pending $1 files"; }
+check "facetfs status shows the drain line" status_drain 100
+
+# ---- facetfs sync ----
+check "facetfs sync returns 0" "$FACETFS" sync "$M"
+check_eq "then S3 lists the 100" 100 "$(listed cp/)"
+check "with the right bytes (f077)" s3_same cp/f077 "$T/src/f077"
+check_eq "nothing pending after it" 0 "$(stat_field "$M" .drain.pending_files)"
+check_eq "100 PUTs, one a file" $((p0 + 100)) "$(puts)"
+check "the second gateway sees them once published" wait_for 20 test -e "$MB/w/cp/f100"
+
+# ---- newest wins: ten rewrites before the upload, one PUT ----
+p0=$(puts)
+for n in 1 2 3 4 5 6 7 8 9 10; do printf 'version %s\n' "$n" >"$M/w/re.txt"; done
+check "facetfs sync of one path" "$FACETFS" sync "$M" "$M/w/re.txt"
+check_eq "ten rewrites of a pending file: one PUT" $((p0 + 1)) "$(puts)"
+check_eq "S3 has the last bytes" "version 10" "$(in_s3 re.txt)"
+
+# ---- unlink of a pending file: no PUT, no object ----
+p0=$(puts)
+echo gone >"$M/w/unl.txt"
+check "unlink of a pending file" rm "$M/w/unl.txt"
+check "sync" "$FACETFS" sync "$M"
+check_eq "no PUT for it" "$p0" "$(puts)"
+check "no object" s3_lacks unl.txt
+
+# ---- rename of a pending file: published under its new name only ----
+p0=$(puts)
+echo moved >"$M/w/old.txt"
+check "rename of a pending file" mv "$M/w/old.txt" "$M/w/new.txt"
+check "sync" "$FACETFS" sync "$M"
+check_eq "S3 has it under the new name" moved "$(in_s3 new.txt)"
+check "and nothing under the old one" s3_lacks old.txt
+check_eq "one PUT" $((p0 + 1)) "$(puts)"
+
+# ---- a conflict: another client writes the key before the drain ----
+echo "theirs v1" | aws_s3 s3 cp --quiet - "s3://$B/w/conf.txt"
+check "the second version's event reached this gateway" wait_for 20 \
+	sh -c "cat '$M/w/conf.txt' 2>/dev/null | grep -q 'theirs v1'"
+echo "ours" >"$M/w/conf.txt"
+echo "theirs v2" | aws_s3 s3 cp --quiet - "s3://$B/w/conf.txt"
+check "sync with a conflict left returns 0 (nothing pending)" "$FACETFS" sync "$M"
+check_eq "S3 keeps the other client's bytes" "theirs v2" "$(in_s3 conf.txt)"
+check_eq "drain.conflicts is 1" 1 "$(stat_field "$M" .drain.conflicts)"
+rec=$(grep -l '^key w/conf.txt$' "$T"/state-a/cache/staging/recovered/*.journal 2>/dev/null | head -1)
+check "recovered/ has the local bytes, its journal names both versions" \
+	sh -c "[ -n '$rec' ] && grep -q '^store ' '$rec' && grep -q '^based_on ' '$rec' && grep -qx ours '${rec%.journal}'"
+
+# ---- RGW down: closes succeed, sync names what failed, then publishes ----
+bed_cmd rgw-stop >/dev/null 2>&1
+ok_closes=0
+for i in 1 2 3 4 5; do echo "down $i" >"$M/w/down$i.txt" && ok_closes=$((ok_closes + 1)); done
+check_eq "five closes succeed with RGW down" 5 "$ok_closes"
+out=$(timeout 120 "$FACETFS" sync "$M" 2>/dev/null)
+rc=$?
+check "facetfs sync exits 1 and names each key" sh -c "[ $rc = 1 ] && [ \$(grep -c '^$B/w/down[1-5].txt: ' <<'EOF'
+$out
+EOF
+) = 5 ]"
+check_eq "status: 5 pending" 5 "$(stat_field "$M" .drain.pending_files)"
+bed_cmd rgw-start >/dev/null 2>&1
+check "RGW back: facetfs sync publishes them, no remount" "$FACETFS" sync "$M"
+check_eq "S3 has down3.txt" "down 3" "$(in_s3 down3.txt)"
+
+# ---- a stop drains what is pending ----
+for i in 1 2 3; do echo "stop $i" >"$M/w/stop$i.txt"; done
+check_eq "3 pending before the stop" 3 "$(stat_field "$M" .drain.pending_files)"
+check "the gateway stops (SIGTERM)" stop_gateway A
+check_eq "the stop published them" "stop 2" "$(in_s3 stop2.txt)"
+
+# ---- kill -9 with files pending: the next start publishes them ----
+start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts again"; exit 1; }
+for i in $(seq -w 1 20); do head -c 5000 /dev/urandom >"$T/src/k$i"; cp "$T/src/k$i" "$M/w/k$i"; done
+check_eq "20 pending" 20 "$(stat_field "$M" .drain.pending_files)"
+crash_gateway A
+fusermount3 -uz "$M" 2>/dev/null
+check_eq "none in S3 after the crash" 0 "$(listed k)"
+start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts after the crash"; exit 1; }
+check_eq "the restart published the 20" 20 "$(listed k)"
+check "with their bytes (k13)" s3_same k13 "$T/src/k13"
+check_eq "nothing left staged" 0 "$(find "$T/state-a/cache/staging" -maxdepth 1 -name '*.jnl' | wc -l)"
+
+stop_gateway Bg
+stop_gateway A
