@@ -68,6 +68,7 @@ struct drain_ent {
 struct drain_counters {
 	stats_counter pending_files, pending_bytes, uploading, oldest_seconds;
 	stats_counter done, done_bytes, failed, conflicts;
+	stats_counter blocked_ms;    /* writes waited for room (the stage's) */
 };
 
 static const struct stats_def drain_stats[] = {
@@ -79,6 +80,7 @@ static const struct stats_def drain_stats[] = {
 	STATS_COUNTER(struct drain_counters, done_bytes, "drain", "done_bytes"),
 	STATS_COUNTER(struct drain_counters, failed, "drain", "failed"),
 	STATS_COUNTER(struct drain_counters, conflicts, "drain", "conflicts"),
+	STATS_COUNTER(struct drain_counters, blocked_ms, "drain", "blocked_ms"),
 };
 
 struct core_drain {
@@ -120,6 +122,9 @@ static void gauges_locked(struct core_drain *d)
 	stats_set(&d->ctr.pending_bytes, bytes);
 	stats_set(&d->ctr.uploading, busy);
 	stats_set(&d->ctr.oldest_seconds, oldest ? (uint64_t)((now - oldest) / 1000000000) : 0);
+	struct stage_counters sc;
+	stage_counters_get(d->c->d.stage, &sc);
+	stats_set(&d->ctr.blocked_ms, sc.blocked_ms);
 }
 
 /* The oldest entry a worker may take now, or NULL; *wait_ns: until the

@@ -332,7 +332,7 @@ int config_parse(const char *path, const char *text, size_t len,
 	c->views_dir = get_str(&e, root, "views_dir", "views_dir", "/etc/facetfs/views.d");
 	static const char *const cache_known[] = { "dir", "max_bytes", "block_size",
 						   "durability",
-		"drain_streams", "drain_delay", "stop_drain",
+		"drain_streams", "drain_delay", "stop_drain", "full_timeout",
 		"readahead_streams", "readahead_bytes", "readahead_total_streams",
 		"readahead_total_bytes", NULL };
 	check_known(&e, cache, "cache", cache_known);
@@ -368,6 +368,9 @@ int config_parse(const char *path, const char *text, size_t len,
 		  &c->cache_drain_delay_s);
 	get_count(&e, cache, "stop_drain", "cache.stop_drain", 0, 86400,
 		  &c->cache_stop_drain_s);
+	c->cache_full_timeout_s = 60;
+	get_count(&e, cache, "full_timeout", "cache.full_timeout", 0, 86400,
+		  &c->cache_full_timeout_s);
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
 	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))

@@ -61,6 +61,7 @@ struct config {
 	unsigned cache_drain_streams;    /* write-back uploads in parallel (1..64) */
 	unsigned cache_drain_delay_s;    /* a closed file waits this long first */
 	unsigned cache_stop_drain_s;     /* a stop drains for up to this long */
+	unsigned cache_full_timeout_s;   /* a write waits this long for room */
 	unsigned cache_ra_streams;   /* read-ahead GETs in flight per reader */
 	uint64_t cache_ra_bytes;     /* read-ahead bytes held per reader */
 	unsigned cache_ra_total_streams; /* the same across all readers */

@@ -568,6 +568,7 @@ static int open_stage(struct gateway *gw)
 				 .up = { .part_size = gw->cfg.s3_part_size,
 					 .threads = gw->cfg.s3_upload_streams },
 				 .stream_threads = gw->cfg.s3_upload_streams,
+				 .full_timeout_s = gw->cfg.cache_full_timeout_s,
 				 .stream_off = gw->cfg.s3_stream_off };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);

@@ -50,6 +50,8 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 		return -ENOMEM;
 	st->dir_fd = st->rec_fd = -1;
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->room, NULL);
+	st->full_timeout_ns = (int64_t)conf->full_timeout_s * 1000000000;
 	pthread_mutex_init(&st->renew_lock, NULL);
 	pthread_mutex_init(&st->kept_io, NULL);
 	st->max_bytes = conf->max_bytes;
@@ -100,6 +102,7 @@ void stage_close(struct stage *st)
 	pthread_mutex_destroy(&st->renew_lock);
 	pthread_mutex_destroy(&st->kept_io);
 	pthread_mutex_destroy(&st->lock);
+	pthread_cond_destroy(&st->room);
 	free(st->dir);
 	free(st->rec_dir);
 	free(st);
@@ -350,6 +353,8 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 		return -EFBIG;
 	}
 	uint64_t end = off + len;
+	if (end > f->size)
+		stage_room_wait(st, end - f->size);
 	bool owned = op_begin(f, false, OP_DIRTY, end);
 	int err = owned ? journal_dirty(f) : 0;
 	uint64_t grew = 0;
@@ -425,6 +430,8 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 		stage_count_efbig(st);
 		return -EFBIG;
 	}
+	if (size > f->size)
+		stage_room_wait(st, size - f->size);
 	/* Idle: no pwrite in flight. While this one owns the journal no
 	 * pwrite begins either (all want the journal: it is not "dirty"). */
 	bool owned = op_begin(f, true, OP_DIRTY, size);
@@ -681,6 +688,22 @@ int stage_file_sync(struct stage_file *f)
 	return err ? -EIO : 0;
 }
 
+/* f's bytes counted as sealed (n) or no longer (0). f->lock not held. */
+static void sealed_set(struct stage_file *f, uint64_t n)
+{
+	struct stage *st = f->st;
+	mod_lock(&f->lock);
+	uint64_t was = f->sealed;
+	f->sealed = n;
+	mod_unlock(&f->lock);
+	if (was == n)
+		return;
+	mod_lock(&st->lock);
+	st->cnt.sealed_bytes = st->cnt.sealed_bytes - was + n;
+	st->cnt.sealed_files = st->cnt.sealed_files - (was != 0) + (n != 0);
+	mod_unlock(&st->lock);
+}
+
 int stage_file_commit(struct stage_file *f, char etag_out[72])
 {
 	struct stage *st = f->st;
@@ -773,6 +796,8 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	mod_unlock(&f->lock);
 	if (!kept)          /* in S3, or not journaled "commit": nothing waits */
 		stage_kept_forget(st, f->id);
+	if (!err)
+		sealed_set(f, 0);
 	free(c_bucket);
 	free(c_key);
 	return err;
@@ -824,6 +849,8 @@ int stage_file_seal(struct stage_file *f)
 		stage_jnl_disown(f);
 		mod_unlock(&f->lock);
 	}
+	if (!err)
+		sealed_set(f, size ? size : 1);
 	commit_disown(f);
 	return err ? -EIO : 0;
 }
@@ -846,6 +873,7 @@ int stage_file_set_aside(struct stage_file *f, const char *note)
 		f->js = STAGE_JS_NONE;
 		mod_unlock(&f->lock);
 		stage_kept_forget(st, f->id);
+		sealed_set(f, 0);
 	}
 	commit_disown(f);
 	return err;
@@ -866,6 +894,7 @@ void stage_file_drop(struct stage_file *f)
 	f->js = STAGE_JS_NONE;
 	mod_unlock(&f->lock);
 	stage_kept_forget(f->st, f->id);
+	sealed_set(f, 0);
 	commit_disown(f);
 }
 
@@ -875,6 +904,7 @@ void stage_file_release(struct stage_file *f)
 		return;
 	struct stage *st = f->st;
 	assert(!f->uploading && !f->n_active);
+	sealed_set(f, 0);            /* released: the next start's, if journaled */
 	/* Uncommitted streamed parts: abort them (if that fails, the journal
 	 * keeps the id for stage_recover). */
 	if (stage_stream_drop(f) != 0)

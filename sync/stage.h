@@ -62,7 +62,9 @@
  * the metadata of the last stage_file_set_meta.
  *
  * Budget: the logical sizes of all staged files (counting holes) never
- * exceed max_bytes: a write, truncate or fill that would gets -ENOSPC.
+ * exceed max_bytes: a write, truncate or fill that would gets -ENOSPC,
+ * unless sealed files wait for their upload (write-back): then a write
+ * or truncate waits for room first, up to full_timeout_s without progress.
  * Staged data is never evicted; it leaves the budget when committed and
  * released, or when recovery uploads or moves it.
  *
@@ -111,6 +113,12 @@ struct stage_conf {
 	unsigned stream_threads;   /* threads sending streamed parts, shared
 				    * by all files; 0 -> 4 (at most 16) */
 	bool stream_off;           /* no streaming: upload at commit only */
+	/* Seconds a write waits for room when the budget is full and sealed
+	 * files (stage_file_seal) are waiting to be uploaded: it goes on once
+	 * an upload frees enough, and gets -ENOSPC only after this long with
+	 * no byte freed. 0: no wait (-ENOSPC at once, as without sealed
+	 * files). */
+	unsigned full_timeout_s;
 	struct s3 *s3;             /* uploads and fills (borrowed: it must
 				    * outlive the stage) */
 	/* Called after the staged bytes grew (no lock of the stage held):
@@ -134,6 +142,8 @@ struct stage_counters {
 	uint64_t recovered_files;        /* moved to recovered/ (all time here) */
 	uint64_t reuploaded_files;       /* commit-begun files uploaded by recovery */
 	uint64_t syncs;                  /* fsync/fdatasync calls (0 under PROCESS) */
+	uint64_t sealed_files, sealed_bytes;  /* sealed, not uploaded yet */
+	uint64_t blocked_ms;             /* writes waited for room (all time) */
 	uint64_t parts_streamed;         /* parts sent before their commit began */
 	uint64_t parts_tail;             /* streamed uploads' parts sent by commit */
 	uint64_t streams, stream_bytes;  /* streamed uploads completed, bytes */

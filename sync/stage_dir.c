@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/file.h"
@@ -40,6 +41,44 @@ int stage_charge(struct stage *st, uint64_t n)
 	return err;
 }
 
+void stage_room_wait(struct stage *st, uint64_t n)
+{
+	if (!st->full_timeout_ns)
+		return;
+	mod_lock(&st->lock);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t start = (int64_t)t0.tv_sec * 1000000000 + t0.tv_nsec, moved = start;
+	uint64_t used = st->used;
+	bool waited = false;
+	while (st->cnt.sealed_bytes && st->used <= st->max_bytes &&
+	       n > st->max_bytes - st->used) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		if (st->used < used) {       /* an upload freed bytes: progress */
+			moved = t;
+			used = st->used;
+		}
+		if (t - moved >= st->full_timeout_ns)
+			break;
+		waited = true;
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 200000000;
+		if (dl.tv_nsec >= 1000000000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&st->room, &st->lock, &dl);
+	}
+	if (waited) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		st->cnt.blocked_ms += (uint64_t)(((int64_t)now.tv_sec * 1000000000 +
+						   now.tv_nsec - start) / 1000000);
+	}
+	mod_unlock(&st->lock);
+}
+
 void stage_grown(struct stage *st)
 {
 	if (st->grew)
@@ -51,6 +90,7 @@ void stage_uncharge(struct stage *st, uint64_t n)
 	mod_lock(&st->lock);
 	assert(st->used >= n);
 	st->used -= n;
+	pthread_cond_broadcast(&st->room);
 	mod_unlock(&st->lock);
 }
 

@@ -125,6 +125,8 @@ struct stage {
 	void *grew_ctx;
 
 	pthread_mutex_t lock;
+	pthread_cond_t room;         /* bytes were uncharged */
+	int64_t full_timeout_ns;     /* stage_conf.full_timeout_s */
 	uint64_t used;               /* bytes charged, all staged files */
 	uint64_t pending_bytes;      /* of them, files released with a journal
 				      * (cnt.pending_files), until recovery */
@@ -155,6 +157,8 @@ struct stage_file {
 				      * with the lock dropped (stage_jnl_own) */
 	bool unfed;                  /* bytes written the stream was not fed
 				      * yet (an operation still runs) */
+	uint64_t sealed;             /* bytes counted in the stage's sealed
+				      * bytes (stage_file_seal), 0: none */
 	enum stage_jstate js;        /* what the journal on disk says */
 	char etag[72];               /* of the last upload or fill; "" unknown */
 	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
@@ -203,6 +207,10 @@ int  stage_durability_trust(struct stage *st);
  * lock of the stage held, call stage_grown (the burst buffer makes room:
  * stage_conf.grew). stage_count_efbig counts a refusal for size. */
 int  stage_charge(struct stage *st, uint64_t n);
+/* Before charging n bytes with no lock held: while they do not fit and
+ * sealed files wait for their upload, wait for room, until full_timeout
+ * passes with no byte uncharged (the charge then fails as usual). */
+void stage_room_wait(struct stage *st, uint64_t n);
 void stage_uncharge(struct stage *st, uint64_t n);
 void stage_grown(struct stage *st);
 void stage_count_efbig(struct stage *st);

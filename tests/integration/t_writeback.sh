@@ -149,5 +149,51 @@ check_eq "the restart published the 20" 20 "$(listed k)"
 check "with their bytes (k13)" s3_same k13 "$T/src/k13"
 check_eq "nothing left staged" 0 "$(find "$T/state-a/cache/staging" -maxdepth 1 -name '*.jnl' | wc -l)"
 
-stop_gateway Bg
 stop_gateway A
+
+# ---- a budget of 64 MiB, 512 MiB written while the drain runs (each
+# file waits 2 s after its close: the writer must wait for room) ----
+gw_config "$T/c.json" "$T/state-c" "$T/views" "facetfs-wback-c-$$" "" 5 64MiB
+jq '.cache.drain_delay = 2 | .cache.full_timeout = 5' "$T/c.json" >"$T/c.tmp" && mv "$T/c.tmp" "$T/c.json"
+MC=$T/mnt-c
+start_gateway C "$T/c.json" "$MC" || { not_ok "gateway C starts"; exit 1; }
+head -c $((8 << 20)) /dev/urandom >"$T/8m"
+peak() {   # the highest staging.used_bytes seen while $1 (a pid) runs
+	local p=0 u
+	while kill -0 "$1" 2>/dev/null; do
+		u=$(stat_field "$MC" .staging.used_bytes 2>/dev/null)
+		[[ $u =~ ^[0-9]+$ ]] && ((u > p)) && p=$u
+		sleep 0.1
+	done
+	echo "$p"
+}
+mkdir -p "$MC/w/big" "$MC/w/full"
+(for i in $(seq -w 1 64); do cp "$T/8m" "$MC/w/big/b$i" || exit 1; done) 2>"$T/big.err" &
+wpid=$!
+top=$(peak $wpid)
+wait $wpid
+check_eq "64 x 8 MiB written into a 64 MiB budget: no error" "" "$(cat "$T/big.err")"
+check "staged bytes never above the budget (peak $top)" test "$top" -le $((64 << 20))
+check "writes waited for room (drain.blocked_ms)" test "$(stat_field "$MC" .drain.blocked_ms)" -gt 0
+check "facetfs sync" "$FACETFS" sync "$MC"
+check_eq "all 64 in S3" 64 "$(listed big/)"
+check "with their bytes (b33)" s3_same big/b33 "$T/8m"
+
+# ---- the same with S3 unreachable: ENOSPC after full_timeout ----
+bed_cmd rgw-stop >/dev/null 2>&1
+n=0
+for i in $(seq -w 1 12); do
+	cp "$T/8m" "$MC/w/full/f$i" 2>"$T/full.err" || break
+	n=$((n + 1))
+done
+check "S3 down: a write gets ENOSPC once the budget is full" grep -q 'No space left' "$T/full.err"
+check "… after the files that fitted ($n) were closed" test "$n" -ge 1 -a "$n" -le 8
+# (the file cut short by ENOSPC was closed too: pending as well)
+pend=$(stat_field "$MC" .drain.pending_files)
+check "the closed files stay pending ($pend)" test "$pend" -ge "$n"
+bed_cmd rgw-start >/dev/null 2>&1
+check "RGW back: facetfs sync publishes them" "$FACETFS" sync "$MC"
+check_eq "S3 has all $pend" "$pend" "$(listed full/)"
+check "with their bytes (f01)" s3_same full/f01 "$T/8m"
+stop_gateway C
+stop_gateway Bg
