@@ -54,6 +54,7 @@
 struct part_pos {
 	int32_t partition;
 	int64_t next;                 /* next offset to apply; < 0: not known yet */
+	int64_t since_ms;             /* wall clock of its assignment; 0: not known */
 };
 
 /* The consumer's counters (common/stats.h): messages polled, and the
@@ -103,6 +104,15 @@ static int64_t consumer_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Wall clock in ms: comparable with event and produce times. */
+static int64_t consumer_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Sleep ms in short slices; false if the consumer was stopped meanwhile. */
@@ -168,6 +178,7 @@ static void consumer_part_set(struct consumer *c, int32_t partition, int64_t nex
 			return;       /* only lag reporting suffers */
 		p = &c->parts[c->n_parts++];
 		p->partition = partition;
+		p->since_ms = 0;
 	}
 	p->next = next;
 }
@@ -225,12 +236,14 @@ static void consumer_batch_add(struct consumer *c, struct consumer_batch *b,
                                rd_kafka_message_t *rkm)
 {
 	struct decoder_msg *m = &b->msgs[b->n];
+	const struct part_pos *p = consumer_part_find(c, rkm->partition);
 	rd_kafka_timestamp_type_t tstype;
 
 	m->topic = c->topic;          /* the only topic subscribed */
 	m->partition = rkm->partition;
 	m->offset = rkm->offset;
 	m->timestamp_ms = rd_kafka_message_timestamp(rkm, &tstype);
+	m->since_ms = p ? p->since_ms : 0;
 	m->payload = rkm->payload;
 	m->len = rkm->len;
 	b->rkm[b->n++] = rkm;
@@ -378,9 +391,15 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 	}
 	if (!coop)
 		c->n_parts = 0;
-	for (int i = 0; i < parts->cnt; i++)
+	int64_t since = consumer_wall_ms();
+	for (int i = 0; i < parts->cnt; i++) {
+		struct part_pos *p;
+
 		consumer_part_set(c, parts->elems[i].partition,
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
+		if ((p = consumer_part_find(c, parts->elems[i].partition)))
+			p->since_ms = since;
+	}
 	c->lag_at_ns = 0;
 	stats_set(&c->ctr.partitions, (uint_fast64_t)c->n_parts);
 	mod_lock(&c->lock);

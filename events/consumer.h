@@ -4,9 +4,10 @@
  *
  * One consumer thread polls the topic into batches (up to
  * CONSUMER_BATCH_MAX messages, one poll round), has each decoded
- * (events/decoder.h: records, their produce timestamps, each partition's
- * next offset; malformed and ignored records counted and logged there) and
- * hands it to cb->apply(). Decoding runs ahead on the decoder's thread:
+ * (events/decoder.h: records, their produce timestamps, when their
+ * partition was assigned to this consumer, each partition's next offset;
+ * malformed and ignored records counted and logged there) and hands it to
+ * cb->apply(). Decoding runs ahead on the decoder's thread:
  * batch N+1 is polled and decoded while apply() works on batch N. Batches
  * are applied strictly in poll order. The durable offsets are the
  * caller's, not Kafka's: on every partition assignment the consumer asks

@@ -65,7 +65,7 @@ struct decoder_job {
 	int err;
 	struct ev_batch batch;
 	struct obj_meta *ev;
-	int64_t *ts;
+	int64_t *ts, *since;
 	size_t ev_cap;
 	struct ev_pos *pos;
 	size_t pos_cap;
@@ -116,12 +116,12 @@ static int decoder_grow(void **arr, size_t *cap, size_t want, size_t elem)
 }
 
 /* Move every decoded record into one array, in message order, with its
- * message's timestamp, and note each partition's next offset. Runs once,
+ * message's timestamp and assignment time, and note each partition's next offset. Runs once,
  * on the thread that decoded the last message. */
 static void job_build(struct decoder_job *j)
 {
 	size_t n_ev = 0, k = 0, n_pos = 0;
-	size_t ev_cap = j->ev_cap, ts_cap = j->ev_cap;
+	size_t ev_cap = j->ev_cap, ts_cap = j->ev_cap, since_cap = j->ev_cap;
 
 	for (size_t i = 0; i < j->n; i++) {
 		if (j->rcs[i] == -ENOMEM) {   /* not malformed: decode again later */
@@ -131,11 +131,14 @@ static void job_build(struct decoder_job *j)
 		n_ev += j->docs[i].n;
 	}
 	if (decoder_grow((void **)&j->ev, &ev_cap, n_ev, sizeof *j->ev) < 0 ||
-	    decoder_grow((void **)&j->ts, &ts_cap, n_ev, sizeof *j->ts) < 0) {
+	    decoder_grow((void **)&j->ts, &ts_cap, n_ev, sizeof *j->ts) < 0 ||
+	    decoder_grow((void **)&j->since, &since_cap, n_ev, sizeof *j->since) < 0) {
 		j->err = -ENOMEM;
 		return;
 	}
 	j->ev_cap = ev_cap < ts_cap ? ev_cap : ts_cap;
+	if (since_cap < j->ev_cap)
+		j->ev_cap = since_cap;
 	for (size_t i = 0; i < j->n; i++) {
 		const struct decoder_msg *m = &j->msgs[i];
 		struct ev_doc *doc = &j->docs[i];
@@ -143,8 +146,10 @@ static void job_build(struct decoder_job *j)
 
 		if (doc->n) {
 			memcpy(&j->ev[k], doc->ev, doc->n * sizeof *doc->ev);
-			for (size_t r = 0; r < doc->n; r++)
+			for (size_t r = 0; r < doc->n; r++) {
 				j->ts[k + r] = m->timestamp_ms;
+				j->since[k + r] = m->since_ms;
+			}
 			k += doc->n;
 			free(doc->ev);    /* the records are the batch's now */
 			doc->ev = NULL;
@@ -159,7 +164,9 @@ static void job_build(struct decoder_job *j)
 		else if (m->offset + 1 > j->pos[p].next)
 			j->pos[p].next = m->offset + 1;
 	}
-	j->batch = (struct ev_batch){ j->ev, j->ts, n_ev, j->pos, n_pos, j->n };
+	j->batch = (struct ev_batch){ .ev = j->ev, .ts_ms = j->ts, .since_ms = j->since,
+				      .n_ev = n_ev, .pos = j->pos, .n_pos = n_pos,
+				      .n_msgs = j->n };
 }
 
 /* Claim and decode messages of j until none is left unclaimed; the thread
@@ -319,6 +326,7 @@ void decoder_free(struct decoder *d)
 		free(j->rcs);
 		free(j->ev);
 		free(j->ts);
+		free(j->since);
 		free(j->pos);
 	}
 	stats_group_remove(&d->grp);

@@ -43,6 +43,8 @@ struct decoder_msg {
 	int64_t timestamp_ms;         /* produce timestamp, -1 if none */
 	const void *payload;
 	size_t len;
+	int64_t since_ms;             /* wall clock when the consumer was assigned
+	                                 the partition (0: not known) */
 };
 
 /* How far a batch takes a partition: store next with the batch's effects. */
@@ -59,6 +61,7 @@ struct ev_pos {
 struct ev_batch {
 	struct obj_meta *ev;          /* every record, in message order */
 	const int64_t *ts_ms;         /* per record: its message's timestamp_ms */
+	const int64_t *since_ms;      /* per record: its message's since_ms */
 	size_t n_ev;
 	const struct ev_pos *pos;     /* one per partition in the batch */
 	size_t n_pos;

@@ -42,11 +42,24 @@
 #include <string.h>
 #include <time.h>
 
+/* Ingest's counter (common/stats.h): events produced before this
+ * consumer was assigned their partition, left out of the event-to-visible
+ * latency (their wait includes the time no gateway was reading). */
+struct ingest_counters {
+	stats_counter backlog;
+};
+
+static const struct stats_def ingest_stats[] = {
+	STATS_COUNTER(struct ingest_counters, backlog, "events", "backlog"),
+};
+
 struct ingest {
 	struct index *ix;
 	struct s3 *s3;
 	struct viewset_slot *views;  /* the current view set (gateway's) */
 	struct stats *st;
+	struct ingest_counters ctr;
+	struct stats_group grp;      /* ctr, registered with st */
 	_Atomic(struct fs *) fs;
 	_Atomic(struct trace *) tr;  /* records applied changes while on */
 
@@ -69,6 +82,8 @@ int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
 	g->st = st;
 	atomic_init(&g->fs, NULL);
 	atomic_init(&g->tr, NULL);
+	stats_group_add(st, &g->grp, ingest_stats,
+			sizeof ingest_stats / sizeof ingest_stats[0], &g->ctr);
 	*out = g;
 	return 0;
 }
@@ -77,6 +92,7 @@ void ingest_free(struct ingest *g)
 {
 	if (!g)
 		return;
+	stats_group_remove(&g->grp);
 	free(g->lat_ms);
 	free(g->pos);
 	free(g);
@@ -179,19 +195,28 @@ static int64_t now_ms(void)
 }
 
 /* Visible now: latency from the event's time (or, when that is missing or
- * later, the Kafka timestamp) to this moment, one stats lock per batch. */
+ * later, the Kafka timestamp) to this moment, one stats lock per batch.
+ * An event from before its partition was assigned to this consumer (a
+ * backlog read at start-up or after a rebalance) is counted as backlog
+ * instead: its age is not a latency of this gateway. */
 static void batch_latency(struct ingest *g, const struct ev_batch *b)
 {
 	int64_t now = now_ms();
-	size_t k = 0;
+	size_t k = 0, backlog = 0;
 	for (size_t i = 0; i < b->n_ev; i++) {
 		int64_t t = b->ev[i].mtime_ns ? b->ev[i].mtime_ns / 1000000 : b->ts_ms[i];
 		if (b->ts_ms[i] > 0 && b->ts_ms[i] < t)
 			t = b->ts_ms[i];
-		if (t > 0)
+		if (t <= 0)
+			continue;
+		if (b->since_ms && b->since_ms[i] > t)
+			backlog++;
+		else
 			g->lat_ms[k++] = (double)(now - t);
 	}
 	stats_latency_add_batch(g->st, g->lat_ms, k);
+	if (backlog)
+		stats_add(&g->ctr.backlog, backlog);
 }
 
 /* Enrich and apply a decoded batch with its offsets in one index write. */

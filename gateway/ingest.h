@@ -5,7 +5,9 @@
  * events carry no metadata), unless the index holds it for the same
  * version. Apply: the batch's records and its offsets in one index write
  * (so no event is applied twice or lost). Notify: invalidate the mount's
- * kernel caches for what changed, and record event-to-visible latency.
+ * kernel caches for what changed, and record event-to-visible latency
+ * (visible_latency_ms) of the events produced after the consumer was
+ * assigned their partition; older ones only count as events.backlog.
  *
  * Threads: ingest_batch_apply() and the consumer callbacks run on the
  * consumer thread; ingest_change_fn() is also called by scan threads.

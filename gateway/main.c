@@ -319,9 +319,12 @@ static int cmd_status(int argc, char **argv)
 	printf("fuse      lookup %.0f  getattr %.0f  readdir %.0f  read %.0f\n",
 	       num(s, "fuse", "lookup"), num(s, "fuse", "getattr"),
 	       num(s, "fuse", "readdir"), num(s, "fuse", "read"));
-	printf("latency   event->visible ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f\n",
+	/* Events from before the consumer's assignment are not latencies. */
+	printf("latency   event->visible ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f  "
+	       "(backlog of %.0f not counted)\n",
 	       num(s, "visible_latency_ms", "count"), num(s, "visible_latency_ms", "p50"),
-	       num(s, "visible_latency_ms", "p99"), num(s, "visible_latency_ms", "max"));
+	       num(s, "visible_latency_ms", "p99"), num(s, "visible_latency_ms", "max"),
+	       num(s, "events", "backlog"));
 	printf("latency   S3 request ms: count %.0f  p50 %.3f  p99 %.3f  max %.3f  total %.0f\n",
 	       num(s, "s3_latency_ms", "count"), num(s, "s3_latency_ms", "p50"),
 	       num(s, "s3_latency_ms", "p99"), num(s, "s3_latency_ms", "max"),

@@ -74,7 +74,7 @@ static int run_ingest(struct index *ix, struct viewset_slot *views,
 	    ingest_new(ix, NULL, views, &st, &g) < 0)
 		return 1;
 	for (size_t i = 0; i < n; i++)
-		dm[i] = (struct decoder_msg){ "bench", 0, (int64_t)i, -1, m[i].p, m[i].len };
+		dm[i] = (struct decoder_msg){ "bench", 0, (int64_t)i, -1, m[i].p, m[i].len, 0 };
 	size_t nb = (n + batch - 1) / batch;
 #define BATCH_LEN(b) ((b) + 1 < nb ? batch : n - (b) * batch)
 	double t0 = cpu_s(), w0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);

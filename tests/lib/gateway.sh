@@ -35,9 +35,10 @@ stat_field() { jq -r "$2" "$1/.facetfs/stats"; }
 
 # topic_size: the messages the bed's topic holds now (all partitions).
 topic_size() { kcat -C -b "$KAFKA_BROKERS" -t "$KAFKA_TOPIC" -e -q -f '.' | wc -c; }
-# event_counters MOUNT: consumed applied ignored histogram-count.
+# event_counters MOUNT: consumed applied ignored histogram-count backlog.
 event_counters() {
-	jq -r '[.events.consumed, .events.applied, .events.ignored, .visible_latency_ms.count] |
+	jq -r '[.events.consumed, .events.applied, .events.ignored, .visible_latency_ms.count,
+		.events.backlog] |
 		map(tostring) | join(" ")' "$1/.facetfs/stats"
 }
 # events_settled MOUNT MIN (for wait_for): the gateway has consumed MIN

@@ -6,7 +6,8 @@
  * 1. bad options are refused with a reason;
  * 2. N messages (S3 event documents, every 1000th one malformed) in each of
  *    2 partitions arrive exactly once, decoded, in partition order, with
- *    their timestamps; every batch's positions cover its messages, the
+ *    their timestamps and the time of their partition's assignment (after
+ *    the consumer was made); every batch's positions cover its messages, the
  *    malformed ones included; counted in stats (consumed, malformed), lag 0
  *    at the end (also prints the consumer's messages/s);
  * 3. a new consumer in the same group, whose stored_offset() says "midpoint",
@@ -61,6 +62,14 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -83,6 +92,8 @@ struct fake {
 	char fail_key[2][64];         /* first and last record of the failed batch */
 	int retry_same;               /* -1 not seen, 0 different, 1 same batch */
 	int64_t t_first, t_last;
+	int64_t reset_ms;             /* wall clock at fake_reset: before the
+	                                 consumer starts, so before any assignment */
 };
 
 static void fake_bad(struct fake *f, const char *fmt, ...)
@@ -139,10 +150,11 @@ static int fake_apply(void *ctx, struct ev_batch *b)
 			continue;
 		}
 		if (off != fake_expect(f, p) || o->size != (uint64_t)off ||
-		    strcmp(o->bucket, "b") != 0 || b->ts_ms[i] < 1500000000000LL) {
+		    strcmp(o->bucket, "b") != 0 || b->ts_ms[i] < 1500000000000LL ||
+		    b->since_ms[i] < f->reset_ms) {
 			fake_bad(f, "partition %" PRId32 " offset %" PRId64 " (expected %" PRId64
-			         ") size %" PRIu64 " ts %" PRId64, p, off, f->next[p], o->size,
-			         b->ts_ms[i]);
+			         ") size %" PRIu64 " ts %" PRId64 " assigned at %" PRId64, p, off,
+			         f->next[p], o->size, b->ts_ms[i], b->since_ms[i]);
 			continue;
 		}
 		f->next[p]++;
@@ -196,6 +208,7 @@ static void fake_reset(struct fake *f, int64_t s0, int64_t s1)
 	f->fail_once = f->failed = 0;
 	f->fail_b = NULL;
 	f->retry_same = -1;
+	f->reset_ms = wall_ms();
 	pthread_mutex_unlock(&f->lock);
 }
 

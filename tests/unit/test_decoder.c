@@ -65,7 +65,7 @@ static void test_mixed(struct decoder *d, struct stats *st)
 
 	for (size_t i = 0; i < N; i++) {
 		m[i] = (struct decoder_msg){ "topic", part[i], off[i], 1000 + (int64_t)i,
-					     docs1[i], strlen(docs1[i]) };
+					     docs1[i], strlen(docs1[i]), 5000 + (int64_t)i };
 		int rc = record_decode(docs1[i], strlen(docs1[i]), &want[i]);
 		malformed += rc < 0 || want[i].n_malformed ?
 			     (want[i].n_malformed ? want[i].n_malformed : 1) : 0;
@@ -85,9 +85,9 @@ static void test_mixed(struct decoder *d, struct stats *st)
 	for (size_t i = 0; i < N; i++)
 		for (size_t r = 0; r < want[i].n; r++, k++)
 			same &= k < b->n_ev && same_record(&b->ev[k], &want[i].ev[r]) &&
-				b->ts_ms[k] == m[i].timestamp_ms;
+				b->ts_ms[k] == m[i].timestamp_ms && b->since_ms[k] == m[i].since_ms;
 	CHECK(same && k == b->n_ev, "records in message order, equal to record_decode's, "
-	      "each with its message's timestamp");
+	      "each with its message's timestamp and assignment time");
 	CHECK(b->n_pos == 2 && b->pos[0].partition == 0 && b->pos[0].next == 14 &&
 	      b->pos[1].partition == 1 && b->pos[1].next == 7 &&
 	      strcmp(b->pos[0].topic, "topic") == 0,
@@ -121,7 +121,7 @@ static void test_jobs(struct decoder *d)
 		payload[i] = strdup(doc);
 		for (int k = 0; k < 4; k++)
 			m[i][k] = (struct decoder_msg){ "t", 0, 4 * i + k, -1, payload[i],
-							strlen(doc) };
+							strlen(doc), 0 };
 	}
 	j[0] = decoder_post(d, m[0], 4);
 	j[1] = decoder_post(d, m[1], 4);
@@ -171,7 +171,7 @@ static void test_stream(struct decoder *d)
 			exit(2);
 		/* two partitions, alternating: offsets i / 2 in each */
 		m[i] = (struct decoder_msg){ "t", (int32_t)(i % 2), (int64_t)(i / 2), (int64_t)i,
-					     payload[i], strlen(payload[i]) };
+					     payload[i], strlen(payload[i]), 0 };
 	}
 	double t0 = unit_now_s();
 	j[0] = decoder_post(d, m, PER);
