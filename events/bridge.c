@@ -43,6 +43,7 @@
 #include "events/record.h"
 #include "common/lock.h"
 #include "common/log.h"
+#include "common/version.h"
 
 #define DEFAULT_MAX_BODY   (1024 * 1024)
 #define DEFAULT_TIMEOUT_MS 10000
@@ -89,6 +90,7 @@ static const char usage[] =
 	"usage: facetfs-bridge --brokers HOST:PORT[,...] --topic TOPIC [--listen HOST:PORT]\n"
 	"                      [--token-file FILE] [--max-body BYTES] [--max-rate N]\n"
 	"                      [--max-pending N] [--timeout-ms MS] [-X PROP=VALUE]... [-v]...\n"
+	"       facetfs-bridge --help | --version\n"
 	"\n"
 	"Receives S3 event notifications (Ceph RGW http push endpoints, MinIO webhooks,\n"
 	"AWS SNS HTTP subscriptions) as POSTs on any path, and produces each record of a\n"
@@ -119,6 +121,7 @@ static const char usage[] =
 	"  -X PROP=VALUE        extra librdkafka producer property (e.g. security.protocol)\n"
 	"  -v                   log each request (-vv: librdkafka's informational lines too)\n"
 	"  -h, --help           this text\n"
+	"  --version            the version\n"
 	"\n"
 	"SIGTERM or SIGINT: finish pending requests, flush the producer, exit 0.\n";
 
@@ -604,6 +607,7 @@ int main(int argc, char **argv)
 		{ "max-rate", required_argument, NULL, 'r' },
 		{ "max-pending", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bridge b = { .max_body = DEFAULT_MAX_BODY, .timeout_ms = DEFAULT_TIMEOUT_MS,
@@ -670,6 +674,7 @@ int main(int argc, char **argv)
 			break;
 		case 'v': verbosity++; break;
 		case 'h': fputs(usage, stdout); return 0;
+		case 'V': printf("facetfs-bridge %s\n", FACETFS_VERSION); return 0;
 		default: fputs(usage, stderr); return 2;
 		}
 	}

@@ -5,6 +5,7 @@
 #include "gateway/replay.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "views/filter.h"
 
 #include <cjson/cJSON.h>
@@ -20,9 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef FACETFS_VERSION
-#define FACETFS_VERSION "0.1.0"
-#endif
 
 #define META_FILE_MAX (16u << 20)   /* .facetfs/stats, views: a few KiB each */
 

@@ -16,6 +16,8 @@
  * time). No PATH or HOME is needed; a PATH is set for the gateway if there
  * is none (it may run fusermount3).
  */
+#include "common/version.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -32,6 +34,7 @@
 
 static const char usage_text[] =
 	"usage: mount.facetfs CONFIG MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
+	"       mount.facetfs --help | --version\n"
 	"  Mount the facetfs gateway configured by CONFIG at MOUNTPOINT (as\n"
 	"  mount(8) does for an fstab line of type facetfs). OPTIONS: verbose,\n"
 	"  quiet; mount(8)/systemd options (_netdev, nofail, auto, noauto,\n"
@@ -91,6 +94,10 @@ int main(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
 			  strcmp(argv[1], "-h") == 0)) {
 		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+		printf("mount.facetfs %s\n", FACETFS_VERSION);
 		return 0;
 	}
 	if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-') {
