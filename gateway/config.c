@@ -296,6 +296,32 @@ static void parse_readahead(struct errs *e, const cJSON *cache, struct config *c
 			(unsigned long long)c->cache_ra_bytes);
 }
 
+/* A copy of text[0..len) with every comment ("//" outside a string, to
+ * the end of its line) blanked to spaces: same length, same lines, so a
+ * parse error's offset is the same in both. NULL when memory is short. */
+static char *comments_blank(const char *text, size_t len)
+{
+	char *t = malloc(len ? len : 1);
+	if (!t)
+		return NULL;
+	memcpy(t, text, len);
+	bool in_str = false;
+	for (size_t i = 0; i < len; i++) {
+		if (in_str) {
+			if (t[i] == '\\')
+				i++;              /* the escaped character */
+			else if (t[i] == '"')
+				in_str = false;
+		} else if (t[i] == '"') {
+			in_str = true;
+		} else if (t[i] == '/' && i + 1 < len && t[i + 1] == '/') {
+			for (; i < len && t[i] != '\n'; i++)
+				t[i] = ' ';
+		}
+	}
+	return t;
+}
+
 int config_parse(const char *path, const char *text, size_t len,
 		 struct config *c, char *err, size_t errlen)
 {
@@ -303,17 +329,24 @@ int config_parse(const char *path, const char *text, size_t len,
 	struct errs e = { .file = path, .buf = err, .len = errlen };
 	if (errlen)
 		err[0] = '\0';
+	char *plain = comments_blank(text, len);
+	if (!plain) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
 	const char *bad = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &bad, 0);
+	cJSON *root = cJSON_ParseWithLengthOpts(plain, len, &bad, 0);
 	if (!root || !cJSON_IsObject(root)) {
-		size_t off = bad ? (size_t)(bad - text) : 0, line = 1;
+		size_t off = bad ? (size_t)(bad - plain) : 0, line = 1;
 		for (size_t i = 0; i < off && i < len; i++)
 			line += text[i] == '\n';
 		snprintf(err, errlen, "%s: $: not a JSON object (error near line %zu)",
 			 path, line);
 		cJSON_Delete(root);
+		free(plain);
 		return -EINVAL;
 	}
+	free(plain);
 	static const char *const known[] = { "s3", "kafka", "state_dir", "views_dir",
 					     "cache", "rescan_interval_s", "metrics", NULL };
 	check_known(&e, root, "", known);

@@ -1,6 +1,7 @@
 /*
  * config.h — the gateway configuration file (JSON; docs/design.md
- * "Gateway configuration").
+ * "Gateway configuration"; "//" outside a string starts a comment that
+ * runs to the end of its line).
  *
  * config_load() reads and validates the whole file and reports every
  * problem as "FILE: JSON.PATH: reason" lines in the error buffer (several

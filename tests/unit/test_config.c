@@ -5,7 +5,9 @@
  * tests/fuzz/fuzz_config.c; 1e20 loaded as 2^63 bytes), sizes as strings,
  * rescan_interval_s bounds, cache.durability's two values, and
  * config_load() from a file giving what
- * config_parse() gives from memory.
+ * config_parse() gives from memory, "//" comments (not inside strings;
+ * a syntax error's line counted in the file as written), and the sample
+ * config the package installs (examples/gateway.json, argv[1]).
  *
  * Prints "ok - ..." / "not ok - ..." lines; exits 1 if any check failed.
  */
@@ -302,7 +304,51 @@ static void test_upload_streams(void)
 	      "s3.stream_parts \"no\" refused ('%s')", err);
 }
 
-int main(void)
+/* "//" to the end of the line is a comment, but not inside a string. */
+static void test_comments(void)
+{
+	char err[512];
+	struct config c;
+	const char *doc =
+		"// leading comment\n"
+		"{ \"s3\": { \"endpoint\": \"http://h:1//x\", // a URL keeps its //\n"
+		"          \"access_key\": \"a\\\"//\", \"secret_key\": \"s\" },\n"
+		"  // \"region\": \"elsewhere\",\n"
+		"  \"kafka\": { \"brokers\": \"b:1\" } }// trailing";
+	int rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == 0 && strcmp(c.s3_endpoint, "http://h:1//x") == 0 &&
+	      strcmp(c.s3_access_key, "a\"//") == 0 && strcmp(c.s3_region, "default") == 0,
+	      "comments ignored, \"//\" inside strings kept (rc %d, endpoint '%s', key '%s', '%s')",
+	      rc, rc == 0 ? c.s3_endpoint : "", rc == 0 ? c.s3_access_key : "", err);
+	if (rc == 0)
+		config_release(&c);
+	doc = "// one\n// two\n{ \"s3\": { \"endpoint\": \"h:1\" }\n"
+	      "  \"kafka\": {} }\n";
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == -EINVAL && strcmp(err, "f.json: $: not a JSON object (error near line 4)") == 0,
+	      "a missing comma after two comment lines is reported on line 4: \"%s\"", err);
+	doc = "{ \"s3\": { \"endpoint\": \"h:1\", \"access_key\": \"a\", \"secret_key\": \"s\" },"
+	      " / not a comment\n \"kafka\": { \"brokers\": \"b:1\" } }";
+	rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+	CHECK(rc == -EINVAL, "a single / is no comment: refused (rc %d, '%s')", rc, err);
+	if (rc == 0)
+		config_release(&c);
+}
+
+/* The sample config the package installs as /etc/facetfs/gateway.json. */
+static void test_sample(const char *path)
+{
+	char err[1024];
+	struct config c;
+	int rc = config_load(path, &c, err, sizeof err);
+	CHECK(rc == 0 && strcmp(c.state_dir, "/var/lib/facetfs/gateway") == 0 &&
+	      strcmp(c.views_dir, "/etc/facetfs/views.d") == 0,
+	      "the sample config %s loads (rc %d, '%s')", path, rc, err);
+	if (rc == 0)
+		config_release(&c);
+}
+
+int main(int argc, char **argv)
 {
 	test_durability();
 	test_max_bytes();
@@ -311,5 +357,10 @@ int main(void)
 	test_upload_streams();
 	test_rescan_interval();
 	test_load_file();
+	test_comments();
+	if (argc > 1)
+		test_sample(argv[1]);
+	else
+		CHECK(0, "the sample config: no path given (meson passes examples/gateway.json)");
 	return unit_exit();
 }
