@@ -115,9 +115,9 @@ check "--help names the options" sh -c "'$HELPER' --help | grep -q x-systemd"
 # --- the example systemd units (examples/systemd/) --------------------------
 if command -v systemd-analyze >/dev/null 2>&1; then
 	mkdir -p "$T/units"
-	sed "s|/usr/local/bin/facetfs |$FACETFS_BUILD/gateway/exe/facetfs |" \
+	sed "s|^ExecStart=facetfs |ExecStart=$FACETFS_BUILD/gateway/exe/facetfs |" \
 		"$FACETFS_SRC/examples/systemd/facetfs@.service" >"$T/units/facetfs@views.service"
-	sed "s|/usr/local/bin/facetfs-bridge |$FACETFS_BUILD/events/facetfs-bridge |" \
+	sed "s|^ExecStart=facetfs-bridge |ExecStart=$FACETFS_BUILD/events/facetfs-bridge |" \
 		"$FACETFS_SRC/examples/systemd/facetfs-bridge.service" >"$T/units/facetfs-bridge.service"
 	for u in facetfs@views.service facetfs-bridge.service; do
 		if systemd-analyze verify --man=no "$T/units/$u" >"$T/verify.out" 2>&1 &&
