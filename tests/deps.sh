@@ -28,6 +28,9 @@ PKGS=(
 	man-db groff-base systemd
 	# the bed's TLS certificate
 	openssl
+	# the Debian package (debian/) and t_package: dpkg-buildpackage,
+	# debhelper's meson build, lintian
+	dpkg-dev debhelper lintian
 )
 
 # promtool (checks the gateway's /metrics text in t_metrics): taken out of
