@@ -867,6 +867,7 @@ int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
 		return 0;
 	case INODE_META_STATS:
 	case INODE_META_VIEWS:
+	case INODE_META_PENDING:
 		core_attr_file(c, ino, 0, 0, 0444, st);
 		st->st_mtim = st->st_ctim = st->st_atim = c->start;
 		return 0;

@@ -103,6 +103,10 @@ struct core_deps {
 	char *(*stats_json)(void *ctx);
 	char *(*views_json)(void *ctx);
 	char *(*control)(void *ctx, const char *command);
+	/* .facetfs/pending: write-back's pending files, one a line (the
+	 * adapter's: core_drain_list); NULL: the file is empty. */
+	char *(*pending_text)(void *ctx);
+	void *pending_ctx;
 };
 
 /* Who makes a file or directory (create, mkdir, mknod): the mode asked

@@ -29,13 +29,16 @@ struct core_dir {
 };
 
 /* In name order: readdir resumes after a name. */
-static const char *const meta_names[] = { "control", "recovered", "stats", "views" };
-static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_RECOVERED,
-				      INODE_META_STATS, INODE_META_VIEWS };
+static const char *const meta_names[] = { "control", "pending", "recovered", "stats",
+					  "views" };
+static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_PENDING,
+				      INODE_META_RECOVERED, INODE_META_STATS,
+				      INODE_META_VIEWS };
 
 bool core_ino_generated(uint64_t ino)
 {
-	return ino >= INODE_META_STATS && ino <= INODE_META_CONTROL;
+	return (ino >= INODE_META_STATS && ino <= INODE_META_CONTROL) ||
+	       ino == INODE_META_PENDING;
 }
 
 /* ---------- lookup, getattr, forget ---------- */

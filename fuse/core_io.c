@@ -292,7 +292,9 @@ static int open_meta(struct core *c, uint64_t ino, int flags, struct core_file *
 			return -EACCES;
 		f->kind = FILE_TEXT;
 		f->text = ino == INODE_META_STATS ? c->d.stats_json(c->d.ctx)
-						  : c->d.views_json(c->d.ctx);
+			: ino == INODE_META_PENDING ? (c->d.pending_text
+				? c->d.pending_text(c->d.pending_ctx) : strdup(""))
+			: c->d.views_json(c->d.ctx);
 		if (!f->text)
 			return -ENOMEM;
 		f->text_len = strlen(f->text);

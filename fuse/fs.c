@@ -160,6 +160,13 @@ static const struct stats_def fs_stats[] = {
 	STATS_COUNTER(struct fs, inval, "fuse", "invalidations"),
 };
 
+/* .facetfs/pending: the drain's list. */
+static char *fs_pending_text(void *ctx)
+{
+	struct fs *fs = ctx;
+	return core_drain_list(fs->core);
+}
+
 static int core_make(struct fs *fs, const struct core_owner *owner)
 {
 	struct core_deps cd = {
@@ -170,6 +177,7 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 		.changed = core_changed, .changed_ctx = fs,
 		.ctx = fs->d.ctx, .stats_json = fs->d.stats_json,
 		.views_json = fs->d.views_json, .control = fs->d.control,
+		.pending_text = fs_pending_text, .pending_ctx = fs,
 	};
 	int rc = core_new(&cd, &fs->core);
 	if (rc == 0 && fs->d.stage) {

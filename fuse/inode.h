@@ -35,6 +35,7 @@ enum {
 	INODE_META_VIEWS,    /* .facetfs/views */
 	INODE_META_CONTROL,  /* .facetfs/control */
 	INODE_META_RECOVERED, /* .facetfs/recovered: a symlink to staging's recovered/ */
+	INODE_META_PENDING,  /* .facetfs/pending: write-back files not in S3 yet */
 	INODE_FIRST_DYNAMIC = 64,
 };
 

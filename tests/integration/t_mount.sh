@@ -143,9 +143,9 @@ check_eq "no bad key visible in the mount" "" \
 check "facetfs status prints counters" sh -c "'$FACETFS' status '$M' | grep -q '^events'"
 check "facetfs status --json is JSON" sh -c "'$FACETFS' status '$M' --json | jq -e .stats.events.applied"
 check "facetfs status --json has the views" sh -c "'$FACETFS' status '$M' --json | jq -e '.views | type == \"object\"'"
-check_eq ".facetfs holds control, recovered, stats, views" "control recovered stats views" \
+check_eq ".facetfs holds control, pending, recovered, stats, views" "control pending recovered stats views" \
 	"$(ls "$M/.facetfs" | tr '\n' ' ' | sed 's/ $//')"
-check "each .facetfs name can be looked up" sh -c "cd '$M/.facetfs' && test -f control && test -L recovered && test -f stats && test -f views"
+check "each .facetfs name can be looked up" sh -c "cd '$M/.facetfs' && test -f control && test -f pending && test -L recovered && test -f stats && test -f views"
 
 stop_gateway A
 check_eq "gateway stops cleanly on SIGTERM" 0 "$?"

@@ -69,6 +69,8 @@ check_eq "this mount lists all 100" 100 "$(find "$M/w/cp" -type f | wc -l)"
 check "a second gateway does not see them" test ! -e "$MB/w/cp/f042"
 status_drain() { "$FACETFS" status "$M" | grep -q "^drain .*pending $1 files"; }
 check "facetfs status shows the drain line" status_drain 100
+check_eq ".facetfs/pending lists the 100, with sizes, ages, tries, state" 100 \
+	"$(grep -c "^$B/w/cp/f[0-9]*	[0-9]* bytes	age [0-9.]* s	tries 0	waiting$" "$M/.facetfs/pending")"
 
 # ---- facetfs sync ----
 check "facetfs sync returns 0" "$FACETFS" sync "$M"
@@ -127,6 +129,8 @@ $out
 EOF
 ) = 5 ]"
 check_eq "status: 5 pending" 5 "$(stat_field "$M" .drain.pending_files)"
+check ".facetfs/pending shows their tries and last error" \
+	grep -q "^$B/w/down2.txt	.*tries [1-9][0-9]*	" "$M/.facetfs/pending"
 bed_cmd rgw-start >/dev/null 2>&1
 check "RGW back: facetfs sync publishes them, no remount" "$FACETFS" sync "$M"
 check_eq "S3 has down3.txt" "down 3" "$(in_s3 down3.txt)"
