@@ -200,4 +200,29 @@ check "RGW back: facetfs sync publishes them" "$FACETFS" sync "$MC"
 check_eq "S3 has all $pend" "$pend" "$(listed full/)"
 check "with their bytes (f01)" s3_same full/f01 "$T/8m"
 stop_gateway C
+
+# ---- kill -9 in the middle of draining 500 files ----
+gw_config "$T/d.json" "$T/state-d" "$T/views" "facetfs-wback-d-$$"
+jq '.cache.drain_streams = 1' "$T/d.json" >"$T/d.tmp" && mv "$T/d.tmp" "$T/d.json"
+MD=$T/mnt-d
+mkdir -p "$T/src500"
+for i in $(seq -w 1 500); do head -c 65536 /dev/urandom >"$T/src500/m$i"; done
+start_gateway D "$T/d.json" "$MD" || { not_ok "gateway D starts"; exit 1; }
+check "cp -r of 500 x 64 KiB" cp -r "$T/src500" "$MD/w/mid"
+drained() { (($(stat_field "$MD" .drain.done) >= 50)); }
+check "the drain has published 50" wait_for 60 drained
+left=$(stat_field "$MD" .drain.pending_files)
+crash_gateway D
+fusermount3 -uz "$MD" 2>/dev/null
+check "killed in the middle of the drain ($left of 500 pending)" test "$left" -gt 0
+start_gateway D "$T/d.json" "$MD" || { not_ok "gateway D starts after the crash"; exit 1; }
+check_eq "the restart published every one of the 500" 500 "$(listed mid/)"
+same_all() {
+	local i
+	for i in 001 123 250 377 500; do s3_same "mid/m$i" "$T/src500/m$i" || return 1; done
+}
+check "with their bytes (five of them, first to last)" same_all
+check_eq "nothing left journaled" 0 "$(find "$T/state-d/cache/staging" -maxdepth 1 -name '*.jnl' | wc -l)"
+check_eq "nothing pending" 0 "$(stat_field "$MD" .drain.pending_files)"
+stop_gateway D
 stop_gateway Bg
