@@ -142,8 +142,9 @@ static void kept_mark(struct stage *st, const struct stage_kept *k)
 			  st->dir, name, strerror(-err));
 	else
 		log_warn("stage: %s/%s changed through the mount: its older staged "
-			 "copy (a failed commit) will not be uploaded; the next start "
-			 "moves it to %s", k->bucket, k->key, st->rec_dir);
+			 "copy (a failed commit, or a write-back close not uploaded "
+			 "yet) will not be uploaded; the next start moves it to %s",
+			 k->bucket, k->key, st->rec_dir);
 }
 
 /* A copy of k's identity, to mark outside the lock (k may go meanwhile);

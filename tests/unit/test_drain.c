@@ -1,0 +1,207 @@
+/*
+ * test_drain.c — write-back's drain (fuse/core_drain.c) over the fake
+ * store and the fault wrapper, through the file-system core: per key,
+ * newest wins and order holds (PUTs and DELETEs counted by the fault
+ * wrapper), a failure is retried and named, another client's version
+ * wins a conflict; and after each step a crash image: the staging
+ * directory copied as it is then, recovered by a fresh stage into an
+ * empty store, which must receive exactly what the promise says (a closed
+ * file is published, an unlinked one never, a renamed one under its new
+ * name only).
+ *
+ * The drain runs with a delay of an hour, so nothing drains by itself:
+ * core_drain_sync publishes, as `facetfs sync` does.
+ */
+#include "unit.h"
+#include "unit_views.h"
+#include "unit_fscore.h"
+#include "unit_stage.h"
+
+#include "sync/s3_fake.h"
+#include "sync/s3_fault.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const view_json[2] = {
+	"{ \"name\": \"w\", \"bucket\": \"b\", \"match\": { \"prefix\": \"w/\" },"
+	"  \"layout\": { \"strip_prefix\": \"w/\" }, \"writable\": true,"
+	"  \"visibility\": \"eventual\", \"write_back\": true }",
+	"{ \"name\": \"s\", \"bucket\": \"b\", \"match\": { \"prefix\": \"s/\" },"
+	"  \"layout\": { \"strip_prefix\": \"s/\" }, \"writable\": true,"
+	"  \"visibility\": \"session\" }",
+};
+
+static unsigned seen(struct store *t, enum s3_kind k)
+{
+	return (unsigned)s3_fault_seen(t->s3, k);
+}
+
+/* Create (or truncate) name in the write-back view with text, close it. */
+static int put_file(struct gw *gw, const char *name, const char *text)
+{
+	struct core *c = gw->core;
+	struct core_entry e;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	int rc = core_lookup(c, gw->view_ino[0], name, &e);
+	if (rc == 0)
+		rc = core_open(c, e.ino, O_WRONLY | O_TRUNC, &f, &cache);
+	else if (rc == -ENOENT)
+		rc = core_create(c, gw->view_ino[0], name, NULL, &e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
+	if (n >= 0 && (size_t)n != strlen(text))
+		n = -EIO;
+	rc = n < 0 ? (int)n : core_flush(c, f);
+	core_release(c, f);
+	return rc;
+}
+
+/* Read name through the core (from the staged copy while pending). */
+static bool reads(struct gw *gw, const char *name, const char *want)
+{
+	struct core *c = gw->core;
+	struct core_entry e;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	char buf[256] = "";
+	ssize_t n = -1;
+	if (core_lookup(c, gw->view_ino[0], name, &e) == 0 &&
+	    core_open(c, e.ino, O_RDONLY, &f, &cache) == 0)
+		n = core_read(c, f, buf, sizeof buf - 1, 0);
+	core_release(c, f);
+	return n == (ssize_t)strlen(want) && memcmp(buf, want, (size_t)n) == 0;
+}
+
+static int sync_all(struct gw *gw, char **report)
+{
+	return core_drain_sync(gw->core, NULL, NULL, 30, report);
+}
+
+/* A crash now: the staging directory copied, recovered by a fresh stage
+ * into an empty store; *keys gets what that store holds under w/
+ * ("k1=bytes;k2=bytes;"). */
+static void crash_image(struct gw *gw, char *keys, size_t len)
+{
+	char *img = unit_tmpdir("drain-image"), cmd[1400];
+	snprintf(cmd, sizeof cmd, "cp -a '%s/staging/.' '%s/'", gw->dir, img);
+	if (system(cmd) != 0) {
+		printf("# cannot copy the staging directory\n");
+		exit(2);
+	}
+	struct store t;
+	store_init(&t, 0);
+	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = img,
+		.max_bytes = 1ull << 30 }, &t);
+	struct stage_recovery_report rep;
+	stage_recover(st, &rep);
+	keys[0] = '\0';
+	size_t used = 0;
+	static const char *const names[] = { "w/a", "w/b", "w/gone", "w/old", "w/new",
+					     "w/k", "w/x" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		size_t n = 0;
+		char *o = obj_get(&t, "b", names[i], &n, NULL, 0);
+		if (o && used < len)
+			used += (size_t)snprintf(keys + used, len - used, "%s=%.*s;",
+						 names[i] + 2, (int)n, o);
+		free(o);
+	}
+	stage_case_end(st, &t, img);
+}
+
+int main(void)
+{
+	struct view *views[2] = { unit_view(view_json[0]), unit_view(view_json[1]) };
+	struct store t;
+	store_init(&t, 0);
+	struct gw gw;
+	gw_open(views, t.s3, &gw, "drain");
+	struct core_drain_conf dc = { .streams = 2, .delay_s = 3600, .stop_s = 5 };
+	CHECK(core_drain_new(gw.core, &dc) == 0, "the drain starts");
+	char keys[512], *report = NULL;
+	uint64_t files, bytes;
+
+	/* A close returns with nothing in S3; the core reads the file. */
+	unsigned p0 = seen(&t, S3K_PUT);
+	CHECK(put_file(&gw, "a", "one") == 0, "close of a new file: 0");
+	core_drain_pending(gw.core, &files, &bytes);
+	CHECK(files == 1 && bytes == 3 && seen(&t, S3K_PUT) == p0 && s3_has(&t, "w/a", NULL),
+	      "pending: 1 file, 3 bytes; no PUT, no object (%llu, %llu)",
+	      (unsigned long long)files, (unsigned long long)bytes);
+	CHECK(reads(&gw, "a", "one"), "the core reads the pending file's bytes");
+	crash_image(&gw, keys, sizeof keys);
+	CHECK(!strcmp(keys, "a=one;"), "crash image after the close: recovery "
+	      "publishes it (%s)", keys);
+
+	/* Rewritten twice before its upload: one PUT, the newest bytes. */
+	CHECK(put_file(&gw, "a", "two") == 0 && put_file(&gw, "a", "three") == 0,
+	      "closed twice more before the drain");
+	crash_image(&gw, keys, sizeof keys);
+	CHECK(!strcmp(keys, "a=three;"), "crash image: the newest bytes (%s)", keys);
+	CHECK(sync_all(&gw, &report) == 0, "sync: 0");
+	CHECK(seen(&t, S3K_PUT) == p0 + 1 && s3_has(&t, "w/a", "three"),
+	      "one PUT for three closes, the newest bytes (%u PUTs)", seen(&t, S3K_PUT) - p0);
+	crash_image(&gw, keys, sizeof keys);
+	CHECK(!strcmp(keys, ""), "crash image after the upload: nothing left to "
+	      "publish (%s)", keys);
+
+	/* Unlink of a pending file: no PUT, no object, before or after a crash. */
+	p0 = seen(&t, S3K_PUT);
+	CHECK(put_file(&gw, "gone", "x") == 0 &&
+	      core_unlink(gw.core, gw.view_ino[0], "gone") == 0,
+	      "a pending file unlinked");
+	crash_image(&gw, keys, sizeof keys);
+	CHECK(!strstr(keys, "gone="), "crash image after the unlink: not "
+	      "published (%s)", keys);
+	CHECK(sync_all(&gw, &report) == 0 && seen(&t, S3K_PUT) == p0 &&
+	      s3_has(&t, "w/gone", NULL), "sync: no PUT, no object");
+
+	/* Rename of a pending file: one PUT under the new name, no COPY. */
+	p0 = seen(&t, S3K_PUT);
+	unsigned c0 = seen(&t, S3K_COPY);
+	CHECK(put_file(&gw, "old", "moved") == 0 &&
+	      core_rename(gw.core, gw.view_ino[0], "old", gw.view_ino[0], "new", 0) == 0,
+	      "a pending file renamed");
+	crash_image(&gw, keys, sizeof keys);
+	CHECK(!strcmp(keys, "new=moved;"), "crash image after the rename: the new "
+	      "name only (%s)", keys);
+	CHECK(sync_all(&gw, &report) == 0, "sync: 0");
+	CHECK(seen(&t, S3K_PUT) == p0 + 1 && seen(&t, S3K_COPY) == c0 &&
+	      s3_has(&t, "w/new", "moved") && s3_has(&t, "w/old", NULL),
+	      "one PUT under the new name, no COPY, nothing under the old one");
+
+	/* A failure: kept, named by sync, published by the next try. */
+	puts_fail(&t, 1, -EIO);
+	CHECK(put_file(&gw, "k", "kept") == 0, "close while the PUT will fail: 0");
+	int rc = sync_all(&gw, &report);
+	CHECK(rc == -EIO && report && strstr(report, "b/w/k: "),
+	      "sync: -EIO naming the key (%d: %s)", rc, report ? report : "");
+	free(report);
+	report = NULL;
+	core_drain_pending(gw.core, &files, &bytes);
+	CHECK(files == 1, "still pending after the failure");
+	CHECK(sync_all(&gw, &report) == 0 && s3_has(&t, "w/k", "kept"),
+	      "the next sync publishes it");
+
+	/* Another client's version wins a conflict; ours is set aside. */
+	CHECK(put_file(&gw, "x", "ours") == 0, "a new file pending");
+	CHECK(s3_fake_object_put(t.fake, "b", "w/x", "theirs", 6, NULL, 0, NULL) == 0,
+	      "another client writes the key before the drain");
+	p0 = seen(&t, S3K_PUT);
+	CHECK(sync_all(&gw, &report) == 0 && seen(&t, S3K_PUT) == p0 &&
+	      s3_has(&t, "w/x", "theirs"), "sync: no PUT, the other client's bytes stay");
+	char rec[600];
+	snprintf(rec, sizeof rec, "%s/staging/recovered", gw.dir);
+	CHECK(count_files(rec, ".journal") == 1, "our bytes and both versions in recovered/");
+
+	core_drain_free(gw.core);
+	gw_close(&gw);
+	store_release(&t);
+	view_free(views[0]);
+	view_free(views[1]);
+	return unit_exit();
+}
