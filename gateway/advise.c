@@ -529,6 +529,12 @@ static void pair_check(struct loader *l, const struct acc *x, const struct acc *
 	c->conflicts[cls][POL_COMMIT] += commit;
 	c->conflicts[cls][POL_SESSION] += session;
 	c->conflicts[cls][POL_EVENTUAL] += eventual;
+	if (a->trace != b->trace && !eventual) {
+		int64_t gap = b->to - a->tclose;
+		if (!c->wb_pairs || gap < c->wb_gap)
+			c->wb_gap = gap;
+		c->wb_pairs++;
+	}
 	if (distinct && a->trace != b->trace && b->t - a->t < (int64_t)(s->o->skew_ms * 1e6))
 		c->uncertain++;
 	unsigned rank = commit ? 3 : session ? 2 : eventual ? 1 : 0;
@@ -589,6 +595,9 @@ static void counts_add(struct counts *to, const struct counts *c)
 			to->conflicts[k][p] += c->conflicts[k][p];
 	}
 	to->uncertain += c->uncertain;
+	if (c->wb_pairs && (!to->wb_pairs || c->wb_gap < to->wb_gap))
+		to->wb_gap = c->wb_gap;
+	to->wb_pairs += c->wb_pairs;
 }
 
 static void pattern_sum(struct pattern *to, const struct pattern *p)

@@ -41,6 +41,12 @@ struct counts {
 	uint64_t pairs[CLS_N];
 	uint64_t conflicts[CLS_N][POL_N];
 	uint64_t uncertain;        /* D pairs across traces within the skew */
+	/* Write-back: pairs whose write and later access were on different
+	 * gateways (traces) and that `eventual` allows; wb_gap, valid when
+	 * wb_pairs > 0, is the least time from such a write's close to the
+	 * other's open: a drain (and its event) slower than that breaks it. */
+	uint64_t wb_pairs;
+	int64_t wb_gap;
 };
 
 struct afile {

@@ -160,6 +160,15 @@ static void verdict_text(const struct counts *c, FILE *out)
 	else
 		fprintf(out, "`%s` is the weakest policy with no distinct-process conflict",
 			advise_policy_name(v));
+	if (v != POL_EVENTUAL)
+		return;
+	if (!c->wb_pairs)
+		fprintf(out, "; `write_back` too (nothing written is read or written on "
+			"another gateway)");
+	else
+		fprintf(out, "; `write_back` too if each file is drained, and its event "
+			"applied, within %.3f ms of its close (the tightest of %" PRIu64
+			" accesses on another gateway)", ms(c->wb_gap), c->wb_pairs);
 }
 
 static void pattern_text(const struct pattern *p, FILE *out)
@@ -254,6 +263,12 @@ static cJSON *counts_json(const struct counts *c)
 			cJSON_AddNumberToObject(cf, advise_policy_name(p), (double)c->conflicts[k][p]);
 	}
 	cJSON_AddNumberToObject(o, "uncertain_pairs", (double)c->uncertain);
+	cJSON *wb = cJSON_AddObjectToObject(o, "write_back");
+	cJSON_AddNumberToObject(wb, "cross_gateway_pairs", (double)c->wb_pairs);
+	if (c->wb_pairs)
+		cJSON_AddNumberToObject(wb, "min_gap_ns", (double)c->wb_gap);
+	else
+		cJSON_AddNullToObject(wb, "min_gap_ns");
 	return o;
 }
 

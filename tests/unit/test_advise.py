@@ -132,6 +132,12 @@ def brute(traces):
             eventual = session or not (te < b["to"])
             for k, bad in enumerate([eventual, session, commit]):
                 fc[cls][1][k] += bad
+            if a["trace"] != b["trace"] and not eventual:
+                # write-back: the other gateway opened this long after the close
+                wb = fc.setdefault("write_back", [0, None])
+                gap = b["to"] - a["tclose"]
+                wb[0] += 1
+                wb[1] = gap if wb[1] is None else min(wb[1], gap)
     return res
 
 
@@ -199,6 +205,7 @@ def main():
         return 1
     got = json.loads(out.stdout)["files"]
     pairs_seen = {c: 0 for c in CLASSES}
+    wb_files = 0
     verdicts = {}
     empty = {c: [0, [0, 0, 0]] for c in CLASSES}
     names = set(want) | {n for n, f in got.items()
@@ -215,14 +222,23 @@ def main():
                       f"{dict(zip(POLICIES, w[c][1]))}\n{dumps.get(name, '')}")
                 return 1
             pairs_seen[c] += w[c][0]
+        gw = [g["write_back"]["cross_gateway_pairs"], g["write_back"]["min_gap_ns"]] if g \
+            else [0, None]
+        ww = w.get("write_back", [0, None])
+        if gw != ww:
+            print(f"file {name}: write_back pairs and least gap {gw}; brute force {ww}\n"
+                  f"{dumps.get(name, '')}")
+            return 1
         if g and g["verdict"] != verdict(w):
             print(f"file {name}: verdict {g['verdict']} != {verdict(w)}\n{dumps.get(name, '')}")
             return 1
         verdicts[verdict(w)] = verdicts.get(verdict(w), 0) + 1
+        wb_files += ww[0] > 0
     print(f"{trials} random trials ({len(paths)} traces, {len(names)} files with pairs) agree "
-          f"with the brute force; pairs per class {pairs_seen}; file verdicts {verdicts}")
-    # the random traces must exercise every class and every verdict
-    if not all(pairs_seen.values()) or len(verdicts) < 4:
+          f"with the brute force; pairs per class {pairs_seen}; file verdicts {verdicts}; "
+          f"files with write-back pairs across gateways {wb_files}")
+    # the random traces must exercise every class, every verdict, write-back
+    if not all(pairs_seen.values()) or len(verdicts) < 4 or not wb_files:
         print("the generator did not reach every class and verdict")
         return 1
     return 0
