@@ -639,6 +639,9 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 		mod_lock(&c->ofile_lock);
 		meta_swap(&of->meta, &nm);
 		mod_unlock(&c->ofile_lock);
+		/* closed and waiting in write-back's drain: durable again with
+		 * the change (its journal said "dirty" since) */
+		rc = core_drain_reseal(c, of);
 	}
 out:
 	core_ofile_put(c, of);

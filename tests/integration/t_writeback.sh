@@ -145,12 +145,18 @@ check_eq "the stop published them" "stop 2" "$(in_s3 stop2.txt)"
 start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts again"; exit 1; }
 for i in $(seq -w 1 20); do head -c 5000 /dev/urandom >"$T/src/k$i"; cp "$T/src/k$i" "$M/w/k$i"; done
 check_eq "20 pending" 20 "$(stat_field "$M" .drain.pending_files)"
+check "touch -d and chmod of pending files (after their close)" \
+	sh -c "touch -d '2001-02-03 04:05:06 UTC' '$M/w/k05' && chmod 600 '$M/w/k06'"
 crash_gateway A
 fusermount3 -uz "$M" 2>/dev/null
 check_eq "none in S3 after the crash" 0 "$(listed k)"
 start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts after the crash"; exit 1; }
 check_eq "the restart published the 20" 20 "$(listed k)"
 check "with their bytes (k13)" s3_same k13 "$T/src/k13"
+meta() { aws_s3 s3api head-object --bucket "$B" --key "w/$1" --query "Metadata.$2" --output text; }
+check_eq "k05 kept the time set after its close" 981173106 "$(meta k05 mtime | cut -d. -f1)"
+check_eq "k06 kept the mode set after its close (0600 file)" 33152 "$(meta k06 mode)"
+check "and their bytes" s3_same k05 "$T/src/k05"
 check_eq "nothing left staged" 0 "$(find "$T/state-a/cache/staging" -maxdepth 1 -name '*.jnl' | wc -l)"
 
 stop_gateway A
