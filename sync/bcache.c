@@ -77,15 +77,21 @@ struct drop_req {
 };
 
 /* The burst buffer's counters (common/stats.h): blocks read from it, and
- * blocks a read wanted that it did not hold. The reader counts its window
- * hits and misses under the same names when there is no burst buffer. */
+ * blocks a read wanted that it did not hold (the reader counts its window
+ * hits and misses under the same names when there is no burst buffer);
+ * what the admission rule did: blocks reads stored, blocks cold readers
+ * fetched and did not store, opens found cold. */
 struct bcache_stats {
 	stats_counter hits, misses;
+	stats_counter admitted, not_admitted, cold_opens;
 };
 
 static const struct stats_def bcache_stats[] = {
 	STATS_COUNTER(struct bcache_stats, hits, "cache", "hits"),
 	STATS_COUNTER(struct bcache_stats, misses, "cache", "misses"),
+	STATS_COUNTER(struct bcache_stats, admitted, "cache", "admitted"),
+	STATS_COUNTER(struct bcache_stats, not_admitted, "cache", "not_admitted"),
+	STATS_COUNTER(struct bcache_stats, cold_opens, "cache", "cold_opens"),
 };
 
 struct bcache {
@@ -95,6 +101,7 @@ struct bcache {
 	uint64_t (*staged)(void *ctx);
 	void *staged_ctx;
 	void (*dir_made)(void *ctx);
+	uint64_t cold_min;           /* bcache_admit: see bcache.h */
 	struct bcache_stats ctr;
 	struct stats_group grp;      /* ctr, registered with conf.st */
 	int lock_fd;                 /* DIR/lock, flock'ed */
@@ -114,6 +121,8 @@ struct bcache {
 				      * unknown, so no put (the budget could
 				      * not be kept); reads look on disk */
 	struct bcache_counters c;    /* the event counters */
+	struct bcache_hash *seen;    /* BCACHE_SEEN slots: versions opened
+				      * (bcache_admit); all zero: empty */
 	struct drop_req drops[DROP_QUEUE];
 	size_t d_head, d_len;
 };
@@ -477,6 +486,32 @@ void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk
 	}
 }
 
+/* ---- admission --------------------------------------------------------- */
+
+bool bcache_admit(struct bcache *bc, const struct bcache_id *id, uint64_t size)
+{
+	if (!bc->cold_min || size < bc->cold_min)
+		return true;
+	struct bcache_hash h;
+	bcache_hash_id(id, &h);
+	struct bcache_hash *slot = &bc->seen[h.h[0] & (BCACHE_SEEN - 1)];
+	mod_lock(&bc->mu);
+	bool seen = slot->h[0] == h.h[0] && slot->h[1] == h.h[1];
+	*slot = h;
+	mod_unlock(&bc->mu);
+	/* The table forgets (a restart, a slot taken by another version);
+	 * a version read twice before has its first block here. */
+	if (seen || bcache_has(bc, id, 0))
+		return true;
+	stats_inc(&bc->ctr.cold_opens);
+	return false;
+}
+
+void bcache_not_admitted(struct bcache *bc, uint64_t n)
+{
+	stats_add(&bc->ctr.not_admitted, n);
+}
+
 /* ---- puts ------------------------------------------------------------- */
 
 /* DIR was removed under us (a put had to make it again): the READY
@@ -639,6 +674,8 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		bc->c.warm_bytes += e->charge;
 	}
 	mod_unlock(&bc->mu);
+	if (!(flags & BCACHE_WARM))
+		stats_inc(&bc->ctr.admitted);
 	return 0;
 }
 
@@ -860,7 +897,8 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	}
 	struct bcache *bc = calloc(1, sizeof *bc);
 	if (!bc || !(bc->dir = strdup(conf->dir)) ||
-	    !(bc->buckets = calloc(BUCKETS_FIRST, sizeof *bc->buckets))) {
+	    !(bc->buckets = calloc(BUCKETS_FIRST, sizeof *bc->buckets)) ||
+	    !(bc->seen = calloc(BCACHE_SEEN, sizeof *bc->seen))) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto fail_mem;
@@ -871,6 +909,7 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 	bc->staged = conf->staged;
 	bc->staged_ctx = conf->staged_ctx;
 	bc->dir_made = conf->dir_made;
+	bc->cold_min = conf->cold_min;
 	bc->loading = true;
 	atomic_init(&bc->stop, false);
 	atomic_init(&bc->tmp_seq, 0);
@@ -906,6 +945,7 @@ fail_lock:
 	close(bc->lock_fd);
 fail_mem:
 	if (bc) {
+		free(bc->seen);
 		free(bc->buckets);
 		free(bc->dir);
 		free(bc);
@@ -934,6 +974,7 @@ void bcache_close(struct bcache *bc)
 		}
 	}
 	free(bc->buckets);
+	free(bc->seen);
 	pthread_cond_destroy(&bc->drop_cv);
 	pthread_mutex_destroy(&bc->mu);
 	close(bc->lock_fd);          /* releases the flock */
@@ -956,4 +997,7 @@ void bcache_counters(struct bcache *bc, struct bcache_counters *out)
 	out->loading = bc->loading;
 	out->unlisted = bc->unlisted;
 	mod_unlock(&bc->mu);
+	out->admitted = stats_get(&bc->ctr.admitted);
+	out->not_admitted = stats_get(&bc->ctr.not_admitted);
+	out->cold_opens = stats_get(&bc->ctr.cold_opens);
 }

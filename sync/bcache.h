@@ -22,6 +22,18 @@
  * least recently used probation block first, so one long sequential read
  * replaces only probation blocks and never flushes the protected ones.
  *
+ * Admission: a reader asks bcache_admit() at its open whether the blocks
+ * it fetches are stored. An object of at least cold_min bytes is not
+ * stored at the first open of its version (a cold stream: its blocks are
+ * fetched, read and forgotten), only from the next open on; smaller
+ * objects, and versions the buffer holds the first block of, are stored
+ * from their first read. Opens are remembered in a table of BCACHE_SEEN
+ * slots in memory (one per version hash: a version may lose its slot to
+ * another, and a restart forgets them all). So one long read of a large
+ * object writes nothing, an object opened twice is kept (and, once its
+ * first block is on disk, stays admitted after a restart), and warm puts
+ * (BCACHE_WARM) are always stored.
+ *
  * Restart: bcache_open() does not read blocks; a background thread lists
  * DIR to learn the blocks and their sizes (ordered by file mtime) and
  * removes temporary files left by a crash. Lookups work at once (a block
@@ -64,8 +76,14 @@ struct bcache_conf {
 	/* Called (with staged_ctx, no lock held) after a put made DIR again
 	 * because it was removed while in use. May be NULL. */
 	void (*dir_made)(void *ctx);
+	/* Objects of at least this many bytes are not stored at the first
+	 * open of their version (bcache_admit); 0: every object is. */
+	uint64_t cold_min;
 	struct stats *st;            /* may be NULL */
 };
+
+/* Versions whose opens bcache_admit() remembers (slots of a table). */
+#define BCACHE_SEEN 8192u
 
 /* One object version. */
 struct bcache_id {
@@ -89,6 +107,9 @@ struct bcache_counters {
 	uint64_t warm_bytes;         /* warm blocks not read yet: charged bytes */
 	uint64_t warm_used;          /* warm blocks read at least once */
 	uint64_t warm_wasted;        /* warm blocks evicted or dropped unread */
+	uint64_t admitted;           /* blocks reads stored (not warm) */
+	uint64_t not_admitted;       /* blocks cold readers fetched, not stored */
+	uint64_t cold_opens;         /* opens bcache_admit() found cold */
 	uint64_t drops_lost;         /* drop requests discarded because the
 	                              * queue was full (their blocks stay
 	                              * until evicted; never served: ETag) */
@@ -123,10 +144,18 @@ bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
  * sequential reader's next blocks are then on their way while it copies
  * this one. No check, no counting, no error. */
 void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk);
+/* May a reader of version id (size bytes) that opens now store the
+ * blocks it fetches? false: a cold stream (size >= cold_min, the version
+ * not opened before as far as the table remembers, its first block not
+ * held). Records the open; counts cold opens. */
+bool bcache_admit(struct bcache *bc, const struct bcache_id *id, uint64_t size);
+/* A cold reader fetched (parts of) n blocks and did not store them. */
+void bcache_not_admitted(struct bcache *bc, uint64_t n);
 /* Store block blk of id: len bytes (block_size, or fewer for an object's
  * last block). 0, or a negative errno when it was not stored (the caller
  * goes on: the cache is best effort). Evicts older blocks to stay inside
- * the budget. flags: 0 or BCACHE_WARM. */
+ * the budget. flags: 0 (a read's block: counted as admitted) or
+ * BCACHE_WARM. */
 int  bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		const void *data, size_t len, unsigned flags);
 /* Release every block of the object version id (size bytes long): queued,

@@ -193,6 +193,9 @@ struct reader {
 	struct reader_pool *pool;
 	struct reader_ra_conf ra;
 	uint32_t bs;             /* the burst buffer's block size */
+	bool store;              /* bc stores what it fetches (bcache_admit);
+				  * false: a cold stream, whose windows need
+				  * not be whole blocks */
 	char *bucket, *key;
 	char etag[72];
 	uint64_t size;
@@ -292,11 +295,17 @@ int reader_open(const struct reader_src *src, const char *bucket,
 		r->pins = src->pins;
 		r->bc = src->bc;
 		r->bs = bcache_block_size(src->bc);
+		r->store = bcache_admit(src->bc, &id, size);
 	}
 	r->size = size;
 	ra_reset(r);
 	*out = r;
 	return 0;
+}
+
+bool reader_cold(const struct reader *r)
+{
+	return r->bc && !r->store;
 }
 
 /* Free a chunk that no helper fetches (its slot becomes FREE). */
@@ -436,10 +445,12 @@ static struct chunk *chunk_slot(struct reader *r, bool ahead)
 	return free_c;
 }
 
-/* [at, at+want) (whole blocks) from the burst buffer where it has them,
- * the rest with GETs, stored in it as they arrive. *got: the bytes from at
- * on that are there; a GET that fails after blocks were found gives those
- * (the caller asks again for the rest and gets the error then). */
+/* [at, at+want) from the burst buffer where it has the blocks, the rest
+ * with GETs (the missing blocks in a row in one), stored in it as they
+ * arrive when the reader stores (whole blocks only: a cold reader's
+ * window need not start on one). *got: the bytes from at on that are
+ * there; a GET that fails after blocks were found gives those (the
+ * caller asks again for the rest and gets the error then). */
 static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
 			size_t *got)
 {
@@ -448,8 +459,10 @@ static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
 	int rc = 0;
 	while (done < want) {
 		uint64_t pos = at + done;
-		size_t blen = min_sz(r->bs, want - done);
-		if (bcache_read(r->bc, &id, pos / r->bs, nb + done, blen, 0) == (ssize_t)blen) {
+		uint32_t boff = (uint32_t)(pos % r->bs);
+		size_t blen = min_sz(r->bs - boff, want - done);   /* to the block's end */
+		if (bcache_read(r->bc, &id, pos / r->bs, nb + done, blen, boff) ==
+		    (ssize_t)blen) {
 			done += blen;
 			continue;
 		}
@@ -460,10 +473,17 @@ static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
 		if ((rc = s3_get(r->s3, r->bucket, r->key, pos, run, r->etag,
 				 nb + done, &g)) < 0)
 			break;
-		for (size_t o = 0; o < g; o += r->bs) {
-			size_t l = min_sz(r->bs, g - o);
-			if (l == r->bs || pos + o + l == r->size)
-				bcache_put(r->bc, &id, (pos + o) / r->bs, nb + done + o, l, 0);
+		if (g && !r->store) {
+			bcache_not_admitted(r->bc, (pos + g - 1) / r->bs - pos / r->bs + 1);
+		} else if (g) {
+			/* The whole blocks among [pos, pos + g). */
+			uint64_t b = (pos + r->bs - 1) / r->bs * r->bs;
+			for (; b < pos + g; b += r->bs) {
+				size_t l = (size_t)(r->size - b < r->bs ? r->size - b : r->bs);
+				if (b + l > pos + g)
+					break;
+				bcache_put(r->bc, &id, b / r->bs, nb + done + (b - pos), l, 0);
+			}
 		}
 		done += g;
 		if (g < run)
@@ -489,11 +509,13 @@ static int fetch(struct reader *r, uint64_t at, size_t want, char **buf, size_t 
 			      r->etag[0] ? r->etag : NULL, *buf, got);
 }
 
-/* With a burst buffer a window is whole blocks: [*at, +*want) grown to
- * block boundaries (the object's end for the last one). */
+/* With a burst buffer that stores what the reader fetches, a window is
+ * whole blocks: [*at, +*want) grown to block boundaries (the object's end
+ * for the last one). A cold reader's stays as asked: a 64 KiB random read
+ * fetches 64 KiB, not a block. */
 static void align_blocks(const struct reader *r, uint64_t *at, size_t *want)
 {
-	if (!r->bc)
+	if (!r->bc || !r->store)
 		return;
 	uint64_t start = *at / r->bs * r->bs;
 	uint64_t end = (*at + *want + r->bs - 1) / r->bs * r->bs;
@@ -589,7 +611,7 @@ static void ra_fill(struct reader *r, uint64_t pos)
 		const struct chunk *c;
 		while (e < r->size && (c = chunk_find(r, e)))
 			e = c->off + (c->state == CH_READY ? c->got : c->len);
-		if (r->bc)
+		if (r->bc && r->store)
 			e = e / r->bs * r->bs;
 		r->ra_end = e;
 	}

@@ -24,11 +24,16 @@
  * it a window is freed right after its read and a buffer is not kept, so
  * many open, idle descriptors never hold more than that.
  *
- * With a burst buffer (sync/bcache.h), windows and ranges are whole blocks:
- * blocks the buffer holds for this version are read from it, the others
- * fetched from S3 (consecutive missing blocks in one ranged GET) and stored
- * in it as they arrive. So a descriptor keeps reading its version from the
- * buffer after S3 has a newer one: -ESTALE only for a block in neither.
+ * With a burst buffer (sync/bcache.h), blocks the buffer holds for this
+ * version are read from it, the others fetched from S3 (consecutive
+ * missing blocks in one ranged GET). So a descriptor keeps reading its
+ * version from the buffer after S3 has a newer one: -ESTALE only for a
+ * block in neither. Whether the fetched blocks are stored in it is the
+ * buffer's admission rule, asked once at open (bcache_admit): a reader
+ * that stores reads whole blocks (windows and ranges grown to block
+ * boundaries) and stores each as it arrives; a cold reader (the first
+ * open of a large version: reader_cold) stores none and fetches only the
+ * ranges it reads.
  *
  * Threads: reader_read() may be called from several FUSE worker threads at
  * once; the reader's mutex is never held across an S3 request or disk I/O;
@@ -41,6 +46,7 @@
 #ifndef FACETFS_READER_H
 #define FACETFS_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -117,5 +123,8 @@ int reader_open(const struct reader_src *src, const char *bucket,
  * object changed, -EIO, -ENOENT), also when part of the range was there. */
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off);
 void reader_close(struct reader *r);
+/* Is r a cold reader: it has a burst buffer that does not store what it
+ * fetches (bcache_admit said no at its open)? */
+bool reader_cold(const struct reader *r);
 
 #endif

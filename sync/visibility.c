@@ -185,6 +185,14 @@ void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size)
 	pthread_mutex_unlock(&v->lock);
 }
 
+bool vis_version_cold(struct vis_version *v)
+{
+	pthread_mutex_lock(&v->lock);
+	bool cold = reader_cold(v->rd);
+	pthread_mutex_unlock(&v->lock);
+	return cold;
+}
+
 void vis_version_close(struct vis_version *v)
 {
 	if (!v)

@@ -89,6 +89,10 @@ ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 /* The ETag the descriptor reads now (copied into out) and, size not
  * NULL, that version's size. */
 void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size);
+/* Is the descriptor's reader cold: the first open of a large version,
+ * whose blocks the burst buffer does not store (sync/reader.h)? The core
+ * gives such a descriptor direct I/O. */
+bool vis_version_cold(struct vis_version *v);
 void vis_version_close(struct vis_version *v);
 
 #endif

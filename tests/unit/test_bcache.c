@@ -6,8 +6,10 @@
  * file), temporary files left by a crash, persistence across close/open
  * with the LRU order taken from mtimes, the budget (also shrunk by staged
  * bytes), scan resistance, the DIR lock, a removed DIR, a broken
- * subdirectory, drops, warm counters, and four threads at once followed
- * by a check that the accounting equals the files on disk.
+ * subdirectory, drops, warm counters, the admission rule (a large
+ * version's first open cold, its second and a held first block admitted,
+ * across a restart), and four threads at once followed by a check that
+ * the accounting equals the files on disk.
  */
 #include "unit.h"
 
@@ -794,6 +796,75 @@ static void test_threads(const char *root)
 	bcache_close(h.bc);
 }
 
+/* The admission rule (bcache.h): objects of cold_min bytes or more are
+ * cold at the first open of their version, admitted from the second, or
+ * at once when the buffer holds their first block; smaller ones always;
+ * cold_min 0 admits all. What it did is counted. */
+static struct bcache *open_cold(const char *dir, uint64_t cold_min, struct stats *st)
+{
+	struct bcache_conf conf = { .dir = dir, .max_bytes = 64 * full_charge(&ID_A),
+				    .block_size = BS, .cold_min = cold_min, .st = st };
+	struct bcache *bc = NULL;
+	char err[256] = "";
+	if (bcache_open(&conf, &bc, err, sizeof err)) {
+		printf("# bcache_open %s: %s\n", dir, err);
+		exit(2);
+	}
+	wait_loaded(bc);
+	return bc;
+}
+
+static void test_admit(const char *root)
+{
+	char dir[512];
+	snprintf(dir, sizeof dir, "%s/admit", root);
+	struct stats st;
+	stats_init(&st);
+	struct bcache *bc = open_cold(dir, 8 * BS, &st);
+	const struct bcache_id small = { "bkt", "small", "e-s" };
+	const struct bcache_id big = { "bkt", "big", "e-b" };
+	const struct bcache_id big2 = { "bkt", "big", "e-b2" };   /* another version */
+	const struct bcache_id held = { "bkt", "held", "e-h" };
+	CHECK(bcache_admit(bc, &small, 8 * BS - 1) && bcache_admit(bc, &small, 0),
+	      "admit: an object under cold_min is admitted at its first open");
+	CHECK(!bcache_admit(bc, &big, 8 * BS), "admit: one of cold_min bytes is cold at its first open");
+	CHECK(bcache_admit(bc, &big, 8 * BS), "… and admitted at its second");
+	CHECK(bcache_admit(bc, &big, 8 * BS), "… and at every open after");
+	CHECK(!bcache_admit(bc, &big2, 8 * BS), "… another version of it is cold at its first open");
+	static char data[BS];
+	fill(data, BS, 9, 0);
+	CHECK(bcache_put(bc, &held, 0, data, BS, BCACHE_WARM) == 0 &&
+	      bcache_admit(bc, &held, 100 * BS),
+	      "admit: a version whose first block is held is admitted at its first open");
+	CHECK(bcache_put(bc, &big, 0, data, BS, 0) == 0 && bcache_put(bc, &big, 1, data, BS, 0) == 0,
+	      "admit: two blocks of the admitted version stored");
+	bcache_not_admitted(bc, 5);
+	struct bcache_counters c;
+	bcache_counters(bc, &c);
+	CHECK(c.cold_opens == 2 && c.admitted == 2 && c.not_admitted == 5,
+	      "admit: counted: 2 cold opens, 2 blocks admitted (a warm put is not), "
+	      "5 not admitted (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ")", c.cold_opens,
+	      c.admitted, c.not_admitted);
+	CHECK(stats_value(&st, "cache", "cold_opens") == 2 &&
+	      stats_value(&st, "cache", "admitted") == 2 &&
+	      stats_value(&st, "cache", "not_admitted") == 5,
+	      "admit: the same in the stats (cache.cold_opens, admitted, not_admitted)");
+	bcache_close(bc);
+
+	/* A restart forgets the opens, not the blocks: big (its first block
+	 * on disk) is admitted, big2 (opened once, nothing stored) cold. */
+	bc = open_cold(dir, 8 * BS, &st);
+	CHECK(bcache_admit(bc, &big, 8 * BS), "admit: after a restart, a version read twice is admitted");
+	CHECK(!bcache_admit(bc, &big2, 8 * BS), "… one opened once before it is cold");
+	bcache_close(bc);
+	bc = open_cold(dir, 0, NULL);
+	CHECK(bcache_admit(bc, &big2, 1ull << 40), "admit: cold_min 0 admits every open");
+	bcache_counters(bc, &c);
+	CHECK(c.cold_opens == 0, "… and counts no cold open");
+	bcache_close(bc);
+	stats_release(&st);
+}
+
 int main(void)
 {
 	char *root = unit_tmpdir("bcache");
@@ -809,6 +880,7 @@ int main(void)
 	test_lock(root);
 	test_bad_dir(root);
 	test_drop_warm(root);
+	test_admit(root);
 	test_threads(root);
 	unit_rmtree(root);
 	free(root);

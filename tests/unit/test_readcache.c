@@ -4,8 +4,11 @@
  * temporary directory: readers storing and reusing blocks, reads the cache
  * holds served from it directly (unaligned, partly cached objects, a
  * corrupt block among them), pins keeping a
- * replaced version's blocks for its readers, the eventual policy's open
- * without HEAD and its move on a 412, and warm on arrival.
+ * replaced version's blocks for its readers, the admission rule (a cold
+ * reader stores nothing and fetches only what it reads, the second open
+ * stores, a corrupt stored block is fetched again, a restart keeps
+ * it), the eventual policy's open without HEAD and its move on a 412,
+ * and warm on arrival.
  */
 #define UNIT_WITH_MD5
 #include "unit.h"
@@ -52,7 +55,10 @@ static uint64_t staged_none(void *ctx)
 	return 0;
 }
 
-static void bed_open(struct bed *b, uint64_t max_bytes, bool wait_listing)
+/* A bed whose burst buffer has blocks of bs bytes and the admission
+ * threshold cold_min (0: every object stored at its first read). */
+static void bed_open_conf(struct bed *b, uint64_t max_bytes, uint32_t bs,
+			  uint64_t cold_min, bool wait_listing)
 {
 	memset(b, 0, sizeof *b);
 	stats_init(&b->st);
@@ -60,8 +66,8 @@ static void bed_open(struct bed *b, uint64_t max_bytes, bool wait_listing)
 	    s3_fake_bucket_add(b->fake, "b"))
 		exit(2);
 	b->dir = unit_tmpdir("readcache");
-	struct bcache_conf c = { .dir = b->dir, .max_bytes = max_bytes, .block_size = BS,
-				 .staged = staged_none, .st = &b->st };
+	struct bcache_conf c = { .dir = b->dir, .max_bytes = max_bytes, .block_size = bs,
+				 .staged = staged_none, .cold_min = cold_min, .st = &b->st };
 	char err[256];
 	if (bcache_open(&c, &b->bc, err, sizeof err) || pins_new(b->bc, &b->pins)) {
 		printf("# %s\n", err);
@@ -75,6 +81,11 @@ static void bed_open(struct bed *b, uint64_t max_bytes, bool wait_listing)
 		usleep(10000);
 	}
 	b->src = (struct reader_src){ b->s3, NULL, b->bc, b->pins, NULL };
+}
+
+static void bed_open(struct bed *b, uint64_t max_bytes, bool wait_listing)
+{
+	bed_open_conf(b, max_bytes, BS, 0, wait_listing);
 }
 
 static void bed_init(struct bed *b)
@@ -253,6 +264,135 @@ static void test_reader_direct(void)
 	      (unsigned long long)(k1.misses - k0.misses),
 	      (unsigned long long)(k1.hits - k0.hits));
 	free(d);
+	bed_free(&b);
+}
+
+/* Close the bed's burst buffer and open it again on the same directory
+ * (a restart), waiting for its listing. */
+static void bed_restart(struct bed *b, uint32_t bs, uint64_t cold_min)
+{
+	pins_free(b->pins);
+	bcache_close(b->bc);
+	struct bcache_conf c = { .dir = b->dir, .max_bytes = 64ull << 20, .block_size = bs,
+				 .staged = staged_none, .cold_min = cold_min, .st = &b->st };
+	char err[256];
+	if (bcache_open(&c, &b->bc, err, sizeof err) || pins_new(b->bc, &b->pins))
+		exit(2);
+	for (int i = 0; i < 500; i++) {
+		struct bcache_counters k;
+		bcache_counters(b->bc, &k);
+		if (!k.loading)
+			break;
+		usleep(10000);
+	}
+	b->src.bc = b->bc;
+	b->src.pins = b->pins;
+}
+
+/* The admission rule through readers: an object of cold_min bytes or more
+ * is not stored at its first open (a cold reader fetches only the ranges
+ * it reads), is stored at its second, is served with no GET at the third
+ * and after a restart; a stored block that goes bad is fetched again. A
+ * small object is stored at its first read. Blocks of 256 KiB. */
+static void test_cold(void)
+{
+	const uint32_t bs = 256 * 1024;
+	struct bed b;
+	bed_open_conf(&b, 64ull << 20, bs, 4 * bs, true);
+	size_t n1 = 16 * bs + 100, n = 8 * bs + 100, sn = 3 * bs;
+	char *d = pattern(n1, 3), *sd = pattern(sn, 4), etag[33], setag[33];
+	put(&b, "big", d, n1, etag);
+	put(&b, "small", sd, sn, setag);
+	struct bcache_counters k;
+	struct reader *r;
+
+	/* First open: cold. A random read (past the first 2 MiB, so not
+	 * taken for the start of a stream) fetches 64 KiB, not its block. */
+	if (reader_open(&b.src, "b", "big", etag, n1, &r))
+		exit(2);
+	CHECK(reader_cold(r), "cold: the first open of a large version is cold");
+	char buf[100];
+	uint64_t g = gets(&b);
+	bool ok = reader_read(r, buf, sizeof buf, 12 * bs + 17) == (ssize_t)sizeof buf &&
+		  !memcmp(buf, d + 12 * bs + 17, sizeof buf);
+	ok = ok && reader_read(r, buf, sizeof buf, 12 * bs + 150000) == (ssize_t)sizeof buf &&
+	     !memcmp(buf, d + 12 * bs + 150000, sizeof buf);
+	CHECK(ok && gets(&b) == g + 2,
+	      "cold: two random reads 150 KB apart in one block: the bytes, one GET each "
+	      "(%llu): the first fetched 64 KiB, not the block",
+	      (unsigned long long)(gets(&b) - g));
+	reader_close(r);
+	bcache_counters(b.bc, &k);
+	CHECK(k.blocks == 0 && k.cold_opens == 1 && k.not_admitted >= 2,
+	      "cold: nothing stored, 1 cold open, the blocks fetched in part not stored "
+	      "(blocks %llu, cold_opens %llu, not_admitted %llu)", (unsigned long long)k.blocks,
+	      (unsigned long long)k.cold_opens, (unsigned long long)k.not_admitted);
+	uint64_t na = k.not_admitted;
+
+	/* Another version's first open streams all of it: right bytes,
+	 * nothing stored, every block counted once. */
+	char *d2 = pattern(n, 5), etag2[33];
+	put(&b, "big2", d2, n, etag2);
+	g = gets(&b);
+	CHECK(read_all(&b, "big2", etag2, d2, n), "cold: a stream of a first open: the bytes");
+	bcache_counters(b.bc, &k);
+	CHECK(k.blocks == 0 && k.not_admitted == na + 9 && gets(&b) > g,
+	      "… fetched (%llu GETs), 9 blocks not admitted (%llu), none stored",
+	      (unsigned long long)(gets(&b) - g), (unsigned long long)(k.not_admitted - na));
+
+	/* Its second open stores every block; the third needs no GET. */
+	CHECK(read_all(&b, "big2", etag2, d2, n), "cold: the second open: the bytes");
+	bcache_counters(b.bc, &k);
+	CHECK(k.blocks == 9 && k.admitted == 9, "… and all 9 blocks stored (%llu, admitted %llu)",
+	      (unsigned long long)k.blocks, (unsigned long long)k.admitted);
+	g = gets(&b);
+	CHECK(read_all(&b, "big2", etag2, d2, n) && gets(&b) == g, "… the third: no GET");
+
+	/* A stored block gone bad is fetched again, the bytes right. */
+	block_flip(&b, "big2", etag2, 4);
+	uint64_t corrupt = k.corrupt;
+	CHECK(read_all(&b, "big2", etag2, d2, n) && gets(&b) > g,
+	      "cold: a stored block flipped on disk: the bytes, fetched again");
+	bcache_counters(b.bc, &k);
+	CHECK(k.corrupt == corrupt + 1, "… counted corrupt once");
+
+	/* A cold reader of a version some of whose blocks are held (not
+	 * the first): reads those from the buffer, fetches the rest. */
+	char *d3 = pattern(n, 6), etag3[33];
+	put(&b, "big3", d3, n, etag3);
+	const struct bcache_id id3 = { "b", "big3", etag3 };
+	bcache_put(b.bc, &id3, 2, d3 + 2 * bs, bs, BCACHE_WARM);
+	bcache_put(b.bc, &id3, 5, d3 + 5 * bs, bs, BCACHE_WARM);
+	struct bcache_counters k0;
+	bcache_counters(b.bc, &k0);
+	if (reader_open(&b.src, "b", "big3", etag3, n, &r))
+		exit(2);
+	CHECK(reader_cold(r) && read_span(r, d3, 0, n, 10000),
+	      "cold: unaligned pieces of a version with two blocks held: the bytes");
+	reader_close(r);
+	bcache_counters(b.bc, &k);
+	CHECK(k.hits - k0.hits >= 2 && k.blocks == k0.blocks,
+	      "… the held blocks read from the buffer (%llu hits), nothing more stored",
+	      (unsigned long long)(k.hits - k0.hits));
+
+	/* A small object is stored at its first read. */
+	CHECK(read_all(&b, "small", setag, sd, sn), "cold: a small object: the bytes");
+	bcache_counters(b.bc, &k0);
+	CHECK(k0.blocks == k.blocks + 3, "… stored at its first read (%llu blocks)",
+	      (unsigned long long)(k0.blocks - k.blocks));
+
+	/* A restart: the version read twice is served with no GET. */
+	bed_restart(&b, bs, 4 * bs);
+	g = gets(&b);
+	if (reader_open(&b.src, "b", "big2", etag2, n, &r))
+		exit(2);
+	CHECK(!reader_cold(r), "cold: after a restart, a version read twice is not cold");
+	reader_close(r);
+	CHECK(read_all(&b, "big2", etag2, d2, n) && gets(&b) == g, "… its bytes with no GET");
+	free(d);
+	free(d2);
+	free(d3);
+	free(sd);
 	bed_free(&b);
 }
 
@@ -668,6 +808,7 @@ int main(void)
 {
 	test_reader_blocks();
 	test_reader_direct();
+	test_cold();
 	test_pins();
 	test_eventual();
 	test_eventual_race();
