@@ -85,6 +85,8 @@ struct core_deps {
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
+	bool cold_direct;            /* a cold stream (the first open of a large
+				      * version, sync/reader.h) gets direct I/O */
 	struct stage *stage;         /* write staging (sync/stage.h) */
 	struct stats *st;
 	struct copy_conf copy;       /* server-side copies: when in parts (sync/copy.h) */

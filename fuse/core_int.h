@@ -82,13 +82,14 @@ struct mkdir_ent {                   /* a directory made with mkdir */
 };
 
 /* The core's counters (common/stats.h, rows in core.c): requests by kind
- * (open_from_index: opens answered from the index without a HEAD); the
+ * (open_from_index: opens answered from the index without a HEAD;
+ * open_direct_cold: opens of a cold stream given direct I/O); the
  * copies of metadata changes (core_ns.c) whose source was the index's
  * record (no HEAD), of which the object had moved on (-ESTALE: a HEAD and
  * a second COPY), and copies made in parts (shown under "s3"). */
 struct core_counters {
 	stats_counter lookup, getattr, readdir, read, open, open_from_index,
-		      getxattr;
+		      open_direct_cold, getxattr;
 	stats_counter copy_from_index, copy_stale_index, copy_in_parts;
 };
 

@@ -13,6 +13,10 @@
  *    the same; a descriptor opened on a new version while another
  *    descriptor of the inode reads an older one gets direct I/O, so the
  *    page cache never mixes two versions.
+ *  - a cold stream (the first open of a large object's version, which the
+ *    burst buffer does not store: sync/reader.h) gets direct I/O under
+ *    `session` and `eventual` when d.cold_direct is set; later opens use
+ *    the page cache as below.
  *  - `commit`: descriptors use direct I/O and every read validates the
  *    version with a HEAD first, so a descriptor opened before another
  *    client's commit reads the new bytes.
@@ -388,6 +392,15 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 	cache->no_flush = true;          /* nothing to publish at close */
 	if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
 		cache->direct_io = true;     /* every read validates; no page cache */
+	} else if (c->d.cold_direct && vis_version_cold(f->ver)) {
+		/* A cold stream: its bytes go from the reader's buffer to
+		 * the caller's, not through pages nobody reads again; the
+		 * next open (stored by the burst buffer) uses the page
+		 * cache. Pages of the inode, of any version, are left as
+		 * they are for their own descriptors. */
+		cache->direct_io = true;
+		cache->keep_cache = true;
+		stats_inc(&c->ctr.open_direct_cold);
 	} else {
 		/* Never two versions in the inode's page cache: a new version
 		 * while older descriptors read the old one from it gets direct

@@ -36,6 +36,7 @@
 #ifndef FACETFS_FS_H
 #define FACETFS_FS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,7 @@ struct fs_deps {
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
+	bool cold_direct;            /* direct I/O for cold streams (fuse/core.h) */
 	struct stats *st;
 	struct copy_conf *copy;      /* server-side copies (sync/copy.h); NULL: defaults */
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the

@@ -367,7 +367,7 @@ int config_parse(const char *path, const char *text, size_t len,
 						   "durability",
 		"drain_streams", "drain_delay", "stop_drain", "full_timeout",
 		"readahead_streams", "readahead_bytes", "readahead_total_streams",
-		"readahead_total_bytes", NULL };
+		"readahead_total_bytes", "cold_min", "cold_direct_io", NULL };
 	check_known(&e, cache, "cache", cache_known);
 	c->cache_dir = get_str(&e, cache, "dir", "cache.dir", "/var/cache/facetfs");
 	c->cache_max_bytes = 1ULL << 30;
@@ -404,6 +404,12 @@ int config_parse(const char *path, const char *text, size_t len,
 	c->cache_full_timeout_s = 60;
 	get_count(&e, cache, "full_timeout", "cache.full_timeout", 0, 86400,
 		  &c->cache_full_timeout_s);
+	c->cache_cold_min = 32ull << 20;
+	get_size(&e, cache, "cold_min", "cache.cold_min", &c->cache_cold_min);
+	const cJSON *cdio = cJSON_GetObjectItemCaseSensitive(cache, "cold_direct_io");
+	if (cdio && !cJSON_IsBool(cdio))
+		err_add(&e, "cache.cold_direct_io", "must be true or false");
+	c->cache_cold_direct = !cdio || cJSON_IsTrue(cdio);
 
 	const cJSON *ri = cJSON_GetObjectItemCaseSensitive(root, "rescan_interval_s");
 	if (ri && (!cJSON_IsNumber(ri) || !(ri->valuedouble >= 0 && ri->valuedouble <= 1e7)))

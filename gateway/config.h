@@ -67,6 +67,9 @@ struct config {
 	uint64_t cache_ra_bytes;     /* read-ahead bytes held per reader */
 	unsigned cache_ra_total_streams; /* the same across all readers */
 	uint64_t cache_ra_total_bytes;
+	uint64_t cache_cold_min;     /* objects not stored at their first open
+				      * (sync/bcache.h bcache_admit); 0: none */
+	bool cache_cold_direct;      /* such a first open gets direct I/O */
 	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
 	char *metrics_listen;        /* "HOST:PORT" of /metrics, NULL = off */
 };

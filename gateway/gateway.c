@@ -675,6 +675,7 @@ static int open_cache(struct gateway *gw)
 		.block_size = gw->cfg.cache_block_size,
 		.staged = gw_staged_bytes, .staged_ctx = gw, .st = &gw->st,
 		.dir_made = gw_stage_renewed,
+		.cold_min = gw->cfg.cache_cold_min,
 	};
 	rc = bcache_open(&bc, &gw->bc, err, sizeof err);
 	if (rc < 0) {
@@ -909,6 +910,7 @@ int gateway_mount(const struct mount_opts *o)
 		.trace = gw.trace,
 		.ix = gw.ix, .views = &gw.views, .s3 = gw.s3, .stage = gw.stage,
 		.bc = gw.bc, .pins = gw.pins, .rpool = gw.rpool,
+		.cold_direct = gw.cfg.cache_cold_direct,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
 		.drain_streams = gw.cfg.cache_drain_streams,

@@ -181,6 +181,19 @@ static void test_sizes(void)
 	      "read-ahead set: off (0 streams), 8 MiB, 2, 16 MiB ('%s')", err);
 	if (rc == 0)
 		config_release(&c);
+	rc = load("{\"max_bytes\":\"1GiB\"}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_cold_min == 32u << 20 && c.cache_cold_direct,
+	      "admission defaults: cold_min 32 MiB, cold_direct_io true");
+	if (rc == 0)
+		config_release(&c);
+	rc = load("{\"cold_min\":0,\"cold_direct_io\":false}", "", &c, err, sizeof err);
+	CHECK(rc == 0 && c.cache_cold_min == 0 && !c.cache_cold_direct,
+	      "admission set: cold_min 0, cold_direct_io false ('%s')", err);
+	if (rc == 0)
+		config_release(&c);
+	rc = load("{\"cold_direct_io\":1}", "", &c, err, sizeof err);
+	CHECK(rc == -EINVAL && !strcmp(err, "f.json: cache.cold_direct_io: must be true or false"),
+	      "refused: cold_direct_io 1 (\"%s\")", err);
 	const char *bad_ra[][2] = {
 		{ "{\"readahead_streams\":17}", "f.json: cache.readahead_streams: must be a whole number from 0 to 16" },
 		{ "{\"readahead_streams\":1.5}", "f.json: cache.readahead_streams: must be a whole number from 0 to 16" },
