@@ -225,6 +225,23 @@ int  core_symlink(struct core *c, uint64_t parent, const char *name,
 		  const char *target, const struct core_who *who, struct core_entry *e);
 ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		  off_t off);
+/* The bytes of one read where they lie (core_read_data): iov[0..n) in
+ * order, held until core_read_done(). */
+#define CORE_READ_IOV 4
+struct reader_buf;
+struct core_rdata {
+	unsigned n;
+	struct { const void *base; size_t len; } iov[CORE_READ_IOV];
+	struct reader_buf *hold[CORE_READ_IOV];   /* the readers' buffers */
+	void *own;                   /* or a buffer of the core's */
+};
+/* As core_read, but an object's bytes are not copied: they stay in the
+ * reader's buffers (sync/reader.h reader_read_pieces) for the reply to be
+ * written from; other files' bytes go into a buffer of the core's. The
+ * count or a negative errno; call core_read_done() in every case. */
+ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t off,
+		       struct core_rdata *d);
+void core_read_done(struct core_rdata *d);
 ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
 		   size_t len, off_t off);
 int  core_flush(struct core *c, struct core_file *f);   /* close: a commit point */

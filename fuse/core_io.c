@@ -587,6 +587,50 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 				(uint64_t)off);
 }
 
+ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t off,
+		       struct core_rdata *d)
+{
+	memset(d, 0, sizeof *d);
+	struct ofile *held = NULL;
+	if (f->kind == FILE_OBJECT && !staged_copy(c, f, &held)) {
+		stats_inc(&c->ctr.read);
+		struct reader_piece pc[READER_PIECES];
+		unsigned n = 0;
+		ssize_t got = vis_version_read_pieces(f->ver,
+						      core_view_policy(c, file_view(c, f)),
+						      len, (uint64_t)off, pc, &n);
+		_Static_assert(READER_PIECES <= CORE_READ_IOV, "room for the pieces");
+		for (unsigned i = 0; i < n; i++) {
+			d->iov[i].base = pc[i].p;
+			d->iov[i].len = pc[i].len;
+			d->hold[i] = pc[i].hold;
+		}
+		d->n = n;
+		return got;
+	}
+	core_ofile_put(c, held);
+	/* A staged copy or a .facetfs file: copied, as core_read does. */
+	if (!(d->own = malloc(len ? len : 1)))
+		return -ENOMEM;
+	ssize_t got = core_read(c, f, d->own, len, off);
+	if (got > 0) {
+		d->n = 1;
+		d->iov[0].base = d->own;
+		d->iov[0].len = (size_t)got;
+	}
+	return got;
+}
+
+void core_read_done(struct core_rdata *d)
+{
+	for (unsigned i = 0; i < d->n; i++) {
+		struct reader_piece p = { .hold = d->hold[i] };
+		reader_pieces_put(&p, p.hold ? 1 : 0);
+	}
+	free(d->own);
+	memset(d, 0, sizeof *d);
+}
+
 static ssize_t control_write(struct core *c, struct core_file *f, const char *buf,
 			     size_t len)
 {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 
 static struct core_file *file_of(struct fuse_file_info *fi)
 {
@@ -291,24 +292,42 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
+/* The reply is written from where the bytes lie (the reader's ranges):
+ * the one copy left here is the kernel's, into the page cache or, with
+ * direct I/O, the caller's buffer. fuse_reply_data() sends one memory
+ * buffer as it is; libfuse 3.14 would first copy a vector of several into
+ * one, so several pieces go by fuse_reply_iov(), which writes them as
+ * they are. */
+static void reply_rdata(fuse_req_t req, const struct core_rdata *d)
+{
+	if (d->n == 0) {
+		fuse_reply_buf(req, NULL, 0);
+	} else if (d->n == 1) {
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(d->iov[0].len);
+		bv.buf[0].mem = (void *)d->iov[0].base;
+		fuse_reply_data(req, &bv, FUSE_BUF_NO_SPLICE);
+	} else {
+		struct iovec iov[CORE_READ_IOV];
+		for (unsigned i = 0; i < d->n; i++)
+			iov[i] = (struct iovec){ (void *)d->iov[i].base, d->iov[i].len };
+		fuse_reply_iov(req, iov, (int)d->n);
+	}
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	struct fs *fs = fs_of(req);
-	ssize_t n = core_read(fs->core, file_of(fi), buf, size, off);
+	struct core_rdata d;
+	ssize_t n = core_read_data(fs->core, file_of(fi), size, off, &d);
 	if (FS_TRACING(fs))
 		fs_trace_fh(req, TRACE_READ, file_of(fi), (uint64_t)off, size, n);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+		reply_rdata(req, &d);
+	core_read_done(&d);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

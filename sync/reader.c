@@ -24,6 +24,15 @@
  * landed, orphans those in flight (their helper frees them on landing) and
  * starts over. Chunks more than TRIM_BEHIND behind a sequential reader are
  * freed. reader_close() orphans what is in flight and waits for the helpers.
+ *
+ * A chunk's bytes live in a struct reader_buf with a count of references: the
+ * chunk holds one, and reader_read_pieces() gives one to each piece it
+ * returns, so a reply is written from the chunk itself while the chunk
+ * may be freed, or the reader closed, before the reply went. The last
+ * reference returns the buffer to the pool's free list (at most
+ * FREE_MAX_N buffers, FREE_TOTAL bytes), from which the next chunk of
+ * about its size takes it: a stream does not map and fault in fresh
+ * memory for every range.
  */
 #include "sync/reader.h"
 
@@ -36,6 +45,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +68,14 @@
  * next blocks' files this many blocks ahead (bcache_prefetch). */
 #define PF_BLOCKS    8u
 #define SYNC_KEEP    4u
-#define SPARE_MAX    2u                  /* range buffers kept for reuse */
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
+#define FREE_MAX_N   16u                 /* free buffers kept by a pool */
+#define FREE_TOTAL   (64u * 1024 * 1024) /* and their bytes at most */
+#define BUF_UNIT     (64u * 1024)        /* buffers are made in these */
 
 /* ---------- the pool: bounds across readers ---------- */
+
+struct reader_buf;
 
 struct reader_pool {
 	pthread_mutex_t lock;        /* a leaf; protects everything below */
@@ -69,6 +83,21 @@ struct reader_pool {
 	unsigned streams, streams_max;
 	uint64_t bytes, bytes_max;
 	uint64_t kept, kept_max;     /* c.kept_bytes at most */
+	struct reader_buf *free;           /* buffers no one holds, for reuse */
+	unsigned n_free;
+	uint64_t free_bytes;
+	uint64_t made, reused;       /* buffers allocated; taken from free */
+};
+
+/* Bytes of one chunk (or of a read of the burst buffer's files), shared
+ * by references: see DESIGN above. data[] holds cap bytes. */
+struct reader_buf {
+	atomic_uint refs;
+	size_t cap;
+	struct reader_pool *pool;    /* where the last put returns it; NULL:
+				      * freed */
+	struct reader_buf *next;           /* on the pool's free list */
+	char data[];
 };
 
 int reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out)
@@ -90,6 +119,11 @@ void reader_pool_free(struct reader_pool *p)
 {
 	if (!p)
 		return;
+	while (p->free) {
+		struct reader_buf *b = p->free;
+		p->free = b->next;
+		free(b);
+	}
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -98,8 +132,77 @@ void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *ou
 {
 	mod_lock(&p->lock);
 	*out = (struct reader_pool_counters){ p->streams, p->streams_max, p->bytes,
-					      p->bytes_max, p->kept, p->kept_max };
+					      p->bytes_max, p->kept, p->kept_max,
+					      p->n_free, p->free_bytes, p->made, p->reused };
 	mod_unlock(&p->lock);
+}
+
+/* A buffer of at least want bytes, one reference: a free one of the
+ * pool's no larger than twice want (the smallest), else a new one. NULL:
+ * no memory. No lock held by the caller but perhaps the reader's (the
+ * pool's is a leaf). */
+static struct reader_buf *rbuf_get(struct reader_pool *p, size_t want)
+{
+	struct reader_buf *b = NULL;
+	if (p) {
+		mod_lock(&p->lock);
+		struct reader_buf **best = NULL;
+		for (struct reader_buf **pp = &p->free; *pp; pp = &(*pp)->next)
+			if ((*pp)->cap >= want && (*pp)->cap / 2 <= want &&
+			    (!best || (*pp)->cap < (*best)->cap))
+				best = pp;
+		if (best) {
+			b = *best;
+			*best = b->next;
+			p->n_free--;
+			p->free_bytes -= b->cap;
+			p->reused++;
+		} else {
+			p->made++;
+		}
+		mod_unlock(&p->lock);
+	}
+	if (!b) {
+		size_t cap = (want + BUF_UNIT - 1) / BUF_UNIT * BUF_UNIT;
+		if (!cap)
+			cap = BUF_UNIT;
+		if (!(b = malloc(sizeof *b + cap)))
+			return NULL;
+		b->cap = cap;
+		b->pool = p;
+	}
+	b->next = NULL;
+	atomic_init(&b->refs, 1);
+	return b;
+}
+
+static struct reader_buf *rbuf_ref(struct reader_buf *b)
+{
+	atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+	return b;
+}
+
+/* Drop one reference; the last returns b to its pool (if it has room)
+ * or frees it. Any thread, any lock (the pool's is a leaf). */
+static void rbuf_put(struct reader_buf *b)
+{
+	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	struct reader_pool *p = b->pool;
+	if (p) {
+		mod_lock(&p->lock);
+		bool keep = p->n_free < FREE_MAX_N && p->free_bytes + b->cap <= FREE_TOTAL;
+		if (keep) {
+			b->next = p->free;
+			p->free = b;
+			p->n_free++;
+			p->free_bytes += b->cap;
+		}
+		mod_unlock(&p->lock);
+		if (keep)
+			return;
+	}
+	free(b);
 }
 
 /* One GET of len bytes ahead: granted (counted) or not. */
@@ -141,7 +244,7 @@ static void pool_release(struct reader_pool *p, uint64_t len)
 	mod_unlock(&p->lock);
 }
 
-/* len bytes kept between reads (a window, a spare buffer): granted
+/* len bytes kept between reads (a window): granted
  * (counted) or not. No pool: always. */
 static bool pool_keep(struct reader_pool *p, uint64_t len)
 {
@@ -178,8 +281,7 @@ struct chunk {
 	bool orphan;             /* FETCHING but no longer wanted */
 	uint64_t off;
 	size_t len, got;
-	char *buf;               /* cap bytes; NULL until the fetch allocates */
-	size_t cap;
+	struct reader_buf *rb;         /* its bytes; NULL until the fetch allocates */
 	size_t kept;             /* bytes charged to the pool's kept (a
 				  * window kept between reads) */
 	uint64_t tick;           /* last use */
@@ -215,12 +317,6 @@ struct reader {
 	uint64_t ra_held;        /* bytes of ahead chunks held */
 	uint64_t pf_end;         /* blocks before this one were prefetched */
 	unsigned ra_flight;      /* ahead GETs in flight */
-	/* Buffers of freed ranges (at least RA_CHUNK_MIN bytes), reused for
-	 * the next ones: a stream does not map and fault in fresh memory for
-	 * every range. Freed by ra_stop() and close. */
-	char *spare[SPARE_MAX];
-	size_t spare_cap[SPARE_MAX];
-	unsigned n_spare;
 };
 
 /* Bump counter field of r's counters by n (none when r has none). */
@@ -318,45 +414,8 @@ static void chunk_free(struct reader *r, struct chunk *c)
 		r->ra_held -= c->len;
 	}
 	pool_unkeep(r->pool, c->kept);
-	if (c->buf && c->cap >= RA_CHUNK_MIN && r->n_spare < SPARE_MAX && !r->closing &&
-	    pool_keep(r->pool, c->cap)) {
-		r->spare[r->n_spare] = c->buf;
-		r->spare_cap[r->n_spare++] = c->cap;
-	} else {
-		free(c->buf);
-	}
+	rbuf_put(c->rb);
 	*c = (struct chunk){ .state = CH_FREE };
-}
-
-static void spares_free(struct reader *r)
-{
-	while (r->n_spare) {
-		r->n_spare--;
-		pool_unkeep(r->pool, r->spare_cap[r->n_spare]);
-		free(r->spare[r->n_spare]);
-	}
-}
-
-/* A spare buffer of at least want bytes for c (none: c->buf stays NULL
- * and the fetch allocates); its charge as a kept buffer moves to c->kept
- * (a window kept, the caller sees to it) or goes (an ahead chunk, charged
- * to the pool's bytes). Caller holds the lock. */
-static void spare_take(struct reader *r, struct chunk *c, size_t want)
-{
-	for (unsigned i = 0; i < r->n_spare; i++) {
-		if (r->spare_cap[i] < want)
-			continue;
-		c->buf = r->spare[i];
-		c->cap = r->spare_cap[i];
-		if (c->ahead)
-			pool_unkeep(r->pool, c->cap);
-		else
-			c->kept = c->cap;
-		r->n_spare--;
-		r->spare[i] = r->spare[r->n_spare];
-		r->spare_cap[i] = r->spare_cap[r->n_spare];
-		return;
-	}
 }
 
 void reader_close(struct reader *r)
@@ -373,7 +432,6 @@ void reader_close(struct reader *r)
 	for (unsigned i = 0; i < RA_SLOTS; i++)
 		if (r->ch[i].state != CH_FREE)
 			chunk_free(r, &r->ch[i]);
-	spares_free(r);
 	mod_unlock(&r->lock);
 	if (r->pins) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
@@ -493,20 +551,17 @@ static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
 	return done ? 0 : rc;
 }
 
-/* [at, at+want) into *buf (*cap bytes; allocated when NULL); *got bytes
+/* [at, at+want) into *rb (taken from the pool when NULL); *got bytes
  * arrived. The buffer is the caller's in every case. No lock held. */
-static int fetch(struct reader *r, uint64_t at, size_t want, char **buf, size_t *cap,
+static int fetch(struct reader *r, uint64_t at, size_t want, struct reader_buf **rb,
 		 size_t *got)
 {
 	*got = 0;
-	if (!*buf) {
-		if (!(*buf = malloc(want ? want : 1)))
-			return -ENOMEM;
-		*cap = want ? want : 1;
-	}
-	return r->bc ? fetch_blocks(r, at, want, *buf, got)
+	if (!*rb && !(*rb = rbuf_get(r->pool, want)))
+		return -ENOMEM;
+	return r->bc ? fetch_blocks(r, at, want, (*rb)->data, got)
 		     : s3_get(r->s3, r->bucket, r->key, at, want,
-			      r->etag[0] ? r->etag : NULL, *buf, got);
+			      r->etag[0] ? r->etag : NULL, (*rb)->data, got);
 }
 
 /* With a burst buffer that stores what the reader fetches, a window is
@@ -541,12 +596,11 @@ static void *ra_main(void *arg)
 	mod_lock(&r->lock);
 	uint64_t at = c->off;        /* fixed while FETCHING */
 	size_t want = c->len;
-	char *nb = c->buf;
-	size_t cap = c->cap;
 	mod_unlock(&r->lock);
 
+	struct reader_buf *rb = NULL;
 	size_t got;
-	int rc = fetch(r, at, want, &nb, &cap, &got);
+	int rc = fetch(r, at, want, &rb, &got);
 
 	mod_lock(&r->lock);
 	pool_landed(r->pool);
@@ -555,8 +609,7 @@ static void *ra_main(void *arg)
 		R_COUNT(r, ra_ranges, 1);
 		R_COUNT(r, ra_bytes, got);
 	}
-	c->buf = nb;
-	c->cap = cap;
+	c->rb = rb;
 	if (c->orphan || r->closing) {
 		R_COUNT(r, ra_wasted, got);
 		c->state = CH_FAILED;   /* counted: chunk_free counts nothing more */
@@ -586,7 +639,6 @@ static void ra_stop(struct reader *r)
 		else
 			chunk_free(r, c);
 	}
-	spares_free(r);
 	ra_reset(r);
 }
 
@@ -632,7 +684,6 @@ static void ra_fill(struct reader *r, uint64_t pos)
 		struct ra_job *j = malloc(sizeof *j);
 		*c = (struct chunk){ .state = CH_FETCHING, .ahead = true, .off = from,
 				     .len = want, .tick = ++r->tick };
-		spare_take(r, c, want);
 		r->ra_held += want;
 		r->ra_flight++;
 		r->helpers++;
@@ -704,8 +755,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	align_blocks(r, &from, &want);
 	if (c) {
 		*c = (struct chunk){ .state = CH_FREE };
-		spare_take(r, c, want);
-		if (!c->kept && !pool_keep(r->pool, want)) {
+		if (!pool_keep(r->pool, want)) {
 			/* Readers keep enough already: this read fetches
 			 * what it needs (whole blocks with a burst buffer)
 			 * into a chunk that goes after it. */
@@ -716,7 +766,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 				want = (size_t)(stop - at);
 			from = at;
 			align_blocks(r, &from, &want);
-		} else if (!c->kept) {
+		} else {
 			c->kept = want;
 		}
 	}
@@ -724,22 +774,19 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		c = tmp;
 		*c = (struct chunk){ 0 };
 	}
-	char *sbuf = c->buf;
-	size_t scap = c->cap, skept = c->kept;
+	size_t skept = c->kept;
 	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
-			     .tick = ++r->tick, .buf = sbuf, .cap = scap, .kept = skept };
-	char *nb = c->buf;
-	size_t cap = c->cap;
+			     .tick = ++r->tick, .kept = skept };
 	mod_unlock(&r->lock);
+	struct reader_buf *rb = NULL;
 	size_t got;
-	int rc = fetch(r, from, want, &nb, &cap, &got);
+	int rc = fetch(r, from, want, &rb, &got);
 	mod_lock(&r->lock);
 	pthread_cond_broadcast(&r->cv);
-	c->buf = nb;
-	c->cap = cap;
+	c->rb = rb;
 	if (rc < 0 || from + got <= at) {
 		if (c == tmp)
-			free(nb);
+			rbuf_put(rb);
 		else
 			chunk_free(r, c);
 		return rc < 0 ? rc : 0;
@@ -769,8 +816,8 @@ static size_t read_cached(struct reader *r, char *buf, size_t len, uint64_t off,
 		uint64_t at = off + done;
 		size_t n = (size_t)min_sz(r->bs, r->size - at);   /* the whole block */
 		/* A block that fails here is looked for again (and counted
-		 * as a miss once) by the chunk path. */
-		if (len - done < n || !bcache_has(r->bc, &id, at / r->bs) ||
+		 * as a miss once) by the chunk path. No buf: prefetch only. */
+		if (!buf || len - done < n || !bcache_has(r->bc, &id, at / r->bs) ||
 		    bcache_try(r->bc, &id, at / r->bs, buf + done, n, 0) != (ssize_t)n)
 			break;
 		done += n;
@@ -808,12 +855,74 @@ static bool cached_ahead(struct reader *r, uint64_t pos)
 	return bcache_has(r->bc, &id, blk < last ? blk : last);
 }
 
-ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
+/* Where a read's bytes go: copied into buf (reader_read), or left where
+ * they lie and named by pieces holding their buffers (reader_read_pieces).
+ * A read that needs more than READER_PIECES pieces is copied into one
+ * buffer of its own from there on (one). */
+struct sink {
+	char *buf;                   /* copy into this; NULL: pieces */
+	struct reader_piece *pc;
+	unsigned n;
+	struct reader_buf *one;      /* pieces folded into this one buffer */
+	struct reader_pool *pool;
+	size_t len;                  /* the read's whole length */
+};
+
+/* Bytes [p, p + n) of b are the read's from offset done on: copied or
+ * held (a reference taken). 0 or -ENOMEM. */
+static int sink_add(struct sink *s, size_t done, struct reader_buf *b, const char *p,
+		    size_t n)
+{
+	if (!s->buf && s->n == READER_PIECES) {
+		struct reader_buf *one = rbuf_get(s->pool, s->len);
+		if (!one)
+			return -ENOMEM;
+		size_t o = 0;
+		for (unsigned i = 0; i < s->n; i++) {
+			memcpy(one->data + o, s->pc[i].p, s->pc[i].len);
+			o += s->pc[i].len;
+			rbuf_put(s->pc[i].hold);
+		}
+		s->n = 1;
+		s->pc[0] = (struct reader_piece){ one->data, o, one };
+		s->one = one;
+		s->buf = one->data;
+	}
+	if (s->buf) {
+		memcpy(s->buf + done, p, n);
+		if (s->one)
+			s->pc[0].len = done + n;
+		return 0;
+	}
+	s->pc[s->n++] = (struct reader_piece){ p, n, rbuf_ref(b) };
+	return 0;
+}
+
+/* read_cached into the sink: into its buffer, or into a buffer of the
+ * pool's that becomes the first piece (taken only when the first block
+ * is held). No lock held. */
+static size_t sink_cached(struct reader *r, struct sink *s, size_t len, uint64_t off,
+			  uint64_t pf_from, uint64_t pf_to)
+{
+	if (s->buf)
+		return read_cached(r, s->buf, len, off, pf_from, pf_to);
+	const struct bcache_id id = { r->bucket, r->key, r->etag };
+	struct reader_buf *b = len >= r->bs && bcache_has(r->bc, &id, off / r->bs)
+			       ? rbuf_get(r->pool, len) : NULL;
+	size_t done = read_cached(r, b ? b->data : NULL, len, off, pf_from, pf_to);
+	if (done && sink_add(s, 0, b, b->data, done) < 0)
+		done = 0;
+	rbuf_put(b);
+	return done;
+}
+
+static ssize_t read_to(struct reader *r, struct sink *s, size_t len, uint64_t off)
 {
 	if (off >= r->size || len == 0)
 		return 0;
 	if (len > r->size - off)
 		len = (size_t)(r->size - off);
+	s->len = len;
 
 	size_t done = 0;
 	ssize_t result = 0;
@@ -830,7 +939,7 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 		if (sequential)
 			prefetch_range(r, off, len, &pf_from, &pf_to);
 		mod_unlock(&r->lock);
-		done = read_cached(r, buf, len, off, pf_from, pf_to);
+		done = sink_cached(r, s, len, off, pf_from, pf_to);
 		local = done == len && cached_ahead(r, off + len);
 		mod_lock(&r->lock);
 	}
@@ -855,14 +964,20 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 			}
 		}
 		size_t n = min_sz(len - done, (size_t)(c->off + c->got - at));
-		memcpy((char *)buf + done, c->buf + (at - c->off), n);
+		int rc = sink_add(s, done, c->rb, c->rb->data + (at - c->off), n);
+		if (c == &tmp)
+			rbuf_put(tmp.rb);
+		if (rc < 0) {
+			result = rc;
+			break;
+		}
 		done += n;
+		if (c == &tmp)
+			continue;
 		if (c->ahead && !c->used)
 			ra_grow(r);
 		c->used = true;
 		c->tick = ++r->tick;
-		if (c == &tmp)
-			free(tmp.buf);
 	}
 	if (done && !sequential)
 		r->next_seq_off = off + done;
@@ -884,4 +999,31 @@ ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
 	if (result < 0)
 		return result;
 	return (ssize_t)done;
+}
+
+ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off)
+{
+	struct sink s = { .buf = buf };
+	return read_to(r, &s, len, off);
+}
+
+ssize_t reader_read_pieces(struct reader *r, size_t len, uint64_t off,
+			   struct reader_piece *pc, unsigned *n)
+{
+	struct sink s = { .pc = pc, .pool = r->pool };
+	ssize_t got = read_to(r, &s, len, off);
+	if (got < 0) {
+		reader_pieces_put(pc, s.n);
+		s.n = 0;
+	}
+	*n = s.n;
+	return got;
+}
+
+void reader_pieces_put(struct reader_piece *pc, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		rbuf_put(pc[i].hold);
+		pc[i].hold = NULL;
+	}
 }

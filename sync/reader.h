@@ -16,13 +16,20 @@
  * max_bytes) and, through a shared struct reader_pool, across readers (GETs
  * in flight, bytes held): a range the pool refuses is not fetched ahead
  * (the read fetches it itself when it gets there), so many readers never
- * exhaust memory or connections. A streaming reader also keeps up to two
- * buffers of ranges it finished with for the next ones (freed at a random
- * read and at close). What readers keep between reads (their last windows
- * and those buffers) counts against kept_bytes (READER_KEPT_TOTAL) across
- * the pool: past
- * it a window is freed right after its read and a buffer is not kept, so
- * many open, idle descriptors never hold more than that.
+ * exhaust memory or connections. What readers keep between reads (their
+ * last windows) counts against kept_bytes (READER_KEPT_TOTAL) across the
+ * pool: past it a window is freed right after its read, so many open, idle
+ * descriptors never hold more than that. Buffers no one holds any more go
+ * to the pool's free list (at most 16 of them, 64 MiB) and are taken again
+ * by the next ranges of about their size, so a stream does not fault in
+ * fresh memory for every range.
+ *
+ * reader_read() copies the bytes into the caller's buffer;
+ * reader_read_pieces() leaves them where they lie (the reader's ranges,
+ * or one buffer read from the burst buffer's files) and returns up to
+ * READER_PIECES pieces, each holding its buffer until reader_pieces_put():
+ * a reply can be written from them with no copy of ours, even after the
+ * reader freed the range or closed.
  *
  * With a burst buffer (sync/bcache.h), blocks the buffer holds for this
  * version are read from it, the others fetched from S3 (consecutive
@@ -110,7 +117,10 @@ void reader_pool_free(struct reader_pool *p);
 struct reader_pool_counters {
 	unsigned streams, streams_max;
 	uint64_t bytes, bytes_max;
-	uint64_t kept, kept_max;     /* windows and buffers kept between reads */
+	uint64_t kept, kept_max;     /* windows kept between reads */
+	unsigned free;               /* buffers on the free list, */
+	uint64_t free_bytes;         /* their bytes */
+	uint64_t made, reused;       /* buffers allocated, taken from the list */
 };
 void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *out);
 
@@ -122,6 +132,21 @@ int reader_open(const struct reader_src *src, const char *bucket,
  * only at the end of the object) or a negative errno (-ESTALE when the
  * object changed, -EIO, -ENOENT), also when part of the range was there. */
 ssize_t reader_read(struct reader *r, void *buf, size_t len, uint64_t off);
+/* One piece of a read's bytes: len bytes at p, in a buffer hold keeps. */
+struct reader_buf;
+struct reader_piece {
+	const char *p;
+	size_t len;
+	struct reader_buf *hold;
+};
+#define READER_PIECES 4
+/* As reader_read, but the bytes stay where they are: up to READER_PIECES
+ * pieces in pc, in order, *n of them (0 with an error or at the end).
+ * Each holds its buffer until reader_pieces_put(), which any thread may
+ * call, before or after reader_close(), while the pool lives. */
+ssize_t reader_read_pieces(struct reader *r, size_t len, uint64_t off,
+			   struct reader_piece *pc, unsigned *n);
+void reader_pieces_put(struct reader_piece *pc, unsigned n);
 void reader_close(struct reader *r);
 /* Is r a cold reader: it has a burst buffer that does not store what it
  * fetches (bcache_admit said no at its open)? */

@@ -131,13 +131,29 @@ static int revalidate(struct vis_version *v, bool unserved_only,
 	return rc;
 }
 
+/* Where a read's bytes go: copied into buf, or left in the reader's
+ * buffers as pieces (pc, *n: sync/reader.h reader_read_pieces). */
+struct dst {
+	void *buf;
+	struct reader_piece *pc;
+	unsigned *n;
+};
+
+static ssize_t rd_read(struct reader *rd, const struct dst *d, size_t len, uint64_t off)
+{
+	return d->pc ? reader_read_pieces(rd, len, off, d->pc, d->n)
+		     : reader_read(rd, d->buf, len, off);
+}
+
 /* Read under the version's lock (a revalidation may swap the reader).
  * Bytes returned mark the version served before the lock is let go, so a
- * revalidation that follows sees them. */
-static ssize_t read_locked(struct vis_version *v, void *buf, size_t len, uint64_t off)
+ * revalidation that follows sees them. Pieces hold their buffers, not
+ * the reader: a swap after the lock is let go leaves them good. */
+static ssize_t read_locked(struct vis_version *v, const struct dst *d, size_t len,
+			   uint64_t off)
 {
 	pthread_mutex_lock(&v->lock);
-	ssize_t n = reader_read(v->rd, buf, len, off);
+	ssize_t n = rd_read(v->rd, d, len, off);
 	if (n > 0)
 		atomic_store(&v->served, true);
 	pthread_mutex_unlock(&v->lock);
@@ -146,10 +162,10 @@ static ssize_t read_locked(struct vis_version *v, void *buf, size_t len, uint64_
 
 /* `eventual`: a 412 before any byte was returned moves the descriptor to
  * the current version once; after that it is `session`. */
-static ssize_t read_eventual(struct vis_version *v, void *buf, size_t len,
+static ssize_t read_eventual(struct vis_version *v, const struct dst *d, size_t len,
 			     uint64_t off)
 {
-	ssize_t n = read_locked(v, buf, len, off);
+	ssize_t n = read_locked(v, d, len, off);
 	if (n == -ESTALE && !atomic_load(&v->served)) {
 		struct obj_meta o = { 0 };
 		bool moved;
@@ -157,23 +173,38 @@ static ssize_t read_eventual(struct vis_version *v, void *buf, size_t len,
 		if (rc == 0 && moved && v->moved)
 			v->moved(v->moved_ctx, &o);   /* the HEAD set bucket and key */
 		obj_meta_release(&o);
-		n = rc < 0 ? rc : read_locked(v, buf, len, off);
+		n = rc < 0 ? rc : read_locked(v, d, len, off);
 	}
 	return n;
+}
+
+static ssize_t version_read(struct vis_version *v, enum vis_policy p,
+			    const struct dst *d, size_t len, uint64_t off)
+{
+	if (p == VIS_EVENTUAL)
+		return read_eventual(v, d, len, off);
+	if (!vis_read_validates(p))
+		return rd_read(v->rd, d, len, off);
+	struct obj_meta o = { 0 };
+	bool moved;
+	int rc = revalidate(v, false, &o, &moved);
+	obj_meta_release(&o);
+	return rc < 0 ? rc : read_locked(v, d, len, off);
 }
 
 ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 			 size_t len, uint64_t off)
 {
-	if (p == VIS_EVENTUAL)
-		return read_eventual(v, buf, len, off);
-	if (!vis_read_validates(p))
-		return reader_read(v->rd, buf, len, off);
-	struct obj_meta o = { 0 };
-	bool moved;
-	int rc = revalidate(v, false, &o, &moved);
-	obj_meta_release(&o);
-	return rc < 0 ? rc : read_locked(v, buf, len, off);
+	const struct dst d = { .buf = buf };
+	return version_read(v, p, &d, len, off);
+}
+
+ssize_t vis_version_read_pieces(struct vis_version *v, enum vis_policy p, size_t len,
+				uint64_t off, struct reader_piece *pc, unsigned *n)
+{
+	*n = 0;
+	const struct dst d = { .pc = pc, .n = n };
+	return version_read(v, p, &d, len, off);
 }
 
 void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size)

@@ -86,6 +86,11 @@ void vis_version_on_moved(struct vis_version *v, vis_moved_fn fn, void *ctx);
  * under commit the HEAD's error, e.g. -ENOENT once the object is deleted). */
 ssize_t vis_version_read(struct vis_version *v, enum vis_policy p, void *buf,
 			 size_t len, uint64_t off);
+/* As vis_version_read, with the bytes left in the reader's buffers as
+ * up to READER_PIECES pieces (sync/reader.h reader_read_pieces; *n of
+ * them, 0 on an error), each held until reader_pieces_put(). */
+ssize_t vis_version_read_pieces(struct vis_version *v, enum vis_policy p, size_t len,
+				uint64_t off, struct reader_piece *pc, unsigned *n);
 /* The ETag the descriptor reads now (copied into out) and, size not
  * NULL, that version's size. */
 void vis_version_etag(struct vis_version *v, char out[72], uint64_t *size);

@@ -16,6 +16,8 @@
  *     open; a descriptor never mixes versions: it returns the bytes of its
  *     version while S3 has it, and afterwards those bytes or -ESTALE
  *     (-ENOENT once the key is deleted), never other bytes.
+ * Every other read goes the way of the mount (core_read_data: the bytes
+ * left in the readers' buffers), the rest through core_read.
  * Namespace: each gateway sees its own changes at once; the other one sees
  * them when the test delivers its queued events (one per change in S3,
  * its own too, applied to its index with index_apply as ingest does), at
@@ -404,13 +406,38 @@ static bool bytes_eq(const struct bytes *want, size_t off, size_t len,
 	       memcmp(got, want->b + (off < want->len ? off : 0), wn) == 0;
 }
 
+/* A read as the mount makes it (core_read_data: the bytes where they lie,
+ * gathered here) or copied (core_read). The pieces must add up to the
+ * count (else -EPROTO). */
+static ssize_t read_either(struct core *c, struct core_file *f, unsigned char *buf,
+			   size_t len, off_t off, bool pieces)
+{
+	if (!pieces)
+		return core_read(c, f, buf, len, off);
+	struct core_rdata d;
+	ssize_t n = core_read_data(c, f, len, off, &d);
+	size_t at = 0;
+	for (unsigned i = 0; n >= 0 && i < d.n; i++) {
+		if (at + d.iov[i].len > len) {
+			n = -EPROTO;
+			break;
+		}
+		memcpy(buf + at, d.iov[i].base, d.iov[i].len);
+		at += d.iov[i].len;
+	}
+	if (n >= 0 && at != (size_t)n)
+		n = -EPROTO;
+	core_read_done(&d);
+	return n;
+}
+
 static void step_read(struct world *w, int di, size_t off, size_t len)
 {
 	struct mdesc *d = &w->d[di];
 	struct gw *gw = &w->gw[d->g];
 	logf_(w, "gw%d read d%d off %zu len %zu\n", d->g, di, off, len);
 	unsigned char buf[MAXLEN];
-	ssize_t n = core_read(gw->core, d->f, buf, len, (off_t)off);
+	ssize_t n = read_either(gw->core, d->f, buf, len, (off_t)off, w->reads & 1);
 	w->reads++;
 	if (d->writable) {
 		expect_bytes(w, "read-your-writes (own staged copy)", &d->st->data, off, len,

@@ -238,6 +238,13 @@ static void test_reader_direct(void)
 	CHECK(k1.hits == k0.hits + 4 && k1.misses == k0.misses,
 	      "… one hit per block (%llu) and no miss",
 	      (unsigned long long)(k1.hits - k0.hits));
+	/* The same as pieces: one buffer read from the block files. */
+	struct reader_piece pc[READER_PIECES];
+	unsigned np;
+	ssize_t got = reader_read_pieces(r, 4 * BS, 0, pc, &np);
+	CHECK(got == 4 * BS && np == 1 && pc[0].len == 4 * BS && !memcmp(pc[0].p, d, 4 * BS) &&
+	      gets(&b) == g, "cached blocks as pieces: one piece, the bytes, no GET");
+	reader_pieces_put(pc, np);
 	reader_close(r);
 	if (reader_open(&b.src, "b", "p", etag, n, &r))
 		exit(2);

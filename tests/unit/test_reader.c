@@ -9,7 +9,10 @@
  * Parallel read-ahead: several ranged GETs in flight (slow GETs), within
  * the per-reader and the shared pool's bounds, a range failing in the
  * middle of it, the object changing while it streams, a random read
- * stopping it, and close while ranges are in flight.
+ * stopping it, and close while ranges are in flight. Reads that leave the
+ * bytes in the reader's buffers (pieces): a stream right piece by piece,
+ * buffers taken again from the pool's free list, pieces held after the
+ * range was freed and after close, a read over more ranges than pieces.
  */
 #define UNIT_WITH_MD5
 #include "unit.h"
@@ -659,6 +662,90 @@ static void test_kept_bound(void)
 	bed_free(&b);
 }
 
+/* Read [off, off+len) as pieces: true if they are the object's bytes in
+ * order and no more than READER_PIECES; the pieces stay held in pc/n. */
+static bool pieces_ok(struct bed *b, struct reader *r, uint64_t off, size_t len,
+		      struct reader_piece *pc, unsigned *n)
+{
+	ssize_t got = reader_read_pieces(r, len, off, pc, n);
+	size_t want = off >= b->size ? 0 : b->size - off < len ? b->size - (size_t)off : len;
+	bool ok = got == (ssize_t)want && *n <= READER_PIECES;
+	size_t at = 0;
+	for (unsigned i = 0; ok && i < *n; i++) {
+		ok = pc[i].hold && pc[i].len && at + pc[i].len <= want &&
+		     !memcmp(pc[i].p, b->data + off + at, pc[i].len);
+		at += pc[i].len;
+	}
+	if (!ok || at != want)
+		printf("# pieces of %zu at %llu: %zd in %u (want %zu)\n", len,
+		       (unsigned long long)off, got, *n, want);
+	return ok && at == want;
+}
+
+static void test_pieces(void)
+{
+	struct bed b;
+	bed_init(&b, 40 * MIB + 3);
+	struct reader_pool *p = pool_of(4, 16 * MIB, 16, 256 * MIB);
+	struct reader *r = bed_reader_pool(&b, p);
+	struct reader_piece pc[READER_PIECES];
+	unsigned n;
+	bool ok = true;
+	unsigned most = 0;
+	for (uint64_t off = 0; off < b.size && ok; off += MIB) {
+		ok = pieces_ok(&b, r, off, MIB, pc, &n);
+		most = n > most ? n : most;
+		reader_pieces_put(pc, n);
+	}
+	struct reader_pool_counters k;
+	reader_pool_counters(p, &k);
+	CHECK(ok, "pieces: a 40 MiB stream read in 1 MiB pieces: every byte right (at most %u "
+	      "pieces a read)", most);
+	CHECK(k.reused > 0 && k.made < 20,
+	      "pieces: the stream's ranges take buffers again from the free list (%llu made, "
+	      "%llu reused)", (unsigned long long)k.made, (unsigned long long)k.reused);
+	CHECK(k.free_bytes <= 64 * MIB && k.free <= 16,
+	      "pieces: the free list is bounded (%u buffers, %llu MiB)", k.free,
+	      (unsigned long long)(k.free_bytes >> 20));
+
+	/* Pieces outlive the range's chunk and the reader itself. */
+	ok = pieces_ok(&b, r, 3 * MIB + 5, 700 * KIB, pc, &n);
+	reader_close(r);
+	bool still = n > 0;
+	for (unsigned i = 0, at = 0; still && i < n; at += (unsigned)pc[i].len, i++)
+		still = !memcmp(pc[i].p, b.data + 3 * MIB + 5 + at, pc[i].len);
+	reader_pieces_put(pc, n);
+	CHECK(ok && still, "pieces: held across reader_close, the bytes stay right");
+
+	/* No read-ahead: four 64 KiB windows made by reads going backwards
+	 * (each stops at the window after it), then a read from 64 KiB
+	 * before them to 64 KiB past them: five ranges, more than the
+	 * pieces, so the read is copied into one buffer; the range fetched
+	 * for its start is freed for the last one while its piece holds it. */
+	struct reader_pool *p0 = pool_of(0, 16 * MIB, 16, 256 * MIB);
+	r = bed_reader_pool(&b, p0);
+	char one[1];
+	const uint64_t base = 10 * MIB;
+	ok = true;
+	for (uint64_t w = 4; ok && w >= 1; w--)
+		ok = reader_read(r, one, 1, base + w * 64 * KIB) == 1;
+	int g = gets(&b);
+	ok = ok && pieces_ok(&b, r, base, 384 * KIB, pc, &n);
+	CHECK(ok && n == 1 && gets(&b) == g + 2,
+	      "pieces: a read over five ranges: right, in one piece (%u), a GET for each of "
+	      "the two no window held (%d)", n, gets(&b) - g);
+	reader_pieces_put(pc, n);
+	CHECK(pieces_ok(&b, r, b.size - 2, 10, pc, &n) && n == 1,
+	      "pieces: a read over the end: its bytes only");
+	reader_pieces_put(pc, n);
+	CHECK(reader_read_pieces(r, 10, b.size, pc, &n) == 0 && n == 0,
+	      "pieces: at the end: 0, no piece");
+	reader_close(r);
+	reader_pool_free(p0);
+	reader_pool_free(p);
+	bed_free(&b);
+}
+
 int main(void)
 {
 	test_sequential();
@@ -673,5 +760,6 @@ int main(void)
 	test_out_of_order();
 	test_close_inflight();
 	test_kept_bound();
+	test_pieces();
 	return unit_exit();
 }
