@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 void s3_free(struct s3 *s)
 {
@@ -17,6 +18,31 @@ int s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
 	   size_t len, const char *if_match, void *buf, size_t *got)
 {
 	return s->ops->get(s, bucket, key, off, len, if_match, buf, got);
+}
+
+int s3_get_stream(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+		  uint64_t len, const char *if_match, s3_data_fn fn, void *ctx,
+		  uint64_t *got)
+{
+	*got = 0;
+	if (s->ops->get_stream)
+		return s->ops->get_stream(s, bucket, key, off, len, if_match, fn, ctx, got);
+	char *buf = malloc(S3_STREAM_UNIT);
+	if (!buf)
+		return -ENOMEM;
+	int rc = 0;
+	while (*got < len) {
+		size_t want = len - *got < S3_STREAM_UNIT ? (size_t)(len - *got) : S3_STREAM_UNIT;
+		size_t n = 0;
+		if ((rc = s->ops->get(s, bucket, key, off + *got, want, if_match, buf, &n)) < 0 ||
+		    (n && (rc = fn(ctx, buf, n)) != 0))
+			break;
+		*got += n;
+		if (n < want)
+			break;               /* the end of the object */
+	}
+	free(buf);
+	return rc;
 }
 
 int s3_head(struct s3 *s, const char *bucket, const char *key,

@@ -56,12 +56,20 @@ struct s3_part {
 typedef int (*s3_upload_fn)(void *ctx, const char *key, const char *upload_id,
 			    int64_t initiated_ns);
 
+/* Given a GET's body as it arrives (s3_get_stream), n > 0 bytes at a
+ * time, in order; nonzero (a negative errno) stops the GET with it. */
+typedef int (*s3_data_fn)(void *ctx, const void *p, size_t n);
+
 /* The operations an implementation provides; each has the contract of the
- * function of the same name below. */
+ * function of the same name below (get_stream may be NULL: s3_get_stream
+ * then makes ranged GETs). */
 struct s3_ops {
 	int  (*get)(struct s3 *s, const char *bucket, const char *key,
 		    uint64_t off, size_t len, const char *if_match, void *buf,
 		    size_t *got);
+	int  (*get_stream)(struct s3 *s, const char *bucket, const char *key,
+			   uint64_t off, uint64_t len, const char *if_match,
+			   s3_data_fn fn, void *ctx, uint64_t *got);
 	int  (*head)(struct s3 *s, const char *bucket, const char *key,
 		     struct obj_meta *out);
 	int  (*get_tagging)(struct s3 *s, const char *bucket, const char *key,
@@ -116,6 +124,17 @@ void s3_free(struct s3 *s);
  * sent as If-Match: a changed object gives -ESTALE. */
 int  s3_get(struct s3 *s, const char *bucket, const char *key, uint64_t off,
 	    size_t len, const char *if_match, void *buf, size_t *got);
+
+/* GET of [off, off+len) (len UINT64_MAX: to the end of the object) handed
+ * to fn as it arrives, through a buffer of bounded size, never one of
+ * the object's: one request where the implementation streams (the real
+ * client: with off 0 and no len, a plain GET with no Range), ranged GETs
+ * of S3_STREAM_UNIT otherwise. Each byte is given once, also across the
+ * client's retries. *got: the bytes given. if_match as for s3_get. */
+#define S3_STREAM_UNIT (8u << 20)
+int  s3_get_stream(struct s3 *s, const char *bucket, const char *key, uint64_t off,
+		   uint64_t len, const char *if_match, s3_data_fn fn, void *ctx,
+		   uint64_t *got);
 
 /* HEAD: bucket, key, size, mtime_ns (Last-Modified), etag (no quotes),
  * content_type (OBJ_HAS_CTYPE), x-amz-meta-* into meta[] with lower-case

@@ -310,12 +310,33 @@ static size_t s3_cb_write(char *p, size_t sz, size_t nm, void *ud)
 		}
 		return n;
 	}
-	if (r->sink != SINK_BUF)
+	if (r->sink != SINK_BUF && r->sink != SINK_FN)
 		return n;
 	/* A 200 to a ranged GET is the whole object: skip up to off. */
 	uint64_t skip = r->status == 200 ? r->off : 0;
 	uint64_t pos = r->body_seen;
 	r->body_seen += n;
+	if (r->sink == SINK_FN) {
+		/* Bytes given by an earlier attempt are skipped too. */
+		skip += r->out_done;
+		if (pos + n <= skip)
+			return n;
+		size_t from = pos < skip ? (size_t)(skip - pos) : 0;
+		size_t take = n - from;
+		if (take > r->len - r->out_done)
+			take = (size_t)(r->len - r->out_done);
+		int e = take ? r->out(r->out_ctx, p + from, take) : 0;
+		if (e) {
+			r->cb_err = e < 0 ? e : -EIO;
+			return 0;
+		}
+		r->out_done += take;
+		if (r->out_done == r->len && take < n - from) {
+			r->full = true;
+			return 0;
+		}
+		return n;
+	}
 	if (pos + n <= skip)
 		return n;
 	size_t from = pos < skip ? (size_t)(skip - pos) : 0;
@@ -547,7 +568,7 @@ static CURLcode req_setup(const struct s3_http *s, CURL *h, struct s3_req *r,
 	SET(CURLOPT_HEADERDATA, r);
 	SET(CURLOPT_WRITEFUNCTION, s3_cb_write);
 	SET(CURLOPT_WRITEDATA, r);
-	if (r->sink == SINK_BUF && r->len >= (256u << 10))
+	if ((r->sink == SINK_BUF || r->sink == SINK_FN) && r->len >= (256u << 10))
 		SET(CURLOPT_BUFFERSIZE, 512L << 10);
 	if (r->head)
 		SET(CURLOPT_NOBODY, 1L);

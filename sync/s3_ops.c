@@ -17,6 +17,30 @@
 
 /* ---- operations --------------------------------------------------------- */
 
+/* A GET of [off, off+len) (len UINT64_MAX and off 0: no Range, the
+ * whole object; off > 0: to its end) with If-Match if given: r set up. */
+static int get_init(struct s3_req *r, const char *bucket, const char *key, uint64_t off,
+		    uint64_t len, const char *if_match)
+{
+	int err = req_init(r, "GET", bucket, key);
+	if (!key)
+		err = -EINVAL;
+	char range[64];
+	if (len == UINT64_MAX)
+		snprintf(range, sizeof range, "bytes=%" PRIu64 "-", off);
+	else
+		snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off,
+			 len - 1 > UINT64_MAX - off ? UINT64_MAX : off + (len - 1));
+	if (!err && (off || len != UINT64_MAX))
+		err = req_header(r, "Range", range);
+	if (!err && if_match && *if_match) {
+		char q[80];
+		snprintf(q, sizeof q, "\"%s\"", if_match);
+		err = req_header(r, "If-Match", q);
+	}
+	return err;
+}
+
 static int http_get(struct s3 *iface, const char *bucket, const char *key, uint64_t off,
 	   size_t len, const char *if_match, void *buf, size_t *got)
 {
@@ -25,19 +49,7 @@ static int http_get(struct s3 *iface, const char *bucket, const char *key, uint6
 	if (len == 0)
 		return 0;
 	struct s3_req r;
-	int err = req_init(&r, "GET", bucket, key);
-	if (!key)
-		err = -EINVAL;
-	char range[64];
-	uint64_t last = len - 1 > UINT64_MAX - off ? UINT64_MAX : off + (len - 1);
-	snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off, last);
-	if (!err)
-		err = req_header(&r, "Range", range);
-	if (!err && if_match && *if_match) {
-		char q[80];
-		snprintf(q, sizeof q, "\"%s\"", if_match);
-		err = req_header(&r, "If-Match", q);
-	}
+	int err = get_init(&r, bucket, key, off, len, if_match);
 	if (err)
 		goto out;
 	r.sink = SINK_BUF;
@@ -54,6 +66,35 @@ static int http_get(struct s3 *iface, const char *bucket, const char *key, uint6
 		*got = r.got;
 		S3_STAT_ADD(s, s3_bytes_read, r.got);
 	}
+out:
+	req_release(&r);
+	return err;
+}
+
+/* One GET whose body goes to fn as curl receives it (SINK_FN). */
+static int http_get_stream(struct s3 *iface, const char *bucket, const char *key,
+			   uint64_t off, uint64_t len, const char *if_match,
+			   s3_data_fn fn, void *ctx, uint64_t *got)
+{
+	struct s3_http *s = (struct s3_http *)iface;
+	*got = 0;
+	if (len == 0)
+		return 0;
+	struct s3_req r;
+	int err = get_init(&r, bucket, key, off, len, if_match);
+	if (err)
+		goto out;
+	r.sink = SINK_FN;
+	r.out = fn;
+	r.out_ctx = ctx;
+	r.len = len > SIZE_MAX ? SIZE_MAX : (size_t)len;
+	r.off = off;
+	S3_STAT(s, s3_get);
+	err = s3_req_run(s, &r);
+	if (err == -ERANGE)              /* 416: wholly past the end */
+		err = 0;
+	*got = r.out_done;
+	S3_STAT_ADD(s, s3_bytes_read, r.out_done);
 out:
 	req_release(&r);
 	return err;
@@ -290,6 +331,7 @@ static int http_bucket_check(struct s3 *iface, const char *bucket)
 
 const struct s3_ops s3_http_ops = {
 	.get = http_get,
+	.get_stream = http_get_stream,
 	.head = http_head,
 	.get_tagging = http_get_tagging,
 	.list_page = http_list_page,

@@ -77,7 +77,7 @@ struct s3_http {
 	int n_pool;
 };
 
-enum s3_sink { SINK_NONE, SINK_BUF, SINK_GROW };
+enum s3_sink { SINK_NONE, SINK_BUF, SINK_GROW, SINK_FN };
 
 /* One request and, after s3_req_run(), its answer. */
 struct s3_req {
@@ -96,8 +96,12 @@ struct s3_req {
 	long timeout_ms;             /* whole attempt; 0: none (stall_s only) */
 	enum s3_sink sink;
 	char *buf;                   /* SINK_BUF: [off, off+len) of the object */
-	size_t len;
+	size_t len;                  /* (also SINK_FN's) */
 	uint64_t off;
+	s3_data_fn out;              /* SINK_FN: given the bytes as they come */
+	void *out_ctx;
+	uint64_t out_done;           /* SINK_FN: bytes given, kept across
+				      * attempts (a retry skips them) */
 	bool want_meta;              /* collect x-amz-meta-* */
 	bool no_resend;              /* not idempotent (a creation): never
 				      * sent again once it may have reached

@@ -1,7 +1,8 @@
 /*
  * test_s3_fake.c — the in-memory store (sync/s3_fake.h) answers as the S3
  * interface says, and the fault wrapper (sync/s3_fault.h) injects exactly
- * what its rules say and nothing else.
+ * what its rules say and nothing else; s3_get_stream over a store that
+ * cannot stream.
  */
 #define UNIT_WITH_MD5
 #include "unit.h"
@@ -364,6 +365,56 @@ static void test_hook(void)
 	s3_free(s);
 }
 
+/* s3_get_stream over a store that cannot stream (the fake behind the
+ * fault wrapper): ranged GETs of S3_STREAM_UNIT, the bytes in order. */
+struct gathered {
+	char *b;
+	size_t n, cap;
+	unsigned calls;
+};
+
+static int gather(void *ctx, const void *p, size_t n)
+{
+	struct gathered *g = ctx;
+	if (g->n + n > g->cap)
+		return -EOVERFLOW;
+	memcpy(g->b + g->n, p, n);
+	g->n += n;
+	g->calls++;
+	return 0;
+}
+
+static void test_stream(void)
+{
+	struct s3 *f, *s;
+	s3_fake_new(&f);
+	s3_fake_bucket_add(f, "b");
+	size_t n = 2 * S3_STREAM_UNIT + 5;
+	char *d = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		d[i] = (char)(i * 7 + (i >> 11));
+	s3_fake_object_put(f, "b", "k", d, n, NULL, 0, NULL);
+	s3_fault_new(f, true, &s);
+	struct gathered g = { malloc(n), 0, n, 0 };
+	uint64_t got = 0;
+	int rc = s3_get_stream(s, "b", "k", 0, UINT64_MAX, NULL, gather, &g, &got);
+	CHECK(rc == 0 && got == n && g.n == n && !memcmp(g.b, d, n) && g.calls == 3 &&
+	      s3_fault_seen(s, S3K_GET) == 3,
+	      "stream: a store that cannot stream: 3 ranged GETs, the bytes in order");
+	g.n = 0;
+	rc = s3_get_stream(s, "b", "k", S3_STREAM_UNIT - 1, 10, NULL, gather, &g, &got);
+	CHECK(rc == 0 && got == 10 && !memcmp(g.b, d + S3_STREAM_UNIT - 1, 10),
+	      "stream: a range of it");
+	g.n = 0;
+	rc = s3_get_stream(s, "b", "k", n + 5, UINT64_MAX, NULL, gather, &g, &got);
+	CHECK(rc == 0 && got == 0 && g.n == 0, "stream: past the end: 0 bytes");
+	CHECK(s3_get_stream(s, "b", "nope", 0, UINT64_MAX, NULL, gather, &g, &got) == -ENOENT,
+	      "stream: a missing key: -ENOENT");
+	free(g.b);
+	free(d);
+	s3_free(s);
+}
+
 int main(void)
 {
 	test_objects();
@@ -371,5 +422,6 @@ int main(void)
 	test_threads();
 	test_hook();
 	test_fault();
+	test_stream();
 	return unit_exit();
 }
