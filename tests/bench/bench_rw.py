@@ -8,6 +8,11 @@
     bench_rw.py copy SRC DST             copy one file with 1 MiB writes; prints
                                          "bytes N write_s W close_s C" (close is
                                          the commit point: the upload)
+    bench_rw.py randread FILE REF N SEED RANGES
+                                         N 64 KiB preads at random offsets of
+                                         FILE on one descriptor, each compared
+                                         with REF; the offsets to RANGES (one a
+                                         line); prints "reads N p50_s A p99_s B"
 
 One stream, for SECONDS (or until 1,000,000 operations). Prints one line:
 "ops N secs S ops_s X mib_s Y" (MiB/s counts the bytes read). A short read
@@ -20,6 +25,7 @@ import sys
 import time
 
 PREAD = 4096
+RAND_READ = 65536
 MAX_OPS = 1_000_000
 
 
@@ -110,12 +116,41 @@ def copy(src, dst):
     print("bytes %d write_s %.3f close_s %.3f" % (n, t1 - t0, t2 - t1))
 
 
+def randread(path, ref, n, seed, ranges):
+    size = os.stat(ref).st_size
+    if os.stat(path).st_size != size or size < RAND_READ:
+        sys.exit("bench_rw.py: %s and %s differ in size" % (path, ref))
+    rng = random.Random(seed)
+    offs = [rng.randrange(size - RAND_READ + 1) & ~4095 for _ in range(n)]
+    with open(ranges, "w") as f:
+        f.writelines("%d\n" % o for o in offs)
+    r = os.open(ref, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY)
+    lat = []
+    try:
+        for off in offs:
+            t0 = time.perf_counter()
+            got = os.pread(fd, RAND_READ, off)
+            lat.append(time.perf_counter() - t0)
+            if got != os.pread(r, RAND_READ, off):
+                sys.exit("bench_rw.py: %s: pread at %d: wrong bytes" % (path, off))
+    finally:
+        os.close(fd)
+        os.close(r)
+    lat.sort()
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99 + 0.999) - 1)]
+    print("reads %d p50_s %.6f p99_s %.6f" % (n, lat[(len(lat) - 1) // 2], p99))
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     mode, d = sys.argv[1], sys.argv[2]
     if mode == "warm":
         warm(d)
+        return
+    if mode == "randread":
+        randread(d, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
         return
     if mode == "copy":
         copy(d, sys.argv[3])

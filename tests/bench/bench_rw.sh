@@ -15,11 +15,21 @@
 #     and 10 streams like aws' default concurrency) next to
 #     `aws s3 cp --recursive`; one BIG_MIB file (default 1024) with 1 MiB
 #     writes next to `aws s3 cp` and one `s3tool put` (a single PUT).
-#  3. cold sequential read of a COLD_MIB object (default 512) through the
-#     mount (parallel ranged read-ahead; its counters from .facetfs/stats)
-#     next to one GET of it (s3tool get -t, curl) and an s3fs mount of the
-#     same bucket (its defaults, no use_cache; skipped without s3fs); hot
-#     re-reads (kernel page cache) next to a local page-cache read.
+#  3. ("cold") cold sequential read of a COLD_MIB object (default 512): the
+#     mount's first open of it next to ONE curl GET of the same object in
+#     the same round (the target: >= 80 %) and an s3fs mount of the same
+#     bucket (its defaults, no use_cache; skipped without s3fs); per round
+#     the gateway's CPU-s per GiB (/proc/PID/stat utime + stime) and the
+#     load average; `s3tool get` (streamed) only beside. Then re-reads: the
+#     second open (which the admission rule stores), later opens (page
+#     cache) next to a local page-cache read.
+#     ("four") four readers at once of four FOUR_MIB objects (default 128)
+#     next to four curl GETs at once: MiB/s in all, CPU-s per GiB.
+#     ("random") RAND_N (default 200) 64 KiB preads at random offsets of a
+#     RAND_MIB object (default 512) on one descriptor (its first open):
+#     latency per read (median, p99), S3 GETs per read, bytes fetched and
+#     read-ahead bytes wasted per byte read; next to curl's ranged GETs of
+#     the same ranges (one curl, one connection).
 #  4. ("small", bench_rw_small.sh) 1,000 x 64 KiB by one `cp -r` under each
 #     cache.durability setting next to aws --recursive, s3fs and rclone,
 #     the clock stopping when S3 lists all 1,000.
@@ -36,27 +46,38 @@
 # neither, the script starts its own bed (BED_MEMSTORE_BYTES=8 GiB, RAM)
 # and stops it at the end. The big objects are deleted after each
 # measurement and RGW's garbage collection is run (memstore frees deleted
-# tails only then): the store needs max(BIG_MIB, REPEAT x COLD_MIB) + 1 GiB. Env: REPEAT, SECS (per random-read run, default 2),
-# BIG_MIB, COLD_MIB, KEEP_TMP=1, ONLY (default "reads cold writes small":
-# the sections to run), READAHEAD_STREAMS (cache.readahead_streams),
-# UPLOAD_STREAMS (s3.upload_streams).
+# tails only then): the store needs max(BIG_MIB, REPEAT x (COLD_MIB +
+# 4 x FOUR_MIB + RAND_MIB)) + 1 GiB (the read objects are all PUT before
+# the gateway starts). Env: REPEAT, SECS (per random-read run, default 2),
+# BIG_MIB, COLD_MIB, FOUR_MIB, RAND_MIB, RAND_N, KEEP_TMP=1, ONLY (default
+# "reads cold four random writes small": the sections to run),
+# READAHEAD_STREAMS (cache.readahead_streams), UPLOAD_STREAMS
+# (s3.upload_streams).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
 SECS=${SECS:-2}
 BIG_MIB=${BIG_MIB:-1024}
 COLD_MIB=${COLD_MIB:-512}
+FOUR_MIB=${FOUR_MIB:-128}
+RAND_MIB=${RAND_MIB:-512}
+RAND_N=${RAND_N:-200}
 STREAM_MIB=${STREAM_MIB:-1024}
 STREAM_REPEAT=${STREAM_REPEAT:-2}
 BIG6_MIB=${BIG6_MIB:-6144}
 OWN_BED=
-want() { [[ " ${ONLY:-reads cold writes small} " == *" $1 "* ]]; }
+want() { [[ " ${ONLY:-reads cold four random writes small} " == *" $1 "* ]]; }
+# The MiB of the objects the read sections PUT before the gateway starts.
+read_mib=0
+want cold && read_mib=$((read_mib + REPEAT * COLD_MIB))
+want four && read_mib=$((read_mib + REPEAT * 4 * FOUR_MIB))
+want random && read_mib=$((read_mib + REPEAT * RAND_MIB))
 
 if [[ -z ${S3_URL:-} && -z ${BED_DIR:-} ]]; then
 	avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
-	need_kib=$(( (BIG_MIB + 3 * COLD_MIB + 3072) * 1024 ))
+	need_kib=$(( (BIG_MIB + read_mib + 3072) * 1024 ))
 	if (( avail_kib < need_kib )); then
-		echo "bench_rw: only $((avail_kib / 1024)) MiB of memory available, need about $((need_kib / 1024)) MiB for the RAM-backed store (set BIG_MIB/COLD_MIB lower)" >&2
+		echo "bench_rw: only $((avail_kib / 1024)) MiB of memory available, need about $((need_kib / 1024)) MiB for the RAM-backed store (set BIG_MIB/COLD_MIB/FOUR_MIB/RAND_MIB lower)" >&2
 		exit 1
 	fi
 fi
@@ -72,14 +93,14 @@ bench_require_bed
 [[ -x $S3FILL && -x $S3TOOL ]] || bench_die "build first: ninja -C $FACETFS_BUILD"
 memstore=$(awk -F' = ' '/memstore device bytes/ {print $2}' "${CEPH_CONF:-/dev/null}" 2>/dev/null)
 # At most REPEAT cold objects, or one big object, plus ~700 MiB of small ones.
-need_mib=$(( (BIG_MIB > REPEAT * COLD_MIB ? BIG_MIB : REPEAT * COLD_MIB) + 1024 ))
+need_mib=$(( (BIG_MIB > read_mib ? BIG_MIB : read_mib) + 1024 ))
 want big6 && ((BIG6_MIB + 1024 > need_mib)) && need_mib=$((BIG6_MIB + 1024))
 # The staging budget holds the largest file written.
 cache_mib=$BIG_MIB
 want stream && ((STREAM_MIB > cache_mib)) && cache_mib=$STREAM_MIB
 want big6 && ((BIG6_MIB > cache_mib)) && cache_mib=$BIG6_MIB
 if [[ -n $memstore ]] && (( memstore < need_mib * 1048576 )); then
-	bench_die "the bed's memstore ($((memstore >> 20)) MiB) is too small for BIG_MIB=$BIG_MIB COLD_MIB=$COLD_MIB (bring the bed up with BED_MEMSTORE_BYTES=8589934592, or lower them)"
+	bench_die "the bed's memstore ($((memstore >> 20)) MiB) is too small for BIG_MIB=$BIG_MIB and $read_mib MiB of objects to read (bring the bed up with BED_MEMSTORE_BYTES=8589934592, or lower them)"
 fi
 
 B=bench-rw-$$-$RANDOM
@@ -125,6 +146,21 @@ if want cold; then
 	head -c $((COLD_MIB << 20)) /dev/urandom >"$T/cold" || bench_die "no space for $T/cold"
 	for r in $(seq 1 "$REPEAT"); do
 		"$S3TOOL" put "$B" "s/cold$r" "$T/cold" >/dev/null || bench_die "put cold$r"
+	done
+fi
+if want four; then
+	head -c $((FOUR_MIB << 20)) /dev/urandom >"$T/four" || bench_die "no space for $T/four"
+	for r in $(seq 1 "$REPEAT"); do
+		for i in 1 2 3 4; do
+			"$S3TOOL" put "$B" "s/four$r-$i" "$T/four" >/dev/null || bench_die "put four$r-$i"
+		done
+	done
+	rm -f "$T/four"
+fi
+if want random; then   # (kept: the reads are compared with it)
+	head -c $((RAND_MIB << 20)) /dev/urandom >"$T/rand" || bench_die "no space for $T/rand"
+	for r in $(seq 1 "$REPEAT"); do
+		"$S3TOOL" put "$B" "s/rand$r" "$T/rand" >/dev/null || bench_die "put rand$r"
 	done
 fi
 
@@ -204,67 +240,94 @@ done
 
 fi
 
-# ===================== 3. cold sequential read, hot re-read =====================
-# s3fs beside it: the same bucket, its defaults (no use_cache), one mount.
-# Ready when the cold objects show.
-cold_ready() { [[ -e $1/s/cold1 ]]; }
+# ===================== 3. cold reads next to one curl GET =====================
+# The yardstick is curl: one GET of the same object in the same round (the
+# store's own speed here); s3fs beside it; s3tool (our client alone) only
+# beside, never as the target. Every round reads objects the mount has
+# never opened (the admission rule: a large version's first open is a cold
+# stream, docs/burst-buffer.md "Admission"). Per round: MiB/s, the
+# gateway's CPU-s per GiB (utime + stime of its /proc/PID/stat before and
+# after) and the load average.
+# s3fs beside it: the same bucket, its defaults (no use_cache), one mount,
+# ready when the key it is given shows.
 s3fs_start() {
 	command -v s3fs >/dev/null || { bench_say "no s3fs: its figures are n/a"; return 1; }
 	bench_peer_creds
-	BENCH_PEER_READY=cold_ready bench_peer_start s3fs "$T/s3fs" s3fs "$B" "$T/s3fs" -f \
+	S3FS_KEY=$1
+	s3fs_ready() { [[ -e $1/$S3FS_KEY ]]; }
+	BENCH_PEER_READY=s3fs_ready bench_peer_start s3fs "$T/s3fs" s3fs "$B" "$T/s3fs" -f \
 		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd"
 }
+CLK_TCK=$(getconf CLK_TCK)
+# gw_cpu: the gateway's CPU time so far, in clock ticks (utime + stime;
+# the fields after the command name, which ends with ")").
+gw_cpu() { sed 's/^.*) //' "/proc/$(gw_pid rw)/stat" | awk '{ print $12 + $13 }'; }
+# cpu_gib TICKS MIB: CPU-s per GiB read.
+cpu_gib() { awk -v t="$1" -v hz="$CLK_TCK" -v m="$2" 'BEGIN { printf "%.2f", t / hz / (m / 1024) }'; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+# ms_of DURATION_S: milliseconds.
+ms_of() { awk -v s="$1" 'BEGIN { printf "%.2f", s * 1000 }'; }
+
 if want cold; then
 echo
-bench_say "3. sequential read of a $COLD_MIB MiB object (dd bs=1M), load average $(loadavg)"
+bench_say "3. sequential read of a $COLD_MIB MiB object (dd bs=1M): the mount's first open next to one curl GET, load average $(loadavg)"
 HAVE_S3FS=
-s3fs_start && HAVE_S3FS=1
+s3fs_start s/cold1 && HAVE_S3FS=1
 for r in $(seq 1 "$REPEAT"); do
-	a=($(stats '.s3.get, .s3.bytes_read, .fuse.read, .readahead.ranges, .readahead.bytes, .readahead.wasted_bytes'))
+	a=($(stats '.s3.get, .s3.bytes_read, .fuse.read, .readahead.ranges, .readahead.bytes, .readahead.wasted_bytes, .cache.not_admitted, .fuse.open_direct_cold, .cache.admitted'))
+	c0=$(gw_cpu)
 	t0=$(now_ns)
 	dd if="$M/sess/cold$r" of=/dev/null bs=1M 2>/dev/null || bench_die "read cold$r"
 	t1=$(now_ns)
-	b=($(stats '.s3.get, .s3.bytes_read, .fuse.read, .readahead.ranges, .readahead.bytes, .readahead.wasted_bytes'))
+	c1=$(gw_cpu)
+	b=($(stats '.s3.get, .s3.bytes_read, .fuse.read, .readahead.ranges, .readahead.bytes, .readahead.wasted_bytes, .cache.not_admitted, .fuse.open_direct_cold, .cache.admitted'))
 	rec cold.mount "$(rate "$COLD_MIB" "$t0" "$t1")"
+	rec cold.cpu "$(cpu_gib $((c1 - c0)) "$COLD_MIB")"
+	rec cold.load "$(load1)"
 	rec cold.gets "$((b[0] - a[0]))"
 	rec cold.freads "$((b[2] - a[2]))"
 	rec cold.ra_ranges "$((b[3] - a[3]))"
 	rec cold.ra_mib "$(( (b[4] - a[4]) >> 20 ))"
 	rec cold.ra_wasted "$((b[5] - a[5]))"
-	rec cold.load "$(cut -d' ' -f1 /proc/loadavg)"
-	if [[ -n $HAVE_S3FS ]]; then
-		t0=$(now_ns)
-		dd if="$T/s3fs/s/cold$r" of=/dev/null bs=1M 2>/dev/null || bench_die "s3fs read cold$r"
-		t1=$(now_ns)
-		rec cold.s3fs "$(rate "$COLD_MIB" "$t0" "$t1")"
-	fi
+	rec cold.not_admitted "$((b[6] - a[6]))"
+	rec cold.direct "$((b[7] - a[7]))"
+	rec cold.admitted "$((b[8] - a[8]))"
 	[[ $((b[1] - a[1])) == $((COLD_MIB << 20)) ]] || rec cold.extra_bytes "$((b[1] - a[1] - (COLD_MIB << 20)))"
-	t0=$(now_ns)
-	"$S3TOOL" get "$B" "s/cold$r" >/dev/null || bench_die "s3tool get"
-	t1=$(now_ns)
-	rec cold.s3tool "$(rate "$COLD_MIB" "$t0" "$t1")"
 	t0=$(now_ns)
 	code=$(curl_s3 -o /dev/null -w '%{http_code}' "$BUCKET_URL/s/cold$r")
 	t1=$(now_ns)
 	[[ $code == 200 ]] || bench_die "curl GET: HTTP $code"
 	rec cold.curl "$(rate "$COLD_MIB" "$t0" "$t1")"
-	rec cold.pct_s3tool "$(pct cold.mount cold.s3tool)"
+	rec cold.curl.load "$(load1)"
 	rec cold.pct_curl "$(pct cold.mount cold.curl)"
-	[[ -z $HAVE_S3FS ]] || rec cold.x_s3fs "$(pct cold.mount cold.s3fs)"
+	if [[ -n $HAVE_S3FS ]]; then
+		t0=$(now_ns)
+		dd if="$T/s3fs/s/cold$r" of=/dev/null bs=1M 2>/dev/null || bench_die "s3fs read cold$r"
+		t1=$(now_ns)
+		rec cold.s3fs "$(rate "$COLD_MIB" "$t0" "$t1")"
+		rec cold.x_s3fs "$(pct cold.mount cold.s3fs)"
+	fi
+	t0=$(now_ns)
+	"$S3TOOL" get "$B" "s/cold$r" >/dev/null || bench_die "s3tool get"
+	t1=$(now_ns)
+	rec cold.s3tool "$(rate "$COLD_MIB" "$t0" "$t1")"
+	rec cold.pct_s3tool "$(pct cold.mount cold.s3tool)"
 done
 bench_peer_stop s3fs
-# Hot: re-reads of cold1 (second open, third open, ...), and the same bytes
-# from a local file in the page cache.
+# Re-reads of cold1: the second open (the rule stores its blocks now, from
+# S3 again; the page cache fills), then later opens (the page cache), next
+# to a local file read from the page cache.
 cat "$T/cold" >/dev/null
 for r in $(seq 0 "$REPEAT"); do
-	a=($(stats '.s3.get'))
+	a=($(stats '.s3.get, .cache.admitted'))
 	t0=$(now_ns)
 	dd if="$M/sess/cold1" of=/dev/null bs=1M 2>/dev/null || bench_die "re-read"
 	t1=$(now_ns)
-	b=($(stats '.s3.get'))
+	b=($(stats '.s3.get, .cache.admitted'))
 	if ((r == 0)); then
 		rec hot.second "$(rate "$COLD_MIB" "$t0" "$t1")"
 		rec hot.second_gets "$((b[0] - a[0]))"
+		rec hot.second_admitted "$((b[1] - a[1]))"
 	else
 		rec hot.mount "$(rate "$COLD_MIB" "$t0" "$t1")"
 		rec hot.gets "$((b[0] - a[0]))"
@@ -275,20 +338,24 @@ for r in $(seq 0 "$REPEAT"); do
 		rec hot.pct "$(pct hot.mount hot.local)"
 	fi
 done
-fig "cold read through the mount (session), MiB/s" cold.mount ""
+fig "cold read through the mount (session, first open), MiB/s" cold.mount ""
+fig "one GET of the same object, curl, MiB/s" cold.curl ""
+fig "cold read: mount as % of one curl GET (each round)" cold.pct_curl ">= 80 %"
+fig "  gateway CPU-s per GiB read cold" cold.cpu "<= 0.8"
+fig "  load average (1 min) after the mount's read / after curl's" cold.load ""
+fig "  (after curl's)" cold.curl.load ""
 bench_figure "  S3 GETs / FUSE reads per cold read" "$(summary cold.gets) / $(summary cold.freads)" ""
 bench_figure "  ranges read ahead / their MiB / bytes wasted" \
 	"$(summary cold.ra_ranges) / $(summary cold.ra_mib) / $(summary cold.ra_wasted)" ""
-fig "  load average (1 min) at each cold read" cold.load ""
-fig "cold read through s3fs (defaults), MiB/s" cold.s3fs ""
+bench_figure "  blocks not admitted / admitted; direct I/O opens" \
+	"$(summary cold.not_admitted) / $(summary cold.admitted); $(summary cold.direct)" "$((COLD_MIB)) / 0; 1"
 [[ -z $(grep '^cold.extra_bytes ' "$T/figs") ]] || fig "  bytes fetched beyond the object" cold.extra_bytes "0"
-fig "one GET, s3tool get, MiB/s" cold.s3tool ""
-fig "one GET, curl, MiB/s" cold.curl ""
-fig "cold read: mount as % of s3tool" cold.pct_s3tool ">= 90 %"
-fig "cold read: mount as % of curl" cold.pct_curl ">= 100 % (issue 9)"
-fig "cold read: mount as % of s3fs" cold.x_s3fs ">= 120 % (issue 9)"
-fig "re-read, second open (page cache filling), MiB/s" hot.second ""
-bench_figure "  S3 GETs in it" "$(summary hot.second_gets)" ""
+fig "cold read through s3fs (defaults), MiB/s" cold.s3fs ""
+fig "cold read: mount as % of s3fs" cold.x_s3fs ">= 120 %"
+fig "(beside) one GET by s3tool get, MiB/s" cold.s3tool ""
+fig "(beside) mount as % of s3tool" cold.pct_s3tool ""
+fig "re-read, second open (stores the blocks; page cache filling), MiB/s" hot.second ""
+bench_figure "  S3 GETs / blocks stored in it" "$(summary hot.second_gets) / $(summary hot.second_admitted)" ""
 fig "re-read, third+ open (page cache), MiB/s" hot.mount ""
 bench_figure "  S3 GETs in it" "$(summary hot.gets)" "0"
 fig "local file from the page cache, MiB/s" hot.local ""
@@ -296,7 +363,99 @@ fig "hot re-read: mount as % of local page cache" hot.pct ">= 70 %"
 for r in $(seq 1 "$REPEAT"); do s3del "s/cold$r"; done
 rm -f "$T/cold"
 rgw_gc
+fi
 
+# ---- four cold readers of four objects at once, next to four curls ----
+if want four; then
+echo
+bench_say "3b. four readers at once of four $FOUR_MIB MiB objects (dd bs=1M), next to four curl GETs at once, load average $(loadavg)"
+for r in $(seq 1 "$REPEAT"); do
+	pids=()
+	a=($(stats '.s3.get, .fuse.open_direct_cold'))
+	c0=$(gw_cpu)
+	t0=$(now_ns)
+	for i in 1 2 3 4; do
+		dd if="$M/sess/four$r-$i" of=/dev/null bs=1M 2>/dev/null &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || bench_die "four readers"; done
+	t1=$(now_ns)
+	c1=$(gw_cpu)
+	b=($(stats '.s3.get, .fuse.open_direct_cold'))
+	rec four.mount "$(rate $((4 * FOUR_MIB)) "$t0" "$t1")"
+	rec four.cpu "$(cpu_gib $((c1 - c0)) $((4 * FOUR_MIB)))"
+	rec four.load "$(load1)"
+	rec four.gets "$((b[0] - a[0]))"
+	rec four.direct "$((b[1] - a[1]))"
+	pids=()
+	t0=$(now_ns)
+	for i in 1 2 3 4; do
+		curl_s3 -o /dev/null -w '%{http_code}\n' "$BUCKET_URL/s/four$r-$i" >"$T/curl4.$i" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || bench_die "four curls"; done
+	t1=$(now_ns)
+	[[ $(cat "$T"/curl4.[1-4] | sort -u) == 200 ]] || bench_die "four curls: $(cat "$T"/curl4.[1-4] | tr '\n' ' ')"
+	rec four.curl "$(rate $((4 * FOUR_MIB)) "$t0" "$t1")"
+	rec four.curl.load "$(load1)"
+	rec four.pct "$(pct four.mount four.curl)"
+done
+fig "four cold readers at once through the mount, MiB/s in all" four.mount ""
+fig "four curl GETs of the same objects at once, MiB/s in all" four.curl ""
+fig "four readers: mount as % of four curls (each round)" four.pct ">= 80 %"
+fig "  gateway CPU-s per GiB" four.cpu "<= 0.8"
+fig "  load average after the mount's readers / after the curls" four.load ""
+fig "  (after the curls)" four.curl.load ""
+bench_figure "  S3 GETs; direct I/O opens" "$(summary four.gets); $(summary four.direct)" ""
+for r in $(seq 1 "$REPEAT"); do for i in 1 2 3 4; do s3del "s/four$r-$i"; done; done
+rgw_gc
+fi
+
+# ---- random 64 KiB reads of a large object, next to curl's ranged GETs ----
+if want random; then
+echo
+bench_say "3c. $RAND_N random 64 KiB reads of a $RAND_MIB MiB object (one descriptor, its first open), next to curl's ranged GETs of the same ranges on one connection, load average $(loadavg)"
+for r in $(seq 1 "$REPEAT"); do
+	a=($(stats '.s3.get, .s3.bytes_read, .readahead.wasted_bytes'))
+	c0=$(gw_cpu)
+	out=$(python3 "$HELPER" randread "$M/sess/rand$r" "$T/rand" "$RAND_N" "$r" "$T/ranges") ||
+		bench_die "random reads"
+	c1=$(gw_cpu)
+	b=($(stats '.s3.get, .s3.bytes_read, .readahead.wasted_bytes'))
+	set -- $out    # reads N p50_s A p99_s B
+	rec rand.p50 "$(ms_of "$4")"
+	rec rand.p99 "$(ms_of "$6")"
+	rec rand.gets "$(div $((b[0] - a[0])) "$2")"
+	rec rand.fetched "$(div $((b[1] - a[1])) $(("$2" * 65536)))"
+	rec rand.wasted "$(div $((b[2] - a[2])) $(("$2" * 65536)))"
+	rec rand.cpu_ms "$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" -v n="$2" 'BEGIN { printf "%.2f", t / hz * 1000 / n }')"
+	rec rand.load "$(load1)"
+	# The same ranges with curl: one process, one connection, a transfer
+	# each (--next), its time_total per line.
+	: >"$T/curl.cfg"
+	sep=
+	while read -r off; do
+		printf '%surl = "%s"\nrange = "%s-%s"\noutput = "/dev/null"\nsilent\naws-sigv4 = "aws:amz:default:s3"\nuser = "%s:%s"\nheader = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\nwrite-out = "%%{http_code} %%{time_total}\\n"\n' \
+			"$sep" "$BUCKET_URL/s/rand$r" "$off" $((off + 65535)) "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >>"$T/curl.cfg"
+		sep=$'next\n'
+	done <"$T/ranges"
+	curl -K "$T/curl.cfg" >"$T/curl.times" || bench_die "curl ranged GETs"
+	[[ $(awk '$1 != 206' "$T/curl.times" | wc -l) == 0 ]] || bench_die "curl ranged GETs: not all 206"
+	rec rand.curl.p50 "$(awk '{ print $2 }' "$T/curl.times" | sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] * 1000 }')"
+	rec rand.curl.p99 "$(awk '{ print $2 }' "$T/curl.times" | sort -n | awk '{ v[NR] = $1 } END { i = int(NR * 0.99 + 0.999); printf "%.2f", v[i > NR ? NR : i] * 1000 }')"
+done
+fig "random 64 KiB read through the mount (cold descriptor), median ms" rand.p50 ""
+fig "  p99 ms" rand.p99 ""
+fig "curl ranged GET of the same 64 KiB (one connection), median ms" rand.curl.p50 ""
+fig "  p99 ms" rand.curl.p99 ""
+fig "  S3 GETs per read" rand.gets "about 1"
+fig "  bytes fetched per byte read" rand.fetched ""
+fig "  read-ahead bytes wasted per byte read" rand.wasted "<= 2"
+fig "  gateway CPU ms per read" rand.cpu_ms ""
+fig "  load average" rand.load ""
+for r in $(seq 1 "$REPEAT"); do s3del "s/rand$r"; done
+rm -f "$T/rand"
+rgw_gc
 fi
 
 # ===================== 2. writes =====================
