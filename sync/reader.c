@@ -907,7 +907,8 @@ static size_t sink_cached(struct reader *r, struct sink *s, size_t len, uint64_t
 	if (s->buf)
 		return read_cached(r, s->buf, len, off, pf_from, pf_to);
 	const struct bcache_id id = { r->bucket, r->key, r->etag };
-	struct reader_buf *b = len >= r->bs && bcache_has(r->bc, &id, off / r->bs)
+	bool whole = len >= min_sz(r->bs, (size_t)(r->size - off));   /* a block at least */
+	struct reader_buf *b = whole && bcache_has(r->bc, &id, off / r->bs)
 			       ? rbuf_get(r->pool, len) : NULL;
 	size_t done = read_cached(r, b ? b->data : NULL, len, off, pf_from, pf_to);
 	if (done && sink_add(s, 0, b, b->data, done) < 0)

@@ -245,6 +245,10 @@ static void test_reader_direct(void)
 	CHECK(got == 4 * BS && np == 1 && pc[0].len == 4 * BS && !memcmp(pc[0].p, d, 4 * BS) &&
 	      gets(&b) == g, "cached blocks as pieces: one piece, the bytes, no GET");
 	reader_pieces_put(pc, np);
+	got = reader_read_pieces(r, 4096, 8 * BS, pc, &np);
+	CHECK(got == 100 && np == 1 && !memcmp(pc[0].p, d + 8 * BS, 100) && gets(&b) == g,
+	      "the short last block, cached, as a piece: its 100 bytes, no GET");
+	reader_pieces_put(pc, np);
 	reader_close(r);
 	if (reader_open(&b.src, "b", "p", etag, n, &r))
 		exit(2);
