@@ -76,17 +76,6 @@ T=$BENCH_TMP
 M=$T/mnt
 
 # ---- figures: rec KEY VALUE; summary KEY -> "median (min-max)" ----
-rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
-summary() {
-	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
-		if (!n) { print "n/a"; exit }
-		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-		m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
-		f = m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")
-		if (n == 1) printf f "\n", m
-		else printf f " (" f "-" f ")\n", m, v[0], v[n - 1] }' "$T/figs"
-}
-fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
 # ratio A B: median of A / median of B ("n/a" when one is missing).
 ratio() {
 	local a b

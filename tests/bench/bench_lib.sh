@@ -53,6 +53,21 @@ ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }';
 s_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
+# Figures over passes, in $T/figs (T: the script's scratch dir): rec KEY
+# VALUE records one; summary KEY prints "median (min-max)" of its values
+# (one value: itself; none: n/a); fig WHAT KEY TARGET prints that line.
+rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
+summary() {
+	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
+		if (!n) { print "n/a"; exit }
+		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+		m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
+		f = m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")
+		if (n == 1) printf f "\n", m
+		else printf f " (" f "-" f ")\n", m, v[0], v[n - 1] }' "$T/figs"
+}
+fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
+
 bench_figure() {
 	printf '  %-58s %14s   target %s\n' "$1" "$2" "$3"
 	[[ -z ${BENCH_RESULTS:-} ]] || printf '%s|%s|%s\n' "$1" "$2" "$3" >>"$BENCH_RESULTS"

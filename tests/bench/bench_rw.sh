@@ -109,16 +109,6 @@ M=$T/mnt
 BUCKET_URL=$S3_URL/$B
 
 # ---- figures: rec KEY VALUE; summary KEY -> "median (min-max)" ----
-rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
-summary() {
-	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
-		if (!n) { print "n/a"; exit }
-		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-		m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
-		f = m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")
-		printf f " (" f "-" f ")\n", m, v[0], v[n - 1] }' "$T/figs"
-}
-fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
 # pct A B: the last value of A as a percentage of the last value of B.
 pct() {

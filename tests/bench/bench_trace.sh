@@ -74,7 +74,6 @@ PY
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$(gw_pid tr)/stat"; }
 TCK=$(getconf CLK_TCK)
-rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
 median() {
 	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
 		if (!n) { print 0; exit }

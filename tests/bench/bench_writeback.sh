@@ -35,17 +35,7 @@ bench_require_bed
 T=$BENCH_TMP
 B=bench-wb-$$
 bench_bucket "$B"
-rec() { printf '%s %s\n' "$1" "$2" >>"$T/figs"; }
-summary() {
-	awk -v k="$1" '$1 == k { v[n++] = $2 } END {
-		if (!n) { print "n/a"; exit }
-		for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-		m = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
-		f = m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")
-		printf f " (" f "-" f ")\n", m, v[0], v[n - 1] }' "$T/figs"
-}
 med() { summary "$1" | cut -d' ' -f1; }
-fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
 rate() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%.2f", n / ((b - a) / 1e9) }'; }
 ratio() { awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN { if (a == "n/a" || b == "n/a" || b <= 0) print "n/a"; else printf "%.2fx", a / b }'; }
 listed() { "$S3TOOL" list "$B" "$1" | wc -l; }
