@@ -64,14 +64,19 @@ struct stats_def {
 	const char *family;          /* metric family; NULL: from section, name */
 	const char *label;           /* `k="v"` within the family; NULL: none */
 	bool gauge;                  /* a value now, not a running count */
+	bool ms;                     /* milliseconds: /metrics shows seconds */
 };
 
 #define STATS_COUNTER(type, field, section, name) \
-	{ section, name, offsetof(type, field), NULL, NULL, false }
+	{ section, name, offsetof(type, field), NULL, NULL, false, false }
 #define STATS_GAUGE(type, field, section, name) \
-	{ section, name, offsetof(type, field), NULL, NULL, true }
+	{ section, name, offsetof(type, field), NULL, NULL, true, false }
 #define STATS_FAMILY(type, field, section, name, family, label) \
-	{ section, name, offsetof(type, field), family, label, false }
+	{ section, name, offsetof(type, field), family, label, false, false }
+/* A running count of milliseconds, section.name in .facetfs/stats; in
+ * /metrics the counter family (in seconds, Prometheus's base unit). */
+#define STATS_MS(type, field, section, name, family) \
+	{ section, name, offsetof(type, field), family, NULL, false, true }
 
 /* A module's registration: embedded in the module's object, zeroed (or
  * untouched by a failed add) until stats_group_add(). */

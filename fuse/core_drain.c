@@ -80,7 +80,8 @@ static const struct stats_def drain_stats[] = {
 	STATS_COUNTER(struct drain_counters, done_bytes, "drain", "done_bytes"),
 	STATS_COUNTER(struct drain_counters, failed, "drain", "failed"),
 	STATS_COUNTER(struct drain_counters, conflicts, "drain", "conflicts"),
-	STATS_COUNTER(struct drain_counters, blocked_ms, "drain", "blocked_ms"),
+	STATS_MS(struct drain_counters, blocked_ms, "drain", "blocked_ms",
+		 "facetfs_drain_blocked_seconds_total"),
 };
 
 struct core_drain {

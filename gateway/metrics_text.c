@@ -116,7 +116,9 @@ static void mt_counters(struct mtext *t, struct stats *st)
 			if (strcmp(f2, fam))
 				continue;
 			done[j] = true;
-			if (l2[0])
+			if (s[j].def->ms)
+				mt_printf(t, "%s %.3f\n", fam, (double)s[j].v / 1e3);
+			else if (l2[0])
 				mt_printf(t, "%s{%s} %" PRIu64 "\n", fam, l2, s[j].v);
 			else
 				mt_printf(t, "%s %" PRIu64 "\n", fam, s[j].v);
