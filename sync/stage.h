@@ -74,8 +74,11 @@
  * and with reads; a commit waits for writes in flight, then blocks new
  * writes (not reads) of THAT file while it uploads; no lock is held during
  * an upload. A second commit while one runs waits for it, then returns its
- * ETag if nothing changed since (coalesced) or uploads again.
- * Lock order: stage_file.lock before stage.lock (a leaf).
+ * ETag if nothing changed since (coalesced) or uploads again. No lock a
+ * stat, a read or a write of a file waits for is held across a sync, a
+ * journal write or a file's creation: stage_file_size and
+ * stage_file_dirty never wait. The module's locks and their order are in
+ * stage_int.h; the process's in docs/design.md ("Lock order").
  * Ownership: every string and array passed in is copied.
  */
 #ifndef FACETFS_STAGE_H
