@@ -19,6 +19,12 @@
  * view set, and the set changes while the kernel holds the inode);
  * inode_get() turns the name into an index with the table's resolver (the
  * mount's answers for the view set of the request being served).
+ *
+ * Memory: the table holds what the kernel holds and nothing else. A node
+ * keeps the number, the lookup count, the view (a small number naming it)
+ * and the path; attributes are read from the index on demand. A node the
+ * kernel forgot is freed at once; about 80 bytes per inode held, more for
+ * the few open with the page cache, unlinked or renamed (inode.c).
  */
 #ifndef FACETFS_INODE_H
 #define FACETFS_INODE_H
@@ -132,5 +138,13 @@ bool inode_retire(struct inode_table *t, uint64_t ino, const char *etag,
 void inode_etag_moved(struct inode_table *t, uint64_t ino, const char *from, const char *to);
 
 size_t inode_count(struct inode_table *t);
+
+/* What the table holds now: inodes, those with extra state (page-cache
+ * version, attributes after an unlink, renamed), and the bytes of it all
+ * (nodes as malloc chunks, slot arrays, view names). */
+struct inode_mem {
+	size_t inodes, extras, aliases, bytes;
+};
+void inode_mem(struct inode_table *t, struct inode_mem *out);
 
 #endif
