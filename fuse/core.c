@@ -63,6 +63,7 @@ int core_new(const struct core_deps *deps, struct core **out)
 	clock_gettime(CLOCK_REALTIME, &c->start);
 	pthread_mutex_init(&c->ofile_lock, NULL);
 	pthread_cond_init(&c->ofile_cv, NULL);
+	pthread_mutex_init(&c->dir_lock, NULL);
 	int rc = index_dirs_each(c->d.ix, mkdir_loaded, c);
 	if (rc < 0)
 		goto fail;
@@ -98,6 +99,7 @@ void core_free(struct core *c)
 	reader_counters_release(&c->rctr);
 	pthread_mutex_destroy(&c->ofile_lock);
 	pthread_cond_destroy(&c->ofile_cv);
+	pthread_mutex_destroy(&c->dir_lock);
 	free(c->recovered);
 	links_free(c->links);
 	free(c);

@@ -189,6 +189,8 @@ int  core_getattr(struct core *c, uint64_t ino, struct stat *st);
 bool core_ino_generated(uint64_t ino);
 
 /* ---- directories ---- */
+/* A handle holds the directory's path and the names of its last reply,
+ * never the listing (fuse/core_dir.c). */
 int  core_opendir(struct core *c, uint64_t ino, struct core_dir **out);
 void core_releasedir(struct core *c, struct core_dir *d);
 /* One entry for the caller's buffer: next is the offset after it; ino is
@@ -202,11 +204,22 @@ struct core_dirent {
 	off_t next;
 };
 typedef int (*core_fill_fn)(void *ctx, const struct core_dirent *e);
-/* Entries from offset off ("." is 1, ".." 2, the i-th entry after them
- * i + 3). 0, or a negative errno (entries filled before it stand: a
- * caller with some replies with them). */
+/* Entries after offset off, in byte order of their names (0: from the
+ * start; "." is 1, ".." 2, every other entry's offset is
+ * core_dir_cookie(name), so a listing resumed from an offset goes on
+ * after that name whatever was added or removed meanwhile). 0, or a
+ * negative errno (entries filled before it stand: a caller with some
+ * replies with them); -EINVAL for an offset that stands for no name. */
 int  core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 		  core_fill_fn fill, void *ctx);
+uint64_t core_dir_cookie(const char *name);
+/* The name path of the view called vname left the index: open handles of
+ * its directory that returned it keep it, so that a seekdir to its
+ * offset still resumes after it. Any thread, also under the index's
+ * write lock (a change callback): it takes only a leaf lock. */
+void core_dir_removed(struct core *c, const char *vname, const char *path);
+/* Open directory handles and the bytes they hold. */
+void core_dir_mem(struct core *c, size_t *handles, size_t *bytes);
 
 /* ---- files ---- */
 /* flags: open(2)'s (O_ACCMODE, O_TRUNC). */

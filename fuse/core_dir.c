@@ -1,12 +1,34 @@
 /* core_dir.c — lookup, getattr and readdir over the index (core.h).
  *
- * Readdir offsets: "." is 1, ".." is 2, the i-th entry after them is i + 3.
- * A directory handle remembers the name of the last entry it returned and
- * the offset after it, so the usual sequential readdir continues with an
- * index seek past that name; any other offset restarts and skips.
+ * Readdir streams. A directory is listed in byte order of its names (the
+ * index's key order, with the directories made here merged in; the root's
+ * views and .facetfs/ sorted the same way) and no listing is ever held:
+ * each reply seeks the index after the name it resumes from and reads on
+ * until the caller's buffer is full.
+ *
+ * Offsets: "." is 1, ".." is 2, every other entry's offset is the cookie
+ * of its name (dir_cookie: a 63-bit hash, as ext4's hashed directories
+ * give), so an offset names a place in the order whatever was added or
+ * removed before it. A readdir from an offset resumes after the name it
+ * stands for, found (dir_resolve) in
+ *   1. the entries of the handle's last reply (the kernel asks again from
+ *      the last entry its caller took, inside the last reply);
+ *   2. the names removed from the directory after this handle returned
+ *      them (core_dir_removed, fed by the change callbacks; the last
+ *      DIR_REMOVED_KEPT): a seekdir to a name deleted since its telldir;
+ *   3. the directory itself, read from its start, cookie by cookie
+ *      (seekdir to an older place: time, no memory).
+ * An offset found in none of them is -EINVAL (a cookie never handed out,
+ * or a name deleted with more than DIR_REMOVED_KEPT others since).
+ * What a handle holds: its path, its last reply's names (at most
+ * DIR_MARKS_MAX bytes) and the removed names: bounded, whatever the
+ * directory's size.
  */
 #include "fuse/core_int.h"
 
+#include "common/hash.h"
+#include "common/lock.h"
+#include "common/log.h"
 #include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"
@@ -17,18 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct core_dir {
-	uint64_t ino;
-	size_t view;                 /* INODE_NO_VIEW for fixed directories */
-	char *vname;
-	char *path;
-	off_t next_off;              /* offset after last_name */
-	char last_name[CORE_NAME_MAX + 1];
-	bool extra;                  /* index entries done; listing made dirs */
-	size_t extra_pos;            /* made dirs already returned */
-};
-
-/* In name order: readdir resumes after a name. */
+/* In name order. */
 static const char *const meta_names[] = { "control", "pending", "recovered", "stats",
 					  "views" };
 static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_PENDING,
@@ -117,6 +128,50 @@ int core_getattr(struct core *c, uint64_t ino, struct stat *st)
 
 /* ---------- directories ---------- */
 
+#define DIR_MARKS_MAX (64u * 1024)   /* bytes of one reply's names kept */
+#define DIR_REMOVED_KEPT 16
+
+/* Handles are listed in c->dirs under c->dir_lock (a leaf): the change
+ * callbacks add removed names to them from any thread. Fields marked
+ * (lock) are under it; the rest belong to the request using the handle
+ * (the kernel runs one readdir of a handle at a time). */
+struct core_dir {
+	uint64_t ino;
+	size_t view;                 /* INODE_NO_VIEW for fixed directories */
+	char *vname;
+	char *path;
+	/* the last reply's entries: packed (u64 cookie, u8 length, name) */
+	unsigned char *marks;
+	size_t marks_len, marks_cap;
+	/* (lock) names removed here after this handle returned them */
+	struct { uint64_t cookie; char *name; } removed[DIR_REMOVED_KEPT];
+	unsigned removed_next;
+	char hw[CORE_NAME_MAX + 1];  /* (lock) the greatest name returned */
+	bool busy;                   /* (lock) a reply is being made */
+	size_t bytes;                /* (lock) what the handle holds */
+	struct core_dir *prev, *next;   /* (lock) c->dirs */
+};
+
+uint64_t core_dir_cookie(const char *name)
+{
+	uint64_t h = hash_fnv_str(HASH_FNV_SEED, name);
+	h ^= h >> 31;
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 29;
+	h &= INT64_MAX;              /* off_t is signed */
+	return h < 3 ? h + 3 : h;
+}
+
+static size_t dir_bytes(const struct core_dir *d)
+{
+	size_t b = sizeof *d + d->marks_cap + (d->path ? strlen(d->path) + 1 : 0) +
+		   (d->vname ? strlen(d->vname) + 1 : 0);
+	for (unsigned i = 0; i < DIR_REMOVED_KEPT; i++)
+		if (d->removed[i].name)
+			b += strlen(d->removed[i].name) + 1;
+	return b;
+}
+
 int core_opendir(struct core *c, uint64_t ino, struct core_dir **out)
 {
 	struct core_dir *d = calloc(1, sizeof *d);
@@ -131,30 +186,256 @@ int core_opendir(struct core *c, uint64_t ino, struct core_dir **out)
 			free(info.path);
 			rc = -ENOTDIR;
 		}
+		if (rc == 0) {
+			d->view = info.view;
+			d->path = info.path;
+			if (!(d->vname = strdup(view_name(core_view(c, info.view)))))
+				rc = -ENOMEM;
+		}
 		if (rc < 0) {
+			free(d->path);
 			free(d);
 			return rc;
 		}
-		d->view = info.view;
-		d->path = info.path;
-		d->vname = strdup(view_name(core_view(c, info.view)));
 	} else if (ino != INODE_ROOT && ino != INODE_META_DIR) {
 		free(d);
 		return -ENOTDIR;
 	}
+	mod_lock(&c->dir_lock);
+	d->bytes = dir_bytes(d);
+	d->next = c->dirs;
+	if (c->dirs)
+		c->dirs->prev = d;
+	c->dirs = d;
+	c->n_dirs++;
+	c->dirs_bytes += d->bytes;
+	mod_unlock(&c->dir_lock);
 	*out = d;
 	return 0;
 }
 
 void core_releasedir(struct core *c, struct core_dir *d)
 {
-	(void)c;
 	if (!d)
 		return;
+	mod_lock(&c->dir_lock);
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		c->dirs = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	c->n_dirs--;
+	c->dirs_bytes -= d->bytes;
+	mod_unlock(&c->dir_lock);
+	for (unsigned i = 0; i < DIR_REMOVED_KEPT; i++)
+		free(d->removed[i].name);
+	free(d->marks);
 	free(d->path);
 	free(d->vname);
 	free(d);
 }
+
+void core_dir_removed(struct core *c, const char *vname, const char *path)
+{
+	mod_lock(&c->dir_lock);
+	if (!c->dirs) {
+		mod_unlock(&c->dir_lock);
+		return;
+	}
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	const char *name = slash ? slash + 1 : path;
+	for (struct core_dir *d = c->dirs; d; d = d->next) {
+		if (!d->vname || strcmp(d->vname, vname) != 0 || strlen(d->path) != dlen ||
+		    memcmp(d->path, path, dlen) != 0)
+			continue;
+		/* only names this handle may have handed a cookie for */
+		if (!d->busy && (!d->hw[0] || strcmp(name, d->hw) > 0))
+			continue;
+		char *copy = strdup(name);
+		if (!copy)
+			continue;
+		unsigned i = d->removed_next++ % DIR_REMOVED_KEPT;
+		free(d->removed[i].name);
+		d->removed[i].name = copy;
+		d->removed[i].cookie = core_dir_cookie(name);
+		c->dirs_bytes -= d->bytes;
+		d->bytes = dir_bytes(d);
+		c->dirs_bytes += d->bytes;
+	}
+	mod_unlock(&c->dir_lock);
+}
+
+void core_dir_mem(struct core *c, size_t *handles, size_t *bytes)
+{
+	mod_lock(&c->dir_lock);
+	*handles = c->n_dirs;
+	*bytes = c->dirs_bytes;
+	mod_unlock(&c->dir_lock);
+}
+
+/* ---- the names of a directory, in order ---- */
+
+/* One name of the listing: attr for an index entry, NULL for a fixed
+ * entry or a made directory (is_dir says which kind); ino for fixed
+ * entries (0: in a view). Returns nonzero to stop. */
+typedef int (*dir_name_fn)(void *ctx, const char *name, const struct index_attr *a,
+			   bool is_dir, uint64_t ino);
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The root's entries (.facetfs and the views) in name order. */
+static int root_each(struct core *c, const char *after, dir_name_fn fn, void *ctx)
+{
+	size_t n = core_views(c)->n;
+	const char **names = malloc((n + 1) * sizeof *names);
+	if (!names)
+		return -ENOMEM;
+	names[0] = ".facetfs";
+	for (size_t v = 0; v < n; v++)
+		names[v + 1] = view_name(core_view(c, v));
+	qsort(names, n + 1, sizeof *names, cmp_str);
+	for (size_t i = 0; i <= n; i++) {
+		if (after && strcmp(names[i], after) <= 0)
+			continue;
+		bool meta = strcmp(names[i], ".facetfs") == 0;
+		if (fn(ctx, names[i], NULL, true, meta ? INODE_META_DIR : INODE_ROOT))
+			break;
+	}
+	free(names);
+	return 0;
+}
+
+/* Merging the directories made here (sorted, those the index lists
+ * too left out) into the index's entries. */
+struct merge {
+	struct core *c;
+	struct core_dir *d;
+	char **made;
+	size_t n_made, next;
+	dir_name_fn fn;
+	void *ctx;
+	bool stop;
+};
+
+static int merge_index_entry(void *ctx, const char *name, const struct index_attr *a)
+{
+	struct merge *m = ctx;
+	for (; m->next < m->n_made; m->next++) {
+		int k = strcmp(m->made[m->next], name);
+		if (k > 0)
+			break;
+		if (k == 0)
+			continue;            /* the index lists it */
+		if (m->fn(m->ctx, m->made[m->next], NULL, true, 0)) {
+			m->next++;
+			return m->stop = true;
+		}
+	}
+	if (m->fn(m->ctx, name, a, a->is_dir, 0))
+		return m->stop = true;
+	return 0;
+}
+
+/* A view directory's names after `after` (NULL: all): 0, or -ENOENT when
+ * the directory has no entry at all (and none is made here). */
+static int view_dir_each(struct core *c, struct core_dir *d, const char *after,
+			 dir_name_fn fn, void *ctx)
+{
+	struct merge m = { .c = c, .d = d, .fn = fn, .ctx = ctx };
+	core_mkdir_children(c, d->view, d->path, &m.made, &m.n_made);
+	if (m.n_made)
+		qsort(m.made, m.n_made, sizeof *m.made, cmp_str);
+	while (after && m.next < m.n_made && strcmp(m.made[m.next], after) <= 0)
+		m.next++;
+	int rc = index_readdir(c->d.ix, core_view(c, d->view), d->path, after,
+			       merge_index_entry, &m);
+	if (rc == -ENOENT && (m.n_made || core_mkdir_exists(c, d->view, d->path)))
+		rc = 0;              /* an empty directory made here */
+	for (; rc == 0 && !m.stop && m.next < m.n_made; m.next++)
+		if (fn(ctx, m.made[m.next], NULL, true, 0)) {
+			m.next++;
+			break;
+		}
+	for (size_t i = 0; i < m.n_made; i++)
+		free(m.made[i]);
+	free(m.made);
+	return rc;
+}
+
+/* Every name of d after `after`, in order, until fn stops. */
+static int dir_each(struct core *c, struct core_dir *d, const char *after,
+		    dir_name_fn fn, void *ctx)
+{
+	if (d->ino == INODE_ROOT)
+		return root_each(c, after, fn, ctx);
+	if (d->ino == INODE_META_DIR) {
+		for (size_t i = 0; i < sizeof meta_names / sizeof meta_names[0]; i++)
+			if ((!after || strcmp(meta_names[i], after) > 0) &&
+			    fn(ctx, meta_names[i], NULL, false, meta_inos[i]))
+				break;
+		return 0;
+	}
+	return view_dir_each(c, d, after, fn, ctx);
+}
+
+/* ---- resuming from an offset ---- */
+
+struct seek {
+	uint64_t cookie;
+	char *name;                  /* found: a copy */
+	int err;
+};
+
+static int seek_name(void *ctx, const char *name, const struct index_attr *a,
+		     bool is_dir, uint64_t ino)
+{
+	(void)a;
+	(void)is_dir;
+	(void)ino;
+	struct seek *s = ctx;
+	if (core_dir_cookie(name) != s->cookie)
+		return 0;
+	if (!(s->name = strdup(name)))
+		s->err = -ENOMEM;
+	return 1;
+}
+
+/* The name offset `off` stands for, into *name (malloc'ed): 0, -EINVAL
+ * when it stands for none (see the top of this file). */
+static int dir_resolve(struct core *c, struct core_dir *d, uint64_t off, char **name)
+{
+	*name = NULL;
+	for (size_t p = 0; p + 9 <= d->marks_len; ) {
+		uint64_t ck;
+		memcpy(&ck, d->marks + p, 8);
+		size_t len = d->marks[p + 8];
+		if (ck == off)
+			return (*name = strndup((char *)d->marks + p + 9, len)) ? 0 : -ENOMEM;
+		p += 9 + len;
+	}
+	mod_lock(&c->dir_lock);
+	for (unsigned i = 0; i < DIR_REMOVED_KEPT && !*name; i++)
+		if (d->removed[i].name && d->removed[i].cookie == off)
+			*name = strdup(d->removed[i].name);
+	mod_unlock(&c->dir_lock);
+	if (*name)
+		return 0;
+	struct seek s = { .cookie = off };
+	int rc = dir_each(c, d, NULL, seek_name, &s);
+	if (s.err || rc < 0) {
+		free(s.name);
+		return s.err ? s.err : rc;
+	}
+	*name = s.name;
+	return s.name ? 0 : -EINVAL;
+}
+
+/* ---- filling a reply ---- */
 
 /* The state of one readdir being filled. */
 struct rd {
@@ -163,21 +444,49 @@ struct rd {
 	bool plus;
 	core_fill_fn fill;
 	void *ctx;
-	off_t off;                   /* offset of the next entry to add */
-	off_t skip_until;            /* entries with offset below this are skipped */
 	bool full;
+	bool marked;                 /* this reply's first entry went in: the
+				      * last reply's marks are dropped */
+	char hw[CORE_NAME_MAX + 1];  /* the greatest name of this reply */
 };
 
-/* Add one entry. Returns 1 when the buffer is full (entry not added).
- * child_path: the entry is in a view (readdirplus takes a lookup on it). */
-static int rd_add(struct rd *r, const char *name, uint64_t ino, const struct stat *st,
-		  const char *child_path, bool is_dir)
+/* Keep (cookie, name) as an entry of this reply; past DIR_MARKS_MAX the
+ * rest is found by reading the directory again. */
+static void rd_mark(struct rd *r, uint64_t cookie, const char *name)
 {
-	off_t next = r->off + 1;
-	if (r->off < r->skip_until) {
-		r->off = next;
-		return 0;
+	struct core_dir *d = r->d;
+	if (!r->marked) {
+		d->marks_len = 0;
+		r->marked = true;
 	}
+	size_t len = strlen(name);
+	size_t need = d->marks_len + 9 + len;
+	if (need > d->marks_cap) {
+		size_t cap = d->marks_cap ? d->marks_cap : 1024;
+		while (cap < need)
+			cap *= 2;
+		if (cap > DIR_MARKS_MAX)
+			return;
+		unsigned char *g = realloc(d->marks, cap);
+		if (!g)
+			return;
+		d->marks = g;
+		d->marks_cap = cap;
+	}
+	memcpy(d->marks + d->marks_len, &cookie, 8);
+	d->marks[d->marks_len + 8] = (unsigned char)len;
+	memcpy(d->marks + d->marks_len + 9, name, len);
+	d->marks_len = need;
+	if (strcmp(name, r->hw) > 0)
+		snprintf(r->hw, sizeof r->hw, "%s", name);
+}
+
+/* Add one entry with offset next. Returns 1 when the buffer is full
+ * (entry not added). child_path: the entry is in a view (readdirplus
+ * takes a lookup on it). */
+static int rd_add(struct rd *r, const char *name, uint64_t ino, const struct stat *st,
+		  const char *child_path, bool is_dir, off_t next)
+{
 	struct core_dirent e = { .name = name, .attr = *st, .next = next };
 	bool counted = false;
 	if (r->plus) {
@@ -201,80 +510,43 @@ static int rd_add(struct rd *r, const char *name, uint64_t ino, const struct sta
 		r->full = true;
 		return 1;
 	}
-	r->off = next;
-	snprintf(r->d->last_name, sizeof r->d->last_name, "%s", name);
-	r->d->next_off = next;
+	if (next > 2)
+		rd_mark(r, (uint64_t)next, name);
 	return 0;
 }
 
-static int rd_index_entry(void *ctx, const char *name, const struct index_attr *a)
+static int rd_name(void *ctx, const char *name, const struct index_attr *a, bool is_dir,
+		   uint64_t ino)
 {
 	struct rd *r = ctx;
+	struct core *c = r->c;
+	off_t next = (off_t)core_dir_cookie(name);
+	struct stat st;
+	if (r->d->ino == INODE_ROOT) {
+		if (ino == INODE_META_DIR) {
+			core_attr_dir(c, INODE_META_DIR, &st);
+			return rd_add(r, name, INODE_META_DIR, &st, NULL, true, next);
+		}
+		uint64_t vino = inode_number(name, "");
+		core_attr_dir(c, vino, &st);
+		return rd_add(r, name, vino, &st, NULL, true, next);
+	}
+	if (r->d->ino == INODE_META_DIR) {
+		if (core_attr_of(c, ino, &st) < 0)
+			return 0;
+		return rd_add(r, name, ino, &st, NULL, false, next);
+	}
 	char child[PATH_MAX];
 	if (core_path_join(r->d->path, name, child, sizeof child) < 0)
 		return 0;
-	struct stat st;
-	uint64_t ino = inode_number(view_name(core_view(r->c, r->d->view)), child);
-	if (a->is_dir) {
-		core_attr_dir_at(r->c, r->d->view, child, ino, &st);
+	uint64_t cino = inode_number(view_name(core_view(c, r->d->view)), child);
+	if (is_dir) {
+		core_attr_dir_at(c, r->d->view, child, cino, &st);
 	} else {
-		core_attr_file(r->c, ino, a->size, a->mtime_ns,
-			       core_file_perm(r->c, r->d->view), &st);
-		core_attr_posix(r->c, r->d->view, &a->px, &st);
+		core_attr_file(c, cino, a->size, a->mtime_ns, core_file_perm(c, r->d->view), &st);
+		core_attr_posix(c, r->d->view, &a->px, &st);
 	}
-	return rd_add(r, name, ino, &st, child, a->is_dir);
-}
-
-/* After the index's entries: directories made here with mkdir that hold
- * no object yet. */
-static void rd_made_dirs(struct rd *r)
-{
-	struct core *c = r->c;
-	char **names;
-	size_t n;
-	core_mkdir_children(c, r->d->view, r->d->path, &names, &n);
-	for (size_t i = r->d->extra_pos; i < n && !r->full; i++) {
-		char child[PATH_MAX];
-		struct index_attr a;
-		if (core_path_join(r->d->path, names[i], child, sizeof child) < 0 ||
-		    index_lookup(c->d.ix, core_view(c, r->d->view), child, &a) == 0) {
-			r->d->extra_pos++;
-			continue;    /* the index lists it already */
-		}
-		struct stat st;
-		uint64_t ino = inode_number(view_name(core_view(c, r->d->view)), child);
-		core_attr_dir_at(c, r->d->view, child, ino, &st);
-		if (rd_add(r, names[i], ino, &st, child, true) == 0)
-			r->d->extra_pos++;
-	}
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-static void rd_root(struct rd *r, bool resume, const char *after)
-{
-	struct core *c = r->c;
-	struct stat st;
-	/* .facetfs, then the views in their configured order. */
-	size_t first = 0;
-	if (!resume || strcmp(after, ".facetfs") == 0) {
-		if (!resume) {
-			core_attr_dir(c, INODE_META_DIR, &st);
-			if (rd_add(r, ".facetfs", INODE_META_DIR, &st, NULL, true))
-				return;
-		}
-	} else {
-		size_t v = core_view_index(c, after);
-		if (v != INODE_NO_VIEW)
-			first = v + 1;
-	}
-	for (size_t v = first; v < core_views(c)->n; v++) {
-		const char *name = view_name(core_view(c, v));
-		core_attr_dir(c, inode_number(name, ""), &st);
-		if (rd_add(r, name, INODE_FIRST_DYNAMIC + v, &st, NULL, true))
-			break;
-	}
+	return rd_add(r, name, cino, &st, child, is_dir, next);
 }
 
 int core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
@@ -284,57 +556,41 @@ int core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 	core_view_follow(c, &d->view, d->vname);
 	if (d->vname && d->view == INODE_NO_VIEW)
 		return -ENOENT;
+	if (off < 0)
+		return -EINVAL;
 	struct rd r = { .c = c, .d = d, .plus = plus, .fill = fill, .ctx = ctx };
-	/* Continue after the remembered name, or restart and skip. */
-	bool resume = off > 2 && off == d->next_off && d->last_name[0];
-	char after[CORE_NAME_MAX + 1] = "";
-	if (resume) {
-		r.off = off;
-		snprintf(after, sizeof after, "%s", d->last_name);
-	} else {
-		r.off = 0;
-		r.skip_until = off;
+	char *after = NULL;
+	int rc = 0;
+	if (off > 2 && (rc = dir_resolve(c, d, (uint64_t)off, &after)) < 0) {
+		if (rc == -EINVAL)
+			log_debug("readdir of inode %llu: offset %lld stands for no name",
+				  (unsigned long long)d->ino, (long long)off);
+		return rc;
 	}
+	mod_lock(&c->dir_lock);
+	d->busy = true;
+	mod_unlock(&c->dir_lock);
 
 	struct stat st;
-	int rc = 0;
-	if (!resume) {
+	if (off < 1) {
 		core_attr_dir(c, d->ino, &st);
-		if (rd_add(&r, ".", d->ino, &st, NULL, true) == 0) {
-			core_attr_dir(c, INODE_ROOT, &st);
-			rd_add(&r, "..", INODE_ROOT, &st, NULL, true);
-		}
+		rd_add(&r, ".", d->ino, &st, NULL, true, 1);
 	}
-	if (r.full)
-		return 0;
+	if (off < 2 && !r.full) {
+		core_attr_dir(c, INODE_ROOT, &st);
+		rd_add(&r, "..", INODE_ROOT, &st, NULL, true, 2);
+	}
+	if (!r.full)
+		rc = dir_each(c, d, after, rd_name, &r);
+	free(after);
 
-	if (d->ino == INODE_ROOT) {
-		rd_root(&r, resume, after);
-	} else if (d->ino == INODE_META_DIR) {
-		for (size_t i = 0; i < sizeof meta_names / sizeof meta_names[0]; i++) {
-			if (resume && strcmp(meta_names[i], after) <= 0)
-				continue;
-			if (core_attr_of(c, meta_inos[i], &st) == 0 &&
-			    rd_add(&r, meta_names[i], meta_inos[i], &st, NULL, false))
-				break;
-		}
-	} else {
-		if (!resume) {
-			d->extra = false;
-			d->extra_pos = 0;
-		}
-		if (!d->extra) {
-			rc = index_readdir(c->d.ix, core_view(c, d->view), d->path, resume ? after : NULL,
-					   rd_index_entry, &r);
-			if (rc == -ENOENT && core_mkdir_exists(c, d->view, d->path))
-				rc = 0;      /* an empty directory made here */
-			if (rc >= 0 && !r.full) {
-				rc = 0;
-				d->extra = true;
-			}
-		}
-		if (d->extra && !r.full)
-			rd_made_dirs(&r);
-	}
+	mod_lock(&c->dir_lock);
+	d->busy = false;
+	if (strcmp(r.hw, d->hw) > 0)
+		memcpy(d->hw, r.hw, sizeof d->hw);
+	c->dirs_bytes -= d->bytes;
+	d->bytes = dir_bytes(d);
+	c->dirs_bytes += d->bytes;
+	mod_unlock(&c->dir_lock);
 	return rc < 0 ? rc : 0;
 }

@@ -16,6 +16,9 @@
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
  * it is held and it is never held across an S3, index or stage call that
  * blocks (stage_file_* calls are made with an ofile reference, not the lock).
+ * c->dir_lock protects the list of open directory handles and what the
+ * change callbacks add to them (core_dir_removed); a leaf too, taken
+ * under the index's write lock by those callbacks.
  * The inode table has its own lock (fuse/inode.h).
  *
  * Open files: an inode opened for writing gets one struct ofile holding its
@@ -104,6 +107,11 @@ struct core {
 	struct timespec start;
 	char *recovered;             /* absolute: target of .facetfs/recovered */
 	struct links *links;         /* link targets by version (links.h) */
+
+	pthread_mutex_t dir_lock;    /* protects dirs, n_dirs, dirs_bytes and
+				      * the handles' shared fields (core_dir.c) */
+	struct core_dir *dirs;       /* open directory handles */
+	size_t n_dirs, dirs_bytes;
 
 	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
 	pthread_cond_t ofile_cv;     /* an ofile's commit ended, or its hold */

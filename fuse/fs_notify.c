@@ -133,6 +133,8 @@ void fs_notify_change(struct fs *fs, const char *view, const char *path, int wha
 {
 	if (!fs->mounted)
 		return;
+	if (view && what == INDEX_REMOVED)
+		core_dir_removed(fs->core, view, path);
 	/* The change is in the index already: while the kernel holds no inode
 	 * of any view, it caches nothing below one, and what it looks up from
 	 * now on is read after the change. A first scan before any listing
