@@ -295,6 +295,15 @@ fail:
 	return rc;
 }
 
+void fs_memory(struct fs *fs, struct fs_mem *out)
+{
+	struct inode_mem im;
+	inode_mem(fs->it, &im);
+	out->inodes = im.inodes;
+	out->inode_bytes = im.bytes;
+	core_dir_mem(fs->core, &out->dir_handles, &out->dir_bytes);
+}
+
 int fs_run(struct fs *fs)
 {
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();

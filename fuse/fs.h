@@ -100,6 +100,15 @@ void fs_pending(struct fs *fs, uint64_t *files, uint64_t *bytes);
  * cached of it (queued; no lock held by the caller is needed). */
 void fs_view_changed(struct fs *fs, const char *name);
 
+/* What the mount holds in memory now (fuse/inode.h, fuse/core.h): inodes
+ * the kernel holds and the inode table's bytes; open directory handles
+ * and their bytes. Any thread. */
+struct fs_mem {
+	size_t inodes, inode_bytes;
+	size_t dir_handles, dir_bytes;
+};
+void fs_memory(struct fs *fs, struct fs_mem *out);
+
 /* The membership of the view called view changed at path (what:
  * INDEX_ADDED, INDEX_REMOVED, INDEX_CHANGED from views/index.h). */
 void fs_notify_change(struct fs *fs, const char *view, const char *path, int what);

@@ -48,9 +48,32 @@ struct view_error {
 	char *text;
 };
 
+/* The "memory" section of .facetfs/stats and /metrics: what the gateway
+ * holds, part by part (docs/operations.md "Memory"), read from each
+ * module when the stats are rendered (gw_memory_read). */
+struct gw_memory {
+	stats_counter rss, inodes, inode_bytes, dir_handles, dir_bytes, index_bytes,
+		      filter_bytes, readahead_bytes;
+};
+
+static const struct stats_def memory_stats[] = {
+	STATS_GAUGE(struct gw_memory, rss, "memory", "rss_bytes"),
+	STATS_GAUGE(struct gw_memory, inodes, "memory", "inodes"),
+	STATS_GAUGE(struct gw_memory, inode_bytes, "memory", "inode_bytes"),
+	STATS_GAUGE(struct gw_memory, dir_handles, "memory", "dir_handles"),
+	STATS_GAUGE(struct gw_memory, dir_bytes, "memory", "dir_bytes"),
+	STATS_GAUGE(struct gw_memory, index_bytes, "memory", "index_cache_bytes"),
+	STATS_GAUGE(struct gw_memory, filter_bytes, "memory", "index_filter_bytes"),
+	STATS_GAUGE(struct gw_memory, readahead_bytes, "memory", "readahead_bytes"),
+};
+
 struct gateway {
 	struct config cfg;
 	struct stats st;
+	struct gw_memory mem;        /* registered with st (mem_grp) */
+	struct stats_group mem_grp;
+	struct fs *_Atomic mem_fs;   /* the mount, for gw_memory_read (another
+				      * thread: /metrics) */
 	/* The current view set: pinned by FUSE requests, event batches and
 	 * the .facetfs/ providers; made current by index_set_views() (start-up,
 	 * views_reload() on the watcher). */
@@ -252,15 +275,50 @@ static void gw_copy_left_open(void *ctx, const char *bucket, const char *key,
 	stage_upload_left(gw->stage, bucket, key, since_ns);
 }
 
+/* Fill the "memory" gauges from the modules (any thread). */
+static void gw_memory_read(struct gateway *gw)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	stats_set(&gw->mem.rss, (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
+	struct fs *fs = atomic_load(&gw->mem_fs);
+	if (fs) {
+		struct fs_mem m;
+		fs_memory(fs, &m);
+		stats_set(&gw->mem.inodes, m.inodes);
+		stats_set(&gw->mem.inode_bytes, m.inode_bytes);
+		stats_set(&gw->mem.dir_handles, m.dir_handles);
+		stats_set(&gw->mem.dir_bytes, m.dir_bytes);
+	}
+	if (gw->ix) {
+		struct index_mem m;
+		index_mem(gw->ix, &m);
+		stats_set(&gw->mem.index_bytes, m.leveldb_bytes);
+		stats_set(&gw->mem.filter_bytes, m.filter_bytes);
+	}
+	if (gw->rpool) {
+		struct reader_pool_counters r;
+		reader_pool_counters(gw->rpool, &r);
+		stats_set(&gw->mem.readahead_bytes, r.bytes + r.kept);
+	}
+}
+
 static char *gw_stats_text(void *ctx)
 {
 	struct gateway *gw = ctx;
+	gw_memory_read(gw);
 	return stats_to_json(&gw->st, gw->stage ? "staging" : NULL, stats_staging, gw);
 }
 
 static char *gw_metrics_text(void *ctx)
 {
 	struct gateway *gw = ctx;
+	gw_memory_read(gw);
 	return metrics_text(&gw->st, gw->stage, gw->bc);
 }
 
@@ -812,6 +870,7 @@ static void gateway_stop(struct gateway *gw)
 	consumer_free(gw->cons);
 	gw->cons = NULL;
 	ingest_set_fs(gw->ing, NULL);
+	atomic_store(&gw->mem_fs, NULL);
 	fs_free(gw->fs);
 	gw->fs = NULL;
 	ingest_free(gw->ing);
@@ -839,6 +898,7 @@ static void gateway_stop(struct gateway *gw)
 	errors_set(gw, NULL, 0);
 	pthread_mutex_destroy(&gw->err_lock);
 	pthread_mutex_destroy(&gw->cache_lock_mu);
+	stats_group_remove(&gw->mem_grp);
 	stats_release(&gw->st);
 }
 
@@ -849,12 +909,15 @@ int gateway_mount(const struct mount_opts *o)
 	struct gateway gw = { .ready_fd = -1, .cache_lock_fd = -1, .config_path =
 		realpath(o->config_path, conf_abs) ? conf_abs : o->config_path };
 	stats_init(&gw.st);
+	stats_group_add(&gw.st, &gw.mem_grp, memory_stats,
+			sizeof memory_stats / sizeof memory_stats[0], &gw.mem);
 	viewset_slot_init(&gw.views, NULL);
 	pthread_mutex_init(&gw.err_lock, NULL);
 	pthread_mutex_init(&gw.cache_lock_mu, NULL);
 	char err[4096] = "";
 	if (config_load(o->config_path, &gw.cfg, err, sizeof err) < 0) {
 		fprintf(stderr, "%s\n", err);
+		stats_group_remove(&gw.mem_grp);
 		stats_release(&gw.st);
 		return 2;
 	}
@@ -920,6 +983,7 @@ int gateway_mount(const struct mount_opts *o)
 	if (fs_mount(o->mountpoint, o->fuse_opts, &deps, &gw.fs) < 0)
 		goto out;
 	ingest_set_fs(gw.ing, gw.fs);
+	atomic_store(&gw.mem_fs, gw.fs);
 	if (gw.cfg.rescan_interval_s)
 		scan_set_rescan_interval(gw.scan, gw.cfg.rescan_interval_s);
 	if (viewwatch_start(gw.cfg.views_dir, views_reload, &gw, &gw.watch) < 0)

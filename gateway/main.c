@@ -350,6 +350,14 @@ static int cmd_status(int argc, char **argv)
 		       "queued %.0f\n", num(warm, "fetched", NULL), num(warm, "used", NULL),
 		       num(warm, "wasted", NULL), num(warm, "skipped", NULL),
 		       num(warm, "queued", NULL));
+	const double mib = 1024.0 * 1024.0;
+	printf("memory    RSS %.1f MiB  inodes %.0f (%.1f MiB)  dir handles %.0f (%.1f MiB)  "
+	       "index cache %.1f MiB  key filter %.1f MiB  read-ahead %.1f MiB\n",
+	       num(s, "memory", "rss_bytes") / mib, num(s, "memory", "inodes"),
+	       num(s, "memory", "inode_bytes") / mib, num(s, "memory", "dir_handles"),
+	       num(s, "memory", "dir_bytes") / mib, num(s, "memory", "index_cache_bytes") / mib,
+	       num(s, "memory", "index_filter_bytes") / mib,
+	       num(s, "memory", "readahead_bytes") / mib);
 	printf("keys      not mappable to a path: %.0f\n", num(s, "keys", "not_a_path"));
 	const cJSON *rl = cJSON_GetObjectItemCaseSensitive(v, ".reloads");
 	if (rl)

@@ -137,7 +137,7 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 
 	ix->opts = leveldb_options_create();
 	ix->fpolicy = leveldb_filterpolicy_create_bloom(10);
-	ix->cache = leveldb_cache_create_lru(64u << 20);
+	ix->cache = leveldb_cache_create_lru(INDEX_CACHE_BYTES);
 	leveldb_options_set_create_if_missing(ix->opts, 1);
 	leveldb_options_set_filter_policy(ix->opts, ix->fpolicy);
 	leveldb_options_set_cache(ix->opts, ix->cache);
@@ -145,7 +145,7 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 	 * table stays cache-warmer (bench-index, 100 views, 1M events: 16 MiB
 	 * ~240K events per CPU-s of the applier, 32 MiB ~185K, 64 MiB ~155K);
 	 * below 16 MiB L0 fills faster than one core compacts and writes stall */
-	leveldb_options_set_write_buffer_size(ix->opts, 16u << 20);
+	leveldb_options_set_write_buffer_size(ix->opts, INDEX_MEMTABLE_BYTES);
 	leveldb_options_set_max_file_size(ix->opts, 8u << 20);
 	leveldb_options_set_compression(ix->opts, leveldb_snappy_compression);
 	ix->ro = leveldb_readoptions_create();

@@ -223,6 +223,15 @@ size_t   index_n_views(struct index *ix);
 /* Is the in-memory key filter complete (applies then skip the read of keys
  * never stored)? Built in the background after index_open; for status/tests. */
 bool     index_filter_ready(struct index *ix);
+/* What the index holds in memory now: LevelDB's block cache and memtables
+ * (its "approximate-memory-usage"; the cache is bounded by
+ * INDEX_CACHE_BYTES, each memtable by INDEX_MEMTABLE_BYTES) and the key
+ * filter (10 to 80 bits per stored object: it is rebuilt at 4 times the
+ * keys once full, and its bits are a power of two). Any thread. */
+#define INDEX_CACHE_BYTES (64u << 20)
+#define INDEX_MEMTABLE_BYTES (16u << 20)
+struct index_mem { uint64_t leveldb_bytes, filter_bytes; };
+void     index_mem(struct index *ix, struct index_mem *out);
 
 /* Directories made with mkdir in a view (by view name, so they follow the
  * view through reloads) and their attributes (mode, owner, mtime; px NULL
