@@ -294,6 +294,55 @@ static int fake_get_tagging(struct s3 *s, const char *bucket, const char *key,
 	return err;
 }
 
+/* One page of a generated bucket, after the key token names (f->mu held
+ * on entry, released here). */
+static int gen_list_page(struct s3_fake *f, const struct fake_gen *g, const char *prefix,
+			 const char *token, s3_list_fn fn, void *ctx,
+			 char *next_token, size_t ntlen, bool *truncated)
+{
+	size_t gl = strlen(g->prefix), page_size = f->page_size;
+	int64_t t0 = S3_FAKE_CLOCK_START_NS;
+	uint64_t i = 0, end = g->count;
+	/* a prefix narrower than the generated one lists nothing */
+	if (prefix && strncmp(g->prefix, prefix, strlen(prefix)) != 0 &&
+	    strncmp(prefix, g->prefix, gl) != 0)
+		end = 0;
+	char *bucket = strdup(g->bucket), *gp = strdup(g->prefix);
+	mod_unlock(&f->mu);
+	if (!bucket || !gp) {
+		free(bucket);
+		free(gp);
+		return -ENOMEM;
+	}
+	if (token && *token && strncmp(token, gp, gl) == 0)
+		i = strtoull(token + gl, NULL, 10) + 1;
+	int err = 0;
+	char key[FAKE_KEY_MAX + 16];
+	for (size_t n = 0; !err && i < end; i++, n++) {
+		if (n == page_size) {
+			*truncated = true;
+			snprintf(key, sizeof key, "%s%010llu", gp, (unsigned long long)(i - 1));
+			if (strlen(key) >= ntlen)
+				err = -EOVERFLOW;
+			else
+				memcpy(next_token, key, strlen(key) + 1);
+			break;
+		}
+		snprintf(key, sizeof key, "%s%010llu", gp, (unsigned long long)i);
+		if (prefix && strncmp(key, prefix, strlen(prefix)) != 0)
+			continue;
+		struct obj_meta o = { .bucket = bucket, .key = key, .size = 100,
+				      .mtime_ns = t0 + (int64_t)i * 1000000, .flags = OBJ_FROM_SCAN };
+		snprintf(o.etag, sizeof o.etag, "%032llx", (unsigned long long)i);
+		err = fn(ctx, &o);
+	}
+	free(bucket);
+	free(gp);
+	if (err && ntlen)
+		next_token[0] = '\0';
+	return err;
+}
+
 static int fake_list_page(struct s3 *s, const char *bucket, const char *prefix,
 			  const char *token, s3_list_fn fn, void *ctx,
 			  char *next_token, size_t ntlen, bool *truncated)
@@ -305,6 +354,10 @@ static int fake_list_page(struct s3 *s, const char *bucket, const char *prefix,
 	int err = fake_begin(f, S3K_LIST, bucket, NULL);
 	if (err)
 		return err;
+	for (size_t g = 0; g < f->n_gens; g++)
+		if (!strcmp(f->gens[g].bucket, bucket))
+			return gen_list_page(f, &f->gens[g], prefix, token, fn, ctx, next_token,
+					     ntlen, truncated);
 	size_t pl = prefix ? strlen(prefix) : 0;
 	bool found;
 	/* The token is the last key of the previous page: start after it. */
@@ -500,6 +553,11 @@ static void fake_free(struct s3 *s)
 	for (size_t i = 0; i < f->n_buckets; i++)
 		free(f->buckets[i]);
 	free(f->buckets);
+	for (size_t i = 0; i < f->n_gens; i++) {
+		free(f->gens[i].bucket);
+		free(f->gens[i].prefix);
+	}
+	free(f->gens);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 }
@@ -554,6 +612,29 @@ int s3_fake_bucket_add(struct s3 *s, const char *bucket)
 		} else {
 			f->buckets[f->n_buckets++] = b;
 		}
+	}
+	mod_unlock(&f->mu);
+	return err;
+}
+
+int s3_fake_bucket_generate(struct s3 *s, const char *bucket, const char *prefix,
+			    uint64_t count)
+{
+	int err = s3_fake_bucket_add(s, bucket);
+	if (err)
+		return err;
+	struct s3_fake *f = fake_of(s);
+	struct fake_gen g = { strdup(bucket), strdup(prefix), count };
+	mod_lock(&f->mu);
+	struct fake_gen *a = realloc(f->gens, (f->n_gens + 1) * sizeof *a);
+	if (a)
+		f->gens = a;
+	if (!a || !g.bucket || !g.prefix) {
+		free(g.bucket);
+		free(g.prefix);
+		err = -ENOMEM;
+	} else {
+		f->gens[f->n_gens++] = g;
 	}
 	mod_unlock(&f->mu);
 	return err;

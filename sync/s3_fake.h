@@ -83,6 +83,14 @@ int  s3_fake_object_delete(struct s3 *s, const char *bucket, const char *key);
 int  s3_fake_object_read(struct s3 *s, const char *bucket, const char *key,
 			 void **data, size_t *len, struct obj_meta *out,
 			 uint64_t *version);
+/* A bucket whose listing shows count objects, generated page by page as
+ * they are listed and never stored, so that a bucket of ten million
+ * objects costs no memory: keys prefix + a 10-digit number from 0 in
+ * order, 100 bytes each, Last-Modified the clock's start + i ms, ETag the
+ * number in hex. Only LIST knows them (HEAD and GET: -ENOENT). 0 or
+ * -ENOMEM. */
+int  s3_fake_bucket_generate(struct s3 *s, const char *bucket, const char *prefix,
+			     uint64_t count);
 /* Number of objects in a bucket (0 if there is no such bucket). */
 size_t s3_fake_object_count(struct s3 *s, const char *bucket);
 

@@ -21,6 +21,12 @@ struct fake_obj {
 	bool gone;               /* a tombstone */
 };
 
+/* A bucket whose listing is generated (s3_fake_bucket_generate). */
+struct fake_gen {
+	char *bucket, *prefix;
+	uint64_t count;
+};
+
 struct s3_fake {
 	struct s3 iface;
 	pthread_mutex_t mu;
@@ -37,6 +43,8 @@ struct s3_fake {
 	size_t n_uploads;
 	uint64_t next_upload;          /* ids: "fake-upload-N" */
 	uint64_t min_part;             /* smallest part but the last */
+	struct fake_gen *gens;         /* generated buckets */
+	size_t n_gens;
 };
 
 static inline struct s3_fake *fake_of(struct s3 *s)

@@ -14,12 +14,20 @@
  * index_scan_apply() is timed.
  *
  * usage: bench-scan [--pages N] [--page N] [--views N] [--dir DIR]
- *                   [--pipeline MS]
+ *                   [--pipeline MS [--generate] [--every N]]
  *   --pipeline MS  instead: the whole first scan (views/scan.h) of a
  *                  bucket in the in-memory store (sync/s3_fake.h) whose
  *                  every LIST page takes MS ms more (sync/s3_fault.h) (11 = the raw
  *                  LIST of bench_listing), from scan_start to scan_wait;
  *                  the ideal is PAGES x MS plus one page's apply
+ *   --generate     the bucket's listing is generated as it is listed
+ *                  (s3_fake_bucket_generate: keys data/ + 10 digits, no
+ *                  object stored), so that ten million objects fit: the
+ *                  process's memory is then the scan's and the index's
+ *   --every N      with --pipeline, a "progress:" line every N objects
+ *                  listed (default 1,000,000): objects, seconds, objects/s
+ *                  since the last line, RSS and the index's size on disk,
+ *                  each also per object
  * Prints one "figure:" line with objects/s (wall and per CPU-second of the
  * applying thread) and, where perf events are allowed, instructions per
  * object of the applying thread. Where they are not, run it under
@@ -33,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +54,21 @@
 #include "views/index.h"
 #include "tests/unit/unit_views.h"
 #include "views/scan.h"
+
+/* The first three fields of /proc/loadavg, in a static buffer. */
+static const char *loadavg(void)
+{
+	static char buf[64];
+	snprintf(buf, sizeof buf, "?");
+	FILE *f = fopen("/proc/loadavg", "r");
+	if (f) {
+		double a, b, c;
+		if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+			snprintf(buf, sizeof buf, "%.2f %.2f %.2f", a, b, c);
+		fclose(f);
+	}
+	return buf;
+}
 
 static double clock_s(clockid_t id)
 {
@@ -139,7 +164,8 @@ static void change_count(void *ctx, const char *view, const char *path, int what
 		(*(long *)ctx)++;
 }
 
-struct cfg { long pages, page, n_views; const char *dir; long list_ms; };
+struct cfg { long pages, page, n_views; const char *dir; long list_ms; bool generate;
+	     long every; const char *dir_used; };
 
 /* The bucket of --pipeline: the in-memory store (sync/s3_fake.h) holding
  * the same keys with 100 bytes each, behind the fault wrapper
@@ -157,10 +183,12 @@ static int store_make(const struct cfg *c, struct s3 **out)
 	struct s3_fault_rule slow = { .kind = S3K_LIST, .type = S3F_DELAY,
 				      .delay_ms = (unsigned)c->list_ms };
 	char body[100];
-	int rc = s3_fake_bucket_add(fake, "bench");
+	int rc = c->generate ? s3_fake_bucket_generate(fake, "bench", "data/",
+						       (uint64_t)(c->pages * c->page))
+			     : s3_fake_bucket_add(fake, "bench");
 	if (rc == 0 && c->list_ms > 0)
 		rc = s3_fault_add(s, &slow);
-	for (long id = 0; rc == 0 && id < c->pages * c->page; id++) {
+	for (long id = 0; rc == 0 && !c->generate && id < c->pages * c->page; id++) {
 		char key[32];
 		snprintf(key, sizeof key, "data/%07ld", id);
 		memset(body, (int)('a' + id % 26), sizeof body);
@@ -172,6 +200,48 @@ static int store_make(const struct cfg *c, struct s3 **out)
 	}
 	*out = s;
 	return 0;
+}
+
+/* Resident bytes of this process. */
+static uint64_t rss_bytes(void)
+{
+	long pages = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes of the files in dir (the index: no subdirectories). */
+static uint64_t dir_size(const char *dir)
+{
+	uint64_t total = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+			total += (uint64_t)st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return total;
+}
+
+static void progress(const char *dir, uint64_t done, double t, double rate)
+{
+	char ix[4096];
+	snprintf(ix, sizeof ix, "%s/index", dir);
+	uint64_t rss = rss_bytes(), disk = dir_size(ix);
+	printf("progress: %llu objects, %.1f s, %.0f objects/s since the last line, "
+	       "RSS %.1f MiB (%.1f bytes/object), index %.1f MiB (%.1f bytes/object); "
+	       "load %s\n", (unsigned long long)done, t, rate, (double)rss / 1048576.0,
+	       (double)rss / (double)done, (double)disk / 1048576.0,
+	       (double)disk / (double)done, loadavg());
+	fflush(stdout);
 }
 
 static int run_pipeline(const struct cfg *c, struct index *ix, long *added)
@@ -187,8 +257,27 @@ static int run_pipeline(const struct cfg *c, struct index *ix, long *added)
 	long n = c->pages * c->page;
 	double t0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	int rc = scan_start(sc, "bench", 0);
-	if (rc == 0)
-		rc = scan_wait(sc, "bench", 600000);
+	uint64_t next = (uint64_t)c->every, last_n = 0;
+	double last_t = t0;
+	while (rc == 0) {
+		if ((rc = scan_wait(sc, "bench", 200)) != -ETIMEDOUT)
+			break;
+		rc = 0;
+		struct scan_info *si;
+		size_t ns;
+		if (scan_status(sc, &si, &ns) < 0 || ns == 0)
+			continue;
+		uint64_t done = si[0].objects;
+		free(si);
+		if (done < next)
+			continue;
+		double now = clock_s(CLOCK_MONOTONIC);
+		progress(c->dir_used, done, now - t0, (double)(done - last_n) / (now - last_t));
+		last_n = done;
+		last_t = now;
+		while (next <= done)
+			next += (uint64_t)c->every;
+	}
 	double t = clock_s(CLOCK_MONOTONIC) - t0, pcpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
 	scan_free(sc);
 	s3_free(s3);
@@ -196,10 +285,11 @@ static int run_pipeline(const struct cfg *c, struct index *ix, long *added)
 		fprintf(stderr, "scan: %s\n", strerror(-rc));
 		return -1;
 	}
-	printf("figure: pipeline pages=%ld page=%ld views=%ld list=%ld ms: first scan %.3f s "
-	       "(ideal %.3f s), %.0f objects/s, process cpu %.3f s\n", c->pages, c->page,
-	       c->n_views, c->list_ms, t, (double)(c->pages * c->list_ms) / 1000, (double)n / t,
-	       pcpu);
+	printf("figure: pipeline pages=%ld page=%ld views=%ld list=%ld ms%s: first scan %.3f s "
+	       "(ideal %.3f s), %.0f objects/s, process cpu %.3f s; load %s\n", c->pages, c->page,
+	       c->n_views, c->list_ms, c->generate ? " (generated)" : "", t,
+	       (double)(c->pages * c->list_ms) / 1000, (double)n / t, pcpu, loadavg());
+	progress(c->dir_used, (uint64_t)n, t, 0);
 	return 0;
 }
 
@@ -211,6 +301,7 @@ static int run(const struct cfg *c)
 		perror("mkdtemp");
 		return 2;
 	}
+	((struct cfg *)c)->dir_used = dir;
 	struct view **views = views_make(c->n_views);
 	struct index *ix;
 	char err[256];
@@ -280,8 +371,11 @@ check:;
 	for (long i = 0; i < c->n_views; i++) {
 		members += index_members(ix, unit_v((size_t)i));
 		size_t kind = (size_t)i % N_KINDS;
+		/* "some" is prefix data/00: 7 digits from 0, or 10 with --generate */
+		uint64_t some = c->generate ? (uint64_t)(n < 100000000 ? n : 100000000)
+					    : (uint64_t)(n < 100000 ? n : 100000);
 		want += kind == 0 || kind == 1 || kind == 2 ? (uint64_t)n
-		      : kind == 3 ? (uint64_t)(n < 100000 ? n : 100000) : 0;
+		      : kind == 3 ? some : 0;
 	}
 	struct index_scan_state got;
 	int ok = index_objects(ix) == (uint64_t)n && members == want &&
@@ -306,26 +400,31 @@ check:;
 
 int main(int argc, char **argv)
 {
-	struct cfg c = { .pages = 100, .page = 1000, .n_views = 5, .list_ms = -1 };
+	struct cfg c = { .pages = 100, .page = 1000, .n_views = 5, .list_ms = -1,
+			 .every = 1000000 };
 	static const struct option longopts[] = {
 		{ "pages", required_argument, NULL, 'p' },
 		{ "page", required_argument, NULL, 'n' },
 		{ "views", required_argument, NULL, 'v' },
 		{ "dir", required_argument, NULL, 'd' },
 		{ "pipeline", required_argument, NULL, 'P' },
+		{ "generate", no_argument, NULL, 'g' },
+		{ "every", required_argument, NULL, 'e' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int o;
-	while ((o = getopt_long(argc, argv, "p:n:v:d:P:", longopts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "p:n:v:d:P:ge:", longopts, NULL)) != -1) {
 		switch (o) {
 		case 'p': c.pages = atol(optarg); break;
 		case 'n': c.page = atol(optarg); break;
 		case 'v': c.n_views = atol(optarg); break;
 		case 'd': c.dir = optarg; break;
 		case 'P': c.list_ms = atol(optarg); break;
+		case 'g': c.generate = true; break;
+		case 'e': c.every = atol(optarg) > 0 ? atol(optarg) : 1000000; break;
 		default:
 			fprintf(stderr, "usage: bench-scan [--pages N] [--page N] [--views N] "
-				"[--dir DIR] [--pipeline MS]\n");
+				"[--dir DIR] [--pipeline MS [--generate] [--every N]]\n");
 			return 2;
 		}
 	}
