@@ -3,11 +3,12 @@
  *
  * DESIGN: one struct scan_job per bucket (never freed before scan_free, so
  * pointers stay valid); a job in SCAN_RUNNING owns one thread running
- * job_main(): list a page into a page buffer (deep copies), HEAD its
- * objects with a pool of short-lived threads if needed, then
- * index_scan_apply() the page together with the state after it. The
- * scanner's mutex guards the job list and each job's counters; `stop`
- * and the condition variable end backoff waits and wake scan_wait().
+ * job_main(), which lists pages (deep copies) into a bounded queue, and
+ * an applier thread which HEADs their objects with a pool of short-lived
+ * threads if needed, then index_scan_apply()s every page queued, in one
+ * batch with the state after the last (struct pipe). The scanner's mutex
+ * guards the job list and each job's counters; `stop` and the condition
+ * variable end backoff waits and wake scan_wait().
  * Rescans live in scan_rescan.c (scan_int.h holds what both share).
  */
 #include "views/scan.h"
@@ -248,28 +249,130 @@ bool scan_backoff(struct scanner *s, int ms)
 	return atomic_load(&s->stop);
 }
 
-/* Applying one listed page (HEADs where views need them, then one index
- * batch with the state after it), on its own thread while the next page
- * is listed. */
-struct apply_task {
-	struct scan_job *job;
+/* The listing and the applier, pipelined (one struct pipe per run of a
+ * job): the scan thread lists pages into a queue of at most
+ * SCAN_QUEUE_PAGES, the applier thread takes every page queued (up to
+ * SCAN_BATCH_OBJECTS objects), HEADs what views need, and writes them in
+ * one index batch with the state after the last of them. So the listing
+ * never waits for an apply unless the queue is full, and the index
+ * writes grow with the applier's backlog. Pages are applied in order, each
+ * batch with the state after it, so an interrupted scan resumes after
+ * the last batch applied; after a failed batch the queue is dropped and
+ * the listing restarts from there.
+ *
+ * p->mu guards every field below it (a state lock: nothing is listed,
+ * HEADed or written under it); p->cv is broadcast on every change. */
+struct queued {
 	struct page *pg;
-	struct index_scan_state next;
-	int rc;
+	struct index_scan_state next;   /* the state after this page */
 };
 
-static void *apply_main(void *arg)
+struct pipe {
+	struct scan_job *job;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct queued q[SCAN_QUEUE_PAGES];
+	size_t head, n;
+	struct index_scan_state cur;    /* after the last batch applied */
+	int err;                        /* a batch failed: the lister restarts */
+	bool busy;                      /* the applier has a batch */
+	bool stop;
+	uint64_t batches;
+};
+
+static void page_free(struct page *pg)
 {
-	struct apply_task *t = arg;
-	struct scanner *s = t->job->s;
-	pthread_setname_np(pthread_self(), "scan-apply");
-	int rc = scan_page_enrich(t->job, t->pg, t->job->needs, true);
-	if (rc == 0) {
-		int k = index_scan_apply(s->ix, t->job->bucket, t->pg->o, t->pg->n, &t->next,
-					 s->fn, s->fnctx);
-		rc = k < 0 ? k : 0;
+	if (!pg)
+		return;
+	scan_page_clear(pg);
+	free(pg->o);
+	free(pg);
+}
+
+/* Drop every queued page (p->mu held). */
+static void queue_drop(struct pipe *p)
+{
+	for (; p->n; p->n--, p->head = (p->head + 1) % SCAN_QUEUE_PAGES)
+		page_free(p->q[p->head].pg);
+}
+
+/* Enrich and write one batch of pages (no lock held). */
+static int batch_apply(struct scan_job *job, struct queued *b, size_t k)
+{
+	struct scanner *s = job->s;
+	size_t total = 0;
+	int rc = 0;
+	for (size_t i = 0; i < k && rc == 0; i++) {
+		rc = scan_page_enrich(job, b[i].pg, job->needs, true);
+		total += b[i].pg->n;
 	}
-	t->rc = rc;
+	if (rc < 0)
+		return rc;
+	struct obj_meta *objs = b[0].pg->o, *merged = NULL;
+	if (k > 1) {
+		if (!(merged = malloc((total ? total : 1) * sizeof *merged)))
+			return -ENOMEM;
+		size_t at = 0;
+		for (size_t i = 0; i < k; i++) {
+			memcpy(merged + at, b[i].pg->o, b[i].pg->n * sizeof *merged);
+			at += b[i].pg->n;
+		}
+		objs = merged;           /* a view of the pages' records */
+	}
+	int kept = index_scan_apply(s->ix, job->bucket, objs, total, &b[k - 1].next, s->fn,
+				    s->fnctx);
+	free(merged);
+	return kept < 0 ? kept : 0;
+}
+
+static void *applier_main(void *arg)
+{
+	struct pipe *p = arg;
+	struct scan_job *job = p->job;
+	struct scanner *s = job->s;
+	pthread_setname_np(pthread_self(), "scan-apply");
+	struct queued b[SCAN_QUEUE_PAGES];
+	mod_lock(&p->mu);
+	for (;;) {
+		while (!p->stop && (p->n == 0 || p->err))
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->stop)
+			break;
+		size_t k = 0, objs = 0;
+		while (p->n && (k == 0 || objs + p->q[p->head].pg->n <= SCAN_BATCH_OBJECTS)) {
+			b[k] = p->q[p->head];
+			objs += b[k++].pg->n;
+			p->head = (p->head + 1) % SCAN_QUEUE_PAGES;
+			p->n--;
+		}
+		p->busy = true;
+		uint64_t before = p->cur.objects;
+		pthread_cond_broadcast(&p->cv);     /* room in the queue */
+		mod_unlock(&p->mu);
+
+		int rc = batch_apply(job, b, k);
+		if (rc == 0) {
+			stats_add(&s->ctr.objects, b[k - 1].next.objects - before);
+			mod_lock(&s->mu);
+			job->info.objects = b[k - 1].next.objects;
+			job->info.pages += k;
+			job->info.last_error = 0;
+			mod_unlock(&s->mu);
+		}
+		for (size_t i = 0; i < k; i++)
+			page_free(b[i].pg);
+
+		mod_lock(&p->mu);
+		p->busy = false;
+		if (rc == 0) {
+			p->cur = b[k - 1].next;
+			p->batches++;
+		} else {
+			p->err = rc;
+		}
+		pthread_cond_broadcast(&p->cv);
+	}
+	mod_unlock(&p->mu);
 	return NULL;
 }
 
@@ -287,126 +390,146 @@ static bool page_failed(struct scan_job *job, int rc, int *fails)
 	return scan_backoff(s, ms > 30000 ? 30000 : ms);
 }
 
-enum { TAKEN, RETRY, STOP };
-
-/* The result of an applied page: on success the scan state moves past it;
- * on failure the listing restarts after the last applied page. */
-static int take_result(struct scan_job *job, struct apply_task *t,
-		       struct index_scan_state *cur, char *list_tok, int *fails)
+/* Wait on p->cv for at most 100 ms (p->mu held): the scanner's stop is
+ * seen soon, whatever the applier does. */
+static void pipe_wait(struct pipe *p)
 {
-	struct scanner *s = job->s;
-	scan_page_clear(t->pg);
-	if (t->rc < 0) {
-		memcpy(list_tok, cur->token, sizeof cur->token);
-		return page_failed(job, t->rc, fails) ? STOP : RETRY;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
 	}
-	stats_add(&s->ctr.objects, t->next.objects - cur->objects);
-	*cur = t->next;
-	mod_lock(&s->mu);
-	job->info.objects = cur->objects;
-	job->info.pages++;
-	job->info.last_error = 0;
-	mod_unlock(&s->mu);
-	*fails = 0;
-	return TAKEN;
+	pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 }
 
-/* The listing, pipelined: page N+1 is listed while page N is applied.
- * Pages are applied one at a time and in order, each with the state after
- * it, so an interrupted scan resumes after the last applied page; after a
- * failure the listing restarts from there. */
+/* The scan thread: list pages into the pipe until the applier has written
+ * the last one, restarting after the last batch applied when one fails. */
 static void *job_main(void *arg)
 {
 	struct scan_job *job = arg;
 	struct scanner *s = job->s;
-	struct page pgs[2] = { { .bucket = job->bucket }, { .bucket = job->bucket } };
-	int li = 0;                  /* page being listed into */
-	struct index_scan_state cur; /* after the last applied page */
-	char list_tok[sizeof cur.token];
-	struct apply_task task;
-	pthread_t applier;
-	bool running = false;
+	struct pipe p = { .job = job };
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	struct index_scan_state listed;  /* after the last page listed */
+	char next_tok[sizeof listed.token];
 	int fails = 0;
-	bool done = false;
+	bool done = false, all_listed = false;
 	int64_t list_ns = 0, wait_ns = 0, t_start = mono_ns();
 
 	pthread_setname_np(pthread_self(), "scan-list");
 	stats_inc(&s->ctr.running);
-	if (index_scan_state_get(s->ix, job->bucket, &cur) < 0)
-		memset(&cur, 0, sizeof cur);
-	memcpy(list_tok, cur.token, sizeof list_tok);
+	if (index_scan_state_get(s->ix, job->bucket, &p.cur) < 0)
+		memset(&p.cur, 0, sizeof p.cur);
+	listed = p.cur;
+	uint64_t applied_seen = p.cur.objects;
 	log_info("scan: bucket %s: %s", job->bucket,
-		 cur.token[0] ? "resuming the listing" : "listing");
+		 p.cur.token[0] ? "resuming the listing" : "listing");
+	pthread_t applier;
+	bool has_applier = pthread_create(&applier, NULL, applier_main, &p) == 0;
+	if (!has_applier)
+		log_error("scan: bucket %s: no applier thread; retrying", job->bucket);
 	while (!atomic_load(&s->stop)) {
-		struct page *lp = &pgs[li];
-		char next_tok[sizeof cur.token] = "";
+		if (!has_applier) {
+			if (scan_backoff(s, 1000))
+				break;
+			has_applier = pthread_create(&applier, NULL, applier_main, &p) == 0;
+			continue;
+		}
+		mod_lock(&p.mu);
+		int aerr = p.err;
+		if (aerr) {              /* restart after the last batch applied */
+			queue_drop(&p);
+			p.err = 0;
+			listed = p.cur;
+			all_listed = false;
+		}
+		bool finished = p.cur.done;
+		if (p.cur.objects != applied_seen) {
+			applied_seen = p.cur.objects;
+			fails = 0;
+		}
+		if (!aerr && !finished && all_listed) {
+			int64_t w0 = mono_ns();
+			pipe_wait(&p);   /* the applier has the rest */
+			wait_ns += mono_ns() - w0;
+		}
+		mod_unlock(&p.mu);
+		if (aerr) {
+			if (page_failed(job, aerr, &fails))
+				break;
+			continue;
+		}
+		if (finished) {
+			done = true;
+			break;
+		}
+		if (all_listed)
+			continue;
+
+		struct page *pg = calloc(1, sizeof *pg);
 		bool truncated = false;
 		int64_t tl0 = mono_ns();
-		int lrc = s3_list_page(s->s3, job->bucket, NULL, list_tok, scan_page_collect,
-				       lp, next_tok, sizeof next_tok, &truncated);
-		if (lrc == 0 && lp->err)
-			lrc = lp->err;
-		int64_t tl1 = mono_ns();
-		list_ns += tl1 - tl0;
-
-		if (running) {       /* the previous page's apply */
-			pthread_join(applier, NULL);
-			wait_ns += mono_ns() - tl1;
-			running = false;
-			int r = take_result(job, &task, &cur, list_tok, &fails);
-			if (r != TAKEN) {
-				scan_page_clear(lp);
-				if (r == STOP)
-					break;
-				continue;
-			}
-		}
+		if (pg)
+			pg->bucket = job->bucket;
+		int lrc = pg ? s3_list_page(s->s3, job->bucket, NULL, listed.token,
+					    scan_page_collect, pg, next_tok, sizeof next_tok,
+					    &truncated)
+			     : -ENOMEM;
+		if (lrc == 0 && pg->err)
+			lrc = pg->err;
+		list_ns += mono_ns() - tl0;
 		if (lrc < 0) {
-			scan_page_clear(lp);
-			memcpy(list_tok, cur.token, sizeof list_tok);
+			page_free(pg);
 			if (page_failed(job, lrc, &fails))
 				break;
 			continue;
 		}
-
-		memset(&task, 0, sizeof task);
-		task.job = job;
-		task.pg = lp;
-		task.next.done = !truncated;
-		task.next.objects = cur.objects + lp->n;
+		struct queued qd = { .pg = pg };
+		qd.next.done = !truncated;
+		qd.next.objects = listed.objects + pg->n;
 		if (truncated)
-			memcpy(task.next.token, next_tok, sizeof task.next.token);
-		if (pthread_create(&applier, NULL, apply_main, &task) != 0)
-			apply_main(&task);      /* no thread: apply here */
-		else
-			running = true;
-		li ^= 1;
-		memcpy(list_tok, next_tok, sizeof list_tok);
-		if (!truncated || !running) {
-			/* the last page, or one applied here: its result now */
-			if (running)
-				pthread_join(applier, NULL);
-			running = false;
-			int r = take_result(job, &task, &cur, list_tok, &fails);
-			if (r == STOP)
-				break;
-			if (r == TAKEN && !truncated) {
-				done = true;
-				break;
-			}
+			memcpy(qd.next.token, next_tok, sizeof qd.next.token);
+
+		int64_t w0 = mono_ns();
+		mod_lock(&p.mu);
+		while (p.n == SCAN_QUEUE_PAGES && !p.err && !atomic_load(&s->stop))
+			pipe_wait(&p);
+		bool queued = p.n < SCAN_QUEUE_PAGES && !p.err;
+		if (queued) {
+			p.q[(p.head + p.n) % SCAN_QUEUE_PAGES] = qd;
+			p.n++;
+			pthread_cond_broadcast(&p.cv);
 		}
+		mod_unlock(&p.mu);
+		wait_ns += mono_ns() - w0;
+		if (!queued) {           /* a failure or a stop: seen above */
+			page_free(pg);
+			continue;
+		}
+		listed = qd.next;
+		all_listed = !truncated;
 	}
-	if (running)
+	if (has_applier) {
+		mod_lock(&p.mu);
+		p.stop = true;
+		pthread_cond_broadcast(&p.cv);
+		mod_unlock(&p.mu);
 		pthread_join(applier, NULL);
-	free(pgs[0].o);
-	free(pgs[1].o);
+	}
+	queue_drop(&p);
 	if (done) {
 		stats_inc(&s->ctr.completed);
 		log_info("scan: bucket %s: complete, %llu objects in %.2f s (listing %.2f s, "
-			 "then waiting %.2f s for pages to be applied)", job->bucket,
-			 (unsigned long long)cur.objects, (double)(mono_ns() - t_start) / 1e9,
-			 (double)list_ns / 1e9, (double)wait_ns / 1e9);
+			 "then waiting %.2f s for pages to be applied; %llu index writes)",
+			 job->bucket, (unsigned long long)p.cur.objects,
+			 (double)(mono_ns() - t_start) / 1e9, (double)list_ns / 1e9,
+			 (double)wait_ns / 1e9, (unsigned long long)p.batches);
 	}
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
 	stats_sub(&s->ctr.running, 1);
 	mod_lock(&s->mu);
 	job->info.state = done ? SCAN_DONE : SCAN_STOPPED;

@@ -1,10 +1,10 @@
 /*
  * scan.h — first listings of buckets into the index. The first time a view
  * references a bucket, a background thread lists it page by page
- * (ListObjectsV2, 1,000 keys a page) and inserts each page, with the
- * continuation token of the next page, in one index batch
- * (index_scan_apply, whose keep rule makes events that arrive during the
- * scan neither lost nor undone). An interrupted scan resumes from the stored
+ * (ListObjectsV2, 1,000 keys a page) while an applier thread inserts the
+ * pages listed so far, with the continuation token after the last of
+ * them, in one index batch (index_scan_apply, whose keep rule makes events
+ * that arrive during the scan neither lost nor undone). An interrupted scan resumes from the stored
  * token; a bucket whose scan completed is never listed again by scan_start.
  * When a view of the bucket needs metadata or the content type
  * (view_needs), every listed object is HEADed first, and when one needs
@@ -41,6 +41,10 @@
 struct stats;
 
 #define SCAN_HEAD_THREADS 8
+/* Listed pages waiting for the applier, at most; the applier writes every
+ * page waiting (up to SCAN_BATCH_OBJECTS objects) in one index batch. */
+#define SCAN_QUEUE_PAGES 4
+#define SCAN_BATCH_OBJECTS 4096
 
 enum scan_state { SCAN_RUNNING = 1, SCAN_DONE, SCAN_STOPPED };
 

@@ -116,7 +116,8 @@ static struct obj_meta mk(const char *key, uint64_t size, int64_t t_s, bool del)
 struct hook_ctx { struct index *ix; struct bucket *b; int lists; };
 
 /* Events arriving while page 2 is being listed (pages 0-1 already
- * listed): the fake's hook at the start of the 3rd LIST. */
+ * listed, page 0 applied: the applier may be behind the listing, so the
+ * hook waits for it): the fake's hook at the start of the 3rd LIST. */
 static void events_during_scan(void *p, enum s3_kind k, const char *bucket,
 			       const char *key)
 {
@@ -125,6 +126,9 @@ static void events_during_scan(void *p, enum s3_kind k, const char *bucket,
 	(void)key;
 	if (k != S3K_LIST || ++h->lists != 3)
 		return;
+	struct index_attr a;
+	for (int i = 0; i < 10000 && index_lookup(h->ix, unit_v(0), "d000/k00005", &a) < 0; i++)
+		usleep(1000);
 	struct obj_meta ev[4] = {
 		mk("d021/k02100", 777777, 1500, false),  /* page 2: newer content */
 		mk("d023/k02300", 0, 1500, true),        /* page 2: deleted after LIST time */
@@ -335,10 +339,14 @@ static void test_scan_head(void)
 }
 
 /* S3 failures during a first scan: a LIST, a HEAD, a tag request failing
- * make the page fail; the scan notes the error, backs off, lists the page
- * again and completes with everything. */
+ * make the page fail; the scan notes the error, backs off, lists again
+ * from the last batch applied and completes with everything. A failed
+ * LIST is tried again by itself (lists LISTs in all); a failed HEAD or
+ * tag request fails the batch its page was applied in, which may hold
+ * the pages before it (SCAN_QUEUE_PAGES): from `lists` to `lists_max`
+ * LISTs then, each page listed at most twice. */
 static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int err,
-			 int lists, const char *what)
+			 int lists, int lists_max, const char *what)
 {
 	char *dir = unit_tmpdir("scan");
 	struct index *ix = unit_index_open(dir, NULL);
@@ -368,8 +376,8 @@ static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int 
 	      si.objects == 2500 && index_objects(ix) == 2500 && index_members(ix, unit_v(0)) == 1250,
 	      "%s: retried, scan complete with 2500 objects and 1250 members", what);
 	int tried = (int)s3_fault_seen(b.s3, S3K_LIST);
-	CHECK(tried == lists && stats_value(&st, "scans", "completed") == 1,
-	      "%s: %d LISTs tried (want %d)", what, tried, lists);
+	CHECK(tried >= lists && tried <= lists_max && stats_value(&st, "scans", "completed") == 1,
+	      "%s: %d LISTs tried (want %d to %d)", what, tried, lists, lists_max);
 	scan_free(sc);
 	bucket_free(&b);
 	index_close(ix);
@@ -384,10 +392,10 @@ static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int 
  * listing runs one page ahead), and both are listed again: 3 + 2. */
 static void test_scan_failures(void)
 {
-	scan_failing(S3K_LIST, 1, 2, -EHOSTUNREACH, 5, "the first 2 LISTs unreachable");
-	scan_failing(S3K_LIST, 2, 1, -EIO, 4, "the LIST of page 1 failing");
-	scan_failing(S3K_HEAD, 1500, 1, -EIO, 5, "a HEAD of page 1 failing");
-	scan_failing(S3K_TAGGING, 10, 1, -EACCES, 5, "a tag request of page 0 refused");
+	scan_failing(S3K_LIST, 1, 2, -EHOSTUNREACH, 5, 5, "the first 2 LISTs unreachable");
+	scan_failing(S3K_LIST, 2, 1, -EIO, 4, 4, "the LIST of page 1 failing");
+	scan_failing(S3K_HEAD, 1500, 1, -EIO, 5, 6, "a HEAD of page 1 failing");
+	scan_failing(S3K_TAGGING, 10, 1, -EACCES, 5, 6, "a tag request of page 0 refused");
 }
 
 struct reader { struct index *ix; atomic_bool stop; long reads; };
