@@ -87,6 +87,14 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	bench_figure "gateway busiest thread: CPU s / run-queue wait s, fw=$fw" "${R[gw_busiest_cpu_s]:-?}/${R[gw_busiest_runqueue_wait_s]:-?}" "(diagnostic)"
 	bench_figure "visible_latency_ms under load p50/p99, fw=$fw" "${R[lat_p50_ms]:-?}/${R[lat_p99_ms]:-?}" "(queue <= $AHEAD chunks)"
 	warm_say "the load"
+	# What the gateway held: its peak RSS over the whole load (VmHWM), the
+	# memory section now, and the index's bytes per event.
+	gpid=$(gw_pid "load$fw")
+	hwm=$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$gpid/status")
+	bench_figure "gateway peak RSS during the load (VmHWM), MiB, fw=$fw (load $(loadavg))" "${hwm:-?}" "<= 200 MiB at 10M events"
+	bench_say "memory now: $(jq -c .memory "$M/.facetfs/stats")"
+	ixb=$(du -sb "$T/state-load-$fw/index" | cut -f1)
+	bench_figure "index on disk after $N events, bytes/event, fw=$fw" "$(awk -v b="$ixb" -v n="$N" 'BEGIN { printf "%.1f", b / n }')" "(flat from 1M to 10M)"
 	gw_stop "load$fw"
 	start=$((start + N))
 

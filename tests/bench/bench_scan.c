@@ -26,8 +26,9 @@
  *                  process's memory is then the scan's and the index's
  *   --every N      with --pipeline, a "progress:" line every N objects
  *                  listed (default 1,000,000): objects, seconds, objects/s
- *                  since the last line, RSS and the index's size on disk,
- *                  each also per object
+ *                  since the last line, the process's RSS (flat when the
+ *                  scan's memory does not grow with the bucket) and the
+ *                  index's size on disk, also per object
  * Prints one "figure:" line with objects/s (wall and per CPU-second of the
  * applying thread) and, where perf events are allowed, instructions per
  * object of the applying thread. Where they are not, run it under
@@ -237,10 +238,9 @@ static void progress(const char *dir, uint64_t done, double t, double rate)
 	snprintf(ix, sizeof ix, "%s/index", dir);
 	uint64_t rss = rss_bytes(), disk = dir_size(ix);
 	printf("progress: %llu objects, %.1f s, %.0f objects/s since the last line, "
-	       "RSS %.1f MiB (%.1f bytes/object), index %.1f MiB (%.1f bytes/object); "
-	       "load %s\n", (unsigned long long)done, t, rate, (double)rss / 1048576.0,
-	       (double)rss / (double)done, (double)disk / 1048576.0,
-	       (double)disk / (double)done, loadavg());
+	       "RSS %.1f MiB, index %.1f MiB (%.1f bytes/object); load %s\n",
+	       (unsigned long long)done, t, rate, (double)rss / 1048576.0,
+	       (double)disk / 1048576.0, (double)disk / (double)done, loadavg());
 	fflush(stdout);
 }
 

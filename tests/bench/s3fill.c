@@ -3,9 +3,11 @@
  * benchmarks (aws s3 cp takes about half a second per object).
  *
  *   s3fill BUCKET PREFIX COUNT [--size N] [--threads T] [--start I]
- *          [--suffix .txt] [--meta NAME=V1,V2,...]
+ *          [--suffix .txt] [--meta NAME=V1,V2,...] [--dirs D]
  *
- * Keys are PREFIX + zero-padded number + suffix; with --meta, object i gets
+ * Keys are PREFIX + zero-padded number + suffix; with --dirs D, PREFIX +
+ * "d" + the number mod D (5 digits) + "/" + number + suffix, so that the
+ * objects spread evenly over D directories; with --meta, object i gets
  * NAME = the (i mod n)-th value. Endpoint and credentials come from
  * S3_ENDPOINT, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Prints progress
  * every second and the PUT rate at the end; exits non-zero if any PUT failed.
@@ -27,7 +29,7 @@ struct job {
 	const char *bucket, *prefix, *suffix, *meta_name;
 	char **meta_vals;
 	size_t n_vals;
-	long start, count;
+	long start, count, dirs;
 	int fd;
 	uint64_t size;
 	atomic_long next, done, failed;
@@ -41,7 +43,11 @@ static void *worker(void *arg)
 		if (i >= j->count)
 			break;
 		char key[1024], etag[72];
-		snprintf(key, sizeof key, "%s%07ld%s", j->prefix, j->start + i, j->suffix);
+		if (j->dirs > 0)
+			snprintf(key, sizeof key, "%sd%05ld/%07ld%s", j->prefix,
+				 (j->start + i) % j->dirs, j->start + i, j->suffix);
+		else
+			snprintf(key, sizeof key, "%s%07ld%s", j->prefix, j->start + i, j->suffix);
 		struct obj_kv kv = { (char *)j->meta_name,
 				     j->n_vals ? j->meta_vals[(size_t)i % j->n_vals] : NULL };
 		int rc = s3_put_file(j->s3, j->bucket, key, j->fd, j->size,
@@ -66,7 +72,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr, "usage: s3fill BUCKET PREFIX COUNT [--size N] [--threads T] "
-				"[--start I] [--suffix S] [--meta NAME=V1,V2,...]\n");
+				"[--start I] [--suffix S] [--meta NAME=V1,V2,...] [--dirs D]\n");
 		return 2;
 	}
 	struct job j = { .bucket = argv[1], .prefix = argv[2], .count = atol(argv[3]),
@@ -79,6 +85,8 @@ int main(int argc, char **argv)
 			threads = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--start") == 0)
 			j.start = atol(argv[i + 1]);
+		else if (strcmp(argv[i], "--dirs") == 0)
+			j.dirs = atol(argv[i + 1]);
 		else if (strcmp(argv[i], "--suffix") == 0)
 			j.suffix = argv[i + 1];
 		else if (strcmp(argv[i], "--meta") == 0) {
