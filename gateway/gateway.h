@@ -32,7 +32,7 @@
  *   index wmu -> index vlock -> view-set slot mutex
  *   index wmu -> index bloom_mu
  *   index wmu -> (change callbacks) inode table lock, fs inval_lock,
- *     trace recorder lock (common/trace.h)
+ *     core dir_lock, trace recorder lock (common/trace.h)
  *   index wmu -> (version hook) pins lock, burst-buffer mu, warm lock
  *   trace control lock -> trace recorder lock
  *   S3 client refresh_lock -> (refresh callback) creds renewer lock ->
@@ -52,7 +52,8 @@
  * Every other lock is a leaf, taken with no other lock held and released
  * before any call out of its module: gateway err_lock, the core's
  * ofile_lock and file text lock, links, the decoder's job lock, scanner
- * mu, consumer and bridge locks, upload and copy part locks. The stats
+ * mu, a scan's pipe lock, consumer and bridge locks, upload and copy part
+ * locks. The stats
  * lock (its histograms, lag table and registry of counter groups) is a
  * leaf that may be taken under any lock above; modules add and remove
  * their group with no lock of theirs held. No lock is held across an S3
