@@ -214,8 +214,9 @@ int  core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 		  core_fill_fn fill, void *ctx);
 uint64_t core_dir_cookie(const char *name);
 /* The name path of the view called vname left the index: open handles of
- * its directory that returned it keep it, so that a seekdir to its
- * offset still resumes after it. Any thread, also under the index's
+ * its directory, or of an ancestor (the component below it, which may
+ * have gone with its last child), that returned that name keep it, so
+ * that a seekdir to its offset still resumes after it. Any thread, also under the index's
  * write lock (a change callback): it takes only a leaf lock. */
 void core_dir_removed(struct core *c, const char *vname, const char *path);
 /* Open directory handles and the bytes they hold. */

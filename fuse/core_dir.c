@@ -243,23 +243,33 @@ void core_dir_removed(struct core *c, const char *vname, const char *path)
 		mod_unlock(&c->dir_lock);
 		return;
 	}
-	const char *slash = strrchr(path, '/');
-	size_t dlen = slash ? (size_t)(slash - path) : 0;
-	const char *name = slash ? slash + 1 : path;
 	for (struct core_dir *d = c->dirs; d; d = d->next) {
-		if (!d->vname || strcmp(d->vname, vname) != 0 || strlen(d->path) != dlen ||
-		    memcmp(d->path, path, dlen) != 0)
+		/* The handle's directory is path's parent or an ancestor (the
+		 * component below it may have gone with its last child). */
+		if (!d->vname || strcmp(d->vname, vname) != 0)
 			continue;
-		/* only names this handle may have handed a cookie for */
-		if (!d->busy && (!d->hw[0] || strcmp(name, d->hw) > 0))
+		size_t dlen = strlen(d->path);
+		const char *name = path;
+		if (dlen) {
+			if (strncmp(path, d->path, dlen) != 0 || path[dlen] != '/')
+				continue;
+			name = path + dlen + 1;
+		}
+		size_t nlen = strcspn(name, "/");
+		if (nlen == 0 || nlen > CORE_NAME_MAX)
 			continue;
-		char *copy = strdup(name);
+		char *copy = strndup(name, nlen);
 		if (!copy)
 			continue;
+		/* only names this handle may have handed a cookie for */
+		if (!d->busy && (!d->hw[0] || strcmp(copy, d->hw) > 0)) {
+			free(copy);
+			continue;
+		}
 		unsigned i = d->removed_next++ % DIR_REMOVED_KEPT;
 		free(d->removed[i].name);
 		d->removed[i].name = copy;
-		d->removed[i].cookie = core_dir_cookie(name);
+		d->removed[i].cookie = core_dir_cookie(copy);
 		c->dirs_bytes -= d->bytes;
 		d->bytes = dir_bytes(d);
 		c->dirs_bytes += d->bytes;
@@ -414,8 +424,13 @@ static int dir_resolve(struct core *c, struct core_dir *d, uint64_t off, char **
 		uint64_t ck;
 		memcpy(&ck, d->marks + p, 8);
 		size_t len = d->marks[p + 8];
-		if (ck == off)
-			return (*name = strndup((char *)d->marks + p + 9, len)) ? 0 : -ENOMEM;
+		if (ck == off) {
+			if (!(*name = malloc(len + 1)))
+				return -ENOMEM;
+			memcpy(*name, d->marks + p + 9, len);   /* not NUL-terminated */
+			(*name)[len] = '\0';
+			return 0;
+		}
 		p += 9 + len;
 	}
 	mod_lock(&c->dir_lock);

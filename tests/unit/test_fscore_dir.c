@@ -11,8 +11,9 @@
  *    between replies, no name comes twice, every name returned existed,
  *    and every name present throughout is returned;
  *  - seekdir: an offset kept from earlier in the listing resumes after
- *    its name, also when that name was deleted since, and on another
- *    handle (read again from the start); an offset of no name: -EINVAL;
+ *    its name, also when that name was deleted since (a file, or a
+ *    directory gone with its last child), and on another handle (read
+ *    again from the start); an offset of no name: -EINVAL;
  *  - what a handle holds stays bounded, whatever the directory's size.
  *
  *   test_fscore_dir [SEED]
@@ -311,6 +312,35 @@ static void seek_back(uint64_t ino)
 	core_releasedir(gw.core, d);
 }
 
+/* A directory that goes with its last child: a seekdir to its offset in
+ * its parent's listing still resumes after it. */
+static void seek_gone_dir(void)
+{
+	char key[64];
+	struct obj_meta o = mk(BUCKET, "s/e/only", 10, 1000, "e1", "");
+	index_apply(gw.ix, &o, 1, NULL, 0, changed, NULL);
+	obj_meta_release(&o);
+	struct core_dir *d;
+	if (core_opendir(gw.core, gw.view_ino[0], &d) < 0)
+		exit(2);
+	struct reply r;
+	reply(d, 0, 10, &r);
+	off_t e_off = -1;
+	for (int i = 0; i < r.n; i++)
+		if (!strcmp(r.name[i], "e"))
+			e_off = r.next[i];
+	snprintf(key, sizeof key, "s/e/only");
+	o = mkdel(BUCKET, key, 2000, "");
+	index_apply(gw.ix, &o, 1, NULL, 0, changed, NULL);
+	obj_meta_release(&o);
+	reply(d, 0, 3, &r);                      /* another reply between: . .. d */
+	int rc = reply(d, e_off, 5, &r);
+	CHECK(e_off > 0 && rc == 0 && r.n == 0,
+	      "seekdir to a directory gone with its last child: after it, the end (%d, %d)",
+	      rc, r.n);
+	core_releasedir(gw.core, d);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : (unsigned)time(NULL);
@@ -334,6 +364,7 @@ int main(int argc, char **argv)
 	churn(ino, seed);
 	churn(ino, seed + 1);
 	seek_back(ino);
+	seek_gone_dir();
 	gw_close(&gw);
 	for (int v = 0; v < 2; v++)
 		view_free(views[v]);
