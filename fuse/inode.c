@@ -1,8 +1,8 @@
 /* inode.c — see inode.h.
  *
  * Memory: one node per inode the kernel holds, and nothing for one it
- * forgot. A node is a fixed header of 40 bytes and its path inline
- * (struct inode_node); the view is a small number into the table's list
+ * forgot. A node is a 39-byte header and its path inline (struct
+ * inode_node); the view is a small number into the table's list
  * of view names, shared by every node of the view. What few inodes need
  * (a page-cache version, attributes after an unlink, an alias) lives in a
  * struct inode_extra hung on the node only while it is needed. With a
