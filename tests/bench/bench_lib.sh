@@ -68,6 +68,10 @@ summary() {
 }
 fig() { bench_figure "$1" "$(summary "$2")" "$3"; }
 
+# Free what deleted objects held in the bed's RAM store now (RGW collects
+# deleted data lazily; a big benchmark writing GiBs would fill memstore).
+rgw_gc() { timeout 120 radosgw-admin -c "$CEPH_CONF" gc process --include-all >/dev/null 2>&1; }
+
 bench_figure() {
 	printf '  %-58s %14s   target %s\n' "$1" "$2" "$3"
 	[[ -z ${BENCH_RESULTS:-} ]] || printf '%s|%s|%s\n' "$1" "$2" "$3" >>"$BENCH_RESULTS"

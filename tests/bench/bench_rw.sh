@@ -121,7 +121,6 @@ curl_s3() {
 	curl -s --aws-sigv4 "aws:amz:default:s3" -u "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
 		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
 }
-rgw_gc() { timeout 120 radosgw-admin -c "$CEPH_CONF" gc process --include-all >/dev/null 2>&1; }
 s3del() { "$S3TOOL" delete "$B" "$1" >/dev/null || bench_die "delete $1"; }
 
 bench_say "bucket $B, $REPEAT runs per figure, load average $(loadavg)"

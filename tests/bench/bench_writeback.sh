@@ -94,7 +94,11 @@ copy() {
 		cp -r "$2" "$(dest "$1")/$3"
 	fi
 }
-clean() { "$AWS" --endpoint-url "$S3_URL" s3 rm --recursive --quiet "s3://$B/w/$1" >/dev/null 2>&1; }
+# Delete w/NAME... and free its space in the RAM store at once.
+clean() {
+	"$AWS" --endpoint-url "$S3_URL" s3 rm --recursive --quiet "s3://$B/w/$1" >/dev/null 2>&1
+	rgw_gc
+}
 
 # run_pass SECTION SRC COUNT UNIT: every tool copies SRC once (rotated);
 # records SECTION.WHO.return and SECTION.WHO.listed (COUNT units per s).
