@@ -69,6 +69,7 @@ struct drain_counters {
 	stats_counter pending_files, pending_bytes, uploading, oldest_seconds;
 	stats_counter done, done_bytes, failed, conflicts;
 	stats_counter blocked_ms;    /* writes waited for room (the stage's) */
+	stats_counter bytes_per_s;   /* uploaded over the last RATE_S seconds */
 };
 
 static const struct stats_def drain_stats[] = {
@@ -82,7 +83,10 @@ static const struct stats_def drain_stats[] = {
 	STATS_COUNTER(struct drain_counters, conflicts, "drain", "conflicts"),
 	STATS_MS(struct drain_counters, blocked_ms, "drain", "blocked_ms",
 		 "facetfs_drain_blocked_seconds_total"),
+	STATS_GAUGE(struct drain_counters, bytes_per_s, "drain", "bytes_per_s"),
 };
+
+#define RATE_S 10                    /* the rate's window, seconds */
 
 struct core_drain {
 	struct core *c;
@@ -98,6 +102,9 @@ struct core_drain {
 	pthread_t tid[DRAIN_MAX_STREAMS];
 	struct drain_counters ctr;
 	struct stats_group grp;
+	uint64_t win[RATE_S];        /* bytes uploaded in each of the last
+				      * RATE_S seconds (win[s % RATE_S]) */
+	int64_t win_s[RATE_S];       /* the second each slot counts */
 };
 
 static int64_t now_ns(void)
@@ -126,6 +133,24 @@ static void gauges_locked(struct core_drain *d)
 	struct stage_counters sc;
 	stage_counters_get(d->c->d.stage, &sc);
 	stats_set(&d->ctr.blocked_ms, sc.blocked_ms);
+	int64_t sec = now / 1000000000;
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < RATE_S; i++)
+		if (sec - d->win_s[i] < RATE_S)
+			sum += d->win[i];
+	stats_set(&d->ctr.bytes_per_s, sum / RATE_S);
+}
+
+/* size bytes uploaded now, for the rate (d->lock held). */
+static void rate_add(struct core_drain *d, uint64_t size)
+{
+	int64_t sec = now_ns() / 1000000000;
+	unsigned i = (unsigned)(sec % RATE_S);
+	if (d->win_s[i] != sec) {
+		d->win_s[i] = sec;
+		d->win[i] = 0;
+	}
+	d->win[i] += size;
 }
 
 /* The oldest entry a worker may take now, or NULL; *wait_ns: until the
@@ -253,6 +278,7 @@ static void *drain_main(void *arg)
 			if (rc == PUB_DONE) {
 				stats_inc(&d->ctr.done);
 				stats_add(&d->ctr.done_bytes, size);
+				rate_add(d, size);
 			}
 			e->err = 0;
 			e->tries = 0;

@@ -111,6 +111,8 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		rc = stage_file_new(c->d.stage, bucket, key, up, n_up,
 				    of->meta.content_type, &of->sf);
 	}
+	if (rc == 0 && view_write_back(core_view(c, view)))
+		stage_file_nostream(of->sf);     /* the drain uploads it after */
 	obj_kv_free(up, n_up);
 	if (rc == 0 && exists && !trunc && of->meta.size > 0) {
 		rc = stage_file_fill(of->sf, bucket, key, of->meta.size,

@@ -338,11 +338,12 @@ static int cmd_status(int argc, char **argv)
 	       num(s, "cache", "evictions"), num(s, "cache", "corrupt"));
 	if (cJSON_GetObjectItemCaseSensitive(s, "drain"))
 		printf("drain     pending %.0f files, %.0f bytes  oldest %.0f s  uploading %.0f  "
-		       "done %.0f (%.0f bytes)  failed %.0f  conflicts %.0f\n",
+		       "done %.0f (%.0f bytes)  failed %.0f  conflicts %.0f  %.1f MiB/s\n",
 		       num(s, "drain", "pending_files"), num(s, "drain", "pending_bytes"),
 		       num(s, "drain", "oldest_seconds"), num(s, "drain", "uploading"),
 		       num(s, "drain", "done"), num(s, "drain", "done_bytes"),
-		       num(s, "drain", "failed"), num(s, "drain", "conflicts"));
+		       num(s, "drain", "failed"), num(s, "drain", "conflicts"),
+		       num(s, "drain", "bytes_per_s") / 1048576.0);
 	const cJSON *warm = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(s, "cache"), "warm");
 	if (warm)

@@ -257,6 +257,13 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 	return 0;
 }
 
+void stage_file_nostream(struct stage_file *f)
+{
+	mod_lock(&f->lock);
+	f->nostream = true;
+	mod_unlock(&f->lock);
+}
+
 void stage_file_oneshot(struct stage_file *f)
 {
 	mod_lock(&f->lock);

@@ -219,6 +219,12 @@ int  stage_file_new(struct stage *st, const char *bucket, const char *key,
  * on like any other. */
 void stage_file_oneshot(struct stage_file *f);
 
+/* The file's bytes are not streamed while it is written: the commit
+ * uploads it whole (a write-back file: the drain uploads it after its
+ * close, and parts sent during the writes would only compete with them
+ * for the CPU and the link). */
+void stage_file_nostream(struct stage_file *f);
+
 /* Fills a file fresh from stage_file_new() (no other call in between) with
  * the size bytes of the object bucket/key (the file's own, when it is open
  * for writing without O_TRUNC), fetched whole now by ranged GETs of up to

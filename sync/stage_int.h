@@ -165,6 +165,7 @@ struct stage_file {
 	struct stage_intent intent;  /* a creation whose id is not journaled */
 	bool intent_fresh;           /* intent set by the creation running now */
 	bool oneshot;                /* stage_file_oneshot, until its commit */
+	bool nostream;               /* stage_file_nostream: never streamed */
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
 

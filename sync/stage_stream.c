@@ -189,7 +189,7 @@ void stage_stream_feed(struct stage_file *f)
 {
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
-	if (st->stream_off || sm->broken || sm->err || f->n_active ||
+	if (st->stream_off || f->nostream || sm->broken || sm->err || f->n_active ||
 	    (f->uploading && !sm->final))
 		return;
 	unsigned limit = st->up.threads ? st->up.threads : UPLOAD_THREADS_DEFAULT;

@@ -4,7 +4,7 @@
 # it at once, a drain publishes it behind, `facetfs sync` waits for that.
 # The gateway runs with cache.drain_delay 30 s, so nothing drains by itself
 # during the test: what S3 has is what `facetfs sync` or a stop published.
-# Checked: the config rules; cp -r of 100 files returns with all pending
+# Checked: the config rules; cp -r of 500 files returns with all pending
 # (0 PUTs) and readable through the mount, S3 and a second gateway not
 # seeing them; `facetfs sync` publishes them with the right bytes; ten
 # rewrites of a file make one PUT; an unlinked pending file makes no PUT
@@ -58,27 +58,29 @@ listed() { aws_s3 s3 ls --recursive "s3://$B/w/$1" | wc -l; }
 
 # ---- cp -r returns before S3 has anything ----
 mkdir -p "$T/src"
-for i in $(seq -w 1 100); do head -c $((4096 + 10#$i * 97)) /dev/urandom >"$T/src/f$i"; done
+for i in $(seq -w 1 500); do head -c $((4096 + 10#$i * 97)) /dev/urandom >"$T/src/f$i"; done
 p0=$(puts)
-check "cp -r of 100 files into the write-back view" cp -r "$T/src" "$M/w/cp"
-check_eq "when cp returns: 100 files pending" 100 "$(stat_field "$M" .drain.pending_files)"
+check "cp -r of 500 files into the write-back view" cp -r "$T/src" "$M/w/cp"
+check_eq "when cp returns: 500 files pending" 500 "$(stat_field "$M" .drain.pending_files)"
 check_eq "when cp returns: no PUT made" "$p0" "$(puts)"
 check_eq "S3 lists none of them yet" 0 "$(listed cp/)"
 check "this mount lists and reads them at once (f042)" cmp -s "$M/w/cp/f042" "$T/src/f042"
-check_eq "this mount lists all 100" 100 "$(find "$M/w/cp" -type f | wc -l)"
+check_eq "this mount lists all 500" 500 "$(find "$M/w/cp" -type f | wc -l)"
 check "a second gateway does not see them" test ! -e "$MB/w/cp/f042"
 status_drain() { "$FACETFS" status "$M" | grep -q "^drain .*pending $1 files"; }
-check "facetfs status shows the drain line" status_drain 100
-check_eq ".facetfs/pending lists the 100, with sizes, ages, tries, state" 100 \
+check "facetfs status shows the drain line" status_drain 500
+check_eq ".facetfs/pending lists the 500, with sizes, ages, tries, state" 500 \
 	"$(grep -c "^$B/w/cp/f[0-9]*	[0-9]* bytes	age [0-9.]* s	tries 0	waiting$" "$M/.facetfs/pending")"
 
 # ---- facetfs sync ----
 check "facetfs sync returns 0" "$FACETFS" sync "$M"
-check_eq "then S3 lists the 100" 100 "$(listed cp/)"
-check "with the right bytes (f077)" s3_same cp/f077 "$T/src/f077"
+check_eq "then S3 lists the 500" 500 "$(listed cp/)"
+same_two() { s3_same cp/f077 "$T/src/f077" && s3_same cp/f500 "$T/src/f500"; }
+check "with the right bytes (f077, f500)" same_two
 check_eq "nothing pending after it" 0 "$(stat_field "$M" .drain.pending_files)"
-check_eq "100 PUTs, one a file" $((p0 + 100)) "$(puts)"
-check "the second gateway sees them once published" wait_for 20 test -e "$MB/w/cp/f100"
+check_eq "500 PUTs, one a file" $((p0 + 500)) "$(puts)"
+check "the drain's rate is shown (drain.bytes_per_s)" test "$(stat_field "$M" .drain.bytes_per_s)" -gt 0
+check "the second gateway sees them once published" wait_for 20 test -e "$MB/w/cp/f500"
 
 # ---- newest wins: ten rewrites before the upload, one PUT ----
 p0=$(puts)
@@ -140,6 +142,23 @@ for i in 1 2 3; do echo "stop $i" >"$M/w/stop$i.txt"; done
 check_eq "3 pending before the stop" 3 "$(stat_field "$M" .drain.pending_files)"
 check "the gateway stops (SIGTERM)" stop_gateway A
 check_eq "the stop published them" "stop 2" "$(in_s3 stop2.txt)"
+
+# ---- a stop whose drain cannot progress ends after cache.stop_drain ----
+gw_config "$T/e.json" "$T/state-e" "$T/views" "facetfs-wback-e-$$"
+jq '.cache.drain_delay = 30 | .cache.stop_drain = 3' "$T/e.json" >"$T/e.tmp" && mv "$T/e.tmp" "$T/e.json"
+ME=$T/mnt-e
+start_gateway E "$T/e.json" "$ME" || { not_ok "gateway E starts"; exit 1; }
+for i in 1 2 3; do echo "held $i" >"$ME/w/held$i.txt"; done
+bed_cmd rgw-stop >/dev/null 2>&1
+t0=$(date +%s)
+check "the gateway stops with S3 down (stop_drain 3 s)" stop_gateway E
+check "… and says what stays pending" grep -q 'write-back: 3 file(s), .* stay pending' "$(gateway_log E)"
+bed_cmd rgw-start >/dev/null 2>&1
+check "none of them in S3" s3_lacks held2.txt
+start_gateway E "$T/e.json" "$ME" || { not_ok "gateway E starts again"; exit 1; }
+check_eq "the next start published them" "held 2" "$(in_s3 held2.txt)"
+stop_gateway E
+diag <<<"the stop with S3 down took $(($(date +%s) - t0)) s (with the restart)"
 
 # ---- kill -9 with files pending: the next start publishes them ----
 start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts again"; exit 1; }
