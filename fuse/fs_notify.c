@@ -129,38 +129,6 @@ static void invalidate(struct fs *fs, const char *vname, const char *path, int w
 	}
 }
 
-/* Could invalidate() find anything to do for this change? The same
- * conditions on the inodes the kernel holds, checked before a job is
- * made: a first scan or a burst of events below directories the kernel
- * does not hold (or where it never looked a name up) then queues nothing.
- * The change is in the index already, so an inode the kernel takes after
- * this check is made from the changed index. */
-static bool may_matter(struct fs *fs, const char *vname, const char *path, int what)
-{
-	what &= ~CORE_CHANGE_REPLIED;
-	char prefix[PATH_MAX];
-	size_t plen = strlen(path);
-	if (plen >= sizeof prefix)
-		return false;            /* invalidate() skips it too */
-	uint64_t ino;
-	bool looked_up_in = false;
-	for (size_t start = 0;;) {
-		const char *slash = strchr(path + start, '/');
-		size_t end = slash ? (size_t)(slash - path) : plen;
-		if (what != INDEX_CHANGED || !slash) {
-			memcpy(prefix, path, start ? start - 1 : 0);
-			prefix[start ? start - 1 : 0] = '\0';
-			if (inode_find_dir(fs->it, vname, prefix, &ino, &looked_up_in) &&
-			    (what != INDEX_ADDED || looked_up_in))
-				return true;
-		}
-		if (!slash)
-			break;
-		start = end + 1;
-	}
-	return what != INDEX_ADDED && inode_find(fs->it, vname, path, &ino);
-}
-
 void fs_notify_change(struct fs *fs, const char *view, const char *path, int what)
 {
 	if (!fs->mounted)
@@ -171,7 +139,7 @@ void fs_notify_change(struct fs *fs, const char *view, const char *path, int wha
 	 * of any view, it caches nothing below one, and what it looks up from
 	 * now on is read after the change. A first scan before any listing
 	 * then queues nothing. */
-	if (view && (inode_count(fs->it) == 0 || !may_matter(fs, view, path, what)))
+	if (view && inode_count(fs->it) == 0)
 		return;
 	struct inval_job *j = calloc(1, sizeof *j);
 	if (!j || !(j->path = strdup(path)) || (view && !(j->view = strdup(view)))) {
