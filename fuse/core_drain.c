@@ -69,7 +69,7 @@ struct drain_counters {
 	stats_counter pending_files, pending_bytes, uploading, oldest_seconds;
 	stats_counter done, done_bytes, failed, conflicts;
 	stats_counter blocked_ms;    /* writes waited for room (the stage's) */
-	stats_counter bytes_per_s;   /* uploaded over the last RATE_S seconds */
+	stats_counter bytes_per_second;   /* uploaded over the last RATE_S seconds */
 };
 
 static const struct stats_def drain_stats[] = {
@@ -83,7 +83,7 @@ static const struct stats_def drain_stats[] = {
 	STATS_COUNTER(struct drain_counters, conflicts, "drain", "conflicts"),
 	STATS_MS(struct drain_counters, blocked_ms, "drain", "blocked_ms",
 		 "facetfs_drain_blocked_seconds_total"),
-	STATS_GAUGE(struct drain_counters, bytes_per_s, "drain", "bytes_per_s"),
+	STATS_GAUGE(struct drain_counters, bytes_per_second, "drain", "bytes_per_second"),
 };
 
 #define RATE_S 10                    /* the rate's window, seconds */
@@ -138,7 +138,7 @@ static void gauges_locked(struct core_drain *d)
 	for (unsigned i = 0; i < RATE_S; i++)
 		if (sec - d->win_s[i] < RATE_S)
 			sum += d->win[i];
-	stats_set(&d->ctr.bytes_per_s, sum / RATE_S);
+	stats_set(&d->ctr.bytes_per_second, sum / RATE_S);
 }
 
 /* size bytes uploaded now, for the rate (d->lock held). */

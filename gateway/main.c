@@ -343,7 +343,7 @@ static int cmd_status(int argc, char **argv)
 		       num(s, "drain", "oldest_seconds"), num(s, "drain", "uploading"),
 		       num(s, "drain", "done"), num(s, "drain", "done_bytes"),
 		       num(s, "drain", "failed"), num(s, "drain", "conflicts"),
-		       num(s, "drain", "bytes_per_s") / 1048576.0);
+		       num(s, "drain", "bytes_per_second") / 1048576.0);
 	const cJSON *warm = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(s, "cache"), "warm");
 	if (warm)
