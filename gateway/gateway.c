@@ -298,7 +298,7 @@ static void gw_memory_read(struct gateway *gw)
 	if (gw->ix) {
 		struct index_mem m;
 		index_mem(gw->ix, &m);
-		stats_set(&gw->mem.index_bytes, m.leveldb_bytes);
+		stats_set(&gw->mem.index_bytes, m.store_bytes);
 		stats_set(&gw->mem.filter_bytes, m.filter_bytes);
 	}
 	if (gw->rpool) {

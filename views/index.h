@@ -230,7 +230,7 @@ bool     index_filter_ready(struct index *ix);
  * keys once full, and its bits are a power of two). Any thread. */
 #define INDEX_CACHE_BYTES (64u << 20)
 #define INDEX_MEMTABLE_BYTES (16u << 20)
-struct index_mem { uint64_t leveldb_bytes, filter_bytes; };
+struct index_mem { uint64_t store_bytes, filter_bytes; };
 void     index_mem(struct index *ix, struct index_mem *out);
 
 /* Directories made with mkdir in a view (by view name, so they follow the

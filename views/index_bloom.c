@@ -190,7 +190,7 @@ bool ix_bloom_may_hold(struct index *ix, const char *k, size_t kl)
 void index_mem(struct index *ix, struct index_mem *out)
 {
 	char *v = leveldb_property_value(ix->db, "leveldb.approximate-memory-usage");
-	out->leveldb_bytes = v ? strtoull(v, NULL, 10) : 0;
+	out->store_bytes = v ? strtoull(v, NULL, 10) : 0;
 	leveldb_free(v);
 	mod_lock(&ix->bloom_mu);
 	out->filter_bytes = ix->bloom ? (ix->bloom->mask + 1) / 8 : 0;
