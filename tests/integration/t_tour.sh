@@ -30,7 +30,9 @@ BRIDGE_PORT=$(free_port)
 METRICS_PORT=$(free_port)
 
 # The site's names in the docs, and what stands for them on the bed
-# (longest first where one contains another).
+# (longest first where one contains another). The topic and the group
+# are this run's own: on the bed's shared topic a new group would first
+# read every test's events from the beginning.
 SUBST=(
 	"https://s3.example.com:7443" "$S3_TLS_URL"
 	"/etc/facetfs/store-ca.pem" "$S3_TLS_CA"
@@ -39,6 +41,8 @@ SUBST=(
 	"127.0.0.1:8099" "127.0.0.1:$BRIDGE_PORT"
 	"127.0.0.1:9567" "127.0.0.1:$METRICS_PORT"
 	"my-bucket" "$B"
+	"s3events" "tour-$$-events"
+	"facetfs-host1" "facetfs-tour-$$"
 	"EXAMPLEKEYID" "$AWS_ACCESS_KEY_ID"
 	"EXAMPLESECRET" "$AWS_SECRET_ACCESS_KEY"
 	"/etc/facetfs" "$ROOT/etc/facetfs"
