@@ -36,6 +36,7 @@
 
 #define MAX_DIRS   4096
 #define TIMEOUT    3600.0
+#define SINK_BLKSIZE (1 << 20)   /* a file's st_blksize, as the gateway's */
 #define FILE_BASE  ((fuse_ino_t)1 << 40)     /* files' inode numbers */
 
 struct dir {
@@ -79,6 +80,7 @@ static void attr_of(fuse_ino_t ino, struct stat *st)
 		st->st_mode = S_IFREG | 0644;
 		st->st_nlink = 1;
 	}
+	st->st_blksize = SINK_BLKSIZE;
 }
 
 static void reply_new(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
