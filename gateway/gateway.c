@@ -1,5 +1,6 @@
 /* gateway.c — see gateway.h. */
 #include "gateway/gateway.h"
+#include "gateway/gateway_int.h"
 
 #include "events/consumer.h"
 #include "fuse/fs.h"
@@ -7,9 +8,6 @@
 #include "gateway/creds.h"
 #include "gateway/ingest.h"
 #include "gateway/metrics.h"
-#include "gateway/metrics_text.h"
-#include "gateway/trace_ctl.h"
-#include "common/lock.h"
 #include "common/trace.h"
 #include "common/file.h"
 #include "common/lockfile.h"
@@ -28,7 +26,6 @@
 #include "views/scan.h"
 #include "views/viewset.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,456 +37,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-/* A filter file whose last edit is invalid: the previous version of its
- * view (if any) keeps running; the error shows in .facetfs/views. */
-struct view_error {
-	char *file;
-	char *text;
-};
-
-/* The "memory" section of .facetfs/stats and /metrics: what the gateway
- * holds, part by part (docs/operations.md "Memory"), read from each
- * module when the stats are rendered (gw_memory_read). */
-struct gw_memory {
-	stats_counter rss, inodes, inode_bytes, dir_handles, dir_bytes, index_bytes,
-		      filter_bytes, readahead_bytes;
-};
-
-static const struct stats_def memory_stats[] = {
-	STATS_GAUGE(struct gw_memory, rss, "memory", "rss_bytes"),
-	STATS_GAUGE(struct gw_memory, inodes, "memory", "inodes"),
-	STATS_GAUGE(struct gw_memory, inode_bytes, "memory", "inode_bytes"),
-	STATS_GAUGE(struct gw_memory, dir_handles, "memory", "dir_handles"),
-	STATS_GAUGE(struct gw_memory, dir_bytes, "memory", "dir_bytes"),
-	STATS_GAUGE(struct gw_memory, index_bytes, "memory", "index_cache_bytes"),
-	STATS_GAUGE(struct gw_memory, filter_bytes, "memory", "index_filter_bytes"),
-	STATS_GAUGE(struct gw_memory, readahead_bytes, "memory", "readahead_bytes"),
-};
-
-struct gateway {
-	struct config cfg;
-	struct stats st;
-	struct gw_memory mem;        /* registered with st (mem_grp) */
-	struct stats_group mem_grp;
-	struct fs *_Atomic mem_fs;   /* the mount, for gw_memory_read (another
-				      * thread: /metrics) */
-	/* The current view set: pinned by FUSE requests, event batches and
-	 * the .facetfs/ providers; made current by index_set_views() (start-up,
-	 * views_reload() on the watcher). */
-	struct viewset_slot views;
-	pthread_mutex_t err_lock;    /* protects errors and the reload figures */
-	struct view_error *errors;
-	size_t n_errors;
-	unsigned reloads;            /* view sets installed by views_reload() */
-	double reload_last_ms, reload_max_ms;
-	double reload_last_at;       /* when the last one became current (epoch s) */
-	struct viewwatch *watch;
-	struct index *ix;
-	struct s3 *s3;
-	struct scanner *scan;
-	struct stage *stage;
-	struct bcache *bc;           /* the burst buffer's clean blocks */
-	int cache_lock_fd;           /* cache.dir/lock held (-1: none) */
-	pthread_mutex_t cache_lock_mu; /* a retake of it after a removal */
-	struct pins *pins;           /* versions open readers hold */
-	struct reader_pool *rpool;   /* read-ahead bounds across readers */
-	struct warm *warm;           /* warm on arrival */
-	struct consumer *cons;
-	struct ingest *ing;
-	struct fs *fs;
-	const char *config_path;
-	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP) */
-	struct metrics *metrics;     /* /metrics, when configured */
-	struct trace *trace;         /* `facetfs trace` recorder (off until started) */
-	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */
-	bool pid_written;        /* STATE_DIR/facetfs.pid is ours (background) */
-};
-
-/* ---------- .facetfs/ providers ---------- */
-
-static char *gw_views_json(void *ctx)
-{
-	struct gateway *gw = ctx;
-	cJSON *root = cJSON_CreateObject();
-	if (!root)
-		return NULL;
-	struct viewset *vs = viewset_slot_pin(&gw->views);
-	for (size_t i = 0; i < viewset_count(vs); i++) {
-		const struct view *v = viewset_view(vs, i);
-		cJSON *o = cJSON_AddObjectToObject(root, view_name(v));
-		cJSON_AddStringToObject(o, "file", view_source(v));
-		cJSON *buckets = cJSON_AddArrayToObject(o, "buckets");
-		const char *state = "ready";
-		for (size_t b = 0; b < view_n_buckets(v); b++) {
-			struct index_scan_state ss;
-			cJSON *bo = cJSON_CreateObject();
-			cJSON_AddStringToObject(bo, "name", view_bucket(v, b));
-			int rc = index_scan_state_get(gw->ix, view_bucket(v, b), &ss);
-			const char *bs = rc < 0 ? "not scanned" : ss.done ? "scanned" : "scanning";
-			if (rc < 0 || !ss.done)
-				state = "scanning";
-			cJSON_AddStringToObject(bo, "scan", bs);
-			cJSON_AddNumberToObject(bo, "scanned_objects", rc < 0 ? 0 : (double)ss.objects);
-			cJSON_AddItemToArray(buckets, bo);
-		}
-		cJSON_AddStringToObject(o, "state", state);
-		cJSON_AddNumberToObject(o, "objects", (double)index_members(gw->ix, v));
-		cJSON_AddStringToObject(o, "visibility", view_visibility(v));
-		cJSON_AddBoolToObject(o, "writable", view_writable(v));
-		bool on_scan;
-		uint64_t warm = view_warm(v, &on_scan);
-		if (warm) {
-			cJSON *w = cJSON_AddObjectToObject(o, "warm");
-			cJSON_AddNumberToObject(w, "max_object", (double)warm);
-			cJSON_AddBoolToObject(w, "on_scan", on_scan);
-		} else {
-			cJSON_AddBoolToObject(o, "warm", false);
-		}
-		const char *err = NULL;
-		mod_lock(&gw->err_lock);
-		for (size_t e = 0; e < gw->n_errors; e++)
-			if (strcmp(gw->errors[e].file, view_source(v)) == 0)
-				err = gw->errors[e].text;
-		if (err)
-			cJSON_AddStringToObject(o, "last_error", err);
-		else
-			cJSON_AddNullToObject(o, "last_error");
-		mod_unlock(&gw->err_lock);
-	}
-	viewset_unpin(vs);
-	/* Invalid filter files, with or without a running previous version;
-	 * how long installing changed view sets took (".reloads", like
-	 * ".errors", cannot be a view: names do not start with a dot). */
-	mod_lock(&gw->err_lock);
-	if (gw->n_errors) {
-		cJSON *errs = cJSON_AddArrayToObject(root, ".errors");
-		for (size_t e = 0; e < gw->n_errors; e++)
-			cJSON_AddItemToArray(errs, cJSON_CreateString(gw->errors[e].text));
-	}
-	cJSON *rl = cJSON_AddObjectToObject(root, ".reloads");
-	cJSON_AddNumberToObject(rl, "count", gw->reloads);
-	cJSON_AddNumberToObject(rl, "last_ms", gw->reload_last_ms);
-	cJSON_AddNumberToObject(rl, "max_ms", gw->reload_max_ms);
-	cJSON_AddNumberToObject(rl, "last_at", gw->reload_last_at);
-	mod_unlock(&gw->err_lock);
-	char *text = cJSON_Print(root);
-	cJSON_Delete(root);
-	return text;
-}
-
-static char *gw_control(void *ctx, const char *command)
-{
-	struct gateway *gw = ctx;
-	char *answer = NULL;
-	if (strcmp(command, "rescan") == 0 || strncmp(command, "rescan ", 7) == 0) {
-		const char *view = command[6] ? command + 7 : NULL;
-		struct viewset *vs = viewset_slot_pin(&gw->views);  /* held while it lists */
-		int rc = scan_rescan_view(gw->scan, viewset_views(vs), viewset_count(vs), view,
-					  &answer);
-		viewset_unpin(vs);
-		if (rc < 0 && !answer &&
-		    asprintf(&answer, "error: rescan%s%s: %s\n", view ? " " : "",
-			     view ? view : "", strerror(-rc)) < 0)
-			answer = NULL;
-	} else if (strcmp(command, "trace") == 0 || strncmp(command, "trace ", 6) == 0) {
-		answer = trace_control(gw->trace, command + 5);
-	} else if (strcmp(command, "sync") == 0 || strncmp(command, "sync ", 5) == 0) {
-		answer = gw->fs ? fs_sync(gw->fs, command[4] ? command + 5 : NULL)
-				: strdup("error: not mounted\n");
-	} else if (strcmp(command, "ping") == 0) {
-		answer = strdup("ok\n");
-	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], sync [PATH], trace ...)\n",
-			    command) < 0) {
-		answer = NULL;
-	}
-	return answer;
-}
-
-/* .facetfs/stats: the counters, plus the staging area's. */
-static void stats_staging(void *ctx, struct stats_writer *w)
-{
-	struct gateway *gw = ctx;
-	struct stage_counters c;
-	stage_counters_get(gw->stage, &c);
-	stats_write_num(w, "used_bytes", (double)c.used_bytes);
-	stats_write_num(w, "max_bytes", (double)c.max_bytes);
-	stats_write_num(w, "open_files", (double)c.open_files);
-	stats_write_num(w, "pending_files", (double)c.pending_files);
-	stats_write_num(w, "uploads", (double)c.uploads);
-	stats_write_num(w, "upload_bytes", (double)c.upload_bytes);
-	stats_write_num(w, "upload_errors", (double)c.upload_errors);
-	stats_write_num(w, "enospc", (double)c.enospc);
-	stats_write_num(w, "efbig", (double)c.efbig);
-	stats_write_num(w, "recovered_files", (double)c.recovered_files);
-	stats_write_num(w, "reuploaded_files", (double)c.reuploaded_files);
-	stats_write_num(w, "syncs", (double)c.syncs);
-	stats_write_str(w, "durability", gw->cfg.cache_durable_process ? "process" : "power");
-	stats_write_num(w, "parts_streamed", (double)c.parts_streamed);
-	stats_write_num(w, "parts_tail", (double)c.parts_tail);
-	stats_write_num(w, "streams", (double)c.streams);
-	stats_write_num(w, "stream_bytes", (double)c.stream_bytes);
-	stats_write_num(w, "stream_fallbacks", (double)c.stream_fallbacks);
-	stats_write_num(w, "stream_aborts", (double)c.stream_aborts);
-	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
-	if (!gw->bc)
-		return;
-	/* "cache": the burst buffer as a whole (hits and misses are counters
-	 * of common/stats.h, already in the section). */
-	struct bcache_counters b;
-	struct warm_counters wc = { 0 };
-	bcache_counters(gw->bc, &b);
-	if (gw->warm)
-		warm_counters(gw->warm, &wc);
-	stats_write_section(w, "cache");
-	stats_write_num(w, "max_bytes", (double)gw->cfg.cache_max_bytes);
-	stats_write_num(w, "used_bytes", (double)(b.used_bytes + c.used_bytes));
-	stats_write_num(w, "staged_bytes", (double)c.used_bytes);
-	stats_write_num(w, "clean_bytes", (double)b.used_bytes);
-	stats_write_num(w, "block_size", (double)gw->cfg.cache_block_size);
-	stats_write_num(w, "blocks", (double)b.blocks);
-	stats_write_num(w, "evictions", (double)b.evictions);
-	stats_write_num(w, "corrupt", (double)b.corrupt);
-	stats_write_num(w, "dropped", (double)b.dropped);
-	stats_write_num(w, "put_skipped", (double)b.put_skipped);
-	stats_write_num(w, "write_errors", (double)b.write_errors);
-	stats_write_num(w, "loading", b.loading ? 1 : 0);
-	stats_write_sub(w, "warm");
-	stats_write_num(w, "fetched", (double)wc.fetched);
-	stats_write_num(w, "fetched_bytes", (double)wc.fetched_bytes);
-	stats_write_num(w, "queued", (double)wc.queued);
-	stats_write_num(w, "unread_bytes", (double)b.warm_bytes);
-	stats_write_num(w, "used", (double)b.warm_used);
-	stats_write_num(w, "wasted", (double)b.warm_wasted);
-	stats_write_num(w, "skipped", (double)wc.skipped);
-	stats_write_num(w, "failed", (double)wc.failed);
-	stats_write_num(w, "held", (double)wc.held);
-}
-
-/* A server-side copy in parts may have left its upload open: the stage
- * records it for the next start (sync/copy.h). */
-static void gw_copy_left_open(void *ctx, const char *bucket, const char *key,
-			      int64_t since_ns)
-{
-	struct gateway *gw = ctx;
-	stage_upload_left(gw->stage, bucket, key, since_ns);
-}
-
-/* Fill the "memory" gauges from the modules (any thread). */
-static void gw_memory_read(struct gateway *gw)
-{
-	long pages = 0, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f) {
-		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-			resident = 0;
-		fclose(f);
-	}
-	stats_set(&gw->mem.rss, (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
-	struct fs *fs = atomic_load(&gw->mem_fs);
-	if (fs) {
-		struct fs_mem m;
-		fs_memory(fs, &m);
-		stats_set(&gw->mem.inodes, m.inodes);
-		stats_set(&gw->mem.inode_bytes, m.inode_bytes);
-		stats_set(&gw->mem.dir_handles, m.dir_handles);
-		stats_set(&gw->mem.dir_bytes, m.dir_bytes);
-	}
-	if (gw->ix) {
-		struct index_mem m;
-		index_mem(gw->ix, &m);
-		stats_set(&gw->mem.index_bytes, m.store_bytes);
-		stats_set(&gw->mem.filter_bytes, m.filter_bytes);
-	}
-	if (gw->rpool) {
-		struct reader_pool_counters r;
-		reader_pool_counters(gw->rpool, &r);
-		stats_set(&gw->mem.readahead_bytes, r.bytes + r.kept);
-	}
-}
-
-static char *gw_stats_text(void *ctx)
-{
-	struct gateway *gw = ctx;
-	gw_memory_read(gw);
-	return stats_to_json(&gw->st, gw->stage ? "staging" : NULL, stats_staging, gw);
-}
-
-static char *gw_metrics_text(void *ctx)
-{
-	struct gateway *gw = ctx;
-	gw_memory_read(gw);
-	return metrics_text(&gw->st, gw->stage, gw->bc);
-}
-
-/* ---------- live view changes ---------- */
-
-static void errors_set(struct gateway *gw, struct view_error *errs, size_t n)
-{
-	mod_lock(&gw->err_lock);
-	struct view_error *old = gw->errors;
-	size_t nold = gw->n_errors;
-	gw->errors = errs;
-	gw->n_errors = n;
-	mod_unlock(&gw->err_lock);
-	for (size_t i = 0; i < nold; i++) {
-		free(old[i].file);
-		free(old[i].text);
-	}
-	free(old);
-}
-
-/* Does the (maybe unsealed) set hold a view called name? */
-static bool has_name(const struct viewset *vs, const char *name)
-{
-	for (size_t i = 0; i < viewset_count(vs); i++)
-		if (strcmp(view_name(viewset_view(vs, i)), name) == 0)
-			return true;
-	return false;
-}
-
-static double ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
-}
-
-/* The next set from the filter files: a valid file gives its view (the
- * running one, shared, when the definition is the same); an invalid one
- * keeps its previous view (if its file still exists). Errors go to
- * .facetfs/views. NULL when memory is short (the old set stays). */
-static struct viewset *next_set(struct gateway *gw, struct viewset *old)
-{
-	struct diag d = { 0 };
-	struct view **loaded = NULL;
-	size_t n_loaded = 0;
-	view_load_dir(gw->cfg.views_dir, &loaded, &n_loaded, &d);
-
-	/* Errors by file ("FILE: PATH: reason"). */
-	struct view_error *errs = calloc(d.n + 1, sizeof *errs);
-	size_t n_errs = 0;
-	for (size_t i = 0; errs && i < d.n; i++) {
-		log_warn("views: %s", d.lines[i]);
-		const char *colon = strstr(d.lines[i], ": ");
-		if (!colon)
-			continue;
-		errs[n_errs].file = strndup(d.lines[i], (size_t)(colon - d.lines[i]));
-		errs[n_errs].text = strdup(d.lines[i]);
-		n_errs++;
-	}
-	diag_release(&d);
-
-	struct viewset *next = NULL;
-	int rc = errs ? viewset_new(n_loaded + viewset_count(old), &next) : -ENOMEM;
-	for (size_t i = 0; i < n_loaded; i++) {
-		struct view *v = loaded[i];
-		size_t oi = viewset_find(old, view_name(v));
-		const struct view *ov = viewset_view(old, oi);
-		if (rc < 0) {
-			view_free(v);
-		} else if (ov && view_hash(ov) == view_hash(v) &&
-			   strcmp(view_source(ov), view_source(v)) == 0) {
-			rc = viewset_add_shared(next, old, oi);   /* unchanged: keep it */
-			view_free(v);
-		} else {
-			rc = viewset_add(next, v);               /* takes v, also on error */
-		}
-	}
-	free(loaded);
-	/* Invalid edits keep the previous version of their file's view. */
-	for (size_t i = 0; rc == 0 && i < viewset_count(old); i++) {
-		const struct view *ov = viewset_view(old, i);
-		bool file_has_error = false;
-		for (size_t e = 0; e < n_errs; e++)
-			file_has_error |= strcmp(errs[e].file, view_source(ov)) == 0;
-		if (file_has_error && !has_name(next, view_name(ov)) &&
-		    access(view_source(ov), F_OK) == 0)
-			rc = viewset_add_shared(next, old, i);
-	}
-	errors_set(gw, errs, n_errs);
-	if (rc == 0)
-		rc = viewset_seal(next);
-	if (rc < 0) {
-		log_error("views: out of memory reloading %s; keeping the views", gw->cfg.views_dir);
-		viewset_unpin(next);
-		return NULL;
-	}
-	return next;
-}
-
-/* The filter files changed: build the next set, install it in the index
- * (membership of new or changed views rebuilt from the index; no bucket is
- * listed again unless it is new), which makes it current, then start first
- * scans and tell the mount what changed. Requests in flight keep the set
- * they pinned: nothing here waits for them. Runs on the watcher thread
- * (never twice at once), the only thread that changes the current set. */
-static void views_reload(void *ctx)
-{
-	struct gateway *gw = ctx;
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	struct viewset *old = viewset_slot_pin(&gw->views);
-	struct viewset *next = next_set(gw, old);
-	if (!next) {
-		viewset_unpin(old);
-		return;
-	}
-	size_t n_old = viewset_count(old), n_next = viewset_count(next);
-	bool changed = n_next != n_old;
-	for (size_t i = 0; i < n_next && !changed; i++)
-		changed = !viewset_holds(old, viewset_view(next, i));
-	if (!changed) {
-		viewset_unpin(next);
-		viewset_unpin(old);
-		log_info("views: filter files changed, view set unchanged");
-		return;
-	}
-	int rc = index_set_views(gw->ix, next, &gw->views);
-	if (rc < 0) {
-		/* put the index (and with it the current set) back to the old set */
-		int rc2 = index_set_views(gw->ix, old, &gw->views);
-		log_error("views: installing the new view set failed: %s; %s", strerror(-rc),
-			  rc2 < 0 ? "going back to the old one failed too" : "keeping the old one");
-		viewset_unpin(next);
-		viewset_unpin(old);
-		return;
-	}
-	double ms = ms_since(&t0);
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-
-	/* New buckets get their first scan. */
-	scan_start_views(gw->scan, viewset_views(next), n_next);
-	unsigned added = 0, removed = 0, updated = 0;
-	for (size_t i = 0; i < n_next; i++) {
-		const struct view *v = viewset_view(next, i);
-		if (viewset_holds(old, v))
-			continue;
-		viewset_find(old, view_name(v)) != VIEWSET_NONE ? updated++ : added++;
-		if (gw->fs)
-			fs_view_changed(gw->fs, view_name(v));
-	}
-	for (size_t i = 0; i < n_old; i++) {
-		const struct view *v = viewset_view(old, i);
-		if (viewset_find(next, view_name(v)) == VIEWSET_NONE) {
-			removed++;
-			if (gw->fs)
-				fs_view_changed(gw->fs, view_name(v));
-		}
-	}
-	mod_lock(&gw->err_lock);
-	gw->reloads++;
-	gw->reload_last_ms = ms;
-	gw->reload_last_at = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
-	if (ms > gw->reload_max_ms)
-		gw->reload_max_ms = ms;
-	mod_unlock(&gw->err_lock);
-	log_info("views: %u added, %u changed, %u removed (%zu now) in %.1f ms", added,
-		 updated, removed, n_next, ms);
-	viewset_unpin(next);
-	viewset_unpin(old);          /* freed here or by the last request holding it */
-}
 
 /* ---------- start-up steps ---------- */
 
@@ -895,7 +442,7 @@ static void gateway_stop(struct gateway *gw)
 	s3_free(gw->s3);
 	viewset_slot_release(&gw->views);
 	config_release(&gw->cfg);
-	errors_set(gw, NULL, 0);
+	gw_errors_set(gw, NULL, 0);
 	pthread_mutex_destroy(&gw->err_lock);
 	pthread_mutex_destroy(&gw->cache_lock_mu);
 	stats_group_remove(&gw->mem_grp);
@@ -909,8 +456,7 @@ int gateway_mount(const struct mount_opts *o)
 	struct gateway gw = { .ready_fd = -1, .cache_lock_fd = -1, .config_path =
 		realpath(o->config_path, conf_abs) ? conf_abs : o->config_path };
 	stats_init(&gw.st);
-	stats_group_add(&gw.st, &gw.mem_grp, memory_stats,
-			sizeof memory_stats / sizeof memory_stats[0], &gw.mem);
+	gw_memory_add(&gw);
 	viewset_slot_init(&gw.views, NULL);
 	pthread_mutex_init(&gw.err_lock, NULL);
 	pthread_mutex_init(&gw.cache_lock_mu, NULL);
@@ -986,7 +532,7 @@ int gateway_mount(const struct mount_opts *o)
 	atomic_store(&gw.mem_fs, gw.fs);
 	if (gw.cfg.rescan_interval_s)
 		scan_set_rescan_interval(gw.scan, gw.cfg.rescan_interval_s);
-	if (viewwatch_start(gw.cfg.views_dir, views_reload, &gw, &gw.watch) < 0)
+	if (viewwatch_start(gw.cfg.views_dir, gw_views_reload, &gw, &gw.watch) < 0)
 		log_warn("views: changes to %s need a remount", gw.cfg.views_dir);
 	log_info("mounted %s: %zu view(s), kafka %s topic %s group %s", o->mountpoint,
 		 n_views, gw.cfg.kafka_brokers, gw.cfg.kafka_topic, gw.cfg.kafka_group);

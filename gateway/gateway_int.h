@@ -1,0 +1,98 @@
+/*
+ * gateway_int.h — the gateway's context, shared by its three files
+ * (gateway.h has the whole contract). Calls go one way: gateway.c (start-up,
+ * shut-down, the mount) calls into gateway_files.c (what .facetfs/ and
+ * /metrics show) and gateway_views.c (live view changes); neither calls
+ * back into gateway.c, nor into the other.
+ */
+#ifndef FACETFS_GATEWAY_INT_H
+#define FACETFS_GATEWAY_INT_H
+
+#include "common/stats.h"
+#include "gateway/config.h"
+#include "views/viewset.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A filter file whose last edit is invalid: the previous version of its
+ * view (if any) keeps running; the error shows in .facetfs/views. */
+struct view_error {
+	char *file;
+	char *text;
+};
+
+/* The "memory" section of .facetfs/stats and /metrics: what the gateway
+ * holds, part by part (docs/operations.md "Memory"), read from each
+ * module when the stats are rendered (gw_memory_read). */
+struct gw_memory {
+	stats_counter rss, inodes, inode_bytes, dir_handles, dir_bytes, index_bytes,
+		      filter_bytes, readahead_bytes;
+};
+
+
+struct gateway {
+	struct config cfg;
+	struct stats st;
+	struct gw_memory mem;        /* registered with st (mem_grp) */
+	struct stats_group mem_grp;
+	struct fs *_Atomic mem_fs;   /* the mount, for gw_memory_read (another
+				      * thread: /metrics) */
+	/* The current view set: pinned by FUSE requests, event batches and
+	 * the .facetfs/ providers; made current by index_set_views() (start-up,
+	 * views_reload() on the watcher). */
+	struct viewset_slot views;
+	pthread_mutex_t err_lock;    /* protects errors and the reload figures */
+	struct view_error *errors;
+	size_t n_errors;
+	unsigned reloads;            /* view sets installed by views_reload() */
+	double reload_last_ms, reload_max_ms;
+	double reload_last_at;       /* when the last one became current (epoch s) */
+	struct viewwatch *watch;
+	struct index *ix;
+	struct s3 *s3;
+	struct scanner *scan;
+	struct stage *stage;
+	struct bcache *bc;           /* the burst buffer's clean blocks */
+	int cache_lock_fd;           /* cache.dir/lock held (-1: none) */
+	pthread_mutex_t cache_lock_mu; /* a retake of it after a removal */
+	struct pins *pins;           /* versions open readers hold */
+	struct reader_pool *rpool;   /* read-ahead bounds across readers */
+	struct warm *warm;           /* warm on arrival */
+	struct consumer *cons;
+	struct ingest *ing;
+	struct fs *fs;
+	const char *config_path;
+	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP) */
+	struct metrics *metrics;     /* /metrics, when configured */
+	struct trace *trace;         /* `facetfs trace` recorder (off until started) */
+	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */
+	bool pid_written;        /* STATE_DIR/facetfs.pid is ours (background) */
+};
+
+/* ---- gateway_files.c: .facetfs/ providers and /metrics ---- */
+
+/* Registers the "memory" section with gw->st (removed by
+ * stats_group_remove(&gw->mem_grp)). */
+void gw_memory_add(struct gateway *gw);
+/* .facetfs/views, .facetfs/control, .facetfs/stats and /metrics: each
+ * returns a malloc'ed text (NULL when memory is short); ctx is the
+ * gateway. */
+char *gw_views_json(void *ctx);
+char *gw_control(void *ctx, const char *command);
+char *gw_stats_text(void *ctx);
+char *gw_metrics_text(void *ctx);
+/* sync/copy.h's left_open hook: the stage records the upload. */
+void gw_copy_left_open(void *ctx, const char *bucket, const char *key, int64_t since_ns);
+
+/* ---- gateway_views.c: live view changes ---- */
+
+/* The watcher's callback (viewwatch.h): the filter files changed. */
+void gw_views_reload(void *ctx);
+/* Replaces the errors of invalid filter files shown in .facetfs/views
+ * (takes errs; NULL, 0 frees them). */
+void gw_errors_set(struct gateway *gw, struct view_error *errs, size_t n);
+
+#endif
