@@ -216,14 +216,11 @@ static void test_list_speed(void)
 		rc = s3_xml_list_parse(doc, o, "bkt", count_fn, &n, tok, sizeof tok, &tr);
 	double dt = unit_now_s() - t0;
 	double rate = n / dt;
+	/* A figure, not a check: a time depends on the machine's load (RGW
+	 * itself serves about 19K keys/s). */
 	printf("# list parse: %.0f keys/s (%d pages of 1,000)\n", rate, rounds);
-#ifdef __SANITIZE_ADDRESS__
-	double floor = 5e4;      /* ASan slows the scan several times */
-#else
-	double floor = 2.5e5;
-#endif
-	CHECK(rc == 0 && n == (size_t)rounds * 1000 && rate > floor,
-	      "list: parses 1,000-key pages fast (> 250K keys/s; RGW serves about 19K/s)");
+	CHECK(rc == 0 && n == (size_t)rounds * 1000,
+	      "list: %d pages of 1,000 keys parsed, every key counted (%zu)", rounds, n);
 	free(doc);
 }
 
