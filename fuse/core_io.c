@@ -228,7 +228,9 @@ static int ofile_commit(struct core *c, struct ofile *of)
 {
 	bool dirty = stage_file_dirty(of->sf);
 	char etag[72] = "";
-	int rc = dirty ? commit_mtime(c, of) : 0;
+	/* A sealed file (write-back) carries the time of its close, as its
+	 * journal does. */
+	int rc = dirty && !stage_file_sealed(of->sf) ? commit_mtime(c, of) : 0;
 	if (rc == 0)
 		rc = stage_file_commit(of->sf, etag);
 	if (rc < 0) {

@@ -314,6 +314,7 @@ static bool op_begin(struct stage_file *f, bool idle, enum op_journal how,
 			if (want)
 				f->jbusy = true;
 			f->n_active++;
+			f->jsealed = false;      /* what the seal journaled changes */
 			return want;
 		}
 		pthread_cond_wait(&f->cond, &f->lock);
@@ -491,6 +492,14 @@ bool stage_file_dirty(struct stage_file *f)
 	return f->dirty;             /* atomic: never waits for a lock */
 }
 
+bool stage_file_sealed(struct stage_file *f)
+{
+	mod_lock(&f->lock);
+	bool sealed = f->jsealed && f->js == STAGE_JS_COMMIT;
+	mod_unlock(&f->lock);
+	return sealed;
+}
+
 /* Swap the strings/arrays of f with the ones given; used to try a change,
  * journal it, and swap back if the journal failed. */
 static void swap_ptr(char **a, char **b)
@@ -628,10 +637,14 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	struct stage *st = f->st;
 	mod_lock(&f->lock);
 	bool quick = oneshot_locked(f, 0) && f->js == STAGE_JS_NONE;
+	/* Sealed and not changed since: its data is synced and its journal
+	 * says "commit" with what goes up (a write-back file's upload). */
+	bool sealed = f->jsealed && f->js == STAGE_JS_COMMIT && f->size == size &&
+		      !f->sm.id;
 	mod_unlock(&f->lock);
 	if (quick)
 		return commit_error(upload_counted(f, size, NULL, etag));
-	int err = stage_sync(st, f->fd, true);
+	int err = sealed ? 0 : stage_sync(st, f->fd, true);
 	if (err) {
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
 			  f->key, strerror(-err));
@@ -640,9 +653,15 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	/* The commit owns f: no other thread changes what j borrows. */
 	struct stage_jnl j;
 	mod_lock(&f->lock);
-	stage_jnl_own(f);
-	err = stage_jnl_file(f, STAGE_JS_COMMIT, size, false, &j);
-	stage_jnl_disown(f);
+	if (sealed) {
+		j = (struct stage_jnl){ .state = STAGE_JS_COMMIT, .size = size,
+			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
+			.meta = f->meta, .n_meta = f->n_meta };
+	} else {
+		stage_jnl_own(f);
+		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, false, &j);
+		stage_jnl_disown(f);
+	}
 	mod_unlock(&f->lock);
 	if (err)
 		return -EIO;
@@ -793,6 +812,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 		f->dirty = false;
 		f->oneshot = false;
 		f->js = STAGE_JS_NONE;
+		f->jsealed = false;
 		if (!f->sm.id && !f->sm.n_parts)
 			f->sm.broken = false;    /* the next writes may stream */
 		snprintf(f->etag, sizeof f->etag, "%s", etag);
@@ -852,6 +872,7 @@ int stage_file_seal(struct stage_file *f)
 		mod_lock(&f->lock);
 		stage_jnl_own(f);
 		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
+		f->jsealed = !err;
 		f->oneshot = false;
 		stage_jnl_disown(f);
 		mod_unlock(&f->lock);
@@ -878,6 +899,7 @@ int stage_file_set_aside(struct stage_file *f, const char *note)
 		mod_lock(&f->lock);
 		f->dirty = false;
 		f->js = STAGE_JS_NONE;
+		f->jsealed = false;
 		mod_unlock(&f->lock);
 		stage_kept_forget(st, f->id);
 		sealed_set(f, 0);
@@ -899,6 +921,7 @@ void stage_file_drop(struct stage_file *f)
 	mod_lock(&f->lock);
 	f->dirty = false;
 	f->js = STAGE_JS_NONE;
+	f->jsealed = false;
 	mod_unlock(&f->lock);
 	stage_kept_forget(f->st, f->id);
 	sealed_set(f, 0);

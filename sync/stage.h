@@ -283,6 +283,9 @@ int  stage_file_commit(struct stage_file *f, char etag_out[72]);
  * the key are marked stale as at a commit's start. 0 (also when there is
  * nothing to seal) or -EIO (logged; the file stays as it was). */
 int  stage_file_seal(struct stage_file *f);
+/* Whether f is sealed and unchanged since: its commit uploads what the
+ * seal journaled, with no sync and no journal write of its own. */
+bool stage_file_sealed(struct stage_file *f);
 
 /* The file's data is not to be uploaded (a write-back file whose key
  * another client changed since the version it was based on): its bytes

@@ -160,6 +160,10 @@ struct stage_file {
 	uint64_t sealed;             /* bytes counted in the stage's sealed
 				      * bytes (stage_file_seal), 0: none */
 	enum stage_jstate js;        /* what the journal on disk says */
+	bool jsealed;                /* js is "commit" as stage_file_seal wrote
+				      * it: data synced, journal holding these
+				      * bytes, name and metadata; cleared by any
+				      * change (op_begin) */
 	char etag[72];               /* of the last upload or fill; "" unknown */
 	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
 	struct stage_intent intent;  /* a creation whose id is not journaled */

@@ -267,6 +267,7 @@ int stage_jnl_put_file(struct stage_file *f, const struct stage_jnl *j)
 	if (err)
 		return err;
 	bool exists = f->js != STAGE_JS_NONE;
+	f->jsealed = false;          /* stage_file_seal sets it after its own */
 	mod_unlock(&f->lock);
 	err = stage_jnl_put(f->st, f->id, &img, exists);
 	mod_lock(&f->lock);
