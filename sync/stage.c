@@ -711,6 +711,23 @@ int stage_file_sync(struct stage_file *f)
 	if (err)         /* the id only: a rename may swap the names meanwhile */
 		log_error("stage: fdatasync of staged file %016" PRIx64 " in %s "
 			  "(fsync): %s", f->id, f->st->dir, strerror(-err));
+	/* Its journal, written unsynced at the first write, so that the
+	 * bytes just synced reach recovered/ after a power loss. Owned:
+	 * no other journal write runs meanwhile. */
+	mod_lock(&f->lock);
+	if (!err && f->js != STAGE_JS_NONE && !f->jsynced &&
+	    f->st->durability != STAGE_DURABLE_PROCESS) {
+		stage_jnl_own(f);
+		if (f->js != STAGE_JS_NONE && !f->jsynced) {
+			mod_unlock(&f->lock);
+			err = stage_jnl_sync(f->st, f->id);
+			mod_lock(&f->lock);
+			if (!err)
+				f->jsynced = true;
+		}
+		stage_jnl_disown(f);
+	}
+	mod_unlock(&f->lock);
 	return err ? -EIO : 0;
 }
 

@@ -160,6 +160,8 @@ struct stage_file {
 	uint64_t sealed;             /* bytes counted in the stage's sealed
 				      * bytes (stage_file_seal), 0: none */
 	enum stage_jstate js;        /* what the journal on disk says */
+	bool jsynced;                /* the journal on disk, if any, is synced
+				      * (stage_jnl_put_file) */
 	bool jsealed;                /* js is "commit" as stage_file_seal wrote
 				      * it: data synced, journal holding these
 				      * bytes, name and metadata; cleared by any
@@ -244,11 +246,15 @@ struct stage_jimg {
 int  stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img);
 void stage_jimg_release(struct stage_jimg *img);
 /* Write ID.jnl with img atomically and durably (ID.jnl.tmp, synced, then
- * exchanged or renamed into place, the directory synced). exists: the
- * caller knows ID.jnl is there: it is then exchanged, not renamed onto
- * (jnl_install); wrong either way is only slower. No lock held. */
+ * exchanged or renamed into place, the directory synced; without the
+ * syncs unless sync). exists: the caller knows ID.jnl is there: it is
+ * then exchanged, not renamed onto (jnl_install); wrong either way is
+ * only slower. No lock held. */
 int  stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
-		   bool exists);
+		   bool exists, bool sync);
+/* Make the journal ID.jnl and its name durable (it and the directory
+ * synced). No lock held. */
+int  stage_jnl_sync(struct stage *st, uint64_t id);
 /* stage_jnl_render and stage_jnl_put of j (borrowed), for a file no other
  * thread uses (recovery, a released file). */
 int  stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
@@ -267,7 +273,11 @@ void stage_jnl_release(struct stage_jnl *j);
  *     it (f->jbusy);
  *   stage_jnl_put_file (f->lock held, owned): the text of j (borrowed) is
  *     made under the lock, written with the lock dropped, the lock taken
- *     again; 0 or -errno (logged);
+ *     again; 0 or -errno (logged). A plain "dirty" journal (no upload,
+ *     no intent) is not synced (f->jsynced false): it only sends the file
+ *     to recovered/ after a crash, which a kill -9 keeps without syncs;
+ *     stage_file_sync (fsync(2)) syncs it, and a commit's or a seal's
+ *     journal replaces it synced;
  *   stage_jnl_file (f->lock held, owned): the journal of f as it stands
  *     in state (size: its "size" line), naming f's streamed upload if
  *     upload, and f's intent; f->js = state on success; out (may be NULL)

@@ -173,7 +173,7 @@ void stage_jimg_release(struct stage_jimg *img)
 }
 
 int stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
-		  bool exists)
+		  bool exists, bool sync)
 {
 	char tmp[32], name[32];
 	stage_name(id, ".jnl.tmp", tmp);
@@ -195,10 +195,10 @@ int stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
 		}
 		off += (size_t)n;
 	}
-	err = stage_sync(st, fd, false);
+	err = sync ? stage_sync(st, fd, false) : 0;
 	if (!err)
 		err = jnl_install(st, tmp, name, exists);
-	if (!err)
+	if (!err && sync)
 		err = stage_sync(st, st->dir_fd, false);
 out:
 	if (fd >= 0)
@@ -211,13 +211,32 @@ out:
 	return err;
 }
 
+int stage_jnl_sync(struct stage *st, uint64_t id)
+{
+	if (st->durability == STAGE_DURABLE_PROCESS)
+		return 0;
+	char name[32];
+	stage_name(id, ".jnl", name);
+	int fd = openat(st->dir_fd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = stage_sync(st, fd, false);
+	close(fd);
+	if (!err)
+		err = stage_sync(st, st->dir_fd, false);
+	if (err)
+		log_error("stage: sync of journal %s/%s: %s", st->dir, name,
+			  strerror(-err));
+	return err;
+}
+
 int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		    bool exists)
 {
 	struct stage_jimg img;
 	int err = stage_jnl_render(j, &img);
 	if (!err)
-		err = stage_jnl_put(st, id, &img, exists);
+		err = stage_jnl_put(st, id, &img, exists, true);
 	stage_jimg_release(&img);
 	return err;
 }
@@ -267,10 +286,13 @@ int stage_jnl_put_file(struct stage_file *f, const struct stage_jnl *j)
 	if (err)
 		return err;
 	bool exists = f->js != STAGE_JS_NONE;
+	bool sync = j->state != STAGE_JS_DIRTY || j->upload_id || j->intent.ns;
 	f->jsealed = false;          /* stage_file_seal sets it after its own */
 	mod_unlock(&f->lock);
-	err = stage_jnl_put(f->st, f->id, &img, exists);
+	err = stage_jnl_put(f->st, f->id, &img, exists, sync);
 	mod_lock(&f->lock);
+	if (!err)
+		f->jsynced = sync;
 	stage_jimg_release(&img);
 	return err;
 }
