@@ -395,13 +395,17 @@ int core_path_object(struct core *c, size_t view, const char *path, char *bucket
 struct local_ctx {
 	struct core *c;
 	const char *vname, *path;
+	bool same;                   /* the kernel's view of that name stays right */
 };
 
 static void local_change(void *ctx, const char *view, const char *path, int what)
 {
 	struct local_ctx *l = ctx;
-	if (what == INDEX_ADDED && l->path && strcmp(view, l->vname) == 0 &&
-	    strcmp(path, l->path) == 0)
+	bool named = l->path && view && strcmp(view, l->vname) == 0 &&
+		     strcmp(path, l->path) == 0;
+	if (what == INDEX_CHANGED && named && l->same)
+		return;              /* a sealed file's upload: same bytes */
+	if (what == INDEX_ADDED && named)
 		what |= CORE_CHANGE_REPLIED;
 	if (l->c->d.changed)
 		l->c->d.changed(l->c->d.changed_ctx, view, path, what);
@@ -410,7 +414,15 @@ static void local_change(void *ctx, const char *view, const char *path, int what
 int core_index_made(struct core *c, const struct obj_meta *o, const char *vname,
 		    const char *path)
 {
-	struct local_ctx l = { c, vname, path };
+	struct local_ctx l = { c, vname, path, false };
+	int rc = index_apply_own(c->d.ix, o, local_change, &l);
+	return rc < 0 ? rc : 0;
+}
+
+int core_index_uploaded(struct core *c, const struct obj_meta *o, const char *vname,
+			const char *path)
+{
+	struct local_ctx l = { c, vname, path, true };
 	int rc = index_apply_own(c->d.ix, o, local_change, &l);
 	return rc < 0 ? rc : 0;
 }
@@ -422,7 +434,7 @@ int core_index_local(struct core *c, const struct obj_meta *o)
 
 int core_index_newer(struct core *c, const struct obj_meta *o)
 {
-	struct local_ctx l = { c, NULL, NULL };
+	struct local_ctx l = { c, NULL, NULL, false };
 	int rc = index_apply_newer(c->d.ix, o, local_change, &l);
 	return rc < 0 ? rc : 0;
 }

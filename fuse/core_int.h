@@ -208,6 +208,12 @@ int  core_path_object(struct core *c, size_t view, const char *path, char *bucke
 int  core_index_local(struct core *c, const struct obj_meta *o);
 int  core_index_made(struct core *c, const struct obj_meta *o, const char *vname,
 		     const char *path);
+/* The same for the upload of a file sealed here (write-back) as (vname,
+ * path): the bytes and attributes the kernel holds of it are the ones
+ * uploaded, so the change of its record (the ETag now known) invalidates
+ * nothing of that name. */
+int  core_index_uploaded(struct core *c, const struct obj_meta *o, const char *vname,
+			 const char *path);
 /* Apply a version this mount saw (a HEAD's answer), not one it wrote,
  * only if provably newer than the record stored at that moment
  * (index_apply_newer: decided under the index's write lock). */

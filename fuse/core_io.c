@@ -188,8 +188,11 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 }
 
 /* of's version as this mount's own in the index: its size and metadata
- * now, etag (the upload's, or "" while it is only sealed here). */
-static void ofile_index(struct core *c, struct ofile *of, const char *etag)
+ * now, etag (the upload's, or "" while it is only sealed here); sealed:
+ * the upload of what was sealed (the kernel's pages and attributes of it
+ * stay right). */
+static void ofile_index(struct core *c, struct ofile *of, const char *etag,
+			bool sealed)
 {
 	struct obj_meta o = { 0 };
 	o.bucket = of->bucket;
@@ -214,7 +217,8 @@ static void ofile_index(struct core *c, struct ofile *of, const char *etag)
 	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
 	/* A new name: the kernel has its entry from the create's reply. */
 	if (rc == 0)
-		rc = core_index_made(c, &o, of->vname, path);
+		rc = sealed ? core_index_uploaded(c, &o, of->vname, path)
+			    : core_index_made(c, &o, of->vname, path);
 	free(path);
 	obj_meta_release(&cur);
 	if (rc < 0)   /* S3 has it; the event will bring the index up to date */
@@ -230,7 +234,8 @@ static int ofile_commit(struct core *c, struct ofile *of)
 	char etag[72] = "";
 	/* A sealed file (write-back) carries the time of its close, as its
 	 * journal does. */
-	int rc = dirty && !stage_file_sealed(of->sf) ? commit_mtime(c, of) : 0;
+	bool sealed = dirty && stage_file_sealed(of->sf);
+	int rc = dirty && !sealed ? commit_mtime(c, of) : 0;
 	if (rc == 0)
 		rc = stage_file_commit(of->sf, etag);
 	if (rc < 0) {
@@ -240,7 +245,7 @@ static int ofile_commit(struct core *c, struct ofile *of)
 	}
 	if (!dirty)
 		return 0;
-	ofile_index(c, of, etag);
+	ofile_index(c, of, etag, sealed);
 	/* The page cache holds what was just written: keep it. */
 	inode_set_etag(c->d.it, of->ino, etag);
 	return 0;
@@ -255,7 +260,7 @@ int core_ofile_seal(struct core *c, struct ofile *of)
 	if (rc == 0 && dirty)
 		rc = stage_file_seal(of->sf);
 	if (rc == 0 && dirty)
-		ofile_index(c, of, "");
+		ofile_index(c, of, "", false);
 	core_ofile_commit_end(c, of);
 	if (rc < 0)
 		log_error("close of %s/%s: not made durable here: %s (the data stays "
