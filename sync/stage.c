@@ -387,6 +387,8 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 		stage_grown(st);
 
 	err = pwrite_all(f->fd, buf, len, off);
+	if (!err)
+		stage_kick(st, f->fd, off, end);
 
 	mod_lock(&f->lock);
 	if (err) {

@@ -120,6 +120,17 @@ int stage_sync(struct stage *st, int fd, bool data)
 	return err;
 }
 
+void stage_kick(struct stage *st, int fd, uint64_t off, uint64_t end)
+{
+	lock_assert_none("stage_kick");
+	uint64_t k = STAGE_KICK_BYTES;
+	if (st->durability == STAGE_DURABLE_PROCESS || end / k == off / k)
+		return;
+	uint64_t to = end / k * k, from = to - k;
+	/* Best effort: a failure shows at the sync that follows. */
+	(void)sync_file_range(fd, (off64_t)from, (off64_t)k, SYNC_FILE_RANGE_WRITE);
+}
+
 /* ---- the directory ---------------------------------------------------- */
 
 int stage_dir_open(struct stage *st, DIR **out)

@@ -202,6 +202,13 @@ void stage_name(uint64_t id, const char *ext, char out[32]);
  * nothing under PROCESS. 0 or -errno. No state lock may be held (the
  * lock guard checks it). */
 int  stage_sync(struct stage *st, int fd, bool data);
+/* Under POWER: a write that ended at end, past a multiple of
+ * STAGE_KICK_BYTES, starts the disk's writeback of the stretch before that
+ * multiple (sync_file_range, which waits for no I/O), so that the sync at
+ * close finds little left to write. Nothing under PROCESS. No state lock
+ * may be held. */
+#define STAGE_KICK_BYTES (8u << 20)
+void stage_kick(struct stage *st, int fd, uint64_t off, uint64_t end);
 /* At open and renewal: reads the durability file of the previous run (sets
  * distrust after a PROCESS run and a reboot) and, unless distrusting,
  * writes this run's. 0 or -errno. */
