@@ -19,7 +19,9 @@
 #          here, a stand-in for a source tarball) into the view, onto the
 #          local disk, rclone, s3fs
 # Prints medians (min-max) over REPEAT passes (default 3) and the load
-# average of each pass. Run on a quiet machine: nothing else running.
+# average of each pass. DRAIN_DELAY=S gives the write-back gateways
+# cache.drain_delay S (default 0): with rclone's 5 s, neither starts an
+# upload while cp runs. Run on a quiet machine: nothing else running.
 #
 #   BED_DIR=... tests/bench/bench_writeback.sh   (or no bed: one is started)
 set -uo pipefail
@@ -29,6 +31,7 @@ REPEAT=${REPEAT:-3}
 BIG_MIB=${BIG_MIB:-1024}
 SMALL_N=${SMALL_N:-1000}      # files of the small section (1000 for the figures)
 TAR_DIR=${TAR_DIR:-/usr/include/linux}
+DRAIN_DELAY=${DRAIN_DELAY:-0}   # cache.drain_delay of the write-back gateways (rclone's own: 5 s)
 want() { [[ " ${ONLY:-small big fio tar} " == *" $1 "* ]]; }
 bench_own_bed 8589934592
 bench_require_bed
@@ -53,7 +56,8 @@ for who in wb-power wb-process close; do
 	gw_config "$T/$who.json" "$T/state-$who" "$views" "bench-wb-$$-$RANDOM" "bench-wb-$$" 100 4GiB
 	dur=power
 	[[ $who == wb-process ]] && dur=process
-	jq --arg d "$dur" '.cache.durability = $d' "$T/$who.json" >"$T/$who.tmp" && mv "$T/$who.tmp" "$T/$who.json"
+	jq --arg d "$dur" --argjson w "$DRAIN_DELAY" '.cache.durability = $d | .cache.drain_delay = $w' \
+		"$T/$who.json" >"$T/$who.tmp" && mv "$T/$who.tmp" "$T/$who.json"
 	gw_start "$who" "$T/$who.json" "$T/mnt-$who" || bench_die "gateway $who"
 	wait_until 60 views_ready "$T/mnt-$who" || bench_die "views of $who not ready"
 	MNT[$who]=$T/mnt-$who/$([[ $who == close ]] && echo cl || echo wb)
@@ -141,7 +145,7 @@ if want small || want big; then
 fi
 if want small; then
 	echo
-	bench_say "small: $SMALL_N x 64 KiB by one cp -r"
+	bench_say "small: $SMALL_N x 64 KiB by one cp -r (write-back gateways: cache.drain_delay $DRAIN_DELAY s)"
 	mkdir -p "$T/src1k"
 	for i in $(seq -w 1 "$SMALL_N"); do head -c 65536 /dev/urandom >"$T/src1k/f$i"; done
 	for r in $(seq 1 "$REPEAT"); do
