@@ -91,10 +91,11 @@ void core_free(struct core *c)
 		free(m->vname);
 		free(m);
 	}
-	for (struct ofile *of = c->ofiles, *n; of; of = n) {
-		n = of->next;
-		core_ofile_free(of);
-	}
+	for (size_t i = 0; i < CORE_OFILE_SLOTS; i++)
+		for (struct ofile *of = c->ofiles_by_ino[i], *n; of; of = n) {
+			n = of->ino_next;
+			core_ofile_free(of);
+		}
 	stats_group_remove(&c->grp);
 	reader_counters_release(&c->rctr);
 	pthread_mutex_destroy(&c->ofile_lock);
@@ -441,12 +442,43 @@ int core_index_newer(struct core *c, const struct obj_meta *o)
 
 /* ---------- the open-file table ---------- */
 
+static size_t ino_slot(uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 32) & (CORE_OFILE_SLOTS - 1);
+}
+
+static size_t path_slot(const char *path)
+{
+	uint64_t h = 0xcbf29ce484222325ull;          /* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 32)) & (CORE_OFILE_SLOTS - 1);
+}
+
+/* Unchain of from the path table (c->ofile_lock held). */
+static void path_unchain(struct core *c, struct ofile *of)
+{
+	struct ofile **pp = &c->ofiles_by_path[path_slot(of->path)];
+	while (*pp && *pp != of)
+		pp = &(*pp)->path_next;
+	if (*pp)
+		*pp = of->path_next;
+	of->path_next = NULL;
+}
+
+static void path_chain(struct core *c, struct ofile *of)
+{
+	struct ofile **head = &c->ofiles_by_path[path_slot(of->path)];
+	of->path_next = *head;
+	*head = of;
+}
+
 struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
 {
 	mod_lock(&c->ofile_lock);
-	struct ofile *of = c->ofiles;
+	struct ofile *of = c->ofiles_by_ino[ino_slot(ino)];
 	while (of && (of->ino != ino || (of->unlinked && !unlinked_too)))
-		of = of->next;
+		of = of->ino_next;
 	if (of)
 		of->refs++;
 	mod_unlock(&c->ofile_lock);
@@ -456,13 +488,27 @@ struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path)
 {
 	mod_lock(&c->ofile_lock);
-	struct ofile *of = c->ofiles;
+	struct ofile *of = c->ofiles_by_path[path_slot(path)];
 	while (of && (of->unlinked || !core_in_view(c, of->vname, view) || strcmp(of->path, path) != 0))
-		of = of->next;
+		of = of->path_next;
 	if (of)
 		of->refs++;
 	mod_unlock(&c->ofile_lock);
 	return of;
+}
+
+void core_ofile_rename(struct core *c, struct ofile *of, char *path, char *key)
+{
+	mod_lock(&c->ofile_lock);
+	if (of->tabled)
+		path_unchain(c, of);
+	free(of->path);
+	free(of->key);
+	of->path = path;
+	of->key = key;
+	if (of->tabled)
+		path_chain(c, of);
+	mod_unlock(&c->ofile_lock);
 }
 
 void core_ofile_unlink(struct core *c, struct ofile *of)
@@ -543,12 +589,14 @@ void core_ofile_put(struct core *c, struct ofile *of)
 		return;
 	mod_lock(&c->ofile_lock);
 	bool last = --of->refs == 0;
-	if (last) {
-		struct ofile **pp = &c->ofiles;
+	if (last && of->tabled) {
+		struct ofile **pp = &c->ofiles_by_ino[ino_slot(of->ino)];
 		while (*pp && *pp != of)
-			pp = &(*pp)->next;
+			pp = &(*pp)->ino_next;
 		if (*pp)
-			*pp = of->next;
+			*pp = of->ino_next;
+		path_unchain(c, of);
+		of->tabled = false;
 	}
 	mod_unlock(&c->ofile_lock);
 	if (last)
@@ -558,14 +606,17 @@ void core_ofile_put(struct core *c, struct ofile *of)
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
 {
 	mod_lock(&c->ofile_lock);
-	struct ofile *other = c->ofiles;
+	struct ofile **head = &c->ofiles_by_ino[ino_slot(of->ino)];
+	struct ofile *other = *head;
 	while (other && (other->ino != of->ino || other->unlinked))
-		other = other->next;
+		other = other->ino_next;
 	if (other) {
 		other->refs++;
 	} else {
-		of->next = c->ofiles;
-		c->ofiles = of;
+		of->ino_next = *head;
+		*head = of;
+		path_chain(c, of);
+		of->tabled = true;
 	}
 	mod_unlock(&c->ofile_lock);
 	return other;
@@ -583,8 +634,9 @@ bool core_tables_have_child(struct core *c, size_t view, const char *path)
 	mod_lock(&c->ofile_lock);
 	for (struct mkdir_ent *m = c->mkdirs; m && !any; m = m->next)
 		any = core_in_view(c, m->vname, view) && under(m->path, path, plen);
-	for (struct ofile *o = c->ofiles; o && !any; o = o->next)
-		any = core_in_view(c, o->vname, view) && under(o->path, path, plen);
+	for (size_t i = 0; i < CORE_OFILE_SLOTS && !any; i++)
+		for (struct ofile *o = c->ofiles_by_ino[i]; o && !any; o = o->ino_next)
+			any = core_in_view(c, o->vname, view) && under(o->path, path, plen);
 	mod_unlock(&c->ofile_lock);
 	return any;
 }

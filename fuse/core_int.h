@@ -12,7 +12,7 @@
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
  *               metadata change and core_io's truncate and create)
  *
- * Locks: c->ofile_lock protects the open-file table (ofiles) and the
+ * Locks: c->ofile_lock protects the open-file table (ofiles_by_*) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
  * it is held and it is never held across an S3, index or stage call that
  * blocks (stage_file_* calls are made with an ofile reference, not the lock).
@@ -74,8 +74,12 @@ struct ofile {
 	char base_etag[72];          /* the version it is based on: the ETag at
 				      * open or of this mount's last upload;
 				      * "" for a new object (lock) */
-	struct ofile *next;
+	bool tabled;                 /* in the open-file table (lock) */
+	struct ofile *ino_next;      /* its chain in ofiles_by_ino */
+	struct ofile *path_next;     /* its chain in ofiles_by_path */
 };
+
+#define CORE_OFILE_SLOTS 1024        /* a power of two */
 
 struct mkdir_ent {                   /* a directory made with mkdir */
 	char *vname;
@@ -113,9 +117,13 @@ struct core {
 	struct core_dir *dirs;       /* open directory handles */
 	size_t n_dirs, dirs_bytes;
 
-	pthread_mutex_t ofile_lock;  /* protects ofiles and mkdirs */
+	pthread_mutex_t ofile_lock;  /* protects the ofile tables and mkdirs */
 	pthread_cond_t ofile_cv;     /* an ofile's commit ended, or its hold */
-	struct ofile *ofiles;
+	/* The open-file table, hashed by inode and by path (every view's in
+	 * one chain): a write-back backlog of thousands of files costs each
+	 * lookup, create and release a short chain, not a walk of them all. */
+	struct ofile *ofiles_by_ino[CORE_OFILE_SLOTS];
+	struct ofile *ofiles_by_path[CORE_OFILE_SLOTS];
 	struct mkdir_ent *mkdirs;
 	struct core_drain *drain;    /* write-back (core_drain.c) */
 };
@@ -225,6 +233,8 @@ int  core_index_newer(struct core *c, const struct obj_meta *o);
 struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too);
 /* The staged file a name of this mount shows (never an unlinked one). */
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path);
+/* of is known by a new path and key from now on (takes both strings). */
+void core_ofile_rename(struct core *c, struct ofile *of, char *path, char *key);
 /* The name of of is gone (unlink, or renamed over): its descriptors keep
  * its bytes, no name leads to it and it is never uploaded again. Waits
  * for a commit of it under way (its upload would land after the caller's

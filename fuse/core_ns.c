@@ -263,17 +263,12 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 {
 	stage_file_rename(of->sf, bucket, nkey);
 	char *np = strdup(npath), *nk = strdup(nkey);
-	mod_lock(&c->ofile_lock);
 	if (np && nk) {
-		free(of->path);
-		free(of->key);
-		of->path = np;
-		of->key = nk;
-		np = nk = NULL;
+		core_ofile_rename(c, of, np, nk);
+	} else {
+		free(np);
+		free(nk);
 	}
-	mod_unlock(&c->ofile_lock);
-	free(np);
-	free(nk);
 }
 
 /* Rename of a file of a write-back view staged here: it moves under its
