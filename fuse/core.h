@@ -321,13 +321,15 @@ bool core_file_is_object(const struct core_file *f);
  * view) and waits until S3 has them: 0; -EIO when every file left failed
  * its last try, -ETIMEDOUT after timeout_s; then *report (malloc'ed) names
  * each key left with its last error. core_drain_pending: files and bytes
- * pending now. core_drain_list: one line per pending file (key, bytes,
+ * pending now. core_drain_gauges: brings the "drain" gauges of the stats
+ * up to date (call it before rendering them). core_drain_list: one line per pending file (key, bytes,
  * age, tries, state), malloc'ed. */
 int  core_drain_new(struct core *c, const struct core_drain_conf *conf);
 void core_drain_free(struct core *c);
 int  core_drain_sync(struct core *c, const char *vname, const char *path,
 		     int timeout_s, char **report);
 void core_drain_pending(struct core *c, uint64_t *files, uint64_t *bytes);
+void core_drain_gauges(struct core *c);
 char *core_drain_list(struct core *c);
 
 #endif

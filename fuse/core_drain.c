@@ -114,7 +114,9 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The gauges from the queue (d->lock held). */
+/* The gauges from the queue (d->lock held): computed when the stats are
+ * read (core_drain_gauges), not at every change, which would walk the
+ * whole backlog at every close and upload. */
 static void gauges_locked(struct core_drain *d)
 {
 	uint64_t files = 0, bytes = 0, busy = 0;
@@ -251,7 +253,6 @@ static void *drain_main(void *arg)
 		int64_t wait_ns;
 		struct drain_ent *e = next_ready(d, &wait_ns);
 		if (!e) {
-			gauges_locked(d);
 			if (d->stop && (!d->flush || !d->head))
 				break;
 			struct timespec ts;
@@ -265,7 +266,6 @@ static void *drain_main(void *arg)
 		}
 		e->busy = true;
 		e->again = false;
-		gauges_locked(d);
 		mod_unlock(&d->lock);
 		uint64_t size = stage_file_size(e->of->sf);
 		int rc = publish(d, e->of);
@@ -297,7 +297,6 @@ static void *drain_main(void *arg)
 			e->ready_ns = now_ns() + (int64_t)(s > DRAIN_BACKOFF_MAX_S
 							     ? DRAIN_BACKOFF_MAX_S : s) * 1000000000;
 		}
-		gauges_locked(d);
 		pthread_cond_broadcast(&d->progress);
 		if (put) {
 			mod_unlock(&d->lock);
@@ -368,7 +367,6 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	}
 	if (!d->n_threads)
 		threads_start(d);
-	gauges_locked(d);
 	pthread_cond_signal(&d->work);
 	mod_unlock(&d->lock);
 	free(n);
@@ -427,7 +425,6 @@ static int publish_now(struct core *c, struct ofile *of)
 			gone = e;
 			break;
 		}
-	gauges_locked(d);
 	pthread_cond_broadcast(&d->progress);
 	mod_unlock(&d->lock);
 	if (gone) {
@@ -530,6 +527,15 @@ int core_drain_sync(struct core *c, const char *vname, const char *path,
 	return drain_sync(c, vname, path, timeout_s, false, report);
 }
 
+void core_drain_gauges(struct core *c)
+{
+	if (!c->drain)
+		return;
+	mod_lock(&c->drain->lock);
+	gauges_locked(c->drain);
+	mod_unlock(&c->drain->lock);
+}
+
 void core_drain_pending(struct core *c, uint64_t *files, uint64_t *bytes)
 {
 	*files = *bytes = 0;
@@ -574,6 +580,7 @@ void core_drain_free(struct core *c)
 		return;
 	mod_lock(&d->lock);
 	bool any = d->head != NULL;
+	gauges_locked(d);
 	if (any)
 		log_info("write-back: draining %" PRIu64 " file(s), %" PRIu64 " bytes, "
 			 "for up to %u s", stats_get(&d->ctr.pending_files),

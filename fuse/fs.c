@@ -304,6 +304,11 @@ void fs_memory(struct fs *fs, struct fs_mem *out)
 	core_dir_mem(fs->core, &out->dir_handles, &out->dir_bytes);
 }
 
+void fs_gauges(struct fs *fs)
+{
+	core_drain_gauges(fs->core);
+}
+
 int fs_run(struct fs *fs)
 {
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();

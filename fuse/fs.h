@@ -108,6 +108,9 @@ struct fs_mem {
 	size_t dir_handles, dir_bytes;
 };
 void fs_memory(struct fs *fs, struct fs_mem *out);
+/* Brings the gauges computed when read (the drain's) up to date, before
+ * the stats are rendered. Any thread. */
+void fs_gauges(struct fs *fs);
 
 /* The membership of the view called view changed at path (what:
  * INDEX_ADDED, INDEX_REMOVED, INDEX_CHANGED from views/index.h). */

@@ -202,7 +202,8 @@ void gw_copy_left_open(void *ctx, const char *bucket, const char *key,
 	stage_upload_left(gw->stage, bucket, key, since_ns);
 }
 
-/* Fill the "memory" gauges from the modules (any thread). */
+/* Fill the "memory" gauges from the modules, and bring the mount's
+ * gauges computed when read up to date (any thread). */
 static void gw_memory_read(struct gateway *gw)
 {
 	long pages = 0, resident = 0;
@@ -216,6 +217,7 @@ static void gw_memory_read(struct gateway *gw)
 	struct fs *fs = atomic_load(&gw->mem_fs);
 	if (fs) {
 		struct fs_mem m;
+		fs_gauges(fs);
 		fs_memory(fs, &m);
 		stats_set(&gw->mem.inodes, m.inodes);
 		stats_set(&gw->mem.inode_bytes, m.inode_bytes);

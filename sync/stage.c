@@ -119,9 +119,7 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 	*out = st->cnt;
 	out->used_bytes = st->used;
 	out->max_bytes = st->max_bytes;
-	out->open_files = 0;
-	for (struct stage_file *f = st->open; f; f = f->next)
-		out->open_files++;
+	out->open_files = st->n_open;
 	mod_unlock(&st->lock);
 }
 
@@ -183,6 +181,7 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	if (st->open)
 		st->open->prev = f;
 	st->open = f;
+	st->n_open++;
 	mod_unlock(&st->lock);
 	*out = f;
 	return 0;
@@ -973,6 +972,7 @@ void stage_file_release(struct stage_file *f)
 		st->open = f->next;
 	if (f->next)
 		f->next->prev = f->prev;
+	st->n_open--;
 	if (f->js != STAGE_JS_NONE && !orphaned) {
 		st->cnt.pending_files++;
 		st->pending_bytes += f->size;

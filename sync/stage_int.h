@@ -134,6 +134,7 @@ struct stage {
 				      * start (stage_kept.c) */
 	uint64_t next_id;
 	struct stage_file *open;     /* files not released */
+	size_t n_open;               /* how many (lock) */
 	struct stage_counters cnt;   /* used/max/open filled in on read */
 };
 
