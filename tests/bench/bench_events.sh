@@ -23,7 +23,8 @@
 # a warm-on-arrival fetch (the records are synthetic: the objects do not
 # exist in S3, each fetch ends in a 404); BENCH_WARM_VIEW=cold adds the
 # same view without "warm" (the cost of one more matching view alone).
-# bench_cache.sh compares the three.
+# bench_cache.sh compares the three. BENCH_KAFKA_OPTIONS (a JSON object
+# of librdkafka settings) is added to the loaded gateway's kafka.options.
 # Exits 1 if applied != produced or an idle record never became visible.
 . "$(dirname "$0")/bench_lib.sh"
 bench_require_bed
@@ -65,6 +66,10 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	topic=bench-ev-$$-load-fw$fw
 	bench_topic "$topic"
 	bench_config "$T/load-$fw.json" "$T/state-load-$fw" "$T/views" "$topic" "$fw"
+	if [[ -n ${BENCH_KAFKA_OPTIONS:-} ]]; then   # e.g. '{"queued.max.messages.kbytes": "16384"}'
+		jq --argjson o "$BENCH_KAFKA_OPTIONS" '.kafka.options = ((.kafka.options // {}) + $o)' \
+			"$T/load-$fw.json" >"$T/load-$fw.tmp" && mv "$T/load-$fw.tmp" "$T/load-$fw.json"
+	fi
 	gw_start "load$fw" "$T/load-$fw.json" "$T/mnt-load-$fw" || { FAILED=1; continue; }
 	M=$T/mnt-load-$fw
 	wait_until 60 views_ready "$M" || bench_say "warning: views not ready after 60 s"
