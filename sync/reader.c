@@ -35,6 +35,7 @@
  * memory for every range.
  */
 #include "sync/reader.h"
+#include "sync/reader_int.h"
 
 #include "sync/bcache.h"
 #include "sync/pins.h"
@@ -50,7 +51,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define WIN_MIN      (256u * 1024)
 #define WIN_MAX      (8u * 1024 * 1024)
@@ -70,252 +70,6 @@
 #define PF_BLOCKS    8u
 #define SYNC_KEEP    4u
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
-#define FREE_MAX_N   16u                 /* free buffers kept by a pool */
-#define FREE_TOTAL   (64u * 1024 * 1024) /* and their bytes at most */
-#define BUF_UNIT     (64u * 1024)        /* buffers are made in these */
-/* Buffers of a huge page or more are mapped on their own, huge-page
- * aligned, and the kernel is asked to back them with huge pages: 8 MiB
- * then fault in 4 times, not 2,048, the copy from the socket into them
- * misses the TLB less, and FUSE pins a reply's pages (get_user_pages on
- * every write to /dev/fuse) a huge page at a time. */
-#define HUGE_UNIT    (2u * 1024 * 1024)
-
-/* ---------- the pool: bounds across readers ---------- */
-
-struct reader_buf;
-
-struct reader_pool {
-	pthread_mutex_t lock;        /* a leaf; protects everything below */
-	struct reader_ra_conf c;
-	unsigned streams, streams_max;
-	uint64_t bytes, bytes_max;
-	uint64_t kept, kept_max;     /* c.kept_bytes at most */
-	struct reader_buf *free;           /* buffers no one holds, for reuse */
-	unsigned n_free;
-	uint64_t free_bytes;
-	uint64_t made, reused;       /* buffers allocated; taken from free */
-};
-
-/* Bytes of one chunk (or of a read of the burst buffer's files), shared
- * by references: see DESIGN above. data holds cap bytes. */
-struct reader_buf {
-	atomic_uint refs;
-	size_t cap;
-	struct reader_pool *pool;    /* where the last put returns it; NULL:
-				      * freed */
-	struct reader_buf *next;           /* on the pool's free list */
-	bool mapped;                 /* data is a mapping of its own (map_len) */
-	size_t map_len;
-	char *data;                  /* after the header, or mapped */
-};
-
-/* A buffer of cap bytes with no pool yet; NULL: no memory. */
-static struct reader_buf *rbuf_make(size_t cap)
-{
-	struct reader_buf *b;
-	if (cap < HUGE_UNIT) {
-		cap = (cap + BUF_UNIT - 1) / BUF_UNIT * BUF_UNIT;
-		if (!cap)
-			cap = BUF_UNIT;
-		if (!(b = malloc(sizeof *b + cap)))
-			return NULL;
-		*b = (struct reader_buf){ .cap = cap, .data = (char *)(b + 1) };
-		return b;
-	}
-	cap = (cap + HUGE_UNIT - 1) / HUGE_UNIT * HUGE_UNIT;
-	if (!(b = malloc(sizeof *b)))
-		return NULL;
-	/* One huge page more than needed, so an aligned start is in it; the
-	 * ends around it are unmapped again. */
-	size_t over = cap + HUGE_UNIT;
-	char *m = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED) {
-		free(b);
-		return NULL;
-	}
-	char *a = (char *)(((uintptr_t)m + HUGE_UNIT - 1) & ~(uintptr_t)(HUGE_UNIT - 1));
-	if (a > m)
-		munmap(m, (size_t)(a - m));
-	if (a + cap < m + over)
-		munmap(a + cap, (size_t)(m + over - (a + cap)));
-	(void)madvise(a, cap, MADV_HUGEPAGE);   /* advice: small pages else */
-	*b = (struct reader_buf){ .cap = cap, .mapped = true, .map_len = cap, .data = a };
-	return b;
-}
-
-static void rbuf_free(struct reader_buf *b)
-{
-	if (b && b->mapped)
-		munmap(b->data, b->map_len);
-	free(b);
-}
-
-int reader_pool_new(const struct reader_ra_conf *c, struct reader_pool **out)
-{
-	struct reader_pool *p = calloc(1, sizeof *p);
-	if (!p)
-		return -ENOMEM;
-	pthread_mutex_init(&p->lock, NULL);
-	p->c = *c;
-	if (!p->c.kept_bytes)
-		p->c.kept_bytes = READER_KEPT_TOTAL;
-	if (p->c.streams > READER_RA_STREAMS_MAX)
-		p->c.streams = READER_RA_STREAMS_MAX;
-	*out = p;
-	return 0;
-}
-
-void reader_pool_free(struct reader_pool *p)
-{
-	if (!p)
-		return;
-	while (p->free) {
-		struct reader_buf *b = p->free;
-		p->free = b->next;
-		rbuf_free(b);
-	}
-	pthread_mutex_destroy(&p->lock);
-	free(p);
-}
-
-void reader_pool_counters(struct reader_pool *p, struct reader_pool_counters *out)
-{
-	mod_lock(&p->lock);
-	*out = (struct reader_pool_counters){ p->streams, p->streams_max, p->bytes,
-					      p->bytes_max, p->kept, p->kept_max,
-					      p->n_free, p->free_bytes, p->made, p->reused };
-	mod_unlock(&p->lock);
-}
-
-/* A buffer of at least want bytes, one reference: a free one of the
- * pool's no larger than twice want (the smallest), else a new one. NULL:
- * no memory. No lock held by the caller but perhaps the reader's (the
- * pool's is a leaf). */
-static struct reader_buf *rbuf_get(struct reader_pool *p, size_t want)
-{
-	struct reader_buf *b = NULL;
-	if (p) {
-		mod_lock(&p->lock);
-		struct reader_buf **best = NULL;
-		for (struct reader_buf **pp = &p->free; *pp; pp = &(*pp)->next)
-			if ((*pp)->cap >= want && (*pp)->cap / 2 <= want &&
-			    (!best || (*pp)->cap < (*best)->cap))
-				best = pp;
-		if (best) {
-			b = *best;
-			*best = b->next;
-			p->n_free--;
-			p->free_bytes -= b->cap;
-			p->reused++;
-		} else {
-			p->made++;
-		}
-		mod_unlock(&p->lock);
-	}
-	if (!b) {
-		if (!(b = rbuf_make(want)))
-			return NULL;
-		b->pool = p;
-	}
-	b->next = NULL;
-	atomic_init(&b->refs, 1);
-	return b;
-}
-
-static struct reader_buf *rbuf_ref(struct reader_buf *b)
-{
-	atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
-	return b;
-}
-
-/* Drop one reference; the last returns b to its pool (if it has room)
- * or frees it. Any thread, any lock (the pool's is a leaf). */
-static void rbuf_put(struct reader_buf *b)
-{
-	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
-		return;
-	struct reader_pool *p = b->pool;
-	if (p) {
-		mod_lock(&p->lock);
-		bool keep = p->n_free < FREE_MAX_N && p->free_bytes + b->cap <= FREE_TOTAL;
-		if (keep) {
-			b->next = p->free;
-			p->free = b;
-			p->n_free++;
-			p->free_bytes += b->cap;
-		}
-		mod_unlock(&p->lock);
-		if (keep)
-			return;
-	}
-	rbuf_free(b);
-}
-
-/* One GET of len bytes ahead: granted (counted) or not. */
-static bool pool_take(struct reader_pool *p, uint64_t len)
-{
-	if (!p)
-		return true;
-	bool ok = false;
-	mod_lock(&p->lock);
-	if (p->streams < p->c.total_streams && p->bytes + len <= p->c.total_bytes) {
-		ok = true;
-		p->streams++;
-		p->bytes += len;
-		if (p->streams > p->streams_max)
-			p->streams_max = p->streams;
-		if (p->bytes > p->bytes_max)
-			p->bytes_max = p->bytes;
-	}
-	mod_unlock(&p->lock);
-	return ok;
-}
-
-/* The GET landed (its bytes stay held until pool_release). */
-static void pool_landed(struct reader_pool *p)
-{
-	if (!p)
-		return;
-	mod_lock(&p->lock);
-	p->streams--;
-	mod_unlock(&p->lock);
-}
-
-static void pool_release(struct reader_pool *p, uint64_t len)
-{
-	if (!p)
-		return;
-	mod_lock(&p->lock);
-	p->bytes -= len;
-	mod_unlock(&p->lock);
-}
-
-/* len bytes kept between reads (a window): granted
- * (counted) or not. No pool: always. */
-static bool pool_keep(struct reader_pool *p, uint64_t len)
-{
-	if (!p)
-		return true;
-	mod_lock(&p->lock);
-	bool ok = p->kept + len <= p->c.kept_bytes;
-	if (ok) {
-		p->kept += len;
-		if (p->kept > p->kept_max)
-			p->kept_max = p->kept;
-	}
-	mod_unlock(&p->lock);
-	return ok;
-}
-
-static void pool_unkeep(struct reader_pool *p, uint64_t len)
-{
-	if (!p || !len)
-		return;
-	mod_lock(&p->lock);
-	p->kept -= len;
-	mod_unlock(&p->lock);
-}
-
 /* ---------- the reader ---------- */
 
 enum ch_state { CH_FREE, CH_FETCHING, CH_READY, CH_FAILED };
@@ -456,11 +210,11 @@ static void chunk_free(struct reader *r, struct chunk *c)
 	if (c->ahead) {
 		if (c->state == CH_READY && !c->used)
 			R_COUNT(r, ra_wasted, c->got);
-		pool_release(r->pool, c->len);
+		reader_pool_release(r->pool, c->len);
 		r->ra_held -= c->len;
 	}
-	pool_unkeep(r->pool, c->kept);
-	rbuf_put(c->rb);
+	reader_pool_unkeep(r->pool, c->kept);
+	reader_rbuf_put(c->rb);
 	*c = (struct chunk){ .state = CH_FREE };
 }
 
@@ -603,7 +357,7 @@ static int fetch(struct reader *r, uint64_t at, size_t want, struct reader_buf *
 		 size_t *got)
 {
 	*got = 0;
-	if (!*rb && !(*rb = rbuf_get(r->pool, want)))
+	if (!*rb && !(*rb = reader_rbuf_get(r->pool, want)))
 		return -ENOMEM;
 	return r->bc ? fetch_blocks(r, at, want, (*rb)->data, got)
 		     : s3_get(r->s3, r->bucket, r->key, at, want,
@@ -649,7 +403,7 @@ static void *ra_main(void *arg)
 	int rc = fetch(r, at, want, &rb, &got);
 
 	mod_lock(&r->lock);
-	pool_landed(r->pool);
+	reader_pool_landed(r->pool);
 	r->ra_flight--;
 	if (rc == 0) {
 		R_COUNT(r, ra_ranges, 1);
@@ -723,7 +477,7 @@ static void ra_fill(struct reader *r, uint64_t pos)
 		struct chunk *c = chunk_slot(r, true);
 		if (!c)
 			break;
-		if (!pool_take(r->pool, want)) {
+		if (!reader_pool_take(r->pool, want)) {
 			R_COUNT(r, ra_throttled, 1);
 			break;
 		}
@@ -742,7 +496,7 @@ static void ra_fill(struct reader *r, uint64_t pos)
 		pthread_attr_destroy(&a);
 		if (!started) {      /* no helper: reads fetch for themselves */
 			free(j);
-			pool_landed(r->pool);
+			reader_pool_landed(r->pool);
 			r->ra_flight--;
 			r->helpers--;
 			c->state = CH_FAILED;
@@ -801,7 +555,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	align_blocks(r, &from, &want);
 	if (c) {
 		*c = (struct chunk){ .state = CH_FREE };
-		if (!pool_keep(r->pool, want)) {
+		if (!reader_pool_keep(r->pool, want)) {
 			/* Readers keep enough already: this read fetches
 			 * what it needs (whole blocks with a burst buffer)
 			 * into a chunk that goes after it. */
@@ -832,7 +586,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	c->rb = rb;
 	if (rc < 0 || from + got <= at) {
 		if (c == tmp)
-			rbuf_put(rb);
+			reader_rbuf_put(rb);
 		else
 			chunk_free(r, c);
 		return rc < 0 ? rc : 0;
@@ -920,14 +674,14 @@ static int sink_add(struct sink *s, size_t done, struct reader_buf *b, const cha
 		    size_t n)
 {
 	if (!s->buf && s->n == READER_PIECES) {
-		struct reader_buf *one = rbuf_get(s->pool, s->len);
+		struct reader_buf *one = reader_rbuf_get(s->pool, s->len);
 		if (!one)
 			return -ENOMEM;
 		size_t o = 0;
 		for (unsigned i = 0; i < s->n; i++) {
 			memcpy(one->data + o, s->pc[i].p, s->pc[i].len);
 			o += s->pc[i].len;
-			rbuf_put(s->pc[i].hold);
+			reader_rbuf_put(s->pc[i].hold);
 		}
 		s->n = 1;
 		s->pc[0] = (struct reader_piece){ one->data, o, one };
@@ -940,7 +694,7 @@ static int sink_add(struct sink *s, size_t done, struct reader_buf *b, const cha
 			s->pc[0].len = done + n;
 		return 0;
 	}
-	s->pc[s->n++] = (struct reader_piece){ p, n, rbuf_ref(b) };
+	s->pc[s->n++] = (struct reader_piece){ p, n, reader_rbuf_ref(b) };
 	return 0;
 }
 
@@ -955,11 +709,11 @@ static size_t sink_cached(struct reader *r, struct sink *s, size_t len, uint64_t
 	const struct bcache_id id = { r->bucket, r->key, r->etag };
 	bool whole = len >= min_sz(r->bs, (size_t)(r->size - off));   /* a block at least */
 	struct reader_buf *b = whole && bcache_has(r->bc, &id, off / r->bs)
-			       ? rbuf_get(r->pool, len) : NULL;
+			       ? reader_rbuf_get(r->pool, len) : NULL;
 	size_t done = read_cached(r, b ? b->data : NULL, len, off, pf_from, pf_to);
 	if (done && sink_add(s, 0, b, b->data, done) < 0)
 		done = 0;
-	rbuf_put(b);
+	reader_rbuf_put(b);
 	return done;
 }
 
@@ -1013,7 +767,7 @@ static ssize_t read_to(struct reader *r, struct sink *s, size_t len, uint64_t of
 		size_t n = min_sz(len - done, (size_t)(c->off + c->got - at));
 		int rc = sink_add(s, done, c->rb, c->rb->data + (at - c->off), n);
 		if (c == &tmp)
-			rbuf_put(tmp.rb);
+			reader_rbuf_put(tmp.rb);
 		if (rc < 0) {
 			result = rc;
 			break;
@@ -1070,7 +824,7 @@ ssize_t reader_read_pieces(struct reader *r, size_t len, uint64_t off,
 void reader_pieces_put(struct reader_piece *pc, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		rbuf_put(pc[i].hold);
+		reader_rbuf_put(pc[i].hold);
 		pc[i].hold = NULL;
 	}
 }
