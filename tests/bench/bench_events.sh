@@ -59,6 +59,18 @@ warm_say() {
 }
 
 bench_say "bucket $B, $P prefix views${BENCH_WARM_VIEW:+ (BENCH_WARM_VIEW=$BENCH_WARM_VIEW)}, $N events, chunks of $CHUNK, at most $AHEAD chunk(s) ahead; load average $(loadavg)"
+# rss_peaks PID FILE: until PID ends (or this is killed), FILE holds the
+# highest RssAnon and RssFile of PID seen, in MiB, sampled every 0.5 s.
+rss_peaks() {
+	local a f ma=0 mf=0
+	while [[ -r /proc/$1/status ]]; do
+		read -r a f < <(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 } END { print a + 0, f + 0 }' "/proc/$1/status")
+		((a > ma)) && ma=$a
+		((f > mf)) && mf=$f
+		awk -v a="$ma" -v f="$mf" 'BEGIN { printf "%.1f %.1f\n", a / 1024, f / 1024 }' >"$2"
+		sleep 0.5
+	done
+}
 FAILED=0
 start=0
 for fw in ${BENCH_FETCH_WAITS:-10 1}; do
@@ -74,10 +86,14 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	M=$T/mnt-load-$fw
 	wait_until 60 views_ready "$M" || bench_say "warning: views not ready after 60 s"
 	bench_say "fetch.wait.max.ms=$fw: gateway pid $(gw_pid "load$fw") mounted in $(s_between "$GW_T0" "$GW_T1") s; producing..."
+	rss_peaks "$(gw_pid "load$fw")" "$T/peaks-$fw" &
+	sampler=$!
 	python3 "$PY" load "$KAFKA_BROKERS" "$topic" "$B" "$M" --count "$N" --prefixes "$P" \
 		--chunk "$CHUNK" --ahead "$AHEAD" --start "$start" --evgen "$EVGEN" \
 		--pid "$(gw_pid "load$fw")" >"$T/load-$fw.out"
 	rc=$?
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
 	sed 's/^/    /' "$T/load-$fw.out"
 	declare -A R=()
 	while IFS='=' read -r k v; do R[$k]=$v; done <"$T/load-$fw.out"
@@ -97,6 +113,8 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	gpid=$(gw_pid "load$fw")
 	hwm=$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$gpid/status")
 	bench_figure "gateway peak RSS during the load (VmHWM), MiB, fw=$fw (load $(loadavg))" "${hwm:-?}" "<= 200 MiB at 10M events"
+	read -r pa pf <"$T/peaks-$fw" 2>/dev/null || pa='?' pf='?'
+	bench_figure "  of it: peak anonymous / peak file-backed (code, libraries, LevelDB's mapped tables), MiB, fw=$fw" "$pa / $pf" "(sampled every 0.5 s)"
 	bench_say "memory now: $(jq -c .memory "$M/.facetfs/stats")"
 	ixb=$(du -sb "$T/state-load-$fw/index" | cut -f1)
 	bench_figure "index on disk after $N events, bytes/event, fw=$fw" "$(awk -v b="$ixb" -v n="$N" 'BEGIN { printf "%.1f", b / n }')" "(flat from 1M to 10M)"
