@@ -493,10 +493,16 @@ bool stage_file_dirty(struct stage_file *f)
 	return f->dirty;             /* atomic: never waits for a lock */
 }
 
+/* The journal on disk is the seal's, and f unchanged since (f->lock). */
+static bool sealed_locked(const struct stage_file *f)
+{
+	return f->jsealed && f->js == STAGE_JS_COMMIT;
+}
+
 bool stage_file_sealed(struct stage_file *f)
 {
 	mod_lock(&f->lock);
-	bool sealed = f->jsealed && f->js == STAGE_JS_COMMIT;
+	bool sealed = sealed_locked(f);
 	mod_unlock(&f->lock);
 	return sealed;
 }
@@ -640,8 +646,7 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	bool quick = oneshot_locked(f, 0) && f->js == STAGE_JS_NONE;
 	/* Sealed and not changed since: its data is synced and its journal
 	 * says "commit" with what goes up (a write-back file's upload). */
-	bool sealed = f->jsealed && f->js == STAGE_JS_COMMIT && f->size == size &&
-		      !f->sm.id;
+	bool sealed = sealed_locked(f) && f->size == size && !f->sm.id;
 	mod_unlock(&f->lock);
 	if (quick)
 		return commit_error(upload_counted(f, size, NULL, etag));
