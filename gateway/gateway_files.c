@@ -204,7 +204,7 @@ void gw_copy_left_open(void *ctx, const char *bucket, const char *key,
 
 /* Fill the "memory" gauges from the modules, and bring the mount's
  * gauges computed when read up to date (any thread). */
-static void gw_memory_read(struct gateway *gw)
+static void gw_gauges_read(struct gateway *gw)
 {
 	long pages = 0, resident = 0;
 	FILE *f = fopen("/proc/self/statm", "r");
@@ -240,14 +240,14 @@ static void gw_memory_read(struct gateway *gw)
 char *gw_stats_text(void *ctx)
 {
 	struct gateway *gw = ctx;
-	gw_memory_read(gw);
+	gw_gauges_read(gw);
 	return stats_to_json(&gw->st, gw->stage ? "staging" : NULL, stats_staging, gw);
 }
 
 char *gw_metrics_text(void *ctx)
 {
 	struct gateway *gw = ctx;
-	gw_memory_read(gw);
+	gw_gauges_read(gw);
 	return metrics_text(&gw->st, gw->stage, gw->bc);
 }
 

@@ -26,7 +26,7 @@ struct view_error {
 
 /* The "memory" section of .facetfs/stats and /metrics: what the gateway
  * holds, part by part (docs/operations.md "Memory"), read from each
- * module when the stats are rendered (gw_memory_read). */
+ * module when the stats are rendered (gw_gauges_read). */
 struct gw_memory {
 	stats_counter rss, inodes, inode_bytes, dir_handles, dir_bytes, index_bytes,
 		      filter_bytes, readahead_bytes;
@@ -38,7 +38,7 @@ struct gateway {
 	struct stats st;
 	struct gw_memory mem;        /* registered with st (mem_grp) */
 	struct stats_group mem_grp;
-	struct fs *_Atomic mem_fs;   /* the mount, for gw_memory_read (another
+	struct fs *_Atomic mem_fs;   /* the mount, for gw_gauges_read (another
 				      * thread: /metrics) */
 	/* The current view set: pinned by FUSE requests, event batches and
 	 * the .facetfs/ providers; made current by index_set_views() (start-up,
