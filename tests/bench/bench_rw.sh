@@ -24,7 +24,8 @@
 #     second open (which the admission rule stores), later opens (page
 #     cache) next to a local page-cache read.
 #     ("four") four readers at once of four FOUR_MIB objects (default 128)
-#     next to four curl GETs at once: MiB/s in all, CPU-s per GiB.
+#     next to four curl GETs at once: MiB/s in all, CPU-s per GiB (and
+#     the gateway's minor page faults per GiB, here and for "cold").
 #     ("random") RAND_N (default 200) 64 KiB preads at random offsets of a
 #     RAND_MIB object (default 512) on one descriptor (its first open):
 #     latency per read (median, p99), S3 GETs per read, bytes fetched and
@@ -251,6 +252,9 @@ CLK_TCK=$(getconf CLK_TCK)
 # gw_cpu: the gateway's CPU time so far, in clock ticks (utime + stime;
 # the fields after the command name, which ends with ")").
 gw_cpu() { sed 's/^.*) //' "/proc/$(gw_pid rw)/stat" | awk '{ print $12 + $13 }'; }
+# gw_faults: the gateway's minor page faults so far (a fresh buffer faults
+# in, a reused one does not).
+gw_faults() { sed 's/^.*) //' "/proc/$(gw_pid rw)/stat" | awk '{ print $8 }'; }
 # cpu_gib TICKS MIB: CPU-s per GiB read.
 cpu_gib() { awk -v t="$1" -v hz="$CLK_TCK" -v m="$2" 'BEGIN { printf "%.2f", t / hz / (m / 1024) }'; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
@@ -264,11 +268,12 @@ HAVE_S3FS=
 s3fs_start s/cold1 && HAVE_S3FS=1
 for r in $(seq 1 "$REPEAT"); do
 	a=($(stats '.s3.get, .s3.bytes_read, .fuse.read, .readahead.ranges, .readahead.bytes, .readahead.wasted_bytes, .cache.not_admitted, .fuse.open_direct_cold, .cache.admitted'))
-	c0=$(gw_cpu)
+	c0=$(gw_cpu) f0=$(gw_faults)
 	t0=$(now_ns)
 	dd if="$M/sess/cold$r" of=/dev/null bs=1M 2>/dev/null || bench_die "read cold$r"
 	t1=$(now_ns)
-	c1=$(gw_cpu)
+	c1=$(gw_cpu) f1=$(gw_faults)
+	rec cold.faults "$(( (f1 - f0) * 1024 / COLD_MIB ))"
 	b=($(stats '.s3.get, .s3.bytes_read, .fuse.read, .readahead.ranges, .readahead.bytes, .readahead.wasted_bytes, .cache.not_admitted, .fuse.open_direct_cold, .cache.admitted'))
 	rec cold.mount "$(rate "$COLD_MIB" "$t0" "$t1")"
 	rec cold.cpu "$(cpu_gib $((c1 - c0)) "$COLD_MIB")"
@@ -331,6 +336,7 @@ fig "cold read through the mount (session, first open), MiB/s" cold.mount ""
 fig "one GET of the same object, curl, MiB/s" cold.curl ""
 fig "cold read: mount as % of one curl GET (each round)" cold.pct_curl ">= 80 %"
 fig "  gateway CPU-s per GiB read cold" cold.cpu "<= 0.8"
+fig "  gateway minor page faults per GiB read cold" cold.faults ""
 fig "  load average (1 min) after the mount's read / after curl's" cold.load ""
 fig "  (after curl's)" cold.curl.load ""
 bench_figure "  S3 GETs / FUSE reads per cold read" "$(summary cold.gets) / $(summary cold.freads)" ""
@@ -361,7 +367,7 @@ bench_say "3b. four readers at once of four $FOUR_MIB MiB objects (dd bs=1M), ne
 for r in $(seq 1 "$REPEAT"); do
 	pids=()
 	a=($(stats '.s3.get, .fuse.open_direct_cold'))
-	c0=$(gw_cpu)
+	c0=$(gw_cpu) f0=$(gw_faults)
 	t0=$(now_ns)
 	for i in 1 2 3 4; do
 		dd if="$M/sess/four$r-$i" of=/dev/null bs=1M 2>/dev/null &
@@ -369,7 +375,8 @@ for r in $(seq 1 "$REPEAT"); do
 	done
 	for p in "${pids[@]}"; do wait "$p" || bench_die "four readers"; done
 	t1=$(now_ns)
-	c1=$(gw_cpu)
+	c1=$(gw_cpu) f1=$(gw_faults)
+	rec four.faults "$(( (f1 - f0) * 1024 / (4 * FOUR_MIB) ))"
 	b=($(stats '.s3.get, .fuse.open_direct_cold'))
 	rec four.mount "$(rate $((4 * FOUR_MIB)) "$t0" "$t1")"
 	rec four.cpu "$(cpu_gib $((c1 - c0)) $((4 * FOUR_MIB)))"
@@ -396,6 +403,7 @@ fig "  gateway CPU-s per GiB" four.cpu "<= 0.8"
 fig "  load average after the mount's readers / after the curls" four.load ""
 fig "  (after the curls)" four.curl.load ""
 bench_figure "  S3 GETs; direct I/O opens" "$(summary four.gets); $(summary four.direct)" ""
+fig "  gateway minor page faults per GiB" four.faults ""
 for r in $(seq 1 "$REPEAT"); do for i in 1 2 3 4; do s3del "s/four$r-$i"; done; done
 rgw_gc
 fi
