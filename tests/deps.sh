@@ -8,7 +8,7 @@ set -euo pipefail
 
 PKGS=(
 	# build
-	gcc libc6-dev pkg-config meson ninja-build
+	gcc g++ libc6-dev pkg-config meson ninja-build
 	# fuzz targets (tests/fuzz): clang, its sanitizer and libFuzzer
 	# runtimes (libclang_rt.fuzzer is in libclang-rt-14-dev, only a
 	# Recommends of clang-14) and llvm-symbolizer for readable stacks

@@ -62,6 +62,7 @@ struct index {
 	leveldb_options_t *opts;
 	leveldb_filterpolicy_t *fpolicy;
 	leveldb_cache_t *cache;
+	leveldb_env_t *env;        /* tables read, not mapped (index_env.h) */
 	leveldb_readoptions_t *ro;
 	leveldb_writeoptions_t *wo;
 	struct index_counters ctr;

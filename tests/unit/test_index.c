@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -704,6 +705,60 @@ static int find_dir_t(void *ctx, const char *view, const char *path,
 	return 0;
 }
 
+/* Does this process map a file whose name contains dir and ends with
+ * ".ldb" (a LevelDB table)? */
+static bool maps_table_of(const char *dir)
+{
+	FILE *fp = fopen("/proc/self/maps", "r");
+	CHECK(fp != NULL, "open /proc/self/maps");
+	char line[4096];
+	bool found = false;
+	while (fp && fgets(line, sizeof line, fp)) {
+		line[strcspn(line, "\n")] = '\0';
+		size_t n = strlen(line);
+		if (strstr(line, dir) && n > 4 && strcmp(line + n - 4, ".ldb") == 0)
+			found = true;
+	}
+	if (fp)
+		fclose(fp);
+	return found;
+}
+
+/* The index reads its tables, it does not map them (index_env.h): after
+ * a reopen (which writes the log into a table) and reads of the table,
+ * no table file is mapped, and the reads are right. */
+static void test_tables_not_mapped(void)
+{
+	char *dir = unit_tmpdir("index");
+	struct index *ix = unit_index_open(dir, NULL);
+	struct view *v = unit_view("{\"name\":\"all\",\"bucket\":\"b\"}");
+	unit_set_views(ix, &v, 1);
+	struct obj_meta ev[3] = {
+		mk("b", "t/1", 1, 1, "", NULL),
+		mk("b", "t/2", 2, 1, "", NULL),
+		mk("b", "t/3", 3, 1, "", NULL),
+	};
+	struct index_pos pos = { "t", 0, 3 };
+	index_apply(ix, ev, 3, &pos, 1, NULL, NULL);
+	index_close(ix);
+
+	ix = unit_index_open(dir, NULL);
+	CHECK(unit_set_views(ix, &v, 1) == 0, "reopen with the same view");
+	char cmd[4200];
+	snprintf(cmd, sizeof cmd, "ls %s/index/*.ldb >/dev/null 2>&1", dir);
+	CHECK(system(cmd) == 0, "the reopen wrote a table file");
+	int rc;
+	const char *l = ls(ix, 0, "t", NULL, &rc);
+	CHECK(rc == 0 && strcmp(l, "1 2 3") == 0, "listing read from the table: '%s'", l);
+	struct obj_meta m;
+	CHECK(index_object_get(ix, "b", "t/2", &m) == 0, "a record read from the table");
+	obj_meta_release(&m);
+	CHECK(!maps_table_of(dir), "no table file of %s is mapped", dir);
+	index_close(ix);
+	view_free(v);
+	unit_rmtree(dir);
+}
+
 static void test_made_dirs(void)
 {
 	char *dir = unit_tmpdir("index");
@@ -757,5 +812,6 @@ int main(void)
 	test_routing();
 	test_kill9();
 	test_made_dirs();
+	test_tables_not_mapped();
 	return unit_exit();
 }
