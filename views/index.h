@@ -226,8 +226,9 @@ bool     index_filter_ready(struct index *ix);
 /* What the index holds in memory now: LevelDB's block cache and memtables
  * (its "approximate-memory-usage"; the cache is bounded by
  * INDEX_CACHE_BYTES, each memtable by INDEX_MEMTABLE_BYTES) and the key
- * filter (10 to 80 bits per stored object: it is rebuilt at 4 times the
- * keys once full, and its bits are a power of two). Any thread. */
+ * filter (10 to 40 bits per stored object: it has 10 bits a key of its
+ * capacity, and is rebuilt at 4 times the keys once full; while it is
+ * rebuilt the old one stays too). Any thread. */
 #define INDEX_CACHE_BYTES (64u << 20)
 #define INDEX_MEMTABLE_BYTES (16u << 20)
 struct index_mem { uint64_t store_bytes, filter_bytes; };

@@ -30,7 +30,7 @@
 
 struct ix_bloom {
 	_Atomic uint64_t *bits;
-	uint64_t mask;            /* number of bits - 1 (a power of two) */
+	uint64_t nbits;           /* a multiple of 64 */
 	uint64_t capacity;        /* keys it was sized for */
 	atomic_uint_fast64_t added;
 };
@@ -39,9 +39,8 @@ static struct ix_bloom *bloom_new(uint64_t capacity)
 {
 	if (capacity < BLOOM_MIN_KEYS)
 		capacity = BLOOM_MIN_KEYS;
-	uint64_t nbits = 64;
-	while (nbits < capacity * 10)   /* >= 10 bits a key: ~1 % false positives */
-		nbits *= 2;
+	/* 10 bits a key: about 1 % false positives */
+	uint64_t nbits = (capacity * 10 + 63) / 64 * 64;
 	struct ix_bloom *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
@@ -50,7 +49,7 @@ static struct ix_bloom *bloom_new(uint64_t capacity)
 		free(b);
 		return NULL;
 	}
-	b->mask = nbits - 1;
+	b->nbits = nbits;
 	b->capacity = capacity;
 	atomic_init(&b->added, 0);
 	return b;
@@ -72,11 +71,20 @@ static uint64_t mix(uint64_t h)
 	return h | 1;
 }
 
+/* The bit h stands for: h scaled into [0, nbits) by its high bits (a
+ * multiply, not a modulo), so the filter can have exactly the bits its
+ * capacity needs. */
+static inline uint64_t bit_of(const struct ix_bloom *b, uint64_t h)
+{
+	h *= 0x9e3779b97f4a7c15ULL;   /* the low bits of h reach the high ones */
+	return (uint64_t)(((unsigned __int128)h * b->nbits) >> 64);
+}
+
 void ix_bloom_add(struct ix_bloom *b, uint64_t h)
 {
 	uint64_t step = mix(h);
 	for (int i = 0; i < BLOOM_K; i++, h += step) {
-		uint64_t bit = h & b->mask;
+		uint64_t bit = bit_of(b, h);
 		atomic_fetch_or_explicit(&b->bits[bit >> 6], 1ULL << (bit & 63),
 					 memory_order_relaxed);
 	}
@@ -87,7 +95,7 @@ bool ix_bloom_maybe(const struct ix_bloom *b, uint64_t h)
 {
 	uint64_t step = mix(h);
 	for (int i = 0; i < BLOOM_K; i++, h += step) {
-		uint64_t bit = h & b->mask;
+		uint64_t bit = bit_of(b, h);
 		uint64_t w = atomic_load_explicit(&b->bits[bit >> 6], memory_order_relaxed);
 		if (!(w & (1ULL << (bit & 63))))
 			return false;
@@ -193,7 +201,7 @@ void index_mem(struct index *ix, struct index_mem *out)
 	out->store_bytes = v ? strtoull(v, NULL, 10) : 0;
 	leveldb_free(v);
 	mod_lock(&ix->bloom_mu);
-	out->filter_bytes = ix->bloom ? (ix->bloom->mask + 1) / 8 : 0;
+	out->filter_bytes = ix->bloom ? ix->bloom->nbits / 8 : 0;
 	mod_unlock(&ix->bloom_mu);
 }
 
