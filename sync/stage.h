@@ -23,8 +23,10 @@
  * Layout of the staging directory (struct stage_conf.dir):
  *   ID.data     the bytes of one staged file (ID: 16 hex digits)
  *   ID.jnl      its journal: bucket, key, metadata, a state and the id of
- *               a multipart upload that exists, replaced atomically
- *               (write to ID.jnl.tmp, exchange or rename) at each change
+ *               a multipart upload that exists, ending in a checksum of
+ *               itself; made under its name, then at each change written
+ *               over in place when it was a plain "dirty" one, else
+ *               replaced atomically (ID.jnl.tmp, exchange or rename)
  *   ID.stale    a newer version of the file's key was made after its
  *               commit failed: recovery does not upload it (stage_kept.c)
  *   orphans     uploads to look for at the next start (stage_orphans.c)
@@ -42,6 +44,10 @@
  * "commit" = a commit began (data fdatasync'ed first under POWER, size
  * recorded). Either state names the multipart upload (streamed or at
  * commit) as soon as it exists; a successful upload removes the journal.
+ * A journal torn by a crash during its write (its checksum fails) is
+ * read as "dirty" naming no upload: only a plain "dirty" journal (or
+ * none) is ever written over in place, and the write that tore it had
+ * not returned (stage_journal.c).
  * Crash rule (stage_recover): "commit" -> its upload (if any) aborted and
  * the file uploaded again (kept staged if that fails); "dirty" -> its
  * upload (if any) aborted, data moved to recovered/ as BUCKET%2FKEY@TIME

@@ -163,6 +163,10 @@ struct stage_file {
 	enum stage_jstate js;        /* what the journal on disk says */
 	bool jsynced;                /* the journal on disk, if any, is synced
 				      * (stage_jnl_put_file) */
+	bool jinplace;               /* the journal on disk is a plain "dirty"
+				      * one (no upload, no intent), as this
+				      * process wrote it: the next one may be
+				      * written over it (STAGE_JPUT_INPLACE) */
 	bool jsealed;                /* js is "commit" as stage_file_seal wrote
 				      * it: data synced, journal holding these
 				      * bytes, name and metadata; cleared by any
@@ -253,21 +257,44 @@ struct stage_jimg {
 };
 int  stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img);
 void stage_jimg_release(struct stage_jimg *img);
-/* Write ID.jnl with img atomically and durably (ID.jnl.tmp, synced, then
- * exchanged or renamed into place, the directory synced; without the
- * syncs unless sync). exists: the caller knows ID.jnl is there: it is
- * then exchanged, not renamed onto (jnl_install); wrong either way is
- * only slower. No lock held. */
+/* How stage_jnl_put writes ID.jnl (stage_journal.c says why):
+ *   CREATE   no journal there: made under its name (O_CREAT | O_TRUNC);
+ *   INPLACE  the journal there is a plain "dirty" one (no upload, no
+ *            intent), whose loss to a torn write costs nothing: the text
+ *            written over it (pwrite at 0, ftruncate), made as CREATE if
+ *            it is not there; on failure it is cut to nothing (torn);
+ *   REPLACE  the journal there may hold a promise ("commit", an upload,
+ *            an intent): ID.jnl.tmp written and synced, then exchanged
+ *            with it or renamed onto it; on failure the old one stays. */
+enum stage_jput {
+	STAGE_JPUT_CREATE,
+	STAGE_JPUT_INPLACE,
+	STAGE_JPUT_REPLACE,
+};
+/* Write ID.jnl with img as how says; sync: the text and its name made
+ * durable (fdatasync of the journal, fsync of the tmp; then the directory,
+ * unless in place over a journal whose name is known durable: named).
+ * No syncs unless sync. 0 or -errno (logged). No lock held. */
 int  stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
-		   bool exists, bool sync);
+		   enum stage_jput how, bool sync, bool named);
 /* Make the journal ID.jnl and its name durable (it and the directory
  * synced). No lock held. */
 int  stage_jnl_sync(struct stage *st, uint64_t id);
-/* stage_jnl_render and stage_jnl_put of j (borrowed), for a file no other
- * thread uses (recovery, a released file). */
+/* stage_jnl_render and stage_jnl_put of j (borrowed), synced, for a file
+ * no other thread uses (recovery, a released file): REPLACE if exists
+ * (the journal there is of an earlier run or a released file: it may
+ * hold a promise), else CREATE. */
 int  stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
 		     bool exists);
-/* Read ID.jnl: -ENOENT if none, -EINVAL if malformed. */
+/* Read ID.jnl: -ENOENT if none, -EINVAL if malformed, -EBADMSG if torn
+ * (a version-2 text whose "end" line does not check, or an empty file:
+ * a crash or a failure during its write). Torn, out holds what recovery
+ * may use and nothing else: state "dirty", no upload, no intent, no size,
+ * and bucket and key if both could still be read (a name, not a fact:
+ * NULL otherwise); release it as usual. A running gateway reads only the
+ * journal of a file whose journal it owns (stage_jnl_own, or the file
+ * released or not open: stage_recover), so no read meets a write in
+ * progress of this process: a torn text is a crash's or a failure's. */
 int  stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out);
 /* Remove ID.jnl durably (missing is fine). */
 int  stage_jnl_remove(struct stage *st, uint64_t id);
@@ -281,11 +308,13 @@ void stage_jnl_release(struct stage_jnl *j);
  *     it (f->jbusy);
  *   stage_jnl_put_file (f->lock held, owned): the text of j (borrowed) is
  *     made under the lock, written with the lock dropped, the lock taken
- *     again; 0 or -errno (logged). A plain "dirty" journal (no upload,
- *     no intent) is not synced (f->jsynced false): it only sends the file
- *     to recovered/ after a crash, which a kill -9 keeps without syncs;
- *     stage_file_sync (fsync(2)) syncs it, and a commit's or a seal's
- *     journal replaces it synced;
+ *     again; 0 or -errno (logged). Made under its name if f has none
+ *     (f->js NONE), written in place over a plain "dirty" one
+ *     (f->jinplace), else replaced atomically (enum stage_jput). A plain
+ *     "dirty" journal (no upload, no intent) is not synced (f->jsynced
+ *     false): it only sends the file to recovered/ after a crash, which
+ *     a kill -9 keeps without syncs; stage_file_sync (fsync(2)) syncs
+ *     it, and a commit's or a seal's journal is written over it synced;
  *   stage_jnl_file (f->lock held, owned): the journal of f as it stands
  *     in state (size: its "size" line), naming f's streamed upload if
  *     upload, and f's intent; f->js = state on success; out (may be NULL)

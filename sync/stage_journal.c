@@ -7,7 +7,7 @@
  *
  * Journal text, one field per line, every value written as ':' followed by
  * the value with bytes <= 0x20, '%' and 0x7f as %XX (so "" is ":"):
- *   facetfs-stage 1
+ *   facetfs-stage 2
  *   state dirty|commit
  *   size N
  *   bucket :B
@@ -21,6 +21,48 @@
  *                        machine's clock, a multipart upload of B/K may
  *                        exist whose id is not here; stage_int.h)
  *   meta :NAME :VALUE   (zero or more)
+ *   end LEN SHA256      (LEN: the bytes before this line; SHA256: their
+ *                        SHA-256, 64 hex digits)
+ * Bytes after the "end" line are ignored: a longer text the file held
+ * before, not yet cut off (see below).
+ *
+ * How a journal reaches the disk (stage_jnl_put), and why a torn one is
+ * safe. A file's first journal is made under its own name (O_CREAT): it
+ * costs one inode, as a temporary would, and a crash during it leaves a
+ * torn text where there was no journal. A later journal over a plain
+ * "dirty" one (no upload, no intent: f->jinplace) is written in place:
+ * pwrite of the whole text at offset 0, ftruncate to its length, then
+ * fdatasync (and the directory's fsync, when the name was never synced)
+ * where the durability setting syncs. That is the common path (the first
+ * write's "dirty", then a seal's or a commit's "commit") and it makes no
+ * inode. A crash can tear it: any mix of the old and the new text, cut
+ * anywhere, with zeros or the old tail past the new end. The "end" line
+ * detects that: the first "end" line must sit at offset LEN and carry
+ * the SHA-256 of the bytes before it, or the journal is torn
+ * (stage_jnl_read: -EBADMSG).
+ *   What a torn journal means: the write tearing it had not returned, so
+ * the file is in the state the journal before it gave it, which was
+ * plain "dirty" (or none: a first journal): recovery reads it as "dirty"
+ * with no upload and no intent (none was in the old text, and the new
+ * one's, if any, was not acted on: a creation is sent only once its
+ * intent is on disk) and never uploads it: the data goes to recovered/.
+ * Nothing of a torn text is trusted but as a name: bucket and key, when
+ * their lines still parse, name the file in recovered/ (they may be the
+ * old name, the new one, or in a rare tear across them a mix; the torn
+ * text is kept beside it as NAME.journal); else it is unknown-ID.
+ *   A journal that holds a promise ("commit": a seal returned, or a
+ * failed commit will be retried; an upload id or an intent: an upload to
+ * abort) is never overwritten in place: a tear would lose it. It is
+ * replaced atomically, as version 1 always was: ID.jnl.tmp written and
+ * synced, then exchanged with (or renamed onto) ID.jnl. Recovery and
+ * released files write that way too (stage_jnl_write).
+ *   A failed in-place write cuts the journal to nothing, which reads as
+ * torn ("dirty", the state it had), so that a "commit" text whose write
+ * the caller reports as failed is not left behind for recovery to act on
+ * (only a device failing its syncs, then the power, could keep it).
+ *   Version 1 (no "end" line) was only ever written by rename, never
+ * torn: it is read as before. A version-2 text that checks out but does
+ * not parse is malformed (-EINVAL), like anything else unknown.
  */
 #include "sync/stage_int.h"
 
@@ -33,10 +75,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "common/lock.h"
 #include "common/log.h"
 
 #define JNL_MAX (1u << 20)   /* a journal is small: metadata is < 2 KiB in S3 */
+#define JNL_V1 "facetfs-stage 1\n"
+#define JNL_V2 "facetfs-stage 2\n"
+
+/* SHA-256 of n bytes at p as 64 hex digits; false if libcrypto failed. */
+static bool jnl_sum(const char *p, size_t n, char hex[65])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	if (EVP_Digest(p, n, d, &dl, EVP_sha256(), NULL) != 1 || dl != 32)
+		return false;
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	return true;
+}
 
 static void put_escaped(FILE *fp, const char *s)
 {
@@ -94,21 +152,19 @@ static char *take_escaped(char **p)
  * existing file makes ext4 (auto_da_alloc) start writing the new file out,
  * and the journal's unlink after the PUT then waits for that write: 0.3-0.5
  * ms per small file here (2026-11-25). Exchanging the two names does not,
- * so a journal that exists is exchanged with tmp (which then holds the old
- * text: removed; a crash before that leaves a .jnl.tmp, which recovery
- * removes), and a first journal (or one on a file system without
- * RENAME_EXCHANGE) is renamed. */
-static int jnl_install(struct stage *st, const char *tmp, const char *name,
-		       bool exists)
+ * so the journal is exchanged with tmp (which then holds the old text:
+ * removed; a crash before that leaves a .jnl.tmp, which recovery
+ * removes); with no journal there (or on a file system without
+ * RENAME_EXCHANGE) tmp is renamed. */
+static int jnl_install(struct stage *st, const char *tmp, const char *name)
 {
-	if (exists &&
-	    renameat2(st->dir_fd, tmp, st->dir_fd, name, RENAME_EXCHANGE) == 0) {
+	if (renameat2(st->dir_fd, tmp, st->dir_fd, name, RENAME_EXCHANGE) == 0) {
 		if (unlinkat(st->dir_fd, tmp, 0) != 0)
 			log_warn("stage: cannot remove %s/%s: %s", st->dir, tmp,
 				 strerror(errno));
 		return 0;
 	}
-	if (exists && errno != ENOENT && errno != EINVAL && errno != ENOSYS)
+	if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
 		return -errno;
 	return renameat(st->dir_fd, tmp, st->dir_fd, name) == 0 ? 0 : -errno;
 }
@@ -120,7 +176,7 @@ int stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img)
 	FILE *fp = open_memstream(&img->text, &img->len);
 	if (!fp)
 		return -ENOMEM;
-	fprintf(fp, "facetfs-stage 1\nstate %s\nsize %" PRIu64 "\nbucket ",
+	fprintf(fp, JNL_V2 "state %s\nsize %" PRIu64 "\nbucket ",
 		j->state == STAGE_JS_COMMIT ? "commit" : "dirty", j->size);
 	put_escaped(fp, j->bucket);
 	fputs("\nkey ", fp);
@@ -154,7 +210,12 @@ int stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img)
 		put_escaped(fp, j->meta[i].value);
 	}
 	fputc('\n', fp);
-	if (fclose(fp) != 0) {
+	/* The check of everything above (the stream's text so far). */
+	char sum[65];
+	bool ok = fflush(fp) == 0 && jnl_sum(img->text, img->len, sum);
+	if (ok)
+		fprintf(fp, "end %zu %s\n", img->len, sum);
+	if (fclose(fp) != 0 || !ok) {
 		free(img->text);
 		img->text = NULL;
 		return -ENOMEM;
@@ -172,42 +233,96 @@ void stage_jimg_release(struct stage_jimg *img)
 	img->len = 0;
 }
 
+/* All of img at offset 0 of fd. 0 or -errno. */
+static int jnl_pwrite(int fd, const struct stage_jimg *img)
+{
+	for (size_t off = 0; off < img->len;) {
+		ssize_t n = pwrite(fd, img->text + off, img->len - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* In place (see the top): the text over the old one, cut to its length,
+ * synced if sync. -ENOENT when there is no journal to overwrite (the
+ * directory was made again since): the caller creates it. On another
+ * failure the journal is cut to nothing (read as torn). */
+static int jnl_overwrite(struct stage *st, const char *name,
+			 const struct stage_jimg *img, bool sync)
+{
+	int fd = openat(st->dir_fd, name, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = jnl_pwrite(fd, img);
+	if (!err && ftruncate(fd, (off_t)img->len) != 0)
+		err = -errno;
+	if (!err && sync)
+		err = stage_sync(st, fd, true);
+	if (err && ftruncate(fd, 0) == 0 && sync)
+		(void)stage_sync(st, fd, true);
+	close(fd);
+	return err;
+}
+
+/* A first journal, made under its name; removed if it fails. */
+static int jnl_create(struct stage *st, const char *name,
+		      const struct stage_jimg *img, bool sync)
+{
+	int fd = stage_create_at(st, name, O_WRONLY | O_TRUNC);
+	if (fd < 0)
+		return fd;
+	int err = jnl_pwrite(fd, img);
+	if (!err && sync)
+		err = stage_sync(st, fd, true);
+	close(fd);
+	if (err)
+		unlinkat(st->dir_fd, name, 0);
+	return err;
+}
+
+/* Atomically: ID.jnl.tmp written, synced, exchanged or renamed. */
+static int jnl_replace(struct stage *st, const char *tmp, const char *name,
+		       const struct stage_jimg *img, bool sync)
+{
+	int fd = stage_create_at(st, tmp, O_WRONLY | O_TRUNC);
+	if (fd < 0)
+		return fd;
+	int err = jnl_pwrite(fd, img);
+	if (!err && sync)
+		err = stage_sync(st, fd, false);
+	close(fd);
+	if (!err)
+		err = jnl_install(st, tmp, name);
+	if (err)
+		unlinkat(st->dir_fd, tmp, 0);
+	return err;
+}
+
 int stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
-		  bool exists, bool sync)
+		  enum stage_jput how, bool sync, bool named)
 {
 	char tmp[32], name[32];
 	stage_name(id, ".jnl.tmp", tmp);
 	stage_name(id, ".jnl", name);
-	int err = 0;
-	int fd = stage_create_at(st, tmp, O_WRONLY | O_TRUNC);
-	if (fd < 0) {
-		err = fd;
-		fd = -1;
-		goto out;
+	int err = -ENOENT;
+	if (how == STAGE_JPUT_REPLACE)
+		err = jnl_replace(st, tmp, name, img, sync);
+	else if (how == STAGE_JPUT_INPLACE)
+		err = jnl_overwrite(st, name, img, sync);
+	if (how != STAGE_JPUT_REPLACE && err == -ENOENT) {   /* none (or gone) */
+		named = false;
+		err = jnl_create(st, name, img, sync);
 	}
-	for (size_t off = 0; off < img->len;) {
-		ssize_t n = write(fd, img->text + off, img->len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		off += (size_t)n;
-	}
-	err = sync ? stage_sync(st, fd, false) : 0;
-	if (!err)
-		err = jnl_install(st, tmp, name, exists);
-	if (!err && sync)
+	/* The name: new, or renamed, or never synced. */
+	if (!err && sync && (how != STAGE_JPUT_INPLACE || !named))
 		err = stage_sync(st, st->dir_fd, false);
-out:
-	if (fd >= 0)
-		close(fd);
-	if (err) {
-		unlinkat(st->dir_fd, tmp, 0);
+	if (err)
 		log_error("stage: journal %s/%s for %s: %s", st->dir, name, img->what,
 			  strerror(-err));
-	}
 	return err;
 }
 
@@ -236,7 +351,9 @@ int stage_jnl_write(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	struct stage_jimg img;
 	int err = stage_jnl_render(j, &img);
 	if (!err)
-		err = stage_jnl_put(st, id, &img, exists, true);
+		err = stage_jnl_put(st, id, &img,
+				    exists ? STAGE_JPUT_REPLACE : STAGE_JPUT_CREATE,
+				    true, false);
 	stage_jimg_release(&img);
 	return err;
 }
@@ -285,14 +402,21 @@ int stage_jnl_put_file(struct stage_file *f, const struct stage_jnl *j)
 	int err = stage_jnl_render(j, &img);
 	if (err)
 		return err;
-	bool exists = f->js != STAGE_JS_NONE;
+	/* Over a plain "dirty" journal in place; over one holding a promise
+	 * atomically (see the top). */
+	enum stage_jput how = f->js == STAGE_JS_NONE ? STAGE_JPUT_CREATE :
+			      f->jinplace ? STAGE_JPUT_INPLACE : STAGE_JPUT_REPLACE;
 	bool sync = j->state != STAGE_JS_DIRTY || j->upload_id || j->intent.ns;
+	bool named = f->jsynced;     /* a synced journal's name is synced */
 	f->jsealed = false;          /* stage_file_seal sets it after its own */
 	mod_unlock(&f->lock);
-	err = stage_jnl_put(f->st, f->id, &img, exists, sync);
+	err = stage_jnl_put(f->st, f->id, &img, how, sync, named);
 	mod_lock(&f->lock);
-	if (!err)
+	if (!err) {
 		f->jsynced = sync;
+		f->jinplace = j->state == STAGE_JS_DIRTY && !j->upload_id &&
+			      !j->intent.ns;
+	}
 	stage_jimg_release(&img);
 	return err;
 }
@@ -319,7 +443,7 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 	*sp = '\0';
 	char *v = sp + 1;
 	if (strcmp(line, "facetfs-stage") == 0)
-		return strcmp(v, "1") == 0 ? 0 : -EINVAL;
+		return strcmp(v, "1") == 0 || strcmp(v, "2") == 0 ? 0 : -EINVAL;
 	if (strcmp(line, "state") == 0) {
 		if (strcmp(v, "dirty") == 0)
 			j->state = STAGE_JS_DIRTY;
@@ -371,6 +495,55 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 	return -EINVAL;
 }
 
+/* The length of the text a version-2 journal's "end" line checks (buf
+ * holds len bytes, NUL-terminated), or 0 if there is no such line, it is
+ * not at its offset, or the sum differs: torn. */
+static size_t jnl_checked(const char *buf, size_t len)
+{
+	const char *e = NULL;
+	for (const char *p = buf; p < buf + len; ) {
+		const char *nl = memchr(p, '\n', (size_t)(buf + len - p));
+		if (!nl)
+			return 0;
+		if (strncmp(p, "end ", 4) == 0) {
+			e = p;
+			break;
+		}
+		p = nl + 1;
+	}
+	if (!e)
+		return 0;
+	size_t at = (size_t)(e - buf);
+	char want[96], sum[65];
+	if (memchr(buf, '\0', at) || !jnl_sum(buf, at, sum))
+		return 0;
+	int n = snprintf(want, sizeof want, "end %zu %s\n", at, sum);
+	if (n <= 0 || len - at < (size_t)n || memcmp(e, want, (size_t)n) != 0)
+		return 0;
+	return at;
+}
+
+/* What a torn journal still tells: "dirty", and bucket and key when the
+ * lines from the top down to them parse (a name for recovered/ only). */
+static void jnl_torn(char *buf, size_t len, struct stage_jnl *out)
+{
+	struct stage_jnl j = { 0 };
+	buf[len] = '\0';
+	for (char *line = buf, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+		*nl = '\0';
+		if (jnl_parse_line(line, &j) != 0 || (j.bucket && j.key))
+			break;
+	}
+	memset(out, 0, sizeof *out);
+	out->state = STAGE_JS_DIRTY;
+	if (j.bucket && j.key) {
+		out->bucket = j.bucket;
+		out->key = j.key;
+		j.bucket = j.key = NULL;
+	}
+	stage_jnl_release(&j);
+}
+
 int stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out)
 {
 	memset(out, 0, sizeof *out);
@@ -396,8 +569,20 @@ int stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out)
 	if (err)
 		goto out;
 	buf[len] = '\0';
-	if (len == 0 || len == JNL_MAX || buf[len - 1] != '\n' ||
-	    strlen(buf) != len || strncmp(buf, "facetfs-stage 1\n", 16) != 0) {
+	/* Version 2: the checked text, or torn (an empty journal is one cut
+	 * by a failed write, or made and never written). */
+	bool v2 = strncmp(buf, JNL_V2, strlen(JNL_V2)) == 0;
+	if (len == 0 || v2) {
+		size_t at = len ? jnl_checked(buf, len) : 0;
+		if (!at) {
+			jnl_torn(buf, len, out);
+			free(buf);
+			return -EBADMSG;
+		}
+		len = at;
+		buf[len] = '\0';
+	} else if (len == JNL_MAX || buf[len - 1] != '\n' || strlen(buf) != len ||
+		   strncmp(buf, JNL_V1, strlen(JNL_V1)) != 0) {
 		err = -EINVAL;
 		goto out;
 	}

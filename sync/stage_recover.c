@@ -398,7 +398,7 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 	}
 	struct stage_jnl j;
 	int err = stage_jnl_read(st, e->id, &j);
-	if (err && err != -EINVAL)
+	if (err && err != -EINVAL && err != -EBADMSG)
 		return err;
 	/* A creation whose id the crash kept from the journal: list and
 	 * abort first; the file stays staged while that fails. */
@@ -417,6 +417,18 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 		pending_done(st, e->id, 0);
 		rep->deleted++;
 		return stage_jnl_remove(st, e->id);
+	}
+	if (err == -EBADMSG) {
+		/* Torn by a crash during its rewrite in place, which was only
+		 * ever done over a plain "dirty" journal: that is the state
+		 * (stage_journal.c). Its name, if readable, names the file. */
+		log_warn("stage: journal %s/%s is torn (a crash while it was "
+			 "written): read as \"dirty\"; the name %s/%s is unchecked",
+			 st->dir, jnl, j.bucket ? j.bucket : "?", j.key ? j.key : "?");
+		err = move_recovered(st, e->id, true, j.bucket && j.key ? &j : NULL,
+				     &sb, rep);
+		stage_jnl_release(&j);
+		return err;
 	}
 	if (err) {
 		log_error("stage: journal %s/%s is malformed", st->dir, jnl);
