@@ -569,10 +569,13 @@ int stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out)
 	if (err)
 		goto out;
 	buf[len] = '\0';
-	/* Version 2: the checked text, or torn (an empty journal is one cut
-	 * by a failed write, or made and never written). */
-	bool v2 = strncmp(buf, JNL_V2, strlen(JNL_V2)) == 0;
-	if (len == 0 || v2) {
+	/* Version 2: the checked text, or torn. So is a journal whose bytes
+	 * before any NUL are only the start of the first line, or none (cut
+	 * by a crash or a failed write, or made and never written). */
+	size_t head = strnlen(buf, len);
+	if (head > strlen(JNL_V2))
+		head = strlen(JNL_V2);
+	if (memcmp(buf, JNL_V2, head) == 0) {
 		size_t at = len ? jnl_checked(buf, len) : 0;
 		if (!at) {
 			jnl_torn(buf, len, out);

@@ -8,7 +8,13 @@
  * "commit" journal), the crash rule after a real SIGKILL of a child process
  * under each setting (same outcome), and the distrust of a PROCESS run's
  * files after a (simulated) reboot: all moved to recovered/, nothing
- * uploaded or deleted. Store: the in-memory fake behind the fault wrapper.
+ * uploaded or deleted. The journal's writes: in place over a plain
+ * "dirty" one (same inode), atomically over a "commit" one (a new inode).
+ * Torn version-2 journals (cut at every offset, zeros past every cut, a
+ * byte flipped at every offset, a new head over an older text) read as
+ * "dirty" with no upload or intent, and recovery only moves their data to
+ * recovered/; version-1 journals read and recover as before. Store: the
+ * in-memory fake behind the fault wrapper.
  */
 #include "sync/stage_int.h"
 
@@ -22,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sync/s3_fake.h"
@@ -358,12 +365,307 @@ static void test_reboot(enum stage_durability d)
 	stage_case_end(st, &t, dir);
 }
 
+/* ---- the journal's writes and torn journals ------------------------------ */
+
+static void path_of(const char *dir, uint64_t id, const char *ext, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%016llx%s", dir, (unsigned long long)id, ext);
+}
+
+/* DIR/ID.EXT holds exactly the n bytes at p; exits 2 when it cannot. */
+static void file_put(const char *dir, uint64_t id, const char *ext, const void *p, size_t n)
+{
+	char path[600];
+	path_of(dir, id, ext, path, sizeof path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, p, n) != (ssize_t)n || close(fd) != 0) {
+		printf("# cannot write %s\n", path);
+		exit(2);
+	}
+}
+
+/* DIR/ID.data holding "DATA!", its mtime a second of its own (recovery
+ * names a file in recovered/ by its name and mtime: no clash). */
+static void data_put(const char *dir, uint64_t id)
+{
+	char path[600];
+	file_put(dir, id, ".data", "DATA!", 5);
+	path_of(dir, id, ".data", path, sizeof path);
+	struct timespec ts[2] = { { .tv_sec = 1000000000 + (time_t)id },
+				  { .tv_sec = 1000000000 + (time_t)id } };
+	if (utimensat(AT_FDCWD, path, ts, 0) != 0)
+		exit(2);
+}
+
+/* The bytes of DIR/ID.jnl (malloc'ed) and their count. */
+static char *jnl_text(const char *dir, uint64_t id, size_t *len)
+{
+	char path[600];
+	path_of(dir, id, ".jnl", path, sizeof path);
+	FILE *fp = fopen(path, "r");
+	char *buf = malloc(1 << 16);
+	*len = fp && buf ? fread(buf, 1, (1 << 16) - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	if (!*len) {
+		printf("# cannot read %s\n", path);
+		exit(2);
+	}
+	buf[*len] = '\0';
+	return buf;
+}
+
+static ino_t jnl_ino(const char *dir, uint64_t id)
+{
+	char path[600];
+	struct stat sb;
+	path_of(dir, id, ".jnl", path, sizeof path);
+	return stat(path, &sb) == 0 ? sb.st_ino : 0;
+}
+
+/* Whether a read of journal id is what a torn one must give: -EBADMSG,
+ * "dirty", no upload, no intent, no size, no metadata, and bucket/key
+ * "bk"/"torn" exactly when named, else none. */
+static bool reads_torn(struct stage *st, uint64_t id, bool named)
+{
+	struct stage_jnl r;
+	int rc = stage_jnl_read(st, id, &r);
+	bool ok = rc == -EBADMSG && r.state == STAGE_JS_DIRTY && !r.upload_id &&
+		  !r.upload_bucket && !r.upload_key && !r.intent.ns && !r.size &&
+		  !r.n_meta && !r.ctype &&
+		  (named ? r.bucket && r.key && !strcmp(r.bucket, "bk") &&
+			   !strcmp(r.key, "torn")
+			 : !r.bucket && !r.key);
+	if (!ok)
+		printf("# journal %llx: rc %d state %d upload %s bucket %s key %s\n",
+		       (unsigned long long)id, rc, (int)r.state,
+		       r.upload_id ? r.upload_id : "-", r.bucket ? r.bucket : "-",
+		       r.key ? r.key : "-");
+	stage_jnl_release(&r);
+	return ok;
+}
+
+/* A version-2 "commit" journal, as the writer makes it, naming an upload
+ * and an intent, with data of its size beside it; copies torn every way a
+ * crash can tear an in-place write: cut at every offset, zeros past every
+ * cut, a byte flipped at every offset, and the new text's head over an
+ * older "dirty" text at every offset. Each reads as torn ("dirty", no
+ * upload, no intent) or malformed, or as the older text; recovery moves
+ * all their data to recovered/ and uploads and aborts nothing. The whole
+ * text over a longer old one (its cut not done) reads as the new text. */
+static void test_torn(void)
+{
+	char *dir = unit_tmpdir("stage-torn");
+	struct store t;
+	store_init(&t, 0);
+	struct stage *st = open_stage(dir, STAGE_DURABLE_POWER, &t);
+	struct obj_kv meta[] = { { "mode", "644" } };
+	struct stage_jnl j = { .state = STAGE_JS_COMMIT, .size = 5, .bucket = "bk",
+			       .key = "torn", .ctype = "text/plain", .upload_id = "UP-1",
+			       .meta = meta, .n_meta = 1,
+			       .intent = { .ns = 1700000000000000000, .bucket = "bk",
+					   .key = "torn" } };
+	CHECK(stage_jnl_write(st, 1, &j, false) == 0, "torn: a commit journal written");
+	size_t len;
+	char *text = jnl_text(dir, 1, &len);
+	struct stage_jnl old = { .state = STAGE_JS_DIRTY, .bucket = "bk",
+				 .key = "torn-older-name-of-it" };
+	CHECK(stage_jnl_write(st, 2, &old, false) == 0, "torn: an older dirty journal");
+	size_t olen;
+	char *otext = jnl_text(dir, 2, &olen);
+	CHECK(!strncmp(text, "facetfs-stage 2\n", 16) && strstr(text, "\nend ") &&
+	      text[len - 1] == '\n', "torn: version 2 with an end line");
+	struct stage_jnl r;
+	CHECK(stage_jnl_read(st, 1, &r) == 0 && r.state == STAGE_JS_COMMIT &&
+	      r.size == 5 && r.upload_id && !strcmp(r.upload_id, "UP-1") &&
+	      r.intent.ns == j.intent.ns && r.n_meta == 1,
+	      "torn: the whole text reads back");
+	stage_jnl_release(&r);
+	stage_jnl_remove(st, 1);
+	stage_jnl_remove(st, 2);
+	const char *kl = strstr(text, "\nkey :torn\n");
+	size_t named_from = kl ? (size_t)(kl - text) + strlen("\nkey :torn\n") : len;
+
+	/* The whole new text over a longer old one: its ftruncate not done. */
+	char *longer = malloc(len + olen + 1);
+	memcpy(longer, text, len);
+	memcpy(longer + len, otext, olen);
+	file_put(dir, 3, ".jnl", longer, len + olen);
+	CHECK(stage_jnl_read(st, 3, &r) == 0 && r.state == STAGE_JS_COMMIT &&
+	      r.upload_id, "torn: the whole text over an older one's tail reads as "
+	      "the new text");
+	stage_jnl_release(&r);
+	stage_jnl_remove(st, 3);
+	/* The torn copies are there when the stage opens, as after a crash
+	 * (it counts their data against its budget then). */
+	stage_close(st);
+	uint64_t id = 0x100;
+	char *buf = malloc(len + olen + 1);
+	for (size_t k = 0; k < len; k++, id++) {
+		data_put(dir, id);
+		file_put(dir, id, ".jnl", text, k);
+	}
+	for (size_t k = 0; k < len; k++, id++) {
+		memcpy(buf, text, k);
+		memset(buf + k, 0, len - k);
+		data_put(dir, id);
+		file_put(dir, id, ".jnl", buf, len);
+	}
+	for (size_t i = 0; i < len; i++, id++) {
+		memcpy(buf, text, len);
+		buf[i] ^= 0x01;
+		data_put(dir, id);
+		file_put(dir, id, ".jnl", buf, len);
+	}
+	for (size_t k = 1; k < len; k++, id++) {
+		memcpy(buf, otext, olen);
+		memcpy(buf, text, k);
+		data_put(dir, id);
+		file_put(dir, id, ".jnl", buf, olen > k ? olen : k);
+	}
+	st = open_stage(dir, STAGE_DURABLE_POWER, &t);
+
+	int bad_cut = 0, bad_zero = 0, bad_flip = 0, bad_mix = 0, n = 0;
+	long first_cut = -1, first_flip = -1, first_mix = -1;
+	id = 0x100;
+	for (size_t k = 0; k < len; k++, id++, n++)
+		if (!reads_torn(st, id, k >= named_from) && bad_cut++ == 0)
+			first_cut = (long)k;
+	for (size_t k = 0; k < len; k++, id++, n++)
+		if (!reads_torn(st, id, k >= named_from))
+			bad_zero++;
+	for (size_t i = 0; i < len; i++, id++, n++) {
+		int rc = stage_jnl_read(st, id, &r);
+		if (rc != -EBADMSG && rc != -EINVAL && bad_flip++ == 0)
+			first_flip = (long)i;
+		stage_jnl_release(&r);
+	}
+	/* The new text's first k bytes over the older one (shorter or
+	 * longer: its tail stays). The older text whole is a "dirty" journal:
+	 * that state too is safe. */
+	for (size_t k = 1; k < len; k++, id++, n++) {
+		int rc = stage_jnl_read(st, id, &r);
+		bool ok = (rc == -EBADMSG || rc == 0) && r.state == STAGE_JS_DIRTY &&
+			  !r.upload_id && !r.intent.ns;
+		if (!ok && bad_mix++ == 0)
+			first_mix = (long)k;
+		stage_jnl_release(&r);
+	}
+	printf("# torn: a %zu-byte journal, %d torn copies\n", len, n);
+	CHECK(bad_cut == 0, "torn: cut at each of %zu offsets: read as \"dirty\", no "
+	      "upload, no intent, named once bucket and key are whole (%d wrong, "
+	      "first at %ld)", len, bad_cut, first_cut);
+	CHECK(bad_zero == 0, "torn: zeros past each cut: the same (%d wrong)", bad_zero);
+	CHECK(bad_flip == 0, "torn: a byte flipped at each offset: torn or malformed "
+	      "(%d read as valid, first at %ld)", bad_flip, first_flip);
+	CHECK(bad_mix == 0, "torn: the new head over an older text: torn or the older "
+	      "\"dirty\" text, never the new (%d wrong, first at %ld)", bad_mix,
+	      first_mix);
+
+	struct stage_recovery_report rep;
+	CHECK(stage_recover(st, &rep) == 0, "torn: recovery");
+	printf("# torn: recovered %u, reuploaded %u, aborted %u, abort_failed %u, "
+	       "PUTs %d, objects %zu\n", rep.recovered, rep.reuploaded, rep.aborted,
+	       rep.abort_failed, puts_tried(&t), s3_fake_object_count(t.fake, "bk"));
+	CHECK(rep.recovered == (unsigned)n && rep.reuploaded == 0 && rep.aborted == 0 &&
+	      rep.abort_failed == 0 && rep.orphans_aborted == 0 && puts_tried(&t) == 0 &&
+	      s3_fake_object_count(t.fake, "bk") == 0,
+	      "torn: every torn journal's data moved to recovered/, none uploaded, "
+	      "no upload aborted");
+	const char *rd = stage_recovered_dir(st);
+	CHECK(recovered_has(rd, "bk%2Ftorn@", "DATA!") &&
+	      recovered_has(rd, "unknown-", "DATA!") &&
+	      count_files(rd, ".journal") == n,
+	      "torn: named bk/torn when the name was whole, unknown-ID when not, "
+	      "each with its torn journal beside it");
+	CHECK(count_files(dir, ".data") == 0 && count_files(dir, ".jnl") == 0,
+	      "torn: staging empty after recovery");
+	free(buf);
+	free(longer);
+	free(otext);
+	free(text);
+	stage_case_end(st, &t, dir);
+}
+
+/* A journal as the previous format wrote it (always renamed into place:
+ * no check line) reads as before, and recovery follows it: "commit" is
+ * uploaded, "dirty" moved to recovered/. */
+static void test_version1(void)
+{
+	char *dir = unit_tmpdir("stage-v1");
+	struct store t;
+	store_init(&t, 0);
+	const char *c = "facetfs-stage 1\nstate commit\nsize 6\nbucket :bk\n"
+			"key :old%20one\nctype :text/plain\nmeta :mode :600\n";
+	const char *d = "facetfs-stage 1\nstate dirty\nsize 0\nbucket :bk\nkey :old-dirty\n";
+	file_put(dir, 0x10, ".jnl", c, strlen(c));
+	file_put(dir, 0x10, ".data", "v1 ok!", 6);
+	file_put(dir, 0x11, ".jnl", d, strlen(d));
+	file_put(dir, 0x11, ".data", "dirty", 5);
+	struct stage *st = open_stage(dir, STAGE_DURABLE_POWER, &t);
+	struct stage_jnl r;
+	CHECK(stage_jnl_read(st, 0x10, &r) == 0 && r.state == STAGE_JS_COMMIT &&
+	      r.size == 6 && !strcmp(r.key, "old one") && r.n_meta == 1 &&
+	      !strcmp(r.ctype, "text/plain"), "v1: a version-1 commit journal reads");
+	stage_jnl_release(&r);
+	struct stage_recovery_report rep;
+	CHECK(stage_recover(st, &rep) == 0 && rep.reuploaded == 1 && rep.recovered == 1 &&
+	      obj_is(&t, "old one", "v1 ok!", 6) &&
+	      recovered_has(stage_recovered_dir(st), "bk%2Fold-dirty@", "dirty"),
+	      "v1: recovery uploads its \"commit\" and moves its \"dirty\" (%u, %u)",
+	      rep.reuploaded, rep.recovered);
+	stage_case_end(st, &t, dir);
+}
+
+/* A small file's journals: made at the first write, then written over in
+ * place (same inode, no temporary) by a metadata change and by the seal;
+ * once it holds a promise ("commit") the next one replaces it atomically
+ * (a new inode), and the one after that, plain "dirty", is again written
+ * in place. */
+static void test_inplace(enum stage_durability d)
+{
+	char *dir = unit_tmpdir("stage-inplace");
+	struct store t;
+	store_init(&t, 0);
+	struct stage *st = open_stage(dir, d, &t);
+	struct obj_kv m[] = { { "mode", "600" } };
+	struct stage_file *f;
+	CHECK(stage_file_new(st, "bk", "ip", NULL, 0, NULL, &f) == 0 &&
+	      stage_file_pwrite(f, "abc", 3, 0) == 3, "%s: in place: written", dname[d]);
+	ino_t i0 = jnl_ino(dir, f->id);
+	CHECK(stage_file_set_meta(f, m, 1, NULL) == 0 && jnl_ino(dir, f->id) == i0 &&
+	      i0 != 0, "%s: in place: a metadata change rewrites the same inode",
+	      dname[d]);
+	CHECK(stage_file_seal(f) == 0 && jnl_ino(dir, f->id) == i0,
+	      "%s: in place: the seal's \"commit\" written over it", dname[d]);
+	struct stage_jnl r;
+	CHECK(stage_jnl_read(st, f->id, &r) == 0 && r.state == STAGE_JS_COMMIT &&
+	      r.size == 3 && r.n_meta == 1, "%s: in place: it reads \"commit\"", dname[d]);
+	stage_jnl_release(&r);
+	CHECK(stage_file_pwrite(f, "d", 1, 3) == 1 && jnl_ino(dir, f->id) != i0 &&
+	      jnl_ino(dir, f->id) != 0,
+	      "%s: in place: \"dirty\" over a \"commit\" replaces it (new inode)",
+	      dname[d]);
+	ino_t i1 = jnl_ino(dir, f->id);
+	CHECK(stage_file_rename(f, "bk", "ip2") == 0 && jnl_ino(dir, f->id) == i1,
+	      "%s: in place: then a rename rewrites it in place again", dname[d]);
+	CHECK(count_files(dir, ".jnl.tmp") == 0, "%s: in place: no temporary left",
+	      dname[d]);
+	CHECK(stage_file_commit(f, NULL) == 0 && obj_is(&t, "ip2", "abcd", 4) &&
+	      count_files(dir, ".jnl") == 0, "%s: in place: committed", dname[d]);
+	stage_file_release(f);
+	stage_case_end(st, &t, dir);
+}
+
 int main(void)
 {
 	for (int d = STAGE_DURABLE_POWER; d <= STAGE_DURABLE_PROCESS; d++) {
 		test_small_file(d);
 		test_kill9(d);
 		test_reboot(d);
+		test_inplace(d);
 	}
+	test_torn();
+	test_version1();
 	return unit_exit();
 }
