@@ -53,7 +53,8 @@
 # BIG_MIB, COLD_MIB, FOUR_MIB, RAND_MIB, RAND_N, KEEP_TMP=1, ONLY (default
 # "reads cold four random writes small": the sections to run),
 # READAHEAD_STREAMS (cache.readahead_streams), UPLOAD_STREAMS
-# (s3.upload_streams).
+# (s3.upload_streams), CACHE_OPTIONS (a JSON object merged into the
+# gateway's "cache" settings).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPEAT=${REPEAT:-3}
@@ -176,6 +177,13 @@ if [[ -n ${UPLOAD_STREAMS:-} ]]; then
 	jq ".s3.upload_streams = $UPLOAD_STREAMS" "$T/gw.json" >"$T/gw.json.new" &&
 		mv "$T/gw.json.new" "$T/gw.json" || bench_die "UPLOAD_STREAMS"
 	bench_say "s3.upload_streams = $UPLOAD_STREAMS"
+fi
+# CACHE_OPTIONS='{...}': settings merged into the gateway's "cache" for
+# this run (e.g. '{"readahead_total_streams": 8}').
+if [[ -n ${CACHE_OPTIONS:-} ]]; then
+	jq --argjson o "$CACHE_OPTIONS" '.cache += $o' "$T/gw.json" >"$T/gw.json.new" &&
+		mv "$T/gw.json.new" "$T/gw.json" || bench_die "CACHE_OPTIONS: $CACHE_OPTIONS"
+	bench_say "cache options: $CACHE_OPTIONS"
 fi
 bench_topic "bench-rw-$$"
 gw_start rw "$T/gw.json" "$M" || exit 1
