@@ -1,7 +1,8 @@
 /*
  * core.h — the file-system core of the mount, below the FUSE adapter:
  * every operation as a function that returns 0 (or a count) or a negative
- * errno, takes inode numbers, names and buffers, and knows no libfuse type.
+ * errno, takes inode numbers, names and buffers (or a pipe holding a
+ * write's bytes: core_write_pipe), and knows no libfuse type.
  * fuse/fs*.c decode each request, call one of these and reply exactly once;
  * tests/unit/test_fscore.c drives it with no mount at all.
  *
@@ -258,6 +259,16 @@ ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t of
 void core_read_done(struct core_rdata *d);
 ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
 		   size_t len, off_t off);
+/* core_write with the len bytes in the pipe pipe_fd (the adapter's
+ * spliced WRITE), moved from it into the staged file by splice
+ * (stage_file_pwrite_pipe: it says what an error leaves in the pipe). Only
+ * for a file whose writes do not need their bytes in memory
+ * (core_write_in_memory() false; else -EINVAL, the pipe untouched). */
+ssize_t core_write_pipe(struct core *c, struct core_file *f, int pipe_fd,
+			size_t len, off_t off);
+/* Whether f's writes need their bytes in memory (core_write), as
+ * .facetfs/control's do: it reads them as a command. */
+bool core_write_in_memory(const struct core_file *f);
 int  core_flush(struct core *c, struct core_file *f);   /* close: a commit point */
 /* fsync: a commit point under `commit`; otherwise the staged bytes of the
  * inode (written through this or another descriptor) made durable. */

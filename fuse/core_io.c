@@ -659,17 +659,39 @@ static ssize_t control_write(struct core *c, struct core_file *f, const char *bu
 	return (ssize_t)len;
 }
 
-ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
-		   size_t len, off_t off)
+/* A write of a staged file begins: 0, or -EBADF if f is not open for
+ * writing. */
+static int staged_write_begin(struct core *c, struct core_file *f)
 {
-	if (f->kind == FILE_CONTROL)
-		return control_write(c, f, buf, len);
 	if (!f->writable)
 		return -EBADF;
 	mod_lock(&c->ofile_lock);
 	f->of->times_set = false;    /* a write after utimensat: modified now */
 	mod_unlock(&c->ofile_lock);
-	return stage_file_pwrite(f->of->sf, buf, len, (uint64_t)off);
+	return 0;
+}
+
+ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
+		   size_t len, off_t off)
+{
+	if (f->kind == FILE_CONTROL)
+		return control_write(c, f, buf, len);
+	int rc = staged_write_begin(c, f);
+	return rc ? rc : stage_file_pwrite(f->of->sf, buf, len, (uint64_t)off);
+}
+
+bool core_write_in_memory(const struct core_file *f)
+{
+	return f->kind == FILE_CONTROL;
+}
+
+ssize_t core_write_pipe(struct core *c, struct core_file *f, int pipe_fd,
+			size_t len, off_t off)
+{
+	if (core_write_in_memory(f))
+		return -EINVAL;
+	int rc = staged_write_begin(c, f);
+	return rc ? rc : stage_file_pwrite_pipe(f->of->sf, pipe_fd, len, (uint64_t)off);
 }
 
 int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size)

@@ -330,14 +330,60 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	core_read_done(&d);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		     off_t off, struct fuse_file_info *fi)
+/* The bytes of a WRITE that libfuse left in its pipe, read into memory
+ * (mem, malloc'd) for a file that wants them there: 0 or -errno (-EIO if
+ * the pipe held fewer than size). bufv is advanced past what was read. */
+static int write_to_memory(struct fuse_bufvec *bufv, size_t size, void **mem)
+{
+	if (!(*mem = malloc(size ? size : 1)))
+		return -ENOMEM;
+	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+	dst.buf[0].mem = *mem;
+	ssize_t got = fuse_buf_copy(&dst, bufv, 0);
+	return got < 0 ? (int)got : (size_t)got < size ? -EIO : 0;
+}
+
+/* WRITE. op_init asks for FUSE_CAP_SPLICE_READ: libfuse then splices a
+ * large WRITE out of /dev/fuse into a pipe of the worker thread and hands
+ * over the pipe (FUSE_BUF_IS_FD) instead of reading it into memory, and
+ * core_write_pipe splices its bytes on into the staged file. That is one
+ * copy per byte fewer than read() into memory and pwrite() out of it;
+ * the copy left is the kernel's, from the request's pages into the page
+ * cache of the staged file. Small WRITEs come in memory (libfuse reads
+ * them out of the pipe itself) and go to core_write as they are; so do a
+ * pipe's bytes for a file that wants them in memory (.facetfs/control),
+ * read with fuse_buf_copy first.
+ * The pipe is empty again after the request: bufv is advanced past what
+ * was taken out of it; a write that failed with bytes still in it leaves
+ * bufv short, and libfuse then drops the thread's pipe and makes a new
+ * one (the handler's contract in fuse_lowlevel.h: bufv->off reflects the
+ * bytes read), so no byte of this request is read as the next one. */
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+			 off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct fs *fs = fs_of(req);
-	ssize_t n = core_write(fs->core, file_of(fi), buf, size, off);
+	struct core_file *f = file_of(fi);
+	const struct fuse_buf *b = &bufv->buf[bufv->idx];
+	size_t size = fuse_buf_size(bufv) - bufv->off;
+	void *mem = NULL;
+	ssize_t n;
+	if (!(b->flags & FUSE_BUF_IS_FD) && bufv->count - bufv->idx == 1) {
+		n = core_write(fs->core, f, (const char *)b->mem + bufv->off, size, off);
+	} else if ((b->flags & FUSE_BUF_IS_FD) && !core_write_in_memory(f)) {
+		n = core_write_pipe(fs->core, f, b->fd, size, off);
+		if (n == (ssize_t)size) {      /* all of it left the pipe */
+			bufv->idx = bufv->count;
+			bufv->off = 0;
+		}
+	} else {
+		n = write_to_memory(bufv, size, &mem);
+		if (n == 0)
+			n = core_write(fs->core, f, mem, size, off);
+	}
+	free(mem);
 	if (FS_TRACING(fs))
-		fs_trace_fh(req, TRACE_WRITE, file_of(fi), (uint64_t)off, size, n);
+		fs_trace_fh(req, TRACE_WRITE, f, (uint64_t)off, size, n);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -497,6 +543,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * the inode (fs_notify.c), as it does a file's pages. */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* WRITE data in a pipe, spliced on into the staged file (op_write_buf).
+	 * Replies are not spliced (FUSE_CAP_SPLICE_WRITE stays off): a read's
+	 * reply is written from the reader's buffers (reply_rdata). */
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
 	/* Page cache contents stay until we invalidate them explicitly. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_readahead = FS_READAHEAD;
@@ -520,7 +571,7 @@ void fs_ops_init(struct fuse_lowlevel_ops *ops)
 	ops->open = op_open;
 	ops->create = op_create;
 	ops->read = op_read;
-	ops->write = op_write;
+	ops->write_buf = op_write_buf;
 	ops->flush = op_flush;
 	ops->fsync = op_fsync;
 	ops->release = op_release;

@@ -46,9 +46,9 @@ static void w_create(fuse_req_t req, fuse_ino_t p, const char *name, mode_t mode
 static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 { RD(req); fs_->real.read(req, ino, size, off, fi); UN(); }
-static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		    off_t off, struct fuse_file_info *fi)
-{ RD(req); fs_->real.write(req, ino, buf, size, off, fi); UN(); }
+static void w_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+			off_t off, struct fuse_file_info *fi)
+{ RD(req); fs_->real.write_buf(req, ino, bufv, off, fi); UN(); }
 static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 { RD(req); fs_->real.flush(req, ino, fi); UN(); }
 static void w_fsync(fuse_req_t req, fuse_ino_t ino, int ds, struct fuse_file_info *fi)
@@ -95,7 +95,7 @@ void fs_wrap_ops(struct fuse_lowlevel_ops *ops)
 	ops->open = w_open;
 	ops->create = w_create;
 	ops->read = w_read;
-	ops->write = w_write;
+	ops->write_buf = w_write_buf;
 	ops->flush = w_flush;
 	ops->fsync = w_fsync;
 	ops->setattr = w_setattr;

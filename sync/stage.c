@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,6 +207,57 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* Copies len bytes from the pipe pipe_fd to fd at off through a buffer:
+ * for a file system that cannot splice into its files. 0, -EIO if the
+ * pipe runs dry first, or the error of read or pwrite. */
+static int pipe_copy(int pipe_fd, int fd, size_t len, uint64_t off)
+{
+	char buf[64 << 10];
+	while (len) {
+		ssize_t n = read(pipe_fd, buf, len < sizeof buf ? len : sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 && errno != EAGAIN ? -errno : -EIO;
+		int err = pwrite_all(fd, buf, (size_t)n, off);
+		if (err)
+			return err;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Moves len bytes from the pipe pipe_fd into fd at off with splice(2):
+ * the kernel puts the pipe's pages into fd's page cache, and no buffer of
+ * ours sees them. A short splice goes on from where it stopped; EAGAIN
+ * (the pipe is non-blocking) with the pipe empty means it held fewer
+ * than len bytes: -EIO. A file system that cannot splice (EINVAL) gets
+ * the rest copied through a buffer (pipe_copy). 0, or -errno; on error
+ * some bytes may have been written and some left in the pipe. */
+static int splice_all(int pipe_fd, int fd, size_t len, uint64_t off)
+{
+	while (len) {
+		loff_t at = (loff_t)off;
+		ssize_t n = splice(pipe_fd, NULL, fd, &at, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			int left = 0;
+			if (ioctl(pipe_fd, FIONREAD, &left) == 0 && left > 0)
+				continue;
+			return -EIO;
+		}
+		if (n < 0 && errno == EINVAL)
+			return pipe_copy(pipe_fd, fd, len, off);
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;   /* 0: its writer closed */
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 		    uint64_t size, const char *etag)
 {
@@ -348,8 +400,24 @@ static int journal_dirty(struct stage_file *f)
 	return stage_jnl_file(f, STAGE_JS_DIRTY, f->size, true, NULL);
 }
 
-ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
-			  uint64_t off)
+/* Where the bytes of a write come from: memory, or a pipe holding them. */
+struct wsrc {
+	const void *buf;     /* the bytes, when pipe_fd < 0 */
+	int pipe_fd;         /* >= 0: the pipe they are in */
+};
+
+/* Puts the len bytes of src into f's file at off: 0 or -errno. */
+static int wsrc_put(const struct wsrc *src, struct stage_file *f, size_t len,
+		    uint64_t off)
+{
+	return src->pipe_fd < 0 ? pwrite_all(f->fd, src->buf, len, off)
+				: splice_all(src->pipe_fd, f->fd, len, off);
+}
+
+/* stage_file_pwrite and stage_file_pwrite_pipe: the same write, whatever
+ * src its bytes come from. */
+static ssize_t file_write(struct stage_file *f, const struct wsrc *src,
+			  size_t len, uint64_t off)
 {
 	struct stage *st = f->st;
 	if (len == 0)
@@ -385,7 +453,7 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 	if (grew)
 		stage_grown(st);
 
-	err = pwrite_all(f->fd, buf, len, off);
+	err = wsrc_put(src, f, len, off);
 	if (!err)
 		stage_kick(st, f->fd, off, end);
 
@@ -401,6 +469,22 @@ ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 	}
 	op_end(f, false, true);
 	return err ? err : (ssize_t)len;
+}
+
+ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
+			  uint64_t off)
+{
+	struct wsrc src = { .buf = buf, .pipe_fd = -1 };
+	return file_write(f, &src, len, off);
+}
+
+ssize_t stage_file_pwrite_pipe(struct stage_file *f, int pipe_fd, size_t len,
+			       uint64_t off)
+{
+	if (pipe_fd < 0)
+		return -EBADF;
+	struct wsrc src = { .buf = NULL, .pipe_fd = pipe_fd };
+	return file_write(f, &src, len, off);
 }
 
 ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,

@@ -245,6 +245,16 @@ int  stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
  * -EFBIG (past max_object), -EIO. pread: short at the end of the file. */
 ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
 			  uint64_t off);
+/* stage_file_pwrite with the len bytes taken from the pipe pipe_fd (a
+ * WRITE's data that FUSE spliced out of /dev/fuse) and moved into the
+ * staged file by splice(2): no copy through a buffer of the process (a
+ * pipe may be non-blocking; a file system that cannot splice gets them
+ * copied). The same write otherwise, and the same errors; also -EIO when
+ * the pipe holds fewer than len bytes. len bytes left the pipe when it
+ * returns len; on error it may still hold some or all of them, and the
+ * caller must not read what follows them as anything else. */
+ssize_t stage_file_pwrite_pipe(struct stage_file *f, int pipe_fd, size_t len,
+			       uint64_t off);
 ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
 			 uint64_t off);
 int  stage_file_truncate(struct stage_file *f, uint64_t size);

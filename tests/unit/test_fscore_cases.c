@@ -10,7 +10,8 @@
  * times set through the core land in S3 in s3fs's names, come back from
  * objects s3fs and rclone wrote, ride on the upload of an open file, and
  * stay out of the user.* xattrs; mknod, and directories' modes across a
- * restart of the core. And view-set reloads between and during
+ * restart of the core. Writes whose bytes come in a pipe (the adapter's
+ * spliced WRITEs). And view-set reloads between and during
  * operations: a request keeps the set it pinned; inodes, descriptors and
  * lookups follow their view by name when it goes and comes back at
  * another index.
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +114,51 @@ static void fixed_cases(struct gw *gw)
 	}
 	lrc = core_lookup(c, root, "fx_f", &e);
 	CHECK(lrc == -ENOENT, "the old name is gone (%d)", lrc);
+}
+
+/* A write whose bytes come in a pipe (core_write_pipe), as the adapter's
+ * spliced WRITEs do: they land where memory's would, the file wants no
+ * copy in memory, and a descriptor not open for writing takes none. */
+static void pipe_cases(struct gw *gw)
+{
+	struct core *c = gw->core;
+	uint64_t root = gw->view_ino[0];
+	struct core_entry e;
+	struct core_open_cache cache;
+	struct core_file *f = NULL, *r = NULL;
+	static char data[5000];
+	memset(data, 'p', sizeof data);
+	int p[2];
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) {
+		CHECK(0, "pipe: pipe2: %s", strerror(errno));
+		return;
+	}
+	int rc = core_create(c, root, "pw_a", NULL, &e, &f, &cache);
+	ssize_t w = rc == 0 ? write(p[1], data, sizeof data) : -1;
+	ssize_t n = w == (ssize_t)sizeof data ? core_write_pipe(c, f, p[0], sizeof data, 0) : -1;
+	ssize_t m = n == (ssize_t)sizeof data ? core_write(c, f, "abc", 3, sizeof data) : -1;
+	int left = -1;
+	ioctl(p[0], FIONREAD, &left);
+	CHECK(rc == 0 && !core_write_in_memory(f) && n == (ssize_t)sizeof data && m == 3 &&
+	      left == 0, "pipe: 5000 bytes from a pipe, 3 from memory, the pipe emptied "
+	      "(%d, %zd, %zd, %d)", rc, n, m, left);
+	char buf[6000];
+	n = f ? core_read(c, f, buf, sizeof buf, 0) : -1;
+	CHECK(n == 5003 && memcmp(buf, data, sizeof data) == 0 &&
+	      memcmp(buf + sizeof data, "abc", 3) == 0, "pipe: read back as written (%zd)", n);
+	CHECK(f && core_flush(c, f) == 0, "pipe: close publishes it");
+	core_release(c, f);
+	rc = core_open(c, e.ino, O_RDONLY, &r, &cache);
+	w = rc == 0 ? write(p[1], data, 100) : -1;
+	n = w == 100 ? core_write_pipe(c, r, p[0], 100, 0) : -1;
+	left = -1;
+	ioctl(p[0], FIONREAD, &left);
+	CHECK(n == -EBADF && left == 100,
+	      "pipe: a read-only descriptor: EBADF, the pipe as it was (%zd, %d)", n, left);
+	core_release(c, r);
+	core_forget(c, e.ino, 1);
+	close(p[0]);
+	close(p[1]);
 }
 
 /* The bytes S3 holds for key (fake's view), or -ENOENT. */
@@ -862,6 +909,7 @@ int main(void)
 	struct gw gw;
 	gw_open(views, s3, &gw, "fscore-cases");
 	fixed_cases(&gw);
+	pipe_cases(&gw);
 	gw_close(&gw);
 	posix_cases(views, s3);
 	fault_cases(views, s3);

@@ -7,7 +7,8 @@
  * the data, concurrent writers and commits (no torn upload, coalesced
  * commits, reads of other files not blocked), crash recovery after a real
  * crash of a child process (mid-upload), the byte budget, EFBIG, journal
- * escaping.
+ * escaping; writes whose bytes come from a pipe (stage_file_pwrite_pipe):
+ * taken whole, a pipe short of bytes, a write refused before any moved.
  */
 #include "sync/stage_int.h"
 
@@ -20,6 +21,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -730,6 +732,118 @@ static void test_budget(void)
 	store_release(&fk);
 }
 
+/* A pipe as libfuse makes one for a spliced WRITE: non-blocking, as
+ * large as it can be made (up to 1 MiB), holding len bytes of buf. */
+static bool pipe_with(int p[2], const char *buf, size_t len)
+{
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
+		return false;
+	(void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(p[1], buf + done, len - done);
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	return done == len;
+}
+
+/* Bytes in the pipe not read yet. */
+static int pipe_left(int fd)
+{
+	int n = -1;
+	return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
+static void test_pipe(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *dir = unit_tmpdir("stage-pipe");
+	struct stage *st = open_stage(dir, 8 << 20, 4 << 20, &fk);
+	struct stage_file *f;
+	stage_file_new(st, "b", "piped", NULL, 0, NULL, &f);
+	int p[2];
+	CHECK(pipe_with(p, "", 0), "pipe: a pipe");
+	long cap = fcntl(p[1], F_GETPIPE_SZ);
+	size_t most = cap > 0 ? (size_t)cap : 4096;
+	size_t msize = 2 << 20, size = 0;
+	char *model = calloc(1, msize), *buf = malloc(msize);
+	uint64_t s = 7;
+	bool ok = true, empty = true;
+	/* Mixed with writes from memory, as FUSE mixes small and large ones. */
+	for (int i = 0; i < 200 && ok; i++) {
+		size_t len = rnd(&s) % most + 1, off = rnd(&s) % (msize - len);
+		for (size_t k = 0; k < len; k++)
+			buf[k] = (char)rnd(&s);
+		if (i % 3 == 2) {
+			ok = stage_file_pwrite(f, buf, len, off) == (ssize_t)len;
+		} else {
+			ssize_t n = -1;
+			size_t done = 0;
+			while (done < len) {
+				ssize_t w = write(p[1], buf + done, len - done);
+				if (w <= 0)
+					break;
+				done += (size_t)w;
+			}
+			if (done == len)
+				n = stage_file_pwrite_pipe(f, p[0], len, off);
+			ok = n == (ssize_t)len;
+			empty = empty && pipe_left(p[0]) == 0;
+		}
+		memcpy(model + off, buf, len);
+		if (off + len > size)
+			size = off + len;
+	}
+	CHECK(ok && empty && stage_file_size(f) == size,
+	      "pipe: 200 writes, 2 in 3 spliced from a pipe (up to %zu bytes): all taken, "
+	      "size as written", most);
+	ssize_t n = stage_file_pread(f, buf, msize, 0);
+	CHECK(n == (ssize_t)size && memcmp(buf, model, size) == 0,
+	      "pipe: the file holds exactly the bytes written");
+
+	/* A pipe holding fewer bytes than the write says: -EIO, what it held
+	 * is written, and the file is as long as its size says (the rest
+	 * reads 0), as after a failed pwrite. */
+	memset(buf, 'q', 100);
+	size_t off = size + 4096;
+	CHECK(write(p[1], buf, 100) == 100, "pipe: 100 bytes in");
+	n = stage_file_pwrite_pipe(f, p[0], 300, off);
+	CHECK(n == -EIO && pipe_left(p[0]) == 0 && stage_file_size(f) == off + 300,
+	      "pipe: 100 bytes for a write of 300: -EIO, size covers the write (%zd)", n);
+	n = stage_file_pread(f, buf, 300, off);
+	bool zeros = n == 300;
+	for (int k = 0; k < 300 && zeros; k++)
+		zeros = buf[k] == (k < 100 ? 'q' : 0);
+	CHECK(zeros, "pipe: the 100 bytes written, the rest of the write's range reads 0 (%zd)", n);
+
+	/* Refused before any byte moves: the bytes stay in the pipe for the
+	 * caller to drop. */
+	memset(buf, 'r', 200);
+	CHECK(write(p[1], buf, 200) == 200, "pipe: 200 bytes in");
+	n = stage_file_pwrite_pipe(f, p[0], 200, (4 << 20) - 100);
+	CHECK(n == -EFBIG && pipe_left(p[0]) == 200,
+	      "pipe: past max_object: -EFBIG, the pipe left as it was (%zd)", n);
+	CHECK(stage_file_pwrite_pipe(f, -1, 10, 0) == -EBADF, "pipe: no pipe: -EBADF");
+	CHECK(stage_file_commit(f, NULL) == 0, "pipe: commit");
+	size_t olen = 0;
+	char *o = obj_get(&fk, "b", "piped", &olen, NULL, 0);
+	CHECK(o && olen == off + 300 && memcmp(o, model, size) == 0 &&
+	      memcmp(o + off, "qqq", 3) == 0, "pipe: S3 has what the file holds");
+	free(o);
+	close(p[0]);
+	close(p[1]);
+	stage_file_release(f);
+	stage_close(st);
+	unit_rmtree(dir);
+	free(dir);
+	free(model);
+	free(buf);
+	store_release(&fk);
+}
+
 static void test_journal(void)
 {
 	char *dir = unit_tmpdir("stage-jnl");
@@ -939,6 +1053,7 @@ int main(void)
 	log_init("test_stage", getenv("STAGE_DEBUG") ? 2 : 0);
 	test_journal();
 	test_round_trip();
+	test_pipe();
 	test_fill();
 	test_failure();
 	test_concurrency();
