@@ -6,11 +6,14 @@
 #include "fuse/fs_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 static struct core_file *file_of(struct fuse_file_info *fi)
 {
@@ -528,6 +531,54 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	fuse_reply_err(req, -core_removexattr(fs_of(req)->core, ino, name));
 }
 
+/* libfuse reads a request into a buffer of max_write bytes and one page
+ * of headers, and splices a request out of /dev/fuse only into a pipe at
+ * least that large; when it may not make one (F_SETPIPE_SZ past
+ * /proc/sys/fs/pipe-max-size needs CAP_SYS_RESOURCE) it reads every
+ * request into memory from then on. */
+#define FS_REQ_HEADER 4096u
+
+/* Whether this process may make a pipe of bytes. */
+static bool pipe_can_hold(unsigned bytes)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return false;
+	bool ok = bytes <= INT_MAX && fcntl(p[0], F_SETPIPE_SZ, (int)bytes) >= 0;
+	close(p[0]);
+	close(p[1]);
+	return ok;
+}
+
+/* The largest pipe any process may make (pipe-max-size), or 0. */
+static unsigned pipe_max_bytes(void)
+{
+	unsigned most = 0;
+	FILE *fp = fopen("/proc/sys/fs/pipe-max-size", "re");
+	if (fp) {
+		if (fscanf(fp, "%u", &most) != 1)
+			most = 0;
+		fclose(fp);
+	}
+	return most;
+}
+
+/* Makes WRITEs small enough for libfuse's pipe: max_write lowered (1 MiB
+ * to 1 MiB less a page, with the default pipe-max-size) if the process
+ * may not make a pipe for the whole buffer. Whether WRITEs can be
+ * spliced. */
+static bool splice_fits(struct fuse_conn_info *conn)
+{
+	if (pipe_can_hold(conn->max_write + FS_REQ_HEADER))
+		return true;
+	unsigned most = pipe_max_bytes();
+	if (most < 2 * FS_REQ_HEADER || most - FS_REQ_HEADER >= conn->max_write ||
+	    !pipe_can_hold(most))
+		return false;
+	conn->max_write = most - FS_REQ_HEADER;
+	return true;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
@@ -543,11 +594,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * the inode (fs_notify.c), as it does a file's pages. */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	/* WRITE data in a pipe, spliced on into the staged file (op_write_buf).
-	 * Replies are not spliced (FUSE_CAP_SPLICE_WRITE stays off): a read's
-	 * reply is written from the reader's buffers (reply_rdata). */
-	if (conn->capable & FUSE_CAP_SPLICE_READ)
+	/* WRITE data in a pipe, spliced on into the staged file (op_write_buf),
+	 * when libfuse can make its pipe (else in memory, as libfuse would
+	 * fall back to anyway). Replies are not spliced (FUSE_CAP_SPLICE_WRITE
+	 * stays off): a read's reply is written from the reader's buffers
+	 * (reply_rdata). */
+	if ((conn->capable & FUSE_CAP_SPLICE_READ) && splice_fits(conn))
 		conn->want |= FUSE_CAP_SPLICE_READ;
+	else
+		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* Page cache contents stay until we invalidate them explicitly. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_readahead = FS_READAHEAD;
