@@ -14,7 +14,8 @@
 # `facetfs sync` names what failed, then publishes once RGW is back; a
 # stop drains what is pending; kill -9 with files pending, and the next
 # start publishes them; a 300 MiB file reads back and is published byte
-# for byte.
+# for byte; a 9 KiB command reaches .facetfs/control whole; a file
+# written after an ENOSPC reads back whole.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -94,6 +95,20 @@ check_eq "the mount reads back its 300 MiB, same SHA-256" "$sum" \
 check "facetfs sync of it" "$FACETFS" sync "$M" "$M/w/big.bin"
 check_eq "S3 holds the same 300 MiB" "$sum" "$(in_s3 big.bin | sha256sum | cut -d' ' -f1)"
 rm -f "$T/big"
+
+# A WRITE over a page comes in a pipe; .facetfs/control needs it in
+# memory: the whole command reaches it (its answer quotes it).
+control_long() {
+	python3 - "$M/.facetfs/control" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+cmd = b"long-" + b"x" * 9000 + b"-end\n"
+assert os.write(fd, cmd) == len(cmd)
+answer = os.pread(fd, 65536, 0)
+sys.exit(0 if b'unknown command "long-' + b"x" * 9000 + b'-end"' in answer else 1)
+PY
+}
+check "a 9 KiB command written to .facetfs/control arrives whole" control_long
 
 # ---- newest wins: ten rewrites before the upload, one PUT ----
 p0=$(puts)
@@ -237,6 +252,9 @@ bed_cmd rgw-start >/dev/null 2>&1
 check "RGW back: facetfs sync publishes them" "$FACETFS" sync "$MC"
 check_eq "S3 has all $pend" "$pend" "$(listed full/)"
 check "with their bytes (f01)" s3_same full/f01 "$T/8m"
+# The WRITE refused with ENOSPC left nothing in the pipe it came in.
+check "after the refused write, a new 8 MiB file reads back whole" \
+	sh -c "cp '$T/8m' '$MC/w/full/after' && cmp -s '$MC/w/full/after' '$T/8m'"
 stop_gateway C
 
 # ---- kill -9 in the middle of draining 500 files ----
