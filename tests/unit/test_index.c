@@ -756,7 +756,9 @@ static void test_tables_not_mapped(void)
 	CHECK(!maps_table_of(dir), "no table file of %s is mapped", dir);
 	index_close(ix);
 	view_free(v);
+	release_all(ev, 3);
 	unit_rmtree(dir);
+	free(dir);
 }
 
 static void test_made_dirs(void)
