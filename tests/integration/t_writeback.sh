@@ -85,7 +85,8 @@ check_eq "nothing pending after it" 0 "$(stat_field "$M" .drain.pending_files)"
 check_eq "500 PUTs, one a file" $((p0 + 500)) "$(puts)"
 check "the second gateway sees them once published" wait_for 20 test -e "$MB/w/cp/f500"
 
-# ---- a 300 MiB file (its WRITEs spliced into the staged file): the same
+# ---- a 300 MiB file (its WRITEs spliced into the staged file where the
+# gateway may make a 1 MiB pipe, else read into memory): the same
 # bytes through the mount, and in S3 once synced ----
 head -c $((300 << 20)) /dev/urandom >"$T/big"
 sum=$(sha256sum <"$T/big" | cut -d' ' -f1)
