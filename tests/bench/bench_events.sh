@@ -114,7 +114,7 @@ for fw in ${BENCH_FETCH_WAITS:-10 1}; do
 	hwm=$(awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$gpid/status")
 	bench_figure "gateway peak RSS during the load (VmHWM), MiB, fw=$fw (load $(loadavg))" "${hwm:-?}" "<= 200 MiB at 10M events"
 	read -r pa pf <"$T/peaks-$fw" 2>/dev/null || pa='?' pf='?'
-	bench_figure "  of it: peak anonymous / peak file-backed (code, libraries, LevelDB's mapped tables), MiB, fw=$fw" "$pa / $pf" "(sampled every 0.5 s)"
+	bench_figure "  of it: peak anonymous / peak file-backed (code, libraries), MiB, fw=$fw" "$pa / $pf" "(sampled every 0.5 s)"
 	bench_say "memory now: $(jq -c .memory "$M/.facetfs/stats")"
 	ixb=$(du -sb "$T/state-load-$fw/index" | cut -f1)
 	bench_figure "index on disk after $N events, bytes/event, fw=$fw" "$(awk -v b="$ixb" -v n="$N" 'BEGIN { printf "%.1f", b / n }')" "(flat from 1M to 10M)"
