@@ -163,6 +163,8 @@ int index_open(const char *state_dir, struct stats *st, struct index **out,
 	leveldb_options_set_max_file_size(ix->opts, 8u << 20);
 	leveldb_options_set_compression(ix->opts, leveldb_snappy_compression);
 	ix->ro = leveldb_readoptions_create();
+	ix->ro_list = leveldb_readoptions_create();
+	leveldb_readoptions_set_fill_cache(ix->ro_list, 0);
 	ix->wo = leveldb_writeoptions_create();
 	leveldb_writeoptions_set_sync(ix->wo, 0);
 	ix->wb = leveldb_writebatch_create();
@@ -208,6 +210,7 @@ void index_close(struct index *ix)
 	leveldb_writebatch_destroy(ix->wb);
 	leveldb_writeoptions_destroy(ix->wo);
 	leveldb_readoptions_destroy(ix->ro);
+	leveldb_readoptions_destroy(ix->ro_list);
 	leveldb_options_destroy(ix->opts);
 	index_env_free(ix->env);
 	leveldb_cache_destroy(ix->cache);

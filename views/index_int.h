@@ -64,6 +64,8 @@ struct index {
 	leveldb_cache_t *cache;
 	leveldb_env_t *env;        /* tables read, not mapped (index_env.h) */
 	leveldb_readoptions_t *ro;
+	leveldb_readoptions_t *ro_list; /* a listing's: leaves the block cache
+				     * to point reads (index_readdir) */
 	leveldb_writeoptions_t *wo;
 	struct index_counters ctr;
 	struct stats_group grp;    /* ctr, registered with index_open's st */
