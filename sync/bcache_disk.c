@@ -355,25 +355,6 @@ static bool hdr_check(unsigned char *hdr, size_t hlen,
 	       !memcmp(s + b + k, id->etag, e);
 }
 
-static int write_all(int fd, const void *buf, size_t len, off_t off)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		p += w;
-		len -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
 /* Make DIR and DIR/XX of rel; *dir_made: DIR was missing. */
 static int dirs_make(const char *dir, const char *rel, bool *dir_made)
 {
@@ -398,9 +379,9 @@ static int file_write_once(const char *tmp, const char *path,
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	int rc = write_all(fd, hdr, hlen, 0);
+	int rc = file_pwrite_all(fd, hdr, hlen, 0);
 	if (!rc)
-		rc = write_all(fd, data, len, (off_t)hlen);
+		rc = file_pwrite_all(fd, data, len, hlen);
 	if (close(fd) && !rc)
 		rc = -errno;
 	if (!rc && rename(tmp, path))

@@ -20,6 +20,8 @@
  */
 #include "sync/stage_int.h"
 
+#include "common/file.h"
+
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -191,73 +192,6 @@ fail:
 	return err;
 }
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Copies len bytes from the pipe pipe_fd to fd at off through a buffer:
- * for a file system that cannot splice into its files. 0, -EIO if the
- * pipe runs dry first, or the error of read or pwrite. */
-static int pipe_copy(int pipe_fd, int fd, size_t len, uint64_t off)
-{
-	char buf[64 << 10];
-	while (len) {
-		ssize_t n = read(pipe_fd, buf, len < sizeof buf ? len : sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 && errno != EAGAIN ? -errno : -EIO;
-		int err = pwrite_all(fd, buf, (size_t)n, off);
-		if (err)
-			return err;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Moves len bytes from the pipe pipe_fd into fd at off with splice(2):
- * the kernel puts the pipe's pages into fd's page cache, and no buffer of
- * ours sees them. A short splice goes on from where it stopped; EAGAIN
- * (the pipe is non-blocking) with the pipe empty means it held fewer
- * than len bytes: -EIO. A file system that cannot splice (EINVAL) gets
- * the rest copied through a buffer (pipe_copy). 0, or -errno; on error
- * some bytes may have been written and some left in the pipe. */
-static int splice_all(int pipe_fd, int fd, size_t len, uint64_t off)
-{
-	while (len) {
-		loff_t at = (loff_t)off;
-		ssize_t n = splice(pipe_fd, NULL, fd, &at, len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			int left = 0;
-			if (ioctl(pipe_fd, FIONREAD, &left) == 0 && left > 0)
-				continue;
-			return -EIO;
-		}
-		if (n < 0 && errno == EINVAL)
-			return pipe_copy(pipe_fd, fd, len, off);
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;   /* 0: its writer closed */
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 		    uint64_t size, const char *etag)
 {
@@ -289,7 +223,7 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 			err = -EIO;
 		}
 		if (!err)
-			err = pwrite_all(f->fd, buf, want, off);
+			err = file_pwrite_all(f->fd, buf, want, off);
 		off += want;
 	}
 	free(buf);
@@ -410,8 +344,8 @@ struct wsrc {
 static int wsrc_put(const struct wsrc *src, struct stage_file *f, size_t len,
 		    uint64_t off)
 {
-	return src->pipe_fd < 0 ? pwrite_all(f->fd, src->buf, len, off)
-				: splice_all(src->pipe_fd, f->fd, len, off);
+	return src->pipe_fd < 0 ? file_pwrite_all(f->fd, src->buf, len, off)
+				: file_splice_all(src->pipe_fd, f->fd, len, off);
 }
 
 /* stage_file_pwrite and stage_file_pwrite_pipe: the same write, whatever
