@@ -42,7 +42,7 @@
 #include <sys/stat.h>
 
 #define INODE_MIN_SLOTS 4096
-#define INODE_TRIM_BYTES (8u << 20)
+#define INODE_TRIM_BYTES (1u << 20)
 
 enum {
 	N_DIR = 1,           /* a directory */

@@ -229,7 +229,7 @@ bool     index_filter_ready(struct index *ix);
  * filter (10 to 40 bits per stored object: it has 10 bits a key of its
  * capacity, and is rebuilt at 4 times the keys once full; while it is
  * rebuilt the old one stays too). Any thread. */
-#define INDEX_CACHE_BYTES (64u << 20)
+#define INDEX_CACHE_BYTES (8u << 20)
 #define INDEX_MEMTABLE_BYTES (16u << 20)
 struct index_mem { uint64_t store_bytes, filter_bytes; };
 void     index_mem(struct index *ix, struct index_mem *out);

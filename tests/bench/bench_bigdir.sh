@@ -70,6 +70,7 @@ if ((N > 0)); then
 		"$FACETFS_BUILD/tests/bench/s3fill" "$B" data/ "$N" --size 100 --threads 16 --dirs "$DIRS" \
 			>"$T/fill.log" 2>&1 || { tail -n 5 "$T/fill.log"; bench_die "s3fill failed"; }
 		tail -n 1 "$T/fill.log" | sed 's/^/    /'
+		bench_settle 300
 	fi
 
 	# --- (a) raw LIST ---

@@ -52,6 +52,16 @@ now_ns() { date +%s%N; }
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
 s_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# bench_settle MAX_S: after heavy setup (a bucket's fill), wait until the
+# 1-minute load average is below 1.5 or MAX_S seconds have passed, saying
+# which; the figures that follow are only as quiet as the machine.
+bench_settle() {
+	local end=$(($(date +%s) + $1))
+	while awk '{ exit !($1 >= 1.5) }' /proc/loadavg && (($(date +%s) < end)); do
+		sleep 5
+	done
+	bench_say "load average $(loadavg) after settling (at most $1 s)"
+}
 
 # Figures over passes, in $T/figs (T: the script's scratch dir): rec KEY
 # VALUE records one; summary KEY prints "median (min-max)" of its values
