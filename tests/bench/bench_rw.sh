@@ -20,7 +20,9 @@
 #     the same round (the target: >= 80 %) and an s3fs mount of the same
 #     bucket (its defaults, no use_cache; skipped without s3fs); per round
 #     the gateway's CPU-s per GiB (/proc/PID/stat utime + stime) and the
-#     load average; `s3tool get` (streamed) only beside. Then re-reads: the
+#     load average; `s3tool get` (streamed) only beside. The bound of the
+#     CPU per GiB: curl's own, plus fuse-ceiling's replying from memory
+#     (tests/bench/fuse_ceiling.c, "memory"). Then re-reads: the
 #     second open (which the admission rule stores), later opens (page
 #     cache) next to a local page-cache read.
 #     ("four") four readers at once of four FOUR_MIB objects (default 128)
@@ -257,6 +259,7 @@ s3fs_start() {
 		-o "url=$S3_URL,use_path_request_style,passwd_file=$T/s3fs.passwd"
 }
 CLK_TCK=$(getconf CLK_TCK)
+TIMEFORMAT='%3U %3S'   # bash's `time`: user and system CPU-s
 # gw_cpu: the gateway's CPU time so far, in clock ticks (utime + stime;
 # the fields after the command name, which ends with ")").
 gw_cpu() { sed 's/^.*) //' "/proc/$(gw_pid rw)/stat" | awk '{ print $12 + $13 }'; }
@@ -296,10 +299,12 @@ for r in $(seq 1 "$REPEAT"); do
 	rec cold.admitted "$((b[8] - a[8]))"
 	[[ $((b[1] - a[1])) == $((COLD_MIB << 20)) ]] || rec cold.extra_bytes "$((b[1] - a[1] - (COLD_MIB << 20)))"
 	t0=$(now_ns)
-	code=$(curl_s3 -o /dev/null -w '%{http_code}' "$BUCKET_URL/s/cold$r")
+	# (TIMEFORMAT: curl's user + system CPU-s on stderr, through the group)
+	{ time code=$(curl_s3 -o /dev/null -w '%{http_code}' "$BUCKET_URL/s/cold$r"); } 2>"$T/curl.cpu"
 	t1=$(now_ns)
 	[[ $code == 200 ]] || bench_die "curl GET: HTTP $code"
 	rec cold.curl "$(rate "$COLD_MIB" "$t0" "$t1")"
+	rec cold.curl.cpu "$(awk -v m="$COLD_MIB" '{ printf "%.2f", ($1 + $2) / (m / 1024) }' "$T/curl.cpu")"
 	rec cold.curl.load "$(load1)"
 	rec cold.pct_curl "$(pct cold.mount cold.curl)"
 	if [[ -n $HAVE_S3FS ]]; then
@@ -316,6 +321,27 @@ for r in $(seq 1 "$REPEAT"); do
 	rec cold.pct_s3tool "$(pct cold.mount cold.s3tool)"
 done
 bench_peer_stop s3fs
+# The bound of the gateway's CPU per GiB: what a gateway doing only the
+# unavoidable part spends, the receiving of the bytes (curl's CPU per GiB,
+# above) and the handing of them to the reader through FUSE (fuse-ceiling
+# serving the same size from memory with direct I/O, as the gateway opens
+# a cold stream).
+CEIL=$FACETFS_BUILD/tests/bench/fuse-ceiling
+if [[ -x $CEIL ]] && BENCH_PEER_READY= bench_peer_start ceil "$T/ceil" "$CEIL" memory $((COLD_MIB << 20)) "$T/ceil"; then
+	ceil_pid=${BENCH_PEER_PID[ceil]}
+	for r in $(seq 1 "$REPEAT"); do
+		c0=$(sed 's/^.*) //' "/proc/$ceil_pid/stat" | awk '{ print $12 + $13 }')
+		t0=$(now_ns)
+		dd if="$T/ceil/f" of=/dev/null bs=1M 2>/dev/null || bench_die "read fuse-ceiling"
+		t1=$(now_ns)
+		c1=$(sed 's/^.*) //' "/proc/$ceil_pid/stat" | awk '{ print $12 + $13 }')
+		rec cold.ceil "$(rate "$COLD_MIB" "$t0" "$t1")"
+		rec cold.ceil.cpu "$(cpu_gib $((c1 - c0)) "$COLD_MIB")"
+	done
+	bench_peer_stop ceil
+else
+	bench_say "no fuse-ceiling ($CEIL): the bound is n/a"
+fi
 # Re-reads of cold1: the second open (the rule stores its blocks now, from
 # S3 again; the page cache fills), then later opens (the page cache), next
 # to a local file read from the page cache.
@@ -344,6 +370,12 @@ fig "cold read through the mount (session, first open), MiB/s" cold.mount ""
 fig "one GET of the same object, curl, MiB/s" cold.curl ""
 fig "cold read: mount as % of one curl GET (each round)" cold.pct_curl ">= 80 %"
 fig "  gateway CPU-s per GiB read cold" cold.cpu "<= 0.8"
+fig "  bound: curl's CPU-s per GiB (user + system)" cold.curl.cpu ""
+fig "  bound: a FUSE server replying from memory, CPU-s per GiB" cold.ceil.cpu ""
+bench_figure "  bound: the two together, CPU-s per GiB" \
+	"$(awk -v a="$(summary cold.curl.cpu | cut -d' ' -f1)" -v b="$(summary cold.ceil.cpu | cut -d' ' -f1)" \
+		'BEGIN { if (a == "n/a" || b == "n/a") print "n/a"; else printf "%.2f", a + b }')" "(the least a gateway spends)"
+fig "  (its reads from memory through FUSE, MiB/s)" cold.ceil ""
 fig "  gateway minor page faults per GiB read cold" cold.faults ""
 fig "  load average (1 min) after the mount's read / after curl's" cold.load ""
 fig "  (after curl's)" cold.curl.load ""

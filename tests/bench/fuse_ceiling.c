@@ -18,6 +18,13 @@
  *       layout, before any check of the blocks.
  *   fuse-ceiling split PATH DIR BLOCK HDR
  *       makes DIR's block files from PATH (a header of HDR zero bytes).
+ *   fuse-ceiling memory SIZE MOUNTPOINT
+ *       "f" is SIZE bytes that are already in memory, opened with direct
+ *       I/O (as the gateway opens a cold stream): each read is only the
+ *       reply, from one 9 MiB buffer (the size of a received chunk and a
+ *       read) at every offset. Its CPU time per GiB is the FUSE half of
+ *       the least CPU that a gateway reading from S3 must spend; curl's
+ *       per GiB is the other half (bench_rw.sh, the cold read's bound).
  *
  * Runs in the foreground until unmounted (fusermount3 -u MOUNTPOINT).
  * Threads as the gateway: libfuse's multi-threaded loop; read-ahead asked
@@ -42,8 +49,11 @@
 #define READAHEAD (1024u * 1024)
 #define PREFETCH  8                  /* blocks ahead, as the gateway */
 
+#define MEM_BUF ((size_t)9 << 20)
+
 struct server {
 	bool blocks;
+	char *mem;                   /* memory mode: MEM_BUF bytes */
 	int fd;                      /* file mode */
 	const char *dir;             /* blocks mode */
 	uint64_t block, hdr, size;
@@ -101,7 +111,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	fi->keep_cache = 1;
+	if (server_of(req)->mem)
+		fi->direct_io = 1;
+	else
+		fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
 }
 
@@ -166,6 +179,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > s->size - (uint64_t)off)
 		size = (size_t)(s->size - (uint64_t)off);
+	if (s->mem) {
+		/* any slice of at most 1 MiB (the largest FUSE read) fits */
+		size_t at = (size_t)((uint64_t)off % (8u << 20));
+		fuse_reply_buf(req, s->mem + at, size < MEM_BUF - at ? size : MEM_BUF - at);
+		return;
+	}
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -189,7 +208,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: fuse-ceiling file PATH MOUNTPOINT\n"
 			"       fuse-ceiling blocks DIR BLOCK HDR SIZE MOUNTPOINT\n"
-			"       fuse-ceiling split PATH DIR BLOCK HDR\n");
+			"       fuse-ceiling split PATH DIR BLOCK HDR\n"
+			"       fuse-ceiling memory SIZE MOUNTPOINT\n");
 	return 2;
 }
 
@@ -267,6 +287,12 @@ int main(int argc, char **argv)
 		    !number(argv[5], &s.size))
 			return usage();
 		return serve(&s, argv[6]);
+	}
+	if (argc == 4 && strcmp(argv[1], "memory") == 0) {
+		if (!number(argv[2], &s.size) || !(s.mem = malloc(MEM_BUF)))
+			return usage();
+		memset(s.mem, 'm', MEM_BUF);
+		return serve(&s, argv[3]);
 	}
 	if (argc == 6 && strcmp(argv[1], "split") == 0) {
 		uint64_t block, hdr;
