@@ -10,11 +10,19 @@
  * file). drain_streams workers publish the queue oldest close first:
  * each takes the oldest entry that is not being uploaded and whose time
  * has come (drain_delay after its close; after a failure, a backoff of 1,
- * 2, 4 ... 60 s), and uploads it with the ofile's commit (core_io.c), which
- * serializes against a close, an unlink or a rename of the same file. A
+ * 2, 4 ... 60 s; during a burst, below), and uploads it with the ofile's
+ * commit (core_io.c), which serializes against a close, an unlink or a
+ * rename of the same file. A
  * file sealed again while its upload runs is uploaded again after it
  * (`again`); one sealed again before its upload began is uploaded once.
  * An unlinked file is dropped from the queue without an upload.
+ *
+ * Bursts: while files are being closed one after another (the last close
+ * less than quiet_ms ago, DRAIN_QUIET_MS by default), a file closed less
+ * than hold_ms ago (DRAIN_HOLD_MS) waits, so that the writing program has
+ * the CPU, the disk and the network to itself, and the drain runs behind
+ * the burst: at its end, or on the files older than hold_ms while it goes
+ * on. A sync, an fsync and a stop do not wait.
  *
  * Before an upload, a HEAD compares the store's version with the one the
  * file was based on (its ETag at open, none for a new file, this
@@ -53,6 +61,8 @@
 
 #define DRAIN_MAX_STREAMS 64
 #define DRAIN_BACKOFF_MAX_S 60
+#define DRAIN_QUIET_MS 100           /* closes this close together: a burst */
+#define DRAIN_HOLD_MS 1000           /* how long a burst holds a closed file */
 
 struct drain_ent {
 	struct ofile *of;            /* a reference the drain holds */
@@ -98,6 +108,8 @@ struct core_drain {
 	bool flush;                  /* delays ignored: a sync or a stop */
 	unsigned syncing;            /* core_drain_sync calls waiting */
 	bool stop;
+	int64_t last_close_ns;       /* the last enqueue: a burst runs while
+				      * the next comes within quiet_ms */
 	unsigned n_threads;
 	pthread_t tid[DRAIN_MAX_STREAMS];
 	struct drain_counters ctr;
@@ -160,11 +172,18 @@ static void rate_add(struct core_drain *d, uint64_t size)
 static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 {
 	int64_t now = now_ns();
+	int64_t burst_end = d->last_close_ns + (int64_t)d->conf.quiet_ms * 1000000;
 	*wait_ns = 0;
 	for (struct drain_ent *e = d->head; e; e = e->next) {
 		if (e->busy)
 			continue;
 		int64_t ready = d->flush && !e->err ? now : e->ready_ns;
+		if (!d->flush && !e->err && burst_end > now) {
+			int64_t held = e->closed_ns + (int64_t)d->conf.hold_ms * 1000000;
+			int64_t until = burst_end < held ? burst_end : held;
+			if (until > ready)
+				ready = until;
+		}
 		if (ready <= now)
 			return e;
 		if (!*wait_ns || ready - now < *wait_ns)
@@ -319,6 +338,10 @@ int core_drain_new(struct core *c, const struct core_drain_conf *conf)
 		d->conf.streams = 8;
 	if (d->conf.streams > DRAIN_MAX_STREAMS)
 		d->conf.streams = DRAIN_MAX_STREAMS;
+	if (!d->conf.quiet_ms)
+		d->conf.quiet_ms = DRAIN_QUIET_MS;
+	if (!d->conf.hold_ms)
+		d->conf.hold_ms = DRAIN_HOLD_MS;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
 	pthread_cond_init(&d->progress, NULL);
@@ -345,6 +368,7 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	int64_t now = now_ns();
 	struct drain_ent *n = calloc(1, sizeof *n);
 	mod_lock(&d->lock);
+	d->last_close_ns = now;
 	struct drain_ent **p = &d->head;
 	while (*p && (*p)->of != of)
 		p = &(*p)->next;

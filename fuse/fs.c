@@ -182,8 +182,9 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 	};
 	int rc = core_new(&cd, &fs->core);
 	if (rc == 0 && fs->d.stage) {
-		struct core_drain_conf dc = { fs->d.drain_streams, fs->d.drain_delay_s,
-					      fs->d.stop_drain_s };
+		struct core_drain_conf dc = { .streams = fs->d.drain_streams,
+					      .delay_s = fs->d.drain_delay_s,
+					      .stop_s = fs->d.stop_drain_s };
 		rc = core_drain_new(fs->core, &dc);
 	}
 	return rc;

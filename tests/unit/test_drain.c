@@ -10,7 +10,8 @@
  * name only).
  *
  * The drain runs with a delay of an hour, so nothing drains by itself:
- * core_drain_sync publishes, as `facetfs sync` does.
+ * core_drain_sync publishes, as `facetfs sync` does. Then, with no delay,
+ * a burst of closes holds the drain until it pauses, or for a while.
  */
 #include "unit.h"
 #include "unit_views.h"
@@ -113,6 +114,70 @@ static void crash_image(struct gw *gw, char *keys, size_t len)
 	stage_case_end(st, &t, img);
 }
 
+/* Poll up to 30 s until the store has seen n PUTs; the seconds waited. */
+static double wait_puts(struct store *t, unsigned n)
+{
+	double t0 = unit_now_s();
+	while (seen(t, S3K_PUT) < n && unit_now_s() - t0 < 30)
+		usleep(10000);
+	return unit_now_s() - t0;
+}
+
+/* A burst of closes holds the drain: with a quiet time of 2 s, files
+ * closed one after another are not uploaded while the closes go on (each
+ * close within the quiet time of the last), and all are once the closes
+ * stop for it; with a hold of 1 s and closes that never pause, the
+ * oldest are uploaded while the burst goes on. */
+static void burst(struct view *const *views)
+{
+	struct store t;
+	store_init(&t, 0);
+	struct gw gw;
+	gw_open(views, t.s3, &gw, "drain-burst");
+	struct core_drain_conf dc = { .streams = 2, .stop_s = 5, .quiet_ms = 2000,
+				      .hold_ms = 60000 };
+	CHECK(core_drain_new(gw.core, &dc) == 0, "burst: the drain starts");
+	unsigned p0 = seen(&t, S3K_PUT);
+	char name[32];
+	int bad = 0;
+	double t0 = unit_now_s();
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof name, "burst%d", i);
+		bad += put_file(&gw, name, "b") != 0;
+		usleep(200000);
+	}
+	double closes_s = unit_now_s() - t0;
+	unsigned during = seen(&t, S3K_PUT) - p0;
+	CHECK(!bad && during == 0, "5 closes 200 ms apart: no PUT while they go on "
+	      "(%u PUTs, the closes took %.2f s)", during, closes_s);
+	double waited = wait_puts(&t, p0 + 5);
+	CHECK(seen(&t, S3K_PUT) == p0 + 5 && waited >= 1.5,
+	      "all 5 PUT once the closes stopped for the quiet time (%.2f s after)", waited);
+	core_drain_free(gw.core);
+	gw_close(&gw);
+
+	/* closes that never pause: the hold ends for the oldest */
+	gw_open(views, t.s3, &gw, "drain-burst2");
+	dc = (struct core_drain_conf){ .streams = 2, .stop_s = 5, .quiet_ms = 60000,
+				       .hold_ms = 1000 };
+	CHECK(core_drain_new(gw.core, &dc) == 0, "burst: the drain starts again");
+	p0 = seen(&t, S3K_PUT);
+	t0 = unit_now_s();
+	int i = 0;
+	while (seen(&t, S3K_PUT) == p0 && unit_now_s() - t0 < 30) {
+		snprintf(name, sizeof name, "long%d", i++);
+		bad += put_file(&gw, name, "l") != 0;
+		usleep(50000);
+	}
+	double first = unit_now_s() - t0;
+	CHECK(!bad && seen(&t, S3K_PUT) > p0 && first >= 1.0,
+	      "closes every 50 ms for %.2f s: the first file PUT after its hold, "
+	      "while the closes go on (%d closes)", first, i);
+	core_drain_free(gw.core);
+	gw_close(&gw);
+	store_release(&t);
+}
+
 int main(void)
 {
 	struct view *views[2] = { unit_view(view_json[0]), unit_view(view_json[1]) };
@@ -201,6 +266,7 @@ int main(void)
 	core_drain_free(gw.core);
 	gw_close(&gw);
 	store_release(&t);
+	burst(views);
 	view_free(views[0]);
 	view_free(views[1]);
 	return unit_exit();
