@@ -75,7 +75,8 @@ struct core_owner {
 /* Write-back views' drain (core_drain.c): uploads in parallel (0: 8, at
  * most 64), seconds a closed file waits before its upload, seconds the
  * core's end keeps draining; a burst's closes (at most quiet_ms apart,
- * 0: 100) hold a file up to hold_ms after its close (0: 1,000). */
+ * 0: 100) hold a file up to hold_ms after its close (0: 3,000), unless
+ * half the staging budget is used. */
 struct core_drain_conf {
 	unsigned streams, delay_s, stop_s;
 	unsigned quiet_ms, hold_ms;

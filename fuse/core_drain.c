@@ -22,7 +22,9 @@
  * than hold_ms ago (DRAIN_HOLD_MS) waits, so that the writing program has
  * the CPU, the disk and the network to itself, and the drain runs behind
  * the burst: at its end, or on the files older than hold_ms while it goes
- * on. A sync, an fsync and a stop do not wait.
+ * on. A burst holds nothing
+ * once half the staging budget is used, so that writes never wait for
+ * room while the drain idles; a sync, an fsync and a stop do not wait.
  *
  * Before an upload, a HEAD compares the store's version with the one the
  * file was based on (its ETag at open, none for a new file, this
@@ -62,7 +64,7 @@
 #define DRAIN_MAX_STREAMS 64
 #define DRAIN_BACKOFF_MAX_S 60
 #define DRAIN_QUIET_MS 100           /* closes this close together: a burst */
-#define DRAIN_HOLD_MS 1000           /* how long a burst holds a closed file */
+#define DRAIN_HOLD_MS 3000           /* how long a burst holds a closed file */
 
 struct drain_ent {
 	struct ofile *of;            /* a reference the drain holds */
@@ -173,6 +175,13 @@ static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 {
 	int64_t now = now_ns();
 	int64_t burst_end = d->last_close_ns + (int64_t)d->conf.quiet_ms * 1000000;
+	if (burst_end > now && !d->flush) {
+		/* half the budget staged: the burst holds nothing */
+		struct stage_counters sc;
+		stage_counters_get(d->c->d.stage, &sc);
+		if (sc.used_bytes >= sc.max_bytes / 2)
+			burst_end = 0;
+	}
 	*wait_ns = 0;
 	for (struct drain_ent *e = d->head; e; e = e->next) {
 		if (e->busy)

@@ -175,6 +175,24 @@ static void burst(struct view *const *views)
 	      "while the closes go on (%d closes)", first, i);
 	core_drain_free(gw.core);
 	gw_close(&gw);
+
+	/* half the budget staged: the burst holds nothing */
+	gw_open_budget(views, t.s3, &gw, "drain-burst3", NULL, 1u << 20);
+	dc = (struct core_drain_conf){ .streams = 2, .stop_s = 5, .quiet_ms = 60000,
+				       .hold_ms = 60000 };
+	CHECK(core_drain_new(gw.core, &dc) == 0, "burst: the drain starts, 1 MiB budget");
+	p0 = seen(&t, S3K_PUT);
+	static char big[200 << 10];
+	memset(big, 'h', sizeof big - 1);
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof name, "half%d", i);
+		bad += put_file(&gw, name, big) != 0;
+	}
+	waited = wait_puts(&t, p0 + 1);
+	CHECK(!bad && seen(&t, S3K_PUT) > p0, "3 x 200 KiB closed in a burst into a "
+	      "1 MiB budget: PUT %.2f s after, with a hold of 60 s", waited);
+	core_drain_free(gw.core);
+	gw_close(&gw);
 	store_release(&t);
 }
 

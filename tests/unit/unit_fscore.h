@@ -61,10 +61,11 @@ static inline size_t gw_resolve(void *ctx, const char *name)
 }
 
 /* views: the two views of unit_fscore_view_json, loaded; cc: when copies
- * go in parts (sync/copy.h), NULL for the defaults. */
-static inline void gw_open_copy(struct view *const *views, struct s3 *s3,
-				struct gw *gw, const char *tag,
-				const struct copy_conf *cc)
+ * go in parts (sync/copy.h), NULL for the defaults; max_bytes: the
+ * staging budget. */
+static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
+				  struct gw *gw, const char *tag,
+				  const struct copy_conf *cc, uint64_t max_bytes)
 {
 	gw->dir = unit_fscore_tmpdir(tag);
 	stats_init(&gw->st);
@@ -77,7 +78,7 @@ static inline void gw_open_copy(struct view *const *views, struct s3 *s3,
 		exit(2);
 	}
 	snprintf(path, sizeof path, "%s/staging", gw->dir);
-	struct stage_conf sc = { .dir = path, .max_bytes = 1ull << 30, .s3 = s3 };
+	struct stage_conf sc = { .dir = path, .max_bytes = max_bytes, .s3 = s3 };
 	int rc = stage_open(&sc, &gw->stage);
 	if (rc == 0)
 		rc = inode_table_new(gw_resolve, gw, &gw->it);
@@ -98,6 +99,13 @@ static inline void gw_open_copy(struct view *const *views, struct s3 *s3,
 		printf("# gateway set-up: %s\n", strerror(-rc));
 		exit(2);
 	}
+}
+
+static inline void gw_open_copy(struct view *const *views, struct s3 *s3,
+				struct gw *gw, const char *tag,
+				const struct copy_conf *cc)
+{
+	gw_open_budget(views, s3, gw, tag, cc, 1ull << 30);
 }
 
 static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *gw,
