@@ -268,16 +268,17 @@ static int jnl_overwrite(struct stage *st, const char *name,
 	return err;
 }
 
-/* A first journal, made under its name; removed if it fails. */
-static int jnl_create(struct stage *st, const char *name,
-		      const struct stage_jimg *img, bool sync)
+/* The text into a new file `name`, synced if sync (its data only when
+ * data_only); removed if it fails. */
+static int jnl_write_new(struct stage *st, const char *name,
+			 const struct stage_jimg *img, bool sync, bool data_only)
 {
 	int fd = stage_create_at(st, name, O_WRONLY | O_TRUNC);
 	if (fd < 0)
 		return fd;
 	int err = jnl_pwrite(fd, img);
 	if (!err && sync)
-		err = stage_sync(st, fd, true);
+		err = stage_sync(st, fd, data_only);
 	close(fd);
 	if (err)
 		unlinkat(st->dir_fd, name, 0);
@@ -288,16 +289,8 @@ static int jnl_create(struct stage *st, const char *name,
 static int jnl_replace(struct stage *st, const char *tmp, const char *name,
 		       const struct stage_jimg *img, bool sync)
 {
-	int fd = stage_create_at(st, tmp, O_WRONLY | O_TRUNC);
-	if (fd < 0)
-		return fd;
-	int err = jnl_pwrite(fd, img);
-	if (!err && sync)
-		err = stage_sync(st, fd, false);
-	close(fd);
-	if (!err)
-		err = jnl_install(st, tmp, name);
-	if (err)
+	int err = jnl_write_new(st, tmp, img, sync, false);
+	if (!err && (err = jnl_install(st, tmp, name)) != 0)
 		unlinkat(st->dir_fd, tmp, 0);
 	return err;
 }
@@ -315,7 +308,7 @@ int stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
 		err = jnl_overwrite(st, name, img, sync);
 	if (how != STAGE_JPUT_REPLACE && err == -ENOENT) {   /* none (or gone) */
 		named = false;
-		err = jnl_create(st, name, img, sync);
+		err = jnl_write_new(st, name, img, sync, true);   /* a first journal */
 	}
 	/* The name: new, or renamed, or never synced. */
 	if (!err && sync && (how != STAGE_JPUT_INPLACE || !named))
