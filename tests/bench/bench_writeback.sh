@@ -13,8 +13,9 @@
 #          directory (what power needs per file), measured in the same run
 #   big    one BIG_MIB (1024) file by cp; the bounds: dd conv=fsync onto the
 #          disk that holds cache.dir, and cp into fuse-sink (FUSE only)
-#   fio    fio --rw=write --bs=1m --numjobs=4 --size=256m into the view and
-#          onto the cache.dir disk (needs fio)
+#   fio    fio --rw=write --bs=1m --numjobs=4 --size=256m into the view,
+#          onto the cache.dir disk (its page cache: no fsync) and into
+#          fuse-sink, the FUSE floor (needs fio)
 #   tar    tar x of TAR_DIR (default /usr/include/linux: 763 files, 6.5 MiB
 #          here, a stand-in for a source tarball) into the view, onto the
 #          local disk, rclone, s3fs
@@ -136,10 +137,10 @@ report() {
 }
 
 CACHE_DISK=$T/state-wb-power/cache
-# fuse-sink: the floor of any FUSE file system here (small and big).
+# fuse-sink: the floor of any FUSE file system here (small, big, fio).
 SINK=$FACETFS_BUILD/tests/bench/fuse-sink
 HAVE_SINK=
-if want small || want big; then
+if want small || want big || want fio; then
 	[[ -x $SINK ]] && bench_peer_start sink "$T/sink" "$SINK" "$T/sink" && HAVE_SINK=1
 	[[ -n $HAVE_SINK ]] || bench_say "no fuse-sink: the FUSE floor is n/a"
 fi
@@ -215,9 +216,6 @@ if want big; then
 	bench_figure "big: wb-power / aws, listed in S3" "$(ratio big.wb-power.listed big.aws.listed)" ">= 1x"
 	rm -f "$T/big"
 fi
-if [[ -n $HAVE_SINK ]]; then
-	bench_peer_stop sink
-fi
 
 if want fio; then
 	echo
@@ -231,6 +229,11 @@ if want fio; then
 				jq '.jobs[0].write.bw / 1024'
 		}
 		for r in $(seq 1 "$REPEAT"); do
+			# (the floor first: the view's drain would run beside it)
+			if [[ -n $HAVE_SINK ]]; then
+				mkdir -p "$T/sink/fio$r"
+				rec fio.sink "$(fio_mibs "$T/sink/fio$r")"
+			fi
 			mkdir -p "$CACHE_DISK/fio-probe" "${MNT[wb-power]}/fio$r"
 			rec fio.disk "$(fio_mibs "$CACHE_DISK/fio-probe")"
 			rm -rf "$CACHE_DISK/fio-probe"
@@ -242,8 +245,11 @@ if want fio; then
 		fig "fio: on the cache.dir disk, MiB/s" fio.disk ""
 		fig "fio: into the wb-power view, MiB/s when fio returned" fio.wb-power ""
 		bench_figure "fio: view / disk" "$(ratio fio.wb-power fio.disk)" ">= 0.5x"
+		fig "fio: into fuse-sink (the FUSE floor: nothing kept), MiB/s" fio.sink ""
+		bench_figure "fio: view / the FUSE floor" "$(ratio fio.wb-power fio.sink)" ""
 	fi
 fi
+[[ -z $HAVE_SINK ]] || bench_peer_stop sink
 
 if want tar; then
 	echo
