@@ -12,19 +12,19 @@
  * has come (drain_delay after its close; after a failure, a backoff of 1,
  * 2, 4 ... 60 s; during a burst, below), and uploads it with the ofile's
  * commit (core_io.c), which serializes against a close, an unlink or a
- * rename of the same file. A
- * file sealed again while its upload runs is uploaded again after it
- * (`again`); one sealed again before its upload began is uploaded once.
- * An unlinked file is dropped from the queue without an upload.
+ * rename of the same file. A file sealed again while its upload runs is
+ * uploaded again after it (`again`); one sealed again before its upload
+ * began is uploaded once. An unlinked file is dropped from the queue
+ * without an upload.
  *
  * Bursts: while files are being closed one after another (the last close
  * less than quiet_ms ago, DRAIN_QUIET_MS by default), a file closed less
  * than hold_ms ago (DRAIN_HOLD_MS) waits, so that the writing program has
  * the CPU, the disk and the network to itself, and the drain runs behind
  * the burst: at its end, or on the files older than hold_ms while it goes
- * on. A burst holds nothing
- * once half the staging budget is used, so that writes never wait for
- * room while the drain idles; a sync, an fsync and a stop do not wait.
+ * on. A burst holds nothing once half the staging budget is used, so that
+ * writes never wait for room while the drain idles; a sync, an fsync and
+ * a stop do not wait.
  *
  * Before an upload, a HEAD compares the store's version with the one the
  * file was based on (its ETag at open, none for a new file, this
