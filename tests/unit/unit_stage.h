@@ -56,6 +56,15 @@ static inline struct stage *stage_open_or_exit(struct stage_conf c, struct store
 	return st;
 }
 
+/* A stage in dir with a budget of max bytes and objects of at most maxobj
+ * (0: no limit), uploading each commit in one PUT. */
+static inline struct stage *stage_open_whole(const char *dir, uint64_t max, uint64_t maxobj,
+					     struct store *t)
+{
+	return stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = max,
+			.max_object = maxobj, .up = { .part_size = 1ull << 30 } }, t);
+}
+
 /* The end of a case: the stage closed, the store freed, dir removed and
  * freed. */
 static inline void stage_case_end(struct stage *st, struct store *t, char *dir)
