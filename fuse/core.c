@@ -91,11 +91,16 @@ void core_free(struct core *c)
 		free(m->vname);
 		free(m);
 	}
-	for (size_t i = 0; i < CORE_OFILE_SLOTS; i++)
-		for (struct ofile *of = c->ofiles_by_ino[i], *n; of; of = n) {
-			n = of->ino_next;
+	for (size_t i = 0; i < CORE_OFILE_SLOTS; i++) {
+		for (struct ofile *of = c->ofiles_by_key[i], *n; of; of = n) {
+			n = of->next;
 			core_ofile_free(of);
 		}
+		for (struct ofile *of = c->ofiles_gone[i], *n; of; of = n) {
+			n = of->next;
+			core_ofile_free(of);
+		}
+	}
 	stats_group_remove(&c->grp);
 	reader_counters_release(&c->rctr);
 	pthread_mutex_destroy(&c->ofile_lock);
@@ -447,38 +452,55 @@ static size_t ino_slot(uint64_t ino)
 	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 32) & (CORE_OFILE_SLOTS - 1);
 }
 
-static size_t path_slot(const char *path)
+static size_t key_slot(const char *bucket, const char *key)
 {
-	uint64_t h = 0xcbf29ce484222325ull;          /* FNV-1a */
-	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+	uint64_t h = 0xcbf29ce484222325ull;          /* FNV-1a of bucket/key */
+	for (const unsigned char *p = (const unsigned char *)bucket; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	h = (h ^ '/') * 0x100000001b3ull;
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
 		h = (h ^ *p) * 0x100000001b3ull;
 	return (size_t)(h ^ (h >> 32)) & (CORE_OFILE_SLOTS - 1);
 }
 
-/* Unchain of from the path table (c->ofile_lock held). */
-static void path_unchain(struct core *c, struct ofile *of)
+/* The chain of (c->ofile_lock held): by key while named, by inode once
+ * unlinked. */
+static struct ofile **chain_of(struct core *c, const struct ofile *of)
 {
-	struct ofile **pp = &c->ofiles_by_path[path_slot(of->path)];
-	while (*pp && *pp != of)
-		pp = &(*pp)->path_next;
-	if (*pp)
-		*pp = of->path_next;
-	of->path_next = NULL;
+	return of->unlinked ? &c->ofiles_gone[ino_slot(of->ino)]
+			    : &c->ofiles_by_key[key_slot(of->bucket, of->key)];
 }
 
-static void path_chain(struct core *c, struct ofile *of)
+static void unchain(struct core *c, struct ofile *of)
 {
-	struct ofile **head = &c->ofiles_by_path[path_slot(of->path)];
-	of->path_next = *head;
+	struct ofile **pp = chain_of(c, of);
+	while (*pp && *pp != of)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = of->next;
+	of->next = NULL;
+}
+
+static void chain(struct core *c, struct ofile *of)
+{
+	struct ofile **head = chain_of(c, of);
+	of->next = *head;
 	*head = of;
 }
 
-struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
+/* The named ofile of bucket/key (c->ofile_lock held), no ref taken. */
+static struct ofile *key_find_locked(struct core *c, const char *bucket, const char *key)
+{
+	struct ofile *of = c->ofiles_by_key[key_slot(bucket, key)];
+	while (of && (strcmp(of->key, key) != 0 || strcmp(of->bucket, bucket) != 0))
+		of = of->next;
+	return of;
+}
+
+struct ofile *core_ofile_find_key(struct core *c, const char *bucket, const char *key)
 {
 	mod_lock(&c->ofile_lock);
-	struct ofile *of = c->ofiles_by_ino[ino_slot(ino)];
-	while (of && (of->ino != ino || (of->unlinked && !unlinked_too)))
-		of = of->ino_next;
+	struct ofile *of = c->n_ofiles ? key_find_locked(c, bucket, key) : NULL;
 	if (of)
 		of->refs++;
 	mod_unlock(&c->ofile_lock);
@@ -487,27 +509,62 @@ struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
 
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path)
 {
+	char bucket[256], key[4096];
+	if (!c->n_ofiles ||   /* racy read: a hint, the lock decides below */
+	    core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key) < 0)
+		return NULL;
+	return core_ofile_find_key(c, bucket, key);
+}
+
+/* The unlinked ofile whose descriptors hold inode ino (ref taken). */
+static struct ofile *gone_find(struct core *c, uint64_t ino)
+{
 	mod_lock(&c->ofile_lock);
-	struct ofile *of = c->ofiles_by_path[path_slot(path)];
-	while (of && (of->unlinked || !core_in_view(c, of->vname, view) || strcmp(of->path, path) != 0))
-		of = of->path_next;
+	struct ofile *of = c->ofiles_gone[ino_slot(ino)];
+	while (of && of->ino != ino)
+		of = of->next;
 	if (of)
 		of->refs++;
 	mod_unlock(&c->ofile_lock);
 	return of;
 }
 
+struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
+{
+	if (!c->n_ofiles)
+		return NULL;
+	struct ofile *of = NULL;
+	struct inode_info info;
+	if (inode_get(c->d.it, ino, &info) == 0) {
+		uint64_t now;
+		const struct view *v = core_view(c, info.view);
+		/* Only the inode the kernel holds for the name now is the
+		 * name's: one renamed over or unlinked keeps its path. */
+		if (!info.gone && !info.is_dir && v &&
+		    inode_find(c->d.it, view_name(v), info.path, &now) && now == ino)
+			of = core_ofile_find_path(c, info.view, info.path);
+		free(info.path);
+	}
+	if (of) {
+		mod_lock(&c->ofile_lock);
+		of->ino = ino;       /* the kernel's inode of its name now */
+		mod_unlock(&c->ofile_lock);
+		return of;
+	}
+	return unlinked_too ? gone_find(c, ino) : NULL;
+}
+
 void core_ofile_rename(struct core *c, struct ofile *of, char *path, char *key)
 {
 	mod_lock(&c->ofile_lock);
 	if (of->tabled)
-		path_unchain(c, of);
+		unchain(c, of);
 	free(of->path);
 	free(of->key);
 	of->path = path;
 	of->key = key;
 	if (of->tabled)
-		path_chain(c, of);
+		chain(c, of);
 	mod_unlock(&c->ofile_lock);
 }
 
@@ -516,7 +573,13 @@ void core_ofile_unlink(struct core *c, struct ofile *of)
 	if (!of)
 		return;
 	mod_lock(&c->ofile_lock);
-	of->unlinked = true;
+	if (!of->unlinked) {
+		if (of->tabled)
+			unchain(c, of);
+		of->unlinked = true;
+		if (of->tabled)
+			chain(c, of);
+	}
 	while (of->committing)
 		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
 	mod_unlock(&c->ofile_lock);
@@ -543,16 +606,43 @@ void core_ofile_unhold(struct core *c, struct ofile *of)
 	mod_unlock(&c->ofile_lock);
 }
 
+/* Wait while a rename holds of; then a commit of it begins unless its
+ * name is gone (c->ofile_lock held). */
+static bool commit_begin_locked(struct core *c, struct ofile *of)
+{
+	while (of->held && !of->unlinked)
+		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
+	if (of->unlinked)
+		return false;
+	of->committing++;
+	return true;
+}
+
 bool core_ofile_commit_begin(struct core *c, struct ofile *of)
 {
 	mod_lock(&c->ofile_lock);
-	while (of->held && !of->unlinked)
-		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
-	bool go = !of->unlinked;
-	if (go)
-		of->committing++;
+	bool go = commit_begin_locked(c, of);
 	mod_unlock(&c->ofile_lock);
 	return go;
+}
+
+int core_ofile_publish_begin(struct core *c, struct ofile *of)
+{
+	mod_lock(&c->ofile_lock);
+	int rc = CORE_PUB_GO;
+	if (of->writers)
+		rc = CORE_PUB_WRITING;
+	else if (!commit_begin_locked(c, of))
+		rc = CORE_PUB_GONE;
+	else if (of->writers) {      /* one opened while a rename held it */
+		of->committing--;
+		pthread_cond_broadcast(&c->ofile_cv);
+		rc = CORE_PUB_WRITING;
+	}
+	if (rc == CORE_PUB_WRITING)
+		of->pub_held = true;
+	mod_unlock(&c->ofile_lock);
+	return rc;
 }
 
 void core_ofile_commit_end(struct core *c, struct ofile *of)
@@ -561,6 +651,25 @@ void core_ofile_commit_end(struct core *c, struct ofile *of)
 	of->committing--;
 	pthread_cond_broadcast(&c->ofile_cv);
 	mod_unlock(&c->ofile_lock);
+}
+
+void core_ofile_writer_begin(struct core *c, struct ofile *of)
+{
+	mod_lock(&c->ofile_lock);
+	while (of->committing)
+		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
+	of->writers++;
+	mod_unlock(&c->ofile_lock);
+}
+
+bool core_ofile_writer_end(struct core *c, struct ofile *of)
+{
+	mod_lock(&c->ofile_lock);
+	bool requeue = --of->writers == 0 && of->pub_held;
+	if (requeue)
+		of->pub_held = false;
+	mod_unlock(&c->ofile_lock);
+	return requeue;
 }
 
 bool core_ofile_unlinked(struct core *c, struct ofile *of)
@@ -590,13 +699,9 @@ void core_ofile_put(struct core *c, struct ofile *of)
 	mod_lock(&c->ofile_lock);
 	bool last = --of->refs == 0;
 	if (last && of->tabled) {
-		struct ofile **pp = &c->ofiles_by_ino[ino_slot(of->ino)];
-		while (*pp && *pp != of)
-			pp = &(*pp)->ino_next;
-		if (*pp)
-			*pp = of->ino_next;
-		path_unchain(c, of);
+		unchain(c, of);
 		of->tabled = false;
+		c->n_ofiles--;
 	}
 	mod_unlock(&c->ofile_lock);
 	if (last)
@@ -606,17 +711,13 @@ void core_ofile_put(struct core *c, struct ofile *of)
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
 {
 	mod_lock(&c->ofile_lock);
-	struct ofile **head = &c->ofiles_by_ino[ino_slot(of->ino)];
-	struct ofile *other = *head;
-	while (other && (other->ino != of->ino || other->unlinked))
-		other = other->ino_next;
+	struct ofile *other = key_find_locked(c, of->bucket, of->key);
 	if (other) {
 		other->refs++;
 	} else {
-		of->ino_next = *head;
-		*head = of;
-		path_chain(c, of);
+		chain(c, of);
 		of->tabled = true;
+		c->n_ofiles++;
 	}
 	mod_unlock(&c->ofile_lock);
 	return other;
@@ -635,7 +736,7 @@ bool core_tables_have_child(struct core *c, size_t view, const char *path)
 	for (struct mkdir_ent *m = c->mkdirs; m && !any; m = m->next)
 		any = core_in_view(c, m->vname, view) && under(m->path, path, plen);
 	for (size_t i = 0; i < CORE_OFILE_SLOTS && !any; i++)
-		for (struct ofile *o = c->ofiles_by_ino[i]; o && !any; o = o->ino_next)
+		for (struct ofile *o = c->ofiles_by_key[i]; o && !any; o = o->next)
 			any = core_in_view(c, o->vname, view) && under(o->path, path, plen);
 	mod_unlock(&c->ofile_lock);
 	return any;
@@ -983,13 +1084,13 @@ bool core_retire_changed(struct core *c, const char *vname, const char *path,
 	/* Most changes meet no cached reader: no pin, no index read then. */
 	if (!inode_cached_version(c->d.it, vname, path, ino, held))
 		return false;
-	struct ofile *of = core_ofile_find(c, *ino, false);
-	core_ofile_put(c, of);
-	if (of)
-		return false;                /* written here: its page cache is the writer's */
 	core_req_begin(c);
 	bool done = false;
 	size_t view = core_view_find(c, vname);
+	struct ofile *of = view != INODE_NO_VIEW ? core_ofile_find_path(c, view, path) : NULL;
+	core_ofile_put(c, of);
+	if (of)
+		view = INODE_NO_VIEW;        /* written here: its page cache is the writer's */
 	struct obj_meta o = { 0 };
 	struct stat st;
 	/* What the kernel's inode shows from now on: the name's attributes

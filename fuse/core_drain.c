@@ -74,6 +74,8 @@ struct drain_ent {
 	int err;                     /* the last failure, 0: none */
 	bool busy;                   /* a worker uploads it now */
 	bool again;                  /* sealed again during that upload */
+	bool writing;                /* reopened for writing: waits for the
+				      * last writer's close (core_release) */
 	struct drain_ent *next;
 };
 
@@ -184,7 +186,7 @@ static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 	}
 	*wait_ns = 0;
 	for (struct drain_ent *e = d->head; e; e = e->next) {
-		if (e->busy)
+		if (e->busy || e->writing)
 			continue;
 		int64_t ready = d->flush && !e->err ? now : e->ready_ns;
 		if (!d->flush && !e->err && burst_end > now) {
@@ -252,25 +254,33 @@ static int conflict_check(struct core *c, struct ofile *of)
 	return rc < 0 ? rc : theirs;
 }
 
-enum { PUB_DONE, PUB_CONFLICT, PUB_NOTHING };
+enum { PUB_DONE, PUB_CONFLICT, PUB_NOTHING, PUB_WRITING };
 
 /* Upload e's file: PUB_DONE, PUB_CONFLICT (set aside), PUB_NOTHING (not
- * dirty: published by an fsync; or unlinked: its data dropped), or
- * -errno (kept, retried). */
+ * dirty: published by an fsync; or unlinked: its data dropped),
+ * PUB_WRITING (open for writing: only a closed version is published; its
+ * last writer's close queues it again), or -errno (kept, retried). The
+ * check and the upload run as one commit of the file: a rename, an
+ * unlink or a writer's open waits for both. */
 static int publish(struct core_drain *d, struct ofile *of)
 {
 	struct core *c = d->c;
-	if (core_ofile_unlinked(c, of)) {
+	switch (core_ofile_publish_begin(c, of)) {
+	case CORE_PUB_GONE:
 		stage_file_drop(of->sf);     /* deleted: never uploaded */
 		return PUB_NOTHING;
+	case CORE_PUB_WRITING:
+		return PUB_WRITING;
 	}
-	if (!stage_file_dirty(of->sf))
-		return PUB_NOTHING;
-	int rc = conflict_check(c, of);
-	if (rc != 0)
-		return rc < 0 ? rc : PUB_CONFLICT;
-	rc = core_ofile_commit(c, of);
-	return rc < 0 ? rc : PUB_DONE;
+	int rc = PUB_NOTHING;
+	if (stage_file_dirty(of->sf)) {
+		rc = conflict_check(c, of);
+		if (rc == 0)
+			rc = core_ofile_commit_begun(c, of);
+		rc = rc < 0 ? rc : rc ? PUB_CONFLICT : PUB_DONE;
+	}
+	core_ofile_commit_end(c, of);
+	return rc;
 }
 
 static void *drain_main(void *arg)
@@ -300,7 +310,11 @@ static void *drain_main(void *arg)
 		mod_lock(&d->lock);
 		e->busy = false;
 		struct ofile *put = NULL;
-		if (rc >= 0) {
+		if (rc == PUB_WRITING) {
+			/* sealed again meanwhile: the writer has gone */
+			e->writing = !e->again;
+			e->ready_ns = now_ns();
+		} else if (rc >= 0) {
 			if (rc == PUB_CONFLICT)
 				stats_inc(&d->ctr.conflicts);
 			if (rc == PUB_DONE) {
@@ -382,6 +396,7 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	while (*p && (*p)->of != of)
 		p = &(*p)->next;
 	if (*p) {
+		(*p)->writing = false;
 		if ((*p)->busy)
 			(*p)->again = true;
 		else if (!(*p)->err)
@@ -403,6 +418,14 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	pthread_cond_signal(&d->work);
 	mod_unlock(&d->lock);
 	free(n);
+}
+
+void core_release(struct core *c, struct core_file *f)
+{
+	struct ofile *of = core_file_close(c, f);
+	if (of && c->drain)
+		enqueue(c->drain, of);       /* its last writer: published after */
+	core_ofile_put(c, of);
 }
 
 /* The view of a descriptor now. */
@@ -516,7 +539,8 @@ static int drain_sync(struct core *c, const char *vname, const char *path,
 			if (!ent_under(c, e, vname, path))
 				continue;
 			left++;
-			failed += e->err && !e->busy && e->tries && e->ready_ns > now_ns();
+			failed += e->writing ||
+				  (e->err && !e->busy && e->tries && e->ready_ns > now_ns());
 		}
 		if (!left)
 			break;
@@ -530,7 +554,8 @@ static int drain_sync(struct core *c, const char *vname, const char *path,
 					continue;
 				mod_lock(&c->ofile_lock);
 				fprintf(fp, "%s/%s: %s\n", e->of->bucket, e->of->key,
-					e->err ? strerror(-e->err) : "not uploaded yet");
+					e->writing ? "open for writing"
+					: e->err ? strerror(-e->err) : "not uploaded yet");
 				mod_unlock(&c->ofile_lock);
 			}
 			if (fp)
@@ -597,7 +622,8 @@ char *core_drain_list(struct core *c)
 			fprintf(fp, "%s/%s\t%" PRIu64 " bytes\tage %.1f s\ttries %u\t%s\n",
 				e->of->bucket, e->of->key, stage_file_size(e->of->sf),
 				(double)(now - e->closed_ns) / 1e9, e->tries,
-				e->busy ? "uploading" : e->err ? strerror(-e->err) : "waiting");
+				e->busy ? "uploading" : e->writing ? "open for writing"
+				: e->err ? strerror(-e->err) : "waiting");
 			mod_unlock(&c->ofile_lock);
 		}
 		mod_unlock(&d->lock);

@@ -21,10 +21,12 @@
  * under the index's write lock by those callbacks.
  * The inode table has its own lock (fuse/inode.h).
  *
- * Open files: an inode opened for writing gets one struct ofile holding its
- * staged version (sync/stage.h), shared by every descriptor of this mount
- * (read-your-writes inside a mount). It lives while any descriptor holds it
- * (refs) and is released after the last close.
+ * Open files: an object opened for writing gets one struct ofile holding
+ * its staged version (sync/stage.h), shared by every descriptor of this
+ * mount in any view (read-your-writes inside a mount). It is found by its
+ * bucket and key while its name lasts, by inode after (ofiles_gone). It
+ * lives while any descriptor or the drain holds it (refs) and is released
+ * after the last.
  *
  * Made directories: c->mkdirs is what the index stores under 'D' (loaded at
  * core_new, changed together with it); one entry per (view, path). A
@@ -59,26 +61,29 @@ struct core_views {
 };
 
 struct ofile {
-	uint64_t ino;
+	uint64_t ino;                /* the inode it was last found under (lock) */
 	char *vname;                 /* the view's name (view indexes change) */
 	char *path;                  /* inside the view */
-	char *bucket, *key;
+	char *bucket, *key;          /* what names it in the table (lock) */
 	struct stage_file *sf;
 	struct obj_meta meta;        /* what the upload carries: metadata, type */
-	int refs;                    /* descriptors holding it */
+	int refs;                    /* descriptors holding it, and the drain */
+	int writers;                 /* writable descriptors open (lock): the
+				      * drain publishes nothing while one is */
+	bool pub_held;               /* the drain found a writer (lock) */
 	bool unlinked;               /* its name is gone (unlink, renamed over):
 				      * never uploaded again, found by inode only */
 	bool times_set;              /* mtime set since the last write (lock) */
 	int committing;              /* commits under way (core_ofile_commit) */
-	int held;                    /* a rename onto its name runs: commits wait */
+	int held;                    /* a rename onto or of its name runs:
+				      * commits wait */
 	char base_etag[72];          /* the version it is based on: the ETag at
 				      * open or of this mount's last upload;
 				      * "" for a new object (lock) */
 	bool tabled;                 /* in the open-file table (lock) */
-	struct ofile *ino_next;      /* its chain in ofiles_by_ino */
-	struct ofile *path_next;     /* its chain in ofiles_by_path */
+	struct ofile *next;          /* its chain: by key while named, by
+				      * inode once unlinked */
 };
-
 #define CORE_OFILE_SLOTS 1024        /* a power of two */
 
 struct mkdir_ent {                   /* a directory made with mkdir */
@@ -118,12 +123,18 @@ struct core {
 	size_t n_dirs, dirs_bytes;
 
 	pthread_mutex_t ofile_lock;  /* protects the ofile tables and mkdirs */
-	pthread_cond_t ofile_cv;     /* an ofile's commit ended, or its hold */
-	/* The open-file table, hashed by inode and by path (every view's in
-	 * one chain): a write-back backlog of thousands of files costs each
-	 * lookup, create and release a short chain, not a walk of them all. */
-	struct ofile *ofiles_by_ino[CORE_OFILE_SLOTS];
-	struct ofile *ofiles_by_path[CORE_OFILE_SLOTS];
+	pthread_cond_t ofile_cv;     /* an ofile's commit ended, or its hold,
+				      * or its last writer left */
+	/* The open-file table: a file staged here is found by its bucket
+	 * and key from any view, whatever inode the kernel holds for it
+	 * (renamed, forgotten, another view of the same prefix); one whose
+	 * name is gone only by the inode its descriptors hold. Hashed, so a
+	 * write-back backlog of thousands of files costs each lookup a
+	 * short chain. n_ofiles (both tables) lets a read of a file no
+	 * writer stages skip the inode table. */
+	struct ofile *ofiles_by_key[CORE_OFILE_SLOTS];
+	struct ofile *ofiles_gone[CORE_OFILE_SLOTS];
+	size_t n_ofiles;
 	struct mkdir_ent *mkdirs;
 	struct core_drain *drain;    /* write-back (core_drain.c) */
 };
@@ -227,12 +238,15 @@ int  core_index_uploaded(struct core *c, const struct obj_meta *o, const char *v
  * (index_apply_newer: decided under the index's write lock). */
 int  core_index_newer(struct core *c, const struct obj_meta *o);
 
-/* The staged file of an inode (ref taken). A new open wants the one its
- * name shows (unlinked_too false); a descriptor's reads also the one whose
- * name is gone (it is still that descriptor's file). */
+/* The staged file of an inode (ref taken): the one staged under the key
+ * its name stands for, if the kernel holds this inode for that name now
+ * (an inode renamed over or unlinked is not the name's); with
+ * unlinked_too, else the one whose name went while this inode's
+ * descriptors held it. Called in a request (the view set pinned). */
 struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too);
-/* The staged file a name of this mount shows (never an unlinked one). */
+/* The staged file a name shows (never an unlinked one), in any view. */
 struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path);
+struct ofile *core_ofile_find_key(struct core *c, const char *bucket, const char *key);
 /* of is known by a new path and key from now on (takes both strings). */
 void core_ofile_rename(struct core *c, struct ofile *of, char *path, char *key);
 /* The name of of is gone (unlink, or renamed over): its descriptors keep
@@ -246,12 +260,24 @@ void core_ofile_unlink(struct core *c, struct ofile *of);
 void core_ofile_hold(struct core *c, struct ofile *of);
 void core_ofile_unhold(struct core *c, struct ofile *of);
 bool core_ofile_unlinked(struct core *c, struct ofile *of);
+/* A writable descriptor of of opens (waits while a commit of it runs, so
+ * that an O_TRUNC never meets an upload) and closes; the close of the
+ * last one answers whether the drain was held back meanwhile
+ * (core_ofile_publish_begin), so its caller queues the file again. */
+void core_ofile_writer_begin(struct core *c, struct ofile *of);
+bool core_ofile_writer_end(struct core *c, struct ofile *of);
+/* The drain's commit of of begins: CORE_PUB_GO (committing, as
+ * core_ofile_commit_begin), CORE_PUB_GONE (its name is gone) or
+ * CORE_PUB_WRITING (a writable descriptor is open: only a closed version
+ * is published; noted, so that the last writer's close says so). */
+enum { CORE_PUB_GO, CORE_PUB_GONE, CORE_PUB_WRITING };
+int  core_ofile_publish_begin(struct core *c, struct ofile *of);
 /* A commit of of begins (false: its name is gone, nothing to publish;
  * waits while a rename holds it) and ends. */
 bool core_ofile_commit_begin(struct core *c, struct ofile *of);
 void core_ofile_commit_end(struct core *c, struct ofile *of);
 void core_ofile_put(struct core *c, struct ofile *of);
-/* Put of into the table unless another (not unlinked) ofile of its inode
+/* Put of into the table unless another (not unlinked) ofile of its key
  * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);
 void core_ofile_free(struct ofile *of);
@@ -291,6 +317,14 @@ int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
  * set to now unless times_set), then show the new version in the index at
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
+/* core_ofile_commit for a caller that began it (core_ofile_publish_begin)
+ * and ends it. */
+int  core_ofile_commit_begun(struct core *c, struct ofile *of);
+/* Free a descriptor. A writable one's close may be the last writer of a
+ * file the drain held back (core_ofile_writer_end): that ofile is
+ * returned with the descriptor's reference, for the caller to queue again
+ * and put; else NULL. */
+struct ofile *core_file_close(struct core *c, struct core_file *f);
 /* The close of a file of a write-back view: sealed (stage_file_seal:
  * durable here, journaled "commit", not uploaded) and indexed as this
  * mount's own with no ETag yet. 0 or -EIO. */

@@ -55,8 +55,13 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		     const struct obj_posix *px, struct ofile **out)
 {
 	struct ofile *of = core_ofile_find(c, ino, false);
+	if (!of)
+		of = core_ofile_find_key(c, bucket, key);   /* staged from another view */
 	if (of) {
+		core_ofile_writer_begin(c, of);
 		int rc = trunc ? stage_file_truncate(of->sf, 0) : 0;
+		if (rc < 0)
+			core_ofile_writer_end(c, of);
 		if (rc < 0) {
 			core_ofile_put(c, of);
 			return rc;
@@ -74,6 +79,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	}
 	of->ino = ino;
 	of->refs = 1;
+	of->writers = 1;
 
 	/* The metadata the upload carries: the view's on_create for a new
 	 * object, the current object's otherwise. */
@@ -129,7 +135,9 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	if (other) {
 		core_ofile_free(of);
 		of = other;
+		core_ofile_writer_begin(c, of);
 		if (trunc && (rc = stage_file_truncate(of->sf, 0)) < 0) {
+			core_ofile_writer_end(c, of);
 			core_ofile_put(c, of);
 			return rc;
 		}
@@ -185,6 +193,11 @@ int core_ofile_commit(struct core *c, struct ofile *of)
 	int rc = ofile_commit(c, of);
 	core_ofile_commit_end(c, of);
 	return rc;
+}
+
+int core_ofile_commit_begun(struct core *c, struct ofile *of)
+{
+	return ofile_commit(c, of);
 }
 
 /* of's version as this mount's own in the index: its size and metadata
@@ -278,14 +291,17 @@ static struct core_file *file_new(void)
 	return f;
 }
 
-void core_release(struct core *c, struct core_file *f)
+struct ofile *core_file_close(struct core *c, struct core_file *f)
 {
 	if (!f)
-		return;
+		return NULL;
 	if (f->cached)
 		inode_close_read(c->d.it, f->ino, false);
 	vis_version_close(f->ver);
-	if (f->of)
+	struct ofile *held = NULL;
+	if (f->of && f->writable && core_ofile_writer_end(c, f->of))
+		held = f->of;        /* the caller's reference now */
+	else if (f->of)
 		core_ofile_put(c, f->of);
 	free(f->bucket);
 	free(f->key);
@@ -293,6 +309,7 @@ void core_release(struct core *c, struct core_file *f)
 	free(f->text);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
+	return held;
 }
 
 static int open_meta(struct core *c, uint64_t ino, int flags, struct core_file *f,
@@ -483,7 +500,7 @@ int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 	else
 		rc = open_object(c, ino, flags, f, cache);
 	if (rc < 0) {
-		core_release(c, f);
+		core_ofile_put(c, core_file_close(c, f));
 		return rc;
 	}
 	*out = f;
@@ -529,7 +546,7 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 			log_info("create %s in view %s refused: key %s cannot match the view",
 				 name, view < core_views(c)->n
 					       ? view_name(core_view(c, view)) : "?", key);
-		core_release(c, f);
+		core_ofile_put(c, core_file_close(c, f));
 		return rc;
 	}
 	f->writable = true;
@@ -784,7 +801,7 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 		if (vsize == (uint64_t)n)    /* the whole target: keep it */
 			links_put(c->links, etag, buf);
 	}
-	core_release(c, f);
+	core_ofile_put(c, core_file_close(c, f));
 	return n < 0 ? (int)n : 0;
 }
 

@@ -274,15 +274,24 @@ static void rename_ofile(struct core *c, struct ofile *of, const char *bucket,
 /* Rename of a file of a write-back view staged here: it moves under its
  * new name, where the drain uploads it (no upload and no COPY now); the
  * old key is deleted in S3 only if S3 had a version of it (the file's
- * base), and only forgotten by the index otherwise. A file waiting in the
- * drain is sealed again under the new name. */
+ * base), and only forgotten by the index otherwise. An upload of either
+ * file under way ends first and none begins until the names have moved
+ * (core_ofile_hold), so the old name's upload never lands after its
+ * DELETE. The file is based on what the new name held: the replaced
+ * file's base (its upload's ETag, if it had one), else the index's
+ * version. A file waiting in the drain is sealed again under the new
+ * name. */
 static int rename_pending(struct core *c, struct ofile *of, struct ofile *dof,
 			  const char *bucket, const char *key, const char *npath,
 			  const char *nkey)
 {
-	char base[72];
+	core_ofile_hold(c, of);
+	core_ofile_hold(c, dof);
+	char base[72], dbase[72] = "";
 	mod_lock(&c->ofile_lock);
 	snprintf(base, sizeof base, "%s", of->base_etag);
+	if (dof)
+		snprintf(dbase, sizeof dbase, "%s", dof->base_etag);
 	mod_unlock(&c->ofile_lock);
 	struct obj_meta rec = { 0 }, dst = { 0 };
 	bool have_rec = index_object_get(c->d.ix, bucket, key, &rec) == 0 &&
@@ -308,12 +317,15 @@ static int rename_pending(struct core *c, struct ofile *of, struct ofile *dof,
 			rename_record(c, &rec, nkey, "");
 		}
 		rename_ofile(c, of, bucket, npath, nkey);
-		/* Based on what S3 holds under the new name, if anything. */
 		mod_lock(&c->ofile_lock);
-		snprintf(of->base_etag, sizeof of->base_etag, "%s", have_dst ? dst.etag : "");
+		snprintf(of->base_etag, sizeof of->base_etag, "%s",
+			 dof ? dbase : have_dst ? dst.etag : "");
 		mod_unlock(&c->ofile_lock);
-		rc = core_drain_reseal(c, of);
 	}
+	core_ofile_unhold(c, dof);
+	core_ofile_unhold(c, of);
+	if (rc == 0)
+		rc = core_drain_reseal(c, of);
 	obj_meta_release(&rec);
 	obj_meta_release(&dst);
 	return rc;
