@@ -97,6 +97,14 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		memset(&cur, 0, sizeof cur);
 		snprintf(of->base_etag, sizeof of->base_etag, "%s", of->meta.etag);
 	} else if (rc == 0) {
+		/* A create replaces what the index knows of the key (a name
+		 * another view shows, or this mount's own last upload): that
+		 * version was there before this open, not written after it. */
+		struct obj_meta known = { 0 };
+		if (create && index_object_get(c->d.ix, bucket, key, &known) == 0 &&
+		    !(known.flags & OBJ_DELETED))
+			snprintf(of->base_etag, sizeof of->base_etag, "%s", known.etag);
+		obj_meta_release(&known);
 		size_t n;
 		const struct obj_kv *kv = view_on_create(core_view(c, view), &n);
 		for (size_t i = 0; rc == 0 && i < n; i++)
