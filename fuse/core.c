@@ -533,25 +533,22 @@ struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
 {
 	if (!c->n_ofiles)
 		return NULL;
-	struct ofile *of = NULL;
 	struct inode_info info;
-	if (inode_get(c->d.it, ino, &info) == 0) {
-		uint64_t now;
-		const struct view *v = core_view(c, info.view);
-		/* Only the inode the kernel holds for the name now is the
-		 * name's: one renamed over or unlinked keeps its path. */
-		if (!info.gone && !info.is_dir && v &&
-		    inode_find(c->d.it, view_name(v), info.path, &now) && now == ino)
-			of = core_ofile_find_path(c, info.view, info.path);
-		free(info.path);
-	}
-	if (of) {
-		mod_lock(&c->ofile_lock);
-		of->ino = ino;       /* the kernel's inode of its name now */
-		mod_unlock(&c->ofile_lock);
-		return of;
-	}
-	return unlinked_too ? gone_find(c, ino) : NULL;
+	if (inode_get(c->d.it, ino, &info) < 0)
+		return NULL;
+	uint64_t now;
+	const struct view *v = core_view(c, info.view);
+	/* Only the inode the kernel holds for the name now is the name's:
+	 * one renamed over or unlinked keeps its path, and only such an
+	 * inode can be the one an unlinked file's descriptors hold (the
+	 * number of a forgotten one is the next file's of that name). */
+	bool named = !info.gone && !info.is_dir && v &&
+		     inode_find(c->d.it, view_name(v), info.path, &now) && now == ino;
+	struct ofile *of = named ? core_ofile_find_path(c, info.view, info.path) : NULL;
+	free(info.path);
+	if (!named && !info.is_dir && unlinked_too)
+		of = gone_find(c, ino);
+	return of;
 }
 
 void core_ofile_rename(struct core *c, struct ofile *of, char *path, char *key)
@@ -572,14 +569,8 @@ void core_ofile_unlink(struct core *c, struct ofile *of)
 {
 	if (!of)
 		return;
+	core_ofile_displace(c, of);
 	mod_lock(&c->ofile_lock);
-	if (!of->unlinked) {
-		if (of->tabled)
-			unchain(c, of);
-		of->unlinked = true;
-		if (of->tabled)
-			chain(c, of);
-	}
 	while (of->committing)
 		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
 	mod_unlock(&c->ofile_lock);
@@ -626,15 +617,15 @@ bool core_ofile_commit_begin(struct core *c, struct ofile *of)
 	return go;
 }
 
-int core_ofile_publish_begin(struct core *c, struct ofile *of)
+int core_ofile_publish_begin(struct core *c, struct ofile *of, bool by_writer)
 {
 	mod_lock(&c->ofile_lock);
 	int rc = CORE_PUB_GO;
-	if (of->writers)
+	if (of->writers && !by_writer)
 		rc = CORE_PUB_WRITING;
 	else if (!commit_begin_locked(c, of))
 		rc = CORE_PUB_GONE;
-	else if (of->writers) {      /* one opened while a rename held it */
+	else if (of->writers && !by_writer) {    /* opened while a rename held it */
 		of->committing--;
 		pthread_cond_broadcast(&c->ofile_cv);
 		rc = CORE_PUB_WRITING;
@@ -653,12 +644,36 @@ void core_ofile_commit_end(struct core *c, struct ofile *of)
 	mod_unlock(&c->ofile_lock);
 }
 
-void core_ofile_writer_begin(struct core *c, struct ofile *of)
+bool core_ofile_writer_begin(struct core *c, struct ofile *of)
 {
 	mod_lock(&c->ofile_lock);
 	while (of->committing)
 		pthread_cond_wait(&c->ofile_cv, &c->ofile_lock);
-	of->writers++;
+	bool named = !of->unlinked;
+	if (named)
+		of->writers++;
+	mod_unlock(&c->ofile_lock);
+	return named;
+}
+
+void core_ofile_set_ino(struct core *c, struct ofile *of, uint64_t ino)
+{
+	mod_lock(&c->ofile_lock);
+	if (!of->unlinked)   /* a gone one stays where its descriptors find it */
+		of->ino = ino;
+	mod_unlock(&c->ofile_lock);
+}
+
+void core_ofile_displace(struct core *c, struct ofile *of)
+{
+	mod_lock(&c->ofile_lock);
+	if (!of->unlinked) {
+		if (of->tabled)
+			unchain(c, of);
+		of->unlinked = true;
+		if (of->tabled)
+			chain(c, of);
+	}
 	mod_unlock(&c->ofile_lock);
 }
 
@@ -670,6 +685,14 @@ bool core_ofile_writer_end(struct core *c, struct ofile *of)
 		of->pub_held = false;
 	mod_unlock(&c->ofile_lock);
 	return requeue;
+}
+
+bool core_ofile_writing(struct core *c, struct ofile *of)
+{
+	mod_lock(&c->ofile_lock);
+	bool w = of->writers > 0;
+	mod_unlock(&c->ofile_lock);
+	return w;
 }
 
 bool core_ofile_unlinked(struct core *c, struct ofile *of)

@@ -138,6 +138,8 @@ static void gauges_locked(struct core_drain *d)
 	uint64_t files = 0, bytes = 0, busy = 0;
 	int64_t oldest = 0, now = now_ns();
 	for (struct drain_ent *e = d->head; e; e = e->next) {
+		if (!e->of)
+			continue;    /* leaving: its reference being put */
 		files++;
 		bytes += stage_file_size(e->of->sf);
 		busy += e->busy;
@@ -186,7 +188,7 @@ static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 	}
 	*wait_ns = 0;
 	for (struct drain_ent *e = d->head; e; e = e->next) {
-		if (e->busy || e->writing)
+		if (e->busy || e->writing || !e->of)
 			continue;
 		int64_t ready = d->flush && !e->err ? now : e->ready_ns;
 		if (!d->flush && !e->err && burst_end > now) {
@@ -216,7 +218,7 @@ static void unlink_ent(struct core_drain *d, struct drain_ent *e)
  * based on: then its bytes are set aside (recovered/) and the store's
  * version indexed. 1: conflict handled, 0: go on, -errno: the HEAD
  * failed (retried later). */
-static int conflict_check(struct core *c, struct ofile *of)
+static int conflict_check(struct core *c, struct ofile *of, bool by_writer)
 {
 	char bucket[256], key[4096], base[72];
 	mod_lock(&c->ofile_lock);
@@ -239,6 +241,8 @@ static int conflict_check(struct core *c, struct ofile *of)
 			note = NULL;
 		rc = note ? stage_file_set_aside(of->sf, note) : -ENOMEM;
 		free(note);
+		if (rc == 0 && !by_writer)   /* the name shows the store's version */
+			core_ofile_displace(c, of);
 		if (rc == 0) {
 			log_warn("write-back: %s/%s was written by another client (ETag %s, "
 				 "this file was based on %s): the local version is in "
@@ -262,10 +266,9 @@ enum { PUB_DONE, PUB_CONFLICT, PUB_NOTHING, PUB_WRITING };
  * last writer's close queues it again), or -errno (kept, retried). The
  * check and the upload run as one commit of the file: a rename, an
  * unlink or a writer's open waits for both. */
-static int publish(struct core_drain *d, struct ofile *of)
+static int publish(struct core *c, struct ofile *of, bool by_writer)
 {
-	struct core *c = d->c;
-	switch (core_ofile_publish_begin(c, of)) {
+	switch (core_ofile_publish_begin(c, of, by_writer)) {
 	case CORE_PUB_GONE:
 		stage_file_drop(of->sf);     /* deleted: never uploaded */
 		return PUB_NOTHING;
@@ -274,7 +277,7 @@ static int publish(struct core_drain *d, struct ofile *of)
 	}
 	int rc = PUB_NOTHING;
 	if (stage_file_dirty(of->sf)) {
-		rc = conflict_check(c, of);
+		rc = conflict_check(c, of, by_writer);
 		if (rc == 0)
 			rc = core_ofile_commit_begun(c, of);
 		rc = rc < 0 ? rc : rc ? PUB_CONFLICT : PUB_DONE;
@@ -306,7 +309,7 @@ static void *drain_main(void *arg)
 		e->again = false;
 		mod_unlock(&d->lock);
 		uint64_t size = stage_file_size(e->of->sf);
-		int rc = publish(d, e->of);
+		int rc = publish(d->c, e->of, false);
 		mod_lock(&d->lock);
 		e->busy = false;
 		struct ofile *put = NULL;
@@ -327,9 +330,11 @@ static void *drain_main(void *arg)
 			if (e->again && rc == PUB_DONE) {
 				e->ready_ns = now_ns() + (int64_t)d->conf.delay_s * 1000000000;
 			} else {
-				unlink_ent(d, e);
+				/* leaves the queue once its reference is put:
+				 * a sync that waits for it sees the file gone
+				 * from the core's table too */
 				put = e->of;
-				free(e);
+				e->of = NULL;
 			}
 		} else {
 			stats_inc(&d->ctr.failed);
@@ -339,12 +344,14 @@ static void *drain_main(void *arg)
 			e->ready_ns = now_ns() + (int64_t)(s > DRAIN_BACKOFF_MAX_S
 							     ? DRAIN_BACKOFF_MAX_S : s) * 1000000000;
 		}
-		pthread_cond_broadcast(&d->progress);
 		if (put) {
 			mod_unlock(&d->lock);
 			core_ofile_put(d->c, put);   /* may release the staged file */
 			mod_lock(&d->lock);
+			unlink_ent(d, e);
+			free(e);
 		}
+		pthread_cond_broadcast(&d->progress);
 	}
 	mod_unlock(&d->lock);
 	return NULL;
@@ -457,24 +464,28 @@ int core_drain_reseal(struct core *c, struct ofile *of)
 	for (struct drain_ent *e = d->head; e && !queued; e = e->next)
 		queued = e->of == of;
 	mod_unlock(&d->lock);
-	if (!queued)
-		return 0;            /* open: its close seals it */
+	if (!queued && core_ofile_writing(c, of))
+		return 0;            /* open for writing: its close seals it */
 	int rc = core_ofile_seal(c, of);
-	if (rc == 0)
+	if (rc == 0 && stage_file_dirty(of->sf))
 		enqueue(d, of);
 	return rc;
 }
 
-/* Publish of now (fsync of a write-back file): its entry, if any, is
- * done when the upload succeeds. */
+/* Publish of now (fsync of a write-back file), by the drain's checked
+ * path: its entry, if any, is done when the upload succeeds. A conflict
+ * (another client wrote the key since the file's base: the local bytes
+ * went to recovered/) is the fsync's EIO. */
 static int publish_now(struct core *c, struct ofile *of)
 {
 	struct core_drain *d = c->drain;
-	int rc = core_ofile_commit(c, of);
+	int rc = publish(c, of, true);
 	if (rc < 0)
 		return rc;
 	struct drain_ent *gone = NULL;
 	mod_lock(&d->lock);
+	if (rc == PUB_CONFLICT)
+		stats_inc(&d->ctr.conflicts);
 	for (struct drain_ent *e = d->head; e; e = e->next)
 		if (e->of == of && !e->busy && !stage_file_dirty(of->sf)) {
 			unlink_ent(d, e);
@@ -487,7 +498,7 @@ static int publish_now(struct core *c, struct ofile *of)
 		core_ofile_put(c, gone->of);
 		free(gone);
 	}
-	return 0;
+	return rc == PUB_CONFLICT ? -EIO : 0;   /* S3 keeps the other version */
 }
 
 int core_fsync(struct core *c, struct core_file *f)
@@ -504,8 +515,8 @@ int core_fsync(struct core *c, struct core_file *f)
 static bool ent_under(struct core *c, struct drain_ent *e, const char *vname,
 		      const char *path)
 {
-	if (!vname)
-		return true;
+	if (!vname || !e->of)
+		return true;         /* one leaving counts until it is gone */
 	mod_lock(&c->ofile_lock);
 	size_t n = strlen(path);
 	bool in = !strcmp(e->of->vname, vname) &&
@@ -550,7 +561,7 @@ static int drain_sync(struct core *c, const char *vname, const char *path,
 			size_t len = 0;
 			FILE *fp = open_memstream(&text, &len);
 			for (struct drain_ent *e = d->head; fp && e; e = e->next) {
-				if (!ent_under(c, e, vname, path))
+				if (!e->of || !ent_under(c, e, vname, path))
 					continue;
 				mod_lock(&c->ofile_lock);
 				fprintf(fp, "%s/%s: %s\n", e->of->bucket, e->of->key,
@@ -618,6 +629,8 @@ char *core_drain_list(struct core *c)
 		int64_t now = now_ns();
 		mod_lock(&d->lock);
 		for (struct drain_ent *e = d->head; e; e = e->next) {
+			if (!e->of)
+				continue;
 			mod_lock(&c->ofile_lock);
 			fprintf(fp, "%s/%s\t%" PRIu64 " bytes\tage %.1f s\ttries %u\t%s\n",
 				e->of->bucket, e->of->key, stage_file_size(e->of->sf),

@@ -260,18 +260,28 @@ void core_ofile_unlink(struct core *c, struct ofile *of);
 void core_ofile_hold(struct core *c, struct ofile *of);
 void core_ofile_unhold(struct core *c, struct ofile *of);
 bool core_ofile_unlinked(struct core *c, struct ofile *of);
+bool core_ofile_writing(struct core *c, struct ofile *of);   /* a writer is open */
 /* A writable descriptor of of opens (waits while a commit of it runs, so
- * that an O_TRUNC never meets an upload) and closes; the close of the
+ * that an O_TRUNC never meets an upload; false, not counted: its name
+ * went meanwhile, find the name's file again) and closes; the close of the
  * last one answers whether the drain was held back meanwhile
  * (core_ofile_publish_begin), so its caller queues the file again. */
-void core_ofile_writer_begin(struct core *c, struct ofile *of);
+bool core_ofile_writer_begin(struct core *c, struct ofile *of);
+/* A writable descriptor opens of through inode ino: its descriptors'
+ * inode from now on (where an unlink leaves it to be found). */
+void core_ofile_set_ino(struct core *c, struct ofile *of, uint64_t ino);
+/* of no longer stands for its name (its bytes were set aside after a
+ * conflict: the name shows the store's version): found by inode only,
+ * never published again. Does not wait (its caller's commit runs). */
+void core_ofile_displace(struct core *c, struct ofile *of);
 bool core_ofile_writer_end(struct core *c, struct ofile *of);
-/* The drain's commit of of begins: CORE_PUB_GO (committing, as
- * core_ofile_commit_begin), CORE_PUB_GONE (its name is gone) or
- * CORE_PUB_WRITING (a writable descriptor is open: only a closed version
- * is published; noted, so that the last writer's close says so). */
+/* A publish of of begins (the drain's, or a writer's fsync: by_writer):
+ * CORE_PUB_GO (committing, as core_ofile_commit_begin), CORE_PUB_GONE
+ * (its name is gone) or, not by_writer, CORE_PUB_WRITING (a writable
+ * descriptor is open: only a closed version is published; noted, so
+ * that the last writer's close says so). */
 enum { CORE_PUB_GO, CORE_PUB_GONE, CORE_PUB_WRITING };
-int  core_ofile_publish_begin(struct core *c, struct ofile *of);
+int  core_ofile_publish_begin(struct core *c, struct ofile *of, bool by_writer);
 /* A commit of of begins (false: its name is gone, nothing to publish;
  * waits while a rename holds it) and ends. */
 bool core_ofile_commit_begin(struct core *c, struct ofile *of);

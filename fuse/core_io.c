@@ -54,11 +54,17 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		     const char *bucket, const char *key, bool trunc, bool create,
 		     const struct obj_posix *px, struct ofile **out)
 {
-	struct ofile *of = core_ofile_find(c, ino, false);
-	if (!of)
-		of = core_ofile_find_key(c, bucket, key);   /* staged from another view */
+	struct ofile *of;
+	for (;;) {
+		of = core_ofile_find(c, ino, false);
+		if (!of)     /* staged from another view */
+			of = core_ofile_find_key(c, bucket, key);
+		if (!of || core_ofile_writer_begin(c, of))
+			break;
+		core_ofile_put(c, of);   /* set aside meanwhile: the name's file now */
+	}
 	if (of) {
-		core_ofile_writer_begin(c, of);
+		core_ofile_set_ino(c, of, ino);
 		int rc = trunc ? stage_file_truncate(of->sf, 0) : 0;
 		if (rc < 0)
 			core_ofile_writer_end(c, of);
@@ -140,10 +146,15 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 
 	/* Another descriptor may have made one meanwhile: use the first. */
 	struct ofile *other = core_ofile_insert(c, of);
+	if (other && !core_ofile_writer_begin(c, other)) {
+		core_ofile_put(c, other);        /* set aside meanwhile */
+		core_ofile_free(of);
+		return -EAGAIN;
+	}
 	if (other) {
 		core_ofile_free(of);
 		of = other;
-		core_ofile_writer_begin(c, of);
+		core_ofile_set_ino(c, of, ino);
 		if (trunc && (rc = stage_file_truncate(of->sf, 0)) < 0) {
 			core_ofile_writer_end(c, of);
 			core_ofile_put(c, of);

@@ -140,6 +140,30 @@ static int delete_object(struct core *c, const char *bucket, const char *key)
 	return 0;
 }
 
+/* The DELETE of a pending file's old name after a rename: only the
+ * version the file was based on (base) is deleted. One another client
+ * wrote since stays, and the index learns it; none there is nothing to
+ * do. S3 has no conditional DELETE: a HEAD just before. */
+static int delete_if_base(struct core *c, const char *bucket, const char *key,
+			  const char *base)
+{
+	struct obj_meta cur = { 0 };
+	int rc = s3_head(c->d.s3, bucket, key, &cur);
+	if (rc == 0 && strcmp(cur.etag, base) != 0) {
+		log_warn("rename: %s/%s was written by another client (ETag %s, the "
+			 "renamed file was based on %s): it stays", bucket, key,
+			 cur.etag, base);
+		cur.flags |= OBJ_HAS_META;
+		core_index_newer(c, &cur);
+	} else if (rc == 0) {
+		rc = delete_object(c, bucket, key);
+	} else if (rc == -ENOENT) {
+		rc = 0;
+	}
+	obj_meta_release(&cur);
+	return rc;
+}
+
 /* ---------- the source of a copy ---------- */
 
 /* Does the index's record hold all a copy carries over (ETag, user
@@ -300,7 +324,7 @@ static int rename_pending(struct core *c, struct ofile *of, struct ofile *dof,
 			!(dst.flags & OBJ_DELETED);
 	int rc = 0;
 	if (*base) {
-		rc = delete_object(c, bucket, key);
+		rc = delete_if_base(c, bucket, key, base);
 	} else if (have_rec) {
 		if (c->d.stage)
 			stage_key_replaced(c->d.stage, bucket, key);

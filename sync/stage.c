@@ -611,6 +611,7 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 				stage_stream_break(f, "renamed back");
 		} else {
 			f->dirty = true;
+			stage_kept_renamed(f->st, f->id, f->bucket, f->key);
 		}
 		op_end(f, owned, false);
 	}

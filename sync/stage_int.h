@@ -351,6 +351,10 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 			 uint64_t except);
 void stage_kept_release(struct stage *st, uint64_t id);
+/* The kept file id is known by bucket/key from now on (a rename): what
+ * replaces that key marks it, not what replaces its old one. */
+void stage_kept_renamed(struct stage *st, uint64_t id, const char *bucket,
+			const char *key);
 void stage_kept_begin(struct stage *st, uint64_t id);
 void stage_kept_unmark(struct stage *st, uint64_t id);
 void stage_kept_forget(struct stage *st, uint64_t id);

@@ -85,6 +85,29 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 		kept_free(k);
 }
 
+void stage_kept_renamed(struct stage *st, uint64_t id, const char *bucket,
+			const char *key)
+{
+	char *b = strdup(bucket), *k = strdup(key);
+	mod_lock(&st->lock);
+	struct stage_kept *o = st->kept;
+	while (o && o->id != id)
+		o = o->next;
+	if (o && b && k) {
+		char *ob = o->bucket, *ok = o->key;
+		o->bucket = b;
+		o->key = k;
+		b = ob;
+		k = ok;
+	} else if (o) {
+		log_warn("stage: out of memory: a later write of %s/%s will not stop "
+			 "the next start from uploading its staged copy", bucket, key);
+	}
+	mod_unlock(&st->lock);
+	free(b);
+	free(k);
+}
+
 /* Is there an entry of bucket/key other than except (or, key NULL, of
  * file except itself)? */
 static bool kept_any(struct stage *st, const char *bucket, const char *key,
