@@ -70,7 +70,19 @@ int s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
 		const char *content_type, char etag_out[72])
 {
 	return s->ops->put_file(s, bucket, key, fd, size, meta, n_meta,
-				content_type, etag_out);
+				content_type, NULL, etag_out);
+}
+
+int s3_put_file_if(struct s3 *s, const char *bucket, const char *key, int fd,
+		   uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		   const char *content_type, const char *base, char etag_out[72])
+{
+	if (!base) {
+		etag_out[0] = '\0';
+		return -EINVAL;
+	}
+	return s->ops->put_file(s, bucket, key, fd, size, meta, n_meta,
+				content_type, base, etag_out);
 }
 
 int s3_delete(struct s3 *s, const char *bucket, const char *key)

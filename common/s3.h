@@ -16,9 +16,10 @@
  * Threads: any thread may call any function at the same time, except
  * s3_free(), which no call may overlap.
  * Errors: 0 or a negative errno, the same set everywhere: -ENOENT no such
- * key or bucket, -EACCES refused, -ESTALE an If-Match (or copy-source
- * If-Match) failed, -EHOSTUNREACH the store is unreachable, -EINVAL a bad
- * request, -ENAMETOOLONG a key too long, -EIO the rest.
+ * key or bucket, -EACCES refused, -ESTALE a condition failed (If-Match,
+ * copy-source If-Match, a conditional PUT's If-Match or If-None-Match),
+ * -EHOSTUNREACH the store is unreachable, -EINVAL a bad request,
+ * -ENAMETOOLONG a key too long, -EIO the rest.
  * Ownership: results are copied into caller memory; nothing returned needs
  * freeing except what s3_head() puts into *out (obj_meta_release()) and
  * the tags s3_get_tagging() returns.
@@ -77,10 +78,11 @@ struct s3_ops {
 	int  (*list_page)(struct s3 *s, const char *bucket, const char *prefix,
 			  const char *token, s3_list_fn fn, void *ctx,
 			  char *next_token, size_t ntlen, bool *truncated);
+	/* base NULL: unconditional (s3_put_file); else s3_put_file_if's */
 	int  (*put_file)(struct s3 *s, const char *bucket, const char *key,
 			 int fd, uint64_t size, const struct obj_kv *meta,
 			 size_t n_meta, const char *content_type,
-			 char etag_out[72]);
+			 const char *base, char etag_out[72]);
 	int  (*del)(struct s3 *s, const char *bucket, const char *key);
 	int  (*copy)(struct s3 *s, const char *bucket, const char *src_key,
 		     const char *dst_key, const struct obj_kv *meta,
@@ -171,6 +173,30 @@ int  s3_list_page(struct s3 *s, const char *bucket, const char *prefix,
 int  s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
 		 uint64_t size, const struct obj_kv *meta, size_t n_meta,
 		 const char *content_type, char etag_out[72]);
+
+/* s3_put_file only if the key still holds the version the data was based
+ * on: base an ETag (no quotes) sends If-Match with it, base "" (a new key)
+ * sends If-None-Match: *. -ESTALE when the store refuses (412): the key
+ * holds another version, or none (or, for "", one). base NULL: -EINVAL.
+ * A store that ignores the condition stores the object whatever the key
+ * holds: which ones each store honours is asked once with
+ * probe_cond_put() (sync/probe.h). The real client sends If-Match's ETag
+ * without quotes (RGW 16 refuses a quoted one even when it matches), and
+ * when a 412 follows a retry (the first attempt may have stored the
+ * object and its answer was lost), it HEADs the key: the key holding
+ * these very bytes is a success. */
+int  s3_put_file_if(struct s3 *s, const char *bucket, const char *key, int fd,
+		    uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		    const char *content_type, const char *base,
+		    char etag_out[72]);
+
+/* Which conditions on a PUT a store honours (s3_put_file_if), as the
+ * probe at mount found them (sync/probe.h); false: not sent, the caller
+ * checks the key's version with a HEAD before an unconditional PUT. */
+struct s3_cond_caps {
+	bool if_none_match;          /* If-None-Match: * (a new key) */
+	bool if_match;               /* If-Match: ETag (a key's next version) */
+};
 
 /* DELETE; deleting a missing key is not an error (S3 answers 204). */
 int  s3_delete(struct s3 *s, const char *bucket, const char *key);

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/s3.h"
 #include "sync/copy.h"
 
 struct bcache;
@@ -92,6 +93,10 @@ struct core_deps {
 	bool cold_direct;            /* a cold stream (the first open of a large
 				      * version, sync/reader.h) gets direct I/O */
 	struct stage *stage;         /* write staging (sync/stage.h) */
+	/* The conditions on a PUT the store honours (the probe at mount,
+	 * sync/probe.h): a commit sends them with stage_file_commit_if and
+	 * checks with a HEAD what they cannot cover. All false: none. */
+	struct s3_cond_caps cond;
 	struct stats *st;
 	struct copy_conf copy;       /* server-side copies: when in parts (sync/copy.h) */
 	struct viewset_slot *views;  /* the current view set (the gateway's) */

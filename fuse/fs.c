@@ -175,6 +175,7 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 		.ix = fs->d.ix, .s3 = fs->d.s3, .stage = fs->d.stage, .st = fs->d.st,
 		.bc = fs->d.bc, .pins = fs->d.pins, .rpool = fs->d.rpool,
 		.cold_direct = fs->d.cold_direct, .views = fs->d.views, .it = fs->it,
+		.cond = fs->d.cond,
 		.changed = core_changed, .changed_ctx = fs,
 		.ctx = fs->d.ctx, .stats_json = fs->d.stats_json,
 		.views_json = fs->d.views_json, .control = fs->d.control,

@@ -40,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/s3.h"
+
 struct index;
 struct viewset_slot;
 struct s3;
@@ -77,6 +79,8 @@ struct fs_deps {
 	/* Write-back views' drain: uploads in parallel (0: 8), seconds a
 	 * closed file waits, seconds a stop keeps draining. */
 	unsigned drain_streams, drain_delay_s, stop_drain_s;
+	/* What the store honours of a PUT's conditions (sync/probe.h). */
+	struct s3_cond_caps cond;
 };
 
 /* Mount at mountpoint. fuse_opts is a comma-separated -o string or NULL.

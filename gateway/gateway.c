@@ -17,6 +17,7 @@
 #include "sync/bcache.h"
 #include "sync/copy.h"
 #include "sync/pins.h"
+#include "sync/probe.h"
 #include "sync/reader.h"
 #include "sync/s3_http.h"
 #include "sync/stage.h"
@@ -153,6 +154,35 @@ static int check_s3(struct gateway *gw)
 	}
 	viewset_unpin(vs);
 	return rc;
+}
+
+/* What the store honours of a PUT's conditions (gw->cond), asked once on
+ * a key of this gateway's own in the first writable view's bucket (the
+ * store is one endpoint: every bucket answers alike). Never fails the
+ * start: a condition not seen honoured is not sent, and the publish path
+ * checks with a HEAD instead. Before the first scans, so that they do
+ * not list the probe's key. */
+static void probe_store(struct gateway *gw)
+{
+	const char *bucket = NULL;
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	for (size_t i = 0; !bucket && i < viewset_count(vs); i++) {
+		const struct view *v = viewset_view(vs, i);
+		if (view_writable(v) && view_n_buckets(v) > 0)
+			bucket = view_bucket(v, 0);
+	}
+	char key[512];
+	probe_key(key, sizeof key);
+	gw->cond_probe = bucket ? probe_cond_put(gw->s3, bucket, key, &gw->cond) : 1;
+	if (gw->cond_probe < 0)
+		log_warn("S3 %s: cannot probe conditional PUTs in bucket \"%s\": %s; "
+			 "none will be sent (a HEAD checks each upload)",
+			 gw->cfg.s3_endpoint, bucket, strerror(-gw->cond_probe));
+	else if (bucket)
+		log_info("S3 %s: conditional PUT: If-None-Match %s, If-Match %s (probed "
+			 "on %s/%s)", gw->cfg.s3_endpoint, gw->cond.if_none_match ?
+			 "yes" : "no", gw->cond.if_match ? "yes" : "no", bucket, key);
+	viewset_unpin(vs);
 }
 
 static void gw_stage_grew(void *ctx);
@@ -484,8 +514,10 @@ int gateway_mount(const struct mount_opts *o)
 
 	/* The cache first: its lock keeps a second gateway away from
 	 * cache.dir before staging recovery touches anything there. */
-	if (open_index(&gw) < 0 || check_s3(&gw) < 0 || open_cache(&gw) < 0 ||
-	    open_stage(&gw) < 0)
+	if (open_index(&gw) < 0 || check_s3(&gw) < 0)
+		goto out;
+	probe_store(&gw);
+	if (open_cache(&gw) < 0 || open_stage(&gw) < 0)
 		goto out;
 	bcache_trim(gw.bc);          /* staging's recovered bytes count too */
 	if (ingest_new(gw.ix, gw.s3, &gw.views, &gw.st, &gw.ing) < 0 ||
@@ -522,6 +554,7 @@ int gateway_mount(const struct mount_opts *o)
 		.cold_direct = gw.cfg.cache_cold_direct,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
+		.cond = gw.cond,
 		.drain_streams = gw.cfg.cache_drain_streams,
 		.drain_delay_s = gw.cfg.cache_drain_delay_s,
 		.stop_drain_s = gw.cfg.cache_stop_drain_s,

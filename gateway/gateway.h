@@ -4,7 +4,8 @@
  * its start-up in dependency order and its shut-down in reverse.
  *
  * Start-up (gateway_mount): config -> filter files -> index -> S3 reachable
- * (every bucket of every view) -> staging recovery -> first scans of
+ * (every bucket of every view) -> what the store honours of a PUT's
+ * conditions (sync/probe.h: never fatal) -> staging recovery -> first scans of
  * never-scanned buckets start -> Kafka brokers answer for the topic ->
  * mount -> serve (filter files watched; partitions are assigned meanwhile). Any failure before the mount is
  * reported on stderr and returns non-zero: nothing is mounted.

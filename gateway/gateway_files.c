@@ -133,7 +133,8 @@ char *gw_control(void *ctx, const char *command)
 	return answer;
 }
 
-/* .facetfs/stats: the counters, plus the staging area's. */
+/* .facetfs/stats: the counters, plus the staging area's, what the store
+ * honours (the probe at start), the burst buffer's. */
 static void stats_staging(void *ctx, struct stats_writer *w)
 {
 	struct gateway *gw = ctx;
@@ -159,6 +160,12 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "stream_fallbacks", (double)c.stream_fallbacks);
 	stats_write_num(w, "stream_aborts", (double)c.stream_aborts);
 	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
+	/* "store": what the probe at start found the store honours. */
+	stats_write_section(w, "store");
+	stats_write_str(w, "cond_probe", gw->cond_probe == 0 ? "done" :
+			gw->cond_probe > 0 ? "no writable view" : strerror(-gw->cond_probe));
+	stats_write_num(w, "if_none_match", gw->cond.if_none_match);
+	stats_write_num(w, "if_match", gw->cond.if_match);
 	if (!gw->bc)
 		return;
 	/* "cache": the burst buffer as a whole (hits and misses are counters

@@ -8,6 +8,7 @@
 #ifndef FACETFS_GATEWAY_INT_H
 #define FACETFS_GATEWAY_INT_H
 
+#include "common/s3.h"
 #include "common/stats.h"
 #include "gateway/config.h"
 #include "views/viewset.h"
@@ -53,6 +54,12 @@ struct gateway {
 	struct viewwatch *watch;
 	struct index *ix;
 	struct s3 *s3;
+	/* What the store honours of a PUT's conditions (sync/probe.h), probed
+	 * once at start on the first writable view's bucket; set before the
+	 * mount, read-only after. */
+	struct s3_cond_caps cond;
+	int cond_probe;              /* 0 probed, 1 not (no writable view),
+				      * -errno the probe could not write */
 	struct scanner *scan;
 	struct stage *stage;
 	struct bcache *bc;           /* the burst buffer's clean blocks */

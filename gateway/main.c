@@ -359,6 +359,15 @@ static int cmd_status(int argc, char **argv)
 	       num(s, "memory", "dir_bytes") / mib, num(s, "memory", "index_cache_bytes") / mib,
 	       num(s, "memory", "index_filter_bytes") / mib,
 	       num(s, "memory", "readahead_bytes") / mib);
+	const cJSON *probe = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(s, "store"), "cond_probe");
+	if (cJSON_IsString(probe) && strcmp(probe->valuestring, "done") == 0)
+		printf("store     conditional PUT: If-None-Match %s, If-Match %s\n",
+		       num(s, "store", "if_none_match") ? "yes" : "no",
+		       num(s, "store", "if_match") ? "yes" : "no");
+	else if (cJSON_IsString(probe))
+		printf("store     conditional PUT: not probed (%s): none sent\n",
+		       probe->valuestring);
 	printf("keys      not mappable to a path: %.0f\n", num(s, "keys", "not_a_path"));
 	const cJSON *rl = cJSON_GetObjectItemCaseSensitive(v, ".reloads");
 	if (rl)

@@ -728,6 +728,33 @@ static int req_upload_md5(struct s3_req *r, uint64_t size, char out[33])
 	return 0;
 }
 
+int req_fd_md5(int fd, uint64_t off, uint64_t size, char out[33])
+{
+	unsigned char buf[64 << 10], d[16];
+	unsigned dl = 0;
+	int err = 0;
+	out[0] = '\0';
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md || EVP_DigestInit_ex(md, EVP_md5(), NULL) != 1)
+		err = -EIO;
+	for (uint64_t pos = 0; !err && pos < size;) {
+		size_t want = size - pos < sizeof buf ? (size_t)(size - pos) : sizeof buf;
+		ssize_t k = pread(fd, buf, want, (off_t)(off + pos));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0 || EVP_DigestUpdate(md, buf, (size_t)k) != 1)
+			err = -EIO;
+		else
+			pos += (uint64_t)k;
+	}
+	if (!err && (EVP_DigestFinal_ex(md, d, &dl) != 1 || dl != 16))
+		err = -EIO;
+	EVP_MD_CTX_free(md);
+	for (int i = 0; !err && i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", d[i]);
+	return err;
+}
+
 int req_send_fd(struct s3_http *s, struct s3_req *r, int fd, uint64_t off,
 		uint64_t size, char etag_out[72])
 {
@@ -875,6 +902,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		err = req_attempt_reset(r);
 		if (err)
 			break;
+		r->tries++;
 		/* The path ends where the query begins: sign it alone. */
 		char *q = strchr(url + path_at, '?');
 		if (q)

@@ -410,10 +410,24 @@ static int fake_list_page(struct s3 *s, const char *bucket, const char *prefix,
 	return err;
 }
 
+/* Whether a PUT with base (s3_put_file_if; NULL: none) may store at
+ * (bucket, key): the key holds that version, or ("") none, unless the
+ * store was told to ignore that condition. */
+static bool fake_cond_holds(struct s3_fake *f, const char *bucket,
+			    const char *key, const char *base)
+{
+	if (!base)
+		return true;
+	const struct fake_obj *o = fake_live(f, bucket, key);
+	if (*base)
+		return f->ignore_if_match || (o && strcmp(o->m.etag, base) == 0);
+	return f->ignore_if_none_match || !o;
+}
+
 static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 			 int fd, uint64_t size, const struct obj_kv *meta,
 			 size_t n_meta, const char *content_type,
-			 char etag_out[72])
+			 const char *base, char etag_out[72])
 {
 	struct s3_fake *f = fake_of(s);
 	etag_out[0] = '\0';
@@ -441,6 +455,8 @@ static int fake_put_file(struct s3 *s, const char *bucket, const char *key,
 	f->counts[S3K_PUT]++;
 	if (!err && !fake_bucket_has(f, bucket))
 		err = -ENOENT;
+	if (!err && !fake_cond_holds(f, bucket, key, base))
+		err = -ESTALE;           /* 412 */
 	if (!err) {
 		err = fake_write(f, bucket, key, data, (size_t)size, m, nm,
 				 content_type, NULL, 0, etag_out);
@@ -646,6 +662,15 @@ void s3_fake_hook_set(struct s3 *s, s3_fake_hook_fn fn, void *ctx)
 	mod_lock(&f->mu);
 	f->hook = fn;
 	f->hook_ctx = ctx;
+	mod_unlock(&f->mu);
+}
+
+void s3_fake_cond_ignore(struct s3 *s, bool if_none_match, bool if_match)
+{
+	struct s3_fake *f = fake_of(s);
+	mod_lock(&f->mu);
+	f->ignore_if_none_match = if_none_match;
+	f->ignore_if_match = if_match;
 	mod_unlock(&f->mu);
 }
 

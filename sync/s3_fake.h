@@ -23,6 +23,7 @@
 #ifndef FACETFS_S3_FAKE_H
 #define FACETFS_S3_FAKE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,11 @@ int  s3_fake_bucket_add(struct s3 *s, const char *bucket);
 /* The clock, ns since the epoch, stamped as Last-Modified on each write. */
 void s3_fake_clock_set(struct s3 *s, int64_t ns);
 void s3_fake_clock_advance(struct s3 *s, int64_t ns);
+/* A conditional PUT (s3_put_file_if) is refused with -ESTALE when the
+ * key does not hold the version named (If-Match) or holds one
+ * (If-None-Match: *), as S3 does; a test makes the store ignore either
+ * condition, as some stores do (true: ignored; both false at start). */
+void s3_fake_cond_ignore(struct s3 *s, bool if_none_match, bool if_match);
 /* Keys per ListObjectsV2 page (0 -> the default, 1000). */
 void s3_fake_page_size_set(struct s3 *s, size_t n);
 /* Requests answered so far of a kind (a COPY that HEADs its source counts

@@ -45,6 +45,8 @@ struct s3_fake {
 	uint64_t min_part;             /* smallest part but the last */
 	struct fake_gen *gens;         /* generated buckets */
 	size_t n_gens;
+	bool ignore_if_none_match;     /* s3_fake_cond_ignore */
+	bool ignore_if_match;
 };
 
 static inline struct s3_fake *fake_of(struct s3 *s)

@@ -180,7 +180,7 @@ static int w_list_page(struct s3 *s, const char *bucket, const char *prefix,
 static int w_put_file(struct s3 *s, const char *bucket, const char *key,
 		      int fd, uint64_t size, const struct obj_kv *meta,
 		      size_t n_meta, const char *content_type,
-		      char etag_out[72])
+		      const char *base, char etag_out[72])
 {
 	struct s3_fault *w = fault_of(s);
 	struct fault_hit h;
@@ -188,6 +188,9 @@ static int w_put_file(struct s3 *s, const char *bucket, const char *key,
 	fault_match(w, S3K_PUT, &h);
 	if (h.err)
 		return h.err;
+	if (base)                /* the condition goes on with the PUT */
+		return s3_put_file_if(w->inner, bucket, key, fd, size, meta,
+				      n_meta, content_type, base, etag_out);
 	return s3_put_file(w->inner, bucket, key, fd, size, meta, n_meta,
 			   content_type, etag_out);
 }

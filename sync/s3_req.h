@@ -132,6 +132,9 @@ struct s3_req {
 	uint64_t up_pos;
 	EVP_MD_CTX *md5;             /* upload digest, NULL unless upload */
 	char s3code[64];
+	unsigned tries;              /* attempts sent so far (not cleared per
+				      * attempt): > 1, an earlier one may have
+				      * done what a later one's answer denies */
 };
 
 
@@ -162,6 +165,10 @@ void req_body_etag(const struct s3_req *r, char out[72]);
  * fewer bytes were sent; logged). */
 int  req_send_fd(struct s3_http *s, struct s3_req *r, int fd, uint64_t off,
 		 uint64_t size, char etag_out[72]);
+
+/* The hex MD5 of [off, off+size) of fd, read with pread, into out[33]:
+ * 0, or -EIO when the file is shorter or unreadable. */
+int  req_fd_md5(int fd, uint64_t off, uint64_t size, char out[33]);
 
 /* The real client's table of operations (s3_ops.c) and its free (s3.c). */
 extern const struct s3_ops s3_http_ops;

@@ -621,23 +621,28 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 }
 
 /* upload_file for a commit, counted, a failure logged: 0 or its error.
- * No hooks: a one-shot file, whose data is not kept after a failure (its
- * release deletes it). */
-static int upload_counted(struct stage_file *f, uint64_t size,
+ * base: the condition sent with it (NULL: none); its refusal (-ESTALE) is
+ * the caller's to report, not an upload error. No hooks: a one-shot file,
+ * whose data is not kept after a failure (its release deletes it). */
+static int upload_counted(struct stage_file *f, uint64_t size, const char *base,
 			  const struct upload_hooks *hooks, char etag[72])
 {
 	struct stage *st = f->st;
 	int err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
-			      f->meta, f->n_meta, f->ctype, hooks, etag);
+			      f->meta, f->n_meta, f->ctype, base, hooks, etag);
 	mod_lock(&st->lock);
-	if (err) {
+	if (err && err != -ESTALE) {
 		st->cnt.upload_errors++;
-	} else {
+	} else if (!err) {
 		st->cnt.uploads++;
 		st->cnt.upload_bytes += size;
 	}
 	mod_unlock(&st->lock);
-	if (err && hooks)
+	if (err == -ESTALE)
+		log_debug("stage: %s/%s: the store refused the upload: the key does "
+			  "not hold %s; data kept", f->bucket, f->key,
+			  base && *base ? base : "no object");
+	else if (err && hooks)
 		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
 			  "data kept in %s", f->bucket, f->key, size,
 			  strerror(-err), st->dir);
@@ -651,14 +656,15 @@ static int upload_counted(struct stage_file *f, uint64_t size,
 /* A failed upload as a commit returns it. */
 static int commit_error(int err)
 {
-	return !err || err == -EFBIG ? err : -EIO;
+	return !err || err == -EFBIG || err == -ESTALE ? err : -EIO;
 }
 
 /* The upload of a commit that owns f (f->uploading): data durable (under
- * POWER), journal "commit", PUT, journal removed. A one-shot file under
- * one part, never journaled: the PUT alone (no hooks: one PUT creates no
- * multipart upload). */
-static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
+ * POWER), journal "commit", PUT (with the condition base, if not NULL),
+ * journal removed. A one-shot file under one part, never journaled: the
+ * PUT alone (no hooks: one PUT creates no multipart upload). */
+static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
+			 char etag[72])
 {
 	struct stage *st = f->st;
 	mod_lock(&f->lock);
@@ -668,7 +674,7 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	bool sealed = sealed_locked(f) && f->size == size && !f->sm.id;
 	mod_unlock(&f->lock);
 	if (quick)
-		return commit_error(upload_counted(f, size, NULL, etag));
+		return commit_error(upload_counted(f, size, base, NULL, etag));
 	int err = sealed ? 0 : stage_sync(st, f->fd, true);
 	if (err) {
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
@@ -697,7 +703,7 @@ static int commit_upload(struct stage_file *f, uint64_t size, char etag[72])
 	struct upload_hooks hooks = { .creating = stage_jnl_creating,
 				      .started = stage_jnl_started,
 				      .abandoned = stage_jnl_abandoned, .ctx = &js };
-	err = upload_counted(f, size, &hooks, etag);
+	err = upload_counted(f, size, base, &hooks, etag);
 	if (err)
 		stage_intent_dropped(f, js.fresh, err);
 	stage_jnl_hooks_done(&js);
@@ -772,7 +778,18 @@ static void sealed_set(struct stage_file *f, uint64_t n)
 	mod_unlock(&st->lock);
 }
 
-int stage_file_commit(struct stage_file *f, char etag_out[72])
+/* Whether the upload of a commit of size bytes (no stream open) can carry
+ * cond: one PUT, and a condition the store honours. */
+static bool cond_sendable(const struct stage_file *f, const struct stage_cond *cond,
+			  uint64_t size)
+{
+	bool honoured = *cond->base ? cond->caps.if_match : cond->caps.if_none_match;
+	return honoured && upload_single(&f->st->up, size);
+}
+
+/* stage_file_commit, and with cond (not NULL) stage_file_commit_if. */
+static int file_commit(struct stage_file *f, const struct stage_cond *cond,
+		       char etag_out[72])
 {
 	struct stage *st = f->st;
 	char etag[72] = "";
@@ -790,12 +807,20 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	/* writes, a journal being written, a creation */
 	while (f->n_active || f->jbusy || (f->sm.inflight && !f->sm.id))
 		pthread_cond_wait(&f->cond, &f->lock);
-	char *c_bucket = strdup(f->bucket), *c_key = strdup(f->key);
 	uint64_t size = f->size;
 	const struct stage_stream *sm = &f->sm;
 	bool stream = sm->id && !sm->broken && !sm->err;
 	bool failed = sm->err && !sm->broken;
 	bool drop = !stream && (sm->id || sm->n_parts);
+	if (cond && (stream || !cond_sendable(f, cond, size))) {
+		/* Not sendable: given back untouched, for a HEAD and a plain
+		 * commit. */
+		f->uploading = false;
+		pthread_cond_broadcast(&f->cond);
+		mod_unlock(&f->lock);
+		return -EOPNOTSUPP;
+	}
+	char *c_bucket = strdup(f->bucket), *c_key = strdup(f->key);
 	mod_unlock(&f->lock);
 
 	/* This commit is the key's newest from now on: older failed ones are
@@ -842,7 +867,7 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 		if (err)
 			commit_journal_failed(f, size);
 		else
-			err = commit_upload(f, size, etag);
+			err = commit_upload(f, size, cond ? cond->base : NULL, etag);
 	}
 
 	mod_lock(&f->lock);
@@ -870,6 +895,19 @@ int stage_file_commit(struct stage_file *f, char etag_out[72])
 	free(c_bucket);
 	free(c_key);
 	return err;
+}
+
+int stage_file_commit(struct stage_file *f, char etag_out[72])
+{
+	return file_commit(f, NULL, etag_out);
+}
+
+int stage_file_commit_if(struct stage_file *f, const struct stage_cond *cond,
+			 char etag_out[72])
+{
+	if (!cond || !cond->base)
+		return -EINVAL;
+	return file_commit(f, cond, etag_out);
 }
 
 /* Own f as a commit does (f->uploading): no write, truncate, metadata

@@ -7,6 +7,9 @@
  * S3 reader ever sees a partial one (a multipart upload shows nothing
  * until its completion).
  *
+ * A commit may require the store's version of the key to be the one the
+ * file was based on (stage_file_commit_if: a conditional single PUT).
+ *
  * Streaming: once a file holds a full part of bytes beyond those already
  * given to parts (part sizes: upload_stream_part_size, upload.h), the part
  * goes up in the background as part of a multipart upload created then
@@ -290,6 +293,29 @@ int  stage_file_sync(struct stage_file *f);
  * stays staged and dirty, and a later commit retries. -EFBIG if the file is
  * over max_object (logged; data kept). */
 int  stage_file_commit(struct stage_file *f, char etag_out[72]);
+
+/* What a conditional commit requires of the store's version of the key:
+ * base is the ETag the file was based on ("": none, a new key); caps say
+ * which conditions the store honours (the probe at mount, sync/probe.h). */
+struct stage_cond {
+	const char *base;
+	struct s3_cond_caps caps;
+};
+
+/* stage_file_commit whose upload carries cond as a condition
+ * (s3_put_file_if): If-Match base, or If-None-Match: * for base "". Sent
+ * only when the upload is one PUT (upload_single; no streamed upload
+ * open) and the store honours that condition; otherwise -EOPNOTSUPP and
+ * nothing happened (nothing uploaded, marked or journaled): the caller
+ * checks the key's version with a HEAD and calls stage_file_commit, as
+ * for a store without conditions. -ESTALE: the store refused, the key
+ * holds another version (or none, or one for base ""): nothing uploaded,
+ * the file left as any failed commit leaves it (dirty, journaled "commit"
+ * and kept; a sealed file still sealed; a one-shot file never journaled:
+ * NEW). Not dirty: 0 and the last ETag, nothing sent, as a commit. Other
+ * returns as stage_file_commit. */
+int  stage_file_commit_if(struct stage_file *f, const struct stage_cond *cond,
+			  char etag_out[72]);
 
 /* The close of a write-back file (a view with "write_back"): made durable
  * here and journaled "commit" as a commit that has begun (data fdatasync'ed

@@ -320,7 +320,7 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	struct upload_hooks hooks = { .creating = stage_jnl_creating,
 				      .started = stage_jnl_started, .ctx = &js };
 	int err = upload_file(st->s3, &st->up, j->bucket, j->key, fd, j->size,
-			      j->meta, j->n_meta, j->ctype, &hooks, etag);
+			      j->meta, j->n_meta, j->ctype, NULL, &hooks, etag);
 	stage_jnl_hooks_done(&js);
 	close(fd);
 	mod_lock(&st->lock);

@@ -105,18 +105,28 @@ static int upload_parts(struct up *u, unsigned threads)
 	return u->err;
 }
 
+bool upload_single(const struct upload_conf *c, uint64_t size)
+{
+	return size <= upload_part_size(c, size);
+}
+
 int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 		const char *key, int fd, uint64_t size, const struct obj_kv *meta,
-		size_t n_meta, const char *content_type,
+		size_t n_meta, const char *content_type, const char *base,
 		const struct upload_hooks *hooks, char etag[72])
 {
 	etag[0] = '\0';
 	if (size > S3_MAX_OBJECT)
 		return -EFBIG;
 	uint64_t part = upload_part_size(c, size);
+	if (size <= part && base)
+		return s3_put_file_if(s, bucket, key, fd, size, meta, n_meta,
+				      content_type, base, etag);
 	if (size <= part)
 		return s3_put_file(s, bucket, key, fd, size, meta, n_meta,
 				   content_type, etag);
+	if (base)
+		return -EOPNOTSUPP;      /* a completion is sent with none */
 
 	char id[1024];
 	int err = hooks && hooks->creating ? hooks->creating(hooks->ctx) : 0;

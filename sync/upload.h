@@ -10,6 +10,9 @@
  * Part sizes grow with the file: part_size (8 MiB by default) while that
  * needs at most S3_MAX_PARTS parts, else the size divided by S3_MAX_PARTS
  * rounded up to a MiB, so every object up to S3_MAX_OBJECT (5 TiB) fits.
+ * A single PUT may carry a condition on the key's version (If-Match,
+ * If-None-Match); an upload in parts cannot: its caller checks with a
+ * HEAD instead.
  * Threads: any thread; one call runs its part threads and joins them
  * before it returns; no lock is held. Errors: as common/s3.h, -EFBIG past
  * S3_MAX_OBJECT; the failing part's error when a part fails.
@@ -17,6 +20,7 @@
 #ifndef FACETFS_UPLOAD_H
 #define FACETFS_UPLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,12 +62,19 @@ struct upload_hooks {
 	void *ctx;
 };
 
+/* Whether upload_file sends an object of size bytes in one PUT (else in
+ * parts): only then can it carry a condition. */
+bool upload_single(const struct upload_conf *c, uint64_t size);
+
 /* Upload size bytes of fd (offsets 0..size-1) as bucket/key with meta and
  * content type; hooks may be NULL. etag: the new object's ETag ("...-N"
- * for multipart). */
+ * for multipart). base: NULL, or the condition of s3_put_file_if (an
+ * ETag the key must hold; "": no object there), sent with a single PUT
+ * (-ESTALE when refused); an upload in parts cannot carry one:
+ * -EOPNOTSUPP, nothing sent (check upload_single first). */
 int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 		const char *key, int fd, uint64_t size, const struct obj_kv *meta,
-		size_t n_meta, const char *content_type,
+		size_t n_meta, const char *content_type, const char *base,
 		const struct upload_hooks *hooks, char etag[72]);
 
 #endif

@@ -4,7 +4,9 @@
  * errno mapping, retry classification and backoff; then the request engine
  * against a scripted HTTP server on a loopback socket in this process (no
  * S3 store): retries on 503, a 200 to a ranged GET, 416, 412, 404,
- * refused connections, a streamed GET retried after a broken body. Prints "ok - ..." / "not ok - ..." lines.
+ * refused connections, a streamed GET retried after a broken body; a
+ * conditional PUT's headers and answers (a 412 after a retry checked by a
+ * HEAD). Prints "ok - ..." / "not ok - ..." lines.
  */
 #include "sync/s3_int.h"
 
@@ -825,6 +827,82 @@ static void test_virtual_host(void)
 	s3_free(s);
 }
 
+/* s3_put_file_if of "abc" with base against a server answering
+ * answers[0..n): its result; the server's last request in f. */
+static int cond_put_against(struct fake *f, const char *const *answers, int n,
+			    const char *base, char etag[72])
+{
+	struct stats st;
+	stats_init(&st);
+	fake_start(f, answers, n);
+	struct s3 *s = client_for(f->port, &st);
+	int fd = memfd_create("body", 0);
+	int rc = fd >= 0 && write(fd, "abc", 3) == 3 ?
+		 s3_put_file_if(s, "bkt", "k", fd, 3, NULL, 0, NULL, base, etag) : -EIO;
+	if (fd >= 0)
+		close(fd);
+	fake_stop(f);
+	s3_free(s);
+	stats_release(&st);
+	return rc;
+}
+
+#define MD5_ABC "900150983cd24fb0d6963f7d28e17f72"
+
+static void test_cond_put(void)
+{
+	static const char *const stored[] = {
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 0\r\n"
+		"ETag: \"" MD5_ABC "\"\r\n\r\n",
+	};
+	static const char *const refused[] = {
+		"HTTP/1.1 412 Precondition Failed\r\n" CLOSE "Content-Length: 47\r\n\r\n"
+		"<Error><Code>PreconditionFailed</Code></Error>\n",
+	};
+	static const char *const aws_absent[] = {
+		"HTTP/1.1 404 Not Found\r\n" CLOSE "Content-Length: 38\r\n\r\n"
+		"<Error><Code>NoSuchKey</Code></Error>\n",
+	};
+	/* The first answer lost (a 503 after the store may have stored it),
+	 * the retry refused, then the HEAD: the key holds "abc" or not. */
+	static const char *const lost_ours[] = {
+		"HTTP/1.1 503 Service Unavailable\r\n" CLOSE "Content-Length: 0\r\n\r\n",
+		"HTTP/1.1 412 Precondition Failed\r\n" CLOSE "Content-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 3\r\n"
+		"ETag: \"" MD5_ABC "\"\r\n\r\n",
+	};
+	static const char *const lost_theirs[] = {
+		"HTTP/1.1 503 Service Unavailable\r\n" CLOSE "Content-Length: 0\r\n\r\n",
+		"HTTP/1.1 412 Precondition Failed\r\n" CLOSE "Content-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n" CLOSE "Content-Length: 3\r\n"
+		"ETag: \"0123456789abcdef0123456789abcdef\"\r\n\r\n",
+	};
+	struct fake f;
+	char etag[72];
+	int rc = cond_put_against(&f, stored, 1, "0123456789abcdef0123456789abcdef", etag);
+	CHECK(rc == 0 && strcmp(etag, MD5_ABC) == 0 &&
+	      strstr(f.last_req, "\r\nIf-Match: 0123456789abcdef0123456789abcdef\r\n") &&
+	      !strstr(f.last_req, "If-None-Match"),
+	      "cond PUT: If-Match sent without quotes (RGW 16 refuses quoted ones)");
+	CHECK(strstr(f.last_req, "SignedHeaders=") && strstr(f.last_req, ";if-match;"),
+	      "cond PUT: … and signed");
+	rc = cond_put_against(&f, stored, 1, "", etag);
+	CHECK(rc == 0 && strstr(f.last_req, "\r\nIf-None-Match: *\r\n") &&
+	      !strstr(f.last_req, "If-Match:"), "cond PUT: base \"\": If-None-Match: *");
+	rc = cond_put_against(&f, refused, 1, "", etag);
+	CHECK(rc == -ESTALE && f.served == 1 && etag[0] == '\0',
+	      "cond PUT: 412 is -ESTALE, not retried");
+	rc = cond_put_against(&f, aws_absent, 1, MD5_ABC, etag);
+	CHECK(rc == -ESTALE, "cond PUT: If-Match answered 404 NoSuchKey (AWS): -ESTALE");
+	rc = cond_put_against(&f, lost_ours, 3, "", etag);
+	CHECK(rc == 0 && f.served == 3 && strcmp(etag, MD5_ABC) == 0 &&
+	      strstr(f.last_req, "HEAD /bkt/k HTTP/1.1"),
+	      "cond PUT: 412 after a retry, the key holds our bytes (HEAD): stored (rc %d)", rc);
+	rc = cond_put_against(&f, lost_theirs, 3, "", etag);
+	CHECK(rc == -ESTALE && f.served == 3 && etag[0] == '\0',
+	      "cond PUT: 412 after a retry, the key holds other bytes: -ESTALE (rc %d)", rc);
+}
+
 int main(void)
 {
 	log_init("test_s3", 0);
@@ -839,5 +917,6 @@ int main(void)
 	test_retry();
 	test_engine();
 	test_virtual_host();
+	test_cond_put();
 	return unit_exit();
 }
