@@ -26,13 +26,16 @@
  * writes never wait for room while the drain idles; a sync, an fsync and
  * a stop do not wait.
  *
- * Before an upload, a HEAD compares the store's version with the one the
- * file was based on (its ETag at open, none for a new file, this
- * gateway's last upload after one): if another client wrote the key in
- * between, the local bytes go to recovered/ (stage_file_set_aside) and the
- * store's version is indexed: counted in drain.conflicts. A store that
- * ignores conditional requests (RGW 16) leaves the moment between that
- * HEAD and the PUT open.
+ * Every upload is checked against the version the file was based on (its
+ * ETag at open, none for a new file, this gateway's last upload after
+ * one): a single PUT carries If-Match: base (If-None-Match: * for none)
+ * where the store honours it (the probe at mount, core_deps.cond); else,
+ * for uploads in parts, and after a refusal, a HEAD just before. If
+ * another client wrote the key in between, the local bytes go to
+ * recovered/ (stage_file_set_aside), the file no longer stands for its
+ * name (core_ofile_displace) and the store's version is indexed: counted
+ * in drain.conflicts. A base another client deleted is published over
+ * (docs/semantics.md). fsync takes the same path (publish).
  *
  * fsync of a write-back file publishes it at once; core_drain_sync
  * publishes everything pending (or under one path) and waits; at the
@@ -277,9 +280,15 @@ static int publish(struct core *c, struct ofile *of, bool by_writer)
 	}
 	int rc = PUB_NOTHING;
 	if (stage_file_dirty(of->sf)) {
-		rc = conflict_check(c, of, by_writer);
-		if (rc == 0)
-			rc = core_ofile_commit_begun(c, of);
+		/* If-Match or If-None-Match where the store honours it; else,
+		 * and after a refusal (to learn what the key holds now), a
+		 * HEAD just before */
+		rc = core_ofile_commit_begun(c, of, true);
+		if (rc == -EOPNOTSUPP || rc == -ESTALE) {
+			rc = conflict_check(c, of, by_writer);
+			if (rc == 0)
+				rc = core_ofile_commit_begun(c, of, false);
+		}
 		rc = rc < 0 ? rc : rc ? PUB_CONFLICT : PUB_DONE;
 	}
 	core_ofile_commit_end(c, of);

@@ -328,8 +328,10 @@ int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
 /* core_ofile_commit for a caller that began it (core_ofile_publish_begin)
- * and ends it. */
-int  core_ofile_commit_begun(struct core *c, struct ofile *of);
+ * and ends it; cond: a single PUT conditional on the file's base where the
+ * store honours it (stage_file_commit_if: -EOPNOTSUPP, not sent: check
+ * and commit without; -ESTALE: the key holds another version). */
+int  core_ofile_commit_begun(struct core *c, struct ofile *of, bool cond);
 /* Free a descriptor. A writable one's close may be the last writer of a
  * file the drain held back (core_ofile_writer_end): that ofile is
  * returned with the descriptor's reference, for the caller to queue again

@@ -203,20 +203,20 @@ static int commit_mtime(struct core *c, struct ofile *of)
 	return rc;
 }
 
-static int ofile_commit(struct core *c, struct ofile *of);
+static int ofile_commit(struct core *c, struct ofile *of, bool cond);
 
 int core_ofile_commit(struct core *c, struct ofile *of)
 {
 	if (!core_ofile_commit_begin(c, of))
 		return 0;    /* unlinked while open: nothing to publish */
-	int rc = ofile_commit(c, of);
+	int rc = ofile_commit(c, of, false);
 	core_ofile_commit_end(c, of);
 	return rc;
 }
 
-int core_ofile_commit_begun(struct core *c, struct ofile *of)
+int core_ofile_commit_begun(struct core *c, struct ofile *of, bool cond)
 {
-	return ofile_commit(c, of);
+	return ofile_commit(c, of, cond);
 }
 
 /* of's version as this mount's own in the index: its size and metadata
@@ -259,8 +259,10 @@ static void ofile_index(struct core *c, struct ofile *of, const char *etag,
 }
 
 /* The commit of of, its index record and its inode's ETag; an unlink or a
- * rename onto its name waits for it (core_ofile_commit_begin). */
-static int ofile_commit(struct core *c, struct ofile *of)
+ * rename onto its name waits for it (core_ofile_commit_begin). cond: the
+ * upload is conditional on the file's base (stage_file_commit_if), and
+ * -EOPNOTSUPP (not sent) and -ESTALE (refused) come back as they are. */
+static int ofile_commit(struct core *c, struct ofile *of, bool cond)
 {
 	bool dirty = stage_file_dirty(of->sf);
 	char etag[72] = "";
@@ -268,8 +270,18 @@ static int ofile_commit(struct core *c, struct ofile *of)
 	 * journal does. */
 	bool sealed = dirty && stage_file_sealed(of->sf);
 	int rc = dirty && !sealed ? commit_mtime(c, of) : 0;
-	if (rc == 0)
+	if (rc == 0 && cond) {
+		char base[72];
+		mod_lock(&c->ofile_lock);
+		snprintf(base, sizeof base, "%s", of->base_etag);
+		mod_unlock(&c->ofile_lock);
+		struct stage_cond sc = { .base = base, .caps = c->d.cond };
+		rc = stage_file_commit_if(of->sf, &sc, etag);
+		if (rc == -EOPNOTSUPP || rc == -ESTALE)
+			return rc;
+	} else if (rc == 0) {
 		rc = stage_file_commit(of->sf, etag);
+	}
 	if (rc < 0) {
 		log_error("commit of %s/%s failed: %s (the data stays staged)",
 			  of->bucket, of->key, strerror(-rc));

@@ -16,6 +16,8 @@
  * bytes, or ENOENT.
  *
  * At the end every closed version is in S3 or counted in recovered/.
+ * Every other sequence takes the store to honour If-Match and
+ * If-None-Match (the fake does), so both of the drain's checks run.
  *
  * Usage: test_wbmodel [SEED [SEQUENCES [STEPS]]]. tests/run runs a fixed
  * budget; a long run: `build/fuse/test_wbmodel $RANDOM 20000 60`.
@@ -445,6 +447,9 @@ static bool sequence(struct view *const *views, unsigned seed, unsigned seq, uns
 	if (!r)
 		exit(2);
 	r->seq = seq;
+	/* every other sequence: uploads conditional on the base, as on RGW */
+	unit_fscore_cond = (struct s3_cond_caps){ .if_match = seq % 2,
+						  .if_none_match = seq % 2 };
 	store_init(&r->t, 0);
 	gw_open(views, r->t.s3, &r->gw, "wbmodel");
 	struct core_drain_conf dc = { .streams = 2, .delay_s = 3600, .stop_s = 5 };

@@ -53,6 +53,10 @@ static inline char *unit_fscore_tmpdir(const char *tag)
 	return unit_tmpdir(tag);
 }
 
+/* What the gateways opened next take the store to honour of conditional
+ * PUTs (core_deps.cond): none unless a test says so. */
+static struct s3_cond_caps unit_fscore_cond __attribute__((unused));
+
 /* The inode table's resolver: a view name in the core's pinned set. */
 static inline size_t gw_resolve(void *ctx, const char *name)
 {
@@ -83,7 +87,8 @@ static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
 	if (rc == 0)
 		rc = inode_table_new(gw_resolve, gw, &gw->it);
 	struct core_deps deps = { .ix = gw->ix, .s3 = s3, .stage = gw->stage,
-				  .st = &gw->st, .views = &gw->slot, .it = gw->it };
+				  .st = &gw->st, .views = &gw->slot, .it = gw->it,
+				  .cond = unit_fscore_cond };
 	if (cc)
 		deps.copy = *cc;
 	if (rc == 0)
