@@ -124,13 +124,14 @@ int core_rmdir(struct core *c, uint64_t parent, const char *name)
 
 /* ---------- unlink, rename ---------- */
 
-static int delete_object(struct core *c, const char *bucket, const char *key)
+static int delete_object_but(struct core *c, const char *bucket, const char *key,
+			     struct ofile *keep)
 {
 	int rc = s3_delete(c->d.s3, bucket, key);
 	if (rc < 0)
 		return rc;
 	if (c->d.stage)
-		stage_key_replaced(c->d.stage, bucket, key);
+		stage_key_replaced_but(c->d.stage, bucket, key, keep ? keep->sf : NULL);
 	struct obj_meta o = { 0 };
 	o.bucket = (char *)bucket;
 	o.key = (char *)key;
@@ -140,12 +141,17 @@ static int delete_object(struct core *c, const char *bucket, const char *key)
 	return 0;
 }
 
+static int delete_object(struct core *c, const char *bucket, const char *key)
+{
+	return delete_object_but(c, bucket, key, NULL);
+}
+
 /* The DELETE of a pending file's old name after a rename: only the
  * version the file was based on (base) is deleted. One another client
  * wrote since stays, and the index learns it; none there is nothing to
  * do. S3 has no conditional DELETE: a HEAD just before. */
 static int delete_if_base(struct core *c, const char *bucket, const char *key,
-			  const char *base)
+			  const char *base, struct ofile *of)
 {
 	struct obj_meta cur = { 0 };
 	int rc = s3_head(c->d.s3, bucket, key, &cur);
@@ -156,7 +162,7 @@ static int delete_if_base(struct core *c, const char *bucket, const char *key,
 		cur.flags |= OBJ_HAS_META;
 		core_index_newer(c, &cur);
 	} else if (rc == 0) {
-		rc = delete_object(c, bucket, key);
+		rc = delete_object_but(c, bucket, key, of);
 	} else if (rc == -ENOENT) {
 		rc = 0;
 	}
@@ -323,11 +329,13 @@ static int rename_pending(struct core *c, struct ofile *of, struct ofile *dof,
 	bool have_dst = index_object_get(c->d.ix, bucket, nkey, &dst) == 0 &&
 			!(dst.flags & OBJ_DELETED);
 	int rc = 0;
+	/* The old name's older staged copies are replaced; not this file,
+	 * whose "commit" journal names it until it is renamed below. */
 	if (*base) {
-		rc = delete_if_base(c, bucket, key, base);
+		rc = delete_if_base(c, bucket, key, base, of);
 	} else if (have_rec) {
 		if (c->d.stage)
-			stage_key_replaced(c->d.stage, bucket, key);
+			stage_key_replaced_but(c->d.stage, bucket, key, of->sf);
 		struct obj_meta o = { .bucket = (char *)bucket, .key = (char *)key,
 				      .mtime_ns = core_now_ns(), .flags = OBJ_DELETED };
 		core_index_local(c, &o);

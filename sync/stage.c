@@ -60,6 +60,8 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->grew = conf->grew;
 	st->renewed = conf->renewed;
 	st->grew_ctx = conf->grew_ctx;
+	st->jnl_changed = conf->jnl_changed;
+	st->jnl_ctx = conf->jnl_ctx;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;
 	st->durability = conf->durability;
 	st->up = conf->up;
@@ -299,7 +301,14 @@ static bool op_begin(struct stage_file *f, bool idle, enum op_journal how,
 			if (want)
 				f->jbusy = true;
 			f->n_active++;
-			f->jsealed = false;      /* what the seal journaled changes */
+			/* A rename or a metadata change of a sealed file
+			 * keeps the seal's promise: "commit" again under the
+			 * new name or metadata (its bytes are the sealed
+			 * ones); anything else ends it. */
+			f->jreseal = want && how == OP_REWRITE && f->jsealed &&
+				     f->js == STAGE_JS_COMMIT;
+			if (!f->jreseal)
+				f->jsealed = false;
 			return want;
 		}
 		pthread_cond_wait(&f->cond, &f->lock);
@@ -331,7 +340,13 @@ static void op_end(struct stage_file *f, bool owned, bool wrote)
  * that I/O; a write that needs the journal too waits for its owner. */
 static int journal_dirty(struct stage_file *f)
 {
-	return stage_jnl_file(f, STAGE_JS_DIRTY, f->size, true, NULL);
+	bool reseal = f->jreseal;
+	f->jreseal = false;
+	int err = stage_jnl_file(f, reseal ? STAGE_JS_COMMIT : STAGE_JS_DIRTY, f->size,
+				 true, NULL);
+	if (err && reseal)
+		f->jsealed = false;      /* the journal on disk may be gone */
+	return err;
 }
 
 /* Where the bytes of a write come from: memory, or a pipe holding them. */
@@ -588,6 +603,12 @@ int stage_file_set_commit_meta(struct stage_file *f, const struct obj_kv *meta,
 			       size_t n_meta, const char *content_type)
 {
 	return set_meta(f, meta, n_meta, content_type, OP_NO_JOURNAL);
+}
+
+void stage_key_replaced_but(struct stage *st, const char *bucket, const char *key,
+			    struct stage_file *keep)
+{
+	stage_kept_replaced(st, bucket, key, keep ? keep->id : 0);
 }
 
 int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)

@@ -142,6 +142,10 @@ struct stage_conf {
 	 * in use, was made again (the gateway takes its cache.dir lock
 	 * again). May be NULL. */
 	void (*renewed)(void *ctx);
+	/* For tests: called after each journal write and removal (a crash
+	 * point), with jnl_ctx, no lock of the stage held. May be NULL. */
+	void (*jnl_changed)(void *ctx);
+	void *jnl_ctx;
 };
 
 /* Counters for .facetfs/stats ("staging" section). */
@@ -201,6 +205,10 @@ int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
  * so that they never put older bytes over the newer version or bring back
  * a deleted object (stage_kept.c). */
 void stage_key_replaced(struct stage *st, const char *bucket, const char *key);
+/* The same, but keep (the file moving away from that name: a rename of a
+ * pending file) is not marked. */
+void stage_key_replaced_but(struct stage *st, const char *bucket, const char *key,
+			    struct stage_file *keep);
 
 /* A multipart upload of bucket/key that no staged file holds may be open
  * in the store (a server-side copy in parts whose creation's answer was

@@ -123,6 +123,8 @@ struct stage {
 	void (*grew)(void *ctx);     /* stage_conf.grew */
 	void (*renewed)(void *ctx);  /* stage_conf.renewed (grew_ctx) */
 	void *grew_ctx;
+	void (*jnl_changed)(void *ctx);   /* stage_conf.jnl_changed (tests) */
+	void *jnl_ctx;
 
 	pthread_mutex_t lock;
 	pthread_cond_t room;         /* bytes were uncharged */
@@ -170,7 +172,11 @@ struct stage_file {
 	bool jsealed;                /* js is "commit" as stage_file_seal wrote
 				      * it: data synced, journal holding these
 				      * bytes, name and metadata; cleared by any
-				      * change (op_begin) */
+				      * change but a rename or a metadata change
+				      * (op_begin), which journal "commit" again */
+	bool jreseal;                /* the journal's owner rewrites a sealed
+				      * file's name or metadata: "commit"
+				      * again, not "dirty" (lock) */
 	char etag[72];               /* of the last upload or fill; "" unknown */
 	struct stage_stream sm;      /* streamed upload (stage_stream.c) */
 	struct stage_intent intent;  /* a creation whose id is not journaled */

@@ -316,6 +316,8 @@ int stage_jnl_put(struct stage *st, uint64_t id, const struct stage_jimg *img,
 	if (err)
 		log_error("stage: journal %s/%s for %s: %s", st->dir, name, img->what,
 			  strerror(-err));
+	if (st->jnl_changed)
+		st->jnl_changed(st->jnl_ctx);
 	return err;
 }
 
@@ -601,5 +603,7 @@ int stage_jnl_remove(struct stage *st, uint64_t id)
 	stage_name(id, ".jnl", name);
 	if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
 		return -errno;
+	if (st->jnl_changed)
+		st->jnl_changed(st->jnl_ctx);
 	return stage_sync(st, st->dir_fd, false);
 }

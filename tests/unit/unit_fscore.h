@@ -57,6 +57,11 @@ static inline char *unit_fscore_tmpdir(const char *tag)
  * PUTs (core_deps.cond): none unless a test says so. */
 static struct s3_cond_caps unit_fscore_cond __attribute__((unused));
 
+/* Called after each journal write of the stages opened next (a crash
+ * point, sync/stage.h jnl_changed): none unless a test says so. */
+static void (*unit_fscore_jnl_hook)(void *ctx) __attribute__((unused));
+static void *unit_fscore_jnl_ctx __attribute__((unused));
+
 /* The inode table's resolver: a view name in the core's pinned set. */
 static inline size_t gw_resolve(void *ctx, const char *name)
 {
@@ -82,7 +87,9 @@ static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
 		exit(2);
 	}
 	snprintf(path, sizeof path, "%s/staging", gw->dir);
-	struct stage_conf sc = { .dir = path, .max_bytes = max_bytes, .s3 = s3 };
+	struct stage_conf sc = { .dir = path, .max_bytes = max_bytes, .s3 = s3,
+				 .jnl_changed = unit_fscore_jnl_hook,
+				 .jnl_ctx = unit_fscore_jnl_ctx };
 	int rc = stage_open(&sc, &gw->stage);
 	if (rc == 0)
 		rc = inode_table_new(gw_resolve, gw, &gw->it);
