@@ -7,8 +7,10 @@
  * one bucket: "s" (session, keys s/...) and "c" (commit, keys c/...), in
  * a view-set slot as the gateway keeps them. Each gateway's core runs one
  * long request on the test's thread: gw_open() pins its view set
- * (core_req_begin) until gw_close() (the tests change no view set). A
- * set-up that fails prints why and exits 2.
+ * (core_req_begin) until gw_close() (the tests change no view set).
+ * gw_open_start() starts one on a copy of an earlier one's staging
+ * directory, recovered as the gateway does (defer_commits). A set-up
+ * that fails prints why and exits 2.
  */
 #ifndef FACETFS_TEST_UNIT_FSCORE_H
 #define FACETFS_TEST_UNIT_FSCORE_H
