@@ -37,8 +37,10 @@
  * fsync of a write-back file publishes it at once; core_drain_sync
  * publishes everything pending (or under one path) and waits; at the
  * core's end the drain runs for up to stop_drain seconds, and what is left
- * stays journaled "commit" for the next start's recovery, which uploads it
- * before the mount.
+ * stays journaled "commit" for the next start: its recovery leaves such
+ * files staged, and core_drain_adopt_all queues them again after the
+ * mount (before its first request), due at once, each under the view
+ * that shows its key and checked against the base its journal names.
  *
  * Lock: drain.lock (a state lock) guards the queue and the gauges; the
  * core's ofile_lock may be taken under it (an ofile's names, its
