@@ -335,7 +335,7 @@ bool core_file_is_object(const struct core_file *f);
  * start at the first sealed file); without one, a close in a write-back
  * view uploads as in any other. core_drain_free: before core_free, drains
  * for up to conf.stop_s, then stops; what is left stays journaled "commit"
- * for the next start's recovery. core_drain_sync: publishes every pending
+ * for the next start (core_drain_adopt_all queues it again). core_drain_sync: publishes every pending
  * file of view vname under path ("" the whole view; vname NULL: every
  * view) and waits until S3 has them: 0; -EIO when every file left failed
  * its last try, -ETIMEDOUT after timeout_s; then *report (malloc'ed) names
@@ -344,6 +344,14 @@ bool core_file_is_object(const struct core_file *f);
  * up to date (call it before rendering them). core_drain_list: one line per pending file (key, bytes,
  * age, tries, state), malloc'ed. */
 int  core_drain_new(struct core *c, const struct core_drain_conf *conf);
+/* Every file the stage's recovery left for the drain (stage_conf's
+ * defer_commits: files whose commit had begun when the previous run
+ * stopped) taken up again and queued, due at once, oldest first; a file
+ * that cannot be is logged and stays pending for the next start. Local
+ * work only (no S3 request): call it once, after core_drain_new, before
+ * the mount serves, so that the mount shows those files from its first
+ * request. The number queued. */
+int  core_drain_adopt_all(struct core *c);
 void core_drain_free(struct core *c);
 int  core_drain_sync(struct core *c, const char *vname, const char *path,
 		     int timeout_s, char **report);

@@ -40,8 +40,10 @@
  * fsync of a write-back file publishes it at once; core_drain_sync
  * publishes everything pending (or under one path) and waits; at the
  * core's end the drain runs for up to stop_drain seconds, and what is left
- * stays journaled "commit" for the next start's recovery, which uploads it
- * before the mount.
+ * stays journaled "commit" for the next start: its recovery leaves such
+ * files staged, and core_drain_adopt_all queues them again after the
+ * mount (before its first request), due at once, each under the view
+ * that shows its key and checked against the base its journal names.
  *
  * Lock: drain.lock (a state lock) guards the queue and the gauges; the
  * core's ofile_lock may be taken under it (an ofile's names, its
@@ -59,6 +61,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +232,8 @@ static int conflict_check(struct core *c, struct ofile *of, bool by_writer)
 	snprintf(key, sizeof key, "%s", of->key);
 	snprintf(base, sizeof base, "%s", of->base_etag);
 	mod_unlock(&c->ofile_lock);
+	if (strcmp(base, CORE_BASE_ANY) == 0)
+		return 0;            /* its base is not known: not checked */
 	struct obj_meta cur = { 0 };
 	int rc = s3_head(c->d.s3, bucket, key, &cur);
 	if (rc == -ENOENT)
@@ -652,6 +657,145 @@ char *core_drain_list(struct core *c)
 	}
 	fclose(fp);
 	return text;
+}
+
+/* ---- files the start's recovery left (adoption) ---- */
+
+/* The view that shows bucket/key for a file taken up: of the views whose
+ * buckets and key conditions hold it, a write-back one first, then a
+ * writable one, then any; its path there in path. INODE_NO_VIEW: none. */
+static size_t adopt_view(struct core *c, const char *bucket, const char *key,
+			 char *path, size_t len)
+{
+	const struct core_views *vs = core_views(c);
+	size_t best = INODE_NO_VIEW;
+	int best_rank = 0;
+	char p[PATH_MAX];
+	for (size_t i = 0; i < vs->n; i++) {
+		const struct view *v = vs->views[i];
+		if (!view_uses_bucket(v, bucket) || !view_key_can_match(v, key) ||
+		    view_key_path(v, key, p, sizeof p) != 0)
+			continue;
+		int rank = view_write_back(v) ? 3 : view_writable(v) ? 2 : 1;
+		if (rank > best_rank && strlen(p) < len) {
+			best = i;
+			best_rank = rank;
+			snprintf(path, len, "%s", p);
+		}
+	}
+	return best;
+}
+
+/* of (a reference taken here) at the queue's tail, due now: no
+ * drain_delay, and no burst is begun by it (d->lock not held). */
+static void enqueue_due(struct core_drain *d, struct ofile *of)
+{
+	int64_t now = now_ns();
+	struct drain_ent *n = calloc(1, sizeof *n);
+	if (!n) {
+		log_error("write-back: out of memory: %s/%s stays pending until the "
+			  "next start", of->bucket, of->key);
+		return;
+	}
+	mod_lock(&d->c->ofile_lock);
+	of->refs++;
+	mod_unlock(&d->c->ofile_lock);
+	*n = (struct drain_ent){ .of = of, .closed_ns = now, .ready_ns = now };
+	mod_lock(&d->lock);
+	struct drain_ent **p = &d->head;
+	while (*p)
+		p = &(*p)->next;
+	*p = n;
+	if (!d->n_threads)
+		threads_start(d);
+	pthread_cond_signal(&d->work);
+	mod_unlock(&d->lock);
+}
+
+/* The record a taken-up file shows until its upload: this mount's own,
+ * with no ETag, as its seal made it (the index may have lost it, or
+ * hold another version since). */
+static void adopt_index(struct core *c, const struct obj_meta *what)
+{
+	struct obj_meta o = *what;
+	o.etag[0] = '\0';
+	o.mtime_ns = core_now_ns();
+	o.tags = NULL;
+	o.n_tags = 0;
+	o.flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
+	if (core_index_local(c, &o) < 0)
+		log_warn("write-back: index update of %s/%s taken up after the start "
+			 "failed", what->bucket, what->key);
+}
+
+int core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *what,
+		     bool base_known)
+{
+	struct core_drain *d = c->drain;
+	char path[PATH_MAX];
+	core_req_begin(c);
+	size_t v = adopt_view(c, what->bucket, what->key, path, sizeof path);
+	const char *vname = v == INODE_NO_VIEW ? "" : view_name(core_view(c, v));
+	struct ofile *of = calloc(1, sizeof *of);
+	int rc = of ? 0 : -ENOMEM;
+	if (of) {
+		of->vname = obj_strdup_opt(vname, &rc);
+		of->path = obj_strdup_opt(v == INODE_NO_VIEW ? what->key : path, &rc);
+		of->bucket = obj_strdup_opt(what->bucket, &rc);
+		of->key = obj_strdup_opt(what->key, &rc);
+	}
+	core_req_end(c);
+	if (rc < 0 || !d) {
+		if (of)
+			core_ofile_free(of);     /* not of->sf yet */
+		stage_file_release(sf);      /* stays pending: the next start */
+		return rc < 0 ? rc : -EINVAL;
+	}
+	of->ino = inode_number(of->vname, of->path);
+	of->sf = sf;
+	of->refs = 1;
+	of->times_set = true;        /* the journal holds the time of its close */
+	snprintf(of->base_etag, sizeof of->base_etag, "%s",
+		 base_known ? what->etag : CORE_BASE_ANY);
+	adopt_index(c, what);
+	of->meta = *what;            /* what the upload carries (ownership moves) */
+	memset(what, 0, sizeof *what);
+	struct ofile *other = core_ofile_insert(c, of);
+	if (other) {
+		log_error("write-back: %s/%s is open already; the copy of an earlier "
+			  "run stays for the next start", of->bucket, of->key);
+		core_ofile_put(c, other);
+		core_ofile_free(of);         /* releases sf: pending again */
+		return -EEXIST;
+	}
+	if (v == INODE_NO_VIEW)
+		log_warn("write-back: %s/%s, pending since an earlier run, is in no view "
+			 "now: published all the same", of->bucket, of->key);
+	enqueue_due(d, of);
+	core_ofile_put(c, of);       /* the queue holds it now */
+	return 0;
+}
+
+int core_drain_adopt_all(struct core *c)
+{
+	if (!c->drain)
+		return 0;
+	int n = 0;
+	for (;;) {
+		struct stage_file *sf;
+		struct obj_meta what;
+		bool known;
+		int rc = stage_file_adopt(c->d.stage, &sf, &what, &known);
+		if (rc == -ENOENT)
+			break;
+		if (rc == 0 && core_drain_adopt(c, sf, &what, known) == 0)
+			n++;
+		obj_meta_release(&what);
+	}
+	if (n)
+		log_info("write-back: %d file(s) pending since an earlier run queued "
+			 "for the drain", n);
+	return n;
 }
 
 void core_drain_free(struct core *c)

@@ -79,11 +79,19 @@ struct ofile {
 				      * commits wait */
 	char base_etag[72];          /* the version it is based on: the ETag at
 				      * open or of this mount's last upload;
-				      * "" for a new object (lock) */
+				      * "" for a new object; CORE_BASE_ANY
+				      * (lock) */
 	bool tabled;                 /* in the open-file table (lock) */
 	struct ofile *next;          /* its chain: by key while named, by
 				      * inode once unlinked */
 };
+
+/* The base_etag of a file taken up from a journal that named no base
+ * (written by a gateway before journals had one): its upload is not
+ * checked against another client's write, as that gateway would not
+ * have checked it either. */
+#define CORE_BASE_ANY "*"
+
 #define CORE_OFILE_SLOTS 1024        /* a power of two */
 
 struct mkdir_ent {                   /* a directory made with mkdir */
@@ -344,6 +352,17 @@ int  core_ofile_seal(struct core *c, struct ofile *of);
 /* A file waiting in the write-back drain whose name changed (rename):
  * sealed again under the new name. 0, or core_ofile_seal's error. */
 int  core_drain_reseal(struct core *c, struct ofile *of);
+/* A file the start's recovery left staged (sf from stage_file_adopt, with
+ * what and base_known as it gave them) joins the drain, due at once: an
+ * ofile for its bucket/key under the view that shows it (a write-back view
+ * whose prefix holds it first; in no view: published all the same), based
+ * on the version its journal named (CORE_BASE_ANY when none), indexed as
+ * this mount's own pending version, so that every view lists and reads
+ * the staged bytes until the drain publishes them. what's strings move
+ * into the ofile (release what all the same). 0, or -errno: sf released
+ * (pending again, for the next start). */
+int  core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *what,
+		      bool base_known);
 /* fsync of a descriptor where it publishes nothing: its staged bytes made
  * durable here (stage_file_sync). */
 int  core_file_sync(struct core *c, struct core_file *f);

@@ -203,6 +203,18 @@ static int commit_mtime(struct core *c, struct ofile *of)
 	return rc;
 }
 
+/* The version of's upload is checked against, given to its staged file,
+ * whose journal keeps it for the upload after a crash (stage_file_set_base;
+ * CORE_BASE_ANY: not known). */
+static void ofile_base_journaled(struct core *c, struct ofile *of)
+{
+	char base[72];
+	mod_lock(&c->ofile_lock);
+	snprintf(base, sizeof base, "%s", of->base_etag);
+	mod_unlock(&c->ofile_lock);
+	stage_file_set_base(of->sf, strcmp(base, CORE_BASE_ANY) ? base : NULL);
+}
+
 static int ofile_commit(struct core *c, struct ofile *of, bool cond);
 
 int core_ofile_commit(struct core *c, struct ofile *of)
@@ -270,11 +282,15 @@ static int ofile_commit(struct core *c, struct ofile *of, bool cond)
 	 * journal does. */
 	bool sealed = dirty && stage_file_sealed(of->sf);
 	int rc = dirty && !sealed ? commit_mtime(c, of) : 0;
+	if (rc == 0 && dirty && !sealed)
+		ofile_base_journaled(c, of);
 	if (rc == 0 && cond) {
 		char base[72];
 		mod_lock(&c->ofile_lock);
 		snprintf(base, sizeof base, "%s", of->base_etag);
 		mod_unlock(&c->ofile_lock);
+		if (!strcmp(base, CORE_BASE_ANY))
+			return -EOPNOTSUPP;     /* no base known: nothing to send */
 		struct stage_cond sc = { .base = base, .caps = c->d.cond };
 		rc = stage_file_commit_if(of->sf, &sc, etag);
 		if (rc == -EOPNOTSUPP || rc == -ESTALE)
@@ -301,8 +317,10 @@ int core_ofile_seal(struct core *c, struct ofile *of)
 		return 0;    /* unlinked while open: nothing to publish */
 	bool dirty = stage_file_dirty(of->sf);
 	int rc = dirty ? commit_mtime(c, of) : 0;
-	if (rc == 0 && dirty)
+	if (rc == 0 && dirty) {
+		ofile_base_journaled(c, of);
 		rc = stage_file_seal(of->sf);
+	}
 	if (rc == 0 && dirty)
 		ofile_index(c, of, "", false);
 	core_ofile_commit_end(c, of);

@@ -5,9 +5,11 @@
 #include "fuse/fs_int.h"
 
 #include "common/log.h"
+#include "sync/stage.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +193,17 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 	return rc;
 }
 
+/* Staged files released with their data not in S3 and in no queue:
+ * kept by the start's recovery (an upload it could not abort), or a
+ * failed commit's; the next start takes them up. */
+static uint64_t stage_left(struct fs *fs)
+{
+	struct stage_counters sc = { 0 };
+	if (fs->d.stage)
+		stage_counters_get(fs->d.stage, &sc);
+	return sc.pending_files;
+}
+
 char *fs_sync(struct fs *fs, const char *path)
 {
 	char vname[256] = "";
@@ -209,7 +222,13 @@ char *fs_sync(struct fs *fs, const char *path)
 	/* A day at most: the caller may interrupt it; what is left stays
 	 * pending and the drain goes on. */
 	int rc = core_drain_sync(fs->core, path ? vname : NULL, rest, 86400, &report);
-	if (rc == 0) {
+	uint64_t left = rc == 0 && !path ? stage_left(fs) : 0;
+	if (left) {
+		if (asprintf(&answer, "error: not all in S3: %" PRIu64 " staged file(s) "
+			     "outside the drain (a failed close, or kept by the start's "
+			     "recovery: see the log) wait for the next start\n", left) < 0)
+			answer = NULL;
+	} else if (rc == 0) {
 		answer = strdup("synced\n");
 	} else if (asprintf(&answer, "error: not all in S3 (%s):\n%s", strerror(-rc),
 			    report ? report : "") < 0) {
@@ -222,6 +241,11 @@ char *fs_sync(struct fs *fs, const char *path)
 void fs_pending(struct fs *fs, uint64_t *files, uint64_t *bytes)
 {
 	core_drain_pending(fs->core, files, bytes);
+}
+
+int fs_adopt(struct fs *fs)
+{
+	return core_drain_adopt_all(fs->core);
 }
 
 int fs_mount(const char *mountpoint, const char *fuse_opts,

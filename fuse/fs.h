@@ -87,6 +87,11 @@ struct fs_deps {
  * A mountpoint left stale by a crashed gateway is unmounted first. */
 int fs_mount(const char *mountpoint, const char *fuse_opts,
 	     const struct fs_deps *deps, struct fs **out);
+/* After fs_mount, before fs_run: the files the stage's recovery left
+ * (stage_conf.defer_commits) join write-back's drain, due at once, so
+ * that the mount shows them from its first request and publishes them
+ * behind it (core_drain_adopt_all). The number queued. */
+int fs_adopt(struct fs *fs);
 /* Serve requests until unmounted or signalled; 0 on a clean stop. */
 int fs_run(struct fs *fs);
 /* Unmount (if still mounted) and free. */
@@ -94,7 +99,9 @@ void fs_free(struct fs *fs);
 
 /* `facetfs sync`: publish what write-back views hold pending (path:
  * "VIEW" or "VIEW/DIR..." or NULL for all) and wait; the answer text
- * (malloc'ed): "synced\n", or "error: ..." with one line per key left. */
+ * (malloc'ed): "synced\n", or "error: ..." with one line per key left.
+ * For all (NULL), also an error while staged files outside the drain
+ * wait for the next start (stage_counters.pending_files). */
 char *fs_sync(struct fs *fs, const char *path);
 /* The drain's pending files and bytes now (0 without write-back). */
 void fs_pending(struct fs *fs, uint64_t *files, uint64_t *bytes);

@@ -204,7 +204,8 @@ static int open_stage(struct gateway *gw)
 					 .threads = gw->cfg.s3_upload_streams },
 				 .stream_threads = gw->cfg.s3_upload_streams,
 				 .full_timeout_s = gw->cfg.cache_full_timeout_s,
-				 .stream_off = gw->cfg.s3_stream_off };
+				 .stream_off = gw->cfg.s3_stream_off,
+				 .defer_commits = true };
 	if (rc == 0)
 		rc = stage_open(&sc, &gw->stage);
 	if (rc < 0) {
@@ -216,10 +217,11 @@ static int open_stage(struct gateway *gw)
 	if (rep.orphans_aborted)
 		log_warn("staging: %u multipart uploads a crash left without a journaled "
 			 "id found by listing and aborted", rep.orphans_aborted);
-	if (rep.reuploaded || rep.reupload_failed || rep.recovered)
-		log_warn("staged data of an earlier run: %u uploaded (their commit had begun), "
-			 "%u still failing to upload, %u never committed moved to %s",
-			 rep.reuploaded, rep.reupload_failed, rep.recovered,
+	if (rep.deferred || rep.reuploaded || rep.reupload_failed || rep.recovered)
+		log_warn("staged data of an earlier run: %u to be published after the "
+			 "mount (their commit had begun), %u kept staged, %u never "
+			 "committed moved to %s", rep.deferred + rep.reuploaded,
+			 rep.reupload_failed + rep.abort_failed, rep.recovered,
 			 stage_recovered_dir(gw->stage));
 	if (rc < 0)
 		log_error("staging recovery in %s: %s", dir, strerror(-rc));
@@ -561,6 +563,9 @@ int gateway_mount(const struct mount_opts *o)
 	};
 	if (fs_mount(o->mountpoint, o->fuse_opts, &deps, &gw.fs) < 0)
 		goto out;
+	/* What recovery left: queued before the first request is served,
+	 * published behind it by the drain. */
+	fs_adopt(gw.fs);
 	ingest_set_fs(gw.ing, gw.fs);
 	atomic_store(&gw.mem_fs, gw.fs);
 	if (gw.cfg.rescan_interval_s)

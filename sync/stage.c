@@ -67,6 +67,7 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->up = conf->up;
 	st->s3 = conf->s3;
 	st->stream_off = conf->stream_off;
+	st->defer_commits = conf->defer_commits;
 	pthread_mutex_init(&st->pool.lock, NULL);
 	pthread_cond_init(&st->pool.cond, NULL);
 	st->pool.n_threads = conf->stream_threads;
@@ -99,6 +100,7 @@ void stage_close(struct stage *st)
 		return;
 	assert(!st->open);
 	stage_pool_stop(st);
+	stage_deferred_free(st);
 	stage_kept_free_all(st);
 	pthread_mutex_destroy(&st->pool.lock);
 	pthread_cond_destroy(&st->pool.cond);
@@ -708,7 +710,8 @@ static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
 	if (sealed) {
 		j = (struct stage_jnl){ .state = STAGE_JS_COMMIT, .size = size,
 			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-			.meta = f->meta, .n_meta = f->n_meta };
+			.meta = f->meta, .n_meta = f->n_meta,
+			.base = f->has_base ? f->base : NULL };
 	} else {
 		stage_jnl_own(f);
 		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, false, &j);
@@ -907,8 +910,16 @@ static int file_commit(struct stage_file *f, const struct stage_cond *cond,
 		if (etag_out)
 			snprintf(etag_out, 72, "%s", etag);
 	}
+	bool adopted_done = !err && f->adopted;   /* stage_file_adopt's */
+	if (adopted_done)
+		f->adopted = false;
 	pthread_cond_broadcast(&f->cond);
 	mod_unlock(&f->lock);
+	if (adopted_done) {
+		mod_lock(&st->lock);
+		st->cnt.reuploaded_files++;
+		mod_unlock(&st->lock);
+	}
 	if (!kept)          /* in S3, or not journaled "commit": nothing waits */
 		stage_kept_forget(st, f->id);
 	if (!err)
@@ -1082,4 +1093,137 @@ void stage_file_release(struct stage_file *f)
 		stage_kept_release(st, f->id);
 	}
 	file_free(f);
+}
+
+/* ---- the version a file is based on; files recovery deferred ---------- */
+
+void stage_file_set_base(struct stage_file *f, const char *etag)
+{
+	mod_lock(&f->lock);
+	f->has_base = etag != NULL;
+	snprintf(f->base, sizeof f->base, "%s", etag ? etag : "");
+	mod_unlock(&f->lock);
+}
+
+/* What the upload of the file journal j stands for carries, copied into
+ * *what (the base as its ETag). 0 or -ENOMEM. */
+static int adopt_what(const struct stage_jnl *j, struct obj_meta *what)
+{
+	int err = 0;
+	memset(what, 0, sizeof *what);
+	what->bucket = obj_strdup_opt(j->bucket, &err);
+	what->key = obj_strdup_opt(j->key, &err);
+	what->content_type = obj_strdup_opt(j->ctype, &err);
+	if (!err)
+		err = obj_kv_copy(&what->meta, &what->n_meta, j->meta, j->n_meta);
+	what->size = j->size;
+	what->flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
+	snprintf(what->etag, sizeof what->etag, "%s", j->base ? j->base : "");
+	if (err)
+		obj_meta_release(what);
+	return err;
+}
+
+/* Deferred file d as an open staged file, sealed as the journal on disk
+ * says (d->j's strings move into it). 0 or -errno (nothing made). */
+static int adopt_file(struct stage *st, struct stage_deferred *d,
+		      struct stage_file **out)
+{
+	struct stage_jnl *j = &d->j;
+	struct stage_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	f->st = st;
+	f->id = d->id;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	char name[32];
+	stage_name(d->id, ".data", name);
+	f->fd = openat(st->dir_fd, name, O_RDWR | O_CLOEXEC);
+	int err = f->fd < 0 ? -errno : 0;
+	if (!err && j->upload_id) {
+		/* Its commit aborts the upload the journal names first. */
+		err = 0;
+		f->sm.bucket = obj_strdup_opt(j->upload_bucket ? j->upload_bucket
+					      : j->bucket, &err);
+		f->sm.key = obj_strdup_opt(j->upload_key ? j->upload_key : j->key, &err);
+		f->sm.id = j->upload_id;
+		j->upload_id = NULL;
+		f->sm.broken = true;
+	}
+	if (err) {
+		file_free(f);
+		return err;
+	}
+	f->bucket = j->bucket;
+	f->key = j->key;
+	f->ctype = j->ctype;
+	f->meta = j->meta;
+	f->n_meta = j->n_meta;
+	j->bucket = j->key = j->ctype = NULL;
+	j->meta = NULL;
+	j->n_meta = 0;
+	f->size = j->size;
+	f->dirty = true;
+	f->js = STAGE_JS_COMMIT;
+	f->jsynced = true;
+	/* The seal's stand: what goes up is what the journal holds (an
+	 * upload it names is aborted first; aborting one already gone is 0,
+	 * so the name may stay in it until the journal goes). */
+	f->jsealed = true;
+	f->nostream = true;
+	f->has_base = j->base != NULL;
+	snprintf(f->base, sizeof f->base, "%s", j->base ? j->base : "");
+	f->adopted = true;
+	*out = f;
+	return 0;
+}
+
+int stage_file_adopt(struct stage *st, struct stage_file **out, struct obj_meta *what,
+		     bool *base_known)
+{
+	*out = NULL;
+	memset(what, 0, sizeof *what);
+	*base_known = false;
+	struct stage_deferred d;
+	int err = stage_deferred_take(st, &d);
+	if (err)
+		return err;
+	char stale[32];
+	stage_name(d.id, ".stale", stale);
+	if (faccessat(st->dir_fd, stale, F_OK, 0) == 0)
+		err = -ESTALE;       /* replaced since: the next start moves it */
+	if (!err)
+		err = adopt_what(&d.j, what);
+	bool known = d.j.base != NULL;
+	struct stage_file *f = NULL;
+	if (!err && (err = adopt_file(st, &d, &f)) != 0)
+		obj_meta_release(what);
+	if (err) {
+		log_error("stage: %s/%016" PRIx64 " (%s/%s, commit had begun): cannot "
+			  "be taken up again: %s; it stays for the next start", st->dir,
+			  d.id, d.j.bucket ? d.j.bucket : "?", d.j.key ? d.j.key : "?",
+			  strerror(-err));
+		stage_jnl_release(&d.j);
+		return err;
+	}
+	stage_jnl_release(&d.j);
+	mod_lock(&st->lock);
+	f->next = st->open;
+	if (st->open)
+		st->open->prev = f;
+	st->open = f;
+	st->n_open++;
+	if (st->cnt.pending_files)       /* released with a journal no more */
+		st->cnt.pending_files--;
+	st->pending_bytes -= f->size < st->pending_bytes ? f->size : st->pending_bytes;
+	mod_unlock(&st->lock);
+	stage_kept_add(st, f->id, f->bucket, f->key, true);
+	sealed_set(f, f->size ? f->size : 1);
+	log_info("stage: %s/%s (%" PRIu64 " bytes, commit had begun before the "
+		 "stop) taken up again for the drain", f->bucket, f->key,
+		 (uint64_t)f->size);
+	*out = f;
+	*base_known = known;
+	return 0;
 }

@@ -52,7 +52,9 @@
  * none) is ever written over in place, and the write that tore it had
  * not returned (stage_journal.c).
  * Crash rule (stage_recover): "commit" -> its upload (if any) aborted and
- * the file uploaded again (kept staged if that fails); "dirty" -> its
+ * the file uploaded again (kept staged if that fails), or, with
+ * defer_commits, left staged for stage_file_adopt (the caller's drain
+ * uploads it after the mount, see there); "dirty" -> its
  * upload (if any) aborted, data moved to recovered/ as BUCKET%2FKEY@TIME
  * (+ .journal) (kept staged while the abort fails); data without journal
  * -> deleted. A journal may also hold an intent (journaled before each
@@ -146,6 +148,11 @@ struct stage_conf {
 	 * point), with jnl_ctx, no lock of the stage held. May be NULL. */
 	void (*jnl_changed)(void *ctx);
 	void *jnl_ctx;
+	/* Recovery uploads nothing: each file whose commit had begun is left
+	 * staged for stage_file_adopt (the gateway's drain publishes it after
+	 * the mount), so that no S3 request stands between the start and the
+	 * mount. false: stage_recover uploads them itself. */
+	bool defer_commits;
 };
 
 /* Counters for .facetfs/stats ("staging" section). */
@@ -156,7 +163,8 @@ struct stage_counters {
 	uint64_t uploads, upload_bytes, upload_errors;
 	uint64_t enospc, efbig;          /* refusals */
 	uint64_t recovered_files;        /* moved to recovered/ (all time here) */
-	uint64_t reuploaded_files;       /* commit-begun files uploaded by recovery */
+	uint64_t reuploaded_files;       /* commit-begun files uploaded by recovery,
+					  * or after it (stage_file_adopt) */
 	uint64_t syncs;                  /* fsync/fdatasync calls (0 under PROCESS) */
 	uint64_t sealed_files, sealed_bytes;  /* sealed, not uploaded yet */
 	uint64_t blocked_ms;             /* writes waited for room (all time) */
@@ -170,6 +178,8 @@ struct stage_counters {
 struct stage_recovery_report {
 	unsigned reuploaded;       /* "commit" files now in S3 */
 	unsigned reupload_failed;  /* "commit" files kept staged (S3 failed) */
+	unsigned deferred;         /* "commit" files left for stage_file_adopt
+				    * (defer_commits) */
 	unsigned abort_failed;     /* "dirty" files kept: aborting failed */
 	unsigned aborted;          /* uploads named by a journal, aborted */
 	unsigned orphans_aborted;  /* uploads found by listing, aborted */
@@ -194,7 +204,15 @@ void stage_counters_get(struct stage *st, struct stage_counters *out);
  * (S3 failures are not: they are counted in reupload_failed). One call
  * at a time, and none while commits, renames or deletes run through the
  * stage (stage_key_replaced marks files it may be uploading): the gateway
- * calls it once, at its start, before the mount. */
+ * calls it once, at its start, before the mount.
+ * With defer_commits, a "commit" journal (not stale, its data of the size
+ * it names, not after a PROCESS run and a reboot) is neither uploaded nor
+ * its upload aborted: the file stays staged and pending, in the list
+ * stage_file_adopt takes from (oldest id first), and is counted in
+ * deferred. Of two such files of one key only the newest (highest id)
+ * is kept; the older goes to recovered/. A journal with an intent still
+ * has it listed and aborted first (kept staged if that fails, as
+ * without defer_commits). */
 int  stage_recover(struct stage *st, struct stage_recovery_report *rep);
 /* bucket/key was renamed onto or deleted through this gateway (a commit
  * here, failed or not, does the same for its key itself): files with a
@@ -348,6 +366,34 @@ int  stage_file_set_aside(struct stage_file *f, const char *note);
  * waited for a write-back's upload): journal removed, the file clean, so
  * its release deletes it. */
 void stage_file_drop(struct stage_file *f);
+
+/* The version of its key the file is based on: etag, the ETag it was
+ * opened on or of its last upload ("" for a new key: none); NULL: not
+ * known. Journaled with each later journal ("base" line), so that after a
+ * crash the file's upload can still be checked against another client's
+ * newer write. Changes nothing else (the file stays sealed, clean or
+ * dirty as it was). */
+void stage_file_set_base(struct stage_file *f, const char *etag);
+
+/* The next file stage_recover deferred (defer_commits), oldest id first,
+ * as an open staged file again: *out is SEALED as stage_file_seal leaves
+ * a file (dirty, "commit" journaled, counted in sealed_files; its commit
+ * uploads what the journal holds with no sync and no journal write of its
+ * own), never streamed, no longer pending (it is open now: release it as
+ * any file). If the journal named a multipart upload, that upload is the
+ * file's broken stream: its commit aborts it first (while the abort
+ * fails, the commit fails with -EIO and the file stays as after any
+ * failed commit). *what (release it with obj_meta_release) gets the bucket,
+ * key, size, content type and user metadata the upload carries, and in
+ * etag the version the file is based on when the journal named one
+ * (*base_known; "" then means none: a new key). Its upload, once it
+ * succeeds, counts in reuploaded_files. 0; -ENOENT when none is left;
+ * another -errno when that file cannot be opened, or when its key was
+ * replaced since recovery (stage_key_replaced: -ESTALE): logged, it stays
+ * pending for the next start's recovery, and the next call goes on with
+ * the next file. Any thread, after stage_recover. */
+int  stage_file_adopt(struct stage *st, struct stage_file **out, struct obj_meta *what,
+		      bool *base_known);
 
 /* After the last close. Committed (or never journaled) data is deleted; a
  * file with uncommitted writes stays on disk for stage_recover() (logged,

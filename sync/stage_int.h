@@ -120,6 +120,7 @@ struct stage {
 	bool files_made;             /* a stage_file_new ran (under lock):
 				      * recovery no longer lists uploads */
 	struct stage_pool pool;      /* streamed parts (stage_stream.c) */
+	bool defer_commits;          /* stage_conf.defer_commits */
 	void (*grew)(void *ctx);     /* stage_conf.grew */
 	void (*renewed)(void *ctx);  /* stage_conf.renewed (grew_ctx) */
 	void *grew_ctx;
@@ -137,6 +138,10 @@ struct stage {
 	uint64_t next_id;
 	struct stage_file *open;     /* files not released */
 	size_t n_open;               /* how many (lock) */
+	struct stage_deferred *deferred;  /* what recovery left for
+				      * stage_file_adopt, by id: those from
+				      * next_deferred on not taken yet (lock) */
+	size_t n_deferred, next_deferred, cap_deferred;
 	struct stage_counters cnt;   /* used/max/open filled in on read */
 };
 
@@ -183,6 +188,11 @@ struct stage_file {
 	bool intent_fresh;           /* intent set by the creation running now */
 	bool oneshot;                /* stage_file_oneshot, until its commit */
 	bool nostream;               /* stage_file_nostream: never streamed */
+	bool has_base;               /* base is known (stage_file_set_base) */
+	char base[72];               /* the version the file is based on, ""
+				      * none (a new key): journaled with it */
+	bool adopted;                /* stage_file_adopt made it: its upload
+				      * counts as recovery's (reuploaded) */
 	struct stage_file *next, *prev;   /* stage.open, under stage.lock */
 };
 
@@ -252,6 +262,9 @@ struct stage_jnl {
 	struct obj_kv *meta;
 	size_t n_meta;
 	struct stage_intent intent;  /* ns 0: none */
+	char *base;                  /* the version the file is based on ("":
+				      * none, a new key); NULL: not known */
+	unsigned version;            /* read: the text's version (1 to 3) */
 };
 
 /* A journal's text, made with no I/O (stage_jnl_render) and written later
@@ -450,6 +463,18 @@ void stage_commit_unjournal(struct stage_file *f);
  * -errno (logged: not saved). No lock held. */
 int  stage_recover_fd(struct stage *st, uint64_t id, const char *bucket,
 		      const char *key, int fd, uint64_t size, const char *note);
+/* A "commit" journal recovery left for stage_file_adopt (defer_commits):
+ * the file's id and its journal as read (owned). */
+struct stage_deferred {
+	uint64_t id;
+	struct stage_jnl j;
+};
+/* stage_deferred_take: the next one, oldest id first; the journal is the
+ * caller's from then on (stage_jnl_release). 0, or -ENOENT when none is
+ * left. stage_deferred_free: frees what was not taken (stage_close; those
+ * files stay on disk, pending, for the next start). Take stage.lock. */
+int  stage_deferred_take(struct stage *st, struct stage_deferred *out);
+void stage_deferred_free(struct stage *st);
 /* (stage_recover itself is in stage.h.) */
 
 /* ---- stage_stream.c: streaming -------------------------------------- */

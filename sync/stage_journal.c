@@ -7,7 +7,7 @@
  *
  * Journal text, one field per line, every value written as ':' followed by
  * the value with bytes <= 0x20, '%' and 0x7f as %XX (so "" is ":"):
- *   facetfs-stage 2
+ *   facetfs-stage 3
  *   state dirty|commit
  *   size N
  *   bucket :B
@@ -20,6 +20,9 @@
  *   intent NS :B :K     (optional: from NS, ns since the epoch on this
  *                        machine's clock, a multipart upload of B/K may
  *                        exist whose id is not here; stage_int.h)
+ *   base :ETAG          (optional: the version of the key the file is
+ *                        based on, ":" for none (a new key); absent:
+ *                        not known, as in every version-2 text)
  *   meta :NAME :VALUE   (zero or more)
  *   end LEN SHA256      (LEN: the bytes before this line; SHA256: their
  *                        SHA-256, 64 hex digits)
@@ -60,9 +63,16 @@
  * torn ("dirty", the state it had), so that a "commit" text whose write
  * the caller reports as failed is not left behind for recovery to act on
  * (only a device failing its syncs, then the power, could keep it).
- *   Version 1 (no "end" line) was only ever written by rename, never
- * torn: it is read as before. A version-2 text that checks out but does
- * not parse is malformed (-EINVAL), like anything else unknown.
+ *   Versions. 3 is 2 with the "base" line; 2 is 1 with the "end" line.
+ * Every version is read: a version-2 text is checked as a version-3 one
+ * and names no base (a gateway before the line wrote it; recovery's
+ * caller decides what an unknown base means), and version 1 (no "end"
+ * line) was only ever written by rename, never torn: it is read as
+ * before. A checked text that does not parse is malformed (-EINVAL), like
+ * anything else unknown, and so is a "base" line in a version before 3.
+ * A gateway that only knows version 2 reads a version-3 text as
+ * malformed, so a downgrade moves pending files to recovered/ rather than
+ * upload them without their base check.
  */
 #include "sync/stage_int.h"
 
@@ -83,6 +93,7 @@
 #define JNL_MAX (1u << 20)   /* a journal is small: metadata is < 2 KiB in S3 */
 #define JNL_V1 "facetfs-stage 1\n"
 #define JNL_V2 "facetfs-stage 2\n"
+#define JNL_V3 "facetfs-stage 3\n"   /* what is written */
 
 /* SHA-256 of n bytes at p as 64 hex digits; false if libcrypto failed. */
 static bool jnl_sum(const char *p, size_t n, char hex[65])
@@ -176,7 +187,7 @@ int stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img)
 	FILE *fp = open_memstream(&img->text, &img->len);
 	if (!fp)
 		return -ENOMEM;
-	fprintf(fp, JNL_V2 "state %s\nsize %" PRIu64 "\nbucket ",
+	fprintf(fp, JNL_V3 "state %s\nsize %" PRIu64 "\nbucket ",
 		j->state == STAGE_JS_COMMIT ? "commit" : "dirty", j->size);
 	put_escaped(fp, j->bucket);
 	fputs("\nkey ", fp);
@@ -202,6 +213,10 @@ int stage_jnl_render(const struct stage_jnl *j, struct stage_jimg *img)
 		put_escaped(fp, j->intent.bucket);
 		fputc(' ', fp);
 		put_escaped(fp, j->intent.key);
+	}
+	if (j->base) {
+		fputs("\nbase ", fp);
+		put_escaped(fp, j->base);
 	}
 	for (size_t i = 0; i < j->n_meta; i++) {
 		fputs("\nmeta ", fp);
@@ -375,6 +390,7 @@ int stage_jnl_file(struct stage_file *f, enum stage_jstate state, uint64_t size,
 		.state = state, .size = size,
 		.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
 		.meta = f->meta, .n_meta = f->n_meta, .intent = f->intent,
+		.base = f->has_base ? f->base : NULL,
 	};
 	if (upload) {
 		j.upload_id = f->sm.id;
@@ -426,6 +442,7 @@ void stage_jnl_release(struct stage_jnl *j)
 	free(j->upload_key);
 	free(j->intent.bucket);
 	free(j->intent.key);
+	free(j->base);
 	obj_kv_free(j->meta, j->n_meta);
 	memset(j, 0, sizeof *j);
 }
@@ -437,8 +454,12 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 		return -EINVAL;
 	*sp = '\0';
 	char *v = sp + 1;
-	if (strcmp(line, "facetfs-stage") == 0)
-		return strcmp(v, "1") == 0 || strcmp(v, "2") == 0 ? 0 : -EINVAL;
+	if (strcmp(line, "facetfs-stage") == 0) {
+		if (j->version || (strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "3")))
+			return -EINVAL;
+		j->version = (unsigned)(v[0] - '0');
+		return 0;
+	}
 	if (strcmp(line, "state") == 0) {
 		if (strcmp(v, "dirty") == 0)
 			j->state = STAGE_JS_DIRTY;
@@ -459,7 +480,8 @@ static int jnl_parse_line(char *line, struct stage_jnl *j)
 		     strcmp(line, "ctype") == 0 ? &j->ctype :
 		     strcmp(line, "upload") == 0 ? &j->upload_id :
 		     strcmp(line, "ubucket") == 0 ? &j->upload_bucket :
-		     strcmp(line, "ukey") == 0 ? &j->upload_key : NULL;
+		     strcmp(line, "ukey") == 0 ? &j->upload_key :
+		     strcmp(line, "base") == 0 && j->version >= 3 ? &j->base : NULL;
 	if (dst) {
 		if (*dst)
 			return -EINVAL;
@@ -564,13 +586,13 @@ int stage_jnl_read(struct stage *st, uint64_t id, struct stage_jnl *out)
 	if (err)
 		goto out;
 	buf[len] = '\0';
-	/* Version 2: the checked text, or torn. So is a journal whose bytes
-	 * before any NUL are only the start of the first line, or none (cut
-	 * by a crash or a failed write, or made and never written). */
+	/* Versions 2 and 3: the checked text, or torn. So is a journal whose
+	 * bytes before any NUL are only the start of the first line, or none
+	 * (cut by a crash or a failed write, or made and never written). */
 	size_t head = strnlen(buf, len);
-	if (head > strlen(JNL_V2))
-		head = strlen(JNL_V2);
-	if (memcmp(buf, JNL_V2, head) == 0) {
+	if (head > strlen(JNL_V3))
+		head = strlen(JNL_V3);
+	if (memcmp(buf, JNL_V3, head) == 0 || memcmp(buf, JNL_V2, head) == 0) {
 		size_t at = len ? jnl_checked(buf, len) : 0;
 		if (!at) {
 			jnl_torn(buf, len, out);

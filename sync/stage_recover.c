@@ -1,8 +1,8 @@
 /*
  * stage_recover.c — crash recovery: the rule of stage.h applied to every
- * staged file not open now (uploaded again, moved to recovered/, deleted),
- * and the saving of a file whose staging file went with a removed
- * directory. Calls stage_orphans.c (intents and the orphans file),
+ * staged file not open now (uploaded again or left for stage_file_adopt,
+ * moved to recovered/, deleted), and the saving of a file whose staging
+ * file went with a removed directory. Calls stage_orphans.c (intents and the orphans file),
  * stage_kept.c, stage_journal.c and stage_dir.c; nothing above it.
  */
 #include "sync/stage_int.h"
@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
@@ -352,6 +353,99 @@ static int reupload(struct stage *st, uint64_t id, const struct stage_jnl *j,
 	return err;
 }
 
+/* File id's "commit" journal j (its data as journaled) is left staged
+ * for stage_file_adopt (defer_commits): j moves into the stage's list
+ * (zeroed here). The file is on the kept list from now on, so that its
+ * key replaced before its adoption marks it stale (stage_kept.c). */
+static int defer_commit(struct stage *st, uint64_t id, struct stage_jnl *j,
+			struct stage_recovery_report *rep)
+{
+	mod_lock(&st->lock);
+	int err = ARRAY_GROW(&st->deferred, &st->cap_deferred, st->n_deferred + 1);
+	if (!err) {
+		st->deferred[st->n_deferred++] = (struct stage_deferred){ .id = id, .j = *j };
+		memset(j, 0, sizeof *j);
+	}
+	mod_unlock(&st->lock);
+	if (err)
+		return err;
+	const struct stage_jnl *dj = &st->deferred[st->n_deferred - 1].j;
+	stage_kept_add(st, id, dj->bucket, dj->key, false);
+	log_debug("stage: %s/%s (%" PRIu64 " bytes, commit had begun) left for the "
+		  "drain", dj->bucket, dj->key, dj->size);
+	rep->deferred++;
+	return 0;
+}
+
+static int deferred_by_name(const void *a, const void *b)
+{
+	const struct stage_deferred *x = a, *y = b;
+	int c = strcmp(x->j.bucket, y->j.bucket);
+	if (!c)
+		c = strcmp(x->j.key, y->j.key);
+	return c ? c : x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int deferred_by_id(const void *a, const void *b)
+{
+	const struct stage_deferred *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Of deferred files of one key only the newest (the highest id: ids grow
+ * with each file made) is the key's next version: an older one (its
+ * stale mark was lost) goes to recovered/ instead. The list is left in
+ * the order of ids. No other thread uses the stage yet. */
+static void deferred_dedupe(struct stage *st, struct stage_recovery_report *rep)
+{
+	struct stage_deferred *todo = st->deferred + st->next_deferred;
+	size_t n = st->n_deferred - st->next_deferred;   /* not taken yet */
+	qsort(todo, n, sizeof *todo, deferred_by_name);
+	size_t kept = st->next_deferred;
+	for (size_t i = st->next_deferred; i < st->n_deferred; i++) {
+		struct stage_deferred *d = &st->deferred[i];
+		struct stage_deferred *next = i + 1 < st->n_deferred ? d + 1 : NULL;
+		if (!next || strcmp(d->j.bucket, next->j.bucket) ||
+		    strcmp(d->j.key, next->j.key)) {
+			st->deferred[kept++] = *d;
+			continue;
+		}
+		char data[32];
+		struct stat sb;
+		stage_name(d->id, ".data", data);
+		log_warn("stage: %s/%s has two copies whose commit had begun; the "
+			 "older is not uploaded", d->j.bucket, d->j.key);
+		rep->deferred--;
+		if (fstatat(st->dir_fd, data, &sb, 0) == 0)
+			move_recovered(st, d->id, true, &d->j, &sb, rep);
+		stage_jnl_release(&d->j);
+	}
+	st->n_deferred = kept;
+	qsort(todo, kept - st->next_deferred, sizeof *todo, deferred_by_id);
+}
+
+int stage_deferred_take(struct stage *st, struct stage_deferred *out)
+{
+	mod_lock(&st->lock);
+	int err = st->next_deferred < st->n_deferred ? 0 : -ENOENT;
+	if (!err) {
+		*out = st->deferred[st->next_deferred];
+		memset(&st->deferred[st->next_deferred], 0, sizeof *out);
+		st->next_deferred++;
+	}
+	mod_unlock(&st->lock);
+	return err;
+}
+
+void stage_deferred_free(struct stage *st)
+{
+	for (size_t i = st->next_deferred; i < st->n_deferred; i++)
+		stage_jnl_release(&st->deferred[i].j);
+	free(st->deferred);
+	st->deferred = NULL;
+	st->n_deferred = st->next_deferred = st->cap_deferred = 0;
+}
+
 static int recover_one(struct stage *st, const struct rec_entry *e,
 		       struct stage_recovery_report *rep);
 
@@ -448,7 +542,10 @@ static int recover_one(struct stage *st, const struct rec_entry *e,
 		if (j.upload_id && abort_journaled(st, &j, rep) != 0)
 			rep->abort_failed++;
 		err = move_recovered(st, e->id, true, &j, &sb, rep);
-	} else if (j.state == STAGE_JS_COMMIT && j.size == (uint64_t)sb.st_size)
+	} else if (j.state == STAGE_JS_COMMIT && j.size == (uint64_t)sb.st_size &&
+		   st->defer_commits)
+		err = defer_commit(st, e->id, &j, rep);
+	else if (j.state == STAGE_JS_COMMIT && j.size == (uint64_t)sb.st_size)
 		err = reupload(st, e->id, &j, &sb, rep);
 	else if (j.upload_id && abort_journaled(st, &j, rep) != 0)
 		rep->abort_failed++;     /* kept: a later recovery aborts it */
@@ -484,11 +581,13 @@ int stage_recover(struct stage *st, struct stage_recovery_report *rep)
 		}
 	}
 	free(e);
+	if (st->n_deferred - st->next_deferred > 1)
+		deferred_dedupe(st, rep);
 	if (n)
-		log_info("stage: recovery of %s: %u re-uploaded, %u re-upload "
-			 "failed, %u moved to %s, %u deleted, %u uploads aborted "
-			 "(%u kept: abort failed), %u found by listing aborted",
-			 st->dir, rep->reuploaded, rep->reupload_failed,
+		log_info("stage: recovery of %s: %u left for the drain, %u re-uploaded, "
+			 "%u re-upload failed, %u moved to %s, %u deleted, %u uploads "
+			 "aborted (%u kept: abort failed), %u found by listing aborted",
+			 st->dir, rep->deferred, rep->reuploaded, rep->reupload_failed,
 			 rep->recovered, st->rec_dir, rep->deleted, rep->aborted,
 			 rep->abort_failed, rep->orphans_aborted);
 	/* Everything untrusted has moved: this run's setting and boot may

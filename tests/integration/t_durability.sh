@@ -3,7 +3,8 @@
 # mount: small files reach S3 with no fsync (staging.syncs stays 0), and a
 # kill -9 of the gateway still recovers both ways — data written and never
 # closed goes to recovered/, data whose commit had begun (close got EIO
-# while RGW was down) is uploaded at the restart. Then the same staging
+# while RGW was down) is queued by the restart and published by its drain
+# (`facetfs sync` waits for it). Then the same staging
 # directory under "power": trusted (same boot), 4 fsyncs per small file.
 # An fsync in this session view publishes nothing; it syncs the staged
 # data and its "dirty" journal under "power" (3 calls: data, journal,
@@ -103,7 +104,8 @@ check "after kill -9, both files are still staged (journals: dirty, commit)" \
 	sh -c "grep -q 'state dirty' '$STG'/*.jnl && grep -q 'state commit' '$STG'/*.jnl"
 
 start_gateway A "$T/process.json" "$M" || { not_ok "gateway restarts after kill -9"; exit 1; }
-check_eq "commit-begun file uploaded at the restart" "close failed, commit had begun" "$(in_s3 eio.txt)"
+check "facetfs sync after the restart" "$FACETFS_BUILD/gateway/exe/facetfs" sync "$M"
+check_eq "commit-begun file uploaded after the restart" "close failed, commit had begun" "$(in_s3 eio.txt)"
 check "never-closed data is in recovered/" sh -c "grep -rl 'never closed before the crash' '$STG/recovered' | grep -q ."
 check "never-closed data not uploaded" sh -c "! '$AWS' --endpoint-url '$S3_URL' s3api head-object --bucket '$B' --key w/open.txt >/dev/null 2>&1"
 check_eq "counted: 1 recovered, 1 re-uploaded" "1 1" \

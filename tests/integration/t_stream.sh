@@ -14,8 +14,9 @@
 #   EIO, the staged data stays; fsync's retry at close succeeds once RGW is
 #   back;
 # - kill -9 of the gateway mid-stream and with a failed commit pending: after
-#   the restart no upload is open, the committed file is complete in S3 and
-#   the never-committed one is in .facetfs/recovered;
+#   the restart and `facetfs sync` (the drain publishes the failed commit)
+#   no upload is open, the committed file is complete in S3 and the
+#   never-committed one is in .facetfs/recovered;
 # - the crash window between CreateMultipartUpload and the journal naming
 #   the upload (the state planted: a journal with the intent only, the
 #   upload made with aws): after the restart that upload is aborted, a
@@ -286,6 +287,8 @@ else
 	not_ok "crash window: orphan.bin in .facetfs/recovered" "$(ls "$M/.facetfs/recovered/")"
 fi
 check "crash window: orphan.bin is not in S3" absent "$ORPH"
+check "facetfs sync: the drain publishes down2 (its commit had begun)" \
+	"$FACETFS_BUILD/gateway/exe/facetfs" sync "$M"
 check_eq "after restart: no upload left open" 0 "$(open_uploads)"
 s3get w/down2.bin "$T/down2.aws"
 if cmp -s "$T/down2.src" "$T/down2.aws"; then ok "after restart: down2 (commit had begun) is complete in S3"; else not_ok "down2 complete in S3"; fi

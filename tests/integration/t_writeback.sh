@@ -13,7 +13,8 @@
 # recovered/, drain.conflicts 1); closes succeed while RGW is down and
 # `facetfs sync` names what failed, then publishes once RGW is back; a
 # stop drains what is pending; kill -9 with files pending, and the next
-# start publishes them; a 300 MiB file reads back and is published byte
+# start queues them for its drain (the mount reads them at once) and
+# publishes them; a 300 MiB file reads back and is published byte
 # for byte; a 9 KiB command reaches .facetfs/control whole; a file
 # written after an ENOSPC reads back whole.
 . "$(dirname "$0")/../lib/common.sh"
@@ -185,7 +186,10 @@ check "… and says what stays pending" grep -q 'write-back: 3 file(s), .* stay 
 bed_cmd rgw-start >/dev/null 2>&1
 check "none of them in S3" s3_lacks held2.txt
 start_gateway E "$T/e.json" "$ME" || { not_ok "gateway E starts again"; exit 1; }
+check "facetfs sync after the restart" "$FACETFS" sync "$ME"
 check_eq "the next start published them" "held 2" "$(in_s3 held2.txt)"
+check_eq "… through its drain (staging.reuploaded_files)" 3 \
+	"$(stat_field "$ME" .staging.reuploaded_files)"
 stop_gateway E
 diag <<<"the stop with S3 down took $(($(date +%s) - t0)) s (with the restart)"
 
@@ -199,6 +203,8 @@ crash_gateway A
 fusermount3 -uz "$M" 2>/dev/null
 check_eq "none in S3 after the crash" 0 "$(listed k)"
 start_gateway A "$T/a.json" "$M" || { not_ok "gateway A starts after the crash"; exit 1; }
+check "the mount reads a pending file at once (k13)" cmp -s "$M/w/k13" "$T/src/k13"
+check "facetfs sync after the restart" "$FACETFS" sync "$M"
 check_eq "the restart published the 20" 20 "$(listed k)"
 check "with their bytes (k13)" s3_same k13 "$T/src/k13"
 meta() { aws_s3 s3api head-object --bucket "$B" --key "w/$1" --query "Metadata.$2" --output text; }
@@ -273,6 +279,7 @@ crash_gateway D
 fusermount3 -uz "$MD" 2>/dev/null
 check "killed in the middle of the drain ($left of 500 pending)" test "$left" -gt 0
 start_gateway D "$T/d.json" "$MD" || { not_ok "gateway D starts after the crash"; exit 1; }
+check "facetfs sync after the restart" "$FACETFS" sync "$MD"
 check_eq "the restart published every one of the 500" 500 "$(listed mid/)"
 same_all() {
 	local i

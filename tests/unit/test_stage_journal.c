@@ -13,7 +13,8 @@
  * Torn version-2 journals (cut at every offset, zeros past every cut, a
  * byte flipped at every offset, a new head over an older text) read as
  * "dirty" with no upload or intent, and recovery only moves their data to
- * recovered/; version-1 journals read and recover as before. Store: the
+ * recovered/; version-1 journals read and recover as before. The base
+ * line of version 3, and version-2 texts without it. Store: the
  * in-memory fake behind the fault wrapper.
  */
 #include "sync/stage_int.h"
@@ -30,6 +31,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "sync/s3_fake.h"
 #include "sync/s3_fault.h"
@@ -462,7 +465,7 @@ static void test_torn(void)
 	struct obj_kv meta[] = { { "mode", "644" } };
 	struct stage_jnl j = { .state = STAGE_JS_COMMIT, .size = 5, .bucket = "bk",
 			       .key = "torn", .ctype = "text/plain", .upload_id = "UP-1",
-			       .meta = meta, .n_meta = 1,
+			       .meta = meta, .n_meta = 1, .base = "etag-of-v1",
 			       .intent = { .ns = 1700000000000000000, .bucket = "bk",
 					   .key = "torn" } };
 	CHECK(stage_jnl_write(st, 1, &j, false) == 0, "torn: a commit journal written");
@@ -473,13 +476,14 @@ static void test_torn(void)
 	CHECK(stage_jnl_write(st, 2, &old, false) == 0, "torn: an older dirty journal");
 	size_t olen;
 	char *otext = jnl_text(dir, 2, &olen);
-	CHECK(!strncmp(text, "facetfs-stage 2\n", 16) && strstr(text, "\nend ") &&
-	      text[len - 1] == '\n', "torn: version 2 with an end line");
+	CHECK(!strncmp(text, "facetfs-stage 3\n", 16) && strstr(text, "\nend ") &&
+	      strstr(text, "\nbase :etag-of-v1\n") && text[len - 1] == '\n',
+	      "torn: version 3 with a base line and an end line");
 	struct stage_jnl r;
 	CHECK(stage_jnl_read(st, 1, &r) == 0 && r.state == STAGE_JS_COMMIT &&
 	      r.size == 5 && r.upload_id && !strcmp(r.upload_id, "UP-1") &&
-	      r.intent.ns == j.intent.ns && r.n_meta == 1,
-	      "torn: the whole text reads back");
+	      r.intent.ns == j.intent.ns && r.n_meta == 1 && r.base &&
+	      !strcmp(r.base, "etag-of-v1"), "torn: the whole text reads back");
 	stage_jnl_release(&r);
 	stage_jnl_remove(st, 1);
 	stage_jnl_remove(st, 2);
@@ -617,6 +621,113 @@ static void test_version1(void)
 	stage_case_end(st, &t, dir);
 }
 
+/* text followed by the "end" line a version-2 or -3 journal closes with
+ * (its length and SHA-256), as DIR/ID.jnl. */
+static void jnl_put_checked(const char *dir, uint64_t id, const char *text)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	size_t n = strlen(text);
+	char buf[4096];
+	if (EVP_Digest(text, n, d, &dl, EVP_sha256(), NULL) != 1 || dl != 32 ||
+	    n > 3000)
+		exit(2);
+	int at = snprintf(buf, sizeof buf, "%send %zu ", text, n);
+	for (unsigned i = 0; i < 32; i++)
+		at += snprintf(buf + at, sizeof buf - (size_t)at, "%02x", d[i]);
+	buf[at++] = '\n';
+	file_put(dir, id, ".jnl", buf, (size_t)at);
+}
+
+/* The base line (version 3): the version a file is based on, set on the
+ * open file (stage_file_set_base) and journaled by its seal and its
+ * commit, "" (a new key) as ":", none at all when not set; read back as
+ * written. A version-2 text reads with no base (not known); a base line
+ * in a version-2 text is malformed. Recovery's re-upload keeps the base in
+ * the journals it writes (a multipart upload's id). */
+static void test_base(void)
+{
+	char *dir = unit_tmpdir("stage-base");
+	struct store t;
+	store_init(&t, 0);
+	struct stage *st = open_stage(dir, STAGE_DURABLE_POWER, &t);
+	struct stage_file *f[3];
+	const char *base[3] = { "0123abcd-2", "", NULL };
+	for (int i = 0; i < 3; i++) {
+		char key[16];
+		snprintf(key, sizeof key, "base%d", i);
+		CHECK(stage_file_new(st, "bk", key, NULL, 0, NULL, &f[i]) == 0 &&
+		      stage_file_pwrite(f[i], "bytes", 5, 0) == 5, "base: %s written", key);
+		if (base[i])
+			stage_file_set_base(f[i], base[i]);
+		CHECK(stage_file_seal(f[i]) == 0, "base: %s sealed", key);
+	}
+	struct stage_jnl r;
+	size_t len;
+	char *text = jnl_text(dir, f[0]->id, &len);
+	CHECK(strstr(text, "\nbase :0123abcd-2\n") != NULL,
+	      "base: the seal's journal holds the line");
+	free(text);
+	CHECK(stage_jnl_read(st, f[0]->id, &r) == 0 && r.version == 3 && r.base &&
+	      !strcmp(r.base, "0123abcd-2"), "base: read back");
+	stage_jnl_release(&r);
+	text = jnl_text(dir, f[1]->id, &len);
+	CHECK(strstr(text, "\nbase :\n") != NULL, "base: none (a new key) as \":\"");
+	free(text);
+	CHECK(stage_jnl_read(st, f[1]->id, &r) == 0 && r.base && !*r.base,
+	      "base: none read back as \"\"");
+	stage_jnl_release(&r);
+	text = jnl_text(dir, f[2]->id, &len);
+	CHECK(!strstr(text, "\nbase "), "base: not set, no line");
+	free(text);
+	CHECK(stage_jnl_read(st, f[2]->id, &r) == 0 && !r.base, "base: not set, read "
+	      "as not known");
+	stage_jnl_release(&r);
+	/* a change of base alone leaves the seal standing */
+	stage_file_set_base(f[2], "later");
+	CHECK(stage_file_sealed(f[2]) && stage_file_dirty(f[2]),
+	      "base: setting it changes nothing else");
+	for (int i = 0; i < 3; i++) {
+		CHECK(stage_file_commit(f[i], NULL) == 0, "base: file %d committed", i);
+		stage_file_release(f[i]);
+	}
+
+	const char *v2 = "facetfs-stage 2\nstate commit\nsize 2\nbucket :bk\n"
+			 "key :old\n";
+	const char *v2b = "facetfs-stage 2\nstate commit\nsize 2\nbucket :bk\n"
+			  "key :old\nbase :e1\n";
+	jnl_put_checked(dir, 0x50, v2);
+	jnl_put_checked(dir, 0x51, v2b);
+	CHECK(stage_jnl_read(st, 0x50, &r) == 0 && r.version == 2 && !r.base &&
+	      r.state == STAGE_JS_COMMIT && !strcmp(r.key, "old"),
+	      "base: a version-2 journal reads, its base not known");
+	stage_jnl_release(&r);
+	CHECK(stage_jnl_read(st, 0x51, &r) == -EINVAL,
+	      "base: a base line in a version-2 text is malformed");
+	stage_jnl_remove(st, 0x50);
+	stage_jnl_remove(st, 0x51);
+
+	/* recovery's own upload in parts journals its id with the base kept */
+	stage_close(st);
+	st = stage_open_or_exit((struct stage_conf){ .dir = dir, .max_bytes = 64 << 20,
+		.up = { .part_size = 5 << 20, .threads = 1 } }, &t);
+	static char big[11 << 20];
+	memset(big, 'p', sizeof big);
+	file_put(dir, 0x60, ".data", big, sizeof big);
+	struct stage_jnl c = { .state = STAGE_JS_COMMIT, .size = sizeof big,
+			       .bucket = "bk", .key = "parts", .base = "b-0" };
+	CHECK(stage_jnl_write(st, 0x60, &c, false) == 0, "base: a commit journal of "
+	      "11 MiB");
+	s3_fault_fail(t.s3, S3K_MPU_PART, 2, 1, -EIO);
+	struct stage_recovery_report rep;
+	CHECK(stage_recover(st, &rep) == 0 && rep.reupload_failed == 1,
+	      "base: its re-upload fails at the second part");
+	CHECK(stage_jnl_read(st, 0x60, &r) == 0 && r.base && !strcmp(r.base, "b-0") &&
+	      r.upload_id, "base: the journal naming the upload keeps the base");
+	stage_jnl_release(&r);
+	stage_case_end(st, &t, dir);
+}
+
 /* A small file's journals: made at the first write, then written over in
  * place (same inode, no temporary) by a metadata change and by the seal;
  * once it holds a promise ("commit") the next one replaces it atomically
@@ -667,5 +778,6 @@ int main(void)
 	}
 	test_torn();
 	test_version1();
+	test_base();
 	return unit_exit();
 }

@@ -7,8 +7,10 @@
  * one bucket: "s" (session, keys s/...) and "c" (commit, keys c/...), in
  * a view-set slot as the gateway keeps them. Each gateway's core runs one
  * long request on the test's thread: gw_open() pins its view set
- * (core_req_begin) until gw_close() (the tests change no view set). A
- * set-up that fails prints why and exits 2.
+ * (core_req_begin) until gw_close() (the tests change no view set).
+ * gw_open_start() starts one on a copy of an earlier one's staging
+ * directory, recovered as the gateway does (defer_commits). A set-up
+ * that fails prints why and exits 2.
  */
 #ifndef FACETFS_TEST_UNIT_FSCORE_H
 #define FACETFS_TEST_UNIT_FSCORE_H
@@ -69,12 +71,21 @@ static inline size_t gw_resolve(void *ctx, const char *name)
 	return core_view_find(gw->core, name);
 }
 
+/* A gateway started after another one stopped: its staging directory
+ * is a copy of from (NULL: empty), recovered with defer_commits as the
+ * gateway recovers it (rep: what recovery did; NULL when from is). */
+struct gw_start {
+	const char *from;
+	struct stage_recovery_report *rep;
+};
+
 /* views: the two views of unit_fscore_view_json, loaded; cc: when copies
  * go in parts (sync/copy.h), NULL for the defaults; max_bytes: the
- * staging budget. */
-static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
-				  struct gw *gw, const char *tag,
-				  const struct copy_conf *cc, uint64_t max_bytes)
+ * staging budget; start: NULL, or the staging of an earlier run. */
+static inline void gw_open_start(struct view *const *views, struct s3 *s3,
+				 struct gw *gw, const char *tag,
+				 const struct copy_conf *cc, uint64_t max_bytes,
+				 const struct gw_start *start)
 {
 	gw->dir = unit_fscore_tmpdir(tag);
 	stats_init(&gw->st);
@@ -87,10 +98,22 @@ static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
 		exit(2);
 	}
 	snprintf(path, sizeof path, "%s/staging", gw->dir);
+	if (start && start->from) {
+		char cmd[1400];
+		snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -a '%s/.' '%s/'", path,
+			 start->from, path);
+		if (system(cmd) != 0) {
+			printf("# cannot copy %s\n", start->from);
+			exit(2);
+		}
+	}
 	struct stage_conf sc = { .dir = path, .max_bytes = max_bytes, .s3 = s3,
+				 .defer_commits = start && start->from,
 				 .jnl_changed = unit_fscore_jnl_hook,
 				 .jnl_ctx = unit_fscore_jnl_ctx };
 	int rc = stage_open(&sc, &gw->stage);
+	if (rc == 0 && start && start->from)
+		rc = stage_recover(gw->stage, start->rep);
 	if (rc == 0)
 		rc = inode_table_new(gw_resolve, gw, &gw->it);
 	struct core_deps deps = { .ix = gw->ix, .s3 = s3, .stage = gw->stage,
@@ -111,6 +134,13 @@ static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
 		printf("# gateway set-up: %s\n", strerror(-rc));
 		exit(2);
 	}
+}
+
+static inline void gw_open_budget(struct view *const *views, struct s3 *s3,
+				  struct gw *gw, const char *tag,
+				  const struct copy_conf *cc, uint64_t max_bytes)
+{
+	gw_open_start(views, s3, gw, tag, cc, max_bytes, NULL);
 }
 
 static inline void gw_open_copy(struct view *const *views, struct s3 *s3,
