@@ -226,7 +226,7 @@ writer "$W/t2" "$T/half2" "$T/rest2" t2
 check "2: a writer reopens the pending file with O_TRUNC, writes half" wait_for 20 test -e "$T/t2.written"
 "$FACETFS" sync "$M" >"$T/sync2.out" 2>&1 &
 spid=$!
-wait_for 60 eval '! pid_alive '"$spid"   # let it act; it may also wait for the writer
+wait_for 30 eval '! pid_alive '"$spid"   # let it act; it may also wait for the writer
 check "2: while the writer holds it, S3 does not have the partial bytes (facetfs sync ran)" \
 	not_half w/t2
 touch "$T/t2.go"
