@@ -187,12 +187,45 @@ stop_gateway() {
 	return $rc
 }
 
-# kill -9 a gateway (crash tests); the mount is left as it is.
+# fuse_conn MOUNTPOINT: the number of its FUSE connection (the minor of its
+# device, read from mountinfo: a stat could wait on a dead daemon).
+fuse_conn() {
+	awk -v m="$1" '$5 == m { split($3, d, ":"); c = d[2] } END { if (c != "") print c }' \
+		/proc/self/mountinfo
+}
+
+# fuse_abort CONN: abort that FUSE connection through fusectl (mounted at
+# /sys/fs/fuse/connections if it is not yet; root only). 1 if it cannot.
+fuse_abort() {
+	local dir=/sys/fs/fuse/connections
+	[[ -n $1 ]] || return 1
+	[[ -e $dir/$1/abort ]] || mount -t fusectl fusectl "$dir" 2>/dev/null
+	[[ -e $dir/$1/abort ]] && echo 1 >"$dir/$1/abort" 2>/dev/null
+}
+
+# True once PID is gone or a zombie with no thread left in the kernel.
+pid_reapable() {
+	local tasks=("/proc/$1/task/"*)
+	[[ -d /proc/$1 ]] || return 0
+	! pid_alive "$1" && ((${#tasks[@]} <= 1))
+}
+
+# kill -9 a gateway (crash tests); the mount is left as it is. A thread of
+# the killed daemon can stay in the kernel, in a reverse invalidation
+# (notify_inval_entry) waiting for a directory lock that a client holds
+# while it waits for an answer only the dead daemon could give: the
+# connection is then never aborted and all of them wait forever. A kill
+# -9 means the connection's end: abort it as the last close would.
 crash_gateway() {
-	local name=$1 pid=${GW_PID[$1]:-}
+	local name=$1 pid=${GW_PID[$1]:-} conn
 	[[ -n $pid ]] || return 1
+	conn=$(fuse_conn "${GW_MNT[$name]:-}")
 	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
+	if ! wait_for 5 pid_reapable "$pid"; then
+		echo "# gateway $name (pid $pid): a thread stays in the kernel; aborting FUSE connection ${conn:-?}"
+		fuse_abort "$conn" || echo "# cannot abort it (no fusectl)"
+	fi
+	wait_for 10 pid_reapable "$pid" && wait "$pid" 2>/dev/null
 	unset "GW_PID[$name]"
 	return 0
 }
