@@ -441,6 +441,29 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	free(n);
 }
 
+int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size)
+{
+	struct ofile *of = NULL;
+	int rc = core_truncate_staged(c, ino, f, size, &of);
+	if (!of)
+		return rc;
+	/* truncate(2) on a path is its own commit point: in a write-back
+	 * view a close (sealed and queued: the drain's checked upload) */
+	size_t v = core_view_index(c, of->vname);
+	bool wb = c->drain && v < core_views(c)->n && view_write_back(core_view(c, v));
+	if (rc == 0 && wb) {
+		rc = core_ofile_seal(c, of);
+		if (rc == 0 && stage_file_dirty(of->sf))
+			enqueue(c->drain, of);
+	} else if (rc == 0) {
+		rc = core_ofile_commit(c, of);
+	}
+	if (core_ofile_writer_end(c, of) && c->drain)
+		enqueue(c->drain, of);
+	core_ofile_put(c, of);
+	return rc;
+}
+
 void core_release(struct core *c, struct core_file *f)
 {
 	struct ofile *of = core_file_close(c, f);

@@ -335,6 +335,11 @@ int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
  * set to now unless times_set), then show the new version in the index at
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
+/* truncate(2) (f NULL) or ftruncate(2) of the staged copy; for a path,
+ * the file opened for it (a writer counted) in *own, which the caller
+ * publishes (its commit point), ends the writer of and puts. */
+int  core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
+			 uint64_t size, struct ofile **own);
 /* core_ofile_commit for a caller that began it (core_ofile_publish_begin)
  * and ends it; cond: a single PUT conditional on the file's base where the
  * store honours it (stage_file_commit_if: -EOPNOTSUPP, not sent: check

@@ -102,6 +102,14 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		of->meta = cur;
 		memset(&cur, 0, sizeof cur);
 		snprintf(of->base_etag, sizeof of->base_etag, "%s", of->meta.etag);
+		/* Emptied, not filled: the change is to the version the mount
+		 * showed, if the index knows one; a newer one the HEAD found is
+		 * another client's, and a conflict. */
+		struct obj_meta shown = { 0 };
+		if (trunc && index_object_get(c->d.ix, bucket, key, &shown) == 0 &&
+		    !(shown.flags & OBJ_DELETED) && shown.etag[0])
+			snprintf(of->base_etag, sizeof of->base_etag, "%s", shown.etag);
+		obj_meta_release(&shown);
 	} else if (rc == 0) {
 		/* A create replaces what the index knows of the key (a name
 		 * another view shows, or this mount's own last upload): that
@@ -760,10 +768,12 @@ ssize_t core_write_pipe(struct core *c, struct core_file *f, int pipe_fd,
 	return rc ? rc : stage_file_pwrite_pipe(f->of->sf, pipe_fd, len, (uint64_t)off);
 }
 
-int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size)
+int core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
+			 uint64_t size, struct ofile **own_out)
 {
 	struct ofile *of = f && f->writable ? f->of : NULL;
 	bool own = false;
+	*own_out = NULL;
 	struct inode_info info = { 0 };
 	int rc = 0;
 	if (!of) {
@@ -783,11 +793,8 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	}
 	if (rc == 0)
 		rc = stage_file_truncate(of->sf, size);
-	/* truncate(2) on a path is its own commit point. */
-	if (rc == 0 && own)
-		rc = core_ofile_commit(c, of);
 	if (own)
-		core_ofile_put(c, of);
+		*own_out = of;
 	free(info.path);
 	return rc;
 }
