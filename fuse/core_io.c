@@ -285,8 +285,12 @@ void core_release(struct core *c, struct core_file *f)
 	if (f->cached)
 		inode_close_read(c->d.it, f->ino, false);
 	vis_version_close(f->ver);
-	if (f->of)
+	if (f->of) {
+		/* The staged file may stay, waiting for the drain: it holds
+		 * no descriptor meanwhile (sync/stage.h, stage_file_park). */
+		stage_file_park(f->of->sf);
 		core_ofile_put(c, f->of);
+	}
 	free(f->bucket);
 	free(f->key);
 	free(f->vname);
