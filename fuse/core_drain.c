@@ -458,6 +458,7 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	} else if (rc == 0) {
 		rc = core_ofile_commit(c, of);
 	}
+	stage_file_park(of->sf);
 	if (core_ofile_writer_end(c, of) && c->drain)
 		enqueue(c->drain, of);
 	core_ofile_put(c, of);

@@ -356,6 +356,8 @@ struct ofile *core_file_close(struct core *c, struct core_file *f)
 		inode_close_read(c->d.it, f->ino, false);
 	vis_version_close(f->ver);
 	struct ofile *held = NULL;
+	if (f->of)   /* it may stay, waiting for the drain: no descriptor meanwhile */
+		stage_file_park(f->of->sf);
 	if (f->of && f->writable && core_ofile_writer_end(c, f->of))
 		held = f->of;        /* the caller's reference now */
 	else if (f->of)

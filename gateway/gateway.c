@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -414,6 +415,37 @@ static void report_ready(struct gateway *gw, int status)
 	}
 }
 
+/* The soft limit of descriptors raised to the hard one (systemd starts
+ * services at 1,024 soft and 524,288 hard): LevelDB's tables, S3
+ * connections, Kafka's sockets and the files being written each take
+ * one (a file waiting for the write-back drain takes none: sync/stage.h,
+ * stage_file_park). Nothing in the process uses select(2), which the
+ * raise would break past 1,024. Logged with the figure. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		log_warn("descriptors: cannot read the limit: %s", strerror(errno));
+		return;
+	}
+	rlim_t was = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			log_warn("descriptors: cannot raise the limit from %llu to %llu: %s",
+				 (unsigned long long)was, (unsigned long long)rl.rlim_max,
+				 strerror(errno));
+			return;
+		}
+	}
+	if (rl.rlim_cur == was)
+		log_info("descriptors: limit %llu (the hard limit: raise it with "
+			 "LimitNOFILE= or ulimit -Hn for more)", (unsigned long long)was);
+	else
+		log_info("descriptors: limit raised from %llu to %llu (the hard limit)",
+			 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+}
+
 /* Background mode: the parent waits until the child mounted (or failed),
  * so `facetfs mount` exits 0 only with a working mount. */
 static int daemonize(struct gateway *gw)
@@ -505,6 +537,7 @@ int gateway_mount(const struct mount_opts *o)
 	code = 1;
 	if (!o->foreground && daemonize(&gw) < 0)
 		goto out;
+	raise_nofile();
 
 	/* Only the FUSE loop on this thread may take these signals. */
 	sigset_t sigs, old;

@@ -43,6 +43,7 @@
  *     S3 client cred_lock, refresh_lock (a read under it sends GETs)
  *   stage_file.lock -> stage.lock
  *   stage_file.lock -> stage pool.lock
+ *   stage_file.lock -> stage_file.fd_lock -> stage.lock
  *   stage renew_lock -> stage.lock
  *   stage kept_io -> stage renew_lock -> stage.lock
  *   stage kept_io -> stage.lock

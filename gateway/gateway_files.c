@@ -143,6 +143,7 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "used_bytes", (double)c.used_bytes);
 	stats_write_num(w, "max_bytes", (double)c.max_bytes);
 	stats_write_num(w, "open_files", (double)c.open_files);
+	stats_write_num(w, "data_fds", (double)c.data_fds);
 	stats_write_num(w, "pending_files", (double)c.pending_files);
 	stats_write_num(w, "uploads", (double)c.uploads);
 	stats_write_num(w, "upload_bytes", (double)c.upload_bytes);

@@ -199,6 +199,7 @@ char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc)
 			{ "facetfs_staging_used_bytes", "gauge", "bytes staged now", c.used_bytes },
 			{ "facetfs_staging_max_bytes", "gauge", "staging budget", c.max_bytes },
 			{ "facetfs_staging_open_files", "gauge", "staged files open", c.open_files },
+			{ "facetfs_staging_data_fds", "gauge", "staged files holding a descriptor", c.data_fds },
 			{ "facetfs_staging_pending_files", "gauge", "released with uncommitted data", c.pending_files },
 			{ "facetfs_staging_uploads_total", "counter", "uploads", c.uploads },
 			{ "facetfs_staging_upload_bytes_total", "counter", "bytes uploaded", c.upload_bytes },

@@ -13,6 +13,9 @@
  * so a stat or a read never takes f->lock. A journal is written by its
  * owner (`jbusy`, stage_jnl_own) with f->lock dropped: no lock a stat,
  * read or write waits for is held across its write and syncs.
+ * Every use of the file's data takes its descriptor for that use
+ * (stage_data_get, stage_dir.c) and gives it back: a file parked by
+ * stage_file_park holds none between uses.
  * The transitions of a file's journal, and the function making each, are
  * in docs/design.md ("A staged file's life"). The streamed upload of a
  * file (f->sm) is fed after each write and finished or given up by the
@@ -134,8 +137,7 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 static void file_free(struct stage_file *f)
 {
 	stage_stream_free(f);
-	if (f->fd >= 0)
-		close(f->fd);
+	stage_data_close(f);
 	free(f->bucket);
 	free(f->key);
 	free(f->ctype);
@@ -143,6 +145,7 @@ static void file_free(struct stage_file *f)
 	stage_intent_clear(&f->intent);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->fd_lock);
 	free(f);
 }
 
@@ -157,9 +160,10 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	if (!f)
 		return -ENOMEM;
 	f->st = st;
-	f->fd = -1;
+	f->data_fd = -1;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
+	pthread_mutex_init(&f->fd_lock, NULL);
 	int err = 0;
 	f->bucket = obj_strdup_opt(bucket, &err);
 	f->key = obj_strdup_opt(key, &err);
@@ -175,13 +179,14 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	mod_unlock(&st->lock);
 	char name[32];
 	stage_name(f->id, ".data", name);
-	f->fd = stage_create_at(st, name, O_RDWR | O_EXCL);
-	if (f->fd < 0) {
-		err = f->fd;
+	int fd = stage_create_at(st, name, O_RDWR | O_EXCL);
+	if (fd < 0) {
+		err = fd;
 		log_error("stage: cannot create %s/%s for %s/%s: %s", st->dir, name,
 			  bucket, key, strerror(-err));
 		goto fail;
 	}
+	stage_data_set(f, fd);
 	mod_lock(&st->lock);
 	f->next = st->open;
 	if (st->open)
@@ -208,9 +213,14 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 			  f->key, size, st->max_object);
 		return -EFBIG;
 	}
+	int fd = stage_data_get(f, true);
+	if (fd < 0)
+		return fd;
 	int err = stage_charge(st, size);
-	if (err)
+	if (err) {
+		stage_data_put(f);
 		return err;
+	}
 	stage_grown(st);
 	size_t chunk = size < FILL_CHUNK ? (size_t)size : FILL_CHUNK;
 	char *buf = size ? malloc(chunk) : NULL;
@@ -227,14 +237,15 @@ int stage_file_fill(struct stage_file *f, const char *bucket, const char *key,
 			err = -EIO;
 		}
 		if (!err)
-			err = file_pwrite_all(f->fd, buf, want, off);
+			err = file_pwrite_all(fd, buf, want, off);
 		off += want;
 	}
 	free(buf);
+	if (err && ftruncate(fd, 0) != 0)
+		log_error("stage: %s/%s: cannot empty staged file: %s",
+			  f->bucket, f->key, strerror(errno));
+	stage_data_put(f);
 	if (err) {
-		if (ftruncate(f->fd, 0) != 0)
-			log_error("stage: %s/%s: cannot empty staged file: %s",
-				  f->bucket, f->key, strerror(errno));
 		stage_uncharge(st, size);
 		return err;
 	}
@@ -357,12 +368,11 @@ struct wsrc {
 	int pipe_fd;         /* >= 0: the pipe they are in */
 };
 
-/* Puts the len bytes of src into f's file at off: 0 or -errno. */
-static int wsrc_put(const struct wsrc *src, struct stage_file *f, size_t len,
-		    uint64_t off)
+/* Puts the len bytes of src into the staged file fd at off: 0 or -errno. */
+static int wsrc_put(const struct wsrc *src, int fd, size_t len, uint64_t off)
 {
-	return src->pipe_fd < 0 ? file_pwrite_all(f->fd, src->buf, len, off)
-				: file_splice_all(src->pipe_fd, f->fd, len, off);
+	return src->pipe_fd < 0 ? file_pwrite_all(fd, src->buf, len, off)
+				: file_splice_all(src->pipe_fd, fd, len, off);
 }
 
 /* stage_file_pwrite and stage_file_pwrite_pipe: the same write, whatever
@@ -381,6 +391,9 @@ static ssize_t file_write(struct stage_file *f, const struct wsrc *src,
 	uint64_t end = off + len;
 	if (end > f->size)
 		stage_room_wait(st, end - f->size);
+	int fd = stage_data_get(f, true);
+	if (fd < 0)
+		return fd;
 	bool owned = op_begin(f, false, OP_DIRTY, end);
 	int err = owned ? journal_dirty(f) : 0;
 	uint64_t grew = 0;
@@ -392,6 +405,7 @@ static ssize_t file_write(struct stage_file *f, const struct wsrc *src,
 	}
 	if (err) {
 		op_end(f, owned, false);
+		stage_data_put(f);
 		return err;
 	}
 	f->dirty = true;
@@ -404,9 +418,9 @@ static ssize_t file_write(struct stage_file *f, const struct wsrc *src,
 	if (grew)
 		stage_grown(st);
 
-	err = wsrc_put(src, f, len, off);
+	err = wsrc_put(src, fd, len, off);
 	if (!err)
-		stage_kick(st, f->fd, off, end);
+		stage_kick(st, fd, off, end);
 
 	mod_lock(&f->lock);
 	if (err) {
@@ -414,11 +428,12 @@ static ssize_t file_write(struct stage_file *f, const struct wsrc *src,
 		log_error("stage: write of %zu bytes at %" PRIu64 " to %s/%s: %s",
 			  len, off, f->bucket, f->key, strerror(-err));
 		struct stat sb;
-		if (fstat(f->fd, &sb) == 0 && (uint64_t)sb.st_size < f->size &&
-		    ftruncate(f->fd, (off_t)f->size) != 0)
+		if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < f->size &&
+		    ftruncate(fd, (off_t)f->size) != 0)
 			err = -EIO;
 	}
 	op_end(f, false, true);
+	stage_data_put(f);
 	return err ? err : (ssize_t)len;
 }
 
@@ -448,23 +463,27 @@ ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
 		len = (size_t)(size - off);
 	if (len > (size_t)SSIZE_MAX)
 		len = (size_t)SSIZE_MAX;
+	int fd = stage_data_get(f, false);
+	if (fd < 0)
+		return fd;
 	size_t done = 0;
-	while (done < len) {
-		ssize_t n = pread(f->fd, (char *)buf + done, len - done,
+	int err = 0;
+	while (done < len && !err) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
 				  (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			int err = -errno;
+			err = -errno;
 			log_error("stage: read of %zu bytes at %" PRIu64 " from %s/%s: %s",
 				  len, off, f->bucket, f->key, strerror(-err));
-			return err;
 		}
-		if (n == 0)
+		if (n <= 0)
 			break;
 		done += (size_t)n;
 	}
-	return (ssize_t)done;
+	stage_data_put(f);
+	return err ? err : (ssize_t)done;
 }
 
 int stage_file_truncate(struct stage_file *f, uint64_t size)
@@ -476,6 +495,9 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 	}
 	if (size > f->size)
 		stage_room_wait(st, size - f->size);
+	int fd = stage_data_get(f, true);
+	if (fd < 0)
+		return fd;
 	/* Idle: no pwrite in flight. While this one owns the journal no
 	 * pwrite begins either (all want the journal: it is not "dirty"). */
 	bool owned = op_begin(f, true, OP_DIRTY, size);
@@ -490,7 +512,7 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 		stage_stream_touch(f, size);
 	/* (ftruncate under f->lock: it is not a sync, and stat and read
 	 * take no lock of the file) */
-	if (!err && ftruncate(f->fd, (off_t)size) != 0) {
+	if (!err && ftruncate(fd, (off_t)size) != 0) {
 		err = -errno;
 		log_error("stage: truncate of %s/%s to %" PRIu64 ": %s", f->bucket,
 			  f->key, size, strerror(-err));
@@ -505,6 +527,7 @@ int stage_file_truncate(struct stage_file *f, uint64_t size)
 		f->dirty = true;
 	}
 	op_end(f, owned, false);
+	stage_data_put(f);
 	if (charged && !err)
 		stage_grown(st);
 	return err;
@@ -643,15 +666,16 @@ int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
 	return err;
 }
 
-/* upload_file for a commit, counted, a failure logged: 0 or its error.
- * base: the condition sent with it (NULL: none); its refusal (-ESTALE) is
- * the caller's to report, not an upload error. No hooks: a one-shot file,
- * whose data is not kept after a failure (its release deletes it). */
-static int upload_counted(struct stage_file *f, uint64_t size, const char *base,
+/* upload_file for a commit of f's data (its descriptor fd), counted, a
+ * failure logged: 0 or its error. base: the condition sent with it (NULL:
+ * none); its refusal (-ESTALE) is the caller's to report, not an upload
+ * error. No hooks: a one-shot file, whose data is not kept after a failure
+ * (its release deletes it). */
+static int upload_counted(struct stage_file *f, int fd, uint64_t size, const char *base,
 			  const struct upload_hooks *hooks, char etag[72])
 {
 	struct stage *st = f->st;
-	int err = upload_file(st->s3, &st->up, f->bucket, f->key, f->fd, size,
+	int err = upload_file(st->s3, &st->up, f->bucket, f->key, fd, size,
 			      f->meta, f->n_meta, f->ctype, base, hooks, etag);
 	mod_lock(&st->lock);
 	if (err && err != -ESTALE) {
@@ -682,12 +706,13 @@ static int commit_error(int err)
 	return !err || err == -EFBIG || err == -ESTALE ? err : -EIO;
 }
 
-/* The upload of a commit that owns f (f->uploading): data durable (under
- * POWER), journal "commit", PUT (with the condition base, if not NULL),
- * journal removed. A one-shot file under one part, never journaled: the
- * PUT alone (no hooks: one PUT creates no multipart upload). */
-static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
-			 char etag[72])
+/* The upload of a commit that owns f (f->uploading), from f's descriptor
+ * fd: data durable (under POWER), journal "commit", PUT (with the
+ * condition base, if not NULL), journal removed. A one-shot file under one
+ * part, never journaled: the PUT alone (no hooks: one PUT creates no
+ * multipart upload). */
+static int upload_from(struct stage_file *f, int fd, uint64_t size, const char *base,
+		       char etag[72])
 {
 	struct stage *st = f->st;
 	mod_lock(&f->lock);
@@ -697,8 +722,8 @@ static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
 	bool sealed = sealed_locked(f) && f->size == size && !f->sm.id;
 	mod_unlock(&f->lock);
 	if (quick)
-		return commit_error(upload_counted(f, size, base, NULL, etag));
-	int err = sealed ? 0 : stage_sync(st, f->fd, true);
+		return commit_error(upload_counted(f, fd, size, base, NULL, etag));
+	int err = sealed ? 0 : stage_sync(st, fd, true);
 	if (err) {
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
 			  f->key, strerror(-err));
@@ -727,7 +752,7 @@ static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
 	struct upload_hooks hooks = { .creating = stage_jnl_creating,
 				      .started = stage_jnl_started,
 				      .abandoned = stage_jnl_abandoned, .ctx = &js };
-	err = upload_counted(f, size, base, &hooks, etag);
+	err = upload_counted(f, fd, size, base, &hooks, etag);
 	if (err)
 		stage_intent_dropped(f, js.fresh, err);
 	stage_jnl_hooks_done(&js);
@@ -735,6 +760,19 @@ static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
 		return commit_error(err);
 	stage_commit_unjournal(f);
 	return 0;
+}
+
+/* upload_from with f's descriptor taken for the upload (reopened if f is
+ * parked; -EIO if it cannot be). */
+static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
+			 char etag[72])
+{
+	int fd = stage_data_get(f, false);
+	if (fd < 0)
+		return -EIO;
+	int err = upload_from(f, fd, size, base, etag);
+	stage_data_put(f);
+	return err;
 }
 
 /* A commit that fails before its upload (a streamed part or creation
@@ -745,8 +783,7 @@ static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
  * recovered/ at the next start). The commit owns f. */
 static void commit_journal_failed(struct stage_file *f, uint64_t size)
 {
-	struct stage *st = f->st;
-	if (stage_sync(st, f->fd, true) != 0)
+	if (stage_data_sync(f) != 0)
 		return;
 	mod_lock(&f->lock);
 	stage_jnl_own(f);
@@ -762,7 +799,7 @@ int stage_file_sync(struct stage_file *f)
 	mod_unlock(&f->lock);
 	if (!journaled)
 		return 0;    /* nothing written since the last commit */
-	int err = stage_sync(f->st, f->fd, true);
+	int err = stage_data_sync(f);
 	if (err)         /* the id only: a rename may swap the names meanwhile */
 		log_error("stage: fdatasync of staged file %016" PRIx64 " in %s "
 			  "(fsync): %s", f->id, f->st->dir, strerror(-err));
@@ -976,7 +1013,7 @@ int stage_file_seal(struct stage_file *f)
 	stage_kept_replaced(st, f->bucket, f->key, f->id);
 	stage_kept_begin(st, f->id);
 	stage_kept_add(st, f->id, f->bucket, f->key, true);
-	int err = stage_sync(st, f->fd, true);
+	int err = stage_data_sync(f);
 	if (err)
 		log_error("stage: fdatasync of %s/%s at its close: %s", f->bucket,
 			  f->key, strerror(-err));
@@ -1000,7 +1037,11 @@ int stage_file_set_aside(struct stage_file *f, const char *note)
 	struct stage *st = f->st;
 	if (!commit_own(f))
 		return 0;
-	int err = stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size, note);
+	int fd = stage_data_get(f, false);
+	int err = fd < 0 ? fd : stage_recover_fd(st, f->id, f->bucket, f->key, fd,
+						 f->size, note);
+	if (fd >= 0)
+		stage_data_put(f);
 	if (!err && stage_stream_drop(f) != 0)
 		log_warn("stage: %s/%s set aside with a streamed upload open", f->bucket,
 			 f->key);
@@ -1040,6 +1081,11 @@ void stage_file_drop(struct stage_file *f)
 	commit_disown(f);
 }
 
+void stage_file_park(struct stage_file *f)
+{
+	stage_data_park(f);
+}
+
 void stage_file_release(struct stage_file *f)
 {
 	if (!f)
@@ -1055,7 +1101,9 @@ void stage_file_release(struct stage_file *f)
 	char name[32];
 	stage_name(f->id, ".data", name);
 	/* Uncommitted data whose staging file went with a removed directory
-	 * (stage_dir_renew): only f->fd holds them now. */
+	 * (stage_dir_renew): only f's descriptor holds them now (a park
+	 * keeps such a descriptor; a file parked before the removal has
+	 * none: lost). */
 	mod_lock(&st->renew_lock);    /* no renewal in between */
 	bool orphaned = f->js != STAGE_JS_NONE &&
 			faccessat(st->dir_fd, name, F_OK, 0) != 0 && errno == ENOENT;
@@ -1075,7 +1123,15 @@ void stage_file_release(struct stage_file *f)
 	mod_unlock(&st->renew_lock);
 
 	if (orphaned) {
-		stage_recover_fd(st, f->id, f->bucket, f->key, f->fd, f->size, NULL);
+		int fd = stage_data_get(f, false);
+		if (fd >= 0) {
+			stage_recover_fd(st, f->id, f->bucket, f->key, fd, f->size, NULL);
+			stage_data_put(f);
+		} else {
+			log_error("stage: %s/%s released with uncommitted data (%" PRIu64
+				  " bytes) that went with the removed %s: lost", f->bucket,
+				  f->key, f->size, st->dir);
+		}
 		stage_jnl_remove(st, f->id);   /* one written since, if any */
 		stage_kept_forget(st, f->id);
 		stage_uncharge(st, f->size);
@@ -1135,12 +1191,18 @@ static int adopt_file(struct stage *st, struct stage_deferred *d,
 		return -ENOMEM;
 	f->st = st;
 	f->id = d->id;
+	f->data_fd = -1;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
+	pthread_mutex_init(&f->fd_lock, NULL);
 	char name[32];
 	stage_name(d->id, ".data", name);
-	f->fd = openat(st->dir_fd, name, O_RDWR | O_CLOEXEC);
-	int err = f->fd < 0 ? -errno : 0;
+	int fd = openat(st->dir_fd, name, O_RDWR | O_CLOEXEC);
+	int err = fd < 0 ? -errno : 0;
+	if (!err) {              /* there; held by no descriptor of the mount */
+		stage_data_set(f, fd);
+		stage_data_park(f);
+	}
 	if (!err && j->upload_id) {
 		/* Its commit aborts the upload the journal names first. */
 		err = 0;

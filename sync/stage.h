@@ -90,6 +90,9 @@
  * journal write or a file's creation: stage_file_size and
  * stage_file_dirty never wait. The module's locks and their order are in
  * stage_int.h; the process's in docs/design.md ("Lock order").
+ * Descriptors: a file holds one of its data while it is written; once
+ * parked (stage_file_park) it holds none, and each use opens ID.data for
+ * itself: the files waiting for their upload cost no descriptor each.
  * Ownership: every string and array passed in is copied.
  */
 #ifndef FACETFS_STAGE_H
@@ -159,6 +162,8 @@ struct stage_conf {
 struct stage_counters {
 	uint64_t used_bytes, max_bytes;  /* staged bytes now, budget */
 	uint64_t open_files;             /* stage_files not released */
+	uint64_t data_fds;               /* of them, holding their data's
+					  * descriptor now (not parked) */
 	uint64_t pending_files;          /* released with uncommitted data */
 	uint64_t uploads, upload_bytes, upload_errors;
 	uint64_t enospc, efbig;          /* refusals */
@@ -394,6 +399,21 @@ void stage_file_set_base(struct stage_file *f, const char *etag);
  * the next file. Any thread, after stage_recover. */
 int  stage_file_adopt(struct stage *st, struct stage_file **out, struct obj_meta *what,
 		      bool *base_known);
+
+/* No descriptor of the mount holds f now (the core calls it when a
+ * writable descriptor of f is released; f may stay open, e.g. sealed and
+ * held by the write-back drain): f's data descriptor is closed, at once
+ * or when the use in flight ends, so that the files waiting for their
+ * upload hold no descriptor (stage_counters.data_fds). Each later read,
+ * commit, sync, seal, set-aside or release opens ID.data again for its
+ * own use only; a write or truncate opens it for good (the file is
+ * written through the mount again: park it at that descriptor's release).
+ * Calls need no pairing and may come any number of times; parking a
+ * file that is written meanwhile costs one reopen. A file whose ID.data
+ * went with a removed staging directory keeps its descriptor (its only
+ * copy); one parked when the directory is removed loses its data: its
+ * reads, commits and seals fail with -EIO from then on (logged). */
+void stage_file_park(struct stage_file *f);
 
 /* After the last close. Committed (or never journaled) data is deleted; a
  * file with uncommitted writes stays on disk for stage_recover() (logged,

@@ -1,8 +1,9 @@
 /*
  * stage_dir.c — the staging directory: its descriptors (made again when
  * the directory is removed under the gateway), the names of what it holds,
- * the syncs the durability setting asks for, the durability file, and the
- * budget of the bytes staged in it. The bottom of the stage's chain
+ * the syncs the durability setting asks for, the durability file, the
+ * budget of the bytes staged in it, and each staged file's data
+ * descriptor (parked, reopened for a use). The bottom of the stage's chain
  * (stage_int.h): it calls no other file of the module.
  */
 #include "sync/stage_int.h"
@@ -131,6 +132,125 @@ void stage_kick(struct stage *st, int fd, uint64_t off, uint64_t end)
 	(void)sync_file_range(fd, (off64_t)from, (off64_t)k, SYNC_FILE_RANGE_WRITE);
 }
 
+/* ---- a staged file's data descriptor ---------------------------------- */
+
+/* One descriptor more (n 1) or less (-1) held by the stage's files. */
+static void data_fds_add(struct stage *st, int n)
+{
+	mod_lock(&st->lock);
+	st->cnt.data_fds += (uint64_t)(int64_t)n;
+	mod_unlock(&st->lock);
+}
+
+void stage_data_set(struct stage_file *f, int fd)
+{
+	mod_lock(&f->fd_lock);
+	assert(f->data_fd < 0);
+	f->data_fd = fd;
+	mod_unlock(&f->fd_lock);
+	data_fds_add(f->st, 1);
+}
+
+/* ID.data opened again for f (f->fd_lock held): the descriptor, or
+ * -errno; a missing file makes f lost (logged once). */
+static int data_reopen_locked(struct stage_file *f)
+{
+	struct stage *st = f->st;
+	char name[32];
+	stage_name(f->id, ".data", name);
+	int fd = openat(st->dir_fd, name, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		f->data_fd = fd;
+		data_fds_add(st, 1);
+		return fd;
+	}
+	int err = -errno;
+	if (err == -ENOENT) {
+		/* The id only: the names may change under f->lock meanwhile. */
+		f->lost = true;
+		log_error("stage: staged file %016" PRIx64 " is gone from %s (the "
+			  "directory was removed while it waited with no descriptor "
+			  "open): its data is lost", f->id, st->dir);
+		return -EIO;
+	}
+	log_error("stage: cannot open staged file %s/%s again: %s", st->dir, name,
+		  strerror(-err));
+	return err;
+}
+
+int stage_data_get(struct stage_file *f, bool keep)
+{
+	mod_lock(&f->fd_lock);
+	int fd = f->data_fd;
+	if (f->lost)
+		fd = -EIO;
+	else if (fd < 0)
+		fd = data_reopen_locked(f);
+	if (fd >= 0) {
+		f->fd_users++;
+		if (keep)
+			f->parked = false;
+	}
+	mod_unlock(&f->fd_lock);
+	return fd;
+}
+
+/* Close f's descriptor unless it holds the file's only copy (f->fd_lock
+ * held, no use in flight). */
+static void data_close_locked(struct stage_file *f)
+{
+	struct stat sb;
+	if (f->data_fd < 0)
+		return;
+	if (fstat(f->data_fd, &sb) == 0 && sb.st_nlink == 0) {
+		f->parked = false;   /* ID.data went with the directory: kept */
+		return;
+	}
+	close(f->data_fd);
+	f->data_fd = -1;
+	data_fds_add(f->st, -1);
+}
+
+void stage_data_put(struct stage_file *f)
+{
+	mod_lock(&f->fd_lock);
+	assert(f->fd_users > 0);
+	if (--f->fd_users == 0 && f->parked)
+		data_close_locked(f);
+	mod_unlock(&f->fd_lock);
+}
+
+void stage_data_park(struct stage_file *f)
+{
+	mod_lock(&f->fd_lock);
+	f->parked = true;
+	if (!f->fd_users)
+		data_close_locked(f);
+	mod_unlock(&f->fd_lock);
+}
+
+int stage_data_sync(struct stage_file *f)
+{
+	if (f->st->durability == STAGE_DURABLE_PROCESS)
+		return 0;            /* no sync: no descriptor needed */
+	int fd = stage_data_get(f, false);
+	if (fd < 0)
+		return fd;
+	int err = stage_sync(f->st, fd, true);
+	stage_data_put(f);
+	return err;
+}
+
+void stage_data_close(struct stage_file *f)
+{
+	assert(!f->fd_users);
+	if (f->data_fd < 0)
+		return;
+	close(f->data_fd);
+	f->data_fd = -1;
+	data_fds_add(f->st, -1);
+}
+
 /* ---- the directory ---------------------------------------------------- */
 
 int stage_dir_open(struct stage *st, DIR **out)
@@ -226,10 +346,12 @@ int stage_dir_renew(struct stage *st)
 	st->retired[2 * st->n_renewed] = atomic_exchange(&st->dir_fd, dfd);
 	st->retired[2 * st->n_renewed + 1] = atomic_exchange(&st->rec_fd, rfd);
 	st->n_renewed++;
-	/* Files released with uncommitted data went with the directory. */
+	/* Files released with uncommitted data went with the directory, and
+	 * so did open files parked without a descriptor. */
 	mod_lock(&st->lock);
 	uint64_t lost = st->pending_bytes < st->used ? st->pending_bytes : st->used;
 	uint64_t lost_files = st->cnt.pending_files;
+	uint64_t parked = st->n_open > st->cnt.data_fds ? st->n_open - st->cnt.data_fds : 0;
 	st->used -= lost;
 	st->pending_bytes = 0;
 	st->cnt.pending_files = 0;
@@ -239,8 +361,12 @@ int stage_dir_renew(struct stage *st)
 		log_error("stage: %" PRIu64 " staged files released with uncommitted "
 			  "data (%" PRIu64 " bytes) went with the removed %s", lost_files,
 			  lost, st->dir);
-	log_warn("stage: %s was removed while in use: made again; files open at "
-		 "that moment keep their data in their descriptors only (their "
+	if (parked)
+		log_error("stage: %" PRIu64 " staged files open with no descriptor "
+			  "(parked: closed, e.g. waiting for a write-back upload) went "
+			  "with the removed %s: their data is lost", parked, st->dir);
+	log_warn("stage: %s was removed while in use: made again; files with a "
+		 "descriptor open at that moment keep their data in it only (their "
 		 "commits still upload it; a crash before would lose it)", st->dir);
 	if (stage_durability_open(st) != 0)
 		log_warn("stage: cannot write the durability file in %s", st->dir);

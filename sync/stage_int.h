@@ -4,7 +4,8 @@
  * files below it, and this header has one section per file, bottom first:
  *
  *   stage_dir.c      the staging directory: descriptors, renewal, names,
- *                    syncs, the durability file, the byte budget
+ *                    syncs, the durability file, the byte budget; a
+ *                    staged file's data descriptor, parked and reopened
  *   stage_journal.c  the journal's text, written and read; how an open
  *                    file's journal is written with no lock of it held
  *   stage_kept.c     files whose commit failed, and their stale marks
@@ -19,6 +20,10 @@
  *     state lock (common/lock.h): never held across a sync, a file's
  *     creation or an S3 request. Journal writes drop it (stage_jnl_own).
  *   pool.lock guards the stream pool's queue; taken under f->lock.
+ *   stage_file.fd_lock guards one file's data descriptor (data_fd, fd_users,
+ *     parked, lost): held across an openat, an fstat or a close of it,
+ *     never across a read, a write or a sync; taken under f->lock, and
+ *     alone by a read (which never takes f->lock).
  *   stage.lock guards the stage's counters, lists and budget: a leaf.
  *   renew_lock serializes the directory's renewal (its check and its
  *     install, not its I/O) and a release's check against it; stage.lock
@@ -27,7 +32,8 @@
  *     file together (stage_kept.c); stage.lock is taken under it. Only
  *     commits, renames and deletes of a key with a failed commit take it.
  * Order: renew_lock -> stage.lock; kept_io -> stage.lock;
- * stage_file.lock -> pool.lock; stage_file.lock -> stage.lock.
+ * stage_file.lock -> pool.lock; stage_file.lock -> stage.lock;
+ * stage_file.lock -> stage_file.fd_lock -> stage.lock.
  */
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
@@ -148,7 +154,15 @@ struct stage {
 struct stage_file {
 	struct stage *st;
 	uint64_t id;
-	int fd;
+	/* The data descriptor (ID.data), used only through stage_data_get
+	 * and stage_data_put; all four under fd_lock. */
+	pthread_mutex_t fd_lock;
+	int data_fd;                 /* -1: closed (parked, or lost) */
+	unsigned fd_users;           /* uses of data_fd in flight */
+	bool parked;                 /* no descriptor of the mount holds the
+				      * file: data_fd closes with its last use */
+	bool lost;                   /* ID.data was gone at a reopen (removed
+				      * with the directory): uses fail -EIO */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;         /* uploading, n_active or jbusy changed */
@@ -212,6 +226,38 @@ void stage_dir_close(struct stage *st);
  * descriptors only (commits still upload it; a crash loses it). Made with
  * no lock held; renew_lock covers the check and the install only. */
 int  stage_dir_renew(struct stage *st);
+/* A staged file's data descriptor. A file holds one while it is written
+ * through the mount; once parked (stage_file_park: no descriptor of the
+ * mount holds it, e.g. sealed and waiting for the drain) it holds none
+ * between uses, so that the gateway's descriptors do not grow with the
+ * files waiting for their upload. Every use of ID.data goes through:
+ *   stage_data_get (no lock of f held but, optionally, f->lock): the
+ *     descriptor for one use, reopened from ID.data if it was closed
+ *     (openat O_RDWR, no O_CREAT); keep: the use is a write through the
+ *     mount, so the file is parked no more and the descriptor stays.
+ *     The descriptor or -errno: -EIO once ID.data was found gone (lost:
+ *     logged once), or openat's error (-EMFILE: try again later);
+ *   stage_data_put: the use ends; a parked file's descriptor closes with
+ *     its last use;
+ *   stage_data_park: parked; the descriptor closes now if no use runs;
+ *   stage_data_sync: stage_sync (fdatasync) of f's data through a use of
+ *     its descriptor (none taken under PROCESS); 0 or -errno.
+ * A descriptor whose file has no name any more (st_nlink 0: ID.data went
+ * with a removed directory, stage_dir_renew) is never closed by a park:
+ * it holds the file's only copy, which the commit still uploads and the
+ * release saves to recovered/. A file parked when the directory is
+ * removed loses its data (logged at the renewal and at the next use).
+ * stage_data_close: at the end of the file (no use in flight, not
+ * shared). Each open descriptor is counted in cnt.data_fds. */
+int  stage_data_get(struct stage_file *f, bool keep);
+void stage_data_put(struct stage_file *f);
+void stage_data_park(struct stage_file *f);
+int  stage_data_sync(struct stage_file *f);
+void stage_data_close(struct stage_file *f);
+/* A descriptor of ID.data made by the file's creation (stage_file_new):
+ * installed and counted. */
+void stage_data_set(struct stage_file *f, int fd);
+
 /* openat(dir_fd, name, flags | O_CREAT, 0600), and once more after
  * stage_dir_renew when the directory was removed: the fd or -errno. */
 int  stage_create_at(struct stage *st, const char *name, int flags);

@@ -11,7 +11,8 @@
  * upload (with the name and metadata the file had when part 1 was queued)
  * and journals its id; the other parts follow once the id exists. A job
  * sends its part with s3_mpu_put_part straight from the staging file and
- * records the ETag; when it ends it feeds the file again. Any write or
+ * records the ETag (the file's descriptor taken for that part only:
+ * stage_data_get); when it ends it feeds the file again. Any write or
  * truncate below queued_end, or another name or metadata, sets `broken`:
  * no part is queued any more, and the commit aborts the upload
  * (stage_stream_drop) and uploads the file whole. A failed part or
@@ -375,9 +376,14 @@ static void part_run(struct stage_job *j)
 	char etag[72] = "";
 	if (!skip && create)
 		err = stream_create(f);
-	if (!skip && !err)
+	int fd = skip || err ? -1 : stage_data_get(f, false);
+	if (!skip && !err && fd < 0)
+		err = fd;
+	if (fd >= 0) {
 		err = s3_mpu_put_part(st->s3, sm->bucket, sm->key, sm->id, j->number,
-				      f->fd, j->off, j->len, etag);
+				      fd, j->off, j->len, etag);
+		stage_data_put(f);
+	}
 
 	mod_lock(&f->lock);
 	if (err && !sm->broken && !sm->err) {
@@ -433,7 +439,7 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 {
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
-	int err = stage_sync(st, f->fd, true);     /* none under PROCESS */
+	int err = stage_data_sync(f);     /* none under PROCESS */
 	if (err)
 		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
 			  f->key, strerror(-err));

@@ -153,7 +153,7 @@ static void fill_fails(struct store *t, struct stage *st, const char *etag,
 	int rc = stage_file_fill(f, "b", "k", size, etag);
 	stage_counters_get(st, &c);
 	struct stat sb;
-	CHECK(rc == want && stage_file_size(f) == 0 && fstat(f->fd, &sb) == 0 &&
+	CHECK(rc == want && stage_file_size(f) == 0 && fstat(f->data_fd, &sb) == 0 &&
 	      sb.st_size == 0 && c.used_bytes == 0,
 	      "fill: %s -> %s (want %s), file empty, budget given back", what,
 	      strerror(-rc), strerror(-want));
