@@ -136,7 +136,10 @@ is_mounted() { mountpoint -q "$1"; }
 start_gateway() {
 	local name=$1 conf=$2 mnt=$3 log pid
 	shift 3
-	[[ -z ${GW_PID[$name]:-} ]] || { echo "# gateway $name already started" >&2; return 1; }
+	if [[ -n ${GW_PID[$name]:-} ]] && pid_alive "${GW_PID[$name]}"; then
+		echo "# gateway $name already started (pid ${GW_PID[$name]})" >&2
+		return 1
+	fi
 	log=$(test_tmp)/gw-$name.log
 	mkdir -p "$mnt"
 	"$FACETFS_BUILD/gateway/exe/facetfs" mount -c "$conf" "$mnt" -f "$@" </dev/null >>"$log" 2>&1 &
