@@ -600,6 +600,10 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 		if (rc < 0)
 			inode_unref(c->d.it, e->ino, 1);
 	}
+	/* Listed from now on, in every view of its key, while it is written:
+	 * this mount's own version with no ETag yet. */
+	if (rc == 0)
+		ofile_index(c, f->of, "", false);
 	if (rc < 0) {
 		if (rc == -EINVAL)
 			log_info("create %s in view %s refused: key %s cannot match the view",

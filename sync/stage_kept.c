@@ -163,11 +163,12 @@ static void kept_mark(struct stage *st, const struct stage_kept *k)
 			  "%s/%s of its older staged copy cannot be made (%s): the "
 			  "next start may upload that copy over it", k->bucket, k->key,
 			  st->dir, name, strerror(-err));
-	else
-		log_warn("stage: %s/%s changed through the mount: its older staged "
-			 "copy (a failed commit, or a write-back close not uploaded "
-			 "yet) will not be uploaded; the next start moves it to %s",
-			 k->bucket, k->key, st->rec_dir);
+	else     /* the usual end of a pending file unlinked or renamed over */
+		log_info("stage: %s/%s was replaced or deleted through the mount: "
+			 "its older staged copy (a failed commit, or a write-back "
+			 "close not uploaded yet) will not be uploaded; a start "
+			 "before its release moves it to %s", k->bucket, k->key,
+			 st->rec_dir);
 }
 
 /* A copy of k's identity, to mark outside the lock (k may go meanwhile);
