@@ -8,6 +8,24 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+/* The flag this thread's requests watch (s3_cancel_watch). */
+static _Thread_local const atomic_bool *cancel_flag;
+
+void s3_cancel_watch(const atomic_bool *flag)
+{
+	cancel_flag = flag;
+}
+
+const atomic_bool *s3_cancel_flag(void)
+{
+	return cancel_flag;
+}
+
+bool s3_cancelled(void)
+{
+	return cancel_flag && atomic_load(cancel_flag);
+}
+
 void s3_free(struct s3 *s)
 {
 	if (s)

@@ -19,7 +19,8 @@
  * key or bucket, -EACCES refused, -ESTALE a condition failed (If-Match,
  * copy-source If-Match, a conditional PUT's If-Match or If-None-Match),
  * -EHOSTUNREACH the store is unreachable, -EINVAL a bad request,
- * -ENAMETOOLONG a key too long, -EIO the rest.
+ * -ENAMETOOLONG a key too long, -ECANCELED the calling thread's cancel
+ * flag is set (s3_cancel_watch, at the end), -EIO the rest.
  * Ownership: results are copied into caller memory; nothing returned needs
  * freeing except what s3_head() puts into *out (obj_meta_release()) and
  * the tags s3_get_tagging() returns.
@@ -27,6 +28,7 @@
 #ifndef FACETFS_COMMON_S3_H
 #define FACETFS_COMMON_S3_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -283,5 +285,26 @@ int  s3_mpu_abort(struct s3 *s, const char *bucket, const char *key,
  * error. */
 int  s3_mpu_list(struct s3 *s, const char *bucket, const char *prefix,
 		 s3_upload_fn fn, void *ctx);
+
+/* ---- cancellation ----
+ * A thread may name a flag that its requests watch. Once the flag is set,
+ * a request of that thread that is waiting ends with -ECANCELED within
+ * about a second (the real client: in curl's progress callback and in
+ * the pause between retries; the fault wrapper: in its delays), and the
+ * real client and the fault wrapper send none of that thread's requests
+ * any more (-ECANCELED at once); the in-memory fake never waits and
+ * ignores the flag. A request so ended may have been done by the store
+ * (its answer was on the way): the caller treats it as a lost answer.
+ * The flag is the caller's and must outlive the thread's requests. A
+ * call that starts threads for its requests (the parts of upload_file and
+ * copy_object) hands them the caller's flag. Used by write-back's drain
+ * to end a stop on time (fuse/core_drain.c). */
+/* From now on, the calling thread's requests watch flag (NULL: none, as
+ * at every thread's start). */
+void s3_cancel_watch(const atomic_bool *flag);
+/* The flag the calling thread watches, or NULL. */
+const atomic_bool *s3_cancel_flag(void);
+/* Is the calling thread's flag set? */
+bool s3_cancelled(void);
 
 #endif

@@ -334,15 +334,22 @@ bool core_file_is_object(const struct core_file *f);
 /* Write-back (core_drain.c). core_drain_new: the drain of c (its threads
  * start at the first sealed file); without one, a close in a write-back
  * view uploads as in any other. core_drain_free: before core_free, drains
- * for up to conf.stop_s, then stops; what is left stays journaled "commit"
- * for the next start (core_drain_adopt_all queues it again). core_drain_sync: publishes every pending
- * file of view vname under path ("" the whole view; vname NULL: every
- * view) and waits until S3 has them: 0; -EIO when every file left failed
- * its last try, -ETIMEDOUT after timeout_s; then *report (malloc'ed) names
- * each key left with its last error. core_drain_pending: files and bytes
- * pending now. core_drain_gauges: brings the "drain" gauges of the stats
- * up to date (call it before rendering them). core_drain_list: one line per pending file (key, bytes,
- * age, tries, state), malloc'ed. */
+ * for up to conf.stop_s, then cancels the uploads in flight (each ends
+ * within about a second: common/s3.h) and stops; what is left stays
+ * journaled "commit" for the next start (core_drain_adopt_all queues it
+ * again). core_drain_sync:
+ * publishes what was pending when it began in view vname under path (""
+ * the whole view; vname NULL: every view) and waits until S3 has it,
+ * not for closes that come after: 0; -EIO when each file it waits for
+ * has failed a try since it began, -ETIMEDOUT after timeout_s; then
+ * *report (malloc'ed) names each key left with its last error.
+ * core_drain_pending: files and bytes pending now (each file's size at
+ * its last close). core_drain_gauges: brings the "drain" gauges of the
+ * stats up to date (call it before rendering them). core_drain_list: one
+ * line per pending file (key, bytes, age, tries, state), malloc'ed.
+ * core_drain_steps: how many queue entries the drain's queue operations
+ * have visited so far (heap steps, the walks at a sync's start and end),
+ * for tests of its cost. */
 int  core_drain_new(struct core *c, const struct core_drain_conf *conf);
 /* Every file the stage's recovery left for the drain (stage_conf's
  * defer_commits: files whose commit had begun when the previous run
@@ -358,5 +365,6 @@ int  core_drain_sync(struct core *c, const char *vname, const char *path,
 void core_drain_pending(struct core *c, uint64_t *files, uint64_t *bytes);
 void core_drain_gauges(struct core *c);
 char *core_drain_list(struct core *c);
+uint64_t core_drain_steps(struct core *c);
 
 #endif

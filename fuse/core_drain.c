@@ -37,18 +37,75 @@
  * in drain.conflicts. A base another client deleted is published over
  * (docs/semantics.md). fsync takes the same path (publish).
  *
- * fsync of a write-back file publishes it at once; core_drain_sync
- * publishes everything pending (or under one path) and waits; at the
- * core's end the drain runs for up to stop_drain seconds, and what is left
- * stays journaled "commit" for the next start: its recovery leaves such
- * files staged, and core_drain_adopt_all queues them again after the
- * mount (before its first request), due at once, each under the view
- * that shows its key and checked against the base its journal names.
+ * fsync of a write-back file publishes it at once. core_drain_sync
+ * publishes what was pending when it began (everything, or under one
+ * path) and waits for that only: a file closed again and again meanwhile
+ * keeps no sync waiting. At the core's end the drain runs for up to
+ * stop_drain seconds, then cancels the uploads in flight (the workers
+ * watch d->cancel, common/s3.h: a request ends within about a second) and
+ * joins its workers; what is left, the cancelled uploads with it, stays
+ * journaled "commit" for the next start: its recovery leaves such files
+ * staged, and core_drain_adopt_all queues them again after the mount
+ * (before its first request), due at once, each under the view that
+ * shows its key and checked against the base its journal names. (Workers
+ * left running past the stop instead would write the journal and the
+ * index after the core and the stage are freed.)
  *
- * Lock: drain.lock (a state lock) guards the queue and the gauges; the
- * core's ofile_lock may be taken under it (an ofile's names, its
- * reference count), nothing else; no S3 request, sync or ofile release
- * runs under it.
+ * The queue. An entry is found from its ofile (of->drain) and sits in a
+ * list in the order of its first close (`order`: the listing, the oldest
+ * age, a sync's start walk). While no worker uploads it, it is also in
+ * exactly one of four binary heaps, so that a close, an upload's end and
+ * a worker's choice cost O(log n), not a walk of the backlog:
+ *
+ *   heap      holds                                  ordered by
+ *   wait_ok   no failure, its time not come (delay)  ready time
+ *   due       no failure, due (or flushed by a sync) oldest close
+ *   wait_err  failed, its backoff not over           ready time
+ *   retry     failed, its backoff over               oldest close
+ *
+ *   event                        entry                      function
+ *   a first close                new, wait_ok or due        enqueue
+ *   taken up after a start       new, due                   enqueue_due
+ *   closed again, waiting        its ready time renewed     enqueue
+ *   closed again, uploading      `again`                    enqueue
+ *   its time comes               wait_ok -> due, wait_err -> retry
+ *                                                           next_ready
+ *   a sync begins                wait_ok -> due (all)       flush_begin
+ *   a worker takes it            out of the heaps (busy)    take
+ *   upload done, not `again`     gone (reference put)       upload_ended
+ *   upload done, `again`         wait_ok or due             upload_ended
+ *   upload failed                wait_err (backoff)         upload_ended
+ *   a writer has it open         out of the heaps (writing) upload_ended
+ *   that writer's last close     wait_ok or due             enqueue
+ *   published by fsync           gone                       publish_now
+ *
+ * An entry that is done leaves in two steps: its ofile is detached (the
+ * gauges no longer count it) and put with no lock held, then the entry
+ * goes (ent_free) and the syncs waiting for it count it off, so that a
+ * sync that returns finds the file gone from the core's table too.
+ *
+ * next_ready takes the older of due's top and retry's top; a burst holds
+ * due's top, and then every other entry of due, whose closes are later.
+ * With no sync running, a top of due whose time has not come goes back
+ * to wait_ok. The gauges (pending files and bytes, uploading, oldest)
+ * are running figures.
+ *
+ * Syncs. Every close takes the next number of d->seq; an entry's
+ * first_seq is the number of its oldest close not published. A sync takes
+ * a waiter (one of DRAIN_WAITERS bits) holding the number at its start,
+ * marks the entries it waits for (under its path, first_seq not after
+ * that number) in one walk and counts them. An entry counts itself off
+ * when it leaves the queue, or when an upload ends after a close during
+ * it that came after the sync began (first_seq = that close's number):
+ * that upload began after the sync's closes and carried them. The sync
+ * returns when its count is 0, or fails once each entry it counts has
+ * failed since it began or is open for writing (a writer's file is not
+ * published: its close queues it).
+ *
+ * Lock: drain.lock (a state lock) guards the queue, the heaps, the
+ * waiters, of->drain and the gauges; the core's ofile_lock may be taken
+ * under it (an ofile's names, its reference count), nothing else; no S3
+ * request, sync or ofile release runs under it.
  */
 #include "fuse/core_int.h"
 
@@ -62,6 +119,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,18 +129,42 @@
 #define DRAIN_BACKOFF_MAX_S 60
 #define DRAIN_QUIET_MS 100           /* closes this close together: a burst */
 #define DRAIN_HOLD_MS 3000           /* how long a burst holds a closed file */
+#define DRAIN_WAITERS 64             /* syncs waiting at once (bits) */
+
+struct drain_ent;
+
+struct drain_heap {                  /* a binary min-heap of entries */
+	struct drain_ent **v;
+	size_t n, cap;
+	bool by_time;                /* ready time first; else oldest close */
+};
 
 struct drain_ent {
-	struct ofile *of;            /* a reference the drain holds */
-	int64_t closed_ns;           /* the oldest close not published */
+	struct ofile *of;            /* a reference the drain holds; of->drain;
+				      * NULL: leaving, its reference being put */
+	uint64_t order;              /* d->seq of its first close */
+	uint64_t first_seq;          /* d->seq of its oldest close not published */
+	uint64_t again_seq;          /* of the first close during the upload */
+	int64_t closed_ns;           /* its first close (grows with order) */
 	int64_t ready_ns;            /* not before (delay, backoff) */
+	uint64_t bytes;              /* its size at its last close */
 	unsigned tries;
 	int err;                     /* the last failure, 0: none */
 	bool busy;                   /* a worker uploads it now */
 	bool again;                  /* sealed again during that upload */
 	bool writing;                /* reopened for writing: waits for the
 				      * last writer's close (core_release) */
-	struct drain_ent *next;
+	struct drain_heap *heap;     /* where it waits; NULL while busy */
+	size_t hpos;                 /* its index there */
+	uint64_t waited;             /* the waiters (bits) counting it */
+	uint64_t failed_for;         /* of those, the ones it failed for */
+	struct drain_ent *prev, *next;   /* the queue, oldest close first */
+};
+
+struct drain_waiter {                /* a core_drain_sync */
+	uint64_t seq;                /* the closes up to this number */
+	unsigned left;               /* entries it waits for */
+	unsigned failed;             /* of those, failed since it began */
 };
 
 struct drain_counters {
@@ -113,11 +195,19 @@ struct core_drain {
 	struct core_drain_conf conf;
 	pthread_mutex_t lock;
 	pthread_cond_t work;         /* an entry is ready, or stop */
-	pthread_cond_t progress;     /* an upload ended */
-	struct drain_ent *head;      /* oldest close first */
+	pthread_cond_t progress;     /* an upload ended, or a waiter left */
+	struct drain_ent *head, *tail;   /* oldest close first */
+	struct drain_heap wait_ok, due, wait_err, retry;
+	uint64_t seq;                /* closes so far */
+	uint64_t files, bytes;       /* in the queue (gauges) */
+	unsigned busy;               /* entries being uploaded */
+	uint64_t steps;              /* entries the queue visited (tests) */
+	struct drain_waiter waiter[DRAIN_WAITERS];
+	uint64_t waiters;            /* the waiter slots in use (bits) */
 	bool flush;                  /* delays ignored: a sync or a stop */
 	unsigned syncing;            /* core_drain_sync calls waiting */
 	bool stop;
+	atomic_bool cancel;          /* the workers' S3 requests end (a stop) */
 	int64_t last_close_ns;       /* the last enqueue: a burst runs while
 				      * the next comes within quiet_ms */
 	unsigned n_threads;
@@ -136,26 +226,193 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The gauges from the queue (d->lock held): computed when the stats are
- * read (core_drain_gauges), not at every change, which would walk the
- * whole backlog at every close and upload. */
+/* Wait on cv (d->lock held) for at most ns (1 s when ns is 0 or more). */
+static void cond_wait_for(struct core_drain *d, pthread_cond_t *cv, int64_t ns)
+{
+	if (ns <= 0 || ns > 1000000000)
+		ns = 1000000000;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t t = (int64_t)ts.tv_nsec + ns;
+	ts.tv_sec += t / 1000000000;
+	ts.tv_nsec = t % 1000000000;
+	pthread_cond_timedwait(cv, &d->lock, &ts);
+}
+
+/* ---- the heaps (d->lock held) ------------------------------------------ */
+
+static bool ent_before(const struct drain_heap *h, const struct drain_ent *a,
+		       const struct drain_ent *b)
+{
+	if (h->by_time && a->ready_ns != b->ready_ns)
+		return a->ready_ns < b->ready_ns;
+	return a->order < b->order;
+}
+
+static void heap_set(struct drain_heap *h, size_t i, struct drain_ent *e)
+{
+	h->v[i] = e;
+	e->hpos = i;
+}
+
+static void heap_up(struct core_drain *d, struct drain_heap *h, size_t i)
+{
+	struct drain_ent *e = h->v[i];
+	while (i > 0 && ent_before(h, e, h->v[(i - 1) / 2])) {
+		heap_set(h, i, h->v[(i - 1) / 2]);
+		i = (i - 1) / 2;
+		d->steps++;
+	}
+	heap_set(h, i, e);
+}
+
+static void heap_down(struct core_drain *d, struct drain_heap *h, size_t i)
+{
+	struct drain_ent *e = h->v[i];
+	for (;;) {
+		size_t k = 2 * i + 1;
+		if (k >= h->n)
+			break;
+		if (k + 1 < h->n && ent_before(h, h->v[k + 1], h->v[k]))
+			k++;
+		if (!ent_before(h, h->v[k], e))
+			break;
+		heap_set(h, i, h->v[k]);
+		i = k;
+		d->steps++;
+	}
+	heap_set(h, i, e);
+}
+
+static struct drain_ent *heap_top(const struct drain_heap *h)
+{
+	return h->n ? h->v[0] : NULL;
+}
+
+/* e (in no heap) into h; room was reserved (heaps_reserve). */
+static void heap_push(struct core_drain *d, struct drain_heap *h, struct drain_ent *e)
+{
+	e->heap = h;
+	d->steps++;
+	heap_set(h, h->n++, e);
+	heap_up(d, h, e->hpos);
+}
+
+/* e out of its heap, if it is in one. */
+static void heap_remove(struct core_drain *d, struct drain_ent *e)
+{
+	struct drain_heap *h = e->heap;
+	if (!h)
+		return;
+	size_t i = e->hpos;
+	d->steps++;
+	struct drain_ent *last = h->v[--h->n];
+	e->heap = NULL;
+	if (i == h->n)
+		return;
+	heap_set(h, i, last);
+	heap_up(d, h, i);
+	heap_down(d, h, last->hpos);
+}
+
+static void heap_move(struct core_drain *d, struct drain_ent *e, struct drain_heap *to)
+{
+	heap_remove(d, e);
+	heap_push(d, to, e);
+}
+
+/* Room in every heap for n entries (any may hold them all): 0 or -ENOMEM. */
+static int heaps_reserve(struct core_drain *d, size_t n)
+{
+	struct drain_heap *hs[] = { &d->wait_ok, &d->due, &d->wait_err, &d->retry };
+	for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
+		if (hs[i]->cap >= n)
+			continue;
+		size_t cap = hs[i]->cap ? hs[i]->cap * 2 : 64;
+		if (cap < n)
+			cap = n;
+		struct drain_ent **v = realloc(hs[i]->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		hs[i]->v = v;
+		hs[i]->cap = cap;
+	}
+	return 0;
+}
+
+/* e, not being uploaded, into the heap its state says (table above). */
+static void place(struct core_drain *d, struct drain_ent *e, int64_t now)
+{
+	struct drain_heap *h;
+	if (e->err)
+		h = e->ready_ns <= now ? &d->retry : &d->wait_err;
+	else
+		h = d->flush || e->ready_ns <= now ? &d->due : &d->wait_ok;
+	heap_push(d, h, e);
+}
+
+/* A sync begins: every entry without a failure is due now. */
+static void flush_begin(struct core_drain *d)
+{
+	struct drain_ent *e;
+	while ((e = heap_top(&d->wait_ok)))
+		heap_move(d, e, &d->due);
+}
+
+/* ---- the waiters of syncs (d->lock held) ------------------------------- */
+
+static unsigned bit_index(uint64_t m)
+{
+	return (unsigned)__builtin_ctzll(m);
+}
+
+/* e left the queue (gone), or an upload of it ended and its first_seq
+ * moved on: the waiters it no longer concerns count it off. */
+static void waiters_settle(struct core_drain *d, struct drain_ent *e, bool gone)
+{
+	for (uint64_t m = e->waited; m; m &= m - 1) {
+		unsigned b = bit_index(m);
+		struct drain_waiter *w = &d->waiter[b];
+		uint64_t bit = 1ull << b;
+		if (!gone && e->first_seq <= w->seq)
+			continue;
+		e->waited &= ~bit;
+		w->left--;
+		if (e->failed_for & bit) {
+			e->failed_for &= ~bit;
+			w->failed--;
+		}
+	}
+}
+
+/* An upload of e failed: each of its waiters counts it failed (once
+ * until it is tried again). */
+static void waiters_failed(struct core_drain *d, struct drain_ent *e)
+{
+	for (uint64_t m = e->waited & ~e->failed_for; m; m &= m - 1)
+		d->waiter[bit_index(m)].failed++;
+	e->failed_for = e->waited;
+}
+
+/* e is tried again: not failed for anyone until that try ends. */
+static void waiters_retry(struct core_drain *d, struct drain_ent *e)
+{
+	for (uint64_t m = e->failed_for; m; m &= m - 1)
+		d->waiter[bit_index(m)].failed--;
+	e->failed_for = 0;
+}
+
+/* ---- the queue (d->lock held) ------------------------------------------ */
+
+/* The gauges from the running figures. */
 static void gauges_locked(struct core_drain *d)
 {
-	uint64_t files = 0, bytes = 0, busy = 0;
-	int64_t oldest = 0, now = now_ns();
-	for (struct drain_ent *e = d->head; e; e = e->next) {
-		if (!e->of)
-			continue;    /* leaving: its reference being put */
-		files++;
-		bytes += stage_file_size(e->of->sf);
-		busy += e->busy;
-		if (!oldest || e->closed_ns < oldest)
-			oldest = e->closed_ns;
-	}
-	stats_set(&d->ctr.pending_files, files);
-	stats_set(&d->ctr.pending_bytes, bytes);
-	stats_set(&d->ctr.uploading, busy);
-	stats_set(&d->ctr.oldest_seconds, oldest ? (uint64_t)((now - oldest) / 1000000000) : 0);
+	int64_t now = now_ns();
+	stats_set(&d->ctr.pending_files, d->files);
+	stats_set(&d->ctr.pending_bytes, d->bytes);
+	stats_set(&d->ctr.uploading, d->busy);
+	stats_set(&d->ctr.oldest_seconds, d->head ? (uint64_t)((now - d->head->closed_ns) /
+								  1000000000) : 0);
 	struct stage_counters sc;
 	stage_counters_get(d->c->d.stage, &sc);
 	stats_set(&d->ctr.blocked_ms, sc.blocked_ms);
@@ -179,45 +436,89 @@ static void rate_add(struct core_drain *d, uint64_t size)
 	d->win[i] += size;
 }
 
+/* When a burst holds due's top until (0: none holds it). */
+static int64_t burst_until(struct core_drain *d, const struct drain_ent *e, int64_t now)
+{
+	int64_t burst_end = d->last_close_ns + (int64_t)d->conf.quiet_ms * 1000000;
+	if (d->flush || burst_end <= now)
+		return 0;
+	/* half the budget staged: the burst holds nothing */
+	struct stage_counters sc;
+	stage_counters_get(d->c->d.stage, &sc);
+	if (sc.used_bytes >= sc.max_bytes / 2)
+		return 0;
+	int64_t held = e->closed_ns + (int64_t)d->conf.hold_ms * 1000000;
+	return burst_end < held ? burst_end : held;
+}
+
 /* The oldest entry a worker may take now, or NULL; *wait_ns: until the
- * next one is ready (0: none waits). d->lock held. */
+ * next one may be ready (0: none waits). */
 static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 {
 	int64_t now = now_ns();
-	int64_t burst_end = d->last_close_ns + (int64_t)d->conf.quiet_ms * 1000000;
-	if (burst_end > now && !d->flush) {
-		/* half the budget staged: the burst holds nothing */
-		struct stage_counters sc;
-		stage_counters_get(d->c->d.stage, &sc);
-		if (sc.used_bytes >= sc.max_bytes / 2)
-			burst_end = 0;
-	}
+	struct drain_ent *e;
+	while ((e = heap_top(&d->wait_ok)) && e->ready_ns <= now)
+		heap_move(d, e, &d->due);
+	while ((e = heap_top(&d->wait_err)) && e->ready_ns <= now)
+		heap_move(d, e, &d->retry);
+	while (!d->flush && (e = heap_top(&d->due)) && e->ready_ns > now)
+		heap_move(d, e, &d->wait_ok);    /* a sync's flush is over */
+	int64_t until = 0;
+	struct drain_ent *pick = heap_top(&d->due), *r = heap_top(&d->retry);
+	if (pick && (until = burst_until(d, pick, now)) > now)
+		pick = NULL;
+	if (r && (!pick || r->order < pick->order))
+		pick = r;
 	*wait_ns = 0;
-	for (struct drain_ent *e = d->head; e; e = e->next) {
-		if (e->busy || e->writing || !e->of)
-			continue;
-		int64_t ready = d->flush && !e->err ? now : e->ready_ns;
-		if (!d->flush && !e->err && burst_end > now) {
-			int64_t held = e->closed_ns + (int64_t)d->conf.hold_ms * 1000000;
-			int64_t until = burst_end < held ? burst_end : held;
-			if (until > ready)
-				ready = until;
-		}
-		if (ready <= now)
-			return e;
-		if (!*wait_ns || ready - now < *wait_ns)
-			*wait_ns = ready - now;
-	}
+	if (pick)
+		return pick;
+	int64_t next[3] = { until, 0, 0 };
+	if ((e = heap_top(&d->wait_ok)))
+		next[1] = e->ready_ns;
+	if ((e = heap_top(&d->wait_err)))
+		next[2] = e->ready_ns;
+	for (int i = 0; i < 3; i++)
+		if (next[i] > now && (!*wait_ns || next[i] - now < *wait_ns))
+			*wait_ns = next[i] - now;
 	return NULL;
 }
 
-static void unlink_ent(struct core_drain *d, struct drain_ent *e)
+/* A worker takes e. */
+static void take(struct core_drain *d, struct drain_ent *e)
 {
-	for (struct drain_ent **p = &d->head; *p; p = &(*p)->next)
-		if (*p == e) {
-			*p = e->next;
-			return;
-		}
+	heap_remove(d, e);
+	e->busy = true;
+	e->again = false;
+	d->busy++;
+	waiters_retry(d, e);
+}
+
+/* e is done: its ofile detached and returned, for the caller to put
+ * with no lock held, then to free e (ent_free). */
+static struct ofile *ent_detach(struct core_drain *d, struct drain_ent *e)
+{
+	heap_remove(d, e);
+	d->files--;
+	d->bytes -= e->bytes;
+	struct ofile *of = e->of;
+	of->drain = NULL;
+	e->of = NULL;
+	return of;
+}
+
+/* A detached e leaves the queue: its waiters count it off. */
+static void ent_free(struct core_drain *d, struct drain_ent *e)
+{
+	waiters_settle(d, e, true);
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		d->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		d->tail = e->prev;
+	free(e);
 }
 
 /* Whether another client wrote of's key since the version the file is
@@ -300,74 +601,86 @@ static int publish(struct core *c, struct ofile *of, bool by_writer)
 	return rc;
 }
 
+/* An upload of e (size bytes) ended with rc (publish's): e waits again,
+ * or is detached and its ofile returned to be put (then ent_free). */
+static struct ofile *upload_ended(struct core_drain *d, struct drain_ent *e, int rc,
+				  uint64_t size)
+{
+	int64_t now = now_ns();
+	e->busy = false;
+	d->busy--;
+	if (rc == PUB_WRITING) {
+		e->ready_ns = now;
+		if (e->again) {              /* its writer closed meanwhile */
+			place(d, e, now);
+		} else {                     /* its writer's close queues it */
+			e->writing = true;
+			waiters_failed(d, e);
+		}
+		return NULL;
+	}
+	if (rc < 0) {
+		if (rc != -ECANCELED)        /* the stop's: not a failure */
+			stats_inc(&d->ctr.failed);
+		e->tries++;
+		e->err = rc;
+		unsigned s = e->tries < 7 ? 1u << (e->tries - 1) : DRAIN_BACKOFF_MAX_S;
+		e->ready_ns = now + (int64_t)(s > DRAIN_BACKOFF_MAX_S
+					      ? DRAIN_BACKOFF_MAX_S : s) * 1000000000;
+		waiters_failed(d, e);
+		place(d, e, now);
+		return NULL;
+	}
+	if (rc == PUB_CONFLICT)
+		stats_inc(&d->ctr.conflicts);
+	if (rc == PUB_DONE) {
+		stats_inc(&d->ctr.done);
+		stats_add(&d->ctr.done_bytes, size);
+		rate_add(d, size);
+	}
+	e->err = 0;
+	e->tries = 0;
+	if (!e->again || rc != PUB_DONE)
+		return ent_detach(d, e);
+	/* sealed again during the upload: pending since that close, uploaded
+	 * after the delay */
+	e->again = false;
+	e->first_seq = e->again_seq;
+	waiters_settle(d, e, false);
+	e->ready_ns = now + (int64_t)d->conf.delay_s * 1000000000;
+	place(d, e, now);
+	return NULL;
+}
+
 static void *drain_main(void *arg)
 {
 	struct core_drain *d = arg;
+	s3_cancel_watch(&d->cancel);
 	mod_lock(&d->lock);
-	for (;;) {
-		int64_t wait_ns;
-		struct drain_ent *e = next_ready(d, &wait_ns);
+	while (!d->stop) {
+		int64_t wait;
+		struct drain_ent *e = next_ready(d, &wait);
 		if (!e) {
-			if (d->stop && (!d->flush || !d->head))
-				break;
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			int64_t w = wait_ns && wait_ns < 1000000000 ? wait_ns : 1000000000;
-			int64_t t = (int64_t)ts.tv_nsec + w;
-			ts.tv_sec += t / 1000000000;
-			ts.tv_nsec = t % 1000000000;
-			pthread_cond_timedwait(&d->work, &d->lock, &ts);
+			cond_wait_for(d, &d->work, wait);
 			continue;
 		}
-		e->busy = true;
-		e->again = false;
+		take(d, e);
+		struct ofile *of = e->of;
 		mod_unlock(&d->lock);
-		uint64_t size = stage_file_size(e->of->sf);
-		int rc = publish(d->c, e->of, false);
+		uint64_t size = stage_file_size(of->sf);
+		int rc = publish(d->c, of, false);
 		mod_lock(&d->lock);
-		e->busy = false;
-		struct ofile *put = NULL;
-		if (rc == PUB_WRITING) {
-			/* sealed again meanwhile: the writer has gone */
-			e->writing = !e->again;
-			e->ready_ns = now_ns();
-		} else if (rc >= 0) {
-			if (rc == PUB_CONFLICT)
-				stats_inc(&d->ctr.conflicts);
-			if (rc == PUB_DONE) {
-				stats_inc(&d->ctr.done);
-				stats_add(&d->ctr.done_bytes, size);
-				rate_add(d, size);
-			}
-			e->err = 0;
-			e->tries = 0;
-			if (e->again && rc == PUB_DONE) {
-				e->ready_ns = now_ns() + (int64_t)d->conf.delay_s * 1000000000;
-			} else {
-				/* leaves the queue once its reference is put:
-				 * a sync that waits for it sees the file gone
-				 * from the core's table too */
-				put = e->of;
-				e->of = NULL;
-			}
-		} else {
-			stats_inc(&d->ctr.failed);
-			e->tries++;
-			e->err = rc;
-			unsigned s = e->tries < 7 ? 1u << (e->tries - 1) : DRAIN_BACKOFF_MAX_S;
-			e->ready_ns = now_ns() + (int64_t)(s > DRAIN_BACKOFF_MAX_S
-							     ? DRAIN_BACKOFF_MAX_S : s) * 1000000000;
-		}
+		struct ofile *put = upload_ended(d, e, rc, size);
 		if (put) {
 			mod_unlock(&d->lock);
 			core_ofile_put(d->c, put);   /* may release the staged file */
 			mod_lock(&d->lock);
-			unlink_ent(d, e);
-			free(e);
+			ent_free(d, e);
 		}
 		pthread_cond_broadcast(&d->progress);
 	}
 	mod_unlock(&d->lock);
+	s3_cancel_watch(NULL);
 	return NULL;
 }
 
@@ -386,6 +699,8 @@ int core_drain_new(struct core *c, const struct core_drain_conf *conf)
 		d->conf.quiet_ms = DRAIN_QUIET_MS;
 	if (!d->conf.hold_ms)
 		d->conf.hold_ms = DRAIN_HOLD_MS;
+	d->wait_ok.by_time = d->wait_err.by_time = true;
+	atomic_init(&d->cancel, false);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
 	pthread_cond_init(&d->progress, NULL);
@@ -406,29 +721,57 @@ static void threads_start(struct core_drain *d)
 			  "pending for the next start");
 }
 
+/* A new entry for of, closed now as close number seq, due at ready, at
+ * the queue's tail (d->lock held; a reference taken). */
+static void ent_add(struct core_drain *d, struct drain_ent *n, struct ofile *of,
+		    uint64_t seq, uint64_t size, int64_t now, int64_t ready)
+{
+	mod_lock(&d->c->ofile_lock);
+	of->refs++;
+	mod_unlock(&d->c->ofile_lock);
+	*n = (struct drain_ent){ .of = of, .order = seq, .first_seq = seq,
+		.closed_ns = now, .bytes = size, .prev = d->tail, .ready_ns = ready };
+	if (d->tail)
+		d->tail->next = n;
+	else
+		d->head = n;
+	d->tail = n;
+	of->drain = n;
+	d->files++;
+	d->bytes += size;
+	place(d, n, now);
+}
+
 /* of joins the queue (a reference taken), or its entry is refreshed. */
 static void enqueue(struct core_drain *d, struct ofile *of)
 {
-	int64_t now = now_ns();
 	struct drain_ent *n = calloc(1, sizeof *n);
+	uint64_t size = stage_file_size(of->sf);
 	mod_lock(&d->lock);
+	int64_t now = now_ns();
 	d->last_close_ns = now;
-	struct drain_ent **p = &d->head;
-	while (*p && (*p)->of != of)
-		p = &(*p)->next;
-	if (*p) {
-		(*p)->writing = false;
-		if ((*p)->busy)
-			(*p)->again = true;
-		else if (!(*p)->err)
-			(*p)->ready_ns = now + (int64_t)d->conf.delay_s * 1000000000;
-	} else if (n) {
-		mod_lock(&d->c->ofile_lock);
-		of->refs++;
-		mod_unlock(&d->c->ofile_lock);
-		*n = (struct drain_ent){ .of = of, .closed_ns = now,
-			.ready_ns = now + (int64_t)d->conf.delay_s * 1000000000 };
-		*p = n;              /* the tail: the newest close */
+	uint64_t seq = ++d->seq;
+	struct drain_ent *e = of->drain;
+	if (e) {
+		d->bytes = d->bytes - e->bytes + size;
+		e->bytes = size;
+		if (e->writing) {            /* its last writer closed */
+			e->writing = false;
+			waiters_retry(d, e);
+		}
+		if (e->busy) {
+			if (!e->again)
+				e->again_seq = seq;
+			e->again = true;
+		} else {
+			if (!e->err)
+				e->ready_ns = now + (int64_t)d->conf.delay_s * 1000000000;
+			heap_remove(d, e);
+			place(d, e, now);
+		}
+	} else if (n && heaps_reserve(d, (size_t)d->files + 1) == 0) {
+		ent_add(d, n, of, seq, size, now,
+			now + (int64_t)d->conf.delay_s * 1000000000);
 		n = NULL;
 	} else {
 		log_error("write-back: out of memory: %s/%s stays pending until it is "
@@ -498,9 +841,7 @@ int core_drain_reseal(struct core *c, struct ofile *of)
 	if (!d)
 		return 0;
 	mod_lock(&d->lock);
-	bool queued = false;
-	for (struct drain_ent *e = d->head; e && !queued; e = e->next)
-		queued = e->of == of;
+	bool queued = of->drain != NULL;
 	mod_unlock(&d->lock);
 	if (!queued && core_ofile_writing(c, of))
 		return 0;            /* open for writing: its close seals it */
@@ -520,22 +861,21 @@ static int publish_now(struct core *c, struct ofile *of)
 	int rc = publish(c, of, true);
 	if (rc < 0)
 		return rc;
-	struct drain_ent *gone = NULL;
+	struct ofile *put = NULL;
 	mod_lock(&d->lock);
 	if (rc == PUB_CONFLICT)
 		stats_inc(&d->ctr.conflicts);
-	for (struct drain_ent *e = d->head; e; e = e->next)
-		if (e->of == of && !e->busy && !stage_file_dirty(of->sf)) {
-			unlink_ent(d, e);
-			gone = e;
-			break;
-		}
+	struct drain_ent *e = of->drain;
+	if (e && !e->busy && !stage_file_dirty(of->sf))
+		put = ent_detach(d, e);
+	mod_unlock(&d->lock);
+	if (put)
+		core_ofile_put(c, put);
+	mod_lock(&d->lock);
+	if (put)
+		ent_free(d, e);
 	pthread_cond_broadcast(&d->progress);
 	mod_unlock(&d->lock);
-	if (gone) {
-		core_ofile_put(c, gone->of);
-		free(gone);
-	}
 	return rc == PUB_CONFLICT ? -EIO : 0;   /* S3 keeps the other version */
 }
 
@@ -564,6 +904,75 @@ static bool ent_under(struct core *c, struct drain_ent *e, const char *vname,
 	return in;
 }
 
+/* A waiter for the closes so far under (vname, path): its slot, each
+ * entry it waits for marked and counted, failed ones tried again now
+ * (d->lock held). -EAGAIN: DRAIN_WAITERS syncs wait already. */
+static int waiter_begin(struct core_drain *d, const char *vname, const char *path)
+{
+	if (d->waiters == UINT64_MAX)
+		return -EAGAIN;
+	unsigned b = bit_index(~d->waiters);
+	uint64_t bit = 1ull << b;
+	struct drain_waiter *w = &d->waiter[b];
+	*w = (struct drain_waiter){ .seq = d->seq };
+	d->waiters |= bit;
+	int64_t now = now_ns();
+	for (struct drain_ent *e = d->head; e; e = e->next) {
+		d->steps++;
+		if (e->first_seq > w->seq || !ent_under(d->c, e, vname, path))
+			continue;
+		e->waited |= bit;
+		w->left++;
+		if (e->writing) {            /* counts as failed (open for writing) */
+			e->failed_for |= bit;
+			w->failed++;
+		}
+		if (e->err && e->heap) {
+			e->ready_ns = 0;     /* failed before: once more now */
+			heap_remove(d, e);
+			place(d, e, now);
+		}
+	}
+	return (int)b;
+}
+
+/* The waiter in slot b ends: the entries still marked unmarked. */
+static void waiter_end(struct core_drain *d, unsigned b)
+{
+	uint64_t bit = 1ull << b;
+	for (struct drain_ent *e = d->head; e && d->waiter[b].left; e = e->next) {
+		d->steps++;
+		if (!(e->waited & bit))
+			continue;
+		e->waited &= ~bit;
+		e->failed_for &= ~bit;
+		d->waiter[b].left--;
+	}
+	d->waiters &= ~bit;
+	pthread_cond_broadcast(&d->progress);
+}
+
+/* Each entry waiter b still waits for: its key and its last error
+ * (malloc'ed; d->lock held). */
+static char *waiter_report(struct core_drain *d, unsigned b)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	for (struct drain_ent *e = d->head; fp && e; e = e->next) {
+		if (!(e->waited & (1ull << b)) || !e->of)
+			continue;
+		mod_lock(&d->c->ofile_lock);
+		fprintf(fp, "%s/%s: %s\n", e->of->bucket, e->of->key,
+			e->writing ? "open for writing"
+			: e->err ? strerror(-e->err) : "not uploaded yet");
+		mod_unlock(&d->c->ofile_lock);
+	}
+	if (fp)
+		fclose(fp);
+	return text;
+}
+
 /* core_drain_sync; persist: keep retrying failures until timeout_s (a
  * stop) instead of returning once every file left has failed. */
 static int drain_sync(struct core *c, const char *vname, const char *path,
@@ -575,53 +984,30 @@ static int drain_sync(struct core *c, const char *vname, const char *path,
 		return 0;
 	int64_t end = now_ns() + (int64_t)timeout_s * 1000000000;
 	mod_lock(&d->lock);
+	int b;
+	while ((b = waiter_begin(d, vname, path)) < 0 && now_ns() < end)
+		cond_wait_for(d, &d->progress, end - now_ns());
+	if (b < 0) {
+		mod_unlock(&d->lock);
+		*report = strdup("too many syncs at once\n");
+		return -ETIMEDOUT;
+	}
+	struct drain_waiter *w = &d->waiter[b];
 	d->syncing++;
 	d->flush = true;
-	for (struct drain_ent *e = d->head; e; e = e->next)
-		if (ent_under(c, e, vname, path) && e->err)
-			e->ready_ns = 0;     /* failed before: once more now */
+	flush_begin(d);
 	pthread_cond_broadcast(&d->work);
 	int rc = 0;
-	for (;;) {
-		unsigned left = 0, failed = 0;
-		for (struct drain_ent *e = d->head; e; e = e->next) {
-			if (!ent_under(c, e, vname, path))
-				continue;
-			left++;
-			failed += e->writing ||
-				  (e->err && !e->busy && e->tries && e->ready_ns > now_ns());
-		}
-		if (!left)
-			break;
-		if ((failed == left && !persist) || now_ns() >= end) {
-			/* each left: its key and its last error */
-			char *text = NULL;
-			size_t len = 0;
-			FILE *fp = open_memstream(&text, &len);
-			for (struct drain_ent *e = d->head; fp && e; e = e->next) {
-				if (!e->of || !ent_under(c, e, vname, path))
-					continue;
-				mod_lock(&c->ofile_lock);
-				fprintf(fp, "%s/%s: %s\n", e->of->bucket, e->of->key,
-					e->writing ? "open for writing"
-					: e->err ? strerror(-e->err) : "not uploaded yet");
-				mod_unlock(&c->ofile_lock);
-			}
-			if (fp)
-				fclose(fp);
-			*report = text;
-			rc = failed == left && !persist ? -EIO : -ETIMEDOUT;
+	while (w->left) {
+		bool failed = w->failed == w->left && !persist;
+		if (failed || now_ns() >= end) {
+			*report = waiter_report(d, (unsigned)b);
+			rc = failed ? -EIO : -ETIMEDOUT;
 			break;
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&d->progress, &d->lock, &ts);
+		cond_wait_for(d, &d->progress, end - now_ns());
 	}
+	waiter_end(d, (unsigned)b);
 	if (--d->syncing == 0 && !d->stop)
 		d->flush = false;
 	mod_unlock(&d->lock);
@@ -649,10 +1035,19 @@ void core_drain_pending(struct core *c, uint64_t *files, uint64_t *bytes)
 	if (!c->drain)
 		return;
 	mod_lock(&c->drain->lock);
-	gauges_locked(c->drain);
-	*files = stats_get(&c->drain->ctr.pending_files);
-	*bytes = stats_get(&c->drain->ctr.pending_bytes);
+	*files = c->drain->files;
+	*bytes = c->drain->bytes;
 	mod_unlock(&c->drain->lock);
+}
+
+uint64_t core_drain_steps(struct core *c)
+{
+	if (!c->drain)
+		return 0;
+	mod_lock(&c->drain->lock);
+	uint64_t n = c->drain->steps;
+	mod_unlock(&c->drain->lock);
+	return n;
 }
 
 char *core_drain_list(struct core *c)
@@ -714,22 +1109,18 @@ static size_t adopt_view(struct core *c, const char *bucket, const char *key,
  * drain_delay, and no burst is begun by it (d->lock not held). */
 static void enqueue_due(struct core_drain *d, struct ofile *of)
 {
-	int64_t now = now_ns();
 	struct drain_ent *n = calloc(1, sizeof *n);
-	if (!n) {
+	uint64_t size = stage_file_size(of->sf);
+	mod_lock(&d->lock);
+	if (!n || heaps_reserve(d, (size_t)d->files + 1) < 0) {
+		mod_unlock(&d->lock);
+		free(n);
 		log_error("write-back: out of memory: %s/%s stays pending until the "
 			  "next start", of->bucket, of->key);
 		return;
 	}
-	mod_lock(&d->c->ofile_lock);
-	of->refs++;
-	mod_unlock(&d->c->ofile_lock);
-	*n = (struct drain_ent){ .of = of, .closed_ns = now, .ready_ns = now };
-	mod_lock(&d->lock);
-	struct drain_ent **p = &d->head;
-	while (*p)
-		p = &(*p)->next;
-	*p = n;
+	int64_t now = now_ns();
+	ent_add(d, n, of, ++d->seq, size, now, now);
 	if (!d->n_threads)
 		threads_start(d);
 	pthread_cond_signal(&d->work);
@@ -822,6 +1213,24 @@ int core_drain_adopt_all(struct core *c)
 	return n;
 }
 
+/* The end of the stop's drain: the uploads in flight cancelled, the
+ * workers joined. */
+static void workers_stop(struct core_drain *d)
+{
+	mod_lock(&d->lock);
+	d->stop = true;
+	d->flush = false;
+	unsigned busy = d->busy;
+	atomic_store(&d->cancel, true);
+	pthread_cond_broadcast(&d->work);
+	mod_unlock(&d->lock);
+	if (busy)
+		log_warn("write-back: the stop's drain ended with %u upload(s) in "
+			 "flight: cancelled, they stay pending", busy);
+	for (unsigned i = 0; i < d->n_threads; i++)
+		pthread_join(d->tid[i], NULL);
+}
+
 void core_drain_free(struct core *c)
 {
 	struct core_drain *d = c->drain;
@@ -829,11 +1238,9 @@ void core_drain_free(struct core *c)
 		return;
 	mod_lock(&d->lock);
 	bool any = d->head != NULL;
-	gauges_locked(d);
 	if (any)
 		log_info("write-back: draining %" PRIu64 " file(s), %" PRIu64 " bytes, "
-			 "for up to %u s", stats_get(&d->ctr.pending_files),
-			 stats_get(&d->ctr.pending_bytes), d->conf.stop_s);
+			 "for up to %u s", d->files, d->bytes, d->conf.stop_s);
 	mod_unlock(&d->lock);
 	if (any) {
 		char *report = NULL;
@@ -843,25 +1250,20 @@ void core_drain_free(struct core *c)
 				 "(%s):\n%s", strerror(-rc), report ? report : "");
 		free(report);
 	}
-	mod_lock(&d->lock);
-	d->stop = true;
-	d->flush = false;            /* the workers end now */
-	pthread_cond_broadcast(&d->work);
-	mod_unlock(&d->lock);
-	for (unsigned i = 0; i < d->n_threads; i++)
-		pthread_join(d->tid[i], NULL);
-	uint64_t files = 0, bytes = 0;
-	while (d->head) {
+	workers_stop(d);
+	uint64_t files = d->files, bytes = d->bytes;
+	while (d->head) {                /* no thread left: no lock */
 		struct drain_ent *e = d->head;
-		d->head = e->next;
-		files++;
-		bytes += stage_file_size(e->of->sf);
-		core_ofile_put(c, e->of);    /* stays journaled: the next start */
-		free(e);
+		core_ofile_put(c, ent_detach(d, e));   /* stays journaled */
+		ent_free(d, e);
 	}
 	if (files)
 		log_warn("write-back: %" PRIu64 " file(s), %" PRIu64 " bytes, stay "
 			 "pending: the next start publishes them", files, bytes);
+	free(d->wait_ok.v);
+	free(d->due.v);
+	free(d->wait_err.v);
+	free(d->retry.v);
 	stats_group_remove(&d->grp);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->work);

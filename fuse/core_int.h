@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 struct stage_file;
+struct drain_ent;
 
 /* The view set of the request being served (core_req_begin pinned it). */
 struct core_views {
@@ -82,6 +83,8 @@ struct ofile {
 				      * "" for a new object; CORE_BASE_ANY
 				      * (lock) */
 	bool tabled;                 /* in the open-file table (lock) */
+	struct drain_ent *drain;     /* its entry in write-back's queue, or
+				      * NULL (the drain's lock, core_drain.c) */
 	struct ofile *next;          /* its chain: by key while named, by
 				      * inode once unlinked */
 };

@@ -45,6 +45,8 @@ struct cp {
 	size_t n_parts;
 	struct s3_part *parts;
 
+	const atomic_bool *cancel;   /* the caller's (common/s3.h): the
+				      * part threads watch it too */
 	pthread_mutex_t lock;        /* protects next and err */
 	size_t next;                 /* the next part index to copy */
 	int err;                     /* the first failure */
@@ -53,6 +55,7 @@ struct cp {
 static void *cp_worker(void *arg)
 {
 	struct cp *p = arg;
+	s3_cancel_watch(p->cancel);
 	for (;;) {
 		mod_lock(&p->lock);
 		size_t i = p->next;
@@ -133,6 +136,7 @@ static int copy_multipart(struct s3 *s, const struct copy_conf *c,
 		.s = s, .bucket = bucket, .src_key = src_key, .dst_key = dst_key,
 		.id = id, .if_match = src->etag, .size = src->size, .part = part,
 		.n_parts = (size_t)((src->size + part - 1) / part),
+		.cancel = s3_cancel_flag(),
 	};
 	pthread_mutex_init(&p.lock, NULL);
 	p.parts = calloc(p.n_parts, sizeof *p.parts);

@@ -467,6 +467,15 @@ static size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud)
 	return (size_t)k;
 }
 
+/* curl's progress callback, set when the thread watches a cancel flag:
+ * nonzero ends the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int s3_cb_progress(void *ud, curl_off_t dlt, curl_off_t dln,
+			  curl_off_t ult, curl_off_t uln)
+{
+	(void)dlt, (void)dln, (void)ult, (void)uln;
+	return atomic_load((const atomic_bool *)ud) ? 1 : 0;
+}
+
 /* ---- the engine --------------------------------------------------------- */
 
 /* May bucket be addressed as a host name (virtual-hosted style)? Lower-
@@ -564,6 +573,11 @@ static CURLcode req_setup(const struct s3_http *s, CURL *h, struct s3_req *r,
 		SET(CURLOPT_TIMEOUT_MS, r->timeout_ms);
 	SET(CURLOPT_HTTPHEADER, hdrs);
 	SET(CURLOPT_ERRORBUFFER, errbuf);
+	if (r->cancel) {
+		SET(CURLOPT_NOPROGRESS, 0L);
+		SET(CURLOPT_XFERINFOFUNCTION, s3_cb_progress);
+		SET(CURLOPT_XFERINFODATA, (void *)r->cancel);
+	}
 	SET(CURLOPT_HEADERFUNCTION, s3_cb_header);
 	SET(CURLOPT_HEADERDATA, r);
 	SET(CURLOPT_WRITEFUNCTION, s3_cb_write);
@@ -874,6 +888,19 @@ static bool req_renew_creds(struct s3_http *s, uint64_t gen)
 	return changed;
 }
 
+/* Sleep ms before the next attempt, in steps of at most 100 ms when a
+ * cancel flag is watched (the next attempt then sees it set). */
+static void req_pause(const struct s3_req *r, unsigned ms)
+{
+	while (ms && !(r->cancel && atomic_load(r->cancel))) {
+		unsigned step = r->cancel && ms > 100 ? 100 : ms;
+		struct timespec ts = { step / 1000, (long)(step % 1000) * 1000000 };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		ms -= step;
+	}
+}
+
 /* Perform r with retries; 0 or -errno (already logged; a missing key or a
  * failed If-Match only as a debug line: callers expect those). */
 int s3_req_run(struct s3_http *s, struct s3_req *r)
@@ -890,6 +917,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	}
 	if (!r->stall_s)
 		r->stall_s = s->stall_s;
+	r->cancel = s3_cancel_flag();
 	struct timespec t_begin;     /* the latency's start, to the µs */
 	clock_gettime(CLOCK_MONOTONIC, &t_begin);
 	int64_t t0 = (int64_t)t_begin.tv_sec * 1000 + t_begin.tv_nsec / 1000000;
@@ -899,6 +927,11 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	CURLcode cc = CURLE_OK;
 	for (attempt = 0;; attempt++) {
 		errbuf[0] = '\0';
+		if (r->cancel && atomic_load(r->cancel)) {
+			err = -ECANCELED;    /* not sent (again) */
+			cc = CURLE_OK;
+			break;
+		}
 		err = req_attempt_reset(r);
 		if (err)
 			break;
@@ -936,6 +969,12 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 			stalled = true;              /* sent, then nothing came */
 		curl_slist_free_all(hdrs);
 		r->status = status;
+		if (cc == CURLE_ABORTED_BY_CALLBACK && r->cancel &&
+		    atomic_load(r->cancel)) {
+			err = -ECANCELED;
+			cc = CURLE_OK;
+			break;
+		}
 		if (cc == CURLE_WRITE_ERROR && r->full)
 			cc = CURLE_OK;           /* we stopped it: buffer full */
 		if (r->cb_err) {                 /* our side failed: no retry */
@@ -987,9 +1026,7 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		log_debug("s3: %s %s%s%s: HTTP %ld %s%s, retry in %u ms",
 			  r->method, r->bucket, r->key ? "/" : "", r->key ? r->key : "", status,
 			  r->s3code, cc ? curl_easy_strerror(cc) : "", delay);
-		struct timespec ts = { delay / 1000, (long)(delay % 1000) * 1000000 };
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
+		req_pause(r, delay);
 	}
 	free(url);
 	free(hostline);
@@ -1002,6 +1039,11 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	if (err == 0 || err == -ERANGE)
 		return err;
 	const char *why = cc ? (errbuf[0] ? errbuf : curl_easy_strerror(cc)) : "";
+	if (err == -ECANCELED) {
+		log_info("s3: %s %s%s%s: cancelled (the caller stops)", r->method,
+			 r->bucket, r->key ? "/" : "", r->key ? r->key : "");
+		return err;
+	}
 	if (err == -ENOENT || err == -ESTALE) {
 		log_debug("s3: %s %s%s%s: HTTP %ld %s", r->method, r->bucket,
 			  r->key ? "/" : "", r->key ? r->key : "", r->status, r->s3code);

@@ -1,7 +1,9 @@
 /*
  * s3_fault.c — the fault-injecting wrapper of s3_fault.h. Each request
  * first asks fault_match() what the rules do to it (under w->mu), then
- * sleeps, fails or passes the request on with the mutex released.
+ * sleeps, fails or passes the request on with the mutex released. A
+ * request of a thread whose cancel flag is set (s3_cancel_watch) ends its
+ * delay early and fails with -ECANCELED, never passed on.
  */
 #include "common/lock.h"
 #include "sync/s3_fault.h"
@@ -83,12 +85,16 @@ static void fault_match(struct s3_fault *w, enum s3_kind kind, struct fault_hit 
 	if (hit)
 		w->injected[kind]++;
 	mod_unlock(&w->mu);
-	if (h->delay_ms) {
-		struct timespec ts = { h->delay_ms / 1000,
-				       (long)(h->delay_ms % 1000) * 1000000L };
+	/* the delay, in steps of 10 ms: a cancel flag set meanwhile ends it */
+	for (unsigned left = h->delay_ms; left && !s3_cancelled();) {
+		unsigned step = left < 10 ? left : 10;
+		struct timespec ts = { 0, (long)step * 1000000L };
 		while (nanosleep(&ts, &ts) && errno == EINTR)
 			;
+		left -= step;
 	}
+	if (s3_cancelled() && !h->err)
+		h->err = -ECANCELED;     /* not passed on (common/s3.h) */
 }
 
 /* An ETag that is not etag: its first digit changed. */

@@ -11,6 +11,9 @@
  * times 0 = every one from `first` on). A rule that failed a request does
  * not pass it on (the inner store never sees it); the other effects act on
  * the request passed on. s3_fault_injected() counts the hits per kind.
+ * Cancellation (common/s3.h): a delay ends early once the calling
+ * thread's cancel flag is set, and a request of that thread then fails
+ * with -ECANCELED without being passed on.
  *
  * Ownership: the wrapper borrows the inner store unless s3_fault_new was
  * told to own it (then s3_free of the wrapper frees it too). Build: the

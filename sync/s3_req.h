@@ -112,6 +112,8 @@ struct s3_req {
 				      * CompleteMultipartUpload): it is then a
 				      * failure of its <Code>, mapped and
 				      * retried as one */
+	const atomic_bool *cancel;   /* the calling thread's (s3_cancel_watch),
+				      * set by s3_req_run */
 
 	/* what came back; cleared at every attempt by req_attempt_reset() */
 	long status;

@@ -141,8 +141,13 @@ struct stage {
 	uint64_t used;               /* bytes charged, all staged files */
 	uint64_t pending_bytes;      /* of them, files released with a journal
 				      * (cnt.pending_files), until recovery */
-	struct stage_kept *kept;     /* released files waiting for the next
-				      * start (stage_kept.c) */
+	struct stage_kept_table {    /* files whose commit failed or is under
+				      * way, by id and by bucket and key
+				      * (stage_kept.c): chains, slots a power
+				      * of two (0: none yet) */
+		struct stage_kept **by_id, **by_key;
+		size_t slots, n;
+	} kept;
 	uint64_t next_id;
 	struct stage_file *open;     /* files not released */
 	size_t n_open;               /* how many (lock) */

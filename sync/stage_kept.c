@@ -28,6 +28,9 @@
  * commit succeeds, recovery uploads or moves it; recovery removes the
  * marker). A change of the key by another S3 client is not seen here
  * (a known limit: the next start's upload wins).
+ * Every sealed write-back file has an entry, so a backlog may hold
+ * thousands: the entries are hashed by id and by bucket and key
+ * (st->kept, under stage.lock), and each call looks at one chain.
  * Calls stage_dir.c only.
  */
 #include "sync/stage_int.h"
@@ -39,15 +42,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/lock.h"
 #include "common/log.h"
 
 struct stage_kept {
 	uint64_t id;
 	char *bucket, *key;
+	uint64_t hkey;               /* kept_hash(bucket, key) */
 	bool open;                   /* not released yet */
 	bool stale;                  /* its key was replaced since: marked */
-	struct stage_kept *next;
+	struct stage_kept *id_next;  /* its chain in st->kept.by_id */
+	struct stage_kept *key_next; /* its chain in st->kept.by_key */
+	struct stage_kept *next;     /* a list of copies to mark (kept_copy) */
 };
 
 static void kept_free(struct stage_kept *k)
@@ -56,6 +63,118 @@ static void kept_free(struct stage_kept *k)
 	free(k->key);
 	free(k);
 }
+
+/* ---- the table (stage.lock held) ------------------------------------ */
+
+static uint64_t kept_hash(const char *bucket, const char *key)
+{
+	return hash_fnv_str(hash_fnv_byte(hash_fnv_str(HASH_FNV_SEED, bucket), '/'), key);
+}
+
+static size_t id_slot(const struct stage_kept_table *t, uint64_t id)
+{
+	return (size_t)(id * 0x9E3779B97F4A7C15ull >> 17) & (t->slots - 1);
+}
+
+static size_t key_slot(const struct stage_kept_table *t, uint64_t hkey)
+{
+	return (size_t)hkey & (t->slots - 1);
+}
+
+static struct stage_kept *kept_find(struct stage *st, uint64_t id)
+{
+	struct stage_kept_table *t = &st->kept;
+	struct stage_kept *k = t->slots ? t->by_id[id_slot(t, id)] : NULL;
+	while (k && k->id != id)
+		k = k->id_next;
+	return k;
+}
+
+/* The first entry of bucket/key's chain (others of that chain follow by
+ * key_next: compare their keys). */
+static struct stage_kept *kept_chain(struct stage *st, uint64_t hkey)
+{
+	struct stage_kept_table *t = &st->kept;
+	return t->slots ? t->by_key[key_slot(t, hkey)] : NULL;
+}
+
+static bool kept_is(const struct stage_kept *k, uint64_t hkey, const char *bucket,
+		    const char *key)
+{
+	return k->hkey == hkey && !strcmp(k->bucket, bucket) && !strcmp(k->key, key);
+}
+
+static void link_id(struct stage_kept_table *t, struct stage_kept *k)
+{
+	size_t i = id_slot(t, k->id);
+	k->id_next = t->by_id[i];
+	t->by_id[i] = k;
+}
+
+static void link_key(struct stage_kept_table *t, struct stage_kept *k)
+{
+	size_t i = key_slot(t, k->hkey);
+	k->key_next = t->by_key[i];
+	t->by_key[i] = k;
+}
+
+static void unlink_key(struct stage_kept_table *t, struct stage_kept *k)
+{
+	struct stage_kept **p = &t->by_key[key_slot(t, k->hkey)];
+	while (*p != k)
+		p = &(*p)->key_next;
+	*p = k->key_next;
+}
+
+/* Twice the slots, every entry linked again: 0, or -ENOMEM (the table
+ * stays as it was). */
+static int kept_grow(struct stage_kept_table *t)
+{
+	size_t slots = t->slots ? t->slots * 2 : 64;
+	struct stage_kept **by_id = calloc(slots, sizeof *by_id);
+	struct stage_kept **by_key = calloc(slots, sizeof *by_key);
+	if (!by_id || !by_key) {
+		free(by_id);
+		free(by_key);
+		return -ENOMEM;
+	}
+	struct stage_kept_table n = { by_id, by_key, slots, t->n };
+	for (size_t i = 0; i < t->slots; i++)
+		for (struct stage_kept *k = t->by_id[i], *next; k; k = next) {
+			next = k->id_next;
+			link_id(&n, k);
+			link_key(&n, k);
+		}
+	free(t->by_id);
+	free(t->by_key);
+	*t = n;
+	return 0;
+}
+
+/* k into the table: 0, or -ENOMEM (not inserted). */
+static int kept_insert(struct stage *st, struct stage_kept *k)
+{
+	struct stage_kept_table *t = &st->kept;
+	if (t->n >= t->slots && kept_grow(t) < 0 && !t->slots)
+		return -ENOMEM;          /* a full table only gets longer chains */
+	link_id(t, k);
+	link_key(t, k);
+	t->n++;
+	return 0;
+}
+
+static void kept_remove(struct stage *st, struct stage_kept *k)
+{
+	struct stage_kept_table *t = &st->kept;
+	struct stage_kept **p = &t->by_id[id_slot(t, k->id)];
+	while (*p != k)
+		p = &(*p)->id_next;
+	*p = k->id_next;
+	unlink_key(t, k);
+	t->n--;
+}
+
+/* ---- the calls ------------------------------------------------------ */
 
 void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const char *key,
 		    bool open)
@@ -70,18 +189,19 @@ void stage_kept_add(struct stage *st, uint64_t id, const char *bucket, const cha
 	}
 	k->id = id;
 	k->open = open;
+	k->hkey = kept_hash(bucket, key);
 	mod_lock(&st->lock);
-	struct stage_kept *o = st->kept;
-	while (o && o->id != id)
-		o = o->next;
-	if (o) {                     /* a later commit of the same file: */
+	struct stage_kept *o = kept_find(st, id);
+	bool in = false;
+	if (o)                       /* a later commit of the same file: */
 		o->open = open;      /* a replacement during it stays marked */
-	} else {
-		k->next = st->kept;
-		st->kept = k;
-	}
+	else
+		in = kept_insert(st, k) == 0;
 	mod_unlock(&st->lock);
-	if (o)
+	if (!o && !in)
+		log_warn("stage: out of memory: a later write of %s/%s will not stop "
+			 "the next start from uploading its staged copy", bucket, key);
+	if (!in)
 		kept_free(k);
 }
 
@@ -90,13 +210,14 @@ void stage_kept_renamed(struct stage *st, uint64_t id, const char *bucket,
 {
 	char *b = strdup(bucket), *k = strdup(key);
 	mod_lock(&st->lock);
-	struct stage_kept *o = st->kept;
-	while (o && o->id != id)
-		o = o->next;
+	struct stage_kept *o = kept_find(st, id);
 	if (o && b && k) {
 		char *ob = o->bucket, *ok = o->key;
+		unlink_key(&st->kept, o);
 		o->bucket = b;
 		o->key = k;
+		o->hkey = kept_hash(b, k);
+		link_key(&st->kept, o);
 		b = ob;
 		k = ok;
 	} else if (o) {
@@ -115,10 +236,13 @@ static bool kept_any(struct stage *st, const char *bucket, const char *key,
 {
 	bool any = false;
 	mod_lock(&st->lock);
-	for (struct stage_kept *k = st->kept; k && !any; k = k->next)
-		any = key ? k->id != except && !strcmp(k->bucket, bucket) &&
-			    !strcmp(k->key, key)
-			  : k->id == except;
+	if (!key) {
+		any = kept_find(st, except) != NULL;
+	} else {
+		uint64_t h = kept_hash(bucket, key);
+		for (struct stage_kept *k = kept_chain(st, h); k && !any; k = k->key_next)
+			any = k->id != except && kept_is(k, h, bucket, key);
+	}
 	mod_unlock(&st->lock);
 	return any;
 }
@@ -132,13 +256,8 @@ void stage_kept_forget(struct stage *st, uint64_t id)
 	struct stage_kept *gone = NULL;
 	pthread_mutex_lock(&st->kept_io);
 	mod_lock(&st->lock);
-	for (struct stage_kept **p = &st->kept; *p; p = &(*p)->next) {
-		if ((*p)->id == id) {
-			gone = *p;
-			*p = gone->next;
-			break;
-		}
-	}
+	if ((gone = kept_find(st, id)))
+		kept_remove(st, gone);
 	mod_unlock(&st->lock);
 	if (gone && gone->stale)      /* marked meanwhile: the mark goes too */
 		stage_kept_unmark(st, id);
@@ -192,25 +311,22 @@ void stage_kept_replaced(struct stage *st, const char *bucket, const char *key,
 		return;                      /* the usual case: no lock taken */
 	pthread_mutex_lock(&st->kept_io);
 	struct stage_kept *mark = NULL;
+	uint64_t h = kept_hash(bucket, key);
 	mod_lock(&st->lock);
-	for (struct stage_kept **p = &st->kept; *p;) {
-		struct stage_kept *k = *p;
-		if (k->id == except || k->stale || strcmp(k->bucket, bucket) != 0 ||
-		    strcmp(k->key, key) != 0) {
-			p = &k->next;
+	for (struct stage_kept *k = kept_chain(st, h), *next; k; k = next) {
+		next = k->key_next;
+		if (k->id == except || k->stale || !kept_is(k, h, bucket, key))
 			continue;
-		}
 		struct stage_kept *m = k;
 		if (k->open) {                /* the entry stays, marked stale */
 			k->stale = true;
 			m = kept_copy(k);
-			p = &k->next;
 			if (!m)
 				log_error("stage: out of memory: the older staged copy "
 					  "of %s/%s (a failed commit) is not marked; the "
 					  "next start may upload it", bucket, key);
 		} else {
-			*p = k->next;
+			kept_remove(st, k);
 		}
 		if (m) {
 			m->next = mark;
@@ -236,16 +352,13 @@ void stage_kept_release(struct stage *st, uint64_t id)
 {
 	struct stage_kept *stale = NULL;
 	mod_lock(&st->lock);
-	for (struct stage_kept **p = &st->kept; *p; p = &(*p)->next) {
-		struct stage_kept *k = *p;
-		if (k->id != id)
-			continue;
+	struct stage_kept *k = kept_find(st, id);
+	if (k) {
 		k->open = false;
 		if (k->stale) {      /* marked already: nothing waits for it */
-			*p = k->next;
+			kept_remove(st, k);
 			stale = k;
 		}
-		break;
 	}
 	mod_unlock(&st->lock);
 	if (stale)
@@ -259,12 +372,10 @@ void stage_kept_begin(struct stage *st, uint64_t id)
 	pthread_mutex_lock(&st->kept_io);
 	bool unmark = false;
 	mod_lock(&st->lock);
-	for (struct stage_kept *k = st->kept; k; k = k->next) {
-		if (k->id == id) {
-			unmark = k->stale;
-			k->stale = false;
-			break;
-		}
+	struct stage_kept *k = kept_find(st, id);
+	if (k) {
+		unmark = k->stale;
+		k->stale = false;
 	}
 	mod_unlock(&st->lock);
 	if (unmark)
@@ -283,9 +394,13 @@ void stage_kept_unmark(struct stage *st, uint64_t id)
 
 void stage_kept_free_all(struct stage *st)
 {
-	while (st->kept) {
-		struct stage_kept *k = st->kept;
-		st->kept = k->next;
-		kept_free(k);
-	}
+	struct stage_kept_table *t = &st->kept;
+	for (size_t i = 0; i < t->slots; i++)
+		for (struct stage_kept *k = t->by_id[i], *next; k; k = next) {
+			next = k->id_next;
+			kept_free(k);
+		}
+	free(t->by_id);
+	free(t->by_key);
+	*t = (struct stage_kept_table){ 0 };
 }

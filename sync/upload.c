@@ -53,6 +53,8 @@ struct up {
 	size_t n_parts;
 	struct s3_part *parts;
 
+	const atomic_bool *cancel;   /* the caller's (common/s3.h): the
+				      * part threads watch it too */
 	pthread_mutex_t lock;        /* protects next and err */
 	size_t next;                 /* the next part index to send */
 	int err;                     /* the first failure */
@@ -61,6 +63,7 @@ struct up {
 static void *up_worker(void *arg)
 {
 	struct up *u = arg;
+	s3_cancel_watch(u->cancel);
 	for (;;) {
 		mod_lock(&u->lock);
 		size_t i = u->next;
@@ -140,6 +143,7 @@ int upload_file(struct s3 *s, const struct upload_conf *c, const char *bucket,
 		.s = s, .bucket = bucket, .key = key, .id = id, .fd = fd,
 		.size = size, .part = part,
 		.n_parts = (size_t)((size + part - 1) / part),
+		.cancel = s3_cancel_flag(),
 	};
 	pthread_mutex_init(&u.lock, NULL);
 	u.parts = calloc(u.n_parts, sizeof *u.parts);

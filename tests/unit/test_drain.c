@@ -10,8 +10,13 @@
  * name only).
  *
  * The drain runs with a delay of an hour, so nothing drains by itself:
- * core_drain_sync publishes, as `facetfs sync` does. Then, with no delay,
- * a burst of closes holds the drain until it pauses, or for a while.
+ * core_drain_sync publishes, as `facetfs sync` does; a sync returns while
+ * another thread closes a file again and again. Then, with no delay, a
+ * burst of closes holds the drain until it pauses, or for a while; a
+ * restart takes up what the first run left; a stop whose PUT the store
+ * holds for 10 minutes returns after stop_drain and leaves the file
+ * journaled; and a backlog of up to 100,000 files is queued and published
+ * with the queue's work counted (core_drain_steps), not its time.
  */
 #include "unit.h"
 #include "unit_views.h"
@@ -23,9 +28,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const view_json[2] = {
 	"{ \"name\": \"w\", \"bucket\": \"b\", \"match\": { \"prefix\": \"w/\" },"
@@ -102,7 +110,7 @@ static void crash_image(struct gw *gw, char *keys, size_t len)
 	keys[0] = '\0';
 	size_t used = 0;
 	static const char *const names[] = { "w/a", "w/b", "w/gone", "w/old", "w/new",
-					     "w/k", "w/x" };
+					     "w/k", "w/x", "w/slow" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		size_t n = 0;
 		char *o = obj_get(&t, "b", names[i], &n, NULL, 0);
@@ -335,6 +343,178 @@ static void restart(struct view *const *views)
 	store_release(&tb);
 }
 
+/* Open name for writing without truncating it, write text over its
+ * start, close it. */
+static int rewrite_file(struct gw *gw, const char *name, const char *text)
+{
+	struct core *c = gw->core;
+	struct core_entry e;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	int rc = core_lookup(c, gw->view_ino[0], name, &e);
+	if (rc == 0)
+		rc = core_open(c, e.ino, O_WRONLY, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
+	if (n >= 0 && (size_t)n != strlen(text))
+		n = -EIO;
+	rc = n < 0 ? (int)n : core_flush(c, f);
+	core_release(c, f);
+	return rc;
+}
+
+/* Closes "hot" again and again until stop (a thread of its own, with
+ * its own pin of the core's views); closes counts the ones done, each
+ * writing "v<its number>" in 8 digits over the last (no truncation: an
+ * upload that meets a write still carries one whole number). */
+struct hot {
+	struct gw *gw;
+	atomic_bool stop;
+	atomic_uint closes;
+	int bad;
+};
+
+static void *hot_main(void *arg)
+{
+	struct hot *h = arg;
+	core_req_begin(h->gw->core);
+	char text[32];
+	while (!atomic_load(&h->stop)) {
+		snprintf(text, sizeof text, "v%08u", atomic_load(&h->closes) + 1);
+		h->bad += rewrite_file(h->gw, "hot", text) != 0;
+		atomic_fetch_add(&h->closes, 1);
+	}
+	core_req_end(h->gw->core);
+	return NULL;
+}
+
+/* A sync meets a file closed again and again by another thread: it
+ * returns once what was pending when it began is in S3 (the file's
+ * version of then, or a newer one), not when the file stops changing;
+ * or, if the file is open for writing when nothing else is left, with
+ * -EIO naming it alone (a writer's file is published after its close). */
+static void sync_meets_hot(struct gw *gw, struct store *t)
+{
+	CHECK(put_file(gw, "b", "before") == 0 && put_file(gw, "hot", "v00000000") == 0,
+	      "sync vs rewrites: two files pending");
+	/* each upload's HEAD (the conflict check) takes 100 ms: the closes
+	 * of hot land during its uploads */
+	CHECK(s3_fault_add(t->s3, &(struct s3_fault_rule){ .kind = S3K_HEAD,
+			   .type = S3F_DELAY, .delay_ms = 100 }) == 0,
+	      "every HEAD delayed 100 ms");
+	struct hot h = { .gw = gw };
+	atomic_init(&h.stop, false);
+	atomic_init(&h.closes, 0);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, hot_main, &h) == 0, "a thread closes hot in a loop");
+	while (atomic_load(&h.closes) < 5)
+		usleep(1000);
+	unsigned before = atomic_load(&h.closes);
+	char *report = NULL;
+	int rc = core_drain_sync(gw->core, NULL, NULL, 20, &report);
+	unsigned after = atomic_load(&h.closes);
+	size_t n = 0;
+	char *o = obj_get(t, "b", "w/hot", &n, NULL, 0);
+	unsigned v = o && n > 1 && o[0] == 'v' ? (unsigned)strtoul(o + 1, NULL, 10) : 0;
+	/* 0; or -EIO when hot alone is left and a writer has it open then (a
+	 * file open for writing is not published: its close queues it) */
+	bool only_hot = rc == -EIO && report && !strcmp(report, "b/w/hot: open for writing\n");
+	CHECK(rc == 0 || only_hot, "the sync returns while hot is closed again and again "
+	      "(%d: %s; %u closes during it)", rc, report ? report : "", after - before);
+	CHECK(s3_has(t, "w/b", "before") && (only_hot || v >= before),
+	      "S3 has what was pending when the sync began: b, and hot's close %u "
+	      "or a later one (%u)", before, v);
+	free(o);
+	free(report);
+	atomic_store(&h.stop, true);
+	pthread_join(th, NULL);
+	s3_fault_clear(t->s3);
+	CHECK(!h.bad, "every close of hot returned 0");
+	char last[32];
+	snprintf(last, sizeof last, "v%08u", atomic_load(&h.closes));
+	report = NULL;
+	CHECK(core_drain_sync(gw->core, NULL, NULL, 30, &report) == 0 &&
+	      s3_has(t, "w/hot", last), "the closes stopped: the next sync publishes "
+	      "hot's last close (%s)", last);
+	free(report);
+}
+
+/* A stop while S3 holds a PUT far longer than stop_drain: the stop
+ * cancels it at its end and returns; the file stays journaled for the
+ * next start, which publishes it. */
+static void slow_stop(struct view *const *views)
+{
+	struct store t;
+	store_init(&t, 0);
+	struct gw gw;
+	gw_open(views, t.s3, &gw, "drain-stop");
+	struct core_drain_conf dc = { .streams = 2, .stop_s = 1 };
+	CHECK(core_drain_new(gw.core, &dc) == 0, "slow stop: the drain starts");
+	puts_delay(&t, 600000);
+	int p0 = puts_tried(&t);
+	CHECK(put_file(&gw, "slow", "late") == 0, "slow stop: a file closed");
+	puts_wait_past(&t, p0);
+	CHECK(puts_tried(&t) == p0 + 1, "its PUT is under way, held 600 s by the store");
+	double t0 = unit_now_s();
+	core_drain_free(gw.core);
+	double took = unit_now_s() - t0;
+	char keys[512];
+	crash_image(&gw, keys, sizeof keys);
+	CHECK(s3_has(&t, "w/slow", NULL) && !strcmp(keys, "slow=late;"),
+	      "the stop returned (after %.2f s, stop_drain 1 s): the PUT cancelled, "
+	      "not in S3; the next start publishes the file (%s)", took, keys);
+	gw_close(&gw);
+	store_release(&t);
+}
+
+/* A backlog of 100,000 closed files (pending files hold no descriptor),
+ * then one sync publishes them: the queue's work (core_drain_steps) stays
+ * within a few times n log2 n entries visited, where a walk of the queue
+ * per close or per upload would visit about n^2 / 2. */
+static void backlog(struct view *const *views)
+{
+	struct store t;
+	store_init(&t, 0);
+	struct gw gw;
+	gw_open_budget(views, t.s3, &gw, "drain-backlog", NULL, 4ull << 30);
+	struct core_drain_conf dc = { .streams = 2, .delay_s = 3600, .stop_s = 5 };
+	CHECK(core_drain_new(gw.core, &dc) == 0, "backlog: the drain starts");
+	unsigned n = 100000, done = 0;
+	char name[32];
+	int bad = 0;
+	double t0 = unit_now_s();
+	for (; done < n && !bad; done++) {
+		snprintf(name, sizeof name, "q%06u", done);
+		bad = put_file(&gw, name, "q");
+	}
+	double closes_s = unit_now_s() - t0;
+	uint64_t files = 0, bytes = 0, steps_closed = core_drain_steps(gw.core);
+	core_drain_pending(gw.core, &files, &bytes);
+	CHECK(!bad && files == n && bytes == n,
+	      "backlog: %u files closed in %.1f s, all pending (%llu files, %llu bytes)",
+	      n, closes_s, (unsigned long long)files, (unsigned long long)bytes);
+	char *report = NULL;
+	t0 = unit_now_s();
+	int rc = core_drain_sync(gw.core, NULL, NULL, 600, &report);
+	double sync_s = unit_now_s() - t0;
+	core_drain_pending(gw.core, &files, &bytes);
+	CHECK(rc == 0 && files == 0 && seen(&t, S3K_PUT) == n,
+	      "backlog: one sync publishes them in %.1f s (%d, %u PUTs, %llu left)",
+	      sync_s, rc, seen(&t, S3K_PUT), (unsigned long long)files);
+	free(report);
+	double log2n = 0;
+	for (unsigned m = n; m > 1; m /= 2)
+		log2n++;
+	uint64_t steps = core_drain_steps(gw.core);
+	double bound = 8.0 * n * (log2n + 1);
+	CHECK(steps <= bound, "backlog: the queue visited %llu entries (%llu to "
+	      "queue them), within 8 n (log2 n + 1) = %.0f; n^2 / 2 = %.0f",
+	      (unsigned long long)steps, (unsigned long long)steps_closed, bound,
+	      (double)n * n / 2);
+	core_drain_free(gw.core);
+	gw_close(&gw);
+	store_release(&t);
+}
+
 int main(void)
 {
 	struct view *views[2] = { unit_view(view_json[0]), unit_view(view_json[1]) };
@@ -420,11 +600,15 @@ int main(void)
 	snprintf(rec, sizeof rec, "%s/staging/recovered", gw.dir);
 	CHECK(count_files(rec, ".journal") == 1, "our bytes and both versions in recovered/");
 
+	sync_meets_hot(&gw, &t);
+
 	core_drain_free(gw.core);
 	gw_close(&gw);
 	store_release(&t);
 	burst(views);
 	restart(views);
+	slow_stop(views);
+	backlog(views);
 	view_free(views[0]);
 	view_free(views[1]);
 	return unit_exit();

@@ -4,9 +4,10 @@
  * errno mapping, retry classification and backoff; then the request engine
  * against a scripted HTTP server on a loopback socket in this process (no
  * S3 store): retries on 503, a 200 to a ranged GET, 416, 412, 404,
- * refused connections, a streamed GET retried after a broken body; a
- * conditional PUT's headers and answers (a 412 after a retry checked by a
- * HEAD). Prints "ok - ..." / "not ok - ..." lines.
+ * refused connections, a streamed GET retried after a broken body, a
+ * request cancelled by its thread's flag; a conditional PUT's headers and
+ * answers (a 412 after a retry checked by a HEAD). Prints "ok - ..." /
+ * "not ok - ..." lines.
  */
 #include "sync/s3_int.h"
 
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -793,6 +795,54 @@ static void test_engine(void)
 	s3_free(s);
 }
 
+/* Sets *flag after 300 ms (a thread of its own). */
+static void *cancel_later(void *arg)
+{
+	usleep(300000);
+	atomic_store((atomic_bool *)arg, true);
+	return NULL;
+}
+
+/* A server that takes requests and never answers: a thread watching a
+ * cancel flag (common/s3.h) gets -ECANCELED once it is set, with no
+ * retry, and sends nothing after it. */
+static void test_cancel(void)
+{
+	static const char *const answers[] = { NULL, NULL, NULL, NULL, NULL, NULL };
+	struct fake f;
+	struct stats st;
+	stats_init(&st);
+	fake_start(&f, answers, 6);
+	char ep[64];
+	snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
+	struct s3_conf c = { .endpoint = ep, .region = "default", .access_key = "AK",
+			     .secret_key = "SK", .stall_s = 30 };
+	struct s3 *s = NULL;
+	CHECK(s3_http_new(&c, &st, &s) == 0, "cancel: client made");
+	atomic_bool flag;
+	atomic_init(&flag, false);
+	s3_cancel_watch(&flag);
+	pthread_t th;
+	pthread_create(&th, NULL, cancel_later, &flag);
+	char buf[8];
+	size_t got = 0;
+	double t0 = unit_now_s();
+	int rc = s3_get(s, "bkt", "k", 0, 2, NULL, buf, &got);
+	double dt = unit_now_s() - t0;
+	pthread_join(th, NULL);
+	printf("# a GET with no answer, cancelled after 0.3 s, returned after %.2f s\n", dt);
+	CHECK(rc == -ECANCELED && stats_value(&st, "s3", "retries") == 0,
+	      "cancel: a GET the server never answers ends -ECANCELED, not retried (%d)", rc);
+	rc = s3_get(s, "bkt", "k", 0, 2, NULL, buf, &got);
+	s3_cancel_watch(NULL);
+	s3_free(s);
+	fake_stop(&f);
+	CHECK(rc == -ECANCELED && f.served == 1,
+	      "cancel: the thread's next request is not sent (%d, %d connections)",
+	      rc, f.served);
+	stats_release(&st);
+}
+
 /* Virtual-hosted-style addressing: the bucket in the Host name, the key
  * alone in the path (and signed so), the connection still to the
  * endpoint's own address; a bucket name DNS cannot take stays path-style. */
@@ -916,6 +966,7 @@ int main(void)
 	test_errno_map();
 	test_retry();
 	test_engine();
+	test_cancel();
 	test_virtual_host();
 	test_cond_put();
 	return unit_exit();

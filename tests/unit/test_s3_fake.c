@@ -1,7 +1,8 @@
 /*
  * test_s3_fake.c — the in-memory store (sync/s3_fake.h) answers as the S3
  * interface says, and the fault wrapper (sync/s3_fault.h) injects exactly
- * what its rules say and nothing else; s3_get_stream over a store that
+ * what its rules say and nothing else, and ends its delays when the
+ * calling thread's cancel flag is set; s3_get_stream over a store that
  * cannot stream.
  */
 #define UNIT_WITH_MD5
@@ -9,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -324,6 +326,45 @@ static void test_fault(void)
 	s3_free(f);
 }
 
+/* Sets *flag after 100 ms (a thread of its own). */
+static void *cancel_later(void *arg)
+{
+	usleep(100000);
+	atomic_store((atomic_bool *)arg, true);
+	return NULL;
+}
+
+/* A thread's cancel flag (common/s3.h) ends a delayed request with
+ * -ECANCELED, not passed on, and every later request of that thread;
+ * other threads' requests go on. */
+static void test_fault_cancel(void)
+{
+	struct s3 *f, *s;
+	s3_fake_new(&f);
+	s3_fake_bucket_add(f, "b");
+	s3_fault_new(f, true, &s);
+	s3_fault_add(s, &(struct s3_fault_rule){ .kind = S3K_PUT, .type = S3F_DELAY,
+						 .times = 1, .delay_ms = 600000 });
+	atomic_bool flag;
+	atomic_init(&flag, false);
+	s3_cancel_watch(&flag);
+	pthread_t th;
+	pthread_create(&th, NULL, cancel_later, &flag);
+	char etag[72];
+	int rc = put_bytes(s, "b", "slow", "x", NULL, 0, NULL, etag);
+	pthread_join(th, NULL);
+	CHECK(rc == -ECANCELED && s3_fake_count(f, S3K_PUT) == 0 && s3_cancelled(),
+	      "fault cancel: a PUT delayed 600 s ends -ECANCELED once the flag is "
+	      "set, not passed on (%d)", rc);
+	struct obj_meta h;
+	CHECK(s3_head(s, "b", "slow", &h) == -ECANCELED && s3_fake_count(f, S3K_HEAD) == 0,
+	      "fault cancel: the thread's next request is not sent");
+	s3_cancel_watch(NULL);
+	CHECK(put_bytes(s, "b", "fast", "y", NULL, 0, NULL, etag) == 0 &&
+	      s3_fake_count(f, S3K_PUT) == 1, "fault cancel: with no flag watched, a PUT goes");
+	s3_free(s);
+}
+
 /* The hook acts as another client between two requests. */
 struct hook_seen { int calls; enum s3_kind last; char key[32]; struct s3 *s; };
 
@@ -422,6 +463,7 @@ int main(void)
 	test_threads();
 	test_hook();
 	test_fault();
+	test_fault_cancel();
 	test_stream();
 	return unit_exit();
 }
