@@ -95,18 +95,11 @@ static int sync_all(struct gw *gw, char **report)
  * ("k1=bytes;k2=bytes;"). */
 static void crash_image(struct gw *gw, char *keys, size_t len)
 {
-	char *img = unit_tmpdir("drain-image"), cmd[1400];
-	snprintf(cmd, sizeof cmd, "cp -a '%s/staging/.' '%s/'", gw->dir, img);
-	if (system(cmd) != 0) {
-		printf("# cannot copy the staging directory\n");
-		exit(2);
-	}
+	char staging[600];
+	snprintf(staging, sizeof staging, "%s/staging", gw->dir);
+	char *img = stage_crash_copy(staging, "drain-image");
 	struct store t;
-	store_init(&t, 0);
-	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = img,
-		.max_bytes = 1ull << 30 }, &t);
-	struct stage_recovery_report rep;
-	stage_recover(st, &rep);
+	struct stage *st = stage_crash_recover(img, &t);
 	keys[0] = '\0';
 	size_t used = 0;
 	static const char *const names[] = { "w/a", "w/b", "w/gone", "w/old", "w/new",

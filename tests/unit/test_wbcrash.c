@@ -47,13 +47,7 @@ static void take_image(void *ctx)
 	struct images *im = ctx;
 	if (!im->on || im->n >= MAX_IMAGES)
 		return;
-	char *img = unit_tmpdir("wbcrash-image"), cmd[1400];
-	snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/' 2>/dev/null", im->staging, img);
-	if (system(cmd) != 0) {
-		printf("# cannot copy the staging directory\n");
-		exit(2);
-	}
-	im->dir[im->n++] = img;
+	im->dir[im->n++] = stage_crash_copy(im->staging, "wbcrash-image");
 }
 
 /* What recovery of image publishes under w/a and w/b (each "" when none);
@@ -61,11 +55,7 @@ static void take_image(void *ctx)
 static void recover_image(char *dir, char *a, char *b, size_t len)
 {
 	struct store t;
-	store_init(&t, 0);
-	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = dir,
-		.max_bytes = 1ull << 30 }, &t);
-	struct stage_recovery_report rep;
-	stage_recover(st, &rep);
+	struct stage *st = stage_crash_recover(dir, &t);
 	const char *keys[2] = { "w/a", "w/b" };
 	char *out[2] = { a, b };
 	for (int i = 0; i < 2; i++) {

@@ -338,18 +338,11 @@ static void op_outside(struct run *r, unsigned i)
 static void op_crash_image(struct run *r)
 {
 	note(r, " crash");
-	char *img = unit_tmpdir("wbmodel-image"), cmd[1400];
-	snprintf(cmd, sizeof cmd, "cp -a '%s/staging/.' '%s/'", r->gw.dir, img);
-	if (system(cmd) != 0) {
-		printf("# cannot copy the staging directory\n");
-		exit(2);
-	}
+	char staging[600];
+	snprintf(staging, sizeof staging, "%s/staging", r->gw.dir);
+	char *img = stage_crash_copy(staging, "wbmodel-image");
 	struct store t;
-	store_init(&t, 0);
-	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = img,
-		.max_bytes = 1ull << 30 }, &t);
-	struct stage_recovery_report rep;
-	stage_recover(st, &rep);
+	struct stage *st = stage_crash_recover(img, &t);
 	for (unsigned i = 0; i < NAMES; i++) {
 		char name[8], key[16];
 		name_of(i, name);

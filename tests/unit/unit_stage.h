@@ -75,6 +75,33 @@ static inline void stage_case_end(struct stage *st, struct store *t, char *dir)
 	free(dir);
 }
 
+/* A crash now: the staging directory staging copied as it is, into a new
+ * directory tagged tag (malloc'ed path; exit 2 if it cannot be). */
+static inline char *stage_crash_copy(const char *staging, const char *tag)
+{
+	char *img = unit_tmpdir(tag), cmd[1400];
+	snprintf(cmd, sizeof cmd, "cp -a '%s/.' '%s/' 2>/dev/null", staging, img);
+	if (system(cmd) != 0) {
+		printf("# cannot copy the staging directory %s\n", staging);
+		exit(2);
+	}
+	return img;
+}
+
+/* The next start on image img (stage_crash_copy): a fresh stage over an
+ * empty store *t (made here) recovers it, as stage_recover does at a
+ * start without deferral (every commit-begun file uploaded at once).
+ * The caller reads *t, then ends it with stage_case_end(st, t, img). */
+static inline struct stage *stage_crash_recover(char *img, struct store *t)
+{
+	store_init(t, 0);
+	struct stage *st = stage_open_or_exit((struct stage_conf){ .dir = img,
+		.max_bytes = 1ull << 30 }, t);
+	struct stage_recovery_report rep;
+	stage_recover(st, &rep);
+	return st;
+}
+
 /* PUTs tried (those failed by a rule included). */
 static inline int puts_tried(struct store *t)
 {
