@@ -239,10 +239,16 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
  * npath (and an inode that stood for npath no longer does). Files and
  * directories alike: without it a GETATTR of the moved node asks about
  * the old path, which is gone (ENOENT). */
-static void rename_inode(struct core *c, size_t view, const char *path, const char *npath)
+static void rename_inode(struct core *c, size_t view, const char *path, const char *npath,
+			 const struct stat *dst_st)
 {
 	uint64_t ino;
 	const char *vname = view_name(core_view(c, view));
+	/* The inode that stood for npath keeps, for its open descriptors,
+	 * what it was (nlink 0), as after an unlink: the name is another
+	 * file's now. */
+	if (dst_st)
+		inode_unname_gone(c->d.it, vname, npath, dst_st);
 	if (inode_find(c->d.it, vname, path, &ino))
 		inode_rename(c->d.it, ino, npath);
 	else
@@ -265,7 +271,7 @@ static int rename_dir(struct core *c, size_t view, const char *path, const char 
 		index_dir_remove(c->d.ix, vname, path);
 	if (rc == 0) {
 		core_mkdir_move(c, view, path, npath);
-		rename_inode(c, view, path, npath);
+		rename_inode(c, view, path, npath, NULL);
 	}
 	return rc;
 }
@@ -344,11 +350,14 @@ static int rename_pending(struct core *c, struct ofile *of, struct ofile *dof,
 		if (c->d.stage)
 			stage_key_replaced(c->d.stage, bucket, nkey);
 		core_ofile_unlink(c, dof);
+		/* The journal first, then the index: a crash between them
+		 * leaves the file under its old name, which the index no
+		 * longer lists but its adoption at the next start does. */
+		rename_ofile(c, of, bucket, npath, nkey);
 		if (have_rec) {
 			rec.etag[0] = '\0';     /* not in S3 under nkey yet */
 			rename_record(c, &rec, nkey, "");
 		}
-		rename_ofile(c, of, bucket, npath, nkey);
 		mod_lock(&c->ofile_lock);
 		snprintf(of->base_etag, sizeof of->base_etag, "%s",
 			 dof ? dbase : have_dst ? dst.etag : "");
@@ -420,6 +429,12 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	}
 	if (rc == 0 && dst_exists && n_is_dir)
 		rc = -EISDIR;
+	/* What fstat of a descriptor of the replaced file shows after it. */
+	uint64_t dheld;
+	struct stat dst_st;
+	bool dsnap = rc == 0 && dst_exists &&
+		     inode_find(c->d.it, view_name(core_view(c, nview)), npath, &dheld) &&
+		     core_attr_of(c, dheld, &dst_st) == 0;
 	if (rc == 0)
 		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
 	if (rc == 0)
@@ -437,7 +452,7 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 		core_ofile_put(c, of);
 		core_ofile_put(c, dof);
 		if (rc == 0)
-			rename_inode(c, view, path, npath);
+			rename_inode(c, view, path, npath, dsnap ? &dst_st : NULL);
 		goto out;
 	}
 	if (of)
@@ -465,7 +480,7 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	core_ofile_put(c, of);
 	core_ofile_put(c, dof);
 	if (rc == 0)
-		rename_inode(c, view, path, npath);
+		rename_inode(c, view, path, npath, dsnap ? &dst_st : NULL);
 out:
 	if (rc == 0) {
 		core_dir_touch(c, view, path);
