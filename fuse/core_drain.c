@@ -123,6 +123,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define DRAIN_MAX_STREAMS 64
@@ -542,6 +543,19 @@ static int conflict_check(struct core *c, struct ofile *of, bool by_writer)
 	if (rc < 0)
 		return rc;
 	bool theirs = strcmp(cur.etag, base) != 0;
+	char ours[33];
+	if (theirs && stage_file_md5(of->sf, ours) == 0 && !strcasecmp(ours, cur.etag) &&
+	    cur.size == stage_file_size(of->sf)) {
+		/* These very bytes: an upload of this file that reached S3
+		 * before a stop cancelled it or a crash, the journal not
+		 * removed. It is the base now; not another client's. */
+		log_info("write-back: %s/%s already holds this file's bytes (ETag %s): "
+			 "an upload before a stop or a crash", bucket, key, cur.etag);
+		mod_lock(&c->ofile_lock);
+		snprintf(of->base_etag, sizeof of->base_etag, "%s", cur.etag);
+		mod_unlock(&c->ofile_lock);
+		theirs = false;
+	}
 	if (theirs) {
 		char *note = NULL;
 		if (asprintf(&note, "facetfs-conflict 1\nbucket %s\nkey %s\n"

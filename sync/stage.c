@@ -37,6 +37,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
@@ -791,6 +793,44 @@ static void commit_journal_failed(struct stage_file *f, uint64_t size)
 	stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
 	stage_jnl_disown(f);
 	mod_unlock(&f->lock);
+}
+
+int stage_file_md5(struct stage_file *f, char hex[33])
+{
+	mod_lock(&f->lock);
+	uint64_t size = f->size;
+	mod_unlock(&f->lock);
+	if (size > f->st->up.part_size && f->st->up.part_size)
+		return -EOPNOTSUPP;  /* uploaded in parts: its ETag is no MD5 */
+	int fd = stage_data_get(f, false);
+	if (fd < 0)
+		return fd;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	int err = md && EVP_DigestInit_ex(md, EVP_md5(), NULL) == 1 ? 0 : -ENOMEM;
+	static const size_t chunk = 1 << 20;
+	char *buf = err ? NULL : malloc(chunk);
+	if (!err && !buf)
+		err = -ENOMEM;
+	for (uint64_t off = 0; !err && off < size;) {
+		size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
+		ssize_t n = pread(fd, buf, want, (off_t)off);
+		if (n <= 0)
+			err = n < 0 ? -errno : -EIO;
+		else if (EVP_DigestUpdate(md, buf, (size_t)n) != 1)
+			err = -EIO;
+		else
+			off += (uint64_t)n;
+	}
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	if (!err && (EVP_DigestFinal_ex(md, d, &dl) != 1 || dl != 16))
+		err = -EIO;
+	for (unsigned i = 0; !err && i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	free(buf);
+	EVP_MD_CTX_free(md);
+	stage_data_put(f);
+	return err;
 }
 
 int stage_file_sync(struct stage_file *f)

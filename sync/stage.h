@@ -322,6 +322,9 @@ int  stage_file_rename(struct stage_file *f, const char *bucket,
  * bytes for recovered/; under PROCESS nothing (counted in neither). 0 or
  * -EIO (logged). */
 int  stage_file_sync(struct stage_file *f);
+/* The MD5 of f's bytes now, in hex: the ETag one PUT of them gets. 0,
+ * -EOPNOTSUPP (f goes up in parts: its ETag is no MD5) or -errno. */
+int  stage_file_md5(struct stage_file *f, char hex[33]);
 
 /* Commit point. Uploads the file whole if dirty; 0 only when S3 has it,
  * with etag_out (may be NULL) = the ETag of the uploaded (or filled) data.
