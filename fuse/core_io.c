@@ -464,33 +464,18 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 		       struct core_file *f, struct core_open_cache *cache)
 {
 	int rc = open_version(c, f, file_view(c, f), path);
-	/* Staged here (written, or pending in write-back): its reads are
-	 * the staged bytes. The writers' inode's pages hold what they wrote
-	 * and the kernel has not written back yet, which a direct read would
-	 * miss: its readers keep them. */
-	struct ofile *of = core_ofile_find(c, ino, false);
-	bool staged = of != NULL, writers_inode = false;
-	if (of) {
-		mod_lock(&c->ofile_lock);
-		writers_inode = of->ino == ino;
-		mod_unlock(&c->ofile_lock);
-	}
-	core_ofile_put(c, of);
 	if (rc == -ENOENT) {
 		/* Not in S3 (yet): a file created here and still open. */
-		if (!staged)
+		struct ofile *of = core_ofile_find(c, ino, false);
+		if (!of)
 			return -ENOENT;
+		core_ofile_put(c, of);
 		rc = vis_version_open_missing(&c->src, f->bucket, f->key, &f->ver);
 	}
 	if (rc < 0)
 		return rc;
 	cache->no_flush = true;          /* nothing to publish at close */
-	if (staged && writers_inode) {
-		cache->keep_cache = true;
-	} else if (staged) {
-		cache->direct_io = true;     /* another view's inode: its pages may
-					      * be of an older version */
-	} else if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
+	if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
 		cache->direct_io = true;     /* every read validates; no page cache */
 	} else if (c->d.cold_direct && vis_version_cold(f->ver)) {
 		/* A cold stream: its bytes go from the reader's buffer to
