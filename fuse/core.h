@@ -359,6 +359,13 @@ int  core_drain_new(struct core *c, const struct core_drain_conf *conf);
  * the mount serves, so that the mount shows those files from its first
  * request. The number queued. */
 int  core_drain_adopt_all(struct core *c);
+/* After core_drain_adopt_all, before the mount serves: each name the
+ * index shows as this mount's own version not uploaded yet (index.h 'U')
+ * that no pending file holds now, left so by a crash, gets what S3 holds
+ * of its key (a HEAD: that version, or none) (core_mend.c). Stops at the
+ * first HEAD that fails other than "not found" (S3 down: the next start
+ * tries again). The number of names mended, or a negative errno. */
+int  core_mend_unsent(struct core *c);
 void core_drain_free(struct core *c);
 int  core_drain_sync(struct core *c, const char *vname, const char *path,
 		     int timeout_s, char **report);

@@ -9,6 +9,7 @@
  *   core_drain.c  the commit points (close, fsync) and write-back's drain
  *               (uses core_io's commit and seal)
  *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_io's commit)
+ *   core_mend.c the start's mend of the names a crash left unsent
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
  *               metadata change and core_io's truncate and create)
  *

@@ -245,7 +245,9 @@ void fs_pending(struct fs *fs, uint64_t *files, uint64_t *bytes)
 
 int fs_adopt(struct fs *fs)
 {
-	return core_drain_adopt_all(fs->core);
+	int n = core_drain_adopt_all(fs->core);
+	core_mend_unsent(fs->core);
+	return n;
 }
 
 int fs_mount(const char *mountpoint, const char *fuse_opts,

@@ -90,7 +90,9 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 /* After fs_mount, before fs_run: the files the stage's recovery left
  * (stage_conf.defer_commits) join write-back's drain, due at once, so
  * that the mount shows them from its first request and publishes them
- * behind it (core_drain_adopt_all). The number queued. */
+ * behind it (core_drain_adopt_all); then the names a crash left in the
+ * index as unsent, held by no pending file, get S3's version of their
+ * key (core_mend_unsent). The number queued. */
 int fs_adopt(struct fs *fs);
 /* Serve requests until unmounted or signalled; 0 on a clean stop. */
 int fs_run(struct fs *fs);

@@ -190,65 +190,6 @@ static void probe_store(struct gateway *gw)
 static void gw_stage_grew(void *ctx);
 static void gw_stage_renewed(void *ctx);
 
-/* Keys whose staged copy recovery moved to recovered/ (stage_conf.moved):
- * the index may show a version of this gateway's that never reached S3
- * (a file written, listed, and lost to the crash before its close). */
-struct moved_keys {
-	struct obj_meta *o;          /* bucket and key only */
-	size_t n, cap;
-};
-
-static void gw_stage_moved(void *ctx, const char *bucket, const char *key)
-{
-	struct gateway *gw = ctx;
-	struct moved_keys *m = gw->moved;
-	if (!m || (m->n == m->cap && array_grow((void **)&m->o, &m->cap, m->n + 1,
-						sizeof *m->o) < 0))
-		return;              /* out of memory: the index keeps it (logged below) */
-	int err = 0;
-	struct obj_meta *o = &m->o[m->n];
-	*o = (struct obj_meta){ 0 };
-	o->bucket = obj_strdup_opt(bucket, &err);
-	o->key = obj_strdup_opt(key, &err);
-	if (err)
-		obj_meta_release(o);
-	else
-		m->n++;
-}
-
-/* What S3 holds of each moved key, in the index in place of a version of
- * this gateway's with no ETag (one never uploaded): a HEAD each. */
-static void reindex_moved(struct gateway *gw, struct moved_keys *m)
-{
-	for (size_t i = 0; i < m->n; i++) {
-		struct obj_meta rec = { 0 }, cur = { 0 };
-		if (index_object_get(gw->ix, m->o[i].bucket, m->o[i].key, &rec) == 0 &&
-		    !(rec.flags & OBJ_DELETED) && !rec.etag[0]) {
-			int rc = s3_head(gw->s3, m->o[i].bucket, m->o[i].key, &cur);
-			if (rc == -ENOENT) {
-				cur = (struct obj_meta){ .mtime_ns = rec.mtime_ns,
-							 .flags = OBJ_DELETED };
-				rc = 0;
-			}
-			if (rc == 0) {
-				cur.bucket = m->o[i].bucket;
-				cur.key = m->o[i].key;
-				cur.flags |= OBJ_HAS_META;
-				rc = index_apply_own(gw->ix, &cur, NULL, NULL);
-				cur.bucket = cur.key = NULL;
-			}
-			if (rc < 0)
-				log_warn("staging: %s/%s: the index still shows a version "
-					 "that was never uploaded (%s); a rescan mends it",
-					 m->o[i].bucket, m->o[i].key, strerror(-rc));
-		}
-		obj_meta_release(&rec);
-		obj_meta_release(&cur);
-		obj_meta_release(&m->o[i]);
-	}
-	free(m->o);
-}
-
 /* Write staging under cache.dir, and the crash rule for what a previous
  * run left staged (sync/stage.h). */
 static int open_stage(struct gateway *gw)
@@ -260,7 +201,7 @@ static int open_stage(struct gateway *gw)
 				 .durability = gw->cfg.cache_durable_process ?
 					STAGE_DURABLE_PROCESS : STAGE_DURABLE_POWER,
 				 .s3 = gw->s3, .grew = gw_stage_grew, .grew_ctx = gw,
-				 .renewed = gw_stage_renewed, .moved = gw_stage_moved,
+				 .renewed = gw_stage_renewed,
 				 .up = { .part_size = gw->cfg.s3_part_size,
 					 .threads = gw->cfg.s3_upload_streams },
 				 .stream_threads = gw->cfg.s3_upload_streams,
@@ -274,11 +215,7 @@ static int open_stage(struct gateway *gw)
 		return rc;
 	}
 	struct stage_recovery_report rep = { 0 };
-	struct moved_keys moved = { 0 };
-	gw->moved = &moved;
 	rc = stage_recover(gw->stage, &rep);
-	gw->moved = NULL;
-	reindex_moved(gw, &moved);
 	if (rep.orphans_aborted)
 		log_warn("staging: %u multipart uploads a crash left without a journaled "
 			 "id found by listing and aborted", rep.orphans_aborted);

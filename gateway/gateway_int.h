@@ -34,11 +34,8 @@ struct gw_memory {
 };
 
 
-struct moved_keys;
-
 struct gateway {
 	struct config cfg;
-	struct moved_keys *moved;    /* during recovery: keys it moved away */
 	struct stats st;
 	struct gw_memory mem;        /* registered with st (mem_grp) */
 	struct stats_group mem_grp;

@@ -65,7 +65,6 @@ int stage_open(const struct stage_conf *conf, struct stage **out)
 	st->grew = conf->grew;
 	st->renewed = conf->renewed;
 	st->grew_ctx = conf->grew_ctx;
-	st->moved = conf->moved;
 	st->jnl_changed = conf->jnl_changed;
 	st->jnl_ctx = conf->jnl_ctx;
 	st->max_object = conf->max_object ? conf->max_object : STAGE_MAX_OBJECT;

@@ -147,11 +147,6 @@ struct stage_conf {
 	 * in use, was made again (the gateway takes its cache.dir lock
 	 * again). May be NULL. */
 	void (*renewed)(void *ctx);
-	/* Called by stage_recover for each file it moves to recovered/
-	 * whose journal names its key (with grew_ctx): what the index shows
-	 * of that key may be a version only this staged copy held. May be
-	 * NULL. */
-	void (*moved)(void *ctx, const char *bucket, const char *key);
 	/* For tests: called after each journal write and removal (a crash
 	 * point), with jnl_ctx, no lock of the stage held. May be NULL. */
 	void (*jnl_changed)(void *ctx);

@@ -130,8 +130,6 @@ struct stage {
 	void (*grew)(void *ctx);     /* stage_conf.grew */
 	void (*renewed)(void *ctx);  /* stage_conf.renewed (grew_ctx) */
 	void *grew_ctx;
-	void (*moved)(void *ctx, const char *bucket, const char *key);
-				     /* stage_conf.moved (grew_ctx) */
 	void (*jnl_changed)(void *ctx);   /* stage_conf.jnl_changed (tests) */
 	void *jnl_ctx;
 

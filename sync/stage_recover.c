@@ -185,8 +185,6 @@ static int move_recovered(struct stage *st, uint64_t id, bool journaled,
 	mod_unlock(&st->lock);
 	if (journaled)
 		pending_done(st, id, (uint64_t)sb->st_size);
-	if (st->moved && j && j->bucket && j->key)
-		st->moved(st->grew_ctx, j->bucket, j->key);
 	rep->recovered++;
 	rep->recovered_bytes += (uint64_t)sb->st_size;
 	return 0;

@@ -29,6 +29,7 @@ struct ix_slot {
 	size_t oklen;
 	uint64_t h;
 	bool exists;               /* a record (live or tombstone) is stored */
+	bool was_unsent;           /* the stored record is unsent (its 'U' key) */
 	struct obj_meta rec;       /* current record; strings in arena or caller's */
 	const char *enc;           /* its encoding (arena) */
 	size_t enclen;
@@ -283,6 +284,13 @@ static int scratch_prepare(struct index *ix, size_t n)
 	return 0;
 }
 
+/* A live record with no ETag: the gateway's own version, made or staged
+ * here and not uploaded yet (index.h 'U'). */
+static bool rec_unsent(const struct obj_meta *rec)
+{
+	return !(rec->flags & OBJ_DELETED) && !rec->etag[0];
+}
+
 /* The slot of the 'O' key in ix->kbuf, created (not loaded) if new. */
 static int slot_find_add(struct index *ix, size_t mask, size_t *nslots, int32_t *out)
 {
@@ -403,6 +411,7 @@ static int slots_load(struct index *ix, size_t nslots, bool *in_order)
 			return -ENOMEM;
 		if (rec_decode(copy, vl, &ix->ar, &s->rec) == 0) {
 			s->exists = true;
+			s->was_unsent = rec_unsent(&s->rec);
 			s->enc = copy;
 			s->enclen = vl;
 		} else {
@@ -486,14 +495,34 @@ static bool ops_group(struct index *ix)
 	return true;
 }
 
+/* s's 'U' key follows its record: written when the record becomes
+ * unsent, deleted when it stops being so. */
+static int unsent_mark(struct index *ix, const struct ix_slot *s)
+{
+	bool now = rec_unsent(&s->rec);
+	if (now == s->was_unsent)
+		return 0;
+	char *k = arena_dup(&ix->ar, s->okey, s->oklen);
+	if (!k)
+		return -ENOMEM;
+	k[0] = 'U';
+	if (now)
+		leveldb_writebatch_put(ix->wb, k, s->oklen, "", 0);
+	else
+		leveldb_writebatch_delete(ix->wb, k, s->oklen);
+	return 0;
+}
+
 /* Records and memberships into the batch, both in key order. */
-static void ops_flush(struct index *ix, size_t nslots, bool in_order)
+static int ops_flush(struct index *ix, size_t nslots, bool in_order)
 {
 	for (size_t j = 0; j < nslots; j++) {
 		const struct ix_slot *s = &ix->slots[ix->order[j]];
 		if (!s->dirty)
 			continue;
 		leveldb_writebatch_put(ix->wb, s->okey, s->oklen, s->enc, s->enclen);
+		if (unsent_mark(ix, s) < 0)
+			return -ENOMEM;
 		if (ix->bloom)
 			ix_bloom_add(ix->bloom, s->h);
 		if (ix->bloom_building)
@@ -518,6 +547,7 @@ static void ops_flush(struct index *ix, size_t nslots, bool in_order)
 		else
 			leveldb_writebatch_delete(ix->wb, op->k, op->kl);
 	}
+	return 0;
 }
 
 /* ---- decisions -------------------------------------------------------- */
@@ -863,7 +893,7 @@ static int ix_run(struct index *ix, enum run_mode mode, const struct obj_meta *o
 		redelivered += same;
 	}
 	if (rc == 0)
-		ops_flush(ix, nslots, in_order);
+		rc = ops_flush(ix, nslots, in_order);
 	if (rc == 0)
 		rc = put_offsets(ix, pos, npos);
 	if (rc == 0 && ss)

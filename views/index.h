@@ -19,6 +19,13 @@
  *   'D' view \0 path             a directory made with mkdir, or whose mode
  *                                was set (its attributes; index_dirs.c),
  *                                '/' kept as it is
+ *   'U' bucket \0 key            unsent: the 'O' record is live with no
+ *                                ETag (the gateway's own version, made or
+ *                                staged here, not uploaded yet); written
+ *                                and deleted in the batch that changes
+ *                                the record, so that a start finds the
+ *                                names a crash left unsent without a walk
+ *                                of every record (index_unsent_each)
  * A name that is both an object and a directory is shown as the directory
  * (lookup and readdir agree); the object stays reachable by its key in S3.
  *
@@ -245,5 +252,11 @@ int  index_dir_add(struct index *ix, const char *view, const char *path,
 		   const struct obj_posix *px);
 int  index_dir_remove(struct index *ix, const char *view, const char *path);
 int  index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx);
+
+/* Each unsent record ('U' above) by bucket and key, in key order, from
+ * one snapshot (fn returns 0 to go on, negative to stop with that error).
+ * 0 or a negative errno. */
+typedef int (*index_unsent_fn)(void *ctx, const char *bucket, const char *key);
+int  index_unsent_each(struct index *ix, index_unsent_fn fn, void *ctx);
 
 #endif

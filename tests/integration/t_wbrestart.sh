@@ -13,7 +13,11 @@
 # bucket policy refusing PUTs): the files stay in .facetfs/pending with
 # their error and tries, `facetfs sync` exits 1 naming each of them, and
 # once PUTs are allowed again the drain's retries (or the next sync)
-# publish them.
+# publish them. Last, names a crash leaves unsent: files held open (one
+# new and empty, one new and written, one rewrite of a key S3 has) are
+# listed; after kill -9 and the restart only S3's key is, with S3's bytes,
+# the log says the names were mended, and the written bytes are in
+# recovered/.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -127,5 +131,46 @@ check "facetfs sync returns 0" "$FACETFS" sync "$M"
 check_eq "S3 has p2" "fail 2" "$(in_s3 fail/p2)"
 check_eq "nothing pending" 0 "$(pending)"
 check_eq "nothing left staged" 0 "$(find "$STG" -maxdepth 1 -name '*.jnl' | wc -l)"
+
+# ---- names a crash leaves unsent: listed while written, gone after it ----
+# A create lists its name at once (this mount's version, no ETag yet). A
+# crash with the file still open leaves that name in the index with
+# nothing behind it: the next start asks S3 and drops it (or, for a key S3
+# has, shows S3's version).
+mkdir -p "$M/w/un"
+echo "in S3" | aws_s3 s3 cp --quiet - "s3://$B/w/un/there"
+check "the mount shows un/there" wait_for 20 test -e "$M/w/un/there"
+# Each file is held open by a process of its own that never closes a
+# copy of its descriptor (a shell's redirection does: a commit point).
+HOLD=()
+trap '[[ ${#HOLD[@]} -gt 0 ]] && kill "${HOLD[@]}" 2>/dev/null; test_cleanup' EXIT
+hold() {
+	python3 -c 'import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, sys.argv[2].encode())
+time.sleep(600)' "$M/w/un/$1" "$2" &
+	HOLD+=($!)
+}
+hold empty ""
+hold half $'half written\n'
+hold there $'rewritten, never closed\n'
+written() { [[ $(stat -c %s "$M/w/un/half" 2>/dev/null) == 13 ]]; }
+wait_for 20 written
+check_eq "the mount lists the three open files" "empty half there" \
+	"$(ls "$M/w/un" | tr '\n' ' ' | sed 's/ $//')"
+crash_gateway A
+kill "${HOLD[@]}" 2>/dev/null
+wait "${HOLD[@]}" 2>/dev/null
+fusermount3 -uz "$M" 2>/dev/null
+start_gateway A "$T/gw.json" "$M" || { not_ok "gateway starts after the crash"; exit 1; }
+check_eq "after the restart only S3's un/there is listed" "there" \
+	"$(ls "$M/w/un" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "… with S3's bytes" "in S3" "$(cat "$M/w/un/there")"
+check "un/empty is not found" eval '! test -e "$M/w/un/empty"'
+check "the log says the names were mended from S3" \
+	grep -q 'left unsent mended from S3' "$(gateway_log A)"
+check "un/half's bytes were saved to recovered/" \
+	grep -rqx "half written" "$STG/recovered"
+check_eq "S3 has un/there only" 1 "$(listed un/)"
 stop_gateway A
 rm -rf "$T/src"

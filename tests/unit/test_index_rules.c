@@ -180,6 +180,62 @@ static void test_own_writes(void)
 	free(dir);
 }
 
+static int unsent_join(void *ctx, const char *bucket, const char *key)
+{
+	char *out = ctx;
+	size_t n = strlen(out);
+	snprintf(out + n, 256 - n, "%s%s/%s", n ? " " : "", bucket, key);
+	return 0;
+}
+
+/* The keys index_unsent_each lists, joined by spaces ("" for none). */
+static const char *unsent(struct index *ix, char out[256])
+{
+	out[0] = '\0';
+	if (index_unsent_each(ix, unsent_join, out) < 0)
+		snprintf(out, 256, "(error)");
+	return out;
+}
+
+/* 'U' keys (index.h): a live record with no ETag is listed as unsent
+ * from the batch that writes it until the one that gives it an ETag or
+ * deletes it, through a reopen; an event of another client's version
+ * ends it too, and the same record written again lists it once. */
+static void test_unsent(void)
+{
+	char *dir = unit_tmpdir("index-unsent");
+	struct index *ix = unit_index_open(dir, NULL);
+	char out[256];
+	struct obj_meta a = mk_m("a", "", "", "made"), b = mk_m("b", "", "", "made");
+	struct obj_meta c = mk_m("c", "", "", "made"), a_up = mk_m("a", "e1", "", "sent");
+	struct obj_meta b_del = mkdel("b", "b", 101, "");
+	struct obj_meta c_ev = mk_m("c", "e2", "0001", "theirs");
+	CHECK(strcmp(unsent(ix, out), "") == 0, "unsent: none in a new index (%s)", out);
+	CHECK(index_apply_own(ix, &a, NULL, NULL) == 0 &&
+	      index_apply_own(ix, &b, NULL, NULL) == 0 &&
+	      index_apply_own(ix, &c, NULL, NULL) == 0 &&
+	      index_apply_own(ix, &a, NULL, NULL) == 0, "unsent: three made, one twice");
+	CHECK(strcmp(unsent(ix, out), "b/a b/b b/c") == 0, "unsent: the three (%s)", out);
+	index_close(ix);
+	ix = unit_index_open(dir, NULL);
+	CHECK(strcmp(unsent(ix, out), "b/a b/b b/c") == 0,
+	      "unsent: the three after a reopen (%s)", out);
+	CHECK(index_apply_own(ix, &a_up, NULL, NULL) == 0 &&
+	      index_apply_own(ix, &b_del, NULL, NULL) == 0, "unsent: a uploaded, b deleted");
+	CHECK(strcmp(unsent(ix, out), "b/c") == 0, "unsent: c left (%s)", out);
+	CHECK(index_apply(ix, &c_ev, 1, NULL, 0, NULL, NULL) == 0,
+	      "unsent: another client's event for c applies");
+	CHECK(strcmp(unsent(ix, out), "") == 0, "unsent: none left (%s)", out);
+	CHECK(index_apply_own(ix, &a, NULL, NULL) == 0 &&
+	      strcmp(unsent(ix, out), "b/a") == 0, "unsent: a rewritten here (%s)", out);
+	struct obj_meta *all[] = { &a, &b, &c, &a_up, &b_del, &c_ev };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		obj_meta_release(all[i]);
+	index_close(ix);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 /* index_reconcile_page: a page in key order and the same page shuffled
  * give the same decisions (the merge walk, and the sort when needed). */
 static void test_reconcile_order(void)
@@ -267,6 +323,7 @@ int main(void)
 {
 	test_same_version();
 	test_own_writes();
+	test_unsent();
 	test_reconcile_order();
 	test_apply_newer();
 	return unit_exit();
