@@ -51,38 +51,55 @@
  * left running past the stop instead would write the journal and the
  * index after the core and the stage are freed.)
  *
- * The queue. An entry is found from its ofile (of->drain) and sits in a
- * list in the order of its first close (`order`: the listing, the oldest
- * age, a sync's start walk). While no worker uploads it, it is also in
- * exactly one of four binary heaps, so that a close, an upload's end and
- * a worker's choice cost O(log n), not a walk of the backlog:
+ * The queue. An entry is a pending file: found from its ofile
+ * (of->drain), it sits in a list in the order of its first close
+ * (`order`: the listing, the oldest age, a sync's start walk) and is in
+ * exactly one state (enum drain_state). The four waiting states are four
+ * binary heaps, so that a close, an upload's end and a worker's choice
+ * cost O(log n), not a walk of the backlog:
  *
- *   heap      holds                                  ordered by
- *   wait_ok   no failure, its time not come (delay)  ready time
- *   due       no failure, due (or flushed by a sync) oldest close
- *   wait_err  failed, its backoff not over           ready time
- *   retry     failed, its backoff over               oldest close
+ *   state           holds                                  heap, ordered by
+ *   WAIT_OK         no failure, its time not come (delay)  wait_ok, ready time
+ *   DUE             no failure, due (or flushed by a sync) due, oldest close
+ *   WAIT_ERR        failed, its backoff not over           wait_err, ready time
+ *   RETRY           failed, its backoff over               retry, oldest close
+ *   UPLOADING       a worker publishes it                  -
+ *   UPLOADING_AGAIN the same, closed again meanwhile       -
+ *   WRITING         a writer has it open: only a closed    -
+ *                   version is published
+ *   LEAVING         published, conflicted or dropped: its  -
+ *                   reference being put, freed next
  *
- *   event                        entry                      function
- *   a first close                new, wait_ok or due        enqueue
- *   taken up after a start       new, due                   enqueue_due
- *   closed again, waiting        its ready time renewed     enqueue
- *   closed again, uploading      `again`                    enqueue
- *   its time comes               wait_ok -> due, wait_err -> retry
- *                                                           next_ready
- *   a sync begins                wait_ok -> due (all)       flush_begin
- *   a worker takes it            out of the heaps (busy)    take
- *   upload done, not `again`     gone (reference put)       upload_ended
- *   upload done, `again`         wait_ok or due             upload_ended
- *   upload failed                wait_err (backoff)         upload_ended
- *   a writer has it open         out of the heaps (writing) upload_ended
- *   that writer's last close     wait_ok or due             enqueue
- *   published by fsync           gone                       publish_now
+ * ent_to is the one function that changes an entry's state: it asserts
+ * the state it leaves, moves the entry between heaps and keeps the
+ * uploading gauge. "waiting" below is whichever of the four its error
+ * and ready time say (waiting_state).
+ *
+ *   from                 event                          to               function
+ *   (new)                a first close                  waiting          enqueue
+ *   (new)                taken up after a start         waiting (due)    enqueue_due
+ *   waiting              closed again                   waiting (time    enqueue
+ *                                                       renewed)
+ *   WRITING              its writer's last close        waiting          enqueue
+ *   UPLOADING            closed again                   UPLOADING_AGAIN  enqueue
+ *   WAIT_OK, WAIT_ERR    its time comes                 DUE, RETRY       next_ready
+ *   DUE (not flushed)    no sync runs, time not come    WAIT_OK          next_ready
+ *   WAIT_OK              a sync begins                  DUE              flush_begin
+ *   WAIT_ERR, RETRY      a sync begins                  RETRY (now)      waiter_begin
+ *   DUE, RETRY           a worker takes it              UPLOADING        take
+ *   UPLOADING*           published, conflict, nothing   LEAVING          upload_ended
+ *                        to publish (not AGAIN)
+ *   UPLOADING_AGAIN      published                      waiting          upload_ended
+ *   UPLOADING*           failed                         WAIT_ERR, RETRY  upload_ended
+ *   UPLOADING            a writer has it open           WRITING          upload_ended
+ *   UPLOADING_AGAIN      a writer had it open           waiting          upload_ended
+ *   waiting, WRITING     fsync published it             LEAVING          publish_now
  *
  * An entry that is done leaves in two steps: its ofile is detached (the
- * gauges no longer count it) and put with no lock held, then the entry
- * goes (ent_free) and the syncs waiting for it count it off, so that a
- * sync that returns finds the file gone from the core's table too.
+ * gauges no longer count it, state LEAVING) and put with no lock held,
+ * then the entry goes (ent_free) and the syncs waiting for it count it
+ * off, so that a sync that returns finds the file gone from the core's
+ * table too.
  *
  * next_ready takes the older of due's top and retry's top; a burst holds
  * due's top, and then every other entry of due, whose closes are later.
@@ -109,6 +126,8 @@
  */
 #include "fuse/core_int.h"
 
+#include <assert.h>
+
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
@@ -134,6 +153,22 @@
 
 struct drain_ent;
 
+/* A queue entry's state (the table above). */
+enum drain_state {
+	DS_NEW,                      /* made, not queued yet (calloc's zero) */
+	DS_WAIT_OK,
+	DS_DUE,
+	DS_WAIT_ERR,
+	DS_RETRY,
+	DS_UPLOADING,
+	DS_UPLOADING_AGAIN,
+	DS_WRITING,
+	DS_LEAVING,
+};
+#define DS(s) (1u << (s))
+#define DS_WAITING (DS(DS_WAIT_OK) | DS(DS_DUE) | DS(DS_WAIT_ERR) | DS(DS_RETRY))
+#define DS_BUSY (DS(DS_UPLOADING) | DS(DS_UPLOADING_AGAIN))
+
 struct drain_heap {                  /* a binary min-heap of entries */
 	struct drain_ent **v;
 	size_t n, cap;
@@ -145,18 +180,15 @@ struct drain_ent {
 				      * NULL: leaving, its reference being put */
 	uint64_t order;              /* d->seq of its first close */
 	uint64_t first_seq;          /* d->seq of its oldest close not published */
-	uint64_t again_seq;          /* of the first close during the upload */
+	uint64_t again_seq;          /* of the first close during the upload
+				      * (UPLOADING_AGAIN) */
 	int64_t closed_ns;           /* its first close (grows with order) */
 	int64_t ready_ns;            /* not before (delay, backoff) */
 	uint64_t bytes;              /* its size at its last close */
 	unsigned tries;
 	int err;                     /* the last failure, 0: none */
-	bool busy;                   /* a worker uploads it now */
-	bool again;                  /* sealed again during that upload */
-	bool writing;                /* reopened for writing: waits for the
-				      * last writer's close (core_release) */
-	struct drain_heap *heap;     /* where it waits; NULL while busy */
-	size_t hpos;                 /* its index there */
+	enum drain_state state;      /* changed by ent_to only */
+	size_t hpos;                 /* its index in its state's heap */
 	uint64_t waited;             /* the waiters (bits) counting it */
 	uint64_t failed_for;         /* of those, the ones it failed for */
 	struct drain_ent *prev, *next;   /* the queue, oldest close first */
@@ -293,22 +325,17 @@ static struct drain_ent *heap_top(const struct drain_heap *h)
 /* e (in no heap) into h; room was reserved (heaps_reserve). */
 static void heap_push(struct core_drain *d, struct drain_heap *h, struct drain_ent *e)
 {
-	e->heap = h;
 	d->steps++;
 	heap_set(h, h->n++, e);
 	heap_up(d, h, e->hpos);
 }
 
-/* e out of its heap, if it is in one. */
-static void heap_remove(struct core_drain *d, struct drain_ent *e)
+/* e out of h, which holds it. */
+static void heap_remove(struct core_drain *d, struct drain_heap *h, struct drain_ent *e)
 {
-	struct drain_heap *h = e->heap;
-	if (!h)
-		return;
 	size_t i = e->hpos;
 	d->steps++;
 	struct drain_ent *last = h->v[--h->n];
-	e->heap = NULL;
 	if (i == h->n)
 		return;
 	heap_set(h, i, last);
@@ -316,10 +343,40 @@ static void heap_remove(struct core_drain *d, struct drain_ent *e)
 	heap_down(d, h, last->hpos);
 }
 
-static void heap_move(struct core_drain *d, struct drain_ent *e, struct drain_heap *to)
+/* The heap of a waiting state, NULL for the others. */
+static struct drain_heap *state_heap(struct core_drain *d, enum drain_state s)
 {
-	heap_remove(d, e);
-	heap_push(d, to, e);
+	switch (s) {
+	case DS_WAIT_OK:
+		return &d->wait_ok;
+	case DS_DUE:
+		return &d->due;
+	case DS_WAIT_ERR:
+		return &d->wait_err;
+	case DS_RETRY:
+		return &d->retry;
+	default:
+		return NULL;
+	}
+}
+
+/* The one change of e's state (the table above): from must hold its
+ * state now (DS() bits); out of that state's heap, into to's (again,
+ * for a waiting state left for itself: its order changed), and the
+ * count of entries being uploaded kept. */
+static void ent_to(struct core_drain *d, struct drain_ent *e, unsigned from,
+		   enum drain_state to)
+{
+	assert(from & DS(e->state));
+	assert(e->state != DS_LEAVING);
+	struct drain_heap *h = state_heap(d, e->state);
+	if (h)
+		heap_remove(d, h, e);
+	d->busy -= (DS(e->state) & DS_BUSY) != 0;
+	d->busy += (DS(to) & DS_BUSY) != 0;
+	e->state = to;
+	if ((h = state_heap(d, to)))
+		heap_push(d, h, e);
 }
 
 /* Room in every heap for n entries (any may hold them all): 0 or -ENOMEM. */
@@ -341,15 +398,19 @@ static int heaps_reserve(struct core_drain *d, size_t n)
 	return 0;
 }
 
-/* e, not being uploaded, into the heap its state says (table above). */
-static void place(struct core_drain *d, struct drain_ent *e, int64_t now)
+/* The waiting state e's error and ready time say (table above). */
+static enum drain_state waiting_state(const struct core_drain *d,
+				      const struct drain_ent *e, int64_t now)
 {
-	struct drain_heap *h;
 	if (e->err)
-		h = e->ready_ns <= now ? &d->retry : &d->wait_err;
-	else
-		h = d->flush || e->ready_ns <= now ? &d->due : &d->wait_ok;
-	heap_push(d, h, e);
+		return e->ready_ns <= now ? DS_RETRY : DS_WAIT_ERR;
+	return d->flush || e->ready_ns <= now ? DS_DUE : DS_WAIT_OK;
+}
+
+/* e, from one of the states in from, waits again. */
+static void place(struct core_drain *d, struct drain_ent *e, unsigned from, int64_t now)
+{
+	ent_to(d, e, from, waiting_state(d, e, now));
 }
 
 /* A sync begins: every entry without a failure is due now. */
@@ -357,7 +418,7 @@ static void flush_begin(struct core_drain *d)
 {
 	struct drain_ent *e;
 	while ((e = heap_top(&d->wait_ok)))
-		heap_move(d, e, &d->due);
+		ent_to(d, e, DS(DS_WAIT_OK), DS_DUE);
 }
 
 /* ---- the waiters of syncs (d->lock held) ------------------------------- */
@@ -459,11 +520,11 @@ static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 	int64_t now = now_ns();
 	struct drain_ent *e;
 	while ((e = heap_top(&d->wait_ok)) && e->ready_ns <= now)
-		heap_move(d, e, &d->due);
+		ent_to(d, e, DS(DS_WAIT_OK), DS_DUE);
 	while ((e = heap_top(&d->wait_err)) && e->ready_ns <= now)
-		heap_move(d, e, &d->retry);
+		ent_to(d, e, DS(DS_WAIT_ERR), DS_RETRY);
 	while (!d->flush && (e = heap_top(&d->due)) && e->ready_ns > now)
-		heap_move(d, e, &d->wait_ok);    /* a sync's flush is over */
+		ent_to(d, e, DS(DS_DUE), DS_WAIT_OK);    /* a sync's flush is over */
 	int64_t until = 0;
 	struct drain_ent *pick = heap_top(&d->due), *r = heap_top(&d->retry);
 	if (pick && (until = burst_until(d, pick, now)) > now)
@@ -487,10 +548,7 @@ static struct drain_ent *next_ready(struct core_drain *d, int64_t *wait_ns)
 /* A worker takes e. */
 static void take(struct core_drain *d, struct drain_ent *e)
 {
-	heap_remove(d, e);
-	e->busy = true;
-	e->again = false;
-	d->busy++;
+	ent_to(d, e, DS(DS_DUE) | DS(DS_RETRY), DS_UPLOADING);
 	waiters_retry(d, e);
 }
 
@@ -498,7 +556,7 @@ static void take(struct core_drain *d, struct drain_ent *e)
  * with no lock held, then to free e (ent_free). */
 static struct ofile *ent_detach(struct core_drain *d, struct drain_ent *e)
 {
-	heap_remove(d, e);
+	ent_to(d, e, DS_WAITING | DS_BUSY | DS(DS_WRITING), DS_LEAVING);
 	d->files--;
 	d->bytes -= e->bytes;
 	struct ofile *of = e->of;
@@ -621,14 +679,12 @@ static struct ofile *upload_ended(struct core_drain *d, struct drain_ent *e, int
 				  uint64_t size)
 {
 	int64_t now = now_ns();
-	e->busy = false;
-	d->busy--;
 	if (rc == PUB_WRITING) {
 		e->ready_ns = now;
-		if (e->again) {              /* its writer closed meanwhile */
-			place(d, e, now);
+		if (e->state == DS_UPLOADING_AGAIN) {   /* its writer closed meanwhile */
+			place(d, e, DS(DS_UPLOADING_AGAIN), now);
 		} else {                     /* its writer's close queues it */
-			e->writing = true;
+			ent_to(d, e, DS(DS_UPLOADING), DS_WRITING);
 			waiters_failed(d, e);
 		}
 		return NULL;
@@ -642,7 +698,7 @@ static struct ofile *upload_ended(struct core_drain *d, struct drain_ent *e, int
 		e->ready_ns = now + (int64_t)(s > DRAIN_BACKOFF_MAX_S
 					      ? DRAIN_BACKOFF_MAX_S : s) * 1000000000;
 		waiters_failed(d, e);
-		place(d, e, now);
+		place(d, e, DS_BUSY, now);
 		return NULL;
 	}
 	if (rc == PUB_CONFLICT)
@@ -654,15 +710,14 @@ static struct ofile *upload_ended(struct core_drain *d, struct drain_ent *e, int
 	}
 	e->err = 0;
 	e->tries = 0;
-	if (!e->again || rc != PUB_DONE)
+	if (e->state != DS_UPLOADING_AGAIN || rc != PUB_DONE)
 		return ent_detach(d, e);
 	/* sealed again during the upload: pending since that close, uploaded
 	 * after the delay */
-	e->again = false;
 	e->first_seq = e->again_seq;
 	waiters_settle(d, e, false);
 	e->ready_ns = now + (int64_t)d->conf.delay_s * 1000000000;
-	place(d, e, now);
+	place(d, e, DS(DS_UPLOADING_AGAIN), now);
 	return NULL;
 }
 
@@ -753,7 +808,7 @@ static void ent_add(struct core_drain *d, struct drain_ent *n, struct ofile *of,
 	of->drain = n;
 	d->files++;
 	d->bytes += size;
-	place(d, n, now);
+	place(d, n, DS(DS_NEW), now);
 }
 
 /* of joins the queue (a reference taken), or its entry is refreshed. */
@@ -769,19 +824,15 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	if (e) {
 		d->bytes = d->bytes - e->bytes + size;
 		e->bytes = size;
-		if (e->writing) {            /* its last writer closed */
-			e->writing = false;
+		if (e->state == DS_WRITING)  /* its last writer closed */
 			waiters_retry(d, e);
-		}
-		if (e->busy) {
-			if (!e->again)
-				e->again_seq = seq;
-			e->again = true;
-		} else {
+		if (e->state == DS_UPLOADING) {
+			e->again_seq = seq;
+			ent_to(d, e, DS(DS_UPLOADING), DS_UPLOADING_AGAIN);
+		} else if (e->state != DS_UPLOADING_AGAIN) {
 			if (!e->err)
 				e->ready_ns = now + (int64_t)d->conf.delay_s * 1000000000;
-			heap_remove(d, e);
-			place(d, e, now);
+			place(d, e, DS_WAITING | DS(DS_WRITING), now);
 		}
 	} else if (n && heaps_reserve(d, (size_t)d->files + 1) == 0) {
 		ent_add(d, n, of, seq, size, now,
@@ -880,7 +931,7 @@ static int publish_now(struct core *c, struct ofile *of)
 	if (rc == PUB_CONFLICT)
 		stats_inc(&d->ctr.conflicts);
 	struct drain_ent *e = of->drain;
-	if (e && !e->busy && !stage_file_dirty(of->sf))
+	if (e && !(DS(e->state) & DS_BUSY) && !stage_file_dirty(of->sf))
 		put = ent_detach(d, e);
 	mod_unlock(&d->lock);
 	if (put)
@@ -937,14 +988,13 @@ static int waiter_begin(struct core_drain *d, const char *vname, const char *pat
 			continue;
 		e->waited |= bit;
 		w->left++;
-		if (e->writing) {            /* counts as failed (open for writing) */
+		if (e->state == DS_WRITING) {   /* counts as failed (open for writing) */
 			e->failed_for |= bit;
 			w->failed++;
 		}
-		if (e->err && e->heap) {
+		if (e->err && (DS(e->state) & DS_WAITING)) {
 			e->ready_ns = 0;     /* failed before: once more now */
-			heap_remove(d, e);
-			place(d, e, now);
+			place(d, e, DS_WAITING, now);
 		}
 	}
 	return (int)b;
@@ -978,7 +1028,7 @@ static char *waiter_report(struct core_drain *d, unsigned b)
 			continue;
 		mod_lock(&d->c->ofile_lock);
 		fprintf(fp, "%s/%s: %s\n", e->of->bucket, e->of->key,
-			e->writing ? "open for writing"
+			e->state == DS_WRITING ? "open for writing"
 			: e->err ? strerror(-e->err) : "not uploaded yet");
 		mod_unlock(&d->c->ofile_lock);
 	}
@@ -1082,7 +1132,8 @@ char *core_drain_list(struct core *c)
 			fprintf(fp, "%s/%s\t%" PRIu64 " bytes\tage %.1f s\ttries %u\t%s\n",
 				e->of->bucket, e->of->key, stage_file_size(e->of->sf),
 				(double)(now - e->closed_ns) / 1e9, e->tries,
-				e->busy ? "uploading" : e->writing ? "open for writing"
+				DS(e->state) & DS_BUSY ? "uploading"
+				: e->state == DS_WRITING ? "open for writing"
 				: e->err ? strerror(-e->err) : "waiting");
 			mod_unlock(&c->ofile_lock);
 		}
