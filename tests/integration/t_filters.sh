@@ -20,7 +20,8 @@ bed_cmd notify "$B" >/dev/null || { not_ok "notify $B"; exit 1; }
 bed_cmd notify "$B2" >/dev/null || { not_ok "notify $B2"; exit 1; }
 
 # put_specs BUCKET SPEC: the untagged objects with s3tool batch, the tagged
-# ones with aws (only it sets tags at creation); deletes with s3tool.
+# ones with aws's client library (tags at creation: tests/lib/put_tagged.py);
+# deletes with s3tool.
 put_specs() {
 	local bucket=$1 spec=$2 out
 	out=$(python3 "$ORACLE" batch "$spec" | "$S3TOOL" batch -n 8 "$bucket" 2>&1) ||
@@ -35,15 +36,8 @@ with open(sys.argv[2], "w") as out:
             tags = "&".join("%s=%s" % kv for kv in o["tags"].items())
             out.write("\t".join([o["key"], str(o["size"]), o["ctype"], meta, tags]) + "\n")
 PY
-	local key size ctype meta tags m
-	while IFS=$'\t' read -r key size ctype meta tags; do
-		head -c "$size" /dev/zero >"$T/body.$size"
-		m=()   # fields are never empty: read would merge two tabs
-		[[ $meta != - ]] && m=(--metadata "$meta")
-		aws_s3 s3api put-object --bucket "$bucket" --key "$key" --body "$T/body.$size" \
-			--content-type "$ctype" "${m[@]}" --tagging "$tags" \
-			>/dev/null || { not_ok "aws put $key"; return 1; }
-	done <"$T/tagged.$$"
+	out=$(/usr/bin/python3 "$FACETFS_SRC/tests/lib/put_tagged.py" "$bucket" "$T/tagged.$$" 2>&1) ||
+		{ not_ok "put the tagged objects of $spec into $bucket" "$out"; return 1; }
 }
 
 listing() {   # listing BUCKET FILE: the bucket as list-objects-v2 JSON
@@ -54,7 +48,7 @@ listing() {   # listing BUCKET FILE: the bucket as list-objects-v2 JSON
 python3 "$ORACLE" gen 11 2000 0 100 >"$T/spec1" &&
 	python3 "$ORACLE" gen 12 60 0 >"$T/specB2" || { not_ok "generate specs"; exit 1; }
 put_specs "$B" "$T/spec1" && put_specs "$B2" "$T/specB2" &&
-	ok "2,000 + 60 objects put (s3tool batch; tagged ones with aws)"
+	ok "2,000 + 60 objects put (s3tool batch; tagged ones with aws's library)"
 sleep 1.5
 CUT=$(date -u +%Y-%m-%dT%H:%M:%SZ)   # modified.after/before split here
 sleep 1.5

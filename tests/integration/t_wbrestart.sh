@@ -154,8 +154,11 @@ time.sleep(600)' "$M/w/un/$1" "$2" &
 hold empty ""
 hold half $'half written\n'
 hold there $'rewritten, never closed\n'
-written() { [[ $(stat -c %s "$M/w/un/half" 2>/dev/null) == 13 ]]; }
-wait_for 20 written
+written() {
+	[[ -e $M/w/un/empty && $(stat -c %s "$M/w/un/half" 2>/dev/null) == 13 &&
+		$(stat -c %s "$M/w/un/there" 2>/dev/null) == 24 ]]
+}
+check "three processes hold the files open, written" wait_for 20 written
 check_eq "the mount lists the three open files" "empty half there" \
 	"$(ls "$M/w/un" | tr '\n' ' ' | sed 's/ $//')"
 crash_gateway A

@@ -21,7 +21,9 @@
 # drain.conflicts; (5) the second view reads new and rewritten pending
 # files' pending bytes; (6) rename while a 64 MiB upload (8 parts) or a
 # 4 MiB one runs: only the new name in S3, with a write made after the
-# rename; (7) 1,500 pending files under a limit of 512 descriptors;
+# rename; (6c) rm while the upload runs: nothing left of the file;
+# (6d) a writer's append and fsync while it runs: S3 has the append at
+# the fsync's return; (7) 1,500 pending files under a limit of 512 descriptors;
 # (9/10) a file published (fsync, drain) and written again, or a new link
 # renamed over a published file, counts no conflict when no other client
 # writes. Each section's start is printed with the seconds since the
@@ -242,7 +244,11 @@ check "2: no event ever showed the partial bytes' ETag" no_half_event w/t2
 # closes a first version and reopens it at once, while it is pending).
 writer "$Q/t2q" "$T/half2" "$T/rest2" t2q "version one"
 check "2q: drain_delay 0: a writer closes, reopens at once, writes half" wait_for 20 test -e "$T/t2q.written"
-wait_for 20 not_pending "$MQ" q/t2q   # the drain had its chance
+# the drain had its chance: it found the writer, or had published before
+# the reopen
+drain_saw_writer() { grep -q "^$B/q/t2q	.*	open for writing$" "$MQ/.facetfs/pending"; }
+wait_for 20 eval 'drain_saw_writer || not_pending "$MQ" q/t2q'
+diag <<<"2q: .facetfs/pending: $(grep "^$B/q/t2q	" "$MQ/.facetfs/pending" || echo "(not listed)")"
 check "2q: while the writer holds it, S3 does not have the partial bytes" \
 	not_half q/t2q
 touch "$T/t2q.go"
@@ -464,6 +470,46 @@ check "6b: the mount reads the renamed file with the write" cmp -s "$Q/mid6.new"
 check "6b: S3 has the new name with the write" s3_same q/mid6.new "$T/mid6.want"
 check "6b: … and not the old name" s3_lacks q/mid6.old
 check_eq "6b: no conflict counted" "$q6" "$(conflicts "$MQ")"
+
+section "(6) unlink, and a writer's append and fsync, while the upload runs"
+# rm of a file whose upload runs: it waits for the upload, then deletes
+# the key; nothing of it is left in S3 or in the mount.
+head -c $((4 << 20)) /dev/urandom >"$T/u6"
+echo 524288 >"$T/throttle"
+cp "$T/u6" "$Q/u6"
+check "6c: the drain uploads a 4 MiB file" wait_for 60 uploading
+rm "$Q/u6" 2>"$T/rm6c.err" &
+rmpid=$!
+wait_for 5 eval '! pid_alive '"$rmpid"   # it waits for the upload
+diag <<<"6c: rm returned before the relay was let go: $(pid_alive "$rmpid" && echo no || echo yes)"
+rm -f "$T/throttle"
+wait "$rmpid"
+check_eq "6c: rm during the upload" 0 $?
+check "6c: facetfs sync" sync_q
+check "6c: the mount no longer lists it" test ! -e "$Q/u6"
+check "6c: S3 does not have it" s3_lacks q/u6
+# A writer opening the file while its upload runs waits for it; its
+# append and fsync publish the file with the append after it.
+head -c $((4 << 20)) /dev/urandom >"$T/f6"
+cp "$T/f6" "$T/f6.want" && printf 'appended' >>"$T/f6.want"
+echo 524288 >"$T/throttle"
+cp "$T/f6" "$Q/f6"
+check "6d: the drain uploads a 4 MiB file" wait_for 60 uploading
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"appended")
+os.fsync(fd)
+os.close(fd)' "$Q/f6" 2>"$T/fsync6d.err" &
+fpid=$!
+wait_for 5 eval '! pid_alive '"$fpid"
+rm -f "$T/throttle"
+wait "$fpid"
+check_eq "6d: append and fsync during the upload" 0 $?
+check "6d: S3 has the file with the append at the fsync's return" s3_same q/f6 "$T/f6.want"
+check "6d: facetfs sync" sync_q
+check "6d: S3 still has it with the append" s3_same q/f6 "$T/f6.want"
+check "6d: the mount reads it" cmp -s "$Q/f6" "$T/f6.want"
+rm -f "$T/u6" "$T/f6" "$T/f6.want"
 
 check_eq "no conflict counted by the quick gateway (no other client wrote q/)" "$q0" "$(conflicts "$MQ")"
 check "gateway Q stops" stop_gateway Q
