@@ -237,10 +237,10 @@ step "rgw down done"
 # ---- kill -9 mid-stream; restart ----------------------------------------
 head -c $((4 << 20)) /dev/urandom >"$T/crash.src"
 mkfifo "$T/go4"
+s0=$(streamed)   # before the writer: its parts may all be up by "written"
 python3 "$T/writer.py" "$M/w/crash.bin" "$T/crash.src" "$T/go4" half >"$T/crash.out" 2>&1 &
 wpid=$!
 wait_for 30 grep -q written "$T/crash.out"
-s0=$(streamed)
 wait_for 30 eval '(($(streamed) > s0 + 3))'
 check "an upload of crash.bin is open mid-stream" sh -c "'$S3TOOL' mlist '$B' | grep -q w/crash.bin"
 step "kill -9"

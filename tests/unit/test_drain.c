@@ -459,20 +459,11 @@ static void slow_stop(struct view *const *views)
 	store_release(&t);
 }
 
-/* The backlog's files: 100,000; 20,000 under ASan, whose cost per
- * allocation would make this one test a third of the sanitized run (the
- * scale is the plain build's to show). */
-#ifdef __SANITIZE_ADDRESS__
-#define BACKLOG_FILES 20000
-#else
-#define BACKLOG_FILES 100000
-#endif
-
-/* A backlog of BACKLOG_FILES closed files (pending files hold no
- * descriptor), then one sync publishes them: the queue's work
- * (core_drain_steps) stays within a few times n log2 n entries visited,
- * where a walk of the queue per close or per upload would visit about
- * n^2 / 2. */
+/* A backlog of 100,000 closed files (25,000 under ASan: unit_trials;
+ * pending files hold no descriptor), then one sync publishes them: the
+ * queue's work (core_drain_steps) stays within a few times n log2 n
+ * entries visited, where a walk of the queue per close or per upload
+ * would visit about n^2 / 2. */
 static void backlog(struct view *const *views)
 {
 	struct store t;
@@ -481,7 +472,7 @@ static void backlog(struct view *const *views)
 	gw_open_budget(views, t.s3, &gw, "drain-backlog", NULL, 4ull << 30);
 	struct core_drain_conf dc = { .streams = 2, .delay_s = 3600, .stop_s = 5 };
 	CHECK(core_drain_new(gw.core, &dc) == 0, "backlog: the drain starts");
-	unsigned n = BACKLOG_FILES, done = 0;
+	unsigned n = unit_trials(100000), done = 0;
 	char name[32];
 	int bad = 0;
 	double t0 = unit_now_s();

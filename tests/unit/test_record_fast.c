@@ -264,7 +264,8 @@ int main(int argc, char **argv)
 	nb++;
 	size_t fast_before = n_fast, docs_before = n_docs;
 	char *m = malloc(1 << 20);
-	for (int round = 0; round < 200000 && n_diff <= 5; round++) {
+	int rounds = (int)unit_trials(200000);
+	for (int round = 0; round < rounds && n_diff <= 5; round++) {
 		size_t i = rnd() % nb;
 		if (lens[i] * 2 + 16 > (1 << 20))
 			continue;

@@ -35,6 +35,19 @@ static int unit_failures __attribute__((unused));
 		printf("\n");                                           \
 	} while (0)
 
+/* How many of n random trials to run: all in a plain build, a quarter
+ * under AddressSanitizer, whose cost per allocation would make the few
+ * tests that repeat a trial many times most of the sanitized run (the
+ * plain build shows the scale; ASan looks for memory errors on the same
+ * paths). At least 1. */
+static inline unsigned unit_trials(unsigned n)
+{
+#ifdef __SANITIZE_ADDRESS__
+	n /= 4;
+#endif
+	return n ? n : 1;
+}
+
 /* The summary line and the exit code of a test program. */
 static inline int unit_exit(void)
 {
