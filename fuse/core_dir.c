@@ -555,8 +555,16 @@ static int rd_name(void *ctx, const char *name, const struct index_attr *a, bool
 	if (core_path_join(r->d->path, name, child, sizeof child) < 0)
 		return 0;
 	uint64_t cino = inode_number(view_name(core_view(c, r->d->view)), child);
+	/* readdirplus sets the kernel's attributes of each entry: a file
+	 * staged here shows its staged size and attributes, as getattr does
+	 * (the index's record is its last seal; a writer may have gone on) */
+	struct ofile *of = r->plus && !is_dir ? core_ofile_find_path(c, r->d->view, child)
+					      : NULL;
 	if (is_dir) {
 		core_attr_dir_at(c, r->d->view, child, cino, &st);
+	} else if (of) {
+		core_ofile_attr(c, r->d->view, of, cino, &st);
+		core_ofile_put(c, of);
 	} else {
 		core_attr_file(c, cino, a->size, a->mtime_ns, core_file_perm(c, r->d->view), &st);
 		core_attr_posix(c, r->d->view, &a->px, &st);

@@ -59,6 +59,61 @@ static int listed(struct core *c, uint64_t dir, const char *name)
 	return rc < 0 ? -1 : cnt.n;
 }
 
+static int size_entry(void *ctx, const struct core_dirent *e)
+{
+	struct { const char *name; long long size; } *c = ctx;
+	if (strcmp(e->name, c->name) == 0)
+		c->size = (long long)e->attr.st_size;
+	return 0;
+}
+
+/* The size readdirplus gives name in dir, -1 if it is not listed. */
+static long long plus_size(struct core *c, uint64_t dir, const char *name)
+{
+	struct { const char *name; long long size; } sz = { name, -1 };
+	struct core_dir *d;
+	if (core_opendir(c, dir, &d) < 0)
+		return -1;
+	int rc = core_readdir(c, d, 0, true, size_entry, &sz);
+	core_releasedir(c, d);
+	return rc < 0 ? -1 : sz.size;
+}
+
+/* A writer goes on after another descriptor's close published a shorter
+ * version: readdirplus gives the staged size, as getattr does (it gave
+ * the index's, and the kernel then read only that much). */
+static void staged_readdirplus(struct gw *gw)
+{
+	struct core *c = gw->core;
+	uint64_t root = gw->view_ino[0];
+	struct core_entry e;
+	struct core_open_cache cache;
+	struct core_file *a = NULL, *b = NULL;
+	static char more[1424];
+	memset(more, 'y', sizeof more);
+	int rc = core_create(c, root, "rp_f", NULL, &e, &a, &cache);
+	if (rc == 0)
+		rc = core_open(c, e.ino, O_WRONLY | O_TRUNC, &b, &cache);
+	ssize_t n = rc == 0 ? core_write(c, b, "0123456789012345678901234567890123456789"
+					  "01234567890", 51, 0) : -1;
+	int frc = b ? core_flush(c, b) : -1;
+	if (b)
+		core_release(c, b);
+	ssize_t m = a ? core_write(c, a, more, sizeof more, 120) : -1;
+	struct stat st;
+	int grc = core_getattr(c, e.ino, &st);
+	CHECK(n == 51 && frc == 0 && m == (ssize_t)sizeof more && grc == 0 && st.st_size == 1544,
+	      "a writer goes on after another descriptor's close: getattr %lld",
+	      (long long)st.st_size);
+	long long ps = plus_size(c, root, "rp_f");
+	CHECK(ps == 1544, "readdirplus gives the staged size too (%lld)", ps);
+	if (a) {
+		core_flush(c, a);
+		core_release(c, a);
+	}
+	core_forget(c, e.ino, 1);
+}
+
 static void fixed_cases(struct gw *gw)
 {
 	struct core *c = gw->core;
@@ -114,6 +169,7 @@ static void fixed_cases(struct gw *gw)
 	}
 	lrc = core_lookup(c, root, "fx_f", &e);
 	CHECK(lrc == -ENOENT, "the old name is gone (%d)", lrc);
+	staged_readdirplus(gw);
 }
 
 /* A write whose bytes come in a pipe (core_write_pipe), as the adapter's
