@@ -18,8 +18,9 @@
 # (3) rm -rf, rmdir and mv DIR right after cp -r; (4) fsync, the drain,
 # truncate and the recovery at start against a newer version written by
 # another client: S3 keeps it, ours is in .facetfs/recovered, counted in
-# drain.conflicts; (5) the second view reads new and rewritten pending
-# files' pending bytes; (6) rename while a 64 MiB upload (8 parts) or a
+# drain.conflicts; a rewrite whose base another client deleted is
+# published over the delete, no conflict; (5) the second view reads new
+# and rewritten pending files' pending bytes; (6) rename while a 64 MiB upload (8 parts) or a
 # 4 MiB one runs: only the new name in S3, with a write made after the
 # rename; (6c) rm while the upload runs: nothing left of the file;
 # (6d) a writer's append and fsync while it runs: S3 has the append at
@@ -372,6 +373,19 @@ check "4: a rewritten pending file written outside before the drain: facetfs syn
 check_eq "4: … S3 keeps the other client's" "theirs, after our close" "$(in_s3 w/c4c)"
 check "4: … ours is in .facetfs/recovered" in_recovered "$M" "$T/ours4c"
 check_eq "4: … counted once" $((c0 + 1)) "$(conflicts "$M")"
+
+# The other side of the rule (docs/semantics.md): another client deleted
+# the version a pending rewrite was based on. The delete removed an older
+# version; ours is newer than both: published, no conflict.
+c0=$(conflicts "$M")
+put_other w/c4g "base, to be deleted"
+wait_for 20 sh -c "[ \"\$(cat '$W/c4g' 2>/dev/null)\" = 'base, to be deleted' ]"
+printf 'ours, over the delete' >"$T/ours4g"
+cp "$T/ours4g" "$W/c4g"
+check "4: another client deletes the base of a pending rewrite" "$S3TOOL" delete "$B" w/c4g
+check "4: … facetfs sync" sync_s
+check "4: … S3 has ours" s3_same w/c4g "$T/ours4g"
+check_eq "4: … no conflict counted" "$c0" "$(conflicts "$M")"
 
 # truncate(2) of a path whose object moved on without the gateway hearing
 # (the bridge is stopped: that event is lost).
