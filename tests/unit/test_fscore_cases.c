@@ -39,44 +39,45 @@
 
 /* ---------- fixed cases: the defects the model found or the issue named ---------- */
 
-static int count_entry(void *ctx, const struct core_dirent *e)
+struct entry_probe {
+	const char *name;
+	int n;                       /* times listed */
+	long long size;              /* its st_size as listed (the last time) */
+};
+
+static int probe_entry(void *ctx, const struct core_dirent *e)
 {
-	struct { const char *name; int n; } *c = ctx;
-	if (strcmp(e->name, c->name) == 0)
-		c->n++;
+	struct entry_probe *p = ctx;
+	if (strcmp(e->name, p->name) == 0) {
+		p->n++;
+		p->size = (long long)e->attr.st_size;
+	}
 	return 0;
+}
+
+/* name as a listing of dir shows it (plus: readdirplus); 0 or -1. */
+static int probe(struct core *c, uint64_t dir, bool plus, struct entry_probe *p)
+{
+	struct core_dir *d;
+	if (core_opendir(c, dir, &d) < 0)
+		return -1;
+	int rc = core_readdir(c, d, 0, plus, probe_entry, p);
+	core_releasedir(c, d);
+	return rc < 0 ? -1 : 0;
 }
 
 /* How many times the view's root lists name. */
 static int listed(struct core *c, uint64_t dir, const char *name)
 {
-	struct { const char *name; int n; } cnt = { name, 0 };
-	struct core_dir *d;
-	if (core_opendir(c, dir, &d) < 0)
-		return -1;
-	int rc = core_readdir(c, d, 0, false, count_entry, &cnt);
-	core_releasedir(c, d);
-	return rc < 0 ? -1 : cnt.n;
-}
-
-static int size_entry(void *ctx, const struct core_dirent *e)
-{
-	struct { const char *name; long long size; } *c = ctx;
-	if (strcmp(e->name, c->name) == 0)
-		c->size = (long long)e->attr.st_size;
-	return 0;
+	struct entry_probe p = { name, 0, -1 };
+	return probe(c, dir, false, &p) < 0 ? -1 : p.n;
 }
 
 /* The size readdirplus gives name in dir, -1 if it is not listed. */
 static long long plus_size(struct core *c, uint64_t dir, const char *name)
 {
-	struct { const char *name; long long size; } sz = { name, -1 };
-	struct core_dir *d;
-	if (core_opendir(c, dir, &d) < 0)
-		return -1;
-	int rc = core_readdir(c, d, 0, true, size_entry, &sz);
-	core_releasedir(c, d);
-	return rc < 0 ? -1 : sz.size;
+	struct entry_probe p = { name, 0, -1 };
+	return probe(c, dir, true, &p) < 0 ? -1 : p.size;
 }
 
 /* A writer goes on after another descriptor's close published a shorter
