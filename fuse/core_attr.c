@@ -89,6 +89,22 @@ int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 	return rc < 0 ? rc : core_attr_of(c, ino, st);
 }
 
+/* A one-shot node whose upload failed: its create listed the name (this
+ * mount's version, no ETag) and nothing stands for it now: the name shows
+ * what S3 holds of its key (core_mend_name), as after a crash. */
+static void node_unmade(struct core *c, struct ofile *of)
+{
+	char bucket[256], key[4096];
+	mod_lock(&c->ofile_lock);
+	snprintf(bucket, sizeof bucket, "%s", of->bucket);
+	snprintf(key, sizeof key, "%s", of->key);
+	mod_unlock(&c->ofile_lock);
+	int rc = core_mend_name(c, bucket, key);
+	if (rc < 0)
+		log_warn("%s/%s: its upload failed, and S3 cannot be asked what it holds "
+			 "(%s): listed until the next start", bucket, key, strerror(-rc));
+}
+
 /* An object made whole at once: data (len bytes), the type in who's mode. */
 static int node_make(struct core *c, uint64_t parent, const char *name,
 		     const struct core_who *who, const char *data, size_t len,
@@ -104,6 +120,8 @@ static int node_make(struct core *c, uint64_t parent, const char *name,
 		stage_file_oneshot(f->of->sf);
 	ssize_t n = len ? core_write(c, f, data, len, 0) : 0;
 	rc = n < 0 ? (int)n : core_flush(c, f);
+	if (rc < 0 && f->of)
+		node_unmade(c, f->of);
 	core_release(c, f);
 	if (rc == 0)
 		rc = core_attr_of(c, e->ino, &e->attr);

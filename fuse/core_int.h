@@ -3,15 +3,17 @@
  * for other modules). Layers, each calling only those below it:
  *   core.c      the bottom: the core's lifecycle, the view set, the
  *               open-file table, made directories, attributes and paths
+ *   core_mend.c the mend of names left unsent (a crash, a failed one-shot
+ *               upload) from what S3 holds
  *   core_dir.c  lookup, getattr, readdir
  *   core_io.c   open, read, write, the ofile's commit and seal, truncate,
  *               .facetfs files
  *   core_drain.c  the commit points (close, fsync) and write-back's drain
  *               (uses core_io's commit and seal)
  *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_io's commit)
- *   core_mend.c the start's mend of the names a crash left unsent
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
- *               metadata change and core_io's truncate and create)
+ *               metadata change, core_io's truncate and create, core_mend's
+ *               mend of a name)
  *
  * Locks: c->ofile_lock protects the open-file table (ofiles_by_*) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
@@ -193,6 +195,11 @@ bool core_in_view(struct core *c, const char *vname, size_t view);
 bool core_view_writable(struct core *c, size_t view);
 enum vis_policy core_view_policy(struct core *c, size_t view);
 int64_t core_now_ns(void);
+/* core_mend.c: what S3 holds of bucket/key (a HEAD: that version, or a
+ * tombstone when it has none) in place of the index's record of this
+ * mount's unsent version, if the index still holds one. 0, or the
+ * HEAD's or the index's -errno. */
+int core_mend_name(struct core *c, const char *bucket, const char *key);
 void core_attr_dir(struct core *c, uint64_t ino, struct stat *st);
 void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st);
 void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_ns,

@@ -5,7 +5,8 @@
  * the next run: a create, a symlink or a rename in flight, a file whose
  * data recovery moved to recovered/. Each one not taken up by the drain
  * gets what S3 holds of its key now (a HEAD): that version, or a
- * tombstone when S3 has none. Uses core.c only.
+ * tombstone when S3 has none. core_attr.c mends the name of a one-shot
+ * node whose upload failed the same way. Uses core.c only.
  */
 #include "fuse/core_int.h"
 
@@ -48,9 +49,7 @@ static int unsent_add(void *ctx, const char *bucket, const char *key)
 	return 0;
 }
 
-/* What S3 holds of bucket/key in place of its unsent record, if the index
- * still holds that record. 0, or the HEAD's or the index's -errno. */
-static int mend_one(struct core *c, const char *bucket, const char *key)
+int core_mend_name(struct core *c, const char *bucket, const char *key)
 {
 	struct obj_meta rec = { 0 }, cur = { 0 };
 	int rc = index_object_get(c->d.ix, bucket, key, &rec);
@@ -84,7 +83,7 @@ int core_mend_unsent(struct core *c)
 			 strerror(-rc));
 	size_t done = 0;
 	for (; rc == 0 && done < u.n; done++) {
-		rc = mend_one(c, u.o[done].bucket, u.o[done].key);
+		rc = core_mend_name(c, u.o[done].bucket, u.o[done].key);
 		if (rc < 0)
 			log_warn("index: %s/%s shows a version of this mount's that was "
 				 "never uploaded, and S3 cannot be asked what it holds "

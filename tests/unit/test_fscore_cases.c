@@ -582,6 +582,17 @@ static void fault_cases(struct view *const *views, struct s3 *s3)
 	core_release(c, f);
 	f = NULL;
 
+	/* a symlink is one PUT: its failure leaves no name behind */
+	s3_fault_fail(fs3, S3K_PUT, 1, 1, -EIO);
+	rc = core_symlink(c, cv, "ft_l", "ft_a", NULL, &e);
+	int lrc = core_lookup(c, cv, "ft_l", &e);
+	int nl = listed(c, cv, "ft_l");
+	CHECK(rc == -EIO && lrc == -ENOENT && nl == 0,
+	      "symlink with the PUT failing: EIO, the name neither found nor listed "
+	      "(%d, %d, listed %d)", rc, lrc, nl);
+	if (lrc == 0)
+		core_forget(c, e.ino, 1);
+
 	/* open validates with a HEAD: its failure is the open's */
 	uint64_t ino = 0;
 	rc = core_lookup(c, cv, "ft_a", &e);
@@ -650,7 +661,7 @@ static void fault_cases(struct view *const *views, struct s3 *s3)
 	      "EIO (%d)", orc);
 	if (orc == 0)
 		core_release(c, f);
-	CHECK(s3_fault_injected(fs3, S3K_PUT) == 2 && s3_fault_injected(fs3, S3K_COPY) == 2 &&
+	CHECK(s3_fault_injected(fs3, S3K_PUT) == 3 && s3_fault_injected(fs3, S3K_COPY) == 2 &&
 	      s3_fault_injected(fs3, S3K_GET) == 2 && s3_fault_injected(fs3, S3K_HEAD) == 2 &&
 	      s3_fault_injected(fs3, S3K_DELETE) == 1,
 	      "every injected failure was met (PUT %llu, COPY %llu, GET %llu, HEAD %llu, "
