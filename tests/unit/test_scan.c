@@ -387,15 +387,17 @@ static void scan_failing(enum s3_kind kind, unsigned first, unsigned times, int 
 	free(dir);
 }
 
-/* LISTs expected: 3 pages, plus each failed LIST again; a page whose HEAD
- * or tag request fails is found failed once the next page is listed (the
- * listing runs one page ahead), and both are listed again: 3 + 2. */
+/* LISTs expected: 3 pages, plus each failed LIST again. A page whose HEAD
+ * or tag request fails is listed again, and so is each page the listing
+ * (one page ahead) had fetched before the failure was seen: 3 + 1 when it
+ * was seen before the next LIST (a busy machine's timing), 3 + 2 or 3 + 3
+ * after. */
 static void test_scan_failures(void)
 {
 	scan_failing(S3K_LIST, 1, 2, -EHOSTUNREACH, 5, 5, "the first 2 LISTs unreachable");
 	scan_failing(S3K_LIST, 2, 1, -EIO, 4, 4, "the LIST of page 1 failing");
-	scan_failing(S3K_HEAD, 1500, 1, -EIO, 5, 6, "a HEAD of page 1 failing");
-	scan_failing(S3K_TAGGING, 10, 1, -EACCES, 5, 6, "a tag request of page 0 refused");
+	scan_failing(S3K_HEAD, 1500, 1, -EIO, 4, 6, "a HEAD of page 1 failing");
+	scan_failing(S3K_TAGGING, 10, 1, -EACCES, 4, 6, "a tag request of page 0 refused");
 }
 
 struct reader { struct index *ix; atomic_bool stop; long reads; };
