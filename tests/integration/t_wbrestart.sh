@@ -143,7 +143,15 @@ check "the mount shows un/there" wait_for 20 test -e "$M/w/un/there"
 # Each file is held open by a process of its own that never closes a
 # copy of its descriptor (a shell's redirection does: a commit point).
 HOLD=()
-trap '[[ ${#HOLD[@]} -gt 0 ]] && kill "${HOLD[@]}" 2>/dev/null; test_cleanup' EXIT
+# The holders still running when the script ends are stopped (by PID);
+# the script's own exit status is kept for test_cleanup.
+on_exit() {
+	local rc=$?
+	((${#HOLD[@]})) && kill "${HOLD[@]}" 2>/dev/null
+	(exit $rc)
+	test_cleanup
+}
+trap on_exit EXIT
 hold() {
 	python3 -c 'import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
