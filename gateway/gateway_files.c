@@ -160,6 +160,7 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 	stats_write_num(w, "stream_bytes", (double)c.stream_bytes);
 	stats_write_num(w, "stream_fallbacks", (double)c.stream_fallbacks);
 	stats_write_num(w, "stream_aborts", (double)c.stream_aborts);
+	stats_write_num(w, "spare_files", (double)c.spare_files);
 	stats_write_str(w, "recovered_dir", stage_recovered_dir(gw->stage));
 	/* "store": what the probe at start found the store honours. */
 	stats_write_section(w, "store");

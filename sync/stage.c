@@ -1177,9 +1177,10 @@ void stage_file_release(struct stage_file *f)
 		stage_uncharge(st, f->size);
 	} else if (f->js == STAGE_JS_NONE) {
 		/* (ENOENT: the directory was removed with it: gone all the same) */
-		if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
+		int err = stage_remove_at(st, name);
+		if (err && err != -ENOENT)
 			log_warn("stage: cannot remove %s/%s: %s", st->dir, name,
-				 strerror(errno));
+				 strerror(-err));
 		else
 			stage_uncharge(st, f->size);
 	} else {

@@ -178,6 +178,7 @@ struct stage_counters {
 	uint64_t streams, stream_bytes;  /* streamed uploads completed, bytes */
 	uint64_t stream_fallbacks;       /* streams broken: uploaded whole */
 	uint64_t stream_aborts;          /* streamed uploads aborted */
+	uint64_t spare_files;            /* empty files kept for new names */
 };
 
 struct stage_recovery_report {

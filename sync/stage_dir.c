@@ -265,6 +265,164 @@ int stage_dir_open(struct stage *st, DIR **out)
 	return err;
 }
 
+/* ---- spare files -------------------------------------------------------
+ *
+ * A staged file costs the directory two names (ID.data, ID.jnl), and a
+ * journal replaced atomically a third for a moment (ID.jnl.tmp). Made with
+ * O_CREAT and removed with unlink, each would take a new inode and free
+ * one, and making an inode is slow where many were freed lately: ext4
+ * without a journal skips, with a lookup each, every inode freed in the
+ * last half minute or so, which made a create cost milliseconds and most
+ * of the gateway's CPU during a cp -r of 1,000 files. So a removed name's
+ * file is emptied and kept as "spare.N" (up to STAGE_SPARES_MAX), and a
+ * name being made takes a spare by a rename: a steady flow of staged
+ * files makes and frees no inode.
+ *   A spare is empty whenever it is listed (st->spares, under st->lock):
+ * stage_remove_at renames the file to spare.N, truncates it, and only then
+ * lists it; a spare being filled is counted in n_filling so that the list
+ * stays under the cap. A crash between the rename and the truncation
+ * leaves a spare with bytes in it: dir_scan empties every spare it finds
+ * (or removes it past the cap). Recovery reads only ID names. A renewal
+ * forgets the list: the spares went with the directory.
+ *   Only under PROCESS: there a crash is the gateway's death, after which
+ * every rename and truncation done is in the directory. Under POWER a
+ * power loss may keep a truncation and lose the rename before it (a
+ * journal would come back empty, and recovery would set its file aside),
+ * and the fsyncs, not the inodes, are the cost of a file there. */
+
+static void spare_name(uint32_t n, char out[32])
+{
+	snprintf(out, 32, "spare.%" PRIu32, n);
+}
+
+/* A listed spare taken (its number in *n), or false. */
+static bool spare_take(struct stage *st, uint32_t *n)
+{
+	mod_lock(&st->lock);
+	bool got = st->n_spares > 0 && !st->spares_off;
+	if (got)
+		*n = st->spares[--st->n_spares];
+	mod_unlock(&st->lock);
+	return got;
+}
+
+/* Room for one more spare, reserved under the number *n; or false. */
+static bool spare_reserve(struct stage *st, uint32_t *n)
+{
+	mod_lock(&st->lock);
+	bool room = st->spares && !st->spares_off &&
+		    st->durability == STAGE_DURABLE_PROCESS &&
+		    st->n_spares + st->n_filling < STAGE_SPARES_MAX;
+	if (room) {
+		st->n_filling++;
+		*n = st->spare_seq++;
+	}
+	mod_unlock(&st->lock);
+	return room;
+}
+
+/* A reserved (filled: empty and named spare.n) or taken spare is listed;
+ * otherwise its reservation ends. off: the file system cannot rename
+ * without replacing: no spare is used again. */
+static void spare_list(struct stage *st, uint32_t n, bool reserved, bool listed, bool off)
+{
+	mod_lock(&st->lock);
+	if (reserved)
+		st->n_filling--;
+	if (off)
+		st->spares_off = true;
+	if (listed && st->n_spares < STAGE_SPARES_MAX)
+		st->spares[st->n_spares++] = n;
+	st->cnt.spare_files = st->n_spares;
+	mod_unlock(&st->lock);
+}
+
+/* name made from a spare, opened with flags (no O_CREAT): the descriptor;
+ * -EEXIST when name exists and flags hold O_EXCL; -ENOENT when no spare
+ * could be used (the caller makes the file). */
+static int spare_use(struct stage *st, const char *name, int flags)
+{
+	uint32_t n;
+	if (!spare_take(st, &n))
+		return -ENOENT;
+	char sp[32];
+	spare_name(n, sp);
+	int dfd = st->dir_fd;
+	if (renameat2(dfd, sp, dfd, name, RENAME_NOREPLACE) != 0) {
+		int e = errno;
+		/* EEXIST: name is there; the spare stays. ENOENT: it went
+		 * (a removed directory): forgotten. */
+		spare_list(st, n, false, e == EEXIST, e == EINVAL || e == ENOSYS);
+		return e == EEXIST && (flags & O_EXCL) ? -EEXIST : -ENOENT;
+	}
+	int fd = openat(dfd, name, (flags & ~(O_CREAT | O_EXCL)) | O_CLOEXEC);
+	if (fd >= 0) {
+		spare_list(st, n, false, false, false);
+		return fd;
+	}
+	int err = -errno;
+	bool back = renameat(dfd, name, dfd, sp) == 0;
+	spare_list(st, n, false, back, false);
+	return err;
+}
+
+int stage_create_at(struct stage *st, const char *name, int flags)
+{
+	int fd = spare_use(st, name, flags);
+	if (fd != -ENOENT)
+		return fd;
+	fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0)
+		fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int stage_remove_at(struct stage *st, const char *name)
+{
+	uint32_t n;
+	int dfd = st->dir_fd;
+	if (!spare_reserve(st, &n))
+		return unlinkat(dfd, name, 0) == 0 ? 0 : -errno;
+	char sp[32];
+	spare_name(n, sp);
+	if (renameat(dfd, name, dfd, sp) != 0) {
+		int err = -errno;
+		spare_list(st, n, true, false, false);
+		if (err == -ENOENT)
+			return err;
+		return unlinkat(dfd, name, 0) == 0 ? 0 : -errno;
+	}
+	int fd = openat(dfd, sp, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	else
+		unlinkat(dfd, sp, 0);
+	spare_list(st, n, true, fd >= 0, false);
+	return 0;
+}
+
+/* dir_scan's part: a spare found at the start, emptied and listed, or
+ * removed past the cap. */
+static void spare_found(struct stage *st, const char *name)
+{
+	char *end;
+	unsigned long n = strtoul(name + 6, &end, 10);
+	if (*end || end == name + 6 || n > UINT32_MAX)
+		return;
+	int fd = -1;
+	if (st->n_spares < STAGE_SPARES_MAX && st->durability == STAGE_DURABLE_PROCESS)
+		fd = openat(st->dir_fd, name, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0) {
+		unlinkat(st->dir_fd, name, 0);
+		return;
+	}
+	close(fd);
+	st->spares[st->n_spares++] = (uint32_t)n;
+	if (n >= st->spare_seq)
+		st->spare_seq = (uint32_t)n + 1;
+	st->cnt.spare_files = st->n_spares;
+}
+
 /* Charges what is already staged and finds the next free id. */
 static int dir_scan(struct stage *st)
 {
@@ -274,6 +432,10 @@ static int dir_scan(struct stage *st)
 		return err;
 	struct dirent *de;
 	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "spare.", 6) == 0) {
+			spare_found(st, de->d_name);
+			continue;
+		}
 		char *end;
 		uint64_t id = strtoull(de->d_name, &end, 16);
 		if (end != de->d_name + 16)
@@ -352,6 +514,8 @@ int stage_dir_renew(struct stage *st)
 	uint64_t lost = st->pending_bytes < st->used ? st->pending_bytes : st->used;
 	uint64_t lost_files = st->cnt.pending_files;
 	uint64_t parked = st->n_open > st->cnt.data_fds ? st->n_open - st->cnt.data_fds : 0;
+	st->n_spares = 0;               /* they went with the directory */
+	st->cnt.spare_files = 0;
 	st->used -= lost;
 	st->pending_bytes = 0;
 	st->cnt.pending_files = 0;
@@ -375,13 +539,6 @@ int stage_dir_renew(struct stage *st)
 	return 0;
 }
 
-int stage_create_at(struct stage *st, const char *name, int flags)
-{
-	int fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0)
-		fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
-	return fd < 0 ? -errno : fd;
-}
 
 int stage_dir_setup(struct stage *st)
 {
@@ -391,6 +548,8 @@ int stage_dir_setup(struct stage *st)
 	if (!err)
 		err = open_dir(st->rec_dir, &rfd);
 	st->rec_fd = rfd;
+	if (!err && !(st->spares = calloc(STAGE_SPARES_MAX, sizeof *st->spares)))
+		err = -ENOMEM;
 	if (!err)
 		err = dir_scan(st);
 	if (!err)
@@ -400,6 +559,8 @@ int stage_dir_setup(struct stage *st)
 
 void stage_dir_close(struct stage *st)
 {
+	free(st->spares);
+	st->spares = NULL;
 	if (st->dir_fd >= 0)
 		close(st->dir_fd);
 	if (st->rec_fd >= 0)

@@ -153,6 +153,11 @@ struct stage {
 				      * stage_file_adopt, by id: those from
 				      * next_deferred on not taken yet (lock) */
 	size_t n_deferred, next_deferred, cap_deferred;
+	uint32_t *spares;            /* empty files kept for reuse, by number
+				      * (stage_dir.c "spare files"; lock) */
+	size_t n_spares, n_filling;  /* listed; being emptied (lock) */
+	uint32_t spare_seq;          /* the next spare's number (lock) */
+	bool spares_off;             /* no RENAME_NOREPLACE here (lock) */
 	struct stage_counters cnt;   /* used/max/open filled in on read */
 };
 
@@ -264,8 +269,16 @@ void stage_data_close(struct stage_file *f);
 void stage_data_set(struct stage_file *f, int fd);
 
 /* openat(dir_fd, name, flags | O_CREAT, 0600), and once more after
- * stage_dir_renew when the directory was removed: the fd or -errno. */
+ * stage_dir_renew when the directory was removed: the fd or -errno. The
+ * file is a spare renamed to name when one is listed (stage_dir.c "spare
+ * files"): empty, made with no new inode. */
 int  stage_create_at(struct stage *st, const char *name, int flags);
+/* unlinkat(dir_fd, name, 0), as far as the caller sees: 0 or -errno
+ * (-ENOENT: no such name). Under PROCESS the file becomes an empty spare
+ * while fewer than STAGE_SPARES_MAX are kept. No descriptor of name may be used
+ * after (the file is emptied and given to another name). */
+#define STAGE_SPARES_MAX 4096
+int  stage_remove_at(struct stage *st, const char *name);
 /* A listing of the staging directory (closedir it); 0 or -errno. */
 int  stage_dir_open(struct stage *st, DIR **out);
 /* "ID" as 16 hex digits followed by ext. */

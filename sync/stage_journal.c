@@ -170,9 +170,10 @@ static char *take_escaped(char **p)
 static int jnl_install(struct stage *st, const char *tmp, const char *name)
 {
 	if (renameat2(st->dir_fd, tmp, st->dir_fd, name, RENAME_EXCHANGE) == 0) {
-		if (unlinkat(st->dir_fd, tmp, 0) != 0)
+		int err = stage_remove_at(st, tmp);
+		if (err)
 			log_warn("stage: cannot remove %s/%s: %s", st->dir, tmp,
-				 strerror(errno));
+				 strerror(-err));
 		return 0;
 	}
 	if (errno != ENOENT && errno != EINVAL && errno != ENOSYS)
@@ -623,8 +624,9 @@ int stage_jnl_remove(struct stage *st, uint64_t id)
 {
 	char name[32];
 	stage_name(id, ".jnl", name);
-	if (unlinkat(st->dir_fd, name, 0) != 0 && errno != ENOENT)
-		return -errno;
+	int err = stage_remove_at(st, name);
+	if (err && err != -ENOENT)
+		return err;
 	if (st->jnl_changed)
 		st->jnl_changed(st->jnl_ctx);
 	return stage_sync(st, st->dir_fd, false);

@@ -5,7 +5,10 @@
  * a new file makes it again; files open at that moment still commit from
  * their descriptors, and one whose commit fails, before or after the
  * removal, has its data saved to recovered/ at its release; nothing stays
- * charged.
+ * charged. Spare files: under PROCESS a removed name's file is kept empty
+ * and the next name made takes it (the same inode, none of the old bytes);
+ * a spare a crash left with bytes is emptied at the next open; a removed
+ * directory takes its spares with it; under POWER none is kept.
  */
 #include "sync/stage_int.h"
 
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "tests/unit/unit.h"
@@ -106,9 +110,151 @@ static void test_dir_removed(void)
 	free(top);
 }
 
+/* The spare files in dir: how many, the sum of their sizes, and their
+ * inode numbers (up to 64). */
+static size_t spares_in(const char *dir, off_t *bytes, ino_t inos[64])
+{
+	size_t n = 0;
+	*bytes = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, "spare.", 6) != 0)
+			continue;
+		char p[1024];
+		struct stat sb;
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		if (stat(p, &sb) != 0)
+			continue;
+		*bytes += sb.st_size;
+		if (n < 64)
+			inos[n] = sb.st_ino;
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* One staged file of key with text, committed and released. */
+static int cycle(struct stage *st, const char *key, const char *text)
+{
+	struct stage_file *f;
+	int rc = stage_file_new(st, "b", key, NULL, 0, NULL, &f);
+	if (rc)
+		return rc;
+	ssize_t n = stage_file_pwrite(f, text, strlen(text), 0);
+	rc = n == (ssize_t)strlen(text) ? stage_file_commit(f, NULL) : -EIO;
+	stage_file_release(f);
+	return rc;
+}
+
+/* The inode of the one ID.data in dir (0: none or more than one). */
+static ino_t data_ino(const char *dir)
+{
+	ino_t ino = 0;
+	int n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		if (l < 5 || strcmp(de->d_name + l - 5, ".data") != 0)
+			continue;
+		char p[1024];
+		struct stat sb;
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		if (stat(p, &sb) == 0) {
+			ino = sb.st_ino;
+			n++;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n == 1 ? ino : 0;
+}
+
+static void test_spares(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *top = unit_tmpdir("stage-spares"), dir[700], cache[620];
+	snprintf(cache, sizeof cache, "%s/cache", top);
+	snprintf(dir, sizeof dir, "%s/staging", cache);
+	mkdir(cache, 0700);
+	struct stage_conf conf = { .dir = dir, .max_bytes = 8 << 20,
+				   .durability = STAGE_DURABLE_PROCESS,
+				   .up = { .part_size = 1ull << 30 } };
+	struct stage *st = stage_open_or_exit(conf, &fk);
+	int rc = 0;
+	for (int i = 0; i < 3 && !rc; i++)
+		rc = cycle(st, "old", "old bytes, more of them than the new");
+	off_t bytes;
+	ino_t inos[64];
+	size_t n = spares_in(dir, &bytes, inos);
+	CHECK(rc == 0 && n >= 2 && bytes == 0,
+	      "spares: files removed after their upload are kept, empty (%zu, %lld bytes)",
+	      n, (long long)bytes);
+	struct stage_counters k;
+	stage_counters_get(st, &k);
+	CHECK(k.spare_files == n, "spares: counted in spare_files (%llu, %zu on disk)",
+	      (unsigned long long)k.spare_files, n);
+	/* A new file takes one: the same inode, none of the old bytes. */
+	struct stage_file *f;
+	rc = stage_file_new(st, "b", "new", NULL, 0, NULL, &f);
+	ino_t ino = rc == 0 ? data_ino(dir) : 0;
+	bool reused = false;
+	for (size_t i = 0; i < n && i < 64; i++)
+		reused |= ino != 0 && inos[i] == ino;
+	ssize_t w = rc == 0 ? stage_file_pwrite(f, "new", 3, 0) : -1;
+	int c = w == 3 ? stage_file_commit(f, NULL) : -1;
+	if (rc == 0)
+		stage_file_release(f);
+	CHECK(reused && c == 0 && s3_has(&fk, "new", "new"),
+	      "spares: a new file's data is a spare's inode and holds its own bytes only "
+	      "(inode %llu reused %d, commit %d)", (unsigned long long)ino, reused, c);
+	stage_close(st);
+	/* A spare a crash left with bytes in it is emptied at the next open. */
+	n = spares_in(dir, &bytes, inos);
+	char p[800];
+	snprintf(p, sizeof p, "%s/spare.999", dir);
+	FILE *fp = fopen(p, "w");
+	if (fp) {
+		fputs("bytes a crash left", fp);
+		fclose(fp);
+	}
+	st = stage_open_or_exit(conf, &fk);
+	size_t n2 = spares_in(dir, &bytes, inos);
+	CHECK(n2 == n + 1 && bytes == 0,
+	      "spares: found at the open and emptied (%zu, was %zu; %lld bytes)",
+	      n2, n, (long long)bytes);
+	for (int i = 0; i < 20 && !rc; i++)
+		rc = cycle(st, "again", "again");
+	CHECK(rc == 0 && s3_has(&fk, "again", "again"),
+	      "spares: 20 more files through them (%d)", rc);
+	/* The directory removed: its spares went with it; files are made. */
+	unit_rmtree(cache);
+	rc = cycle(st, "after", "after");
+	CHECK(rc == 0 && s3_has(&fk, "after", "after"),
+	      "spares: the directory removed, the next file is made (%d)", rc);
+	stage_close(st);
+	unit_rmtree(cache);
+	mkdir(cache, 0700);
+	/* Under POWER none is kept. */
+	conf.durability = STAGE_DURABLE_POWER;
+	st = stage_open_or_exit(conf, &fk);
+	rc = cycle(st, "power", "power");
+	n = spares_in(dir, &bytes, inos);
+	CHECK(rc == 0 && n == 0, "spares: none under power (%zu)", n);
+	stage_close(st);
+	store_release(&fk);
+	unit_rmtree(top);
+	free(top);
+}
+
 int main(void)
 {
 	log_init("test_stage_dir", getenv("STAGE_DEBUG") ? 2 : 0);
 	test_dir_removed();
+	test_spares();
 	return unit_exit();
 }
