@@ -8,6 +8,9 @@
 # against a model of each process's own subtree, a kernel forget now and
 # then (root only). The gateway drains as files close (drain_delay
 # STRESS_DRAIN_DELAY, default 0), so uploads meet namespace operations.
+# cache.durability is STRESS_DURABILITY, by default process for an odd
+# seed (the staging directory's spare files in use) and power for an even
+# one: kill -9 is a crash both promise to survive.
 # Checked:
 #   - the mount matches the model, operation by operation and at the end;
 #   - `facetfs sync` exits 0, then the mount's tree and S3's objects agree
@@ -33,6 +36,7 @@ require_bed
 
 SEED=${STRESS_SEED:-37}
 OPS=${STRESS_OPS:-600}
+DUR=${STRESS_DURABILITY:-$( ((SEED % 2)) && echo process || echo power)}
 PROCS=${STRESS_PROCS:-4}
 STRESS=$FACETFS_SRC/tests/lib/wb_stress.py
 B=$(new_bucket wbstress)
@@ -52,14 +56,15 @@ trap on_exit EXIT
 view_file "$T/views" w "$B" '{ "prefix": "s/" }' \
 	'"layout": { "strip_prefix": "s/" }, "writable": true, "visibility": "eventual", "write_back": true'
 gw_config "$T/g.json" "$T/state" "$T/views" "facetfs-wbstress-$$"
-jq --argjson d "${STRESS_DRAIN_DELAY:-0}" '.cache.drain_delay = $d | .cache.stop_drain = 60' \
+jq --argjson d "${STRESS_DRAIN_DELAY:-0}" --arg dur "$DUR" \
+	'.cache.drain_delay = $d | .cache.stop_drain = 60 | .cache.durability = $dur' \
 	"$T/g.json" >"$T/g.tmp" && mv "$T/g.tmp" "$T/g.json" && chmod 600 "$T/g.json"
 M=$T/mnt
 W=$M/w
 start_gateway G "$T/g.json" "$M" || { not_ok "the gateway starts"; exit 1; }
 FORGET=()
 [[ $(id -u) == 0 && -w /proc/sys/vm/drop_caches ]] && FORGET=(--forget)
-diag <<<"seed $SEED, $PROCS processes x $OPS operations, drain_delay ${STRESS_DRAIN_DELAY:-0}${FORGET:+, with forgets}"
+diag <<<"seed $SEED, $PROCS processes x $OPS operations, drain_delay ${STRESS_DRAIN_DELAY:-0}, durability $DUR${FORGET:+, with forgets}"
 
 now() { date +%s; }
 # show FILE: a command's output as comments.
@@ -83,6 +88,13 @@ check "facetfs sync after it exits 0" sync_ok || show "$T/sync.out"
 check "the mount and S3 agree, file by file, byte by byte" agree
 show "$T/compare.out"
 check_eq "no conflict counted (drain.conflicts)" 0 "$(conflicts)"
+spares=$(stat_field "$M" .staging.spare_files)
+if [[ $DUR == process ]]; then
+	check "under process, the staging directory keeps spare files (staging.spare_files $spares)" \
+		test "${spares:-0}" -gt 0
+else
+	check_eq "under power, no spare file is kept" 0 "$spares"
+fi
 diag <<<"stress $((t1 - t0)) s, sync and compare $(($(now) - t1)) s"
 
 # ---- a clean restart: the same tree, still S3's ----
