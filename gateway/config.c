@@ -174,7 +174,8 @@ static void parse_s3(struct errs *e, const cJSON *s3, struct config *c)
 
 static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)
 {
-	static const char *const known[] = { "brokers", "topic", "group", "options", NULL };
+	static const char *const known[] = { "brokers", "topic", "group", "options",
+					     "ready_timeout", NULL };
 	check_known(e, k, "kafka", known);
 	c->kafka_brokers = get_str(e, k, "brokers", "kafka.brokers", NULL);
 	if (!c->kafka_brokers)
@@ -184,6 +185,9 @@ static void parse_kafka(struct errs *e, const cJSON *k, struct config *c)
 	gethostname(host, sizeof host - 1);
 	snprintf(group, sizeof group, "facetfs-%s", host);
 	c->kafka_group = get_str(e, k, "group", "kafka.group", group);
+	c->kafka_ready_timeout_s = 25;
+	get_count(e, k, "ready_timeout", "kafka.ready_timeout", 1, 3600,
+		  &c->kafka_ready_timeout_s);
 	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(k, "options");
 	if (!opts)
 		return;

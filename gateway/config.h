@@ -52,6 +52,8 @@ struct config {
 				      * parts in flight per upload (default 4) */
 	bool s3_stream_off;          /* s3.stream_parts false: upload at the commit */
 	char *kafka_brokers, *kafka_topic, *kafka_group;
+	unsigned kafka_ready_timeout_s;  /* start-up waits this long for the
+				      * brokers to answer for the topic */
 	char **kafka_options;        /* key, value, key, value, ... */
 	size_t n_kafka_options;      /* number of strings (2 per option) */
 	char *state_dir, *views_dir;

@@ -366,7 +366,8 @@ static int start_consumer(struct gateway *gw)
 	}
 	rc = consumer_start(gw->cons);
 	if (rc == 0)
-		rc = consumer_wait_ready(gw->cons, 25000, false);
+		rc = consumer_wait_ready(gw->cons, (int)gw->cfg.kafka_ready_timeout_s * 1000,
+					 false);
 	if (rc < 0)
 		log_error("kafka: brokers %s, topic %s not ready; nothing mounted",
 			  gw->cfg.kafka_brokers, gw->cfg.kafka_topic);

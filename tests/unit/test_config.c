@@ -103,6 +103,30 @@ static void test_rescan_interval(void)
 		config_release(&c);
 }
 
+/* kafka.ready_timeout: 25 s by default, 1..3600 read, others refused. */
+static void test_ready_timeout(void)
+{
+	static const char *const vals[] = { "", ",\"ready_timeout\":3", ",\"ready_timeout\":0",
+					    ",\"ready_timeout\":3601", ",\"ready_timeout\":\"x\"" };
+	for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+		char doc[512], err[512];
+		struct config c;
+		snprintf(doc, sizeof doc,
+			 "{\"s3\":{\"endpoint\":\"127.0.0.1:1\",\"access_key\":\"a\","
+			 "\"secret_key\":\"s\"},\"kafka\":{\"brokers\":\"127.0.0.1:2\"%s},"
+			 "\"cache\":{}}", vals[i]);
+		int rc = config_parse("f.json", doc, strlen(doc), &c, err, sizeof err);
+		if (i < 2)
+			CHECK(rc == 0 && c.kafka_ready_timeout_s == (i ? 3u : 25u),
+			      "kafka.ready_timeout %s read: %u", i ? vals[i] + 1 : "(none)", rc ? 0 : c.kafka_ready_timeout_s);
+		else
+			CHECK(rc == -EINVAL && strstr(err, "kafka.ready_timeout") != NULL,
+			      "kafka.ready_timeout %s refused: \"%s\"", vals[i] + 1, err);
+		if (rc == 0)
+			config_release(&c);
+	}
+}
+
 static void test_load_file(void)
 {
 	char *dir = unit_tmpdir("config");
@@ -369,6 +393,7 @@ int main(int argc, char **argv)
 	test_copy_threshold();
 	test_upload_streams();
 	test_rescan_interval();
+	test_ready_timeout();
 	test_load_file();
 	test_comments();
 	if (argc > 1)
