@@ -5,6 +5,8 @@
 # listing the bucket again.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
+# The restart rejoins the group it left, as a production restart does.
+GW_SAME_GROUP=1
 require_bed
 
 B=$(new_bucket restart)

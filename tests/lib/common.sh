@@ -20,7 +20,7 @@ BED=${BED:-$FACETFS_SRC/tests/bed/bed}
 AWS=/usr/bin/aws
 TEST_NAME=$(basename "$0" .sh)
 T_PASS=0 T_FAIL=0 T_SKIP=0
-declare -A GW_PID=() GW_MNT=() GW_LOG=()
+declare -A GW_PID=() GW_MNT=() GW_LOG=() GW_STARTS=()
 
 ok() { T_PASS=$((T_PASS + 1)); printf 'ok - %s\n' "$1"; }
 
@@ -133,12 +133,26 @@ is_mounted() { mountpoint -q "$1"; }
 # facetfs mount -c CONFIG MOUNTPOINT -f in the background, log in the tmp
 # dir; returns once mounted (0), or 1 with the log's tail if it exits or is
 # not mounted within GW_START_TIMEOUT (default 20) seconds.
+# A config started again gets a new kafka.group (GROUP-rN, written into
+# the file) unless GW_SAME_GROUP=1: the mock broker holds a group's old
+# member until its session times out (about 5 s after a stop, 11 s after
+# kill -9) before it assigns partitions to a new one, while a new group is
+# assigned in about 3 s. The gateway resumes from the offsets its index
+# stored, not from the group's, so the group's name changes nothing else
+# (t_restart keeps the same group, the production path).
 start_gateway() {
 	local name=$1 conf=$2 mnt=$3 log pid
 	shift 3
 	if [[ -n ${GW_PID[$name]:-} ]] && pid_alive "${GW_PID[$name]}"; then
 		echo "# gateway $name already started (pid ${GW_PID[$name]})" >&2
 		return 1
+	fi
+	local starts=${GW_STARTS[$conf]:-0}
+	GW_STARTS[$conf]=$((starts + 1))
+	if ((starts > 0)) && [[ ${GW_SAME_GROUP:-0} != 1 ]]; then
+		jq --arg n "-r$starts" '.kafka.group |= (sub("-r[0-9]+$"; "") + $n)' "$conf" >"$conf.group" &&
+			cat "$conf.group" >"$conf"
+		rm -f "$conf.group"
 	fi
 	log=$(test_tmp)/gw-$name.log
 	mkdir -p "$mnt"
