@@ -1,29 +1,14 @@
 /*
- * bcache.c — the block cache's table and policy (bcache.h): a hash map of
- * the blocks on disk, the segmented LRU, the budget, the start-up listing
- * thread and the drop thread. The disk side is in bcache_disk.c.
+ * bcache.c — the block cache's calls (bcache.h): open and close, reads
+ * (bcache_read, bcache_try, bcache_has, bcache_prefetch), admission,
+ * puts, drop requests, counters; on the table and policy of bcache_map.c
+ * and bcache_lru.c (bcache_int.h has the layers, the entries' states and
+ * the invariants), with the disk side in bcache_disk.c.
  *
- * An entry (struct ent) is in one of three states, changed under bc->mu:
- *   READY    its file is on disk; it is on one LRU list (probation or
- *            protected) and its charge is in bc->used;
- *   WRITING  a put reserved its charge (in bc->used) and writes the file
- *            with no lock held; on no list, so never chosen for eviction;
- *            a second put of the block is skipped; a drop marks it doomed
- *            and the put removes the file once written;
- *   DYING    chosen for removal (evicted, dropped, failed its check): its
- *            charge is already out of bc->used, on no list; whoever made
- *            it DYING unlinks the file with no lock held, then takes it
- *            out of the map and frees it. A put of a DYING block is skipped.
- * Invariants (under mu): used = sum of the charges of READY and WRITING
- * entries; seg[s].bytes = sum over READY entries of segment s; n_ready
- * counts READY entries; nents every entry in the map (at most ENTRIES_MAX
- * plus the puts in flight). When nothing runs, the READY entries are
- * exactly the block files on disk (drops of blocks the listing had not
- * reached yet may leave an entry without a file: its first read removes it).
- *
- * Threads: the listing thread (list_main) runs once at open; the drop
- * thread (drop_main) serves the bounded drop queue. conf.staged() is
- * called with no lock held (the stage has its own).
+ * Threads: the listing thread (bcache_list.c) runs once at open; the drop
+ * thread (bcache_drops.c) serves the bounded drop queue bcache_drop()
+ * fills. conf.staged() is called with no lock held (the stage has its
+ * own).
  */
 #include "sync/bcache_int.h"
 
@@ -43,49 +28,6 @@
 #include "common/log.h"
 #include "common/stats.h"
 
-/* Entries the map holds at most (about 80 bytes each: 320 MiB at the cap).
- * A budget allows at most max_bytes / 4 KiB anyway. */
-#define ENTRIES_MAX   (1u << 22)
-#define BUCKETS_FIRST 1024u
-#define DROP_QUEUE    4096u          /* drop requests waiting at most */
-#define LIST_BATCH    4096u          /* listed blocks inserted per lock */
-
-enum ent_state { ENT_READY, ENT_WRITING, ENT_DYING };
-enum { SEG_PROBATION, SEG_PROTECTED, SEG_N };
-
-struct ent {
-	struct bcache_hash h;
-	uint64_t blk;
-	struct ent *hnext;           /* hash chain */
-	struct ent *prev, *next;     /* LRU list (READY): prev is more recent */
-	struct ent *vnext;           /* list of victims (DYING) */
-	uint64_t charge;
-	uint64_t seq;                /* new at every (re)write */
-	uint8_t state, seg;
-	bool warm;                   /* put by warm-on-arrival, unread */
-	bool doomed;                 /* WRITING, dropped meanwhile */
-};
-
-struct lru {
-	struct ent *head, *tail;     /* head: most recently used */
-	uint64_t bytes;
-};
-
-struct drop_req {
-	struct bcache_hash h;
-	uint64_t nblk;
-};
-
-/* The burst buffer's counters (common/stats.h): blocks read from it, and
- * blocks a read wanted that it did not hold (the reader counts its window
- * hits and misses under the same names when there is no burst buffer);
- * what the admission rule did: blocks reads stored, blocks cold readers
- * fetched and did not store, opens found cold. */
-struct bcache_stats {
-	stats_counter hits, misses;
-	stats_counter admitted, not_admitted, cold_opens;
-};
-
 static const struct stats_def bcache_stats[] = {
 	STATS_COUNTER(struct bcache_stats, hits, "cache", "hits"),
 	STATS_COUNTER(struct bcache_stats, misses, "cache", "misses"),
@@ -94,256 +36,20 @@ static const struct stats_def bcache_stats[] = {
 	STATS_COUNTER(struct bcache_stats, cold_opens, "cache", "cold_opens"),
 };
 
-struct bcache {
-	char *dir;
-	uint32_t block_size;
-	uint64_t max_bytes;
-	uint64_t (*staged)(void *ctx);
-	void *staged_ctx;
-	void (*dir_made)(void *ctx);
-	uint64_t cold_min;           /* bcache_admit: see bcache.h */
-	struct bcache_stats ctr;
-	struct stats_group grp;      /* ctr, registered with conf.st */
-	int lock_fd;                 /* DIR/lock, flock'ed */
-	pthread_t list_thr, drop_thr;
-	atomic_bool stop;            /* close: the listing gives up */
-	atomic_uint_fast64_t tmp_seq;
-	atomic_uint_fast64_t logged; /* errnos of write errors logged (bits) */
-
-	pthread_mutex_t mu;          /* protects everything below */
-	pthread_cond_t drop_cv;      /* drop queue not empty, or stopping */
-	struct ent **buckets;
-	size_t nbuckets, nents;
-	struct lru seg[SEG_N];
-	uint64_t used, n_ready, seq;
-	bool loading, stopping;
-	bool unlisted;               /* the listing failed: DIR's contents are
-				      * unknown, so no put (the budget could
-				      * not be kept); reads look on disk */
-	struct bcache_counters c;    /* the event counters */
-	struct bcache_hash *seen;    /* BCACHE_SEEN slots: versions opened
-				      * (bcache_admit); all zero: empty */
-	struct drop_req drops[DROP_QUEUE];
-	size_t d_head, d_len;
-};
-
-/* ---- the map ---------------------------------------------------------- */
-
-static size_t slot_of(const struct bcache *bc, const struct bcache_hash *h,
-		      uint64_t blk)
-{
-	uint64_t x = h->h[1] ^ (blk * 0x9e3779b97f4a7c15ull);
-	x ^= x >> 31;
-	return (size_t)(x & (bc->nbuckets - 1));
-}
-
-static struct ent *map_find(struct bcache *bc, const struct bcache_hash *h,
-			    uint64_t blk)
-{
-	for (struct ent *e = bc->buckets[slot_of(bc, h, blk)]; e; e = e->hnext)
-		if (e->blk == blk && e->h.h[0] == h->h[0] && e->h.h[1] == h->h[1])
-			return e;
-	return NULL;
-}
-
-/* Double the buckets when the chains grow long (silently keeps the old
- * ones when memory is short: chains are only longer). */
-static void map_grow(struct bcache *bc)
-{
-	size_t n = bc->nbuckets * 2;
-	struct ent **b = calloc(n, sizeof *b);
-	if (!b)
-		return;
-	struct ent **old = bc->buckets;
-	size_t on = bc->nbuckets;
-	bc->buckets = b;
-	bc->nbuckets = n;
-	for (size_t i = 0; i < on; i++) {
-		struct ent *e = old[i];
-		while (e) {
-			struct ent *nx = e->hnext;
-			size_t s = slot_of(bc, &e->h, e->blk);
-			e->hnext = b[s];
-			b[s] = e;
-			e = nx;
-		}
-	}
-	free(old);
-}
-
-static void map_insert(struct bcache *bc, struct ent *e)
-{
-	if (bc->nents >= bc->nbuckets && bc->nbuckets < ENTRIES_MAX)
-		map_grow(bc);
-	size_t s = slot_of(bc, &e->h, e->blk);
-	e->hnext = bc->buckets[s];
-	bc->buckets[s] = e;
-	bc->nents++;
-}
-
-static void map_remove(struct bcache *bc, struct ent *e)
-{
-	struct ent **pp = &bc->buckets[slot_of(bc, &e->h, e->blk)];
-	while (*pp && *pp != e)
-		pp = &(*pp)->hnext;
-	if (*pp) {
-		*pp = e->hnext;
-		bc->nents--;
-	}
-}
-
-static struct ent *ent_new(const struct bcache_hash *h, uint64_t blk)
-{
-	struct ent *e = calloc(1, sizeof *e);
-	if (e) {
-		e->h = *h;
-		e->blk = blk;
-	}
-	return e;
-}
-
-/* ---- LRU lists -------------------------------------------------------- */
-
-static void lru_push(struct bcache *bc, struct ent *e, int seg)
-{
-	struct lru *l = &bc->seg[seg];
-	e->seg = (uint8_t)seg;
-	e->prev = NULL;
-	e->next = l->head;
-	if (l->head)
-		l->head->prev = e;
-	else
-		l->tail = e;
-	l->head = e;
-	l->bytes += e->charge;
-}
-
-static void lru_unlink(struct bcache *bc, struct ent *e)
-{
-	struct lru *l = &bc->seg[e->seg];
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		l->head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		l->tail = e->prev;
-	e->prev = e->next = NULL;
-	l->bytes -= e->charge;
-}
-
-/* A READY entry leaves the table's accounting: it becomes DYING (the
- * caller unlinks its file, then reaps it). */
-static void ent_retire(struct bcache *bc, struct ent *e)
-{
-	lru_unlink(bc, e);
-	bc->used -= e->charge;
-	bc->n_ready--;
-	e->state = ENT_DYING;
-	if (e->warm) {
-		e->warm = false;
-		bc->c.warm_bytes -= e->charge;
-		bc->c.warm_wasted++;
-	}
-}
-
-/* The clean budget now. Called with no lock held. */
-static uint64_t budget_now(const struct bcache *bc)
-{
-	uint64_t s = bc->staged ? bc->staged(bc->staged_ctx) : 0;
-	return s >= bc->max_bytes ? 0 : bc->max_bytes - s;
-}
-
-/* Evict READY entries (probation's LRU end first, then protected's) until
- * need more bytes and one more entry fit; the victims are pushed on
- * *victims for victims_reap(). false when not enough could be evicted. */
-static bool room_make(struct bcache *bc, uint64_t budget, uint64_t need,
-		      struct ent **victims)
-{
-	while (bc->used + need > budget ||
-	       (need && bc->nents + 1 > ENTRIES_MAX)) {
-		struct ent *v = bc->seg[SEG_PROBATION].tail;
-		if (!v)
-			v = bc->seg[SEG_PROTECTED].tail;
-		if (!v)
-			return false;
-		ent_retire(bc, v);
-		bc->c.evictions++;
-		v->vnext = *victims;
-		*victims = v;
-	}
-	return true;
-}
-
-/* Keep the protected segment at most 80 % of the clean budget. */
-static void protected_cap(struct bcache *bc, uint64_t budget)
-{
-	uint64_t cap = budget / 5 * 4;
-	struct lru *p = &bc->seg[SEG_PROTECTED];
-	while (p->bytes > cap && p->tail) {
-		struct ent *e = p->tail;
-		lru_unlink(bc, e);
-		lru_push(bc, e, SEG_PROBATION);
-	}
-}
-
-static void path_of(const struct bcache *bc, const struct bcache_hash *h,
-		    uint64_t blk, char *path, size_t size)
-{
-	char rel[BCACHE_NAME_MAX + 4];
-	bcache_name_format(h, blk, rel);
-	snprintf(path, size, "%s/%s", bc->dir, rel);
-}
-
-/* Unlink the victims' files (no lock held), then free them. */
-static void victims_reap(struct bcache *bc, struct ent *victims)
-{
-	if (!victims)
-		return;
-	for (struct ent *v = victims; v; v = v->vnext) {
-		char path[PATH_MAX];
-		path_of(bc, &v->h, v->blk, path, sizeof path);
-		unlink(path);
-	}
-	mod_lock(&bc->mu);
-	for (struct ent *v = victims; v; v = v->vnext)
-		map_remove(bc, v);
-	mod_unlock(&bc->mu);
-	while (victims) {
-		struct ent *nx = victims->vnext;
-		free(victims);
-		victims = nx;
-	}
-}
-
 /* ---- reads ------------------------------------------------------------ */
-
-/* A hit: move e to the most recent end of the protected segment. */
-static void hit_promote(struct bcache *bc, struct ent *e, uint64_t budget)
-{
-	lru_unlink(bc, e);
-	lru_push(bc, e, SEG_PROTECTED);
-	protected_cap(bc, budget);
-	if (e->warm) {
-		e->warm = false;
-		bc->c.warm_bytes -= e->charge;
-		bc->c.warm_used++;
-	}
-}
 
 /* A block the listing has not reached yet was read: learn it now. */
 static void hit_learn(struct bcache *bc, const struct bcache_hash *h,
 		      uint64_t blk, uint64_t size)
 {
-	struct ent *e = ent_new(h, blk);
+	struct ent *e = bcache_ent_new(h, blk);
 	if (!e)
 		return;
 	e->charge = bcache_charge(size);
 	e->seq = ++bc->seq;
 	e->state = ENT_READY;
-	map_insert(bc, e);
-	lru_push(bc, e, SEG_PROTECTED);
+	bcache_map_insert(bc, e);
+	bcache_lru_push(bc, e, SEG_PROTECTED);
 	bc->used += e->charge;
 	bc->n_ready++;
 }
@@ -359,7 +65,7 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 	bcache_name_format(&h, blk, rel);
 
 	mod_lock(&bc->mu);
-	struct ent *e = map_find(bc, &h, blk);
+	struct ent *e = bcache_map_find(bc, &h, blk);
 	bool look = e ? e->state == ENT_READY : bc->loading || bc->unlisted;
 	uint64_t seq = e ? e->seq : 0;
 	bool known = e != NULL;
@@ -373,11 +79,11 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 	ssize_t n = bcache_file_read(bc->dir, rel, id, blk * bc->block_size,
 				     bc->block_size, buf, len, boff, &size);
 	if (n >= 0) {
-		uint64_t budget = budget_now(bc);
+		uint64_t budget = bcache_budget_now(bc);
 		mod_lock(&bc->mu);
-		e = map_find(bc, &h, blk);
+		e = bcache_map_find(bc, &h, blk);
 		if (e && e->state == ENT_READY)
-			hit_promote(bc, e, budget);
+			bcache_hit_promote(bc, e, budget);
 		else if (!e && (bc->loading || bc->unlisted))
 			hit_learn(bc, &h, blk, size);
 		bc->c.hits++;
@@ -396,17 +102,17 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 		bc->c.misses++;
 	if (n == -EBADMSG)
 		bc->c.corrupt++;
-	e = map_find(bc, &h, blk);
+	e = bcache_map_find(bc, &h, blk);
 	if (e && e->state == ENT_READY && e->seq == seq && known &&
 	    (bad || n == -ENOENT)) {
-		ent_retire(bc, e);
+		bcache_ent_retire(bc, e);
 		gone = e;
-	} else if (!e && !known && bad && (gone = ent_new(&h, blk))) {
+	} else if (!e && !known && bad && (gone = bcache_ent_new(&h, blk))) {
 		/* A file the map did not know (read while listing): a dying
 		 * entry holds the name while it is removed, so that a put
 		 * meanwhile (-EBUSY) cannot lose its fresh file to the unlink. */
 		gone->state = ENT_DYING;
-		map_insert(bc, gone);
+		bcache_map_insert(bc, gone);
 	}
 	mod_unlock(&bc->mu);
 	if (bad) {
@@ -421,7 +127,7 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 	}
 	if (gone) {
 		mod_lock(&bc->mu);
-		map_remove(bc, gone);
+		bcache_map_remove(bc, gone);
 		mod_unlock(&bc->mu);
 		free(gone);
 	}
@@ -449,7 +155,7 @@ static bool map_ready(struct bcache *bc, const struct bcache_hash *h, uint64_t b
 		      bool *look)
 {
 	mod_lock(&bc->mu);
-	struct ent *e = map_find(bc, h, blk);
+	struct ent *e = bcache_map_find(bc, h, blk);
 	bool has = e && e->state == ENT_READY;
 	*look = !e && (bc->loading || bc->unlisted);
 	mod_unlock(&bc->mu);
@@ -464,7 +170,7 @@ bool bcache_has(struct bcache *bc, const struct bcache_id *id, uint64_t blk)
 	bool has = map_ready(bc, &h, blk, &look);
 	if (look) {
 		char path[PATH_MAX];
-		path_of(bc, &h, blk, path, sizeof path);
+		bcache_path_of(bc, &h, blk, path, sizeof path);
 		has = access(path, F_OK) == 0;
 	}
 	return has;
@@ -478,7 +184,7 @@ void bcache_prefetch(struct bcache *bc, const struct bcache_id *id, uint64_t blk
 	if (!map_ready(bc, &h, blk, &look))
 		return;
 	char path[PATH_MAX];
-	path_of(bc, &h, blk, path, sizeof path);
+	bcache_path_of(bc, &h, blk, path, sizeof path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
@@ -533,23 +239,23 @@ static void forget_missing(struct bcache *bc)
 	size_t missing = 0;
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX];
-		path_of(bc, &g[i].h, g[i].blk, path, sizeof path);
+		bcache_path_of(bc, &g[i].h, g[i].blk, path, sizeof path);
 		if (access(path, F_OK) != 0 && errno == ENOENT)
 			g[missing++] = g[i];
 	}
 	struct ent *victims = NULL;
 	mod_lock(&bc->mu);
 	for (size_t i = 0; i < missing; i++) {
-		struct ent *e = map_find(bc, &g[i].h, g[i].blk);
+		struct ent *e = bcache_map_find(bc, &g[i].h, g[i].blk);
 		if (!e || e->state != ENT_READY || e->seq != g[i].seq)
 			continue;
-		ent_retire(bc, e);
+		bcache_ent_retire(bc, e);
 		bc->c.dropped++;
 		e->vnext = victims;
 		victims = e;
 	}
 	mod_unlock(&bc->mu);
-	victims_reap(bc, victims);       /* (their files are gone already) */
+	bcache_victims_reap(bc, victims);       /* (their files are gone already) */
 	free(g);
 	if (missing)
 		log_warn("bcache: %s was removed while in use; it is made again and "
@@ -574,14 +280,14 @@ static bool put_reserve(struct bcache *bc, struct ent *e, bool fresh,
 {
 	if (!fresh) {
 		/* Replaced: the old block leaves (unread warm: wasted). */
-		ent_retire(bc, e);
+		bcache_ent_retire(bc, e);
 	}
 	e->state = ENT_WRITING;
 	e->seq = ++bc->seq;
 	e->doomed = false;
-	if (!room_make(bc, budget, charge, victims)) {
+	if (!bcache_room_make(bc, budget, charge, victims)) {
 		if (fresh) {
-			map_remove(bc, e);
+			bcache_map_remove(bc, e);
 			free(e);
 		} else {
 			/* DYING already: its old file goes with the victims. */
@@ -604,7 +310,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	char rel[BCACHE_NAME_MAX + 4];
 	size_t hlen = bcache_hdr_len(id);
 	uint64_t charge = bcache_charge(hlen + len);
-	uint64_t budget = budget_now(bc);
+	uint64_t budget = bcache_budget_now(bc);
 	bcache_hash_id(id, &h);
 	bcache_name_format(&h, blk, rel);
 
@@ -618,15 +324,15 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	else if (charge > budget)
 		rc = -ENOSPC;
 	if (!rc) {
-		e = map_find(bc, &h, blk);
+		e = bcache_map_find(bc, &h, blk);
 		bool fresh = !e;
 		if (e && e->state != ENT_READY)
 			rc = -EBUSY;          /* being written or removed */
-		else if (fresh && !(e = ent_new(&h, blk)))
+		else if (fresh && !(e = bcache_ent_new(&h, blk)))
 			rc = -ENOMEM;
 		else {
 			if (fresh)
-				map_insert(bc, e);
+				bcache_map_insert(bc, e);
 			if (!put_reserve(bc, e, fresh, budget, charge, &victims))
 				rc = -ENOSPC;
 		}
@@ -634,7 +340,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	if (rc)
 		bc->c.put_skipped++;
 	mod_unlock(&bc->mu);
-	victims_reap(bc, victims);
+	bcache_victims_reap(bc, victims);
 	if (rc)
 		return rc;
 
@@ -663,11 +369,11 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		if (rc)
 			write_error_log(bc, rel, rc);
 		e->vnext = NULL;
-		victims_reap(bc, e);
+		bcache_victims_reap(bc, e);
 		return rc;
 	}
 	e->state = ENT_READY;
-	lru_push(bc, e, SEG_PROBATION);
+	bcache_lru_push(bc, e, SEG_PROBATION);
 	bc->n_ready++;
 	if (flags & BCACHE_WARM) {
 		e->warm = true;
@@ -679,77 +385,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 	return 0;
 }
 
-void bcache_trim(struct bcache *bc)
-{
-	struct ent *victims = NULL;
-	uint64_t budget = budget_now(bc);
-	mod_lock(&bc->mu);
-	room_make(bc, budget, 0, &victims);
-	protected_cap(bc, budget);
-	mod_unlock(&bc->mu);
-	victims_reap(bc, victims);
-}
-
 /* ---- drops ------------------------------------------------------------ */
-
-/* Release every block of one object version. */
-static void drop_run(struct bcache *bc, const struct drop_req *r)
-{
-	for (uint64_t blk = 0; blk < r->nblk; blk++) {
-		struct ent *gone = NULL;
-		mod_lock(&bc->mu);
-		struct ent *e = map_find(bc, &r->h, blk);
-		bool unl = bc->loading || bc->unlisted;   /* a file the map may not know */
-		if (e && e->state == ENT_READY) {
-			ent_retire(bc, e);
-			bc->c.dropped++;
-			gone = e;
-			unl = true;
-		} else if (e && e->state == ENT_WRITING) {
-			e->doomed = true;
-			bc->c.dropped++;
-			unl = true;
-		} else if (e) {
-			unl = false;             /* DYING: its remover unlinks */
-		}
-		mod_unlock(&bc->mu);
-		if (!unl)
-			continue;
-		char path[PATH_MAX];
-		path_of(bc, &r->h, blk, path, sizeof path);
-		if (!unlink(path) && !e) {
-			mod_lock(&bc->mu);
-			bc->c.dropped++;
-			mod_unlock(&bc->mu);
-		}
-		if (gone) {
-			mod_lock(&bc->mu);
-			map_remove(bc, gone);
-			mod_unlock(&bc->mu);
-			free(gone);
-		}
-	}
-}
-
-static void *drop_main(void *arg)
-{
-	struct bcache *bc = arg;
-	mod_lock(&bc->mu);
-	for (;;) {
-		while (!bc->d_len && !bc->stopping)
-			pthread_cond_wait(&bc->drop_cv, &bc->mu);
-		if (!bc->d_len)
-			break;               /* stopping, queue drained */
-		struct drop_req r = bc->drops[bc->d_head];
-		bc->d_head = (bc->d_head + 1) % DROP_QUEUE;
-		bc->d_len--;
-		mod_unlock(&bc->mu);
-		drop_run(bc, &r);
-		mod_lock(&bc->mu);
-	}
-	mod_unlock(&bc->mu);
-	return NULL;
-}
 
 void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size)
 {
@@ -771,94 +407,6 @@ void bcache_drop(struct bcache *bc, const struct bcache_id *id, uint64_t size)
 }
 
 /* ---- start-up --------------------------------------------------------- */
-
-/* Insert listed blocks (oldest first: the newest end at the recent end of
- * probation), evicting when the budget or the entry cap is reached. */
-static int list_insert(struct bcache *bc, const struct bcache_found *f,
-		       size_t n, uint64_t budget)
-{
-	int rc = 0;
-	for (size_t i = 0; i < n; i += LIST_BATCH) {
-		struct ent *victims = NULL;
-		size_t end = n - i < LIST_BATCH ? n : i + LIST_BATCH;
-		mod_lock(&bc->mu);
-		for (size_t j = i; j < end; j++) {
-			if (map_find(bc, &f[j].h, f[j].blk))
-				continue;    /* learnt by a read meanwhile */
-			uint64_t charge = bcache_charge(f[j].size);
-			struct ent *e = ent_new(&f[j].h, f[j].blk);
-			if (!e) {
-				rc = -ENOMEM;
-				break;
-			}
-			if (!room_make(bc, budget, charge, &victims)) {
-				/* Larger than the whole budget: remove it. */
-				e->state = ENT_DYING;
-				map_insert(bc, e);
-				e->vnext = victims;
-				victims = e;
-				continue;
-			}
-			e->charge = charge;
-			e->seq = ++bc->seq;
-			e->state = ENT_READY;
-			map_insert(bc, e);
-			lru_push(bc, e, SEG_PROBATION);
-			bc->used += charge;
-			bc->n_ready++;
-		}
-		mod_unlock(&bc->mu);
-		victims_reap(bc, victims);
-		if (rc)
-			break;
-	}
-	return rc;
-}
-
-static void *list_main(void *arg)
-{
-	struct bcache *bc = arg;
-	struct bcache_found *f = NULL;
-	size_t n = 0, tmp = 0;
-	double t0 = 0;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	t0 = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-	unsigned dirs_failed = 0;
-	char failed[PATH_MAX + 64] = "";
-	int rc = bcache_dir_list(bc->dir, &bc->stop, &f, &n, &tmp, &dirs_failed,
-				 failed, sizeof failed);
-	if (rc && rc != -ECANCELED)
-		log_error("bcache: cannot list %s: %s; the burst buffer stores "
-			  "nothing more until the gateway restarts (what it holds "
-			  "is unknown, so its budget could not be kept); blocks "
-			  "there are still read", bc->dir, strerror(-rc));
-	if (dirs_failed)
-		log_warn("bcache: %u of the 256 subdirectories of %s could not be "
-			 "listed (%s): the blocks in them are neither used nor "
-			 "counted in the budget", dirs_failed, bc->dir, failed);
-	if (!rc && list_insert(bc, f, n, budget_now(bc)) != 0) {
-		log_error("bcache: out of memory while learning %s; the burst "
-			  "buffer stores nothing more until the gateway restarts",
-			  bc->dir);
-		rc = -ENOMEM;
-	}
-	free(f);
-	mod_lock(&bc->mu);
-	bc->loading = false;
-	bc->unlisted = rc && rc != -ECANCELED;
-	uint64_t blocks = bc->n_ready, used = bc->used;
-	mod_unlock(&bc->mu);
-	if (!rc) {
-		bcache_trim(bc);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		log_info("bcache: %s: %" PRIu64 " blocks (%" PRIu64 " bytes) "
-			 "listed in %.3f s, %zu temporary files removed",
-			 bc->dir, blocks, used,
-			 (double)ts.tv_sec + ts.tv_nsec / 1e9 - t0, tmp);
-	}
-	return NULL;
-}
 
 static int conf_check(const struct bcache_conf *conf, char *err, size_t errlen)
 {
@@ -919,12 +467,12 @@ int bcache_open(const struct bcache_conf *conf, struct bcache **out,
 		goto fail_mem;
 	pthread_mutex_init(&bc->mu, NULL);
 	pthread_cond_init(&bc->drop_cv, NULL);
-	rc = -pthread_create(&bc->drop_thr, NULL, drop_main, bc);
+	rc = -pthread_create(&bc->drop_thr, NULL, bcache_drop_main, bc);
 	if (rc) {
 		snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
 		goto fail_lock;
 	}
-	rc = -pthread_create(&bc->list_thr, NULL, list_main, bc);
+	rc = -pthread_create(&bc->list_thr, NULL, bcache_list_main, bc);
 	if (rc) {
 		snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
 		mod_lock(&bc->mu);

@@ -1,27 +1,61 @@
 /*
- * bcache_int.h — private to the block cache (bcache.c: the table, the LRU
- * lists, the threads; bcache_disk.c: checksums, names, the block file
- * format, the start-up listing). Tests include it for the CRC and the
- * name hash.
+ * bcache_int.h — private to the block cache (bcache.h), shared by its
+ * files. Tests include it for the CRC and the name hash.
  *
- * Block file (little-endian):
+ * Layers, top first; each file calls only those below it:
+ *   bcache.c          the cache's calls: open and close, reads,
+ *                     admission, puts, drop requests, counters
+ *   bcache_list.c,    the start-up listing thread; the drop thread, which
+ *   bcache_drops.c    serves the drop queue
+ *   bcache_lru.c      the segmented LRU, the budget and eviction
+ *                     (bcache_trim), the victims' reaping
+ *   bcache_map.c      the block table: a hash map of entries
+ *   bcache_disk.c     checksums, names, the block file format, the
+ *                     listing of DIR (no lock, no struct bcache)
+ *
+ * An entry (struct ent) is in one of three states, changed under bc->mu:
+ *   READY    its file is on disk; it is on one LRU list (probation or
+ *            protected) and its charge is in bc->used;
+ *   WRITING  a put reserved its charge (in bc->used) and writes the file
+ *            with no lock held; on no list, so never chosen for eviction;
+ *            a second put of the block is skipped; a drop marks it doomed
+ *            and the put removes the file once written;
+ *   DYING    chosen for removal (evicted, dropped, failed its check): its
+ *            charge is already out of bc->used, on no list; whoever made
+ *            it DYING unlinks the file with no lock held, then takes it
+ *            out of the map and frees it. A put of a DYING block is skipped.
+ * Invariants (under mu): used = sum of the charges of READY and WRITING
+ * entries; seg[s].bytes = sum over READY entries of segment s; n_ready
+ * counts READY entries; nents every entry in the map (at most ENTRIES_MAX
+ * plus the puts in flight). When nothing runs, the READY entries are
+ * exactly the block files on disk (drops of blocks the listing had not
+ * reached yet may leave an entry without a file: its first read removes it).
+ *
+ * Locks: bc->mu, a leaf, protects the table, the LRU lists, the budget and
+ * the drop queue; no disk I/O under it, and conf.staged() is called with
+ * no lock held (bcache_budget_now). The process-wide order is in
+ * docs/design.md "Lock order".
+ *
+ * Block file (little-endian), bcache_disk.c:
  *   0  magic "FBC1"      4  u16 version (1)    6  u16 header length (H)
  *   8  u64 block offset  16 u32 data length    20 u32 CRC-32C of the data
  *   24 u16 bucket len    26 u16 key len        28 u16 ETag len  30 u16 0
  *   32 u32 CRC-32C of bytes [0, H) with this field zero   36 u32 0
  *   40 bucket, key, ETag (no NULs)   H: the data
- * Nothing here takes a lock; the functions touch only their arguments and
+ * The disk functions take no lock; they touch only their arguments and
  * the disk (the CRC tables are built once, under pthread_once).
  */
 #ifndef FACETFS_SYNC_BCACHE_INT_H
 #define FACETFS_SYNC_BCACHE_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
+#include "common/stats.h"
 #include "sync/bcache.h"
 
 #define BCACHE_MAGIC       0x31434246u   /* "FBC1" read as little-endian */
@@ -92,5 +126,128 @@ struct bcache_found {
 int bcache_dir_list(const char *dir, atomic_bool *stop,
 		    struct bcache_found **out, size_t *n, size_t *tmp_removed,
 		    unsigned *dirs_failed, char *failed, size_t failed_len);
+
+/* ---- the table (bcache_map.c, bcache_lru.c) ----------------------------- */
+
+/* Entries the map holds at most (about 80 bytes each: 320 MiB at the cap).
+ * A budget allows at most max_bytes / 4 KiB anyway. */
+#define ENTRIES_MAX   (1u << 22)
+#define BUCKETS_FIRST 1024u
+#define DROP_QUEUE    4096u          /* drop requests waiting at most */
+
+enum ent_state { ENT_READY, ENT_WRITING, ENT_DYING };
+enum { SEG_PROBATION, SEG_PROTECTED, SEG_N };
+
+struct ent {
+	struct bcache_hash h;
+	uint64_t blk;
+	struct ent *hnext;           /* hash chain */
+	struct ent *prev, *next;     /* LRU list (READY): prev is more recent */
+	struct ent *vnext;           /* list of victims (DYING) */
+	uint64_t charge;
+	uint64_t seq;                /* new at every (re)write */
+	uint8_t state, seg;
+	bool warm;                   /* put by warm-on-arrival, unread */
+	bool doomed;                 /* WRITING, dropped meanwhile */
+};
+
+struct lru {
+	struct ent *head, *tail;     /* head: most recently used */
+	uint64_t bytes;
+};
+
+/* A request to drop the blocks of one version: queued by bcache_drop
+ * (bcache.c), served by the drop thread (bcache_drops.c). */
+struct drop_req {
+	struct bcache_hash h;
+	uint64_t nblk;
+};
+
+/* The burst buffer's counters (common/stats.h): blocks read from it, and
+ * blocks a read wanted that it did not hold (the reader counts its window
+ * hits and misses under the same names when there is no burst buffer);
+ * what the admission rule did: blocks reads stored, blocks cold readers
+ * fetched and did not store, opens found cold. */
+struct bcache_stats {
+	stats_counter hits, misses;
+	stats_counter admitted, not_admitted, cold_opens;
+};
+
+struct bcache {
+	char *dir;
+	uint32_t block_size;
+	uint64_t max_bytes;
+	uint64_t (*staged)(void *ctx);
+	void *staged_ctx;
+	void (*dir_made)(void *ctx);
+	uint64_t cold_min;           /* bcache_admit: see bcache.h */
+	struct bcache_stats ctr;
+	struct stats_group grp;      /* ctr, registered with conf.st */
+	int lock_fd;                 /* DIR/lock, flock'ed */
+	pthread_t list_thr, drop_thr;
+	atomic_bool stop;            /* close: the listing gives up */
+	atomic_uint_fast64_t tmp_seq;
+	atomic_uint_fast64_t logged; /* errnos of write errors logged (bits) */
+
+	pthread_mutex_t mu;          /* protects everything below */
+	pthread_cond_t drop_cv;      /* drop queue not empty, or stopping */
+	struct ent **buckets;
+	size_t nbuckets, nents;
+	struct lru seg[SEG_N];
+	uint64_t used, n_ready, seq;
+	bool loading, stopping;
+	bool unlisted;               /* the listing failed: DIR's contents are
+				      * unknown, so no put (the budget could
+				      * not be kept); reads look on disk */
+	struct bcache_counters c;    /* the event counters */
+	struct bcache_hash *seen;    /* BCACHE_SEEN slots: versions opened
+				      * (bcache_admit); all zero: empty */
+	struct drop_req drops[DROP_QUEUE];
+	size_t d_head, d_len;
+};
+
+/* ---- bcache_map.c: the block table -------------------------------------- */
+
+/* The entry of block blk of h, or NULL. */
+struct ent *bcache_map_find(struct bcache *bc, const struct bcache_hash *h,
+			    uint64_t blk);
+/* Add e (grows the buckets when chains grow long); take e out. */
+void bcache_map_insert(struct bcache *bc, struct ent *e);
+void bcache_map_remove(struct bcache *bc, struct ent *e);
+/* A zeroed entry for block blk of h (in no map, no list); NULL: no memory. */
+struct ent *bcache_ent_new(const struct bcache_hash *h, uint64_t blk);
+/* The path of the file of block blk of h into path[size]. No lock. */
+void bcache_path_of(const struct bcache *bc, const struct bcache_hash *h,
+		    uint64_t blk, char *path, size_t size);
+
+/* ---- bcache_lru.c: the segmented LRU, the budget, eviction -------------- */
+
+/* Put e at the most recent end of segment seg; take it off its list. */
+void bcache_lru_push(struct bcache *bc, struct ent *e, int seg);
+void bcache_lru_unlink(struct bcache *bc, struct ent *e);
+/* A READY entry leaves the table's accounting: it becomes DYING (the
+ * caller unlinks its file, then reaps it). */
+void bcache_ent_retire(struct bcache *bc, struct ent *e);
+/* The clean budget now. Called with no lock held. */
+uint64_t bcache_budget_now(const struct bcache *bc);
+/* Evict READY entries (probation's LRU end first, then protected's) until
+ * need more bytes and one more entry fit; the victims are pushed on
+ * *victims for bcache_victims_reap(). false when not enough could be
+ * evicted. */
+bool bcache_room_make(struct bcache *bc, uint64_t budget, uint64_t need,
+		      struct ent **victims);
+/* Keep the protected segment at most 80 % of the clean budget. */
+void bcache_protected_cap(struct bcache *bc, uint64_t budget);
+/* A hit: move e to the most recent end of the protected segment. */
+void bcache_hit_promote(struct bcache *bc, struct ent *e, uint64_t budget);
+/* Unlink the victims' files (no lock held), then free them. */
+void bcache_victims_reap(struct bcache *bc, struct ent *victims);
+
+/* ---- bcache_list.c, bcache_drops.c: the threads (arg: the bcache) ------- */
+
+/* Learns the blocks on disk once, at open; then loading is false. */
+void *bcache_list_main(void *arg);
+/* Serves the drop queue until stopping and the queue is empty. */
+void *bcache_drop_main(void *arg);
 
 #endif

@@ -1,4 +1,6 @@
-/* reader.c — see reader.h.
+/* reader.c — see reader.h: a reader's open and close, and its reads
+ * (windows, pieces, the burst buffer's blocks read straight in); the
+ * files below it are listed in reader_int.h.
  *
  * DESIGN: a reader holds up to RA_SLOTS chunks, each one range of the
  * object [off, off+len) in one of four states:
@@ -14,16 +16,17 @@
  * itself (a `sync` chunk: 256 KiB doubling to 8 MiB while reads are
  * sequential, else the read rounded up to 64 KiB), at most SYNC_KEEP of
  * them kept, least recently used replaced. Read-ahead (`ahead` chunks,
- * ra_fill) starts after RA_AFTER bytes read in sequence: ranges of ra_chunk
- * bytes from ra_end on, each on a detached helper thread, while fewer than
- * ra.streams are in flight, the bytes ahead of the reader are under ra_win,
- * the reader holds under ra.max_bytes of them and the pool grants them.
- * The first read from each new ahead chunk doubles ra_chunk (2 → 8 MiB)
- * and ra_win (4 MiB → ra.max_bytes), as mountpoint-s3 grows its window. A
- * read that is not sequential (ra_stop) frees the ahead chunks that
- * landed, orphans those in flight (their helper frees them on landing) and
- * starts over. Chunks more than TRIM_BEHIND behind a sequential reader are
- * freed. reader_close() orphans what is in flight and waits for the helpers.
+ * reader_ahead.c) starts after RA_AFTER bytes read in sequence: ranges of
+ * ra_chunk bytes from ra_end on, each on a detached helper thread, while
+ * fewer than ra.streams are in flight, the bytes ahead of the reader are
+ * under ra_win, the reader holds under ra.max_bytes of them and the pool
+ * grants them. The first read from each new ahead chunk doubles ra_chunk
+ * (2 → 8 MiB) and ra_win (4 MiB → ra.max_bytes), as mountpoint-s3 grows
+ * its window. A read that is not sequential (reader_ra_stop) frees the
+ * ahead chunks that landed, orphans those in flight (their helper frees
+ * them on landing) and starts over. Chunks more than TRIM_BEHIND behind a
+ * sequential reader are freed. reader_close() orphans what is in flight
+ * and waits for the helpers.
  *
  * A chunk's bytes live in a struct reader_buf with a count of references: the
  * chunk holds one, and reader_read_pieces() gives one to each piece it
@@ -42,7 +45,6 @@
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/stats.h"
-#include "common/s3.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -51,77 +53,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define WIN_MIN      (256u * 1024)
-#define WIN_MAX      (8u * 1024 * 1024)
-#define RAND_UNIT    (64u * 1024)
-#define SEQ_SLACK    (2u * 1024 * 1024)  /* reads this far ahead are sequential */
-#define SEQ_BEHIND   (8u * 1024 * 1024)  /* and this far behind (seq_near) */
-#define RA_AFTER     (1u * 1024 * 1024)  /* read in sequence before read-ahead */
-#define RA_CHUNK_MIN (2u * 1024 * 1024)
-#define RA_CHUNK_MAX (8u * 1024 * 1024)
-#define RA_WIN_MIN   (4u * 1024 * 1024)
-/* Kept behind a sequential read: a read the kernel sent earlier that a
- * thread takes late (seq_near) finds its bytes still here. With 1 MiB a
- * read 3 MiB late fetched its 1 MiB again (test_reader, out of order). */
-#define TRIM_BEHIND  (4u * 1024 * 1024)
-/* A sequential reader served by the burst buffer has the kernel read its
- * next blocks' files this many blocks ahead (bcache_prefetch). */
-#define PF_BLOCKS    8u
-#define SYNC_KEEP    4u
-#define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
-/* ---------- the reader ---------- */
-
-enum ch_state { CH_FREE, CH_FETCHING, CH_READY, CH_FAILED };
-
-struct chunk {
-	enum ch_state state;
-	bool ahead;              /* fetched ahead (charged to ra_held, the pool) */
-	bool used;               /* a read took bytes from it */
-	bool orphan;             /* FETCHING but no longer wanted */
-	uint64_t off;
-	size_t len, got;
-	struct reader_buf *rb;         /* its bytes; NULL until the fetch allocates */
-	size_t kept;             /* bytes charged to the pool's kept (a
-				  * window kept between reads) */
-	uint64_t tick;           /* last use */
-};
-
-struct reader {
-	struct s3 *s3;
-	struct reader_counters *ctr; /* NULL: not counted */
-	struct bcache *bc;       /* NULL: no burst buffer (or no ETag) */
-	struct pins *pins;       /* holds this version while bc is set */
-	struct reader_pool *pool;
-	struct reader_ra_conf ra;
-	uint32_t bs;             /* the burst buffer's block size */
-	bool store;              /* bc stores what it fetches (bcache_admit);
-				  * false: a cold stream, whose windows need
-				  * not be whole blocks */
-	char *bucket, *key;
-	char etag[72];
-	uint64_t size;
-
-	pthread_mutex_t lock;    /* protects everything below */
-	pthread_cond_t cv;       /* a chunk landed; a helper ended */
-	struct chunk ch[RA_SLOTS];
-	uint64_t tick;
-	unsigned helpers;        /* helper threads running */
-	bool closing;
-	uint64_t next_seq_off;   /* the end of the furthest read begun (seq_near) */
-	uint64_t seq_run;        /* bytes read in sequence */
-	size_t seq_win;          /* the next sequential window read itself */
-	uint64_t ra_end;         /* the next range ahead starts here */
-	size_t ra_chunk;         /* its size */
-	uint64_t ra_win;         /* bytes to keep ahead of the reader */
-	uint64_t ra_held;        /* bytes of ahead chunks held */
-	uint64_t pf_end;         /* blocks before this one were prefetched */
-	unsigned ra_flight;      /* ahead GETs in flight */
-};
-
-/* Bump counter field of r's counters by n (none when r has none). */
-#define R_COUNT(r, field, n) \
-	do { if ((r)->ctr) stats_add(&(r)->ctr->field, (n)); } while (0)
 
 static const struct stats_def reader_stats[] = {
 	STATS_COUNTER(struct reader_counters, hits, "cache", "hits"),
@@ -142,21 +73,6 @@ void reader_counters_init(struct reader_counters *c, struct stats *st)
 void reader_counters_release(struct reader_counters *c)
 {
 	stats_group_remove(&c->grp);
-}
-
-static size_t min_sz(size_t a, size_t b)
-{
-	return a < b ? a : b;
-}
-
-static void ra_reset(struct reader *r)
-{
-	r->ra_end = 0;
-	r->ra_chunk = (size_t)(RA_CHUNK_MIN < r->ra.max_bytes ? RA_CHUNK_MIN : r->ra.max_bytes);
-	r->ra_win = RA_WIN_MIN < r->ra.max_bytes ? RA_WIN_MIN : r->ra.max_bytes;
-	r->seq_win = WIN_MIN;
-	r->seq_run = 0;
-	r->pf_end = 0;
 }
 
 int reader_open(const struct reader_src *src, const char *bucket,
@@ -194,7 +110,7 @@ int reader_open(const struct reader_src *src, const char *bucket,
 		r->store = bcache_admit(src->bc, &id, size);
 	}
 	r->size = size;
-	ra_reset(r);
+	reader_ra_reset(r);
 	*out = r;
 	return 0;
 }
@@ -202,20 +118,6 @@ int reader_open(const struct reader_src *src, const char *bucket,
 bool reader_cold(const struct reader *r)
 {
 	return r->bc && !r->store;
-}
-
-/* Free a chunk that no helper fetches (its slot becomes FREE). */
-static void chunk_free(struct reader *r, struct chunk *c)
-{
-	if (c->ahead) {
-		if (c->state == CH_READY && !c->used)
-			R_COUNT(r, ra_wasted, c->got);
-		reader_pool_release(r->pool, c->len);
-		r->ra_held -= c->len;
-	}
-	reader_pool_unkeep(r->pool, c->kept);
-	reader_rbuf_put(c->rb);
-	*c = (struct chunk){ .state = CH_FREE };
 }
 
 void reader_close(struct reader *r)
@@ -231,7 +133,7 @@ void reader_close(struct reader *r)
 		pthread_cond_wait(&r->cv, &r->lock);
 	for (unsigned i = 0; i < RA_SLOTS; i++)
 		if (r->ch[i].state != CH_FREE)
-			chunk_free(r, &r->ch[i]);
+			reader_chunk_free(r, &r->ch[i]);
 	mod_unlock(&r->lock);
 	if (r->pins) {
 		const struct bcache_id id = { r->bucket, r->key, r->etag };
@@ -242,280 +144,6 @@ void reader_close(struct reader *r)
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
-}
-
-/* The chunk holding byte at: a READY one with it, else one FETCHING or
- * FAILED whose range has it; NULL: none. Caller holds the lock. */
-static struct chunk *chunk_find(struct reader *r, uint64_t at)
-{
-	struct chunk *f = NULL;
-	for (unsigned i = 0; i < RA_SLOTS; i++) {
-		struct chunk *c = &r->ch[i];
-		if (c->state == CH_FREE || c->orphan)
-			continue;
-		if (c->state == CH_READY) {
-			if (at >= c->off && at < c->off + c->got)
-				return c;
-		} else if (!f && at >= c->off && at < c->off + c->len) {
-			f = c;
-		}
-	}
-	return f;
-}
-
-/* Where the first chunk starting after at begins (the object's size if
- * none): a window fetched at at stops there. Caller holds the lock. */
-static uint64_t chunk_next(struct reader *r, uint64_t at)
-{
-	uint64_t n = r->size;
-	for (unsigned i = 0; i < RA_SLOTS; i++) {
-		const struct chunk *c = &r->ch[i];
-		if (c->state != CH_FREE && !c->orphan && c->off > at && c->off < n)
-			n = c->off;
-	}
-	return n;
-}
-
-/* A slot for a new chunk: a free one, else (or, for a sync chunk, when
- * SYNC_KEEP sync chunks are held) the least recently used sync chunk that
- * landed; NULL when every slot is busy. Caller holds the lock. */
-static struct chunk *chunk_slot(struct reader *r, bool ahead)
-{
-	struct chunk *free_c = NULL, *old = NULL;
-	unsigned held = 0;
-	for (unsigned i = 0; i < RA_SLOTS; i++) {
-		struct chunk *c = &r->ch[i];
-		if (c->state == CH_FREE) {
-			if (!free_c)
-				free_c = c;
-		} else if (!c->ahead && c->state == CH_READY) {
-			held++;
-			if (!old || c->tick < old->tick)
-				old = c;
-		}
-	}
-	if ((ahead || held < SYNC_KEEP) && free_c)
-		return free_c;
-	if (old) {
-		chunk_free(r, old);
-		return old;
-	}
-	return free_c;
-}
-
-/* [at, at+want) from the burst buffer where it has the blocks, the rest
- * with GETs (the missing blocks in a row in one), stored in it as they
- * arrive when the reader stores (whole blocks only: a cold reader's
- * window need not start on one). *got: the bytes from at on that are
- * there; a GET that fails after blocks were found gives those (the
- * caller asks again for the rest and gets the error then). */
-static int fetch_blocks(struct reader *r, uint64_t at, size_t want, char *nb,
-			size_t *got)
-{
-	const struct bcache_id id = { r->bucket, r->key, r->etag };
-	size_t done = 0;
-	int rc = 0;
-	while (done < want) {
-		uint64_t pos = at + done;
-		uint32_t boff = (uint32_t)(pos % r->bs);
-		size_t blen = min_sz(r->bs - boff, want - done);   /* to the block's end */
-		if (bcache_read(r->bc, &id, pos / r->bs, nb + done, blen, boff) ==
-		    (ssize_t)blen) {
-			done += blen;
-			continue;
-		}
-		size_t run = blen;   /* the missing blocks from here: one GET */
-		while (done + run < want && !bcache_has(r->bc, &id, (pos + run) / r->bs))
-			run += min_sz(r->bs, want - done - run);
-		size_t g = 0;
-		if ((rc = s3_get(r->s3, r->bucket, r->key, pos, run, r->etag,
-				 nb + done, &g)) < 0)
-			break;
-		if (g && !r->store) {
-			bcache_not_admitted(r->bc, (pos + g - 1) / r->bs - pos / r->bs + 1);
-		} else if (g) {
-			/* The whole blocks among [pos, pos + g). */
-			uint64_t b = (pos + r->bs - 1) / r->bs * r->bs;
-			for (; b < pos + g; b += r->bs) {
-				size_t l = (size_t)(r->size - b < r->bs ? r->size - b : r->bs);
-				if (b + l > pos + g)
-					break;
-				bcache_put(r->bc, &id, b / r->bs, nb + done + (b - pos), l, 0);
-			}
-		}
-		done += g;
-		if (g < run)
-			break;           /* the object is shorter than the index said */
-	}
-	*got = done;
-	return done ? 0 : rc;
-}
-
-/* [at, at+want) into *rb (taken from the pool when NULL); *got bytes
- * arrived. The buffer is the caller's in every case. No lock held. */
-static int fetch(struct reader *r, uint64_t at, size_t want, struct reader_buf **rb,
-		 size_t *got)
-{
-	*got = 0;
-	if (!*rb && !(*rb = reader_rbuf_get(r->pool, want)))
-		return -ENOMEM;
-	return r->bc ? fetch_blocks(r, at, want, (*rb)->data, got)
-		     : s3_get(r->s3, r->bucket, r->key, at, want,
-			      r->etag[0] ? r->etag : NULL, (*rb)->data, got);
-}
-
-/* With a burst buffer that stores what the reader fetches, a window is
- * whole blocks: [*at, +*want) grown to block boundaries (the object's end
- * for the last one). A cold reader's stays as asked: a 64 KiB random read
- * fetches 64 KiB, not a block. */
-static void align_blocks(const struct reader *r, uint64_t *at, size_t *want)
-{
-	if (!r->bc || !r->store)
-		return;
-	uint64_t start = *at / r->bs * r->bs;
-	uint64_t end = (*at + *want + r->bs - 1) / r->bs * r->bs;
-	if (end > r->size)
-		end = r->size;
-	*at = start;
-	*want = (size_t)(end - start);
-}
-
-/* ---------- read-ahead ---------- */
-
-struct ra_job {
-	struct reader *r;
-	struct chunk *c;
-};
-
-static void *ra_main(void *arg)
-{
-	struct ra_job *j = arg;
-	struct reader *r = j->r;
-	struct chunk *c = j->c;
-	free(j);
-	mod_lock(&r->lock);
-	uint64_t at = c->off;        /* fixed while FETCHING */
-	size_t want = c->len;
-	mod_unlock(&r->lock);
-
-	struct reader_buf *rb = NULL;
-	size_t got;
-	int rc = fetch(r, at, want, &rb, &got);
-
-	mod_lock(&r->lock);
-	reader_pool_landed(r->pool);
-	r->ra_flight--;
-	if (rc == 0) {
-		R_COUNT(r, ra_ranges, 1);
-		R_COUNT(r, ra_bytes, got);
-	}
-	c->rb = rb;
-	if (c->orphan || r->closing) {
-		R_COUNT(r, ra_wasted, got);
-		c->state = CH_FAILED;   /* counted: chunk_free counts nothing more */
-		chunk_free(r, c);
-	} else if (rc < 0) {
-		c->state = CH_FAILED;   /* the read that gets there fetches it again */
-	} else {
-		c->got = got;
-		c->state = CH_READY;
-	}
-	r->helpers--;
-	pthread_cond_broadcast(&r->cv);
-	mod_unlock(&r->lock);   /* r may be freed from here on */
-	return NULL;
-}
-
-/* A read that is not sequential: drop what was fetched ahead and start
- * over. Caller holds the lock. */
-static void ra_stop(struct reader *r)
-{
-	for (unsigned i = 0; i < RA_SLOTS; i++) {
-		struct chunk *c = &r->ch[i];
-		if (!c->ahead || c->state == CH_FREE)
-			continue;
-		if (c->state == CH_FETCHING)
-			c->orphan = true;
-		else
-			chunk_free(r, c);
-	}
-	ra_reset(r);
-}
-
-/* The reader took its first bytes from an ahead chunk: widen. */
-static void ra_grow(struct reader *r)
-{
-	if (r->ra_chunk < RA_CHUNK_MAX && r->ra_chunk * 2 <= r->ra.max_bytes)
-		r->ra_chunk *= 2;
-	r->ra_win *= 2;
-	if (r->ra_win > r->ra.max_bytes)
-		r->ra_win = r->ra.max_bytes;
-}
-
-/* Start ranges ahead of pos, a sequential reader's position, within the
- * bounds. Caller holds the lock. */
-static void ra_fill(struct reader *r, uint64_t pos)
-{
-	if (r->closing || !r->ra.streams || r->seq_run < RA_AFTER || pos >= r->size)
-		return;
-	if (r->ra_end < pos) {       /* (re)start after what covers pos */
-		uint64_t e = pos;
-		const struct chunk *c;
-		while (e < r->size && (c = chunk_find(r, e)))
-			e = c->off + (c->state == CH_READY ? c->got : c->len);
-		if (r->bc && r->store)
-			e = e / r->bs * r->bs;
-		r->ra_end = e;
-	}
-	while (r->ra_end < r->size && r->ra_flight < r->ra.streams &&
-	       r->ra_end - pos < r->ra_win) {
-		uint64_t from = r->ra_end;
-		size_t want = (size_t)(r->size - from < r->ra_chunk ? r->size - from : r->ra_chunk);
-		align_blocks(r, &from, &want);
-		if (r->ra_held + want > r->ra.max_bytes)
-			break;
-		struct chunk *c = chunk_slot(r, true);
-		if (!c)
-			break;
-		if (!reader_pool_take(r->pool, want)) {
-			R_COUNT(r, ra_throttled, 1);
-			break;
-		}
-		struct ra_job *j = malloc(sizeof *j);
-		*c = (struct chunk){ .state = CH_FETCHING, .ahead = true, .off = from,
-				     .len = want, .tick = ++r->tick };
-		r->ra_held += want;
-		r->ra_flight++;
-		r->helpers++;
-		pthread_attr_t a;
-		pthread_t t;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		bool started = j && (*j = (struct ra_job){ r, c },
-				     pthread_create(&t, &a, ra_main, j) == 0);
-		pthread_attr_destroy(&a);
-		if (!started) {      /* no helper: reads fetch for themselves */
-			free(j);
-			reader_pool_landed(r->pool);
-			r->ra_flight--;
-			r->helpers--;
-			c->state = CH_FAILED;
-			chunk_free(r, c);
-			break;
-		}
-		r->ra_end = from + want;
-	}
-}
-
-/* Free what a sequential reader at pos left TRIM_BEHIND behind. */
-static void chunks_trim(struct reader *r, uint64_t pos)
-{
-	for (unsigned i = 0; i < RA_SLOTS; i++) {
-		struct chunk *c = &r->ch[i];
-		if ((c->state == CH_READY || c->state == CH_FAILED) &&
-		    c->off + c->len + TRIM_BEHIND <= pos)
-			chunk_free(r, c);
-	}
 }
 
 /* ---------- reads ---------- */
@@ -540,7 +168,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 {
 	size_t want = (need + RAND_UNIT - 1) / RAND_UNIT * RAND_UNIT;
 	size_t win_was = r->seq_win;
-	struct chunk *c = chunk_slot(r, false);
+	struct chunk *c = reader_chunk_slot(r, false);
 	if (c && sequential) {
 		want = r->seq_win;
 		if (r->seq_win < WIN_MAX)
@@ -548,11 +176,11 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	}
 	if (want < need)
 		want = need;
-	uint64_t stop = chunk_next(r, at);   /* never fetch what a chunk has */
+	uint64_t stop = reader_chunk_next(r, at);   /* never fetch what a chunk has */
 	if (want > stop - at)
 		want = (size_t)(stop - at);
 	uint64_t from = at;
-	align_blocks(r, &from, &want);
+	reader_align_blocks(r, &from, &want);
 	if (c) {
 		*c = (struct chunk){ .state = CH_FREE };
 		if (!reader_pool_keep(r->pool, want)) {
@@ -565,7 +193,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 			if (want > stop - at)
 				want = (size_t)(stop - at);
 			from = at;
-			align_blocks(r, &from, &want);
+			reader_align_blocks(r, &from, &want);
 		} else {
 			c->kept = want;
 		}
@@ -580,7 +208,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 	mod_unlock(&r->lock);
 	struct reader_buf *rb = NULL;
 	size_t got;
-	int rc = fetch(r, from, want, &rb, &got);
+	int rc = reader_fetch(r, from, want, &rb, &got);
 	mod_lock(&r->lock);
 	pthread_cond_broadcast(&r->cv);
 	c->rb = rb;
@@ -588,7 +216,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		if (c == tmp)
 			reader_rbuf_put(rb);
 		else
-			chunk_free(r, c);
+			reader_chunk_free(r, c);
 		return rc < 0 ? rc : 0;
 	}
 	c->got = got;
@@ -731,11 +359,11 @@ static ssize_t read_to(struct reader *r, struct sink *s, size_t len, uint64_t of
 	mod_lock(&r->lock);
 	bool sequential = seq_near(r, off);
 	if (!sequential)
-		ra_stop(r);
+		reader_ra_stop(r);
 	else if (off + len > r->next_seq_off)
 		r->next_seq_off = off + len;   /* at once: see seq_near */
 	bool local = false;   /* all from the burst buffer, more of it ahead */
-	if (r->bc && off % r->bs == 0 && !chunk_find(r, off)) {
+	if (r->bc && off % r->bs == 0 && !reader_chunk_find(r, off)) {
 		uint64_t pf_from = 0, pf_to = 0;
 		if (sequential)
 			prefetch_range(r, off, len, &pf_from, &pf_to);
@@ -746,10 +374,10 @@ static ssize_t read_to(struct reader *r, struct sink *s, size_t len, uint64_t of
 	}
 	while (done < len) {
 		uint64_t at = off + done;
-		struct chunk *c = chunk_find(r, at);
+		struct chunk *c = reader_chunk_find(r, at);
 		struct chunk tmp;
 		if (c && c->state == CH_FAILED) {
-			chunk_free(r, c);
+			reader_chunk_free(r, c);
 			continue;
 		}
 		if (c && c->state == CH_FETCHING) {
@@ -776,7 +404,7 @@ static ssize_t read_to(struct reader *r, struct sink *s, size_t len, uint64_t of
 		if (c == &tmp)
 			continue;
 		if (c->ahead && !c->used)
-			ra_grow(r);
+			reader_ra_grow(r);
 		c->used = true;
 		c->tick = ++r->tick;
 	}
@@ -785,9 +413,9 @@ static ssize_t read_to(struct reader *r, struct sink *s, size_t len, uint64_t of
 	else if (done)
 		r->seq_run += done;
 	if (result == 0 && done == len && sequential) {
-		chunks_trim(r, off + done);
+		reader_chunks_trim(r, off + done);
 		if (!local)
-			ra_fill(r, off + done);
+			reader_ra_fill(r, off + done);
 	}
 	mod_unlock(&r->lock);
 	if (!r->bc && missed)        /* (a burst buffer counts its blocks) */

@@ -1,7 +1,16 @@
 /*
- * s3_fake_int.h — internals of the in-memory store (s3_fake.c) shared with
- * its multipart half (s3_fake_mpu.c). Not for other files. Every helper
- * below runs with f->mu held unless it says otherwise.
+ * s3_fake_int.h — internals of the in-memory store (s3_fake.h) shared by
+ * its files. Not for other files.
+ *
+ * Layers, top first; each file calls only those below it:
+ *   s3_fake.c          creation, the table of operations, free; the
+ *                      test's side (s3_fake_*)
+ *   s3_fake_ops.c,     the object operations (fake_get, ...); the
+ *   s3_fake_mpu.c      multipart operations and their test side
+ *   s3_fake_store.c    the object table and what every request shares
+ *                      (its start, key and metadata checks, writes)
+ *
+ * Every helper below runs with f->mu held unless it says otherwise.
  */
 #ifndef FACETFS_S3_FAKE_INT_H
 #define FACETFS_S3_FAKE_INT_H
@@ -54,9 +63,20 @@ static inline struct s3_fake *fake_of(struct s3 *s)
 	return (struct s3_fake *)s;
 }
 
+/* ---- s3_fake_store.c: the object table, what requests share ---------- */
+
+/* Whether bucket exists (a generated one too). */
+bool fake_bucket_has(const struct s3_fake *f, const char *bucket);
+/* Index of the first object >= (bucket, key); *found if it is that one. */
+size_t fake_find(const struct s3_fake *f, const char *bucket,
+		 const char *key, bool *found);
 /* The live object at (bucket, key) or NULL. */
 struct fake_obj *fake_live(struct s3_fake *f, const char *bucket,
 			   const char *key);
+/* What a HEAD answers of o into out (tags too when with_tags; released
+ * with obj_meta_release). 0 or -ENOMEM. */
+int  fake_head_fill(const struct fake_obj *o, struct obj_meta *out,
+		    bool with_tags);
 void fake_md5_hex(const void *buf, size_t len, char out[72]);
 /* 0, -EINVAL (empty) or -ENAMETOOLONG. No lock needed. */
 int  fake_check_key(const char *key);
@@ -78,7 +98,31 @@ int  fake_begin(struct s3_fake *f, enum s3_kind k, const char *bucket,
 void fake_hook(struct s3_fake *f, enum s3_kind k, const char *bucket,
 	       const char *key);
 
-/* s3_fake_mpu.c: the multipart operations and the release of uploads. */
+/* ---- s3_fake_ops.c: the object operations, as common/s3.h's s3_* ----- */
+
+int  fake_get(struct s3 *s, const char *bucket, const char *key,
+	      uint64_t off, size_t len, const char *if_match, void *buf,
+	      size_t *got);
+int  fake_head(struct s3 *s, const char *bucket, const char *key,
+	       struct obj_meta *out);
+int  fake_get_tagging(struct s3 *s, const char *bucket, const char *key,
+		      struct obj_kv **tags, size_t *n);
+int  fake_list_page(struct s3 *s, const char *bucket, const char *prefix,
+		    const char *token, s3_list_fn fn, void *ctx,
+		    char *next_token, size_t ntlen, bool *truncated);
+int  fake_put_file(struct s3 *s, const char *bucket, const char *key,
+		   int fd, uint64_t size, const struct obj_kv *meta,
+		   size_t n_meta, const char *content_type,
+		   const char *base, char etag_out[72]);
+int  fake_del(struct s3 *s, const char *bucket, const char *key);
+int  fake_copy(struct s3 *s, const char *bucket, const char *src_key,
+	       const char *dst_key, const struct obj_kv *meta,
+	       size_t n_meta, const struct obj_meta *src_head,
+	       char etag_out[72]);
+int  fake_bucket_check(struct s3 *s, const char *bucket);
+
+/* ---- s3_fake_mpu.c: the multipart operations, the release of uploads -- */
+
 int  fake_mpu_create(struct s3 *s, const char *bucket, const char *key,
 		     const struct obj_kv *meta, size_t n_meta,
 		     const char *content_type, char *upload_id, size_t idlen);

@@ -1,8 +1,9 @@
 /*
- * s3_int.h — internals of the S3 client shared by its files (s3.c, the
- * request engine; s3_wire.c, what goes on the wire; s3_sign.c, SigV4)
- * and its unit test. No other module includes this. Every function here is pure: no I/O, no
- * locks, no curl handles, so any thread may call them.
+ * s3_int.h — the pure internals of the S3 client (s3_wire.c, what goes on
+ * the wire; s3_sign.c, SigV4), the bottom layer of s3_req.h's list, used
+ * by the files above them and by the unit tests. No other module includes
+ * this. Every function here is pure: no I/O, no locks, no curl handles, so
+ * any thread may call them.
  */
 #ifndef FACETFS_S3_INT_H
 #define FACETFS_S3_INT_H

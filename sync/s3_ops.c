@@ -1,6 +1,7 @@
 /* s3_ops.c — one function per S3 operation (GET, HEAD, tagging, LIST,
  * PUT, DELETE, COPY, bucket check) on the request engine of s3_req.h. The
- * contracts are in s3.h. */
+ * contracts are in common/s3.h; s3_http.c's table of operations names
+ * them. */
 #include "sync/s3_http.h"
 #include "sync/s3_int.h"
 #include "sync/s3_req.h"
@@ -41,8 +42,8 @@ static int get_init(struct s3_req *r, const char *bucket, const char *key, uint6
 	return err;
 }
 
-static int http_get(struct s3 *iface, const char *bucket, const char *key, uint64_t off,
-	   size_t len, const char *if_match, void *buf, size_t *got)
+int s3_http_get(struct s3 *iface, const char *bucket, const char *key, uint64_t off,
+		size_t len, const char *if_match, void *buf, size_t *got)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	*got = 0;
@@ -72,9 +73,9 @@ out:
 }
 
 /* One GET whose body goes to fn as curl receives it (SINK_FN). */
-static int http_get_stream(struct s3 *iface, const char *bucket, const char *key,
-			   uint64_t off, uint64_t len, const char *if_match,
-			   s3_data_fn fn, void *ctx, uint64_t *got)
+int s3_http_get_stream(struct s3 *iface, const char *bucket, const char *key,
+		       uint64_t off, uint64_t len, const char *if_match,
+		       s3_data_fn fn, void *ctx, uint64_t *got)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	*got = 0;
@@ -100,8 +101,8 @@ out:
 	return err;
 }
 
-static int http_head(struct s3 *iface, const char *bucket, const char *key,
-	    struct obj_meta *out)
+int s3_http_head(struct s3 *iface, const char *bucket, const char *key,
+		 struct obj_meta *out)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	memset(out, 0, sizeof *out);
@@ -151,8 +152,8 @@ out:
 	return err;
 }
 
-static int http_get_tagging(struct s3 *iface, const char *bucket, const char *key,
-		   struct obj_kv **tags, size_t *n)
+int s3_http_get_tagging(struct s3 *iface, const char *bucket, const char *key,
+			struct obj_kv **tags, size_t *n)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	struct s3_req r;
@@ -175,9 +176,9 @@ out:
 	return err;
 }
 
-static int http_list_page(struct s3 *iface, const char *bucket, const char *prefix,
-		 const char *token, s3_list_fn fn, void *ctx,
-		 char *next_token, size_t ntlen, bool *truncated)
+int s3_http_list_page(struct s3 *iface, const char *bucket, const char *prefix,
+		      const char *token, s3_list_fn fn, void *ctx,
+		      char *next_token, size_t ntlen, bool *truncated)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	*truncated = false;
@@ -234,7 +235,7 @@ static int put_landed(struct s3_http *s, const char *bucket, const char *key,
 	struct obj_meta cur;
 	int err = req_fd_md5(fd, 0, size, md5);
 	if (!err)
-		err = http_head(&s->iface, bucket, key, &cur);
+		err = s3_http_head(&s->iface, bucket, key, &cur);
 	if (err)
 		return -ESTALE;
 	bool ours = cur.size == size && strcasecmp(cur.etag, md5) == 0;
@@ -250,9 +251,9 @@ static int put_landed(struct s3_http *s, const char *bucket, const char *key,
 
 /* PUT, with If-Match: base (sent without quotes: RGW 16 refuses a quoted
  * ETag) or, base "", If-None-Match: *; base NULL: no condition. */
-static int http_put_file(struct s3 *iface, const char *bucket, const char *key, int fd,
-		uint64_t size, const struct obj_kv *meta, size_t n_meta,
-		const char *content_type, const char *base, char etag_out[72])
+int s3_http_put_file(struct s3 *iface, const char *bucket, const char *key, int fd,
+		     uint64_t size, const struct obj_kv *meta, size_t n_meta,
+		     const char *content_type, const char *base, char etag_out[72])
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	etag_out[0] = '\0';
@@ -278,7 +279,7 @@ out:
 	return err;
 }
 
-static int http_del(struct s3 *iface, const char *bucket, const char *key)
+int s3_http_del(struct s3 *iface, const char *bucket, const char *key)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	struct s3_req r;
@@ -294,9 +295,9 @@ static int http_del(struct s3 *iface, const char *bucket, const char *key)
 	return err;
 }
 
-static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
-	    const char *dst_key, const struct obj_kv *meta, size_t n_meta,
-	    const struct obj_meta *src_head, char etag_out[72])
+int s3_http_copy(struct s3 *iface, const char *bucket, const char *src_key,
+		 const char *dst_key, const struct obj_kv *meta, size_t n_meta,
+		 const struct obj_meta *src_head, char etag_out[72])
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	etag_out[0] = '\0';
@@ -311,7 +312,7 @@ static int http_copy(struct s3 *iface, const char *bucket, const char *src_key,
 		/* REPLACE would drop the content type too: keep the source's,
 		 * and copy only the version whose content type we read (the
 		 * caller's HEAD when it has one). */
-		err = http_head(&s->iface, bucket, src_key, &src_meta);
+		err = s3_http_head(&s->iface, bucket, src_key, &src_meta);
 		src_head = &src_meta;
 	}
 	if (!err)
@@ -349,7 +350,7 @@ out:
 	return err;
 }
 
-static int http_bucket_check(struct s3 *iface, const char *bucket)
+int s3_http_bucket_check(struct s3 *iface, const char *bucket)
 {
 	struct s3_http *s = (struct s3_http *)iface;
 	struct s3_req r;
@@ -362,22 +363,3 @@ static int http_bucket_check(struct s3 *iface, const char *bucket)
 	req_release(&r);
 	return err;
 }
-
-const struct s3_ops s3_http_ops = {
-	.get = http_get,
-	.get_stream = http_get_stream,
-	.head = http_head,
-	.get_tagging = http_get_tagging,
-	.list_page = http_list_page,
-	.put_file = http_put_file,
-	.del = http_del,
-	.copy = http_copy,
-	.bucket_check = http_bucket_check,
-	.mpu_create = s3_http_mpu_create,
-	.mpu_put_part = s3_http_mpu_put_part,
-	.mpu_copy_part = s3_http_mpu_copy_part,
-	.mpu_complete = s3_http_mpu_complete,
-	.mpu_abort = s3_http_mpu_abort,
-	.mpu_list = s3_http_mpu_list,
-	.free = s3_http_free,
-};

@@ -1,14 +1,34 @@
 /*
- * s3_req.h — the request engine of the S3 client, shared by s3.c (the
- * client, its handle pool, callbacks, signing and retries) and s3_ops.c
- * (one function per S3 operation). Not for other modules: only sync/ sees
+ * s3_req.h — the internals of the real S3 client shared by its files and
+ * the fuzz target of its answers. Not for other modules: only sync/ sees
  * curl.
+ *
+ * Layers, top first; each file calls only those below it:
+ *   s3_http.c            the client: creation, table of operations, free
+ *   s3_ops.c, s3_mpu.c   one function per S3 operation; the multipart ones
+ *   s3_req.c             a request built and released; the pieces that
+ *                        operations share (metadata and copy-source
+ *                        headers, the body's ETag, a file's range sent
+ *                        with its MD5 checked)
+ *   s3_engine.c          s3_req_run: attempts, signing, retries, the
+ *                        failure's one log line
+ *   s3_callbacks.c,      curl's callbacks during an attempt; idle curl
+ *   s3_pool.c,           handles; the credentials, their replacement and
+ *   s3_creds.c           renewal
+ *   s3_wire.c,           pure (s3_int.h): wire formats, error mapping;
+ *   s3_sign.c            SigV4
  *
  * A request's life: req_init() (method, bucket, key; adds the
  * UNSIGNED-PAYLOAD header), req_header() for more headers, fill the request
  * fields the operation needs, s3_req_run() (signs, retries, maps the answer
  * to 0 or a negative errno, counts it in the stats), read the answer
  * fields, req_release().
+ *
+ * Locks, taken in s3_creds.c and s3_pool.c only (the process-wide order
+ * is in docs/design.md "Lock order"): refresh_lock, one renewal at a time,
+ * held across the refresh callback (which takes cred_lock through
+ * s3_http_set_credentials); cred_lock and the pool's lock, leaves held
+ * only to read or swap a pointer. None is held across a request.
  */
 #ifndef FACETFS_S3_REQ_H
 #define FACETFS_S3_REQ_H
@@ -43,7 +63,7 @@ struct s3_cred {
 	char *token_line;            /* "x-amz-security-token: T", or NULL */
 };
 
-/* The client's counters (common/stats.h, rows in s3.c): requests by kind
+/* The client's counters (common/stats.h, rows in s3_http.c): requests by kind
  * (s3_head: HeadObject only; GetObjectTagging is s3_get_tagging), failures
  * after retries, retries, GET body bytes. */
 struct s3_counters {
@@ -144,11 +164,59 @@ struct s3_req {
 #define S3_STAT(s, f) stats_inc(&(s)->ctr.f)
 #define S3_STAT_ADD(s, f, n) stats_add(&(s)->ctr.f, (n))
 
+/* ---- s3_ops.c: one function per operation, as common/s3.h's s3_* -------- */
+
+int  s3_http_get(struct s3 *iface, const char *bucket, const char *key,
+		 uint64_t off, size_t len, const char *if_match, void *buf,
+		 size_t *got);
+int  s3_http_get_stream(struct s3 *iface, const char *bucket, const char *key,
+			uint64_t off, uint64_t len, const char *if_match,
+			s3_data_fn fn, void *ctx, uint64_t *got);
+int  s3_http_head(struct s3 *iface, const char *bucket, const char *key,
+		  struct obj_meta *out);
+int  s3_http_get_tagging(struct s3 *iface, const char *bucket, const char *key,
+			 struct obj_kv **tags, size_t *n);
+int  s3_http_list_page(struct s3 *iface, const char *bucket, const char *prefix,
+		       const char *token, s3_list_fn fn, void *ctx,
+		       char *next_token, size_t ntlen, bool *truncated);
+int  s3_http_put_file(struct s3 *iface, const char *bucket, const char *key,
+		      int fd, uint64_t size, const struct obj_kv *meta,
+		      size_t n_meta, const char *content_type, const char *base,
+		      char etag_out[72]);
+int  s3_http_del(struct s3 *iface, const char *bucket, const char *key);
+int  s3_http_copy(struct s3 *iface, const char *bucket, const char *src_key,
+		  const char *dst_key, const struct obj_kv *meta, size_t n_meta,
+		  const struct obj_meta *src_head, char etag_out[72]);
+int  s3_http_bucket_check(struct s3 *iface, const char *bucket);
+
+/* ---- s3_mpu.c: the multipart operations, as common/s3.h's s3_mpu_* ------ */
+
+int  s3_http_mpu_create(struct s3 *iface, const char *bucket, const char *key,
+			const struct obj_kv *meta, size_t n_meta,
+			const char *content_type, char *upload_id, size_t idlen);
+int  s3_http_mpu_put_part(struct s3 *iface, const char *bucket,
+			  const char *key, const char *upload_id, unsigned part,
+			  int fd, uint64_t off, uint64_t size, char etag_out[72]);
+int  s3_http_mpu_copy_part(struct s3 *iface, const char *bucket,
+			   const char *key, const char *upload_id,
+			   unsigned part, const char *src_key,
+			   const char *src_if_match, uint64_t off,
+			   uint64_t size, char etag_out[72]);
+int  s3_http_mpu_complete(struct s3 *iface, const char *bucket,
+			  const char *key, const char *upload_id,
+			  const struct s3_part *parts, size_t n,
+			  char etag_out[72]);
+int  s3_http_mpu_abort(struct s3 *iface, const char *bucket, const char *key,
+		       const char *upload_id);
+int  s3_http_mpu_list(struct s3 *iface, const char *bucket, const char *prefix,
+		      s3_upload_fn fn, void *ctx);
+
+/* ---- s3_req.c: a request built and released, pieces operations share */
+
 int  req_header(struct s3_req *r, const char *name, const char *value);
 int  req_init(struct s3_req *r, const char *method, const char *bucket,
 	      const char *key);
 void req_release(struct s3_req *r);
-int  s3_req_run(struct s3_http *s, struct s3_req *r);
 
 /* x-amz-meta-NAME headers for meta[0..n) and Content-Type (NULL: none);
  * -EINVAL for names or values that cannot be headers. */
@@ -172,28 +240,45 @@ int  req_send_fd(struct s3_http *s, struct s3_req *r, int fd, uint64_t off,
  * 0, or -EIO when the file is shorter or unreadable. */
 int  req_fd_md5(int fd, uint64_t off, uint64_t size, char out[33]);
 
-/* The real client's table of operations (s3_ops.c) and its free (s3.c). */
-extern const struct s3_ops s3_http_ops;
-void s3_http_free(struct s3 *iface);
-/* The multipart operations (s3_mpu.c), as common/s3.h's s3_mpu_*. */
-int  s3_http_mpu_create(struct s3 *iface, const char *bucket, const char *key,
-			const struct obj_kv *meta, size_t n_meta,
-			const char *content_type, char *upload_id, size_t idlen);
-int  s3_http_mpu_put_part(struct s3 *iface, const char *bucket,
-			  const char *key, const char *upload_id, unsigned part,
-			  int fd, uint64_t off, uint64_t size, char etag_out[72]);
-int  s3_http_mpu_copy_part(struct s3 *iface, const char *bucket,
-			   const char *key, const char *upload_id,
-			   unsigned part, const char *src_key,
-			   const char *src_if_match, uint64_t off,
-			   uint64_t size, char etag_out[72]);
-int  s3_http_mpu_complete(struct s3 *iface, const char *bucket,
-			  const char *key, const char *upload_id,
-			  const struct s3_part *parts, size_t n,
-			  char etag_out[72]);
-int  s3_http_mpu_abort(struct s3 *iface, const char *bucket, const char *key,
-		       const char *upload_id);
-int  s3_http_mpu_list(struct s3 *iface, const char *bucket, const char *prefix,
-		      s3_upload_fn fn, void *ctx);
+/* ---- s3_engine.c: the request engine ---------------------------------- */
+
+/* Perform r with retries; 0 or -errno (already logged; a missing key or a
+ * failed If-Match only as a debug line: callers expect those). No lock of
+ * ours may be held (lock_assert_none). */
+int  s3_req_run(struct s3_http *s, struct s3_req *r);
+
+/* ---- s3_callbacks.c: curl's callbacks during one attempt --------------- */
+
+/* curl's CURLOPT_WRITEFUNCTION, HEADERFUNCTION, READFUNCTION and
+ * XFERINFOFUNCTION; ud is the struct s3_req (the cancel flag for
+ * progress). A callback's own failure is left in r->cb_err. */
+size_t s3_cb_write(char *p, size_t sz, size_t nm, void *ud);
+size_t s3_cb_header(char *line, size_t sz, size_t nm, void *ud);
+size_t s3_cb_read(char *p, size_t sz, size_t nm, void *ud);
+int    s3_cb_progress(void *ud, curl_off_t dlt, curl_off_t dln,
+		      curl_off_t ult, curl_off_t uln);
+/* Forget the answer a previous attempt (or a 100 Continue) left behind;
+ * req_meta_clear() frees only its user metadata and content type. */
+void   req_answer_reset(struct s3_req *r);
+void   req_meta_clear(struct s3_req *r);
+
+/* ---- s3_pool.c: idle curl handles --------------------------------------- */
+
+/* A handle, reset, from the pool or new; NULL if curl cannot make one. */
+CURL  *s3_pool_get(struct s3_http *s);
+/* Give h back (cleaned up when the pool is full). */
+void   s3_pool_put(struct s3_http *s, CURL *h);
+
+/* ---- s3_creds.c: credentials -------------------------------------------- */
+
+/* The current set with a reference taken; s3_cred_put() drops one (the
+ * last wipes the secret). s3_cred_gen(): the current generation (0: none). */
+struct s3_cred *s3_cred_get(struct s3_http *s);
+void     s3_cred_put(struct s3_cred *c);
+uint64_t s3_cred_gen(struct s3_http *s);
+/* After the store refused credentials of generation gen: let the refresh
+ * callback install new ones (one refresh at a time; none if another
+ * request already replaced gen). True if the credentials changed. */
+bool     s3_cred_renew(struct s3_http *s, uint64_t gen);
 
 #endif

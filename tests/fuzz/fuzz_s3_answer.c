@@ -1,13 +1,13 @@
 /*
  * fuzz_s3_answer.c — the small S3 answers on any bytes, the way the
- * request engine reads them (sync/s3.c, s3_mpu.c): an error body's <Code>
- * into the errno mapping and the retry decision (also as an error
- * document in a 200 answer: s3_body_is_error), the <ETag> of a
- * CopyObject or CompleteMultipartUpload answer (req_body_etag), and the
- * <UploadId> of CreateMultipartUpload; then the header values a GET or
- * HEAD answer carries, from the same bytes: ETag (s3_etag_copy) and
- * Last-Modified (s3_time_http, refused past 2262), and the ISO dates of
- * listings (s3_time_iso).
+ * request engine reads them (sync/s3_engine.c, s3_req.c, s3_mpu.c): an
+ * error body's <Code> into the errno mapping and the retry decision
+ * (also as an error document in a 200 answer: s3_body_is_error), the
+ * <ETag> of a CopyObject or CompleteMultipartUpload answer
+ * (req_body_etag), and the <UploadId> of CreateMultipartUpload; then the
+ * header values a GET or HEAD answer carries, from the same bytes: ETag
+ * (s3_etag_copy) and Last-Modified (s3_time_http, refused past 2262), and
+ * the ISO dates of listings (s3_time_iso).
  */
 #include "sync/s3_int.h"
 #include "sync/s3_req.h"
