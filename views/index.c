@@ -88,22 +88,6 @@ int ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	return *val ? 0 : -ENOENT;
 }
 
-int ix_member_path(const struct index *ix, size_t vi, const char *bucket,
-		   const char *key, char *out, size_t outlen)
-{
-	const struct ixview *xv = &ix->views[vi];
-	size_t off = 0;
-	if (xv->multi) {
-		size_t bl = strlen(bucket);
-		if (bl + 2 > outlen)
-			return -ENAMETOOLONG;
-		memcpy(out, bucket, bl);
-		out[bl] = '/';
-		off = bl + 1;
-	}
-	return view_key_path(xv->v, key, out + off, outlen - off);
-}
-
 /* ---- open / close ----------------------------------------------------- */
 
 static const struct stats_def index_stats[] = {

@@ -1,7 +1,16 @@
 /*
- * index_int.h — the inside of struct index, shared by index.c (open, apply,
- * offsets, scan pages), index_views.c (view set, membership rebuild) and
- * index_read.c (lookup, readdir, records). Not for other modules.
+ * index_int.h — the inside of struct index, shared by the index's files.
+ * Not for other modules. Layers, each calling only those below it:
+ *   index_views.c      installing a view set, rebuilding memberships
+ *   index_reconcile.c  a rescan's page against the index
+ *   index_read.c       lookup, readdir, records
+ *   index.c            open, close; the write path (ix_run: events, own
+ *                      changes, scan pages); offsets and scan state
+ *   index_bloom.c      the key filter
+ *   index_table.c      the table of views: freed, a key's path in a view
+ * index_dirs.c (made directories) calls none of them. Below them all:
+ * index_own.c, index_codec.c, index_env.cc, route.c, viewset.c and the
+ * filters (filter_int.h).
  *
  * Locks: wmu serialises every writer and guards the scratch fields and
  * the installed set (set: the view set the table was built from, pinned);
@@ -130,11 +139,6 @@ int  ix_write(struct index *ix, const char *what);
 /* Get a value: 0 with *val (leveldb_free it), -ENOENT, or -EIO. */
 int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	    const char *k, size_t kl, char **val, size_t *vl);
-/* Membership path of key in view vi into out (with "BUCKET/" for multi-
- * bucket views): 0, -ENOENT (not in the view's namespace), -EINVAL (key
- * cannot be a path), -ENAMETOOLONG. */
-int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
-		    const char *key, char *out, size_t outlen);
 /* Writes with the caller's rule (index_reconcile.c): under the write lock,
  * decide() sees each input record with the stored one (NULL if none;
  * tombstones carry OBJ_DELETED) and returns true to write o (a live o as a
@@ -153,11 +157,18 @@ int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 /* Set each view's rank: the order of its prefix among the n views' (the
  * writers group membership keys by it). 0 or -ENOMEM. */
 int  ix_table_rank(struct ixview *views, size_t n);
-/* Free a view table and its router (index_views.c). */
-void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
-		   struct route *r);
 /* Delete every key starting with prefix, in batches. */
 int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
+
+/* The table of views (index_table.c). */
+/* Free a view table and its router. */
+void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
+		   struct route *r);
+/* Membership path of key in view vi into out (with "BUCKET/" for multi-
+ * bucket views): 0, -ENOENT (not in the view's namespace), -EINVAL (key
+ * cannot be a path), -ENAMETOOLONG. */
+int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
+		    const char *key, char *out, size_t outlen);
 
 /* FNV-1a 64 of an 'O' key: the overlay's and the key filter's hash. */
 static inline uint64_t ix_key_hash(const char *p, size_t n)
