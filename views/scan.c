@@ -9,7 +9,8 @@
  * batch with the state after the last (struct pipe). The scanner's mutex
  * guards the job list and each job's counters; `stop` and the condition
  * variable end backoff waits and wake scan_wait().
- * Rescans live in scan_rescan.c (scan_int.h holds what both share).
+ * Rescans live in scan_rescan.c, which calls this file (scan_int.h holds
+ * what both share); scan_free() stops its periodic thread.
  */
 #include "views/scan.h"
 #include "views/scan_int.h"
@@ -566,6 +567,19 @@ int scan_new(struct index *ix, struct s3 *s3, struct stats *st,
 	atomic_init(&s->stop, false);
 	*out = s;
 	return 0;
+}
+
+/* Stop and join the periodic rescan thread (scan_rescan.c starts it),
+ * with mu not held. */
+static void scan_rescan_stop(struct scanner *s)
+{
+	mod_lock(&s->mu);
+	bool join = s->has_periodic;
+	s->has_periodic = false;
+	pthread_cond_broadcast(&s->cv);
+	mod_unlock(&s->mu);
+	if (join)
+		pthread_join(s->periodic, NULL);
 }
 
 void scan_free(struct scanner *s)

@@ -1,7 +1,11 @@
 /*
  * scan_int.h — the inside of the scanner, shared by scan.c (first scans)
  * and scan_rescan.c (rescans, the periodic rescan thread). Not for other
- * modules.
+ * modules. Layers, each calling only those below it:
+ *   scan_rescan.c  rescans, the periodic rescan thread
+ *   scan.c         the scanner's life, first scans, and what rescans use
+ *                  of it: pages, their HEADs and tags, backoff, jobs
+ * Both call the index (index_int.h gives its layers) and the filters.
  *
  * Locks: s->mu guards the job list, each job's info, `rescans_active` and
  * the periodic-thread fields; s->cv is broadcast on every state change
@@ -75,7 +79,5 @@ int  scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs,
 struct scan_job *scan_job_find(struct scanner *s, const char *bucket);
 /* Sleep up to ms unless stopped; true if stopped. */
 bool scan_backoff(struct scanner *s, int ms);
-/* Stop and join the periodic rescan thread (scan_free, with mu not held). */
-void scan_rescan_stop(struct scanner *s);
 
 #endif
