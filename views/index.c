@@ -60,34 +60,6 @@ enum run_mode { RUN_EVENTS, RUN_OWN, RUN_SCAN, RUN_DECIDED };
 
 struct ix_decider { ix_decide_fn fn; void *ctx; };
 
-/* ---- LevelDB helpers -------------------------------------------------- */
-
-int ix_write(struct index *ix, const char *what)
-{
-	char *err = NULL;
-	leveldb_write(ix->db, ix->wo, ix->wb, &err);
-	leveldb_writebatch_clear(ix->wb);
-	if (err) {
-		log_error("index: write of %s failed: %s", what, err);
-		leveldb_free(err);
-		return -EIO;
-	}
-	return 0;
-}
-
-int ix_get(struct index *ix, const leveldb_readoptions_t *ro,
-	   const char *k, size_t kl, char **val, size_t *vl)
-{
-	char *err = NULL;
-	*val = leveldb_get(ix->db, ro ? ro : ix->ro, k, kl, vl, &err);
-	if (err) {
-		log_error("index: read failed: %s", err);
-		leveldb_free(err);
-		return -EIO;
-	}
-	return *val ? 0 : -ENOENT;
-}
-
 /* ---- open / close ----------------------------------------------------- */
 
 static const struct stats_def index_stats[] = {

@@ -8,6 +8,7 @@
  *                      changes, scan pages); offsets and scan state
  *   index_bloom.c      the key filter
  *   index_table.c      the table of views: freed, a key's path in a view
+ *   index_db.c         LevelDB helpers: write the batch, get a value
  * index_dirs.c (made directories) calls none of them. Below them all:
  * index_own.c, index_codec.c, index_env.cc, route.c, viewset.c and the
  * filters (filter_int.h).
@@ -134,11 +135,14 @@ struct index {
 	atomic_bool bloom_stop;
 };
 
+/* LevelDB helpers (index_db.c). */
 /* Write the batch ix->wb (then clears it). 0 or -EIO (logged). */
 int  ix_write(struct index *ix, const char *what);
 /* Get a value: 0 with *val (leveldb_free it), -ENOENT, or -EIO. */
 int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	    const char *k, size_t kl, char **val, size_t *vl);
+
+/* The write path (index.c). */
 /* Writes with the caller's rule (index_reconcile.c): under the write lock,
  * decide() sees each input record with the stored one (NULL if none;
  * tombstones carry OBJ_DELETED) and returns true to write o (a live o as a
@@ -157,7 +161,7 @@ int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 /* Set each view's rank: the order of its prefix among the n views' (the
  * writers group membership keys by it). 0 or -ENOMEM. */
 int  ix_table_rank(struct ixview *views, size_t n);
-/* Delete every key starting with prefix, in batches. */
+/* Delete every key starting with prefix, in batches (index_views.c). */
 int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
 
 /* The table of views (index_table.c). */
