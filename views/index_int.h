@@ -6,6 +6,7 @@
  *   index_read.c       lookup, readdir, records
  *   index.c            open, close; the write path (ix_run: events, own
  *                      changes, scan pages); offsets and scan state
+ *   index_batch.c      the batch overlay of one write
  *   index_bloom.c      the key filter
  *   index_table.c      the table of views: freed, a key's path in a view
  *   index_db.c         LevelDB helpers: write the batch, get a value
@@ -36,9 +37,7 @@
 #include "views/index_codec.h"
 #include "views/viewset.h"
 
-struct ix_slot;
 struct ix_change;
-struct ix_op;
 struct ix_bloom;
 struct route;
 struct own_table;
@@ -51,6 +50,31 @@ struct ixview {
 	bool multi;            /* more than one bucket: paths start "BUCKET/" */
 	size_t rank;           /* of prefix among the table's (ix_table_rank) */
 	_Atomic uint64_t members;
+};
+
+/* One key of a write (index_batch.c): its record as the call sees it. */
+struct ix_slot {
+	const char *okey;          /* 'O' key (arena) */
+	size_t oklen;
+	uint64_t h;
+	bool exists;               /* a record (live or tombstone) is stored */
+	bool was_unsent;           /* the stored record is unsent (its 'U' key) */
+	struct obj_meta rec;       /* current record; strings in arena or caller's */
+	const char *enc;           /* its encoding (arena) */
+	size_t enclen;
+	bool dirty;                /* enc must be written */
+	uint64_t sk;               /* sort key: see key_head() */
+};
+
+/* A membership write, kept until the end of the call so that the batch
+ * reaches LevelDB's memtable in key order (neighbouring skiplist searches
+ * share their cache-hot upper levels: measurably cheaper than random order). */
+struct ix_op {
+	const char *k, *v;         /* arena; v NULL = delete */
+	size_t kl, vl;
+	uint32_t seq;              /* order of the op in the call: later wins */
+	uint32_t rank;             /* of its view's prefix (ixview.rank) */
+	uint64_t sk;               /* sort key: see key_head() */
 };
 
 struct ixbucket {          /* a bucket and the views that use it */
@@ -94,7 +118,7 @@ struct index {
 				    * (index_own.h); NULL: none kept */
 	int64_t run_ns;            /* CLOCK_MONOTONIC at the apply's start */
 
-	/* writer scratch, under wmu (index.c) */
+	/* writer scratch, under wmu (index.c, index_batch.c) */
 	leveldb_writebatch_t *wb;
 	struct arena ar;
 	struct ibuf kbuf, vbuf, tbuf;
@@ -116,7 +140,7 @@ struct index {
 	size_t ev_cap;
 	struct ix_op *ops;         /* membership puts/deletes, sorted before writing */
 	size_t n_ops, ops_cap;
-	struct ix_op *ops_tmp;     /* the ops grouped by view (index.c, ops_group) */
+	struct ix_op *ops_tmp;     /* the ops grouped by view (index_batch.c, ops_group) */
 	size_t ops_tmp_cap;
 	size_t *vstart;            /* per prefix rank: where its ops go (ops_group) */
 	size_t vstart_cap;
@@ -158,9 +182,26 @@ typedef bool (*ix_decide_fn)(void *dctx, const struct obj_meta *stored,
 			     const struct obj_meta *o);
 int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 		    ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx);
+
+/* The batch overlay (index_batch.c), under wmu. */
+/* Mask of the overlay's table for n keys (its size less one). */
+size_t ix_tab_mask(size_t n);
+/* Reset the scratch for a call of n records. 0 or -ENOMEM. */
+int  ix_scratch_prepare(struct index *ix, size_t n);
+/* The slot of the 'O' key in ix->kbuf (*out), created (not loaded) if new. */
+int  ix_slot_find_add(struct index *ix, size_t mask, size_t *nslots, int32_t *out);
+/* Read the stored record of every slot, in key order. *in_order: the
+ * input was in key order already. 0 or -errno. */
+int  ix_slots_load(struct index *ix, size_t nslots, bool *in_order);
+/* Keep a membership put (v: in the arena) or delete (v NULL) of view xv. */
+int  ix_op_add(struct index *ix, const struct ixview *xv, const char *k, size_t kl,
+	       const char *v, size_t vl);
+/* Records and memberships into the batch, both in key order. */
+int  ix_ops_flush(struct index *ix, size_t nslots, bool in_order);
 /* Set each view's rank: the order of its prefix among the n views' (the
  * writers group membership keys by it). 0 or -ENOMEM. */
 int  ix_table_rank(struct ixview *views, size_t n);
+
 /* Delete every key starting with prefix, in batches (index_views.c). */
 int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
 
