@@ -1,11 +1,11 @@
 /*
- * index_batch.c — the batch overlay of one write (ix_run, index.c), under
- * the write lock with the scratch of struct index: the records of the keys
- * a call touches (struct ix_slot), found by 'O' key in an open-addressing
- * table so that a key met twice in one call sees its first change, each
- * loaded from LevelDB once, in key order; and the membership writes
- * (struct ix_op), kept to the end of the call and put into the WriteBatch
- * after the records, both in key order.
+ * index_batch.c — the batch overlay of one write (ix_run, index_write.c),
+ * under the write lock with the scratch of struct index: the records of
+ * the keys a call touches (struct ix_slot), found by 'O' key in an
+ * open-addressing table so that a key met twice in one call sees its first
+ * change, each loaded from LevelDB once, in key order; and the membership
+ * writes (struct ix_op), kept to the end of the call and put into the
+ * WriteBatch after the records, both in key order.
  */
 #include "views/index_int.h"
 

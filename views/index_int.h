@@ -1,11 +1,12 @@
 /*
  * index_int.h — the inside of struct index, shared by the index's files.
  * Not for other modules. Layers, each calling only those below it:
+ *   index.c            open, close
  *   index_views.c      installing a view set, rebuilding memberships
  *   index_reconcile.c  a rescan's page against the index
  *   index_read.c       lookup, readdir, records
- *   index.c            open, close; the write path (ix_run: events, own
- *                      changes, scan pages); offsets and scan state
+ *   index_write.c      the write path (ix_run: events, own changes, scan
+ *                      pages); offsets and scan state
  *   index_batch.c      the batch overlay of one write
  *   index_bloom.c      the key filter
  *   index_table.c      the table of views: freed, a key's path in a view
@@ -118,7 +119,7 @@ struct index {
 				    * (index_own.h); NULL: none kept */
 	int64_t run_ns;            /* CLOCK_MONOTONIC at the apply's start */
 
-	/* writer scratch, under wmu (index.c, index_batch.c) */
+	/* writer scratch, under wmu (index_write.c, index_batch.c) */
 	leveldb_writebatch_t *wb;
 	struct arena ar;
 	struct ibuf kbuf, vbuf, tbuf;
@@ -166,18 +167,18 @@ int  ix_write(struct index *ix, const char *what);
 int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	    const char *k, size_t kl, char **val, size_t *vl);
 
-/* The write path (index.c). */
+/* The write path (index_write.c). */
+/* The scan page rule (index_scan_apply): keep the stored record rec instead
+ * of the listed object? A tombstone at or after the listed Last-Modified
+ * (deleted later) and a record written by an event are kept. The rescan's
+ * rules (index_reconcile.c) start from it. */
+bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed);
 /* Writes with the caller's rule (index_reconcile.c): under the write lock,
  * decide() sees each input record with the stored one (NULL if none;
  * tombstones carry OBJ_DELETED) and returns true to write o (a live o as a
  * scan record, OBJ_FROM_SCAN; a tombstone as a tombstone with o's mtime),
  * false to keep what is stored. One batch, memberships and counters as
  * index_scan_apply. Returns the number kept (>= 0) or -errno. */
-/* The scan page rule (index_scan_apply): keep the stored record rec instead
- * of the listed object? A tombstone at or after the listed Last-Modified
- * (deleted later) and a record written by an event are kept. The rescan's
- * rules (index_reconcile.c) start from it. */
-bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed);
 typedef bool (*ix_decide_fn)(void *dctx, const struct obj_meta *stored,
 			     const struct obj_meta *o);
 int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
