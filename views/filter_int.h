@@ -1,11 +1,13 @@
 /*
  * filter_int.h — the inside of a struct view, shared by filter_parse.c
- * (builds it, with filter_json.c), filter_match.c (reads it), filter_path.c
- * (key <-> path) and filter_explain.c (prints it). Not for other modules:
- * use filter.h.
+ * (builds it, with filter_parse_match.c and filter_json.c), filter_match.c
+ * (reads it), filter_path.c (key <-> path) and filter_explain.c (prints
+ * it). Not for other modules: use filter.h.
  * Layers, each calling only those below it:
  *   filter_load.c         the files of a directory
- *   filter_parse.c        JSON text -> struct view, with every error
+ *   filter_parse.c        JSON text -> struct view, with every error: the
+ *                         document and its top-level fields
+ *   filter_parse_match.c  a `match` object
  *   filter_json.c         the parser's values, each with its diagnostic
  *                         (filter_parse_int.h: the parser's inside)
  *   filter_explain.c      struct view -> its normal form (view_explain,

@@ -1,8 +1,9 @@
 /*
  * filter_parse_int.h — the inside of the filter parser, shared by its
- * files (filter_int.h gives the layers): filter_parse.c (the document)
- * and filter_json.c (values read with a diagnostic for each error). Not
- * for other modules, nor for the rest of views/.
+ * three files (filter_int.h gives the layers): filter_parse.c (the
+ * document and its top-level fields), filter_parse_match.c (`match`
+ * objects) and filter_json.c (values read with a diagnostic for each
+ * error). Not for other modules, nor for the rest of views/.
  *
  * A struct pctx lives for one view_load_buf() call. Every error is one
  * diagnostic line "FILE: PATH: reason" (fl_perr), counted in n_err; an
@@ -26,6 +27,11 @@ struct pctx {
 	int n_err;
 	int n_oom;
 };
+
+/* filter_parse_match.c */
+/* The `match` object j at path into m (zeroed by the caller; freed with
+ * fl_match_release whatever was reported). */
+void fl_parse_match(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m);
 
 /* filter_json.c */
 /* One diagnostic "FILE: PATH: reason", counted in c->n_err. */
