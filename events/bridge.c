@@ -14,7 +14,8 @@
  * until its deliveries are reported); one poll thread serves librdkafka's
  * delivery reports. Requests wait on their own counters under bridge.lock.
  * SIGTERM/SIGINT: stop accepting, finish requests, flush the producer, exit 0.
- * All state lives in struct bridge, owned by main().
+ * All state lives in struct bridge (bridge_int.h), owned by main(); the
+ * producer is bridge_kafka.c.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,6 +39,7 @@
 #include <librdkafka/rdkafka.h>
 #include <microhttpd.h>
 
+#include "events/bridge_int.h"
 #include "events/bridge_body.h"
 #include "events/kafka.h"
 #include "events/record.h"
@@ -51,33 +53,6 @@
 #define DEFAULT_MAX_RATE   1000          /* requests per second */
 #define DEFAULT_MAX_PENDING 10000        /* records waiting for Kafka */
 #define MAX_CONNECTIONS    256
-#define TOKEN_MAX          256
-
-struct bridge {
-	const char *listen, *brokers, *topic;
-	size_t max_body;
-	int timeout_ms;
-	char token[TOKEN_MAX];        /* --token-file: "" when none */
-	size_t token_len;
-	unsigned max_rate;            /* requests per second, 0: unbounded */
-	size_t max_pending;           /* records in flight to Kafka */
-	size_t pending;               /* under lock: records in flight now */
-	double rate_tokens;           /* under lock: the rate bucket */
-	struct timespec rate_at;      /* under lock: when it was last filled */
-	rd_kafka_t *rk;
-	pthread_t poller;
-	atomic_bool stop_poll;
-	atomic_bool fatal;            /* the producer hit a fatal error */
-	pthread_mutex_t lock;         /* protects every struct delivery */
-	pthread_cond_t cond;          /* a delivery report arrived */
-	struct MHD_Daemon *httpd;
-};
-
-/* One request's outstanding deliveries (under bridge.lock). */
-struct delivery {
-	size_t pending, failed;
-	char err[256];                /* first failure: key and reason */
-};
 
 /* One request's body (per connection, freed when the request completes). */
 struct request {
@@ -124,155 +99,6 @@ static const char usage[] =
 	"  --version            the version\n"
 	"\n"
 	"SIGTERM or SIGINT: finish pending requests, flush the producer, exit 0.\n";
-
-/* ---- producer ---- */
-
-static void bridge_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-	struct bridge *b = opaque;
-	struct delivery *d = m->_private;
-
-	(void)rk;
-	if (!d)
-		return;
-	mod_lock(&b->lock);
-	if (m->err) {
-		if (d->failed++ == 0)
-			snprintf(d->err, sizeof d->err, "record %.*s: %s",
-			         m->key ? (int)(m->key_len > 120 ? 120 : m->key_len) : 6,
-			         m->key ? (const char *)m->key : "(none)", rd_kafka_err2str(m->err));
-	}
-	d->pending--;
-	pthread_cond_broadcast(&b->cond);
-	mod_unlock(&b->lock);
-}
-
-static void bridge_on_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-	struct bridge *b = opaque;
-	char why[256];
-
-	if (err == RD_KAFKA_RESP_ERR__FATAL) {
-		rd_kafka_fatal_error(rk, why, sizeof why);
-		log_error("kafka %s: fatal producer error, exiting: %s", b->brokers, why);
-		atomic_store(&b->fatal, true);
-		kill(getpid(), SIGTERM);
-		return;
-	}
-	log_warn("kafka %s: %s", b->brokers, reason);
-}
-
-static void *bridge_poll_main(void *arg)
-{
-	struct bridge *b = arg;
-
-	while (!atomic_load(&b->stop_poll)) {
-		KAFKA_GUARD("poll");
-		rd_kafka_poll(b->rk, 100);
-	}
-	return NULL;
-}
-
-static int bridge_producer_new(struct bridge *b, char **props, size_t n_props)
-{
-	char why[512], tmo[32];
-	rd_kafka_conf_t *kc = kafka_conf_new(b, bridge_on_kafka_error);
-	const char *const set[] = {
-		"client.id", "facetfs-bridge",
-		"linger.ms", "0",
-		"acks", "all",
-		"enable.idempotence", "true",
-		"message.timeout.ms", tmo,
-	};
-	const char *const servers[] = { "bootstrap.servers", b->brokers };
-
-	snprintf(tmo, sizeof tmo, "%d", b->timeout_ms);
-	if (kafka_conf_set(kc, set, sizeof set / sizeof set[0] / 2, why, sizeof why) < 0)
-		goto bad;
-	for (size_t i = 0; i < n_props; i++) {
-		char *eq = strchr(props[i], '=');
-
-		if (!eq) {
-			snprintf(why, sizeof why, "-X %s: expected PROP=VALUE", props[i]);
-			goto bad;
-		}
-		*eq = '\0';
-		if (kafka_conf_set(kc, (const char *const[]){ props[i], eq + 1 }, 1,
-		                   why, sizeof why) < 0)
-			goto bad;
-	}
-	if (kafka_conf_set(kc, servers, 1, why, sizeof why) < 0)
-		goto bad;
-	rd_kafka_conf_set_dr_msg_cb(kc, bridge_on_delivery);
-	if (kafka_client_new(RD_KAFKA_PRODUCER, kc, &b->rk, why, sizeof why) < 0) {
-		log_error("%s", why);
-		return -EINVAL;
-	}
-	return 0;                     /* kafka_client_new() took ownership of kc */
-bad:
-	log_error("kafka producer: %s", why);
-	rd_kafka_conf_destroy(kc);
-	return -EINVAL;
-}
-
-/* Produce every part and wait for all delivery reports. 0, or -EIO with the
-   reason in err. */
-static int bridge_produce(struct bridge *b, const struct ev_part *parts, size_t n,
-                          char *err, size_t errlen)
-{
-	struct delivery d = { 0, 0, "" };
-	size_t i;
-	int rc = 0;
-
-	/* Never queue without bound: past max_pending the sender hears 503. */
-	mod_lock(&b->lock);
-	if (b->pending + n > b->max_pending) {
-		size_t now = b->pending;
-
-		mod_unlock(&b->lock);
-		snprintf(err, errlen, "%zu records already wait for Kafka (--max-pending %zu)",
-		         now, b->max_pending);
-		return -EAGAIN;
-	}
-	b->pending += n;
-	mod_unlock(&b->lock);
-	for (i = 0; i < n; i++) {
-		rd_kafka_resp_err_t e;
-
-		mod_lock(&b->lock);
-		d.pending++;
-		mod_unlock(&b->lock);
-		KAFKA_GUARD("producev");
-		e = rd_kafka_producev(b->rk, RD_KAFKA_V_TOPIC(b->topic),
-		                      RD_KAFKA_V_KEY(parts[i].key,
-		                                     parts[i].key ? strlen(parts[i].key) : 0),
-		                      RD_KAFKA_V_VALUE(parts[i].json, parts[i].json_len),
-		                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-		                      RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
-		if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-			mod_lock(&b->lock);
-			d.pending--;
-			mod_unlock(&b->lock);
-			snprintf(err, errlen, "producing record %s: %s",
-			         parts[i].key ? parts[i].key : "(no key)", rd_kafka_err2str(e));
-			/* librdkafka's own queue is full: Kafka is slow. */
-			rc = e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? -EAGAIN : -EIO;
-			break;
-		}
-	}
-	/* Every produced message gets exactly one report (message.timeout.ms). */
-	mod_lock(&b->lock);
-	while (d.pending > 0)
-		pthread_cond_wait(&b->cond, &b->lock);
-	b->pending -= n;
-	mod_unlock(&b->lock);
-	if (rc == 0 && d.failed) {
-		snprintf(err, errlen, "%zu of %zu records not acknowledged, first %s",
-		         d.failed, n, d.err);
-		rc = -EIO;
-	}
-	return rc;
-}
 
 /* ---- admission: token, rate ---- */
 

@@ -1,7 +1,12 @@
 /*
  * record_int.h — the inside of the event decoder, shared by record.c (the
  * cJSON tree path, the reference) and record_fast.c (the single-pass fast
- * path for well-formed documents). Not for other modules.
+ * path for well-formed documents). Not for other modules. Layers, each
+ * calling only those below it:
+ *   record.c        record_decode(), the tree path, record_split()
+ *   record_fast.c   the single-pass path
+ *   record_field.c  the values of one record as both paths read them;
+ *                   ev_doc_release()
  *
  * Invariant: for every document record_decode_fast() accepts (returns
  * anything but RECORD_FAST_FALLBACK), its output equals, field by field,
@@ -21,7 +26,8 @@ enum record_kind { RECORD_KIND_OTHER, RECORD_KIND_PUT, RECORD_KIND_DELETE };
 
 #define RECORD_FAST_FALLBACK 1
 
-/* What an eventName means for the index. */
+/* record_field.c (and record.h's record_time_parse, record_seq_normalise,
+ * ev_doc_release). What an eventName means for the index. */
 enum record_kind record_kind_of(const char *name);
 /* Undo form-URL encoding: 0, -EINVAL, -ENOMEM (*out malloc'ed). */
 int record_form_decode(const char *s, char **out);
@@ -32,9 +38,10 @@ int record_tag_add(struct obj_meta *o, const char *name, const char *val);
 /* eTag without surrounding quotes into o->etag: 0, or -1 when too long. */
 int record_etag_set(struct obj_meta *o, const char *s);
 
-/* The reference decoder: one cJSON tree per document (record.h's contract). */
+/* record.c. The reference decoder: one cJSON tree per document (record.h's
+ * contract). */
 int record_decode_tree(const void *buf, size_t len, struct ev_doc *out);
-/* The fast path: record_decode()'s result (0, -ENOMEM), or
+/* record_fast.c. The fast path: record_decode()'s result (0, -ENOMEM), or
  * RECORD_FAST_FALLBACK with *out released (zeroed). */
 int record_decode_fast(const void *buf, size_t len, struct ev_doc *out);
 

@@ -1,5 +1,5 @@
 /* advise.c — see advise.h: loading and merging traces, the rule, the sweep.
- * The report is advise_report.c. */
+ * The report is advise_report.c, which advise_run() calls. */
 #include "gateway/advise_int.h"
 
 #include "common/trace.h"
@@ -9,33 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* ---------- the policy ladder (weakest first) ---------- */
-
-static const char *const policy_names[POL_N] = {
-	[POL_EVENTUAL] = "eventual", [POL_SESSION] = "session", [POL_COMMIT] = "commit",
-};
-static const char *const class_names[CLS_N] = {
-	[CLS_RAW_S] = "RAW-S", [CLS_RAW_D] = "RAW-D", [CLS_WAW_S] = "WAW-S", [CLS_WAW_D] = "WAW-D",
-};
-
-const char *advise_policy_name(unsigned pol)
-{
-	return pol < POL_N ? policy_names[pol] : "none";
-}
-
-const char *advise_class_name(unsigned cls)
-{
-	return cls < CLS_N ? class_names[cls] : "?";
-}
-
-unsigned advise_verdict(const struct counts *c)
-{
-	for (unsigned p = 0; p < POL_N; p++)
-		if (c->conflicts[CLS_RAW_D][p] + c->conflicts[CLS_WAW_D][p] == 0)
-			return p;
-	return POL_NONE;
-}
 
 /* ---------- small hash maps ---------- */
 

@@ -1,7 +1,9 @@
 /*
  * advise_int.h — internals of the advisor shared by advise.c (loading,
  * the rule, the sweep) and advise_report.c (text and JSON). Not for other
- * modules. Everything lives in one struct advise_run owned by advise_run().
+ * modules. Everything lives in one struct advise_state owned by
+ * advise_run(). Calls go one way: advise.c -> advise_report.c (the
+ * report, with the policy ladder that names its verdicts).
  */
 #ifndef FACETFS_ADVISE_INT_H
 #define FACETFS_ADVISE_INT_H
@@ -96,11 +98,7 @@ struct advise_state {
 	double elapsed_s;
 };
 
-const char *advise_policy_name(unsigned pol);
-const char *advise_class_name(unsigned cls);
-/* The weakest policy with no D conflict, or POL_NONE. */
-unsigned advise_verdict(const struct counts *c);
-
+/* advise_report.c */
 void advise_report_text(const struct advise_state *s, FILE *out);
 int  advise_report_json(const struct advise_state *s, FILE *out);
 

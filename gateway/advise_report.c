@@ -8,6 +8,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---------- the policy ladder (weakest first) ---------- */
+
+static const char *const policy_names[POL_N] = {
+	[POL_EVENTUAL] = "eventual", [POL_SESSION] = "session", [POL_COMMIT] = "commit",
+};
+static const char *const class_names[CLS_N] = {
+	[CLS_RAW_S] = "RAW-S", [CLS_RAW_D] = "RAW-D", [CLS_WAW_S] = "WAW-S", [CLS_WAW_D] = "WAW-D",
+};
+
+static const char *advise_policy_name(unsigned pol)
+{
+	return pol < POL_N ? policy_names[pol] : "none";
+}
+
+static const char *advise_class_name(unsigned cls)
+{
+	return cls < CLS_N ? class_names[cls] : "?";
+}
+
+/* The weakest policy with no D conflict, or POL_NONE. */
+static unsigned advise_verdict(const struct counts *c)
+{
+	for (unsigned p = 0; p < POL_N; p++)
+		if (c->conflicts[CLS_RAW_D][p] + c->conflicts[CLS_WAW_D][p] == 0)
+			return p;
+	return POL_NONE;
+}
+
+/* ---------- the report ---------- */
+
 static uint64_t d_conflicts(const struct counts *c, unsigned pol)
 {
 	return c->conflicts[CLS_RAW_D][pol] + c->conflicts[CLS_WAW_D][pol];

@@ -167,3 +167,8 @@ out:
 	cJSON_Delete(root);
 	return text;
 }
+
+char *view_explain(const struct view *v)
+{
+	return fl_explain(v, true);
+}

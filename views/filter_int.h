@@ -1,9 +1,20 @@
 /*
  * filter_int.h — the inside of a struct view, shared by filter_parse.c
- * (builds it), filter_match.c (reads it), filter_path.c (key <-> path) and
- * filter_explain.c (prints it). Not for other modules: use filter.h.
- *
- * filter_value.c reads and writes size and time values.
+ * (builds it, with filter_parse_match.c and filter_json.c), filter_match.c
+ * (reads it), filter_path.c (key <-> path) and filter_explain.c (prints
+ * it). Not for other modules: use filter.h.
+ * Layers, each calling only those below it:
+ *   filter_load.c         the files of a directory
+ *   filter_parse.c        JSON text -> struct view, with every error: the
+ *                         document and its top-level fields
+ *   filter_parse_match.c  a `match` object
+ *   filter_json.c         the parser's values, each with its diagnostic
+ *                         (filter_parse_int.h: the parser's inside)
+ *   filter_explain.c      struct view -> its normal form (view_explain,
+ *                         the input of view_hash)
+ *   filter_match.c        accessors, matching, diagnostics
+ *   filter_value.c        size and time values, read and written
+ * filter_path.c (key <-> path) calls none of them.
  *
  * A match node holds the conditions of one `match` object (or one element
  * of `any`, or the object of `not`). Absent conditions are NULL / have

@@ -105,11 +105,6 @@ unsigned fl_match_needs(const struct fl_match *m)
 	return f;
 }
 
-char *view_explain(const struct view *v)
-{
-	return fl_explain(v, true);
-}
-
 /* ---- matching ---- */
 
 /* "text/plain; charset=utf-8" against "text/plain" or "text/" + "*", ignoring

@@ -1,547 +1,65 @@
 /*
- * filter_parse.c — JSON filter text -> struct view, with diagnostics.
+ * filter_parse.c — JSON filter text -> struct view, with diagnostics: the
+ * document and its top-level fields (a `match` object is
+ * filter_parse_match.c's, single values filter_json.c's); view_free().
  *
  * Walks the cJSON tree in document order, so errors come out in the order
  * they appear in the file, and keeps going after an error so one run of
  * `facetfs check` shows every problem. A node with an error is still
  * released cleanly: the partially built view is freed at the end when any
  * error was reported. Lists (buckets, content types, values) are sorted and
- * de-duplicated here, which makes view_explain() (and view_hash()) the same
- * for every spelling of one definition.
+ * de-duplicated by the parser, which makes view_explain() (and view_hash())
+ * the same for every spelling of one definition.
  */
-#include "views/filter_int.h"
+#include "views/filter_parse_int.h"
 #include "common/posix.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <cjson/cJSON.h>
-
-#define PATH_MAX_LEN 512
 #define NAME_MAX_LEN 255
-
-struct pctx {
-	const char *file;
-	struct diag *d;
-	int n_err;
-	int n_oom;
-};
-
-static void perr(struct pctx *c, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void perr(struct pctx *c, const char *path, const char *fmt, ...)
-{
-	char reason[768];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(reason, sizeof reason, fmt, ap);
-	va_end(ap);
-	diag_add(c->d, "%s: %s: %s", c->file, path, reason);
-	c->n_err++;
-}
-
-static void *pc_oom(struct pctx *c)
-{
-	c->n_oom++;
-	return NULL;
-}
-
-static char *pc_strdup(struct pctx *c, const char *s)
-{
-	char *r = strdup(s);
-	return r ? r : pc_oom(c);
-}
-
-/* Paths longer than PATH_MAX_LEN end in "..." (only absurd files get there). */
-static void path_fix(char *out, int n)
-{
-	if (n >= PATH_MAX_LEN)
-		memcpy(out + PATH_MAX_LEN - 4, "...", 4);
-}
-
-static void path_key(char *out, const char *parent, const char *key)
-{
-	if (!parent[0])
-		path_fix(out, snprintf(out, PATH_MAX_LEN, "%s", key));
-	else
-		path_fix(out, snprintf(out, PATH_MAX_LEN, "%s.%s", parent, key));
-}
-
-static void path_idx(char *out, const char *parent, size_t i)
-{
-	path_fix(out, snprintf(out, PATH_MAX_LEN, "%s[%zu]", parent, i));
-}
-
-static const char *json_type(const cJSON *j)
-{
-	if (cJSON_IsString(j))
-		return "string";
-	if (cJSON_IsNumber(j))
-		return "number";
-	if (cJSON_IsBool(j))
-		return "boolean";
-	if (cJSON_IsNull(j))
-		return "null";
-	if (cJSON_IsArray(j))
-		return "array";
-	if (cJSON_IsObject(j))
-		return "object";
-	return "invalid";
-}
-
-static bool want(struct pctx *c, const cJSON *j, const char *path,
-		 cJSON_bool (*is)(const cJSON *const), const char *what)
-{
-	if (is(j))
-		return true;
-	perr(c, path, "expected %s, got %s", what, json_type(j));
-	return false;
-}
-
-/* Reports a duplicate field (cJSON keeps both); returns true if `it` repeats
- * an earlier sibling's name. */
-static bool dup_field(struct pctx *c, const cJSON *obj, const cJSON *it, const char *path)
-{
-	for (const cJSON *p = obj->child; p && p != it; p = p->next) {
-		if (strcmp(p->string, it->string) == 0) {
-			perr(c, path, "duplicate field");
-			return true;
-		}
-	}
-	return false;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sort and drop repeats. */
-static void str_list_normalise(char **v, size_t *n)
-{
-	if (*n < 2)
-		return;
-	qsort(v, *n, sizeof *v, cmp_str);
-	size_t w = 1;
-	for (size_t r = 1; r < *n; r++) {
-		if (strcmp(v[r], v[w - 1]) == 0)
-			free(v[r]);
-		else
-			v[w++] = v[r];
-	}
-	*n = w;
-}
-
-static void str_list_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* A string or a non-empty list of strings, in document order. */
-static int parse_str_list(struct pctx *c, const cJSON *j, const char *path,
-			  char ***out, size_t *n)
-{
-	char p[PATH_MAX_LEN];
-	*out = NULL;
-	*n = 0;
-	if (cJSON_IsString(j)) {
-		*out = calloc(1, sizeof **out);
-		if (!*out || !(**out = pc_strdup(c, j->valuestring))) {
-			free(*out);
-			*out = NULL;
-			pc_oom(c);
-			return -1;
-		}
-		*n = 1;
-		return 0;
-	}
-	if (!cJSON_IsArray(j)) {
-		perr(c, path, "expected a string or a list of strings, got %s", json_type(j));
-		return -1;
-	}
-	int cnt = cJSON_GetArraySize(j);
-	if (cnt == 0) {
-		perr(c, path, "empty list");
-		return -1;
-	}
-	char **v = calloc((size_t)cnt, sizeof *v);
-	if (!v) {
-		pc_oom(c);
-		return -1;
-	}
-	size_t i = 0;
-	int bad = 0;
-	const cJSON *e;
-	cJSON_ArrayForEach(e, j) {
-		path_idx(p, path, i);
-		if (!cJSON_IsString(e)) {
-			perr(c, p, "expected a string, got %s", json_type(e));
-			bad = 1;
-		} else if (!(v[*n] = pc_strdup(c, e->valuestring))) {
-			bad = 1;
-		} else {
-			(*n)++;
-		}
-		i++;
-	}
-	*out = v;
-	return bad ? -1 : 0;
-}
 
 /* ---- names ---- */
 
 static void check_view_name(struct pctx *c, const char *name)
 {
 	if (!name[0])
-		perr(c, "name", "empty view name");
+		fl_perr(c, "name", "empty view name");
 	else if (strlen(name) > NAME_MAX_LEN)
-		perr(c, "name", "view name longer than %d bytes", NAME_MAX_LEN);
+		fl_perr(c, "name", "view name longer than %d bytes", NAME_MAX_LEN);
 	else if (strchr(name, '/'))
-		perr(c, "name", "view name \"%s\" contains '/'", name);
+		fl_perr(c, "name", "view name \"%s\" contains '/'", name);
 	else if (!strcmp(name, ".") || !strcmp(name, ".."))
-		perr(c, "name", "view name \"%s\" cannot be a directory name", name);
+		fl_perr(c, "name", "view name \"%s\" cannot be a directory name", name);
 	else if (name[0] == '.')
-		perr(c, "name", "view name \"%s\" starts with '.' (reserved)", name);
-}
-
-/* An HTTP header token: what can follow "x-amz-meta-". */
-static bool is_token(const char *s)
-{
-	if (!*s)
-		return false;
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (!isalnum(ch) && !strchr("!#$%&'*+-.^_`|~", ch))
-			return false;
-	}
-	return true;
-}
-
-static void str_lower(char *s)
-{
-	for (; *s; s++)
-		*s = (char)tolower((unsigned char)*s);
-}
-
-/* ---- sizes and times (the text forms are in filter_value.c) ---- */
-
-static int parse_size(struct pctx *c, const cJSON *j, const char *path, uint64_t *out)
-{
-	if (cJSON_IsNumber(j)) {
-		double x = j->valuedouble;
-		if (x < 0) {
-			perr(c, path, "negative size");
-			return -1;
-		}
-		if (!isfinite(x) || x >= 18446744073709551616.0) {
-			perr(c, path, "size too large");
-			return -1;
-		}
-		if (x != (double)(uint64_t)x) {
-			perr(c, path, "not a whole number of bytes");
-			return -1;
-		}
-		*out = (uint64_t)x;
-		return 0;
-	}
-	if (!cJSON_IsString(j)) {
-		perr(c, path, "expected a number or a string like \"10GiB\", got %s", json_type(j));
-		return -1;
-	}
-	char why[160];
-	if (fl_size_parse(j->valuestring, out, why, sizeof why) < 0) {
-		perr(c, path, "%s", why);
-		return -1;
-	}
-	return 0;
-}
-
-static int parse_time(struct pctx *c, const cJSON *j, const char *path, int64_t *out)
-{
-	if (!want(c, j, path, cJSON_IsString, "a string"))
-		return -1;
-	if (fl_time_parse(j->valuestring, out) < 0) {
-		perr(c, path, "bad time \"%s\" (want UTC ISO-8601 like 2026-01-01T00:00:00Z)",
-		     j->valuestring);
-		return -1;
-	}
-	return 0;
-}
-
-/* ---- match ---- */
-
-static void parse_match(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m);
-
-static void parse_size_obj(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
-{
-	char p[PATH_MAX_LEN];
-	const cJSON *it;
-	if (!want(c, j, path, cJSON_IsObject, "an object like {\"min\": 1, \"max\": \"10GiB\"}"))
-		return;
-	cJSON_ArrayForEach(it, j) {
-		path_key(p, path, it->string);
-		if (dup_field(c, j, it, p))
-			continue;
-		if (!strcmp(it->string, "min"))
-			m->has_size_min = parse_size(c, it, p, &m->size_min) == 0;
-		else if (!strcmp(it->string, "max"))
-			m->has_size_max = parse_size(c, it, p, &m->size_max) == 0;
-		else
-			perr(c, p, "unknown field");
-	}
-	if (m->has_size_min && m->has_size_max && m->size_min > m->size_max)
-		perr(c, path, "min (%llu) is greater than max (%llu)",
-		     (unsigned long long)m->size_min, (unsigned long long)m->size_max);
-}
-
-static void parse_modified_obj(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
-{
-	char p[PATH_MAX_LEN];
-	const cJSON *it;
-	if (!want(c, j, path, cJSON_IsObject, "an object like {\"after\": \"2026-01-01T00:00:00Z\"}"))
-		return;
-	cJSON_ArrayForEach(it, j) {
-		path_key(p, path, it->string);
-		if (dup_field(c, j, it, p))
-			continue;
-		if (!strcmp(it->string, "after"))
-			m->has_after = parse_time(c, it, p, &m->after_ns) == 0;
-		else if (!strcmp(it->string, "before"))
-			m->has_before = parse_time(c, it, p, &m->before_ns) == 0;
-		else
-			perr(c, p, "unknown field");
-	}
-	if (m->has_after && m->has_before && m->after_ns > m->before_ns)
-		perr(c, path, "after is later than before");
-}
-
-static void parse_ctypes(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
-{
-	char p[PATH_MAX_LEN];
-	if (parse_str_list(c, j, path, &m->ctypes, &m->n_ctypes) < 0)
-		return;
-	for (size_t i = 0; i < m->n_ctypes; i++) {
-		char *t = m->ctypes[i];
-		const char *sl = strchr(t, '/');
-		bool ok = sl && sl != t && sl[1] && !strchr(sl + 1, '/') &&
-			  !strpbrk(t, " ;,\t") &&
-			  (!strchr(t, '*') || (strchr(t, '*') == sl + 1 && !sl[2]));
-		if (!ok) {
-			if (cJSON_IsArray(j))
-				path_idx(p, path, i);
-			else
-				snprintf(p, sizeof p, "%s", path);
-			perr(c, p, "bad content type \"%s\" (want TYPE/SUBTYPE or TYPE/*)", t);
-		}
-		str_lower(t);
-	}
-	str_list_normalise(m->ctypes, &m->n_ctypes);
-}
-
-static int cmp_kv_cond(const void *a, const void *b)
-{
-	return strcmp(((const struct fl_kv_cond *)a)->name, ((const struct fl_kv_cond *)b)->name);
-}
-
-static void parse_kv_conds(struct pctx *c, const cJSON *j, const char *path, bool is_meta,
-			   struct fl_kv_cond **out, size_t *n)
-{
-	char p[PATH_MAX_LEN];
-	const cJSON *it;
-	if (!want(c, j, path, cJSON_IsObject,
-		  is_meta ? "an object like {\"color\": [\"black\", \"green\"]}"
-			  : "an object like {\"stage\": \"raw\"}"))
-		return;
-	int cnt = cJSON_GetArraySize(j);
-	if (cnt == 0)
-		return;
-	struct fl_kv_cond *v = calloc((size_t)cnt, sizeof *v);
-	if (!v) {
-		pc_oom(c);
-		return;
-	}
-	*out = v;
-	cJSON_ArrayForEach(it, j) {
-		path_key(p, path, it->string);
-		if (dup_field(c, j, it, p))
-			continue;
-		struct fl_kv_cond *k = &v[*n];
-		if (!(k->name = pc_strdup(c, it->string)))
-			continue;
-		(*n)++;
-		if (is_meta) {
-			str_lower(k->name);
-			if (!strncmp(k->name, "x-amz-meta-", 11)) {
-				perr(c, p, "write the metadata name without \"x-amz-meta-\"");
-				continue;
-			}
-			if (!is_token(k->name)) {
-				perr(c, p, "bad metadata name \"%s\"", it->string);
-				continue;
-			}
-			if (posix_meta_reserved(k->name)) {
-				perr(c, p, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
-				     k->name);
-				continue;
-			}
-			for (size_t i = 0; i + 1 < *n; i++) {
-				if (!strcmp(v[i].name, k->name)) {
-					perr(c, p, "duplicate metadata name (names ignore case)");
-					break;
-				}
-			}
-		} else if (!k->name[0]) {
-			perr(c, p, "empty tag name");
-			continue;
-		}
-		if (parse_str_list(c, it, p, &k->values, &k->n_values) < 0)
-			continue;
-		str_list_normalise(k->values, &k->n_values);
-		for (size_t i = 0; i < k->n_values; i++)
-			if (!strcmp(k->values[i], "*"))
-				k->any_value = true;
-		if (k->any_value) {
-			str_list_free(k->values, k->n_values);
-			k->values = NULL;
-			k->n_values = 0;
-		}
-	}
-	qsort(v, *n, sizeof *v, cmp_kv_cond);
-}
-
-static void parse_regex(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
-{
-	if (!want(c, j, path, cJSON_IsString, "a string"))
-		return;
-	int errcode;
-	PCRE2_SIZE off;
-	m->regex_src = pc_strdup(c, j->valuestring);
-	if (!m->regex_src)
-		return;
-	m->regex = pcre2_compile((PCRE2_SPTR)m->regex_src, PCRE2_ZERO_TERMINATED,
-				 PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &errcode, &off, NULL);
-	if (!m->regex) {
-		PCRE2_UCHAR msg[256];
-		if (pcre2_get_error_message(errcode, msg, sizeof msg) < 0)
-			snprintf((char *)msg, sizeof msg, "error %d", errcode);
-		perr(c, path, "bad regex at offset %zu: %s", (size_t)off, (char *)msg);
-		return;
-	}
-	/* JIT is an optimisation: without it pcre2_match() interprets. */
-	(void)pcre2_jit_compile(m->regex, PCRE2_JIT_COMPLETE);
-}
-
-static void parse_string_field(struct pctx *c, const cJSON *j, const char *path, char **out)
-{
-	if (want(c, j, path, cJSON_IsString, "a string"))
-		*out = pc_strdup(c, j->valuestring);
-}
-
-static void parse_any(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
-{
-	char p[PATH_MAX_LEN];
-	if (!want(c, j, path, cJSON_IsArray, "a list of match objects"))
-		return;
-	m->has_any = true;
-	int cnt = cJSON_GetArraySize(j);
-	if (cnt == 0) {
-		perr(c, path, "empty list (needs at least one match object)");
-		return;
-	}
-	m->any = calloc((size_t)cnt, sizeof *m->any);
-	if (!m->any) {
-		pc_oom(c);
-		return;
-	}
-	const cJSON *e;
-	cJSON_ArrayForEach(e, j) {
-		path_idx(p, path, m->n_any);
-		parse_match(c, e, p, &m->any[m->n_any++]);
-	}
-}
-
-static void parse_match(struct pctx *c, const cJSON *j, const char *path, struct fl_match *m)
-{
-	char p[PATH_MAX_LEN];
-	const cJSON *it;
-	if (!want(c, j, path, cJSON_IsObject, "an object"))
-		return;
-	cJSON_ArrayForEach(it, j) {
-		const char *k = it->string;
-		path_key(p, path, k);
-		if (dup_field(c, j, it, p))
-			continue;
-		if (!strcmp(k, "prefix")) {
-			parse_string_field(c, it, p, &m->prefix);
-			m->prefix_len = m->prefix ? strlen(m->prefix) : 0;
-		} else if (!strcmp(k, "suffix")) {
-			parse_string_field(c, it, p, &m->suffix);
-			m->suffix_len = m->suffix ? strlen(m->suffix) : 0;
-		} else if (!strcmp(k, "glob")) {
-			parse_string_field(c, it, p, &m->glob);
-		} else if (!strcmp(k, "regex")) {
-			parse_regex(c, it, p, m);
-		} else if (!strcmp(k, "size")) {
-			parse_size_obj(c, it, p, m);
-		} else if (!strcmp(k, "modified")) {
-			parse_modified_obj(c, it, p, m);
-		} else if (!strcmp(k, "content_type")) {
-			parse_ctypes(c, it, p, m);
-		} else if (!strcmp(k, "metadata")) {
-			parse_kv_conds(c, it, p, true, &m->meta, &m->n_meta);
-		} else if (!strcmp(k, "tags")) {
-			parse_kv_conds(c, it, p, false, &m->tags, &m->n_tags);
-		} else if (!strcmp(k, "any")) {
-			parse_any(c, it, p, m);
-		} else if (!strcmp(k, "not")) {
-			if (!(m->not_ = calloc(1, sizeof *m->not_)))
-				pc_oom(c);
-			else
-				parse_match(c, it, p, m->not_);
-		} else {
-			perr(c, p, "unknown field");
-		}
-	}
+		fl_perr(c, "name", "view name \"%s\" starts with '.' (reserved)", name);
 }
 
 /* ---- top level ---- */
-
-static void parse_bool(struct pctx *c, const cJSON *j, const char *path, bool *out)
-{
-	if (want(c, j, path, cJSON_IsBool, "true or false"))
-		*out = cJSON_IsTrue(j);
-}
 
 static void parse_layout(struct pctx *c, const cJSON *j, struct view *v)
 {
 	char p[PATH_MAX_LEN];
 	const cJSON *it;
-	if (!want(c, j, "layout", cJSON_IsObject, "an object"))
+	if (!fl_want(c, j, "layout", cJSON_IsObject, "an object"))
 		return;
 	cJSON_ArrayForEach(it, j) {
-		path_key(p, "layout", it->string);
-		if (dup_field(c, j, it, p))
+		fl_path_key(p, "layout", it->string);
+		if (fl_dup_field(c, j, it, p))
 			continue;
 		if (!strcmp(it->string, "strip_prefix")) {
 			char *s = NULL;
-			parse_string_field(c, it, p, &s);
+			fl_json_string(c, it, p, &s);
 			if (s) {
 				free(v->strip_prefix);
 				v->strip_prefix = s;
 			}
 		} else if (!strcmp(it->string, "flat")) {
-			parse_bool(c, it, p, &v->flat);
+			fl_json_bool(c, it, p, &v->flat);
 		} else {
-			perr(c, p, "unknown field");
+			fl_perr(c, p, "unknown field");
 		}
 	}
 }
@@ -550,49 +68,49 @@ static void parse_on_create(struct pctx *c, const cJSON *j, struct view *v)
 {
 	char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
 	const cJSON *it, *kv;
-	if (!want(c, j, "on_create", cJSON_IsObject, "an object"))
+	if (!fl_want(c, j, "on_create", cJSON_IsObject, "an object"))
 		return;
 	cJSON_ArrayForEach(it, j) {
-		path_key(p, "on_create", it->string);
-		if (dup_field(c, j, it, p))
+		fl_path_key(p, "on_create", it->string);
+		if (fl_dup_field(c, j, it, p))
 			continue;
 		if (strcmp(it->string, "metadata")) {
-			perr(c, p, "unknown field");
+			fl_perr(c, p, "unknown field");
 			continue;
 		}
-		if (!want(c, it, p, cJSON_IsObject, "an object like {\"color\": \"black\"}"))
+		if (!fl_want(c, it, p, cJSON_IsObject, "an object like {\"color\": \"black\"}"))
 			continue;
 		cJSON_ArrayForEach(kv, it) {
-			path_key(q, p, kv->string);
-			if (dup_field(c, it, kv, q))
+			fl_path_key(q, p, kv->string);
+			if (fl_dup_field(c, it, kv, q))
 				continue;
 			char lname[NAME_MAX_LEN + 1];
 			snprintf(lname, sizeof lname, "%s", kv->string);
-			str_lower(lname);
-			if (!is_token(kv->string) || strlen(kv->string) > NAME_MAX_LEN) {
-				perr(c, q, "bad metadata name \"%s\"", kv->string);
+			fl_str_lower(lname);
+			if (!fl_is_token(kv->string) || strlen(kv->string) > NAME_MAX_LEN) {
+				fl_perr(c, q, "bad metadata name \"%s\"", kv->string);
 				continue;
 			}
 			if (!strncmp(lname, "x-amz-meta-", 11)) {
-				perr(c, q, "write the metadata name without \"x-amz-meta-\"");
+				fl_perr(c, q, "write the metadata name without \"x-amz-meta-\"");
 				continue;
 			}
 			if (posix_meta_reserved(lname)) {
-				perr(c, q, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
-				     lname);
+				fl_perr(c, q, "\"%s\" is a file attribute (mtime, atime, ctime, mode, uid, gid), not user metadata",
+					lname);
 				continue;
 			}
-			if (!want(c, kv, q, cJSON_IsString, "a string"))
+			if (!fl_want(c, kv, q, cJSON_IsString, "a string"))
 				continue;
 			bool dup = false;
 			for (size_t i = 0; i < v->n_on_create; i++)
 				dup |= !strcmp(v->on_create[i].name, lname);
 			if (dup) {
-				perr(c, q, "duplicate metadata name (names ignore case)");
+				fl_perr(c, q, "duplicate metadata name (names ignore case)");
 				continue;
 			}
 			if (obj_kv_add(&v->on_create, &v->n_on_create, lname, kv->valuestring) < 0)
-				pc_oom(c);
+				fl_oom(c);
 		}
 	}
 }
@@ -605,26 +123,26 @@ static void parse_on_create(struct pctx *c, const cJSON *j, struct view *v)
 static void parse_buckets(struct pctx *c, const cJSON *j, struct view *v)
 {
 	char p[PATH_MAX_LEN];
-	if (parse_str_list(c, j, "bucket", &v->buckets, &v->n_buckets) < 0)
+	if (fl_json_str_list(c, j, "bucket", &v->buckets, &v->n_buckets) < 0)
 		return;
 	for (size_t i = 0; i < v->n_buckets; i++) {
 		const char *b = v->buckets[i];
 		if (cJSON_IsArray(j))
-			path_idx(p, "bucket", i);
+			fl_path_idx(p, "bucket", i);
 		else
 			snprintf(p, sizeof p, "bucket");
 		size_t len = strlen(b);
 		if (!b[0])
-			perr(c, p, "empty bucket name");
+			fl_perr(c, p, "empty bucket name");
 		else if (len > BUCKET_MAX_LEN)
-			perr(c, p, "bucket name of %zu bytes (S3 bucket names have at most %d)",
-			     len, BUCKET_MAX_LEN);
+			fl_perr(c, p, "bucket name of %zu bytes (S3 bucket names have at most %d)",
+				len, BUCKET_MAX_LEN);
 		else if (!strcmp(b, ".") || !strcmp(b, ".."))
-			perr(c, p, "bucket name \"%s\" is no S3 bucket (and cannot be a directory name)", b);
+			fl_perr(c, p, "bucket name \"%s\" is no S3 bucket (and cannot be a directory name)", b);
 		else if (strchr(b, '/'))
-			perr(c, p, "bucket name \"%s\" contains '/'", b);
+			fl_perr(c, p, "bucket name \"%s\" contains '/'", b);
 	}
-	str_list_normalise(v->buckets, &v->n_buckets);
+	fl_str_list_normalise(v->buckets, &v->n_buckets);
 }
 
 #define POLICIES "\"session\", \"commit\" or \"eventual\""
@@ -639,21 +157,21 @@ static void parse_warm(struct pctx *c, const cJSON *j, struct view *v)
 		v->warm = cJSON_IsTrue(j);
 		return;
 	}
-	if (!want(c, j, "warm", cJSON_IsObject,
-		  "true, false or an object like {\"max_object\": \"64MiB\"}"))
+	if (!fl_want(c, j, "warm", cJSON_IsObject,
+		     "true, false or an object like {\"max_object\": \"64MiB\"}"))
 		return;
 	v->warm = true;
 	cJSON_ArrayForEach(it, j) {
-		path_key(p, "warm", it->string);
-		if (dup_field(c, j, it, p))
+		fl_path_key(p, "warm", it->string);
+		if (fl_dup_field(c, j, it, p))
 			continue;
 		if (!strcmp(it->string, "max_object")) {
-			if (parse_size(c, it, p, &v->warm_max) == 0 && v->warm_max == 0)
-				perr(c, p, "must be at least 1 byte (use \"warm\": false to turn warming off)");
+			if (fl_json_size(c, it, p, &v->warm_max) == 0 && v->warm_max == 0)
+				fl_perr(c, p, "must be at least 1 byte (use \"warm\": false to turn warming off)");
 		} else if (!strcmp(it->string, "on_scan")) {
-			parse_bool(c, it, p, &v->warm_on_scan);
+			fl_json_bool(c, it, p, &v->warm_on_scan);
 		} else {
-			perr(c, p, "unknown field");
+			fl_perr(c, p, "unknown field");
 		}
 	}
 }
@@ -664,55 +182,55 @@ static void parse_top(struct pctx *c, const cJSON *root, struct view *v)
 	bool has_name = false, has_bucket = false;
 	cJSON_ArrayForEach(it, root) {
 		const char *k = it->string;
-		if (dup_field(c, root, it, k))
+		if (fl_dup_field(c, root, it, k))
 			continue;
 		if (!strcmp(k, "name")) {
 			has_name = true;
-			parse_string_field(c, it, k, &v->name);
+			fl_json_string(c, it, k, &v->name);
 			if (v->name)
 				check_view_name(c, v->name);
 		} else if (!strcmp(k, "bucket")) {
 			has_bucket = true;
 			parse_buckets(c, it, v);
 		} else if (!strcmp(k, "match")) {
-			parse_match(c, it, "match", &v->match);
+			fl_parse_match(c, it, "match", &v->match);
 		} else if (!strcmp(k, "layout")) {
 			parse_layout(c, it, v);
 		} else if (!strcmp(k, "visibility")) {
-			if (!want(c, it, k, cJSON_IsString, POLICIES))
+			if (!fl_want(c, it, k, cJSON_IsString, POLICIES))
 				continue;
 			if (!strcmp(it->valuestring, "commit"))
 				v->policy = FL_COMMIT;
 			else if (!strcmp(it->valuestring, "eventual"))
 				v->policy = FL_EVENTUAL;
 			else if (strcmp(it->valuestring, "session"))
-				perr(c, k, "bad visibility \"%s\" (want %s)",
-				     it->valuestring, POLICIES);
+				fl_perr(c, k, "bad visibility \"%s\" (want %s)",
+					it->valuestring, POLICIES);
 		} else if (!strcmp(k, "warm")) {
 			parse_warm(c, it, v);
 		} else if (!strcmp(k, "writable")) {
-			parse_bool(c, it, k, &v->writable);
+			fl_json_bool(c, it, k, &v->writable);
 		} else if (!strcmp(k, "write_back")) {
-			parse_bool(c, it, k, &v->write_back);
+			fl_json_bool(c, it, k, &v->write_back);
 		} else if (!strcmp(k, "on_create")) {
 			parse_on_create(c, it, v);
 		} else {
-			perr(c, k, "unknown field");
+			fl_perr(c, k, "unknown field");
 		}
 	}
 	/* Write-back publishes after close: only a policy that promises
 	 * other gateways nothing at close or fsync allows it. */
 	if (v->write_back && v->policy != FL_EVENTUAL)
-		perr(c, "write_back", "needs \"visibility\": \"eventual\" (\"%s\" "
-		     "promises other gateways the data at %s)",
-		     v->policy == FL_COMMIT ? "commit" : "session",
-		     v->policy == FL_COMMIT ? "fsync and close" : "close");
+		fl_perr(c, "write_back", "needs \"visibility\": \"eventual\" (\"%s\" "
+			"promises other gateways the data at %s)",
+			v->policy == FL_COMMIT ? "commit" : "session",
+			v->policy == FL_COMMIT ? "fsync and close" : "close");
 	if (v->write_back && !v->writable)
-		perr(c, "write_back", "needs \"writable\": true");
+		fl_perr(c, "write_back", "needs \"writable\": true");
 	if (!has_name)
-		perr(c, "name", "missing required field");
+		fl_perr(c, "name", "missing required field");
 	if (!has_bucket)
-		perr(c, "bucket", "missing required field");
+		fl_perr(c, "bucket", "missing required field");
 }
 
 /* Line and column (1-based, columns in bytes) of offset `off` in buf. */
@@ -743,7 +261,7 @@ int view_load_buf(const char *file, const char *buf, size_t len,
 	while (i < len && strchr(" \t\r\n", buf[i]))
 		i++;
 	if (i == len) {
-		perr(&c, "$", "not JSON: empty file");
+		fl_perr(&c, "$", "not JSON: empty file");
 		goto out;
 	}
 	const char *end = NULL;
@@ -755,18 +273,18 @@ int view_load_buf(const char *file, const char *buf, size_t len,
 		if (off < len) {
 			size_t ln, col;
 			line_col(buf, off, &ln, &col);
-			perr(&c, "$", "not JSON: unexpected text after the document at line %zu, column %zu",
-			     ln, col);
+			fl_perr(&c, "$", "not JSON: unexpected text after the document at line %zu, column %zu",
+				ln, col);
 			goto out;
 		}
 	} else {
 		size_t ln, col;
 		line_col(buf, end ? (size_t)(end - buf) : 0, &ln, &col);
-		perr(&c, "$", "not JSON: syntax error at line %zu, column %zu", ln, col);
+		fl_perr(&c, "$", "not JSON: syntax error at line %zu, column %zu", ln, col);
 		goto out;
 	}
 	if (!cJSON_IsObject(root)) {
-		perr(&c, "$", "expected an object, got %s", json_type(root));
+		fl_perr(&c, "$", "expected an object, got %s", fl_json_type(root));
 		goto out;
 	}
 	v = calloc(1, sizeof *v);
@@ -806,42 +324,13 @@ out:
 	return rc;
 }
 
-static void kv_cond_free(struct fl_kv_cond *k, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(k[i].name);
-		str_list_free(k[i].values, k[i].n_values);
-	}
-	free(k);
-}
-
-void fl_match_release(struct fl_match *m)
-{
-	free(m->prefix);
-	free(m->suffix);
-	free(m->glob);
-	free(m->regex_src);
-	pcre2_code_free(m->regex);
-	str_list_free(m->ctypes, m->n_ctypes);
-	kv_cond_free(m->meta, m->n_meta);
-	kv_cond_free(m->tags, m->n_tags);
-	for (size_t i = 0; i < m->n_any; i++)
-		fl_match_release(&m->any[i]);
-	free(m->any);
-	if (m->not_) {
-		fl_match_release(m->not_);
-		free(m->not_);
-	}
-	memset(m, 0, sizeof *m);
-}
-
 void view_free(struct view *v)
 {
 	if (!v)
 		return;
 	free(v->name);
 	free(v->source);
-	str_list_free(v->buckets, v->n_buckets);
+	fl_str_list_free(v->buckets, v->n_buckets);
 	fl_match_release(&v->match);
 	free(v->strip_prefix);
 	obj_kv_free(v->on_create, v->n_on_create);

@@ -1,7 +1,19 @@
 /*
- * index_int.h — the inside of struct index, shared by index.c (open, apply,
- * offsets, scan pages), index_views.c (view set, membership rebuild) and
- * index_read.c (lookup, readdir, records). Not for other modules.
+ * index_int.h — the inside of struct index, shared by the index's files.
+ * Not for other modules. Layers, each calling only those below it:
+ *   index.c            open, close
+ *   index_views.c      installing a view set, rebuilding memberships
+ *   index_reconcile.c  a rescan's page against the index
+ *   index_read.c       lookup, readdir, records
+ *   index_write.c      the write path (ix_run: events, own changes, scan
+ *                      pages); offsets and scan state
+ *   index_batch.c      the batch overlay of one write
+ *   index_bloom.c      the key filter
+ *   index_table.c      the table of views: freed, a key's path in a view
+ *   index_db.c         LevelDB helpers: write the batch, get a value
+ * index_dirs.c (made directories) calls none of them. Below them all:
+ * index_own.c, index_codec.c, index_env.cc, route.c, viewset.c and the
+ * filters (filter_int.h).
  *
  * Locks: wmu serialises every writer and guards the scratch fields and
  * the installed set (set: the view set the table was built from, pinned);
@@ -26,9 +38,7 @@
 #include "views/index_codec.h"
 #include "views/viewset.h"
 
-struct ix_slot;
 struct ix_change;
-struct ix_op;
 struct ix_bloom;
 struct route;
 struct own_table;
@@ -41,6 +51,31 @@ struct ixview {
 	bool multi;            /* more than one bucket: paths start "BUCKET/" */
 	size_t rank;           /* of prefix among the table's (ix_table_rank) */
 	_Atomic uint64_t members;
+};
+
+/* One key of a write (index_batch.c): its record as the call sees it. */
+struct ix_slot {
+	const char *okey;          /* 'O' key (arena) */
+	size_t oklen;
+	uint64_t h;
+	bool exists;               /* a record (live or tombstone) is stored */
+	bool was_unsent;           /* the stored record is unsent (its 'U' key) */
+	struct obj_meta rec;       /* current record; strings in arena or caller's */
+	const char *enc;           /* its encoding (arena) */
+	size_t enclen;
+	bool dirty;                /* enc must be written */
+	uint64_t sk;               /* sort key: see key_head() */
+};
+
+/* A membership write, kept until the end of the call so that the batch
+ * reaches LevelDB's memtable in key order (neighbouring skiplist searches
+ * share their cache-hot upper levels: measurably cheaper than random order). */
+struct ix_op {
+	const char *k, *v;         /* arena; v NULL = delete */
+	size_t kl, vl;
+	uint32_t seq;              /* order of the op in the call: later wins */
+	uint32_t rank;             /* of its view's prefix (ixview.rank) */
+	uint64_t sk;               /* sort key: see key_head() */
 };
 
 struct ixbucket {          /* a bucket and the views that use it */
@@ -84,7 +119,7 @@ struct index {
 				    * (index_own.h); NULL: none kept */
 	int64_t run_ns;            /* CLOCK_MONOTONIC at the apply's start */
 
-	/* writer scratch, under wmu (index.c) */
+	/* writer scratch, under wmu (index_write.c, index_batch.c) */
 	leveldb_writebatch_t *wb;
 	struct arena ar;
 	struct ibuf kbuf, vbuf, tbuf;
@@ -106,7 +141,7 @@ struct index {
 	size_t ev_cap;
 	struct ix_op *ops;         /* membership puts/deletes, sorted before writing */
 	size_t n_ops, ops_cap;
-	struct ix_op *ops_tmp;     /* the ops grouped by view (index.c, ops_group) */
+	struct ix_op *ops_tmp;     /* the ops grouped by view (index_batch.c, ops_group) */
 	size_t ops_tmp_cap;
 	size_t *vstart;            /* per prefix rank: where its ops go (ops_group) */
 	size_t vstart_cap;
@@ -125,39 +160,61 @@ struct index {
 	atomic_bool bloom_stop;
 };
 
+/* LevelDB helpers (index_db.c). */
 /* Write the batch ix->wb (then clears it). 0 or -EIO (logged). */
 int  ix_write(struct index *ix, const char *what);
 /* Get a value: 0 with *val (leveldb_free it), -ENOENT, or -EIO. */
 int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	    const char *k, size_t kl, char **val, size_t *vl);
-/* Membership path of key in view vi into out (with "BUCKET/" for multi-
- * bucket views): 0, -ENOENT (not in the view's namespace), -EINVAL (key
- * cannot be a path), -ENAMETOOLONG. */
-int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
-		    const char *key, char *out, size_t outlen);
+
+/* The write path (index_write.c). */
+/* The scan page rule (index_scan_apply): keep the stored record rec instead
+ * of the listed object? A tombstone at or after the listed Last-Modified
+ * (deleted later) and a record written by an event are kept. The rescan's
+ * rules (index_reconcile.c) start from it. */
+bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed);
 /* Writes with the caller's rule (index_reconcile.c): under the write lock,
  * decide() sees each input record with the stored one (NULL if none;
  * tombstones carry OBJ_DELETED) and returns true to write o (a live o as a
  * scan record, OBJ_FROM_SCAN; a tombstone as a tombstone with o's mtime),
  * false to keep what is stored. One batch, memberships and counters as
  * index_scan_apply. Returns the number kept (>= 0) or -errno. */
-/* The scan page rule (index_scan_apply): keep the stored record rec instead
- * of the listed object? A tombstone at or after the listed Last-Modified
- * (deleted later) and a record written by an event are kept. The rescan's
- * rules (index_reconcile.c) start from it. */
-bool ix_scan_keeps_record(const struct obj_meta *rec, const struct obj_meta *listed);
 typedef bool (*ix_decide_fn)(void *dctx, const struct obj_meta *stored,
 			     const struct obj_meta *o);
 int  ix_run_decided(struct index *ix, const struct obj_meta *objs, size_t n,
 		    ix_decide_fn decide, void *dctx, index_change_fn fn, void *ctx);
+
+/* The batch overlay (index_batch.c), under wmu. */
+/* Mask of the overlay's table for n keys (its size less one). */
+size_t ix_tab_mask(size_t n);
+/* Reset the scratch for a call of n records. 0 or -ENOMEM. */
+int  ix_scratch_prepare(struct index *ix, size_t n);
+/* The slot of the 'O' key in ix->kbuf (*out), created (not loaded) if new. */
+int  ix_slot_find_add(struct index *ix, size_t mask, size_t *nslots, int32_t *out);
+/* Read the stored record of every slot, in key order. *in_order: the
+ * input was in key order already. 0 or -errno. */
+int  ix_slots_load(struct index *ix, size_t nslots, bool *in_order);
+/* Keep a membership put (v: in the arena) or delete (v NULL) of view xv. */
+int  ix_op_add(struct index *ix, const struct ixview *xv, const char *k, size_t kl,
+	       const char *v, size_t vl);
+/* Records and memberships into the batch, both in key order. */
+int  ix_ops_flush(struct index *ix, size_t nslots, bool in_order);
 /* Set each view's rank: the order of its prefix among the n views' (the
  * writers group membership keys by it). 0 or -ENOMEM. */
 int  ix_table_rank(struct ixview *views, size_t n);
-/* Free a view table and its router (index_views.c). */
+
+/* Delete every key starting with prefix, in batches (index_views.c). */
+int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
+
+/* The table of views (index_table.c). */
+/* Free a view table and its router. */
 void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
 		   struct route *r);
-/* Delete every key starting with prefix, in batches. */
-int  ix_drop_prefix(struct index *ix, const char *prefix, size_t plen);
+/* Membership path of key in view vi into out (with "BUCKET/" for multi-
+ * bucket views): 0, -ENOENT (not in the view's namespace), -EINVAL (key
+ * cannot be a path), -ENAMETOOLONG. */
+int  ix_member_path(const struct index *ix, size_t vi, const char *bucket,
+		    const char *key, char *out, size_t outlen);
 
 /* FNV-1a 64 of an 'O' key: the overlay's and the key filter's hash. */
 static inline uint64_t ix_key_hash(const char *p, size_t n)

@@ -1,6 +1,7 @@
 /*
  * index_own.h — the gateway's own writes whose events have not arrived yet.
- * Internal to views/ (index.c keeps one table under its write mutex).
+ * Internal to views/ (the index keeps one table, made by index_open, used
+ * by the write path, index_write.c, under its write mutex).
  *
  * The gateway records its own PUT, COPY or DELETE in the index when the
  * request returns (fuse/core.c's core_index_local). The store's answer has

@@ -1,9 +1,9 @@
 /*
  * index_reconcile.c — see index_reconcile.h. The range walk finds the live
  * records the page does not list (candidates for removal, as tombstones);
- * page and candidates then go through ix_run_decided() (index.c), whose
- * decide callback (reconcile_decide) applies the rules of the header to
- * the record as stored at that moment, under the write lock.
+ * page and candidates then go through ix_run_decided() (index_write.c),
+ * whose decide callback (reconcile_decide) applies the rules of the header
+ * to the record as stored at that moment, under the write lock.
  */
 #include "views/index_int.h"
 #include "views/index_reconcile.h"

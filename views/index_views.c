@@ -47,22 +47,6 @@ int ix_drop_prefix(struct index *ix, const char *prefix, size_t plen)
 	return rc;
 }
 
-void ix_table_free(struct ixview *views, size_t n, struct ixbucket *b, size_t nb,
-		   struct route *r)
-{
-	route_free(r);
-	for (size_t i = 0; i < n; i++) {
-		free(views[i].name);
-		free(views[i].prefix);
-	}
-	free(views);
-	for (size_t i = 0; i < nb; i++) {
-		free(b[i].name);
-		free(b[i].views);
-	}
-	free(b);
-}
-
 static int bucket_add(struct ixbucket **bs, size_t *nb, const char *name, size_t vi)
 {
 	struct ixbucket *b = NULL;

@@ -1,7 +1,14 @@
 /*
- * scan_int.h — the inside of the scanner, shared by scan.c (first scans)
- * and scan_rescan.c (rescans, the periodic rescan thread). Not for other
- * modules.
+ * scan_int.h — the inside of the scanner, shared by scan.c (first scans),
+ * scan_rescan.c (rescans, the periodic rescan thread) and scan_page.c
+ * (listed pages). Not for other modules. Layers, each calling only those
+ * below it:
+ *   scan_rescan.c  rescans, the periodic rescan thread
+ *   scan.c         the scanner's life, first scans, and what rescans use
+ *                  of it: the job of a bucket, the backoff wait
+ *   scan_page.c    a listed page: collected, cleared, enriched (HEADs and
+ *                  tags by a pool of threads)
+ * All call the index (index_int.h gives its layers) and the filters.
  *
  * Locks: s->mu guards the job list, each job's info, `rescans_active` and
  * the periodic-thread fields; s->cv is broadcast on every state change
@@ -61,6 +68,7 @@ struct page {
 	int err;
 };
 
+/* scan_page.c */
 /* s3_list_fn that appends to a struct page. */
 int  scan_page_collect(void *ctx, const struct obj_meta *o);
 void scan_page_clear(struct page *pg);
@@ -72,10 +80,11 @@ void scan_page_clear(struct page *pg);
  * info. 0 or the first failure (then the page is partly enriched). */
 int  scan_page_enrich(struct scan_job *job, struct page *pg, unsigned needs,
 		      bool reuse_tags);
+
+/* scan.c */
+/* The job of bucket, or NULL; s->mu held. */
 struct scan_job *scan_job_find(struct scanner *s, const char *bucket);
 /* Sleep up to ms unless stopped; true if stopped. */
 bool scan_backoff(struct scanner *s, int ms);
-/* Stop and join the periodic rescan thread (scan_free, with mu not held). */
-void scan_rescan_stop(struct scanner *s);
 
 #endif

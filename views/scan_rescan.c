@@ -451,14 +451,3 @@ int scan_set_rescan_interval(struct scanner *s, unsigned interval_s)
 		log_info("rescan: every %u s", interval_s);
 	return rc;
 }
-
-void scan_rescan_stop(struct scanner *s)
-{
-	mod_lock(&s->mu);
-	bool join = s->has_periodic;
-	s->has_periodic = false;
-	pthread_cond_broadcast(&s->cv);
-	mod_unlock(&s->mu);
-	if (join)
-		pthread_join(s->periodic, NULL);
-}
