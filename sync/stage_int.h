@@ -13,7 +13,10 @@
  *                    upload (upload_file's hooks)
  *   stage_recover.c  crash recovery
  *   stage_stream.c   streamed multipart uploads and their pool
- *   stage.c          the stage, its files and their commits (stage.h)
+ *   stage.c          the stage and its files' data: creation, fill,
+ *                    writes, reads, metadata, rename, release (stage.h)
+ *   stage_commit.c   a file's commit, seal, set-aside and drop; taking
+ *                    up a file recovery deferred (stage.h)
  *
  * Locks (docs/design.md "Lock order" has the whole process's):
  *   stage_file.lock (f->lock) guards the fields of one file below it; a
@@ -554,5 +557,27 @@ int  stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72]);
 int  stage_stream_drop(struct stage_file *f);
 void stage_stream_free(struct stage_file *f);
 void stage_pool_stop(struct stage *st);
+
+/* ---- stage.c: the stage and its files' data ------------------------- */
+
+/* stage_file_free: frees f and all it holds (its stream's strings, its
+ * data descriptor); f is shared no more (its creation or adoption failed,
+ * or it is released). stage_oneshot_locked (f->lock held): whether f is
+ * still one-shot once it holds end bytes (or its size, if larger): under
+ * one part (one PUT, no stream, so no upload id to journal); a file past
+ * that is one-shot no more. stage_sealed_locked (f->lock held): the
+ * journal on disk is the seal's, and f is unchanged since.
+ * stage_sealed_set (f->lock not held): f's bytes counted in the stage's
+ * sealed bytes (n) or no longer (0). */
+void stage_file_free(struct stage_file *f);
+bool stage_oneshot_locked(struct stage_file *f, uint64_t end);
+bool stage_sealed_locked(const struct stage_file *f);
+void stage_sealed_set(struct stage_file *f, uint64_t n);
+
+/* ---- stage_commit.c: commits ---------------------------------------- */
+
+/* (Its functions are in stage.h: stage_file_commit, stage_file_commit_if,
+ * stage_file_seal, stage_file_set_aside, stage_file_drop and
+ * stage_file_adopt.) */
 
 #endif
