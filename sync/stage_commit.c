@@ -3,12 +3,13 @@
  * upload whole, or the end of its stream), the seal of a write-back file,
  * its set-aside and drop, and taking up again a file recovery deferred
  * (stage_file_adopt). The top of the stage's chain (stage_int.h): calls
- * stage.c and the files below it, never the reverse.
+ * stage.c and the files below it (none of stage_write.c), never the
+ * reverse.
  *
  * A commit owns its file (f->uploading, set under f->lock once no
  * operation runs: n_active 0, no journal owner, no stream creation in
- * flight); writers wait on f->cond until it clears (stage.c), so the
- * owner reads the bytes, size, name and metadata without the lock. The
+ * flight); writers wait on f->cond until it clears (stage_write.c), so
+ * the owner reads the bytes, size, name and metadata without the lock. The
  * upload journals "commit" first (the data synced before, unless the
  * seal's stand holds: jsealed) and removes the journal after it; a commit
  * that fails having journaled "commit" stays on the kept list

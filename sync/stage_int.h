@@ -13,8 +13,10 @@
  *                    upload (upload_file's hooks)
  *   stage_recover.c  crash recovery
  *   stage_stream.c   streamed multipart uploads and their pool
- *   stage.c          the stage and its files' data: creation, fill,
- *                    writes, reads, metadata, rename, release (stage.h)
+ *   stage.c          the stage and its files' lives: creation, fill,
+ *                    reads, state, fsync, park, release (stage.h)
+ *   stage_write.c    what changes a file: writes, truncate, metadata,
+ *                    name (stage.h)
  *   stage_commit.c   a file's commit, seal, set-aside and drop; taking
  *                    up a file recovery deferred (stage.h)
  *
@@ -558,7 +560,7 @@ int  stage_stream_drop(struct stage_file *f);
 void stage_stream_free(struct stage_file *f);
 void stage_pool_stop(struct stage *st);
 
-/* ---- stage.c: the stage and its files' data ------------------------- */
+/* ---- stage.c: the stage and its files ------------------------------ */
 
 /* stage_file_free: frees f and all it holds (its stream's strings, its
  * data descriptor); f is shared no more (its creation or adoption failed,
@@ -573,6 +575,12 @@ void stage_file_free(struct stage_file *f);
 bool stage_oneshot_locked(struct stage_file *f, uint64_t end);
 bool stage_sealed_locked(const struct stage_file *f);
 void stage_sealed_set(struct stage_file *f, uint64_t n);
+
+/* ---- stage_write.c: changes ----------------------------------------- */
+
+/* (Its functions are in stage.h: stage_file_pwrite, stage_file_pwrite_pipe,
+ * stage_file_truncate, stage_file_set_meta, stage_file_set_commit_meta,
+ * stage_file_rename and stage_key_replaced_but.) */
 
 /* ---- stage_commit.c: commits ---------------------------------------- */
 
