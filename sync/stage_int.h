@@ -34,11 +34,21 @@
  *     install, not its I/O) and a release's check against it; stage.lock
  *     may be taken under it.
  *   kept_io, an I/O lock: a kept file's mark or unmark, flag and marker
- *     file together (stage_kept.c); stage.lock is taken under it. Only
- *     commits, renames and deletes of a key with a failed commit take it.
- * Order: renew_lock -> stage.lock; kept_io -> stage.lock;
- * stage_file.lock -> pool.lock; stage_file.lock -> stage.lock;
- * stage_file.lock -> stage_file.fd_lock -> stage.lock.
+ *     file together (stage_kept.c); stage.lock is taken under it, and so
+ *     is renew_lock when a marker's creation finds the directory removed
+ *     (stage_create_at: the renewal, and its renewed callback, run under
+ *     kept_io). Taken at the end of every commit, and by a seal, a
+ *     set-aside, a drop, a rename onto or a delete when the file or its
+ *     key has a kept entry; never with a state lock of the stage held,
+ *     nor by a stat, a read or a write.
+ * Order of this module's locks, named as in docs/design.md "Lock order",
+ * which holds the process-wide order (callbacks included) and agrees:
+ *   stage_file.lock -> stage_file.fd_lock -> stage.lock
+ *   stage_file.lock -> stage pool.lock
+ *   stage kept_io -> stage renew_lock -> stage.lock
+ * A lock may be taken holding only locks before it on one of these lines
+ * (stage_file.lock -> stage.lock, renew_lock -> stage.lock and kept_io ->
+ * stage.lock are taken too); stage.lock and pool.lock are leaves.
  */
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
