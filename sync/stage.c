@@ -3,7 +3,7 @@
  * open and close; a file's creation, fill, reads, state, fsync, park and
  * release. What changes a file is stage_write.c's and its commit
  * stage_commit.c's; both call this file, which calls only the files below
- * it (stage_int.h).
+ * it (stage_int.h) and upload.c (a one-shot file's part size).
  *
  * `size` and `dirty` are atomic, so a stat or a read never takes f->lock
  * (stage_write.c says what the lock guards and how a write, a commit and

@@ -4,7 +4,7 @@
  * its set-aside and drop, and taking up again a file recovery deferred
  * (stage_file_adopt). The top of the stage's chain (stage_int.h): calls
  * stage.c and the files below it (none of stage_write.c), never the
- * reverse.
+ * reverse, and upload.c (the upload whole).
  *
  * A commit owns its file (f->uploading, set under f->lock once no
  * operation runs: n_active 0, no journal owner, no stream creation in

@@ -19,6 +19,10 @@
  *                    name (stage.h)
  *   stage_commit.c   a file's commit, seal, set-aside and drop; taking
  *                    up a file recovery deferred (stage.h)
+ * Beside the chain, upload.c (upload.h) sends one file whole: called by
+ * stage_commit.c, stage_recover.c, and for part sizes by stage.c and
+ * stage_stream.c; it calls back stage_orphans.c's journal hooks
+ * (upload_hooks) and nothing else of the stage.
  *
  * Locks (docs/design.md "Lock order" has the whole process's):
  *   stage_file.lock (f->lock) guards the fields of one file below it; a
