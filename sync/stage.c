@@ -1,25 +1,17 @@
 /*
- * stage.c — the stage and its staged files: open and close, writes,
- * reads, metadata, rename, the commit (upload whole, or the stream's
- * end) and the release. The top of the stage's chain (stage_int.h).
+ * stage.c — the stage and the lives of its staged files: the stage's
+ * open and close; a file's creation, fill, reads, state, fsync, park and
+ * release. What changes a file is stage_write.c's and its commit
+ * stage_commit.c's; both call this file, which calls only the files below
+ * it (stage_int.h) and upload.c (a one-shot file's part size).
  *
- * State of one file (f->lock): `dirty` says the next commit uploads;
- * `uploading` says a commit owns the file: writers (pwrite, truncate,
- * set_meta, rename) wait on f->cond until it clears, so the bytes, size and
- * metadata cannot change during an upload and the fields may be read
- * without the lock by the owner. `n_active` counts operations running with
- * the lock dropped (a pwrite's data, a journal being written); a commit
- * (and a truncate) waits for it to reach 0. `size` and `dirty` are atomic,
- * so a stat or a read never takes f->lock. A journal is written by its
- * owner (`jbusy`, stage_jnl_own) with f->lock dropped: no lock a stat,
- * read or write waits for is held across its write and syncs.
- * Every use of the file's data takes its descriptor for that use
- * (stage_data_get, stage_dir.c) and gives it back: a file parked by
- * stage_file_park holds none between uses.
- * The transitions of a file's journal, and the function making each, are
- * in docs/design.md ("A staged file's life"). The streamed upload of a
- * file (f->sm) is fed after each write and finished or given up by the
- * commit: stage_stream.c.
+ * `size` and `dirty` are atomic, so a stat or a read never takes f->lock
+ * (stage_write.c says what the lock guards and how a write, a commit and
+ * the journal's owner wait for each other). Every use of the file's data
+ * takes its descriptor for that use (stage_data_get, stage_dir.c) and
+ * gives it back: a file parked by stage_file_park holds none between
+ * uses. The transitions of a file's journal, and the function making
+ * each, are in docs/design.md ("A staged file's life").
  */
 #include "sync/stage_int.h"
 
@@ -34,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -136,7 +127,7 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 
 /* ---- one staged file -------------------------------------------------- */
 
-static void file_free(struct stage_file *f)
+void stage_file_free(struct stage_file *f)
 {
 	stage_stream_free(f);
 	stage_data_close(f);
@@ -199,7 +190,7 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	*out = f;
 	return 0;
 fail:
-	file_free(f);
+	stage_file_free(f);
 	return err;
 }
 
@@ -276,7 +267,7 @@ void stage_file_oneshot(struct stage_file *f)
 /* Whether f is still one-shot once it holds end bytes (or its size, if
  * larger): under one part (one PUT, no stream, so no upload id to
  * journal). f->lock held. */
-static bool oneshot_locked(struct stage_file *f, uint64_t end)
+bool stage_oneshot_locked(struct stage_file *f, uint64_t end)
 {
 	uint64_t size = f->size > end ? f->size : end;
 	if (f->oneshot && size >= upload_part_size(&f->st->up, size))
@@ -284,176 +275,7 @@ static bool oneshot_locked(struct stage_file *f, uint64_t end)
 	return f->oneshot;
 }
 
-/* What an operation changing f journals before it changes it. */
-enum op_journal {
-	OP_NO_JOURNAL,    /* nothing (the commit that follows journals it) */
-	OP_DIRTY,         /* "dirty", unless it already is */
-	OP_REWRITE,       /* "dirty" again: the metadata or name changed */
-};
-
-/* Whether the operation (making f end bytes long, 0: no size change)
- * must write the journal now: never for a one-shot file. f->lock held. */
-static bool journal_wanted(struct stage_file *f, enum op_journal how, uint64_t end)
-{
-	if (how == OP_NO_JOURNAL || oneshot_locked(f, end))
-		return false;
-	return how == OP_REWRITE || f->js != STAGE_JS_DIRTY;
-}
-
-/* Lock f and wait until no commit owns it, and (idle) no pwrite runs, and
- * the operation (making f end bytes long; 0: no size change) can own the
- * journal if it needs to write it;
- * then count the operation in n_active (a commit waits for it) and, when
- * it must journal "dirty", make it the journal's owner. Returns whether it
- * owns the journal (the caller then calls journal_dirty and op_end). */
-static bool op_begin(struct stage_file *f, bool idle, enum op_journal how,
-		     uint64_t end)
-{
-	mod_lock(&f->lock);
-	for (;;) {
-		bool want = journal_wanted(f, how, end);
-		if (!f->uploading && !(idle && f->n_active) && !(want && f->jbusy)) {
-			if (want)
-				f->jbusy = true;
-			f->n_active++;
-			/* A rename or a metadata change of a sealed file
-			 * keeps the seal's promise: "commit" again under the
-			 * new name or metadata (its bytes are the sealed
-			 * ones); anything else ends it. */
-			f->jreseal = want && how == OP_REWRITE && f->jsealed &&
-				     f->js == STAGE_JS_COMMIT;
-			if (!f->jreseal)
-				f->jsealed = false;
-			return want;
-		}
-		pthread_cond_wait(&f->cond, &f->lock);
-	}
-}
-
-/* The operation began by op_begin ends (f->lock held, and dropped here):
- * its journal ownership, if any, and its count go. wrote: it wrote bytes;
- * once no operation runs, the stream is fed those (only after writes, as
- * a stream's parts are bytes written, not renames or metadata). */
-static void op_end(struct stage_file *f, bool owned, bool wrote)
-{
-	if (owned)
-		stage_jnl_disown(f);
-	f->unfed |= wrote;
-	if (--f->n_active == 0) {
-		pthread_cond_broadcast(&f->cond);
-		if (f->unfed) {
-			f->unfed = false;
-			stage_stream_feed(f);    /* every byte below f->size is written */
-		}
-	}
-	mod_unlock(&f->lock);
-}
-
-/* Journal f "dirty" as it stands now (its owner: op_begin said so): the
- * text is made under f->lock, written and synced with it dropped
- * (stage_jnl_put_file). Stat, read and other writes of f do not wait for
- * that I/O; a write that needs the journal too waits for its owner. */
-static int journal_dirty(struct stage_file *f)
-{
-	bool reseal = f->jreseal;
-	f->jreseal = false;
-	int err = stage_jnl_file(f, reseal ? STAGE_JS_COMMIT : STAGE_JS_DIRTY, f->size,
-				 true, NULL);
-	if (err && reseal)
-		f->jsealed = false;      /* the journal on disk may be gone */
-	return err;
-}
-
-/* Where the bytes of a write come from: memory, or a pipe holding them. */
-struct wsrc {
-	const void *buf;     /* the bytes, when pipe_fd < 0 */
-	int pipe_fd;         /* >= 0: the pipe they are in */
-};
-
-/* Puts the len bytes of src into the staged file fd at off: 0 or -errno. */
-static int wsrc_put(const struct wsrc *src, int fd, size_t len, uint64_t off)
-{
-	return src->pipe_fd < 0 ? file_pwrite_all(fd, src->buf, len, off)
-				: file_splice_all(src->pipe_fd, fd, len, off);
-}
-
-/* stage_file_pwrite and stage_file_pwrite_pipe: the same write, whatever
- * src its bytes come from. */
-static ssize_t file_write(struct stage_file *f, const struct wsrc *src,
-			  size_t len, uint64_t off)
-{
-	struct stage *st = f->st;
-	if (len == 0)
-		return 0;
-	if (len > (size_t)SSIZE_MAX || off > st->max_object ||
-	    len > st->max_object - off) {
-		stage_count_efbig(st);
-		return -EFBIG;
-	}
-	uint64_t end = off + len;
-	if (end > f->size)
-		stage_room_wait(st, end - f->size);
-	int fd = stage_data_get(f, true);
-	if (fd < 0)
-		return fd;
-	bool owned = op_begin(f, false, OP_DIRTY, end);
-	int err = owned ? journal_dirty(f) : 0;
-	uint64_t grew = 0;
-	if (!err && end > f->size) {
-		grew = end - f->size;
-		err = stage_charge(st, grew);
-		if (!err)
-			f->size = end;
-	}
-	if (err) {
-		op_end(f, owned, false);
-		stage_data_put(f);
-		return err;
-	}
-	f->dirty = true;
-	stage_stream_touch(f, off);
-	if (owned) {                 /* other writers may go on meanwhile */
-		stage_jnl_disown(f);
-		owned = false;
-	}
-	mod_unlock(&f->lock);
-	if (grew)
-		stage_grown(st);
-
-	err = wsrc_put(src, fd, len, off);
-	if (!err)
-		stage_kick(st, fd, off, end);
-
-	mod_lock(&f->lock);
-	if (err) {
-		/* The file must stay as long as f->size says (holes read 0). */
-		log_error("stage: write of %zu bytes at %" PRIu64 " to %s/%s: %s",
-			  len, off, f->bucket, f->key, strerror(-err));
-		struct stat sb;
-		if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < f->size &&
-		    ftruncate(fd, (off_t)f->size) != 0)
-			err = -EIO;
-	}
-	op_end(f, false, true);
-	stage_data_put(f);
-	return err ? err : (ssize_t)len;
-}
-
-ssize_t stage_file_pwrite(struct stage_file *f, const void *buf, size_t len,
-			  uint64_t off)
-{
-	struct wsrc src = { .buf = buf, .pipe_fd = -1 };
-	return file_write(f, &src, len, off);
-}
-
-ssize_t stage_file_pwrite_pipe(struct stage_file *f, int pipe_fd, size_t len,
-			       uint64_t off)
-{
-	if (pipe_fd < 0)
-		return -EBADF;
-	struct wsrc src = { .buf = NULL, .pipe_fd = pipe_fd };
-	return file_write(f, &src, len, off);
-}
+/* ---- reads and state -------------------------------------------------- */
 
 ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
 			 uint64_t off)
@@ -488,53 +310,6 @@ ssize_t stage_file_pread(struct stage_file *f, void *buf, size_t len,
 	return err ? err : (ssize_t)done;
 }
 
-int stage_file_truncate(struct stage_file *f, uint64_t size)
-{
-	struct stage *st = f->st;
-	if (size > st->max_object) {
-		stage_count_efbig(st);
-		return -EFBIG;
-	}
-	if (size > f->size)
-		stage_room_wait(st, size - f->size);
-	int fd = stage_data_get(f, true);
-	if (fd < 0)
-		return fd;
-	/* Idle: no pwrite in flight. While this one owns the journal no
-	 * pwrite begins either (all want the journal: it is not "dirty"). */
-	bool owned = op_begin(f, true, OP_DIRTY, size);
-	int err = owned ? journal_dirty(f) : 0;
-	uint64_t old = f->size;
-	bool charged = false;
-	if (!err && size > old) {
-		err = stage_charge(st, size - old);
-		charged = !err;
-	}
-	if (!err)
-		stage_stream_touch(f, size);
-	/* (ftruncate under f->lock: it is not a sync, and stat and read
-	 * take no lock of the file) */
-	if (!err && ftruncate(fd, (off_t)size) != 0) {
-		err = -errno;
-		log_error("stage: truncate of %s/%s to %" PRIu64 ": %s", f->bucket,
-			  f->key, size, strerror(-err));
-	}
-	if (err) {
-		if (charged)
-			stage_uncharge(st, size - old);
-	} else {
-		if (size < old)
-			stage_uncharge(st, old - size);
-		f->size = size;
-		f->dirty = true;
-	}
-	op_end(f, owned, false);
-	stage_data_put(f);
-	if (charged && !err)
-		stage_grown(st);
-	return err;
-}
-
 uint64_t stage_file_size(struct stage_file *f)
 {
 	return f->size;              /* atomic: never waits for a lock */
@@ -554,7 +329,7 @@ bool stage_file_dirty(struct stage_file *f)
 }
 
 /* The journal on disk is the seal's, and f unchanged since (f->lock). */
-static bool sealed_locked(const struct stage_file *f)
+bool stage_sealed_locked(const struct stage_file *f)
 {
 	return f->jsealed && f->js == STAGE_JS_COMMIT;
 }
@@ -562,236 +337,9 @@ static bool sealed_locked(const struct stage_file *f)
 bool stage_file_sealed(struct stage_file *f)
 {
 	mod_lock(&f->lock);
-	bool sealed = sealed_locked(f);
+	bool sealed = stage_sealed_locked(f);
 	mod_unlock(&f->lock);
 	return sealed;
-}
-
-/* Swap the strings/arrays of f with the ones given; used to try a change,
- * journal it, and swap back if the journal failed. */
-static void swap_ptr(char **a, char **b)
-{
-	char *t = *a;
-	*a = *b;
-	*b = t;
-}
-
-/* Sets f's metadata and content type (how: OP_REWRITE journals them now,
- * OP_NO_JOURNAL leaves that to the commit that follows). The change is
- * made before the journal is written with f->lock dropped (a commit waits
- * for this operation; a stream begun meanwhile copies the new metadata)
- * and undone if the journal fails. */
-static int set_meta(struct stage_file *f, const struct obj_kv *meta,
-		    size_t n_meta, const char *content_type, enum op_journal how)
-{
-	struct obj_kv *kv;
-	size_t n;
-	int err = obj_kv_copy(&kv, &n, meta, n_meta);
-	char *ct = obj_strdup_opt(content_type, &err);
-	if (err) {
-		obj_kv_free(kv, n);
-		free(ct);
-		return err;
-	}
-	bool owned = op_begin(f, false, how, 0);
-	struct obj_kv *okv = f->meta;
-	size_t on = f->n_meta;
-	f->meta = kv;
-	f->n_meta = n;
-	swap_ptr(&f->ctype, &ct);
-	if (!stage_stream_same_meta(f, f->meta, f->n_meta, f->ctype))
-		stage_stream_break(f, "metadata changed");
-	if (owned)
-		err = journal_dirty(f);
-	if (err) {
-		f->meta = okv;
-		f->n_meta = on;
-		swap_ptr(&f->ctype, &ct);
-		okv = kv;
-		on = n;
-		if (!stage_stream_same_meta(f, f->meta, f->n_meta, f->ctype))
-			stage_stream_break(f, "metadata changed back");
-	} else {
-		f->dirty = true;
-	}
-	op_end(f, owned, false);
-	obj_kv_free(okv, on);
-	free(ct);
-	return err;
-}
-
-int stage_file_set_meta(struct stage_file *f, const struct obj_kv *meta,
-			size_t n_meta, const char *content_type)
-{
-	return set_meta(f, meta, n_meta, content_type, OP_REWRITE);
-}
-
-int stage_file_set_commit_meta(struct stage_file *f, const struct obj_kv *meta,
-			       size_t n_meta, const char *content_type)
-{
-	return set_meta(f, meta, n_meta, content_type, OP_NO_JOURNAL);
-}
-
-void stage_key_replaced_but(struct stage *st, const char *bucket, const char *key,
-			    struct stage_file *keep)
-{
-	stage_kept_replaced(st, bucket, key, keep ? keep->id : 0);
-}
-
-int stage_file_rename(struct stage_file *f, const char *bucket, const char *key)
-{
-	if (!bucket || !*bucket || !key || !*key)
-		return -EINVAL;
-	int err = 0;
-	char *b = obj_strdup_opt(bucket, &err), *k = obj_strdup_opt(key, &err);
-	if (!err) {
-		bool owned = op_begin(f, false, OP_REWRITE, 0);
-		swap_ptr(&f->bucket, &b);
-		swap_ptr(&f->key, &k);
-		if (!stage_stream_same_name(f, f->bucket, f->key))
-			stage_stream_break(f, "renamed");
-		if (owned)
-			err = journal_dirty(f);
-		if (err) {
-			swap_ptr(&f->bucket, &b);
-			swap_ptr(&f->key, &k);
-			if (!stage_stream_same_name(f, f->bucket, f->key))
-				stage_stream_break(f, "renamed back");
-		} else {
-			f->dirty = true;
-			stage_kept_renamed(f->st, f->id, f->bucket, f->key);
-		}
-		op_end(f, owned, false);
-	}
-	free(b);
-	free(k);
-	return err;
-}
-
-/* upload_file for a commit of f's data (its descriptor fd), counted, a
- * failure logged: 0 or its error. base: the condition sent with it (NULL:
- * none); its refusal (-ESTALE) is the caller's to report, not an upload
- * error. No hooks: a one-shot file, whose data is not kept after a failure
- * (its release deletes it). */
-static int upload_counted(struct stage_file *f, int fd, uint64_t size, const char *base,
-			  const struct upload_hooks *hooks, char etag[72])
-{
-	struct stage *st = f->st;
-	int err = upload_file(st->s3, &st->up, f->bucket, f->key, fd, size,
-			      f->meta, f->n_meta, f->ctype, base, hooks, etag);
-	mod_lock(&st->lock);
-	if (err && err != -ESTALE) {
-		st->cnt.upload_errors++;
-	} else if (!err) {
-		st->cnt.uploads++;
-		st->cnt.upload_bytes += size;
-	}
-	mod_unlock(&st->lock);
-	if (err == -ESTALE)
-		log_debug("stage: %s/%s: the store refused the upload: the key does "
-			  "not hold %s; data kept", f->bucket, f->key,
-			  base && *base ? base : "no object");
-	else if (err && hooks)
-		log_error("stage: upload of %s/%s (%" PRIu64 " bytes) failed: %s; "
-			  "data kept in %s", f->bucket, f->key, size,
-			  strerror(-err), st->dir);
-	else if (err)
-		log_error("stage: upload of %s/%s (%" PRIu64 " bytes, made in one "
-			  "call) failed: %s; the call fails", f->bucket, f->key,
-			  size, strerror(-err));
-	return err;
-}
-
-/* A failed upload as a commit returns it. */
-static int commit_error(int err)
-{
-	return !err || err == -EFBIG || err == -ESTALE ? err : -EIO;
-}
-
-/* The upload of a commit that owns f (f->uploading), from f's descriptor
- * fd: data durable (under POWER), journal "commit", PUT (with the
- * condition base, if not NULL), journal removed. A one-shot file under one
- * part, never journaled: the PUT alone (no hooks: one PUT creates no
- * multipart upload). */
-static int upload_from(struct stage_file *f, int fd, uint64_t size, const char *base,
-		       char etag[72])
-{
-	struct stage *st = f->st;
-	mod_lock(&f->lock);
-	bool quick = oneshot_locked(f, 0) && f->js == STAGE_JS_NONE;
-	/* Sealed and not changed since: its data is synced and its journal
-	 * says "commit" with what goes up (a write-back file's upload). */
-	bool sealed = sealed_locked(f) && f->size == size && !f->sm.id;
-	mod_unlock(&f->lock);
-	if (quick)
-		return commit_error(upload_counted(f, fd, size, base, NULL, etag));
-	int err = sealed ? 0 : stage_sync(st, fd, true);
-	if (err) {
-		log_error("stage: fdatasync of %s/%s before upload: %s", f->bucket,
-			  f->key, strerror(-err));
-		return -EIO;
-	}
-	/* The commit owns f: no other thread changes what j borrows. */
-	struct stage_jnl j;
-	mod_lock(&f->lock);
-	if (sealed) {
-		j = (struct stage_jnl){ .state = STAGE_JS_COMMIT, .size = size,
-			.bucket = f->bucket, .key = f->key, .ctype = f->ctype,
-			.meta = f->meta, .n_meta = f->n_meta,
-			.base = f->has_base ? f->base : NULL };
-	} else {
-		stage_jnl_own(f);
-		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, false, &j);
-		stage_jnl_disown(f);
-	}
-	mod_unlock(&f->lock);
-	if (err)
-		return -EIO;
-
-	/* An intent journaled before a multipart upload is created, its id
-	 * once it exists (stage_orphans.c). */
-	struct jnl_started js = { .st = st, .id = f->id, .j = &j, .f = f };
-	struct upload_hooks hooks = { .creating = stage_jnl_creating,
-				      .started = stage_jnl_started,
-				      .abandoned = stage_jnl_abandoned, .ctx = &js };
-	err = upload_counted(f, fd, size, base, &hooks, etag);
-	if (err)
-		stage_intent_dropped(f, js.fresh, err);
-	stage_jnl_hooks_done(&js);
-	if (err)
-		return commit_error(err);
-	stage_commit_unjournal(f);
-	return 0;
-}
-
-/* upload_from with f's descriptor taken for the upload (reopened if f is
- * parked; -EIO if it cannot be). */
-static int commit_upload(struct stage_file *f, uint64_t size, const char *base,
-			 char etag[72])
-{
-	int fd = stage_data_get(f, false);
-	if (fd < 0)
-		return -EIO;
-	int err = upload_from(f, fd, size, base, etag);
-	stage_data_put(f);
-	return err;
-}
-
-/* A commit that fails before its upload (a streamed part or creation
- * failed, or aborting the stream did): "commit" is journaled all the same,
- * naming the upload if one is still open, so that the next start uploads
- * the data as after any failed commit, and it counts as the key's newest.
- * If the data cannot be made durable first it stays "dirty" (moved to
- * recovered/ at the next start). The commit owns f. */
-static void commit_journal_failed(struct stage_file *f, uint64_t size)
-{
-	if (stage_data_sync(f) != 0)
-		return;
-	mod_lock(&f->lock);
-	stage_jnl_own(f);
-	stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
-	stage_jnl_disown(f);
-	mod_unlock(&f->lock);
 }
 
 int stage_file_md5(struct stage_file *f, char hex[33])
@@ -832,6 +380,8 @@ int stage_file_md5(struct stage_file *f, char hex[33])
 	return err;
 }
 
+/* ---- fsync, park and release ------------------------------------------ */
+
 int stage_file_sync(struct stage_file *f)
 {
 	mod_lock(&f->lock);
@@ -864,7 +414,7 @@ int stage_file_sync(struct stage_file *f)
 }
 
 /* f's bytes counted as sealed (n) or no longer (0). f->lock not held. */
-static void sealed_set(struct stage_file *f, uint64_t n)
+void stage_sealed_set(struct stage_file *f, uint64_t n)
 {
 	struct stage *st = f->st;
 	mod_lock(&f->lock);
@@ -879,248 +429,6 @@ static void sealed_set(struct stage_file *f, uint64_t n)
 	mod_unlock(&st->lock);
 }
 
-/* Whether the upload of a commit of size bytes (no stream open) can carry
- * cond: one PUT, and a condition the store honours. */
-static bool cond_sendable(const struct stage_file *f, const struct stage_cond *cond,
-			  uint64_t size)
-{
-	bool honoured = *cond->base ? cond->caps.if_match : cond->caps.if_none_match;
-	return honoured && upload_single(&f->st->up, size);
-}
-
-/* stage_file_commit, and with cond (not NULL) stage_file_commit_if. */
-static int file_commit(struct stage_file *f, const struct stage_cond *cond,
-		       char etag_out[72])
-{
-	struct stage *st = f->st;
-	char etag[72] = "";
-	mod_lock(&f->lock);
-	while (f->uploading)
-		pthread_cond_wait(&f->cond, &f->lock);
-	if (!f->dirty) {
-		/* Nothing written since the last upload (or fill). */
-		if (etag_out)
-			snprintf(etag_out, 72, "%s", f->etag);
-		mod_unlock(&f->lock);
-		return 0;
-	}
-	f->uploading = true;
-	/* writes, a journal being written, a creation */
-	while (f->n_active || f->jbusy || (f->sm.inflight && !f->sm.id))
-		pthread_cond_wait(&f->cond, &f->lock);
-	uint64_t size = f->size;
-	const struct stage_stream *sm = &f->sm;
-	bool stream = sm->id && !sm->broken && !sm->err;
-	bool failed = sm->err && !sm->broken;
-	bool drop = !stream && (sm->id || sm->n_parts);
-	if (cond && (stream || !cond_sendable(f, cond, size))) {
-		/* Not sendable: given back untouched, for a HEAD and a plain
-		 * commit. */
-		f->uploading = false;
-		pthread_cond_broadcast(&f->cond);
-		mod_unlock(&f->lock);
-		return -EOPNOTSUPP;
-	}
-	char *c_bucket = strdup(f->bucket), *c_key = strdup(f->key);
-	mod_unlock(&f->lock);
-
-	/* This commit is the key's newest from now on: older failed ones are
-	 * not uploaded by the next start (marked before this one journals
-	 * "commit"), and this file's own mark, if any, goes. */
-	if (c_bucket && c_key)
-		stage_kept_replaced(st, c_bucket, c_key, f->id);
-	stage_kept_begin(st, f->id);
-	/* Known from now on, so that a later commit of the key that begins
-	 * while this one uploads marks it, should it fail. */
-	if (c_bucket && c_key)
-		stage_kept_add(st, f->id, c_bucket, c_key, true);
-	int err = 0;
-	if (size > st->max_object) {
-		stage_count_efbig(st);
-		log_error("stage: %s/%s is %" PRIu64 " bytes, over the %" PRIu64
-			  "-byte object limit: not uploaded, data kept",
-			  f->bucket, f->key, size, st->max_object);
-		err = -EFBIG;
-	} else if (stream) {
-		err = stage_stream_commit(f, size, etag);
-	} else {
-		/* A stream given up or failed: abort it, then (given up)
-		 * upload whole; a failed part is this commit's -EIO. An
-		 * abort the store refuses for good (403: the credentials may
-		 * not abort) does not hold the data back: it stays named in
-		 * f's journals and is logged. */
-		int derr = drop ? stage_stream_drop(f) : 0;
-		if (derr == -EACCES || derr == -EPERM)
-			log_warn("stage: %s/%s: the store refuses to abort an earlier "
-				 "upload of it (%s): it stays open there; uploading the "
-				 "file anyway", f->bucket, f->key, strerror(-derr));
-		else if (derr)
-			err = -EIO;
-		if (!err && failed) {
-			log_error("stage: %s/%s: a streamed part failed; upload "
-				  "aborted, data kept in %s", f->bucket, f->key,
-				  st->dir);
-			mod_lock(&st->lock);
-			st->cnt.upload_errors++;
-			mod_unlock(&st->lock);
-			err = -EIO;
-		}
-		if (err)
-			commit_journal_failed(f, size);
-		else
-			err = commit_upload(f, size, cond ? cond->base : NULL, etag);
-	}
-
-	mod_lock(&f->lock);
-	f->uploading = false;
-	/* A failed commit that journaled "commit" waits for a retry or the
-	 * next start (stage_kept.c). */
-	bool kept = err && f->js == STAGE_JS_COMMIT;
-	if (!err) {
-		f->dirty = false;
-		f->oneshot = false;
-		f->js = STAGE_JS_NONE;
-		f->jsealed = false;
-		if (!f->sm.id && !f->sm.n_parts)
-			f->sm.broken = false;    /* the next writes may stream */
-		snprintf(f->etag, sizeof f->etag, "%s", etag);
-		if (etag_out)
-			snprintf(etag_out, 72, "%s", etag);
-	}
-	bool adopted_done = !err && f->adopted;   /* stage_file_adopt's */
-	if (adopted_done)
-		f->adopted = false;
-	pthread_cond_broadcast(&f->cond);
-	mod_unlock(&f->lock);
-	if (adopted_done) {
-		mod_lock(&st->lock);
-		st->cnt.reuploaded_files++;
-		mod_unlock(&st->lock);
-	}
-	if (!kept)          /* in S3, or not journaled "commit": nothing waits */
-		stage_kept_forget(st, f->id);
-	if (!err)
-		sealed_set(f, 0);
-	free(c_bucket);
-	free(c_key);
-	return err;
-}
-
-int stage_file_commit(struct stage_file *f, char etag_out[72])
-{
-	return file_commit(f, NULL, etag_out);
-}
-
-int stage_file_commit_if(struct stage_file *f, const struct stage_cond *cond,
-			 char etag_out[72])
-{
-	if (!cond || !cond->base)
-		return -EINVAL;
-	return file_commit(f, cond, etag_out);
-}
-
-/* Own f as a commit does (f->uploading): no write, truncate, metadata
- * change or journal write runs until commit_disown. Whether f is dirty. */
-static bool commit_own(struct stage_file *f)
-{
-	mod_lock(&f->lock);
-	while (f->uploading)
-		pthread_cond_wait(&f->cond, &f->lock);
-	bool dirty = f->dirty;
-	if (dirty) {
-		f->uploading = true;
-		while (f->n_active || f->jbusy || (f->sm.inflight && !f->sm.id))
-			pthread_cond_wait(&f->cond, &f->lock);
-	}
-	mod_unlock(&f->lock);
-	return dirty;
-}
-
-static void commit_disown(struct stage_file *f)
-{
-	mod_lock(&f->lock);
-	f->uploading = false;
-	pthread_cond_broadcast(&f->cond);
-	mod_unlock(&f->lock);
-}
-
-int stage_file_seal(struct stage_file *f)
-{
-	struct stage *st = f->st;
-	if (!commit_own(f))
-		return 0;
-	uint64_t size = f->size;
-	stage_kept_replaced(st, f->bucket, f->key, f->id);
-	stage_kept_begin(st, f->id);
-	stage_kept_add(st, f->id, f->bucket, f->key, true);
-	int err = stage_data_sync(f);
-	if (err)
-		log_error("stage: fdatasync of %s/%s at its close: %s", f->bucket,
-			  f->key, strerror(-err));
-	if (!err) {
-		mod_lock(&f->lock);
-		stage_jnl_own(f);
-		err = stage_jnl_file(f, STAGE_JS_COMMIT, size, true, NULL);
-		f->jsealed = !err;
-		f->oneshot = false;
-		stage_jnl_disown(f);
-		mod_unlock(&f->lock);
-	}
-	if (!err)
-		sealed_set(f, size ? size : 1);
-	commit_disown(f);
-	return err ? -EIO : 0;
-}
-
-int stage_file_set_aside(struct stage_file *f, const char *note)
-{
-	struct stage *st = f->st;
-	if (!commit_own(f))
-		return 0;
-	int fd = stage_data_get(f, false);
-	int err = fd < 0 ? fd : stage_recover_fd(st, f->id, f->bucket, f->key, fd,
-						 f->size, note);
-	if (fd >= 0)
-		stage_data_put(f);
-	if (!err && stage_stream_drop(f) != 0)
-		log_warn("stage: %s/%s set aside with a streamed upload open", f->bucket,
-			 f->key);
-	if (!err && (err = stage_jnl_remove(st, f->id)) != 0)
-		log_error("stage: %s/%s set aside, but its journal remains: %s",
-			  f->bucket, f->key, strerror(-err));
-	if (!err) {
-		mod_lock(&f->lock);
-		f->dirty = false;
-		f->js = STAGE_JS_NONE;
-		f->jsealed = false;
-		mod_unlock(&f->lock);
-		stage_kept_forget(st, f->id);
-		sealed_set(f, 0);
-	}
-	commit_disown(f);
-	return err;
-}
-
-void stage_file_drop(struct stage_file *f)
-{
-	if (!commit_own(f))
-		return;
-	if (stage_stream_drop(f) != 0)
-		log_warn("stage: %s/%s dropped with a streamed upload open", f->bucket,
-			 f->key);
-	if (stage_jnl_remove(f->st, f->id) != 0)
-		log_warn("stage: %s/%s deleted, but its journal remains: the next start "
-			 "moves its data to %s", f->bucket, f->key, f->st->rec_dir);
-	mod_lock(&f->lock);
-	f->dirty = false;
-	f->js = STAGE_JS_NONE;
-	f->jsealed = false;
-	mod_unlock(&f->lock);
-	stage_kept_forget(f->st, f->id);
-	sealed_set(f, 0);
-	commit_disown(f);
-}
-
 void stage_file_park(struct stage_file *f)
 {
 	stage_data_park(f);
@@ -1132,7 +440,7 @@ void stage_file_release(struct stage_file *f)
 		return;
 	struct stage *st = f->st;
 	assert(!f->uploading && !f->n_active);
-	sealed_set(f, 0);            /* released: the next start's, if journaled */
+	stage_sealed_set(f, 0);      /* released: the next start's, if journaled */
 	/* Uncommitted streamed parts: abort them (if that fails, the journal
 	 * keeps the id for stage_recover). */
 	if (stage_stream_drop(f) != 0)
@@ -1189,10 +497,10 @@ void stage_file_release(struct stage_file *f)
 			 f->size, st->dir, name);
 		stage_kept_release(st, f->id);
 	}
-	file_free(f);
+	stage_file_free(f);
 }
 
-/* ---- the version a file is based on; files recovery deferred ---------- */
+/* ---- the version a file is based on ----------------------------------- */
 
 void stage_file_set_base(struct stage_file *f, const char *etag)
 {
@@ -1200,133 +508,4 @@ void stage_file_set_base(struct stage_file *f, const char *etag)
 	f->has_base = etag != NULL;
 	snprintf(f->base, sizeof f->base, "%s", etag ? etag : "");
 	mod_unlock(&f->lock);
-}
-
-/* What the upload of the file journal j stands for carries, copied into
- * *what (the base as its ETag). 0 or -ENOMEM. */
-static int adopt_what(const struct stage_jnl *j, struct obj_meta *what)
-{
-	int err = 0;
-	memset(what, 0, sizeof *what);
-	what->bucket = obj_strdup_opt(j->bucket, &err);
-	what->key = obj_strdup_opt(j->key, &err);
-	what->content_type = obj_strdup_opt(j->ctype, &err);
-	if (!err)
-		err = obj_kv_copy(&what->meta, &what->n_meta, j->meta, j->n_meta);
-	what->size = j->size;
-	what->flags = OBJ_HAS_META | OBJ_HAS_CTYPE;
-	snprintf(what->etag, sizeof what->etag, "%s", j->base ? j->base : "");
-	if (err)
-		obj_meta_release(what);
-	return err;
-}
-
-/* Deferred file d as an open staged file, sealed as the journal on disk
- * says (d->j's strings move into it). 0 or -errno (nothing made). */
-static int adopt_file(struct stage *st, struct stage_deferred *d,
-		      struct stage_file **out)
-{
-	struct stage_jnl *j = &d->j;
-	struct stage_file *f = calloc(1, sizeof *f);
-	if (!f)
-		return -ENOMEM;
-	f->st = st;
-	f->id = d->id;
-	f->data_fd = -1;
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->cond, NULL);
-	pthread_mutex_init(&f->fd_lock, NULL);
-	char name[32];
-	stage_name(d->id, ".data", name);
-	int fd = openat(st->dir_fd, name, O_RDWR | O_CLOEXEC);
-	int err = fd < 0 ? -errno : 0;
-	if (!err) {              /* there; held by no descriptor of the mount */
-		stage_data_set(f, fd);
-		stage_data_park(f);
-	}
-	if (!err && j->upload_id) {
-		/* Its commit aborts the upload the journal names first. */
-		err = 0;
-		f->sm.bucket = obj_strdup_opt(j->upload_bucket ? j->upload_bucket
-					      : j->bucket, &err);
-		f->sm.key = obj_strdup_opt(j->upload_key ? j->upload_key : j->key, &err);
-		f->sm.id = j->upload_id;
-		j->upload_id = NULL;
-		f->sm.broken = true;
-	}
-	if (err) {
-		file_free(f);
-		return err;
-	}
-	f->bucket = j->bucket;
-	f->key = j->key;
-	f->ctype = j->ctype;
-	f->meta = j->meta;
-	f->n_meta = j->n_meta;
-	j->bucket = j->key = j->ctype = NULL;
-	j->meta = NULL;
-	j->n_meta = 0;
-	f->size = j->size;
-	f->dirty = true;
-	f->js = STAGE_JS_COMMIT;
-	f->jsynced = true;
-	/* The seal's stand: what goes up is what the journal holds (an
-	 * upload it names is aborted first; aborting one already gone is 0,
-	 * so the name may stay in it until the journal goes). */
-	f->jsealed = true;
-	f->nostream = true;
-	f->has_base = j->base != NULL;
-	snprintf(f->base, sizeof f->base, "%s", j->base ? j->base : "");
-	f->adopted = true;
-	*out = f;
-	return 0;
-}
-
-int stage_file_adopt(struct stage *st, struct stage_file **out, struct obj_meta *what,
-		     bool *base_known)
-{
-	*out = NULL;
-	memset(what, 0, sizeof *what);
-	*base_known = false;
-	struct stage_deferred d;
-	int err = stage_deferred_take(st, &d);
-	if (err)
-		return err;
-	char stale[32];
-	stage_name(d.id, ".stale", stale);
-	if (faccessat(st->dir_fd, stale, F_OK, 0) == 0)
-		err = -ESTALE;       /* replaced since: the next start moves it */
-	if (!err)
-		err = adopt_what(&d.j, what);
-	bool known = d.j.base != NULL;
-	struct stage_file *f = NULL;
-	if (!err && (err = adopt_file(st, &d, &f)) != 0)
-		obj_meta_release(what);
-	if (err) {
-		log_error("stage: %s/%016" PRIx64 " (%s/%s, commit had begun): cannot "
-			  "be taken up again: %s; it stays for the next start", st->dir,
-			  d.id, d.j.bucket ? d.j.bucket : "?", d.j.key ? d.j.key : "?",
-			  strerror(-err));
-		stage_jnl_release(&d.j);
-		return err;
-	}
-	stage_jnl_release(&d.j);
-	mod_lock(&st->lock);
-	f->next = st->open;
-	if (st->open)
-		st->open->prev = f;
-	st->open = f;
-	st->n_open++;
-	if (st->cnt.pending_files)       /* released with a journal no more */
-		st->cnt.pending_files--;
-	st->pending_bytes -= f->size < st->pending_bytes ? f->size : st->pending_bytes;
-	mod_unlock(&st->lock);
-	stage_kept_add(st, f->id, f->bucket, f->key, true);
-	sealed_set(f, f->size ? f->size : 1);
-	log_info("stage: %s/%s (%" PRIu64 " bytes, commit had begun before the "
-		 "stop) taken up again for the drain", f->bucket, f->key,
-		 (uint64_t)f->size);
-	*out = f;
-	*base_known = known;
-	return 0;
 }

@@ -145,7 +145,8 @@ struct stage_conf {
 	void *grew_ctx;
 	/* Called (with grew_ctx) after the staging directory, removed while
 	 * in use, was made again (the gateway takes its cache.dir lock
-	 * again). May be NULL. */
+	 * again): no state lock of the stage held, but kept_io may be (a
+	 * stale marker's creation found the directory gone). May be NULL. */
 	void (*renewed)(void *ctx);
 	/* For tests: called after each journal write and removal (a crash
 	 * point), with jnl_ctx, no lock of the stage held. May be NULL. */

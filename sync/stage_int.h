@@ -13,7 +13,16 @@
  *                    upload (upload_file's hooks)
  *   stage_recover.c  crash recovery
  *   stage_stream.c   streamed multipart uploads and their pool
- *   stage.c          the stage, its files and their commits (stage.h)
+ *   stage.c          the stage and its files' lives: creation, fill,
+ *                    reads, state, fsync, park, release (stage.h)
+ *   stage_write.c    what changes a file: writes, truncate, metadata,
+ *                    name (stage.h)
+ *   stage_commit.c   a file's commit, seal, set-aside and drop; taking
+ *                    up a file recovery deferred (stage.h)
+ * Beside the chain, upload.c (upload.h) sends one file whole: called by
+ * stage_commit.c, stage_recover.c, and for part sizes by stage.c and
+ * stage_stream.c; it calls back stage_orphans.c's journal hooks
+ * (upload_hooks) and nothing else of the stage.
  *
  * Locks (docs/design.md "Lock order" has the whole process's):
  *   stage_file.lock (f->lock) guards the fields of one file below it; a
@@ -29,11 +38,21 @@
  *     install, not its I/O) and a release's check against it; stage.lock
  *     may be taken under it.
  *   kept_io, an I/O lock: a kept file's mark or unmark, flag and marker
- *     file together (stage_kept.c); stage.lock is taken under it. Only
- *     commits, renames and deletes of a key with a failed commit take it.
- * Order: renew_lock -> stage.lock; kept_io -> stage.lock;
- * stage_file.lock -> pool.lock; stage_file.lock -> stage.lock;
- * stage_file.lock -> stage_file.fd_lock -> stage.lock.
+ *     file together (stage_kept.c); stage.lock is taken under it, and so
+ *     is renew_lock when a marker's creation finds the directory removed
+ *     (stage_create_at: the renewal, and its renewed callback, run under
+ *     kept_io). Taken at the end of every commit, and by a seal, a
+ *     set-aside, a drop, a rename onto or a delete when the file or its
+ *     key has a kept entry; never with a state lock of the stage held,
+ *     nor by a stat, a read or a write.
+ * Order of this module's locks, named as in docs/design.md "Lock order",
+ * which holds the process-wide order (callbacks included) and agrees:
+ *   stage_file.lock -> stage_file.fd_lock -> stage.lock
+ *   stage_file.lock -> stage pool.lock
+ *   stage kept_io -> stage renew_lock -> stage.lock
+ * A lock may be taken holding only locks before it on one of these lines
+ * (stage_file.lock -> stage.lock, renew_lock -> stage.lock and kept_io ->
+ * stage.lock are taken too); stage.lock and pool.lock are leaves.
  */
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
@@ -567,5 +586,33 @@ int  stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72]);
 int  stage_stream_drop(struct stage_file *f);
 void stage_stream_free(struct stage_file *f);
 void stage_pool_stop(struct stage *st);
+
+/* ---- stage.c: the stage and its files ------------------------------ */
+
+/* stage_file_free: frees f and all it holds (its stream's strings, its
+ * data descriptor); f is shared no more (its creation or adoption failed,
+ * or it is released). stage_oneshot_locked (f->lock held): whether f is
+ * still one-shot once it holds end bytes (or its size, if larger): under
+ * one part (one PUT, no stream, so no upload id to journal); a file past
+ * that is one-shot no more. stage_sealed_locked (f->lock held): the
+ * journal on disk is the seal's, and f is unchanged since.
+ * stage_sealed_set (f->lock not held): f's bytes counted in the stage's
+ * sealed bytes (n) or no longer (0). */
+void stage_file_free(struct stage_file *f);
+bool stage_oneshot_locked(struct stage_file *f, uint64_t end);
+bool stage_sealed_locked(const struct stage_file *f);
+void stage_sealed_set(struct stage_file *f, uint64_t n);
+
+/* ---- stage_write.c: changes ----------------------------------------- */
+
+/* (Its functions are in stage.h: stage_file_pwrite, stage_file_pwrite_pipe,
+ * stage_file_truncate, stage_file_set_meta, stage_file_set_commit_meta,
+ * stage_file_rename and stage_key_replaced_but.) */
+
+/* ---- stage_commit.c: commits ---------------------------------------- */
+
+/* (Its functions are in stage.h: stage_file_commit, stage_file_commit_if,
+ * stage_file_seal, stage_file_set_aside, stage_file_drop and
+ * stage_file_adopt.) */
 
 #endif

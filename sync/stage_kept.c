@@ -9,25 +9,26 @@
  * later commit of it began (another file, the same key), that upload
  * would put older bytes over the newer version or bring back a deleted
  * object. So each such file is remembered here (id, bucket, key; one entry
- * per file with a failed commit, which the staging budget bounds) from
- * the moment its commit failed; when its key is replaced by something
- * newer, a marker ID.stale is created beside its journal at once (made
- * durable under POWER before the replacing commit writes its own "commit"
- * journal), open file or not: recovery reads a "commit" journal with a
- * marker as "dirty" and moves the data to recovered/ (nothing is lost).
- * The marker is a file of its own so that it never races the open file's
- * own journal writes (those are made under the file's lock, which this
- * module does not take). A later commit of the file itself makes it the
- * newest again: that commit removes the marker before it journals
+ * per file with a failed commit, which the staging budget bounds) from the
+ * moment its commit began (kept if it fails); when its key is replaced by
+ * something newer, a marker ID.stale is created beside its journal at once
+ * (made durable under POWER before the replacing commit writes its own
+ * "commit" journal), open file or not: recovery reads a "commit" journal
+ * with a marker as "dirty" and moves the data to recovered/ (nothing is
+ * lost). The marker is a file of its own so that it never races the open
+ * file's own journal writes (those are made under the file's lock, which
+ * this module does not take). A later commit of the file itself makes it
+ * the newest again: that commit removes the marker before it journals
  * "commit" (stage_kept_begin). Marking and unmarking (flag and file) are
- * serialized by stage.kept_io, an I/O lock (common/lock.h) held across
- * the marker's creation, removal and directory sync, taken only when an
- * entry of the key or file exists (after a failed commit), so that an
+ * serialized by stage.kept_io, an I/O lock (common/lock.h) held across the
+ * marker's creation, removal and directory sync, taken only when an entry
+ * of the key or file exists (from its commit's beginning), so that an
  * unmark cannot come between a mark's flag and its file; no stat, read or
- * write takes it, only commits, renames and deletes of such a key. Entries go when the file's data leaves (a
- * commit succeeds, recovery uploads or moves it; recovery removes the
- * marker). A change of the key by another S3 client is not seen here
- * (a known limit: the next start's upload wins).
+ * write takes it, only commits (seals, set-asides and drops too) and
+ * renames onto or deletes of such a key. Entries go when the file's data
+ * leaves (a commit succeeds, recovery uploads or moves it; recovery
+ * removes the marker). A change of the key by another S3 client is not
+ * seen here (a known limit: the next start's upload wins).
  * Every sealed write-back file has an entry, so a backlog may hold
  * thousands: the entries are hashed by id and by bucket and key
  * (st->kept, under stage.lock), and each call looks at one chain.

@@ -2,8 +2,9 @@
  * stage_recover.c — crash recovery: the rule of stage.h applied to every
  * staged file not open now (uploaded again or left for stage_file_adopt,
  * moved to recovered/, deleted), and the saving of a file whose staging
- * file went with a removed directory. Calls stage_orphans.c (intents and the orphans file),
- * stage_kept.c, stage_journal.c and stage_dir.c; nothing above it.
+ * file went with a removed directory. Calls stage_orphans.c (intents and
+ * the orphans file), stage_kept.c, stage_journal.c and stage_dir.c, and
+ * upload.c (a file uploaded again); nothing above it.
  */
 #include "sync/stage_int.h"
 

@@ -25,7 +25,8 @@
  * held across a request and is taken under f->lock, never the reverse.
  * The journal is written with f->lock dropped, owned by the writer
  * (stage_jnl_own), like every journal write of an open file.
- * Calls stage_orphans.c, stage_journal.c and stage_dir.c; nothing above.
+ * Calls stage_orphans.c, stage_journal.c and stage_dir.c, and upload.c
+ * for part sizes; nothing above.
  * The upload's strings and id do not change while a part is in flight
  * (inflight > 0), so the jobs read them without f->lock.
  */
