@@ -137,18 +137,19 @@ static bool bridge_authorized(struct bridge *b, struct MHD_Connection *conn, con
 	return false;
 }
 
-/* The url as logged: with --token-file its first segment (where a token,
- * or a near miss of one, would be) becomes "***". Per thread. */
-static const char *bridge_url_for_log(struct bridge *b, const char *url)
+/* The url as logged, into out (outlen bytes, cut short to fit): with
+ * --token-file its first segment (where a token, or a near miss of one,
+ * would be) becomes "***". */
+static void bridge_url_for_log(struct bridge *b, const char *url,
+                               char *out, size_t outlen)
 {
-	static _Thread_local char out[440];
-
-	if (!b->token_len || !url || url[0] != '/')
-		return url ? url : "";
+	if (!b->token_len || !url || url[0] != '/') {
+		snprintf(out, outlen, "%s", url ? url : "");
+		return;
+	}
 	const char *end = strchr(url + 1, '/');
 
-	snprintf(out, sizeof out, "/***%.400s", end ? end : "");
-	return out;
+	snprintf(out, outlen, "/***%.400s", end ? end : "");
 }
 
 /* A token bucket of max_rate requests per second (bursts up to one
@@ -241,7 +242,7 @@ static void bridge_peer(struct MHD_Connection *conn, char *out, size_t outlen)
 static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *conn,
                                      const char *url, struct request *req)
 {
-	char who[600], err[1024] = "", peer[128];
+	char who[600], err[1024] = "", peer[128], shown[440];
 	struct ev_part *parts = NULL;
 	size_t n = 0;
 	bool sns;
@@ -249,7 +250,8 @@ static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *co
 	int rc;
 
 	bridge_peer(conn, peer, sizeof peer);
-	snprintf(who, sizeof who, "POST %.400s from %s", bridge_url_for_log(b, url), peer);
+	bridge_url_for_log(b, url, shown, sizeof shown);
+	snprintf(who, sizeof who, "POST %.400s from %s", shown, peer);
 	rc = bridge_body_check(req->body, req->len, &parts, &n, &sns, err, sizeof err);
 	if (rc == BRIDGE_BODY_TEST) {
 		log_info("%s: 200, ignored%s: %s", who, sns ? " (in an SNS notification)" : "", err);
@@ -299,18 +301,19 @@ static enum MHD_Result bridge_on_request(void *cls, struct MHD_Connection *conn,
 	(void)version;
 	if (!req) {
 		const char *cl;
-		char peer[128];
+		char peer[128], shown[440];
 
 		if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
 			bridge_peer(conn, peer, sizeof peer);
+			bridge_url_for_log(b, url, shown, sizeof shown);
 			log_warn("%s %.400s from %s: 405, only POST is accepted", method,
-			         bridge_url_for_log(b, url), peer);
+			         shown, peer);
 			return bridge_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "POST only\n");
 		}
 		if (!bridge_authorized(b, conn, url)) {
 			bridge_peer(conn, peer, sizeof peer);
-			log_warn("POST %.400s from %s: 403, no valid token",
-			         bridge_url_for_log(b, url), peer);
+			bridge_url_for_log(b, url, shown, sizeof shown);
+			log_warn("POST %.400s from %s: 403, no valid token", shown, peer);
 			return bridge_reply(conn, MHD_HTTP_FORBIDDEN, "forbidden\n");
 		}
 		if (!bridge_rate_ok(b)) {
