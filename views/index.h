@@ -46,10 +46,10 @@
  * thread safety (a readdir iterates one implicit snapshot). Change
  * callbacks run on the writer's thread with the write mutex held, after
  * the batch is written: they may call readers, never writers, and take
- * only leaf locks. Process-wide lock order: gateway/gateway.h. index_open
- * starts one background thread that builds an in-memory filter of the
- * stored 'O' keys (index_bloom.c: applies then skip the read of keys never
- * stored); index_close joins it.
+ * only leaf locks. Process-wide lock order: docs/design.md "Lock order".
+ * index_open starts one background thread that builds an in-memory
+ * filter of the stored 'O' keys (index_bloom.c: applies then skip the read
+ * of keys never stored); index_close joins it.
  * Errors: 0 or a negative errno; LevelDB failures are logged once here and
  * returned as -EIO.
  */
