@@ -22,7 +22,9 @@
  *
  * Locks: a reader's lock protects its chunks and its stream's state and is
  * never held across a GET or disk I/O; the pool's lock is a leaf taken
- * under it. The process-wide order is in docs/design.md "Lock order".
+ * under it.
+ * Lock order (this module's; docs/design.md "Lock order" has the process's):
+ *   reader lock -> reader pool lock
  */
 #ifndef FACETFS_READER_INT_H
 #define FACETFS_READER_INT_H

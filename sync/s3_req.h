@@ -29,6 +29,8 @@
  * held across the refresh callback (which takes cred_lock through
  * s3_http_set_credentials); cred_lock and the pool's lock, leaves held
  * only to read or swap a pointer. None is held across a request.
+ * Lock order (this module's; docs/design.md "Lock order" has the process's):
+ *   S3 refresh_lock -> (refresh callback) S3 cred_lock
  */
 #ifndef FACETFS_S3_REQ_H
 #define FACETFS_S3_REQ_H

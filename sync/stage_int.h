@@ -45,8 +45,7 @@
  *     set-aside, a drop, a rename onto or a delete when the file or its
  *     key has a kept entry; never with a state lock of the stage held,
  *     nor by a stat, a read or a write.
- * Order of this module's locks, named as in docs/design.md "Lock order",
- * which holds the process-wide order (callbacks included) and agrees:
+ * Lock order (this module's; docs/design.md "Lock order" has the process's):
  *   stage_file.lock -> stage_file.fd_lock -> stage.lock
  *   stage_file.lock -> stage pool.lock
  *   stage kept_io -> stage renew_lock -> stage.lock

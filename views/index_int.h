@@ -21,9 +21,11 @@
  * takes it shared; index_set_views takes it exclusive while swapping
  * tables; bloom_mu guards the key filter's pointer for readers (a probe).
  * Readers (index_read.c) use neither wmu nor vlock: they get the view from
- * the caller. Order: wmu, then vlock, then the publishing slot's mutex
- * (views/viewset.h); wmu before bloom_mu; the change callbacks run under
- * wmu.
+ * the caller. The publishing slot's mutex is views/viewset.h's; the
+ * change callbacks run under wmu.
+ * Lock order (this module's; docs/design.md "Lock order" has the process's):
+ *   index wmu -> index vlock -> view-set slot mutex
+ *   index wmu -> index bloom_mu
  */
 #ifndef FACETFS_INDEX_INT_H
 #define FACETFS_INDEX_INT_H

@@ -4,6 +4,7 @@
 # command's --help prints appears in its page; the filter examples of
 # facetfs-views(5) pass `facetfs check`; README.md and docs/ are checked
 # (links, file references, marked examples, filter examples: see below);
+# module headers' lock orders agree with docs/design.md "Lock order";
 # `meson install --destdir` puts the binaries, the mount helper (/sbin),
 # the pages and the examples in place.
 . "$(dirname "$0")/../lib/common.sh"
@@ -106,6 +107,21 @@ if out=$(cd "$SRC" && python3 tests/lib/docs_check.py links tests/bench/README.m
 	ok "tests/bench/README.md and RESULTS.md: $out"
 else
 	not_ok "tests/bench/README.md and RESULTS.md: links resolve"
+	diag <<<"$out"
+fi
+# One lock order: the pairs of every module header's "Lock order" block
+# are in docs/design.md's (tests/lib/docs_check.py locks); its self-test
+# shows the check fails on a pair reversed.
+if out=$(cd "$SRC" && python3 tests/lib/docs_check.py locks --self-test 2>&1); then
+	ok "the lock order check fails when it should: ${out#self-test: }"
+else
+	not_ok "the lock order check fails when it should" "$(grep -c . <<<"$out") problems"
+	diag <<<"$out"
+fi
+if out=$(cd "$SRC" && python3 tests/lib/docs_check.py locks 2>&1); then
+	ok "$out"
+else
+	not_ok "module headers follow docs/design.md \"Lock order\"" "$(grep -c . <<<"$out") problems"
 	diag <<<"$out"
 fi
 (cd "$SRC" && python3 tests/lib/docs_check.py blocks "$T/blocks" "${DOCS[@]}")

@@ -22,6 +22,23 @@
         problem, FILE:LINE: what; exit 1 if any, else prints how many it
         checked.
 
+    docs_check.py locks [--self-test] [DESIGN.md HEADER...]
+        Check each module header's local lock order against the process's
+        in DESIGN.md (default docs/design.md; headers: every .h of the
+        source tree). The process's order is the first code block after
+        the heading "Lock order": lines "A -> B -> C" (a line that begins
+        with a blank continues the one before), where "(a note)" is
+        dropped and "X, Y" names several locks. A header's order is a
+        comment line beginning "Lock order" and ending with ":", then lines
+        "A -> B" up to the first line without "->". Each pair A, B a header
+        states must be in the process's order: A reaches B through its
+        arrows. Prints one line per problem, FILE:LINE: what; exit 1 if
+        any (or if the process's order has a cycle), else how many pairs
+        it checked. --self-test runs the check on inputs made to fail
+        (a pair reversed, a lock unknown, a cycle) and to pass, and on the
+        real design.md with each header's first pair reversed; exit 1 when
+        any of them is not judged as it should be.
+
 The source tree is the directory two levels above this file.
 """
 import os
@@ -195,12 +212,207 @@ def cmd_links(files, refs):
     return 1 if problems else 0
 
 
+NOTE = re.compile(r"\([^)]*\)")
+HEADER_ORDER = re.compile(r"^\s*(?:/?\*+)?\s*Lock order\b.*:\s*$")
+
+
+def lock_names(segment):
+    """The locks one segment of an "A -> B" line names."""
+    names = []
+    for part in NOTE.sub(" ", segment).split(","):
+        name = " ".join(part.split())
+        if name:
+            names.append(name)
+    return names
+
+
+def order_pairs(text):
+    """[(A, B)] of each arrow of one "A -> B -> C" line: every lock of a
+    segment before every lock of the next."""
+    segs = [lock_names(s) for s in text.split("->")]
+    return [(a, b) for left, right in zip(segs, segs[1:]) for a in left for b in right]
+
+
+def design_order(path):
+    """(graph {lock: set of locks after it}, line of the block) of the
+    "Lock order" code block of a design page; (None, problem) if none."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    heading = None
+    for n, line in prose(lines):
+        if re.match(r"^#{1,6}\s+Lock order\s*$", line):
+            heading = n
+            break
+    if heading is None:
+        return None, f"{path}: no heading \"Lock order\""
+    for start, end, _, _ in fenced(lines):
+        if start + 1 < heading:
+            continue
+        joined = []
+        for line in lines[start + 1:end]:
+            if not line.strip():
+                continue
+            if line[0] in " \t" and joined:
+                joined[-1] += " " + line.strip()
+            else:
+                joined.append(line.strip())
+        graph = {}
+        for text in joined:
+            for name in (n for s in text.split("->") for n in lock_names(s)):
+                graph.setdefault(name, set())
+            for a, b in order_pairs(text):
+                graph[a].add(b)
+        return graph, start + 1
+    return None, f"{path}:{heading}: no code block after \"Lock order\""
+
+
+def reaches(graph, a, b):
+    seen, todo = set(), [a]
+    while todo:
+        x = todo.pop()
+        for y in graph.get(x, ()):
+            if y == b:
+                return True
+            if y not in seen:
+                seen.add(y)
+                todo.append(y)
+    return False
+
+
+def header_orders(path):
+    """[(line, A, B)] of the pairs a header's "Lock order" blocks state;
+    a block with no pair gives (line, None, None)."""
+    lines = open(path, encoding="utf-8", errors="replace").read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if not HEADER_ORDER.match(lines[i]):
+            i += 1
+            continue
+        first, i = i + 1, i + 1
+        while i < len(lines) and "->" in lines[i]:
+            text = re.sub(r"^\s*\*?", "", lines[i]).replace("*/", "")
+            out.extend((i + 1, a, b) for a, b in order_pairs(text))
+            i += 1
+        if i == first:
+            out.append((first, None, None))
+    return out
+
+
+def all_headers():
+    found = []
+    for root, dirs, files in os.walk(SRC):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "build", "subprojects")))
+        found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(".h"))
+    return found
+
+
+def lock_problems(design, headers):
+    """(problems, pairs checked) of headers against design's order."""
+    graph, where = design_order(design)
+    if graph is None:
+        return [where], 0
+    problems = [f"{design}:{where}: the lock order has a cycle through {a}"
+                for a in sorted(graph) if reaches(graph, a, a)]
+    checked = 0
+    for h in headers:
+        name = os.path.relpath(h, SRC) if h.startswith(SRC + os.sep) else h
+        for n, a, b in header_orders(h):
+            if a is None:
+                problems.append(f"{name}:{n}: a \"Lock order\" block with no \"A -> B\" line")
+                continue
+            checked += 1
+            unknown = [x for x in (a, b) if x not in graph]
+            if unknown:
+                problems.extend(f"{name}:{n}: lock \"{x}\" is not in {design}'s \"Lock order\""
+                                for x in unknown)
+            elif reaches(graph, b, a):
+                problems.append(f"{name}:{n}: {a} -> {b}: {design}'s \"Lock order\" has it reversed")
+            elif not reaches(graph, a, b):
+                problems.append(f"{name}:{n}: {a} -> {b}: not in {design}'s \"Lock order\"")
+    return problems, checked
+
+
+def cmd_locks(args):
+    design = args[0] if args else os.path.join(SRC, "docs", "design.md")
+    headers = args[1:] if len(args) > 1 else all_headers()
+    problems, checked = lock_problems(design, headers)
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"{checked} lock pairs of module headers follow docs/design.md \"Lock order\"")
+    return 1 if problems else 0
+
+
+SELF_DESIGN = """# d
+
+## Lock order
+
+```
+a -> (a note) b, c -> d
+e (sync/e.c) -> f,
+                g
+```
+"""
+
+
+def self_test():
+    import tempfile
+
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        def put(name, text):
+            path = os.path.join(tmp, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            return path
+
+        design = put("design.md", SELF_DESIGN)
+        cycle = put("cycle.md", SELF_DESIGN.replace("e (sync/e.c) -> f,", "e -> f -> a -> e,"))
+        cases = [
+            ("pass", design, " * Lock order (ours):\n *   a -> d\n *   e -> g\n *   c -> d\n"),
+            ("pass", design, "/* Lock order:\n *   a -> (cb) b, c\n */\n"),
+            ("fail", design, " * Lock order:\n *   d -> a\n"),
+            ("fail", design, " * Lock order:\n *   a -> x\n"),
+            ("fail", design, " * Lock order:\n *   b -> c\n"),
+            ("fail", design, " * Lock order:\n * none here\n"),
+            ("fail", cycle, " * Lock order:\n *   a -> b\n"),
+        ]
+        for i, (want, d, text) in enumerate(cases):
+            problems, _ = lock_problems(d, [put(f"case{i}.h", text)])
+            if (want == "pass") != (not problems):
+                failures.append(f"case {i} ({want}): {problems or 'no problem found'}")
+        real = os.path.join(SRC, "docs", "design.md")
+        flipped = 0
+        for h in all_headers():
+            pairs = [(n, a, b) for n, a, b in header_orders(h) if a is not None]
+            if not pairs:
+                continue
+            n, a, b = pairs[0]
+            lines = open(h, encoding="utf-8").read().split("\n")
+            lines.insert(n - 1, f" *   {b} -> {a}")
+            problems, _ = lock_problems(real, [put("flipped.h", "\n".join(lines))])
+            flipped += 1
+            if not any("reversed" in p for p in problems):
+                failures.append(f"{os.path.relpath(h, SRC)}: {b} -> {a} added, not found reversed")
+    if flipped == 0:
+        failures.append("no header of the tree states a lock order to reverse")
+    for f in failures:
+        print(f"self-test: {f}")
+    if failures:
+        return 1
+    print(f"self-test: {len(cases)} made-up cases and {flipped} reversed header pairs judged right")
+    return 0
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "blocks":
         return cmd_blocks(argv[2], argv[3:])
     if len(argv) >= 2 and argv[1] == "links":
         refs = "--refs" in argv[2:]
         return cmd_links([a for a in argv[2:] if a != "--refs"], refs)
+    if len(argv) >= 2 and argv[1] == "locks":
+        if "--self-test" in argv[2:]:
+            return self_test()
+        return cmd_locks(argv[2:])
     sys.stderr.write(__doc__)
     return 2
 
