@@ -11,7 +11,7 @@
 require_bed
 
 tmp=$(test_tmp)
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 S3FILL=$FACETFS_BUILD/tests/bench/s3fill
 [[ -x $S3TOOL ]] || { not_ok "s3tool built" "no $S3TOOL"; exit 1; }
 b=$(new_bucket s3)
