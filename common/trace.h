@@ -27,6 +27,8 @@
  * pid: the recorder takes the thread id the kernel gave the request and
  * resolves the process (Tgid in /proc/TID/status) itself, cached per tid
  * (refreshed at each open), reading /proc with its lock released.
+ *
+ * Tests: test_trace.c; t_trace.sh.
  */
 #ifndef FACETFS_TRACE_H
 #define FACETFS_TRACE_H

@@ -23,6 +23,9 @@
  * Locks: a reader's lock protects its chunks and its stream's state and is
  * never held across a GET or disk I/O; the pool's lock is a leaf taken
  * under it. The process-wide order is in docs/design.md "Lock order".
+ *
+ * Tests: test_reader.c (through reader.h), test_stats.c (the read
+ * counters).
  */
 #ifndef FACETFS_READER_INT_H
 #define FACETFS_READER_INT_H

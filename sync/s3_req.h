@@ -29,6 +29,8 @@
  * held across the refresh callback (which takes cred_lock through
  * s3_http_set_credentials); cred_lock and the pool's lock, leaves held
  * only to read or swap a pointer. None is held across a request.
+ *
+ * Tests: test_s3.c, tests/fuzz/fuzz_s3_answer.c; t_s3.sh, t_multipart.sh.
  */
 #ifndef FACETFS_S3_REQ_H
 #define FACETFS_S3_REQ_H

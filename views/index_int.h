@@ -24,6 +24,8 @@
  * the caller. Order: wmu, then vlock, then the publishing slot's mutex
  * (views/viewset.h); wmu before bloom_mu; the change callbacks run under
  * wmu.
+ *
+ * Tests: test_index.c, test_index_rules.c (through index.h).
  */
 #ifndef FACETFS_INDEX_INT_H
 #define FACETFS_INDEX_INT_H
