@@ -8,6 +8,8 @@
  * are stale afterwards. On failure nothing changes: the old array is still
  * there and still the caller's to free. No state, any thread (one owner per
  * array).
+ *
+ * Tests: test_common.c.
  */
 #ifndef FACETFS_ARRAY_H
 #define FACETFS_ARRAY_H

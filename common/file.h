@@ -8,6 +8,8 @@
  * and stops with -EFBIG once more than `max` bytes came. The text is
  * NUL-terminated (it may hold NULs of its own; *len says how long it is).
  * No state, any thread.
+ *
+ * Tests: test_common.c.
  */
 #ifndef FACETFS_FILE_H
 #define FACETFS_FILE_H

@@ -8,6 +8,9 @@
  * separator byte between pieces. The values are those of plain FNV-1a, so
  * numbers derived from them (inode numbers) stay what they were. No
  * state, any thread.
+ *
+ * Tests: no unit test of its own; its users' tests (test_bcache.c,
+ * test_readcache.c) go through it.
  */
 #ifndef FACETFS_HASH_H
 #define FACETFS_HASH_H

@@ -21,6 +21,8 @@
  * stage_sync, s3_req_run and around every Kafka call. Without the option
  * these are the plain pthread calls and lock_assert_none does nothing.
  * lock_held() is the count (0 without the option), for tests.
+ *
+ * Tests: test_lock_guard.c (the guard, in the -Dlock_guard=true build).
  */
 #ifndef FACETFS_LOCK_H
 #define FACETFS_LOCK_H

@@ -7,6 +7,8 @@
  * directory that is meant to last (its top, not a subdirectory that may be
  * removed and made again).
  * No state; any thread.
+ *
+ * Tests: none yet (no unit test, no integration script).
  */
 #ifndef FACETFS_LOCKFILE_H
 #define FACETFS_LOCKFILE_H

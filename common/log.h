@@ -8,6 +8,8 @@
  * it is 1 or more; warnings and errors always print.
  *
  * Log an error once, where it is detected, naming the key, offset or inode.
+ *
+ * Tests: no unit test of its own (every test logs through it).
  */
 #ifndef FACETFS_LOG_H
 #define FACETFS_LOG_H

@@ -13,6 +13,9 @@
  * decoded from (seconds, nanoseconds) little-endian pairs into the hex of
  * nanoseconds since the epoch; AWS and MinIO's are kept as they are). An empty
  * seq means "unknown" and compares as incomparable.
+ *
+ * Tests: test_common.c; test_s3_fake.c and test_record.c build and compare
+ * records.
  */
 #ifndef FACETFS_OBJECT_H
 #define FACETFS_OBJECT_H

@@ -19,6 +19,9 @@
  * These names are POSIX attributes, not user metadata: never shown as
  * user.* xattrs, never matched by filters' `metadata` (posix_meta_reserved).
  * Pure functions: any thread; no state.
+ *
+ * Tests: test_common.c; test_fscore_cases.c, test_fscore_copy.c (modes and
+ * times kept in S3); t_posix.sh.
  */
 #ifndef FACETFS_POSIX_H
 #define FACETFS_POSIX_H

@@ -24,6 +24,9 @@
  * Ownership: results are copied into caller memory; nothing returned needs
  * freeing except what s3_head() puts into *out (obj_meta_release()) and
  * the tags s3_get_tagging() returns.
+ *
+ * Tests: test_s3_fake.c (the interface against the fake), test_s3.c,
+ * test_s3_mpu.c, test_s3_cond.c; t_s3.sh, t_multipart.sh (the real client).
  */
 #ifndef FACETFS_COMMON_S3_H
 #define FACETFS_COMMON_S3_H

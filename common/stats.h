@@ -36,6 +36,8 @@
  * (gauge: facetfs_SECTION_NAME) unless the row names a family. A new
  * member adds itself to both renderings; tests read it by name with
  * stats_value(st, "scans", "objects").
+ *
+ * Tests: test_stats.c; t_metrics.sh (the counters against .facetfs/stats).
  */
 #ifndef FACETFS_STATS_H
 #define FACETFS_STATS_H

@@ -29,6 +29,8 @@
  * (refreshed at each open), reading /proc with its lock released.
  * Lock order (this module's; docs/design.md "Lock order" has the process's):
  *   trace control lock -> trace recorder lock
+ *
+ * Tests: test_trace.c; t_trace.sh.
  */
 #ifndef FACETFS_TRACE_H
 #define FACETFS_TRACE_H

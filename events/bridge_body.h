@@ -8,6 +8,8 @@
  * Pure: no I/O, no logging (the caller logs with the peer's address), any
  * thread, the caller's buffer (no NUL needed). The caller owns *parts and
  * frees them with ev_parts_free(). Fuzzed by tests/fuzz/fuzz_bridge_body.c.
+ *
+ * Tests: test_bridge_body.c, tests/fuzz/fuzz_bridge_body.c; t_bridge.sh.
  */
 #ifndef FACETFS_BRIDGE_BODY_H
 #define FACETFS_BRIDGE_BODY_H

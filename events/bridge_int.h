@@ -9,6 +9,8 @@
  * (bridge_poll_main) serves librdkafka's delivery reports. b->lock guards
  * the fields marked "under lock" and every struct delivery (a leaf: no
  * Kafka call is made under it).
+ *
+ * Tests: no unit test (the bridge program); t_bridge.sh, t_bed.sh.
  */
 #ifndef FACETFS_BRIDGE_INT_H
 #define FACETFS_BRIDGE_INT_H

@@ -26,6 +26,8 @@
  * consumer copies the strings of conf; the batch passed to apply() is valid
  * only during the call. The stats pointer, if not NULL, must outlive the
  * consumer.
+ *
+ * Tests: test_consumer.c; t_crash.sh, t_restart.sh.
  */
 #ifndef FACETFS_CONSUMER_H
 #define FACETFS_CONSUMER_H

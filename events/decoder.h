@@ -20,6 +20,8 @@
  * either); the job table is under the decoder's own lock, never held while
  * decoding or freeing. Without a decoder thread (it could not start) the
  * caller decodes in decoder_finish(): slower, same result.
+ *
+ * Tests: test_decoder.c; t_crash.sh.
  */
 #ifndef FACETFS_DECODER_H
 #define FACETFS_DECODER_H

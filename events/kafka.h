@@ -12,6 +12,9 @@
  * included: they reach the caller's error callback, which logs them) as
  * debug. Any thread; no state of its own. Every Kafka call is preceded by
  * KAFKA_GUARD.
+ *
+ * Tests: test_consumer.c (the consumer's set-up); t_bridge.sh, t_check.sh
+ * (the brokers' deadline).
  */
 #ifndef FACETFS_KAFKA_H
 #define FACETFS_KAFKA_H

@@ -14,6 +14,9 @@
  * (this module does not log). Pure functions: any thread may call them on
  * its own buffers. The caller owns what is returned and frees it with
  * ev_doc_release() / ev_parts_free(). Buffers need no terminating NUL.
+ *
+ * Tests: test_record.c, test_record_fast.c, tests/fuzz/fuzz_record.c;
+ * t_malformed.sh.
  */
 #ifndef FACETFS_RECORD_H
 #define FACETFS_RECORD_H

@@ -16,6 +16,9 @@
  * and record_decode() hands the document to cJSON. tests/unit/
  * test_record_fast.c checks the invariant on the samples and on mutations.
  * Pure functions: any thread, caller's buffers.
+ *
+ * Tests: test_record_fast.c (fast path against the tree path),
+ * tests/fuzz/fuzz_record.c.
  */
 #ifndef FACETFS_RECORD_INT_H
 #define FACETFS_RECORD_INT_H

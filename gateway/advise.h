@@ -32,6 +32,8 @@
  * Complexity: sorts (n log n) and a sweep over each file's accesses by
  * start offset with the writes and reads still overlapping: n log n plus
  * the number of overlapping pairs. Single-threaded; no state outside a call.
+ *
+ * Tests: test_advise.py (run on the facetfs executable); t_trace.sh.
  */
 #ifndef FACETFS_ADVISE_H
 #define FACETFS_ADVISE_H

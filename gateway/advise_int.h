@@ -4,6 +4,8 @@
  * modules. Everything lives in one struct advise_state owned by
  * advise_run(). Calls go one way: advise.c -> advise_report.c (the
  * report, with the policy ladder that names its verdicts).
+ *
+ * Tests: test_advise.py (through `facetfs advise`); t_trace.sh.
  */
 #ifndef FACETFS_ADVISE_INT_H
 #define FACETFS_ADVISE_INT_H

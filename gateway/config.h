@@ -20,6 +20,8 @@
  * cache.durability "power" (the staging journal fsyncs; "process" does not
  * and survives only the gateway's own death: README, sync/stage.h).
  * The struct owns all its strings; config_release() frees them.
+ *
+ * Tests: test_config.c, tests/fuzz/fuzz_config.c; t_check.sh, t_tour.sh.
  */
 #ifndef FACETFS_CONFIG_H
 #define FACETFS_CONFIG_H

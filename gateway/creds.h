@@ -21,6 +21,8 @@
  * is a leaf, never held across S3 I/O (installing credentials is not I/O).
  * Ownership: creds_release() frees (and wipes) what creds_resolve() put
  * into *out; the renewer owns its copies.
+ *
+ * Tests: no unit test; t_creds.sh.
  */
 #ifndef FACETFS_CREDS_H
 #define FACETFS_CREDS_H

@@ -33,6 +33,9 @@
  * gateway_int.h. The order of every lock of the process, and which locks
  * may be held across I/O, are kept in one place: docs/design.md
  * "Lock order".
+ *
+ * Tests: no unit test (the pieces have theirs); t_mount.sh, t_writeback.sh,
+ * t_wbrestart.sh.
  */
 #ifndef FACETFS_GATEWAY_H
 #define FACETFS_GATEWAY_H

@@ -4,6 +4,9 @@
  * shut-down, the mount) calls into gateway_files.c (what .facetfs/ and
  * /metrics show) and gateway_views.c (live view changes); neither calls
  * back into gateway.c, nor into the other.
+ *
+ * Tests: no unit test (the pieces have theirs); t_mount.sh, t_writeback.sh,
+ * t_wbrestart.sh.
  */
 #ifndef FACETFS_GATEWAY_INT_H
 #define FACETFS_GATEWAY_INT_H

@@ -20,6 +20,8 @@
  * while that set is installed, otherwise the batch is enriched again for
  * the newer set (index_apply_for). A reload therefore never waits for a
  * batch, and no batch is applied with what an older set needed.
+ *
+ * Tests: test_ingest.c; t_crash.sh, t_restart.sh, t_malformed.sh.
  */
 #ifndef FACETFS_INGEST_H
 #define FACETFS_INGEST_H

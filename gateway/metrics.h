@@ -9,6 +9,8 @@
  * Threads: libmicrohttpd's own polling thread calls render(ctx); render
  * must be safe to call from it at any time until metrics_stop() returns.
  * Ownership: render returns malloc'ed text that the endpoint frees.
+ *
+ * Tests: no unit test; t_metrics.sh.
  */
 #ifndef FACETFS_METRICS_H
 #define FACETFS_METRICS_H

@@ -5,6 +5,8 @@
  * (seconds, bytes), S3 requests by kind and FUSE requests by op as labels.
  * Threads: any (stats and stage counters are read with their own locks).
  * Ownership: the text is malloc'ed, the caller frees it; NULL on -ENOMEM.
+ *
+ * Tests: no unit test; t_metrics.sh.
  */
 #ifndef FACETFS_METRICS_TEXT_H
 #define FACETFS_METRICS_TEXT_H

@@ -14,6 +14,8 @@
  * --processes N replays the N busiest processes only.
  * Threads: the replay's own; nothing is shared but the start time and the
  * per-thread result counters, read after the threads are joined.
+ *
+ * Tests: no unit test; t_trace.sh.
  */
 #ifndef FACETFS_REPLAY_H
 #define FACETFS_REPLAY_H

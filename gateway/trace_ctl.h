@@ -5,6 +5,8 @@
  * (common/trace.h). Runs on the FUSE worker that serves the control write;
  * no state of its own. The answer is malloc'ed text (the caller frees),
  * starting with "error:" when the command failed.
+ *
+ * Tests: no unit test; t_trace.sh.
  */
 #ifndef FACETFS_TRACE_CTL_H
 #define FACETFS_TRACE_CTL_H

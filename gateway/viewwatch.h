@@ -7,6 +7,8 @@
  * runs once a burst has been quiet for 100 ms, on the watcher's own thread,
  * never twice at once. viewwatch_stop() returns within about 200 ms.
  * The watcher thread must be started with SIGINT/SIGTERM/SIGHUP blocked.
+ *
+ * Tests: no unit test; t_liveviews.sh, t_reload.sh.
  */
 #ifndef FACETFS_VIEWWATCH_H
 #define FACETFS_VIEWWATCH_H

@@ -50,6 +50,8 @@
  * internal mutex protects the table and the LRU lists; no lock is held
  * across disk I/O: victims are unlinked after the mutex is released).
  * Ownership: ids are copied when needed; the caller's buffers stay its own.
+ *
+ * Tests: test_bcache.c, test_readcache.c; t_cache.sh, t_coldread.sh.
  */
 #ifndef FACETFS_SYNC_BCACHE_H
 #define FACETFS_SYNC_BCACHE_H

@@ -44,6 +44,8 @@
  *   40 bucket, key, ETag (no NULs)   H: the data
  * The disk functions take no lock; they touch only their arguments and
  * the disk (the CRC tables are built once, under pthread_once).
+ *
+ * Tests: test_bcache.c.
  */
 #ifndef FACETFS_SYNC_BCACHE_INT_H
 #define FACETFS_SYNC_BCACHE_INT_H

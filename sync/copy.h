@@ -19,6 +19,8 @@
  * copy_conf.left_open with the time taken before the creation, so that a
  * later start can find it and abort it (the gateway records it with
  * stage_upload_left, sync/stage.h).
+ *
+ * Tests: test_fscore_copy.c, test_stage_orphans.c; t_copy.sh.
  */
 #ifndef FACETFS_COPY_H
 #define FACETFS_COPY_H

@@ -14,6 +14,9 @@
  * Bounds: one entry per pinned version (at most the open descriptors).
  * Threads: any; one mutex (a leaf), never held across bcache_drop().
  * Ownership: strings are copied.
+ *
+ * Tests: test_readcache.c (named after the read cache, not this file);
+ * t_cache.sh.
  */
 #ifndef FACETFS_SYNC_PINS_H
 #define FACETFS_SYNC_PINS_H

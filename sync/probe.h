@@ -9,6 +9,8 @@
  *
  * Threads: any thread; it makes its requests one after the other and
  * holds no lock. Nothing returned needs freeing.
+ *
+ * Tests: test_s3_cond.c; t_cond.sh.
  */
 #ifndef FACETFS_PROBE_H
 #define FACETFS_PROBE_H

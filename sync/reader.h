@@ -49,6 +49,8 @@
  * concurrent), then frees their buffers.
  * Ownership: reader_open() copies bucket, key and etag; src and the pool
  * are borrowed and must outlive the readers.
+ *
+ * Tests: test_reader.c, test_readcache.c; t_readahead.sh, t_coldread.sh.
  */
 #ifndef FACETFS_READER_H
 #define FACETFS_READER_H

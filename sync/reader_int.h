@@ -25,6 +25,9 @@
  * under it.
  * Lock order (this module's; docs/design.md "Lock order" has the process's):
  *   reader lock -> reader pool lock
+ *
+ * Tests: test_reader.c (through reader.h), test_stats.c (the read
+ * counters).
  */
 #ifndef FACETFS_READER_INT_H
 #define FACETFS_READER_INT_H

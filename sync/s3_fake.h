@@ -19,6 +19,8 @@
  * counted as requests. Threads: every call may run on any thread at the
  * same time (one mutex inside; the list callback is called without it),
  * except s3_free(). Errors: as common/s3.h; -ENOENT for an unknown bucket.
+ *
+ * Tests: test_s3_fake.c; every unit test that needs a store runs on it.
  */
 #ifndef FACETFS_S3_FAKE_H
 #define FACETFS_S3_FAKE_H

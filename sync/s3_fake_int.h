@@ -11,6 +11,8 @@
  *                      (its start, key and metadata checks, writes)
  *
  * Every helper below runs with f->mu held unless it says otherwise.
+ *
+ * Tests: test_s3_fake.c, test_s3_mpu.c (through s3_fake.h).
  */
 #ifndef FACETFS_S3_FAKE_INT_H
 #define FACETFS_S3_FAKE_INT_H

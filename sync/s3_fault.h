@@ -20,6 +20,9 @@
  * `s3test` library (s3_fake.h). Threads: as common/s3.h; one mutex guards
  * the rules and counters and is never held across a call to the inner
  * store or a sleep.
+ *
+ * Tests: test_s3_fake.c, test_s3_cond.c; test_stage*.c, test_reader.c
+ * inject with it.
  */
 #ifndef FACETFS_S3_FAULT_H
 #define FACETFS_S3_FAULT_H

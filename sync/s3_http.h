@@ -26,6 +26,9 @@
  * Ownership: results are copied into caller memory; nothing returned needs
  * freeing except what s3_head() puts into *out (obj_meta_release()) and
  * the tags s3_get_tagging() returns.
+ *
+ * Tests: test_s3.c; t_s3.sh, t_multipart.sh, t_tls.sh, t_vhost.sh,
+ * t_creds.sh.
  */
 #ifndef FACETFS_S3_HTTP_H
 #define FACETFS_S3_HTTP_H

@@ -4,6 +4,10 @@
  * by the files above them and by the unit tests. No other module includes
  * this. Every function here is pure: no I/O, no locks, no curl handles, so
  * any thread may call them.
+ *
+ * Tests: test_s3.c, test_s3_mpu.c, test_s3_tagging.c,
+ * tests/fuzz/fuzz_s3_answer.c, fuzz_s3_list.c, fuzz_s3_tagging.c,
+ * fuzz_s3_uploads.c.
  */
 #ifndef FACETFS_S3_INT_H
 #define FACETFS_S3_INT_H

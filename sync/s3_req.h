@@ -31,6 +31,8 @@
  * only to read or swap a pointer. None is held across a request.
  * Lock order (this module's; docs/design.md "Lock order" has the process's):
  *   S3 refresh_lock -> (refresh callback) S3 cred_lock
+ *
+ * Tests: test_s3.c, tests/fuzz/fuzz_s3_answer.c; t_s3.sh, t_multipart.sh.
  */
 #ifndef FACETFS_S3_REQ_H
 #define FACETFS_S3_REQ_H

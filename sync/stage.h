@@ -94,6 +94,12 @@
  * parked (stage_file_park) it holds none, and each use opens ID.data for
  * itself: the files waiting for their upload cost no descriptor each.
  * Ownership: every string and array passed in is copied.
+ *
+ * Tests: test_stage.c, test_stage_adopt.c, test_stage_crash.c,
+ * test_stage_dir.c, test_stage_fds.c, test_stage_journal.c,
+ * test_stage_kept.c, test_stage_orphans.c, test_stage_stream.c,
+ * test_s3_cond.c; t_stage.sh (driver tests/integration/stage_rgw.c),
+ * t_stream.sh, t_write.sh, t_durability.sh.
  */
 #ifndef FACETFS_STAGE_H
 #define FACETFS_STAGE_H

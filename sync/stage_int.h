@@ -52,6 +52,8 @@
  * A lock may be taken holding only locks before it on one of these lines
  * (stage_file.lock -> stage.lock, renew_lock -> stage.lock and kept_io ->
  * stage.lock are taken too); stage.lock and pool.lock are leaves.
+ *
+ * Tests: the test_stage*.c files (see stage.h), test_lock_guard.c.
  */
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H

@@ -16,6 +16,9 @@
  * Threads: any thread; one call runs its part threads and joins them
  * before it returns; no lock is held. Errors: as common/s3.h, -EFBIG past
  * S3_MAX_OBJECT; the failing part's error when a part fails.
+ *
+ * Tests: test_stage_stream.c, test_s3_cond.c, test_config.c (part sizes),
+ * and through stage.h the test_stage*.c files; t_stream.sh, t_multipart.sh.
  */
 #ifndef FACETFS_UPLOAD_H
 #define FACETFS_UPLOAD_H

@@ -31,6 +31,9 @@
  * Session reads take no lock of this module. open/close: one thread.
  * Ownership: vis_version_open*() copy bucket, key and etag; src is
  * borrowed and must outlive the version.
+ *
+ * Tests: test_readcache.c (named after the read cache, not this file);
+ * t_write.sh, t_cache.sh.
  */
 #ifndef FACETFS_SYNC_VISIBILITY_H
 #define FACETFS_SYNC_VISIBILITY_H

@@ -25,6 +25,9 @@
  * so that a drop of that version cannot come between its GET and its
  * stores and leave blocks nobody drops.
  * Ownership: warm_want() copies its strings.
+ *
+ * Tests: test_readcache.c (named after the read cache, not this file);
+ * t_cache.sh.
  */
 #ifndef FACETFS_SYNC_WARM_H
 #define FACETFS_SYNC_WARM_H

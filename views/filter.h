@@ -15,6 +15,9 @@
  * otherwise like `match.any[1].size.max`).
  * Errors: 0 or a negative errno; validation errors are -EINVAL with every
  * problem of the file added to the diag (never only the first).
+ *
+ * Tests: test_filter.c, test_route.c, tests/fuzz/fuzz_filter.c,
+ * fuzz_view_path.c; t_filters.sh.
  */
 #ifndef FACETFS_FILTER_H
 #define FACETFS_FILTER_H

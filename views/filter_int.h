@@ -19,6 +19,8 @@
  * A match node holds the conditions of one `match` object (or one element
  * of `any`, or the object of `not`). Absent conditions are NULL / have
  * their has_* flag false. All strings are malloc'ed and owned by the node.
+ *
+ * Tests: test_filter.c (through filter.h), tests/fuzz/fuzz_filter.c.
  */
 #ifndef FACETFS_FILTER_INT_H
 #define FACETFS_FILTER_INT_H

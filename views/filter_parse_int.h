@@ -11,6 +11,8 @@
  * the load return -ENOMEM. A PATH says where in the document the value is
  * ("match.any[1].size.min"), at most PATH_MAX_LEN bytes, ending in "..."
  * when longer. After an error the parser goes on with the next field.
+ *
+ * Tests: test_filter.c (through filter.h), tests/fuzz/fuzz_filter.c.
  */
 #ifndef FACETFS_FILTER_PARSE_INT_H
 #define FACETFS_FILTER_PARSE_INT_H

@@ -52,6 +52,9 @@
  * of keys never stored); index_close joins it.
  * Errors: 0 or a negative errno; LevelDB failures are logged once here and
  * returned as -EIO.
+ *
+ * Tests: test_index.c, test_index_rules.c, test_viewset.c, test_scan.c;
+ * t_crash.sh, t_restart.sh.
  */
 #ifndef FACETFS_INDEX_H
 #define FACETFS_INDEX_H

@@ -18,6 +18,8 @@
  * Ownership: decoders never allocate except obj_kv arrays from the arena;
  * decoded strings point into the decoded buffer, which must outlive them.
  * Nothing here is thread-safe by itself; each buffer has one owner.
+ *
+ * Tests: test_index.c (through index.h); no unit test of its own.
  */
 #ifndef FACETFS_INDEX_CODEC_H
 #define FACETFS_INDEX_CODEC_H

@@ -18,6 +18,8 @@
  * index_env_new() builds the C API's environment handle itself
  * (index_env.cc says how, and the unit test `index` fails if LevelDB
  * maps a table file).
+ *
+ * Tests: test_index.c.
  */
 #ifndef FACETFS_INDEX_ENV_H
 #define FACETFS_INDEX_ENV_H

@@ -26,6 +26,8 @@
  * Lock order (this module's; docs/design.md "Lock order" has the process's):
  *   index wmu -> index vlock -> view-set slot mutex
  *   index wmu -> index bloom_mu
+ *
+ * Tests: test_index.c, test_index_rules.c (through index.h).
  */
 #ifndef FACETFS_INDEX_INT_H
 #define FACETFS_INDEX_INT_H

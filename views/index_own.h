@@ -35,6 +35,8 @@
  * (AWS's events).
  *
  * Not thread-safe: the caller serialises (the index's wmu).
+ *
+ * Tests: test_index_own.c; t_posix.sh.
  */
 #ifndef FACETFS_INDEX_OWN_H
 #define FACETFS_INDEX_OWN_H

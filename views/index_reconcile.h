@@ -26,6 +26,8 @@
  * lock). Ranges rely on the listing being in byte order of keys
  * (ListObjectsV2 is); the caller checks that, and a page that is not is
  * sorted here rather than trusted.
+ *
+ * Tests: test_rescan.c, test_index_rules.c; t_rescan.sh.
  */
 #ifndef FACETFS_INDEX_RECONCILE_H
 #define FACETFS_INDEX_RECONCILE_H

@@ -14,6 +14,8 @@
  * Threads: a built router is immutable; any number of threads may call
  * route_find at once. It copies what it needs: the views may be freed first.
  * Ownership: route_build gives you a router you free with route_free.
+ *
+ * Tests: test_route.c.
  */
 #ifndef FACETFS_ROUTE_H
 #define FACETFS_ROUTE_H

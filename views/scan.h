@@ -25,6 +25,8 @@
  * scan_free, which stops every scan and rescan and joins their threads.
  * Change callbacks run on scan and rescan threads (index.h says under which
  * lock).
+ *
+ * Tests: test_scan.c, test_rescan.c; t_scan.sh, t_rescan.sh, t_enrich.sh.
  */
 #ifndef FACETFS_SCAN_H
 #define FACETFS_SCAN_H

@@ -16,6 +16,8 @@
  * scan_free, so job pointers stay valid. A job in SCAN_RUNNING owns its
  * first-scan thread; a job with info.rescanning is being rescanned by
  * exactly one thread. scan_free waits until rescans_active is 0.
+ *
+ * Tests: test_scan.c, test_rescan.c (through scan.h).
  */
 #ifndef FACETFS_SCAN_INT_H
 #define FACETFS_SCAN_INT_H

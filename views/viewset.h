@@ -19,6 +19,8 @@
  * (viewset_slot_swap): nobody waits for I/O behind it. A reload builds a
  * new set, swaps it in and returns; requests that pinned the old set
  * finish with it, and it dies when its last holder unpins.
+ *
+ * Tests: test_viewset.c; t_liveviews.sh, t_reload.sh.
  */
 #ifndef FACETFS_VIEWSET_H
 #define FACETFS_VIEWSET_H

@@ -1,7 +1,7 @@
 /*
  * bench_ingest.c — the consumer thread's work per event without Kafka:
  * decode (record_decode, events/record.c) and apply (index_apply,
- * views/index.c), each timed on its own, over evgen's records
+ * views/index_write.c), each timed on its own, over evgen's records
  * (Ceph RGW ObjectCreated:Put, one record per document).
  *
  *   bench-ingest FILE [VIEWS] [BATCH] [--decode-only|--pipeline|--no-prepare]

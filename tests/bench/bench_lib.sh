@@ -12,7 +12,7 @@ FACETFS_SRC=${FACETFS_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 FACETFS_BUILD=${FACETFS_BUILD:-$FACETFS_SRC/build}
 export FACETFS_BUILD
 FACETFS=$FACETFS_BUILD/gateway/exe/facetfs
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 AWS=/usr/bin/aws
 BENCH_NAME=$(basename "$0" .sh)
 declare -A BG_PID=() BG_MNT=()

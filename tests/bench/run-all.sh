@@ -18,8 +18,8 @@ export FACETFS_BUILD=${FACETFS_BUILD:-$FACETFS_SRC/build}
 BED=$FACETFS_SRC/tests/bed/bed
 export BED_MEMSTORE_BYTES=${BED_MEMSTORE_BYTES:-4294967296}
 
-for b in gateway/exe/facetfs sync/s3tool tests/bench/s3fill tests/bench/evgen \
-	tests/bench/kline tests/kafka-mock; do
+for b in gateway/exe/facetfs tests/bed/s3tool tests/bench/s3fill tests/bench/evgen \
+	tests/bench/kline tests/bed/kafka-mock; do
 	[[ -x $FACETFS_BUILD/$b ]] || { echo "run-all: no $FACETFS_BUILD/$b (ninja -C $FACETFS_BUILD)" >&2; exit 1; }
 done
 

@@ -119,7 +119,7 @@ head -c $((1 << 20)) /dev/urandom >"$T/ev2"
 aws_s3 s3 cp "$T/ev2" "s3://$B/e/obj" >/dev/null 2>&1
 if wait_for 20 cmp -s "$M/ev/obj" "$T/ev2"; then ok "eventual: the next open after the event reads the new bytes"; else not_ok "eventual: the new bytes"; fi
 # Opens racing outside changes: every read sees one version whole.
-out=$(python3 - "$M/ev/obj" "$B" "$T/ev2" "$FACETFS_BUILD/sync/s3tool" "$T/evc" <<'PY' 2>&1
+out=$(python3 - "$M/ev/obj" "$B" "$T/ev2" "$FACETFS_BUILD/tests/bed/s3tool" "$T/evc" <<'PY' 2>&1
 import os, subprocess, sys, threading
 path, bucket, before, s3tool, tmp = sys.argv[1:6]
 before = open(before, 'rb').read()    # the version before the race

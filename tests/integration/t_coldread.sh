@@ -16,7 +16,7 @@ require_bed
 B=$(new_bucket cold)
 aws_s3 s3 mb "s3://$B" >/dev/null || { not_ok "make bucket"; exit 1; }
 T=$(test_tmp)
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 view_file "$T/views" sess "$B" '{ "prefix": "s/" }' '"layout": { "strip_prefix": "s/" }'
 view_file "$T/views" ev "$B" '{ "prefix": "e/" }' \
 	'"layout": { "strip_prefix": "e/" }, "visibility": "eventual"'

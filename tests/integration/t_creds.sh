@@ -73,7 +73,7 @@ assume "$R2" b && credfile b
 aws_s3 iam delete-role-policy --role-name "$R1" --policy-name all >/dev/null 2>&1
 rc=0
 AWS_ACCESS_KEY_ID=$(cat "$T/a.ak") AWS_SECRET_ACCESS_KEY=$(cat "$T/a.sk") AWS_SESSION_TOKEN=$(cat "$T/a.tok") \
-	"$FACETFS_BUILD/sync/s3tool" get "$B" o2 >/dev/null 2>&1 || rc=$?
+	"$FACETFS_BUILD/tests/bed/s3tool" get "$B" o2 >/dev/null 2>&1 || rc=$?
 check_eq "the first credentials are now refused (EACCES 13)" 13 "$rc"
 check_eq "read after the replacement (refused, renewed, sent again)" "object 2" "$(cat "$M/all/o2" 2>&1)"
 check "log: renewed from the credentials file" grep -q "credentials: renewed from" "$LOG"

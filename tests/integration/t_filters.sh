@@ -12,7 +12,7 @@
 require_bed
 
 ORACLE=$FACETFS_SRC/tests/lib/filter_oracle.py
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 T=$(test_tmp)
 B=$(new_bucket filt)
 B2=$(new_bucket filt2)

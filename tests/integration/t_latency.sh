@@ -26,7 +26,7 @@ wait_for 120 events_settled "$M" "$n_topic" || not_ok "caught up with the topic'
 read -r _ applied0 ignored0 count0 backlog0 <<<"$(event_counters "$M")"
 check_eq "the topic's $applied0 older events applied are backlog ($backlog0), not latencies" 0 "$count0"
 
-python3 "$FACETFS_SRC/tests/lib/visible_probe.py" "$FACETFS_BUILD/sync/s3tool" "$B" "" "$M/all" \
+python3 "$FACETFS_SRC/tests/lib/visible_probe.py" "$FACETFS_BUILD/tests/bed/s3tool" "$B" "" "$M/all" \
 	--name lat- --count 200 --timeout 10 >"$T/lat" 2>"$T/lat.err"
 rc=$?
 sort -n "$T/lat" | awk -v missing="$(wc -l <"$T/lat.err")" '{ v[n++] = $1 } END {

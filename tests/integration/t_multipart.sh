@@ -11,7 +11,7 @@
 require_bed
 
 tmp=$(test_tmp)
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 [[ -x $S3TOOL ]] || { not_ok "s3tool built" "no $S3TOOL"; exit 1; }
 b=$(new_bucket mpu)
 s3rc() { "$S3TOOL" "$@" >/dev/null 2>&1; echo $?; }

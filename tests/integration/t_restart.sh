@@ -31,7 +31,7 @@ stop_gateway A; check_eq "clean stop" 0 "$?"
 	tr '\t' '\n' | sort -R | head -100 >"$T/del"
 # One DELETE per key: RGW 16 aborts on a multi-object delete (DeleteObjects)
 # of a bucket with an HTTP notification, so never use delete-objects here.
-xargs -P 4 -I{} "$FACETFS_BUILD/sync/s3tool" delete "$B" {} <"$T/del" >/dev/null 2>&1 ||
+xargs -P 4 -I{} "$FACETFS_BUILD/tests/bed/s3tool" delete "$B" {} <"$T/del" >/dev/null 2>&1 ||
 	not_ok "DELETEs while down"
 sleep 1   # let the last events reach Kafka
 

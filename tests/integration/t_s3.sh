@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# t_s3 — the S3 client (sync/s3.h) against the bed's radosgw, through its
-# driver s3tool, with /usr/bin/aws as the independent client: awkward keys
+# t_s3 — the S3 client (sync/s3_http.h, its layers in sync/s3_req.h)
+# against the bed's radosgw, through its driver s3tool, with /usr/bin/aws
+# as the independent client: awkward keys
 # (space, '+', '%', '(', 'ü', '~', '*', '&', '<', '"', a 1,000-byte key),
 # GETs of 0 B .. 64 MiB and ranged GETs compared with cmp, HEAD metadata,
 # LIST across pages (XML entities), PUT/COPY metadata read back by aws,
@@ -11,7 +12,7 @@
 require_bed
 
 tmp=$(test_tmp)
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 S3FILL=$FACETFS_BUILD/tests/bench/s3fill
 [[ -x $S3TOOL ]] || { not_ok "s3tool built" "no $S3TOOL"; exit 1; }
 b=$(new_bucket s3)

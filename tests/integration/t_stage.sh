@@ -13,7 +13,7 @@
 require_bed
 
 tmp=$(test_tmp)
-TOOL=$FACETFS_BUILD/sync/stage_rgw
+TOOL=$FACETFS_BUILD/tests/integration/stage_rgw
 [[ -x $TOOL ]] || { not_ok "stage_rgw built" "no $TOOL"; exit 1; }
 MIB=${STAGE_MIB:-200}
 b=$(new_bucket stage)

@@ -27,7 +27,7 @@
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
 
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 B=$(new_bucket stream)
 bed_cmd notify "$B" >/dev/null || { not_ok "notify"; exit 1; }
 T=$(test_tmp)

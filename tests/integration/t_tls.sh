@@ -9,7 +9,7 @@
 require_bed
 
 [[ -n ${S3_TLS_URL:-} && -r ${S3_TLS_CA:-} ]] || { not_ok "bed serves TLS" "no S3_TLS_URL/S3_TLS_CA in the bed env"; exit 1; }
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 T=$(test_tmp)
 B=$(new_bucket tls)
 check "aws: create bucket" aws_s3 s3api create-bucket --bucket "$B"

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
 
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 T=$(test_tmp)
 B=$(new_bucket vhost)
 check "aws: create bucket" aws_s3 s3api create-bucket --bucket "$B"

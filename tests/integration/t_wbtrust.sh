@@ -33,7 +33,7 @@
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
 
-S3TOOL=$FACETFS_BUILD/sync/s3tool
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
 B=$(new_bucket wbtrust)
 aws_s3 s3 mb "s3://$B" >/dev/null || { not_ok "make bucket"; exit 1; }
 bed_cmd notify "$B" >/dev/null 2>&1 || { not_ok "bucket notifications"; exit 1; }

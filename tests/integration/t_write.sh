@@ -156,7 +156,7 @@ check "rename of an empty made directory" sh -c "ls '$A/sess' | grep -qx keptdir
 # ---- a GET loop never sees a partial object while 200 MiB are written ----
 head -c $((200 * 1024 * 1024)) /dev/urandom >"$T/big"
 printf 'small old version\n' >"$A/sess/big.bin"
-python3 - "$B" "$T/big" "$FACETFS_BUILD/sync/s3tool" >"$T/getloop" 2>&1 <<'PY' &
+python3 - "$B" "$T/big" "$FACETFS_BUILD/tests/bed/s3tool" >"$T/getloop" 2>&1 <<'PY' &
 import hashlib, subprocess, sys, time
 bucket, big, s3tool = sys.argv[1:]
 bigd = open(big, "rb").read()

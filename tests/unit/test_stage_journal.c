@@ -591,9 +591,9 @@ static void test_torn(void)
 	stage_case_end(st, &t, dir);
 }
 
-/* A journal as the previous format wrote it (always renamed into place:
- * no check line) reads as before, and recovery follows it: "commit" is
- * uploaded, "dirty" moved to recovered/. */
+/* A journal of format 1 (always renamed into place: no check line) is
+ * read, and recovery follows it: "commit" is uploaded, "dirty" moved to
+ * recovered/. */
 static void test_version1(void)
 {
 	char *dir = unit_tmpdir("stage-v1");
