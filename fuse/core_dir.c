@@ -1,4 +1,6 @@
-/* core_dir.c — lookup, getattr and readdir over the index (core.h).
+/* core_dir.c — lookup, getattr and readdir over the index (core.h); what a
+ * name or an inode is (its attributes), and the retire of an inode whose
+ * name an event changed.
  *
  * Readdir streams. A directory is listed in byte order of its names (the
  * index's key order, with the directories made here merged in; the root's
@@ -50,6 +52,118 @@ bool core_ino_generated(uint64_t ino)
 {
 	return (ino >= INODE_META_STATS && ino <= INODE_META_CONTROL) ||
 	       ino == INODE_META_PENDING;
+}
+
+/* ---------- what a node is ---------- */
+
+int core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
+		   struct stat *st, bool *is_dir)
+{
+	*is_dir = true;
+	if (!*path) {
+		core_attr_view_dir(c, view, ino, st);
+		return 0;
+	}
+	struct ofile *of = core_ofile_find_path(c, view, path);
+	if (of) {
+		core_ofile_attr(c, view, of, ino, st);
+		core_ofile_put(c, of);
+		*is_dir = false;
+		return 0;
+	}
+	struct index_attr a;
+	int rc = index_lookup(c->d.ix, core_view(c, view), path, &a);
+	if (rc == 0) {
+		if (a.is_dir) {
+			core_attr_dir_at(c, view, path, ino, st);
+		} else {
+			core_attr_file(c, ino, a.size, a.mtime_ns, core_file_perm(c, view), st);
+			core_attr_posix(c, view, &a.px, st);
+		}
+		*is_dir = a.is_dir;
+		return 0;
+	}
+	if (rc == -ENOENT && core_mkdir_exists(c, view, path)) {
+		core_attr_dir_at(c, view, path, ino, st);
+		return 0;
+	}
+	return rc;
+}
+
+int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
+{
+	switch (ino) {
+	case INODE_ROOT:
+	case INODE_META_DIR:
+		core_attr_dir(c, ino, st);
+		return 0;
+	case INODE_META_STATS:
+	case INODE_META_VIEWS:
+	case INODE_META_PENDING:
+		core_attr_file(c, ino, 0, 0, 0444, st);
+		st->st_mtim = st->st_ctim = st->st_atim = c->start;
+		return 0;
+	case INODE_META_CONTROL:
+		core_attr_file(c, ino, 0, 0, 0600, st);
+		st->st_mtim = st->st_ctim = st->st_atim = c->start;
+		return 0;
+	case INODE_META_RECOVERED:
+		core_attr_file(c, ino, strlen(c->recovered), 0, 0777, st);
+		st->st_mode = S_IFLNK | 0777;
+		st->st_mtim = st->st_ctim = st->st_atim = c->start;
+		return 0;
+	}
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	if (info.gone) {
+		/* Unlinked here (nlink 0) or retired, still open: what it was
+		 * then; a writer's staged copy as it is now. */
+		struct ofile *of = core_ofile_find(c, ino, true);
+		if (of) {
+			core_ofile_attr(c, info.view, of, ino, st);
+			st->st_nlink = info.gone_st.st_nlink;
+		} else {
+			*st = info.gone_st;
+		}
+		core_ofile_put(c, of);
+		free(info.path);
+		return 0;
+	}
+	bool is_dir;
+	rc = core_node_attr(c, info.view, info.path, ino, st, &is_dir);
+	free(info.path);
+	return rc;
+}
+
+bool core_retire_changed(struct core *c, const char *vname, const char *path,
+			 uint64_t *ino)
+{
+	char held[72];
+	/* Most changes meet no cached reader: no pin, no index read then. */
+	if (!inode_cached_version(c->d.it, vname, path, ino, held))
+		return false;
+	core_req_begin(c);
+	bool done = false;
+	size_t view = core_view_find(c, vname);
+	struct ofile *of = view != INODE_NO_VIEW ? core_ofile_find_path(c, view, path) : NULL;
+	core_ofile_put(c, of);
+	if (of)
+		view = INODE_NO_VIEW;        /* written here: its page cache is the writer's */
+	struct obj_meta o = { 0 };
+	struct stat st;
+	/* What the kernel's inode shows from now on: the name's attributes
+	 * (the new version's mode, owner, times) with the held version's size
+	 * (inode_retire sets it). */
+	if (view != INODE_NO_VIEW &&
+	    index_object(c->d.ix, core_view(c, view), path, &o) == 0 && o.etag[0] &&
+	    strcmp(o.etag, held) != 0 && core_attr_of(c, *ino, &st) == 0 &&
+	    !S_ISDIR(st.st_mode))
+		done = inode_retire(c->d.it, *ino, held, &st);
+	obj_meta_release(&o);
+	core_req_end(c);
+	return done;
 }
 
 /* ---------- lookup, getattr, forget ---------- */

@@ -5,7 +5,8 @@
  *               open-file table, made directories, attributes and paths
  *   core_mend.c the mend of names left unsent (a crash, a failed one-shot
  *               upload) from what S3 holds
- *   core_dir.c  lookup, getattr, readdir
+ *   core_dir.c  lookup, getattr, readdir; the attributes of a name and of
+ *               an inode
  *   core_io.c   open, read, write, the ofile's commit and seal, truncate,
  *               .facetfs files
  *   core_drain.c  the commit points (close, fsync) and write-back's drain
@@ -331,13 +332,15 @@ void core_mkdir_move(struct core *c, size_t view, const char *path, const char *
 int  core_mkdir_children(struct core *c, size_t view, const char *dir,
 			 char ***names, size_t *n);
 
+/* What a file staged here shows (its size, mode, owner, times). */
+void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
+		     struct stat *st);
+
+/* core_dir.c */
 /* What (view, path) is for this mount: a file staged here (created or
  * being written), what the index shows, or a directory made here. */
 int  core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
 		    struct stat *st, bool *is_dir);
-/* What a file staged here shows (its size, mode, owner, times). */
-void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
-		     struct stat *st);
 /* Attributes of an inode the kernel holds. */
 int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
 
