@@ -1,8 +1,10 @@
 /*
  * core_int.h — internals shared by the files of the file-system core (not
- * for other modules). Layers, each calling only those below it:
+ * for other modules). Layers, the bottom first, each file calling only
+ * those listed before it:
  *   core.c      the bottom: the core's lifecycle, the view set, the
- *               open-file table, made directories, attributes and paths
+ *               open-file table, attributes and paths
+ *   core_mkdir.c  the made directories and the attributes kept for them
  *   core_mend.c the mend of names left unsent (a crash, a failed one-shot
  *               upload) from what S3 holds
  *   core_dir.c  lookup, getattr, readdir; the attributes of a name and of
@@ -196,6 +198,10 @@ bool core_in_view(struct core *c, const char *vname, size_t view);
 bool core_view_writable(struct core *c, size_t view);
 enum vis_policy core_view_policy(struct core *c, size_t view);
 int64_t core_now_ns(void);
+/* A made directory into c->mkdirs (its view by name: INODE_NO_VIEW until a
+ * view of that name exists); at core_new, for each the index stores. */
+int  core_mkdir_remember(struct core *c, const char *vname, const char *path,
+			 const struct obj_posix *px);
 /* core_mend.c: what S3 holds of bucket/key (a HEAD: that version, or a
  * tombstone when it has none) in place of the index's record of this
  * mount's unsent version, if the index still holds one. 0, or the
@@ -209,10 +215,6 @@ void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_n
  * read-only view never shows write bits. */
 void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
 		     struct stat *st);
-/* core_attr_view_dir for the directory at path, with the attributes kept
- * for it (made or chmod'ed here). */
-void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t ino,
-		      struct stat *st);
 mode_t core_file_perm(struct core *c, size_t view);
 int  core_path_join(const char *dir, const char *name, char *out, size_t outlen);
 /* The attributes a create, mknod or mkdir by who keeps (have 0 for who
@@ -220,16 +222,6 @@ int  core_path_join(const char *dir, const char *name, char *out, size_t outlen)
 void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posix *px);
 /* The attributes set changes into px, and ctime: now. */
 void core_set_posix(const struct core_set *set, struct obj_posix *px);
-/* setattr of the directory at path (not a view's root: -EPERM; -EROFS in
- * a read-only view): the index keeps its attributes, and the made
- * directories list them. 0 or -errno. */
-int  core_dir_setattr(struct core *c, size_t view, const char *path,
-		      const struct core_set *set);
-/* An entry was made or removed at path: its parent directory's mtime and
- * ctime are now, when the index keeps that directory's attributes (made
- * with mkdir, or given attributes here); a directory known only from keys
- * (and a view's root) keeps none. Failures are logged, never returned. */
-void core_dir_touch(struct core *c, size_t view, const char *path);
 /* The (view, path) of a directory inode and the path of its child name. */
 int  core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
 		char *path, size_t pathlen);
@@ -311,13 +303,12 @@ void core_ofile_put(struct core *c, struct ofile *of);
  * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);
 void core_ofile_free(struct ofile *of);
-/* Does (view, path) hold something staged here, or a made directory, below
- * it? (for rmdir and rename) */
-bool core_tables_have_child(struct core *c, size_t view, const char *path);
+/* What a file staged here shows (its size, mode, owner, times). */
+void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
+		     struct stat *st);
 
+/* core_mkdir.c */
 bool core_mkdir_exists(struct core *c, size_t view, const char *path);
-int  core_mkdir_remember(struct core *c, const char *vname, const char *path,
-			 const struct obj_posix *px);
 /* The attributes kept for the made directory (view, path): false if none. */
 bool core_mkdir_attr(struct core *c, size_t view, const char *path, struct obj_posix *px);
 /* Replace them (the entry must exist: false otherwise). */
@@ -332,9 +323,24 @@ void core_mkdir_move(struct core *c, size_t view, const char *path, const char *
 int  core_mkdir_children(struct core *c, size_t view, const char *dir,
 			 char ***names, size_t *n);
 
-/* What a file staged here shows (its size, mode, owner, times). */
-void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
-		     struct stat *st);
+/* Does (view, path) hold something staged here, or a made directory, below
+ * it? (for rmdir and rename) */
+bool core_tables_have_child(struct core *c, size_t view, const char *path);
+
+/* core_attr_view_dir for the directory at path, with the attributes kept
+ * for it (made or chmod'ed here). */
+void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t ino,
+		      struct stat *st);
+/* setattr of the directory at path (not a view's root: -EPERM; -EROFS in
+ * a read-only view): the index keeps its attributes, and the made
+ * directories list them. 0 or -errno. */
+int  core_dir_setattr(struct core *c, size_t view, const char *path,
+		      const struct core_set *set);
+/* An entry was made or removed at path: its parent directory's mtime and
+ * ctime are now, when the index keeps that directory's attributes (made
+ * with mkdir, or given attributes here); a directory known only from keys
+ * (and a view's root) keeps none. Failures are logged, never returned. */
+void core_dir_touch(struct core *c, size_t view, const char *path);
 
 /* core_dir.c */
 /* What (view, path) is for this mount: a file staged here (created or
