@@ -2,9 +2,11 @@
  * core_int.h — internals shared by the files of the file-system core (not
  * for other modules). Layers, the bottom first, each file calling only
  * those listed before it:
- *   core.c      the bottom: the core's lifecycle, the view set, the
- *               open-file table, attributes and paths
+ *   core.c      the bottom: the core's lifecycle, the view set, attributes
+ *               and paths, the mount's own changes into the index
+ *   core_ofile.c  the open-file table, and what an open file shows
  *   core_mkdir.c  the made directories and the attributes kept for them
+ *               (core_ofile.c and core_mkdir.c call only core.c)
  *   core_mend.c the mend of names left unsent (a crash, a failed one-shot
  *               upload) from what S3 holds
  *   core_dir.c  lookup, getattr, readdir; the attributes of a name and of
@@ -202,11 +204,9 @@ int64_t core_now_ns(void);
  * view of that name exists); at core_new, for each the index stores. */
 int  core_mkdir_remember(struct core *c, const char *vname, const char *path,
 			 const struct obj_posix *px);
-/* core_mend.c: what S3 holds of bucket/key (a HEAD: that version, or a
- * tombstone when it has none) in place of the index's record of this
- * mount's unsent version, if the index still holds one. 0, or the
- * HEAD's or the index's -errno. */
-int core_mend_name(struct core *c, const char *bucket, const char *key);
+/* Free of and all it holds (its staged file released); core_free frees the
+ * open files left in the table with it. */
+void core_ofile_free(struct ofile *of);
 void core_attr_dir(struct core *c, uint64_t ino, struct stat *st);
 void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st);
 void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_ns,
@@ -250,6 +250,7 @@ int  core_index_uploaded(struct core *c, const struct obj_meta *o, const char *v
  * (index_apply_newer: decided under the index's write lock). */
 int  core_index_newer(struct core *c, const struct obj_meta *o);
 
+/* core_ofile.c */
 /* The staged file of an inode (ref taken): the one staged under the key
  * its name stands for, if the kernel holds this inode for that name now
  * (an inode renamed over or unlinked is not the name's); with
@@ -302,7 +303,6 @@ void core_ofile_put(struct core *c, struct ofile *of);
 /* Put of into the table unless another (not unlinked) ofile of its key
  * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);
-void core_ofile_free(struct ofile *of);
 /* What a file staged here shows (its size, mode, owner, times). */
 void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
 		     struct stat *st);
@@ -341,6 +341,13 @@ int  core_dir_setattr(struct core *c, size_t view, const char *path,
  * with mkdir, or given attributes here); a directory known only from keys
  * (and a view's root) keeps none. Failures are logged, never returned. */
 void core_dir_touch(struct core *c, size_t view, const char *path);
+
+/* core_mend.c */
+/* What S3 holds of bucket/key (a HEAD: that version, or a tombstone when
+ * it has none) in place of the index's record of this mount's unsent
+ * version, if the index still holds one. 0, or the HEAD's or the index's
+ * -errno. */
+int core_mend_name(struct core *c, const char *bucket, const char *key);
 
 /* core_dir.c */
 /* What (view, path) is for this mount: a file staged here (created or

@@ -6,7 +6,8 @@
  * data recovery moved to recovered/. Each one not taken up by the drain
  * gets what S3 holds of its key now (a HEAD): that version, or a
  * tombstone when S3 has none. core_attr.c mends the name of a one-shot
- * node whose upload failed the same way. Uses core.c only.
+ * node whose upload failed the same way. Uses core.c and core_ofile.c
+ * only.
  */
 #include "fuse/core_int.h"
 
