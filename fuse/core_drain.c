@@ -11,7 +11,7 @@
  * each takes the oldest entry that is not being uploaded and whose time
  * has come (drain_delay after its close; after a failure, a backoff of 1,
  * 2, 4 ... 60 s; during a burst, below), and uploads it with the ofile's
- * commit (core_io.c), which serializes against a close, an unlink or a
+ * commit (core_commit.c), which serializes against a close, an unlink or a
  * rename of the same file. A file sealed again while its upload runs is
  * uploaded again after it (`again`); one sealed again before its upload
  * began is uploaded once. An unlinked file is dropped from the queue

@@ -11,14 +11,15 @@
  *               upload) from what S3 holds
  *   core_dir.c  lookup, getattr, readdir; the attributes of a name and of
  *               an inode
- *   core_io.c   open, read, write, the ofile's commit and seal, truncate,
- *               .facetfs files
+ *   core_commit.c  an open file's commit (its upload) and seal
+ *   core_io.c   open, read, write, truncate, .facetfs files
  *   core_drain.c  the commit points (close, fsync) and write-back's drain
- *               (uses core_io's commit and seal)
- *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_io's commit)
+ *               (uses core_commit's commit and seal)
+ *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_commit's
+ *               commit)
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
- *               metadata change, core_io's truncate and create, core_mend's
- *               mend of a name)
+ *               metadata change, core_drain's truncate, core_io's create,
+ *               core_mend's mend of a name)
  *
  * Locks: c->ofile_lock protects the open-file table (ofiles_by_*) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while
@@ -357,30 +358,47 @@ int  core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
 /* Attributes of an inode the kernel holds. */
 int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
 
-/* core_io.c */
+/* core_commit.c */
 /* Commit point: upload the staged copy if it changed (its mtime metadata
  * set to now unless times_set), then show the new version in the index at
  * once. */
 int  core_ofile_commit(struct core *c, struct ofile *of);
-/* truncate(2) (f NULL) or ftruncate(2) of the staged copy; for a path,
- * the file opened for it (a writer counted) in *own, which the caller
- * publishes (its commit point), ends the writer of and puts. */
-int  core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
-			 uint64_t size, struct ofile **own);
 /* core_ofile_commit for a caller that began it (core_ofile_publish_begin)
  * and ends it; cond: a single PUT conditional on the file's base where the
  * store honours it (stage_file_commit_if: -EOPNOTSUPP, not sent: check
  * and commit without; -ESTALE: the key holds another version). */
 int  core_ofile_commit_begun(struct core *c, struct ofile *of, bool cond);
+/* The close of a file of a write-back view: sealed (stage_file_seal:
+ * durable here, journaled "commit", not uploaded) and indexed as this
+ * mount's own with no ETag yet. 0 or -EIO. */
+int  core_ofile_seal(struct core *c, struct ofile *of);
+/* of's version as this mount's own in the index: its size and metadata
+ * now, etag (the upload's, or "" while it is only sealed here); sealed:
+ * the upload of what was sealed (the kernel's pages and attributes of it
+ * stay right). Failures are logged (S3 has it; the event brings the
+ * index up to date). */
+void core_ofile_index(struct core *c, struct ofile *of, const char *etag, bool sealed);
+
+/* core_io.c */
+/* truncate(2) (f NULL) or ftruncate(2) of the staged copy; for a path,
+ * the file opened for it (a writer counted) in *own, which the caller
+ * publishes (its commit point), ends the writer of and puts. */
+int  core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
+			 uint64_t size, struct ofile **own);
 /* Free a descriptor. A writable one's close may be the last writer of a
  * file the drain held back (core_ofile_writer_end): that ofile is
  * returned with the descriptor's reference, for the caller to queue again
  * and put; else NULL. */
 struct ofile *core_file_close(struct core *c, struct core_file *f);
-/* The close of a file of a write-back view: sealed (stage_file_seal:
- * durable here, journaled "commit", not uploaded) and indexed as this
- * mount's own with no ETag yet. 0 or -EIO. */
-int  core_ofile_seal(struct core *c, struct ofile *of);
+/* fsync of a descriptor where it publishes nothing: its staged bytes made
+ * durable here (stage_file_sync). */
+int  core_file_sync(struct core *c, struct core_file *f);
+
+/* A symbolic link ino made here with target: the mount keeps the target
+ * (links.h) of the version the index now holds. */
+void core_link_made(struct core *c, uint64_t ino, const char *target);
+
+/* core_drain.c */
 /* A file waiting in the write-back drain whose name changed (rename):
  * sealed again under the new name. 0, or core_ofile_seal's error. */
 int  core_drain_reseal(struct core *c, struct ofile *of);
@@ -395,13 +413,6 @@ int  core_drain_reseal(struct core *c, struct ofile *of);
  * (pending again, for the next start). */
 int  core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *what,
 		      bool base_known);
-/* fsync of a descriptor where it publishes nothing: its staged bytes made
- * durable here (stage_file_sync). */
-int  core_file_sync(struct core *c, struct core_file *f);
-
-/* A symbolic link ino made here with target: the mount keeps the target
- * (links.h) of the version the index now holds. */
-void core_link_made(struct core *c, uint64_t ino, const char *target);
 
 /* core_ns.c */
 /* Change the user metadata of an object inode (edit gets a copy of the
