@@ -331,7 +331,8 @@ int  core_child_name(struct core *c, uint64_t parent, const char *name, char *vi
 /* Is f a descriptor of an object (not of a .facetfs/ file)? */
 bool core_file_is_object(const struct core_file *f);
 
-/* Write-back (core_drain.c). core_drain_new: the drain of c (its threads
+/* Write-back (core_drain.c; what the queue holds, core_drain_pending,
+ * _gauges, _list and _steps: core_drain_queue.c). core_drain_new: the drain of c (its threads
  * start at the first sealed file); without one, a close in a write-back
  * view uploads as in any other. core_drain_free: before core_free, drains
  * for up to conf.stop_s, then cancels the uploads in flight (each ends

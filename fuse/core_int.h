@@ -13,8 +13,12 @@
  *               an inode
  *   core_commit.c  an open file's commit (its upload) and seal
  *   core_io.c   open, read, write, truncate, .facetfs files
- *   core_drain.c  the commit points (close, fsync) and write-back's drain
- *               (uses core_commit's commit and seal)
+ *   core_drain_queue.c  write-back's queue: its entries' states, heaps,
+ *               the syncs' waiters, the gauges (calls no other file;
+ *               core_drain_queue.h, for core_drain.c only)
+ *   core_drain.c  the commit points (close, fsync) and write-back's drain:
+ *               its workers, syncs, adoption, start and stop (uses
+ *               core_commit's commit and seal, core_drain_queue.c's queue)
  *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_commit's
  *               commit)
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
@@ -93,7 +97,8 @@ struct ofile {
 				      * (lock) */
 	bool tabled;                 /* in the open-file table (lock) */
 	struct drain_ent *drain;     /* its entry in write-back's queue, or
-				      * NULL (the drain's lock, core_drain.c) */
+				      * NULL (the drain's lock,
+				      * core_drain_queue.h) */
 	struct ofile *next;          /* its chain: by key while named, by
 				      * inode once unlinked */
 };
