@@ -29,16 +29,10 @@
  * writes never wait for room while the drain idles; a sync, an fsync and
  * a stop do not wait.
  *
- * Every upload is checked against the version the file was based on (its
- * ETag at open, none for a new file, this gateway's last upload after
- * one): a single PUT carries If-Match: base (If-None-Match: * for none)
- * where the store honours it (the probe at mount, core_deps.cond); else,
- * for uploads in parts, and after a refusal, a HEAD just before. If
- * another client wrote the key in between, the local bytes go to
- * recovered/ (stage_file_set_aside), the file no longer stands for its
- * name (core_ofile_displace) and the store's version is indexed: counted
- * in drain.conflicts. A base another client deleted is published over
- * (docs/semantics.md). fsync takes the same path (publish).
+ * Every upload is a publish (core_ofile_publish, core_commit.c): checked
+ * against the version the file was based on, its bytes set aside to
+ * recovered/ when another client wrote the key meanwhile (counted in
+ * drain.conflicts). fsync takes the same path.
  *
  * fsync of a write-back file publishes it at once. core_drain_sync
  * publishes what was pending when it began (everything, or under one
@@ -70,7 +64,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #define DRAIN_QUIET_MS 100           /* closes this close together: a burst */
@@ -103,97 +96,6 @@ static void cond_wait_for(struct core_drain *d, pthread_cond_t *cv, int64_t ns)
 	pthread_cond_timedwait(cv, &d->lock, &ts);
 }
 
-/* Whether another client wrote of's key since the version the file is
- * based on: then its bytes are set aside (recovered/) and the store's
- * version indexed. 1: conflict handled, 0: go on, -errno: the HEAD
- * failed (retried later). */
-static int conflict_check(struct core *c, struct ofile *of, bool by_writer)
-{
-	char bucket[256], key[4096], base[72];
-	mod_lock(&c->ofile_lock);
-	snprintf(bucket, sizeof bucket, "%s", of->bucket);
-	snprintf(key, sizeof key, "%s", of->key);
-	snprintf(base, sizeof base, "%s", of->base_etag);
-	mod_unlock(&c->ofile_lock);
-	if (strcmp(base, CORE_BASE_ANY) == 0)
-		return 0;            /* its base is not known: not checked */
-	struct obj_meta cur = { 0 };
-	int rc = s3_head(c->d.s3, bucket, key, &cur);
-	if (rc == -ENOENT)
-		return 0;            /* none there (deleted meanwhile: nothing lost) */
-	if (rc < 0)
-		return rc;
-	bool theirs = strcmp(cur.etag, base) != 0;
-	char ours[33];
-	if (theirs && stage_file_md5(of->sf, ours) == 0 && !strcasecmp(ours, cur.etag) &&
-	    cur.size == stage_file_size(of->sf)) {
-		/* These very bytes: an upload of this file that reached S3
-		 * before a stop cancelled it or a crash, the journal not
-		 * removed. It is the base now; not another client's. */
-		log_info("write-back: %s/%s already holds this file's bytes (ETag %s): "
-			 "an upload before a stop or a crash", bucket, key, cur.etag);
-		mod_lock(&c->ofile_lock);
-		snprintf(of->base_etag, sizeof of->base_etag, "%s", cur.etag);
-		mod_unlock(&c->ofile_lock);
-		theirs = false;
-	}
-	if (theirs) {
-		char *note = NULL;
-		if (asprintf(&note, "facetfs-conflict 1\nbucket %s\nkey %s\n"
-			     "based_on %s\nstore %s\n", bucket, key, *base ? base : "none",
-			     cur.etag) < 0)
-			note = NULL;
-		rc = note ? stage_file_set_aside(of->sf, note) : -ENOMEM;
-		free(note);
-		if (rc == 0 && !by_writer)   /* the name shows the store's version */
-			core_ofile_displace(c, of);
-		if (rc == 0) {
-			log_warn("write-back: %s/%s was written by another client (ETag %s, "
-				 "this file was based on %s): the local version is in "
-				 "recovered/, the store's is kept", bucket, key, cur.etag,
-				 *base ? base : "none");
-			cur.flags |= OBJ_HAS_META;
-			if (core_index_local(c, &cur) < 0)
-				log_warn("write-back: index update of %s/%s after a conflict "
-					 "failed: the event will bring it", bucket, key);
-		}
-	}
-	obj_meta_release(&cur);
-	return rc < 0 ? rc : theirs;
-}
-
-/* Upload e's file: PUB_DONE, PUB_CONFLICT (set aside), PUB_NOTHING (not
- * dirty: published by an fsync; or unlinked: its data dropped),
- * PUB_WRITING (open for writing: only a closed version is published; its
- * last writer's close queues it again), or -errno (kept, retried). The
- * check and the upload run as one commit of the file: a rename, an
- * unlink or a writer's open waits for both. */
-static int publish(struct core *c, struct ofile *of, bool by_writer)
-{
-	switch (core_ofile_publish_begin(c, of, by_writer)) {
-	case CORE_PUB_GONE:
-		stage_file_drop(of->sf);     /* deleted: never uploaded */
-		return PUB_NOTHING;
-	case CORE_PUB_WRITING:
-		return PUB_WRITING;
-	}
-	int rc = PUB_NOTHING;
-	if (stage_file_dirty(of->sf)) {
-		/* If-Match or If-None-Match where the store honours it; else,
-		 * and after a refusal (to learn what the key holds now), a
-		 * HEAD just before */
-		rc = core_ofile_commit_begun(c, of, true);
-		if (rc == -EOPNOTSUPP || rc == -ESTALE) {
-			rc = conflict_check(c, of, by_writer);
-			if (rc == 0)
-				rc = core_ofile_commit_begun(c, of, false);
-		}
-		rc = rc < 0 ? rc : rc ? PUB_CONFLICT : PUB_DONE;
-	}
-	core_ofile_commit_end(c, of);
-	return rc;
-}
-
 static void *drain_main(void *arg)
 {
 	struct core_drain *d = arg;
@@ -210,7 +112,7 @@ static void *drain_main(void *arg)
 		struct ofile *of = e->of;
 		mod_unlock(&d->lock);
 		uint64_t size = stage_file_size(of->sf);
-		int rc = publish(d->c, of, false);
+		int rc = core_ofile_publish(d->c, of, false);
 		mod_lock(&d->lock);
 		struct ofile *put = drain_upload_ended(d, e, rc, size);
 		if (put) {
@@ -375,7 +277,7 @@ int core_drain_reseal(struct core *c, struct ofile *of)
 static int publish_now(struct core *c, struct ofile *of)
 {
 	struct core_drain *d = c->drain;
-	int rc = publish(c, of, true);
+	int rc = core_ofile_publish(c, of, true);
 	if (rc < 0)
 		return rc;
 	struct ofile *put = NULL;

@@ -114,11 +114,6 @@ struct core_drain {
 	int64_t win_s[RATE_S];       /* the second each slot counts */
 };
 
-/* What a publish came to (core_drain.c publish), for drain_upload_ended:
- * published, set aside (a conflict), nothing to publish, open for
- * writing; or a negative errno. */
-enum { PUB_DONE, PUB_CONFLICT, PUB_NOTHING, PUB_WRITING };
-
 /* Now on the monotonic clock, in ns: the queue's times. */
 int64_t drain_now_ns(void);
 

@@ -11,7 +11,8 @@
  *               upload) from what S3 holds
  *   core_dir.c  lookup, getattr, readdir; the attributes of a name and of
  *               an inode
- *   core_commit.c  an open file's commit (its upload) and seal
+ *   core_commit.c  an open file's commit (its upload), seal and publish
+ *               (the commit checked against its base: conflicts)
  *   core_io.c   open, read, write, truncate, .facetfs files
  *   core_drain_queue.c  write-back's queue: its entries' states, heaps,
  *               the syncs' waiters, the gauges (calls no other file;
@@ -383,6 +384,15 @@ int  core_ofile_seal(struct core *c, struct ofile *of);
  * stay right). Failures are logged (S3 has it; the event brings the
  * index up to date). */
 void core_ofile_index(struct core *c, struct ofile *of, const char *etag, bool sealed);
+/* Publish of: a commit checked against its base (the drain's upload;
+ * by_writer: a write-back fsync's, on a file a writer holds open).
+ * PUB_DONE, PUB_CONFLICT (another client wrote the key since the base:
+ * the local bytes set aside in recovered/, the store's version indexed),
+ * PUB_NOTHING (not dirty: an fsync published it; or its name is gone:
+ * its data dropped), PUB_WRITING (not by_writer, and a writer has it
+ * open: nothing done), or -errno (kept, to be tried again). */
+enum { PUB_DONE, PUB_CONFLICT, PUB_NOTHING, PUB_WRITING };
+int  core_ofile_publish(struct core *c, struct ofile *of, bool by_writer);
 
 /* core_io.c */
 /* truncate(2) (f NULL) or ftruncate(2) of the staged copy; for a path,
