@@ -1,6 +1,6 @@
-/* core_dir.c — lookup, getattr and readdir over the index (core.h); what a
- * name or an inode is (its attributes), and the retire of an inode whose
- * name an event changed.
+/* core_dir.c — directory handles and readdir over the index (core.h).
+ * Calls core_lookup.c (a .facetfs/ file's attributes), core_mkdir.c,
+ * core_ofile.c and core.c.
  *
  * Readdir streams. A directory is listed in byte order of its names (the
  * index's key order, with the directories made here merged in; the root's
@@ -40,205 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* In name order. */
-static const char *const meta_names[] = { "control", "pending", "recovered", "stats",
-					  "views" };
-static const uint64_t meta_inos[] = { INODE_META_CONTROL, INODE_META_PENDING,
-				      INODE_META_RECOVERED, INODE_META_STATS,
-				      INODE_META_VIEWS };
-
-bool core_ino_generated(uint64_t ino)
-{
-	return (ino >= INODE_META_STATS && ino <= INODE_META_CONTROL) ||
-	       ino == INODE_META_PENDING;
-}
-
-/* ---------- what a node is ---------- */
-
-int core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
-		   struct stat *st, bool *is_dir)
-{
-	*is_dir = true;
-	if (!*path) {
-		core_attr_view_dir(c, view, ino, st);
-		return 0;
-	}
-	struct ofile *of = core_ofile_find_path(c, view, path);
-	if (of) {
-		core_ofile_attr(c, view, of, ino, st);
-		core_ofile_put(c, of);
-		*is_dir = false;
-		return 0;
-	}
-	struct index_attr a;
-	int rc = index_lookup(c->d.ix, core_view(c, view), path, &a);
-	if (rc == 0) {
-		if (a.is_dir) {
-			core_attr_dir_at(c, view, path, ino, st);
-		} else {
-			core_attr_file(c, ino, a.size, a.mtime_ns, core_file_perm(c, view), st);
-			core_attr_posix(c, view, &a.px, st);
-		}
-		*is_dir = a.is_dir;
-		return 0;
-	}
-	if (rc == -ENOENT && core_mkdir_exists(c, view, path)) {
-		core_attr_dir_at(c, view, path, ino, st);
-		return 0;
-	}
-	return rc;
-}
-
-int core_attr_of(struct core *c, uint64_t ino, struct stat *st)
-{
-	switch (ino) {
-	case INODE_ROOT:
-	case INODE_META_DIR:
-		core_attr_dir(c, ino, st);
-		return 0;
-	case INODE_META_STATS:
-	case INODE_META_VIEWS:
-	case INODE_META_PENDING:
-		core_attr_file(c, ino, 0, 0, 0444, st);
-		st->st_mtim = st->st_ctim = st->st_atim = c->start;
-		return 0;
-	case INODE_META_CONTROL:
-		core_attr_file(c, ino, 0, 0, 0600, st);
-		st->st_mtim = st->st_ctim = st->st_atim = c->start;
-		return 0;
-	case INODE_META_RECOVERED:
-		core_attr_file(c, ino, strlen(c->recovered), 0, 0777, st);
-		st->st_mode = S_IFLNK | 0777;
-		st->st_mtim = st->st_ctim = st->st_atim = c->start;
-		return 0;
-	}
-	struct inode_info info;
-	int rc = inode_get(c->d.it, ino, &info);
-	if (rc < 0)
-		return rc;
-	if (info.gone) {
-		/* Unlinked here (nlink 0) or retired, still open: what it was
-		 * then; a writer's staged copy as it is now. */
-		struct ofile *of = core_ofile_find(c, ino, true);
-		if (of) {
-			core_ofile_attr(c, info.view, of, ino, st);
-			st->st_nlink = info.gone_st.st_nlink;
-		} else {
-			*st = info.gone_st;
-		}
-		core_ofile_put(c, of);
-		free(info.path);
-		return 0;
-	}
-	bool is_dir;
-	rc = core_node_attr(c, info.view, info.path, ino, st, &is_dir);
-	free(info.path);
-	return rc;
-}
-
-bool core_retire_changed(struct core *c, const char *vname, const char *path,
-			 uint64_t *ino)
-{
-	char held[72];
-	/* Most changes meet no cached reader: no pin, no index read then. */
-	if (!inode_cached_version(c->d.it, vname, path, ino, held))
-		return false;
-	core_req_begin(c);
-	bool done = false;
-	size_t view = core_view_find(c, vname);
-	struct ofile *of = view != INODE_NO_VIEW ? core_ofile_find_path(c, view, path) : NULL;
-	core_ofile_put(c, of);
-	if (of)
-		view = INODE_NO_VIEW;        /* written here: its page cache is the writer's */
-	struct obj_meta o = { 0 };
-	struct stat st;
-	/* What the kernel's inode shows from now on: the name's attributes
-	 * (the new version's mode, owner, times) with the held version's size
-	 * (inode_retire sets it). */
-	if (view != INODE_NO_VIEW &&
-	    index_object(c->d.ix, core_view(c, view), path, &o) == 0 && o.etag[0] &&
-	    strcmp(o.etag, held) != 0 && core_attr_of(c, *ino, &st) == 0 &&
-	    !S_ISDIR(st.st_mode))
-		done = inode_retire(c->d.it, *ino, held, &st);
-	obj_meta_release(&o);
-	core_req_end(c);
-	return done;
-}
-
-/* ---------- lookup, getattr, forget ---------- */
-
-static int lookup(struct core *c, uint64_t parent, const char *name,
-		  struct core_entry *e)
-{
-	memset(e, 0, sizeof *e);
-	if (strlen(name) > CORE_NAME_MAX)
-		return -ENAMETOOLONG;
-
-	if (parent == INODE_ROOT) {
-		if (strcmp(name, ".facetfs") == 0) {
-			e->ino = INODE_META_DIR;
-			return core_attr_of(c, e->ino, &e->attr);
-		}
-		size_t v = core_view_index(c, name);
-		if (v == INODE_NO_VIEW)
-			return -ENOENT;
-		e->ino = inode_ref(c->d.it, name, "", true);
-		if (!e->ino)
-			return -ENOMEM;
-		core_attr_view_dir(c, v, e->ino, &e->attr);
-		return 0;
-	}
-	if (parent == INODE_META_DIR) {
-		for (size_t i = 0; i < sizeof meta_names / sizeof meta_names[0]; i++)
-			if (strcmp(name, meta_names[i]) == 0) {
-				e->ino = meta_inos[i];
-				/* Generated files: never cache their attributes. */
-				e->attr_uncached = true;
-				return core_attr_of(c, e->ino, &e->attr);
-			}
-		return -ENOENT;
-	}
-
-	size_t view;
-	char path[PATH_MAX];
-	int rc = core_child(c, parent, name, &view, path, sizeof path);
-	if (rc < 0)
-		return rc;
-	/* The inode number does not depend on what the name is: compute the
-	 * attributes first, then take the reference. */
-	bool is_dir;
-	const char *vname = view_name(core_view(c, view));
-	uint64_t ino = inode_number(vname, path);
-	rc = core_node_attr(c, view, path, ino, &e->attr, &is_dir);
-	if (rc < 0)
-		return rc;
-	e->ino = inode_ref(c->d.it, vname, path, is_dir);
-	if (!e->ino)
-		return -ENOMEM;
-	e->attr.st_ino = e->ino;
-	return 0;
-}
-
-int core_lookup(struct core *c, uint64_t parent, const char *name,
-		struct core_entry *e)
-{
-	stats_inc(&c->ctr.lookup);
-	inode_note_lookup(c->d.it, parent);   /* before the index is read */
-	return lookup(c, parent, name, e);
-}
-
-void core_forget(struct core *c, uint64_t ino, uint64_t nlookup)
-{
-	if (ino >= INODE_FIRST_DYNAMIC)
-		inode_unref(c->d.it, ino, nlookup);
-}
-
-int core_getattr(struct core *c, uint64_t ino, struct stat *st)
-{
-	stats_inc(&c->ctr.getattr);
-	return core_attr_of(c, ino, st);
-}
 
 /* ---------- directories ---------- */
 
@@ -498,9 +299,9 @@ static int dir_each(struct core *c, struct core_dir *d, const char *after,
 	if (d->ino == INODE_ROOT)
 		return root_each(c, after, fn, ctx);
 	if (d->ino == INODE_META_DIR) {
-		for (size_t i = 0; i < sizeof meta_names / sizeof meta_names[0]; i++)
-			if ((!after || strcmp(meta_names[i], after) > 0) &&
-			    fn(ctx, meta_names[i], NULL, false, meta_inos[i]))
+		for (size_t i = 0; i < CORE_META_FILES; i++)
+			if ((!after || strcmp(core_meta_names[i], after) > 0) &&
+			    fn(ctx, core_meta_names[i], NULL, false, core_meta_inos[i]))
 				break;
 		return 0;
 	}

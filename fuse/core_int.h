@@ -9,8 +9,9 @@
  *               (core_ofile.c and core_mkdir.c call only core.c)
  *   core_mend.c the mend of names left unsent (a crash, a failed one-shot
  *               upload) from what S3 holds
- *   core_dir.c  lookup, getattr, readdir; the attributes of a name and of
- *               an inode
+ *   core_lookup.c  lookup, getattr, forget; the attributes of a name and
+ *               of an inode, the files of .facetfs/
+ *   core_dir.c  directory handles, readdir
  *   core_commit.c  an open file's commit (its upload), seal and publish
  *               (the commit checked against its base: conflicts)
  *   core_io.c   open, read, write, truncate, .facetfs files
@@ -356,7 +357,11 @@ void core_dir_touch(struct core *c, size_t view, const char *path);
  * -errno. */
 int core_mend_name(struct core *c, const char *bucket, const char *key);
 
-/* core_dir.c */
+/* core_lookup.c */
+/* The files of .facetfs/, in name order, and their inodes. */
+#define CORE_META_FILES 5
+extern const char *const core_meta_names[CORE_META_FILES];
+extern const uint64_t core_meta_inos[CORE_META_FILES];
 /* What (view, path) is for this mount: a file staged here (created or
  * being written), what the index shows, or a directory made here. */
 int  core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
