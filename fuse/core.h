@@ -199,7 +199,7 @@ bool core_ino_generated(uint64_t ino);
 
 /* ---- directories ---- */
 /* A handle holds the directory's path and the names of its last reply,
- * never the listing (fuse/core_dir.c). */
+ * never the listing (fuse/core_readdir.c). */
 int  core_opendir(struct core *c, uint64_t ino, struct core_dir **out);
 void core_releasedir(struct core *c, struct core_dir *d);
 /* One entry for the caller's buffer: next is the offset after it; ino is

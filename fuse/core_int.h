@@ -11,7 +11,7 @@
  *               upload) from what S3 holds
  *   core_lookup.c  lookup, getattr, forget; the attributes of a name and
  *               of an inode, the files of .facetfs/
- *   core_dir.c  directory handles, readdir
+ *   core_readdir.c  directory handles, readdir
  *   core_commit.c  an open file's commit (its upload), seal and publish
  *               (the commit checked against its base: conflicts)
  *   core_io.c   open, read, write, truncate, .facetfs files
@@ -145,7 +145,8 @@ struct core {
 	struct links *links;         /* link targets by version (links.h) */
 
 	pthread_mutex_t dir_lock;    /* protects dirs, n_dirs, dirs_bytes and
-				      * the handles' shared fields (core_dir.c) */
+				      * the handles' shared fields
+				      * (core_readdir.c) */
 	struct core_dir *dirs;       /* open directory handles */
 	size_t n_dirs, dirs_bytes;
 

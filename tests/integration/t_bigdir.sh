@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t_bigdir.sh — a view of 100,000 entries in one directory, listed through
-# the real mount while events add and delete entries (fuse/core_dir.c says
-# how a listing resumes; docs/operations.md "Memory" what it holds):
+# the real mount while events add and delete entries (fuse/core_readdir.c
+# says how a listing resumes; docs/operations.md "Memory" what it holds):
 #  - 100K synthetic RGW put events (evgen) on a topic of the test's own
 #    fill the view (no objects: listing and stat read the index alone);
 #  - a listing with glibc's readdir, slowed down, while a producer (kline)

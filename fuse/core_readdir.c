@@ -1,4 +1,4 @@
-/* core_dir.c — directory handles and readdir over the index (core.h).
+/* core_readdir.c — directory handles and readdir over the index (core.h).
  * Calls core_lookup.c (a .facetfs/ file's attributes), core_mkdir.c,
  * core_ofile.c and core.c.
  *
