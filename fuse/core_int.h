@@ -21,8 +21,9 @@
  *   core_drain.c  the commit points (close, fsync) and write-back's drain:
  *               its workers, syncs, adoption, start and stop (uses
  *               core_commit's commit and seal, core_drain_queue.c's queue)
- *   core_ns.c   mkdir, rmdir, unlink, rename, xattrs (uses core_commit's
- *               commit)
+ *   core_ns.c   mkdir, rmdir, unlink, rename (uses core_commit's commit);
+ *               the change of an object's user metadata
+ *   core_xattr.c  xattrs: user metadata (uses core_ns's metadata change)
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
  *               metadata change, core_drain's truncate, core_io's create,
  *               core_mend's mend of a name)
