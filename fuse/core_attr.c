@@ -8,7 +8,7 @@
  *    with its next commit (the file becomes dirty; no extra request);
  *    utimensat's mtime is kept by that commit unless a write follows it;
  *  - any other file: a COPY of the object onto itself with the new
- *    metadata (core_meta_change, core_ns.c: one HEAD, one COPY);
+ *    metadata (core_meta_change, core_metadata.c: one HEAD, one COPY);
  *  - a directory: the index ('D' key, core_mkdir.c's made directories), as
  *    S3 has no directory objects here; it keeps atime and ctime too.
  * Every change of mode, owner or times also sets ctime (now). atime is

@@ -21,11 +21,13 @@
  *   core_drain.c  the commit points (close, fsync) and write-back's drain:
  *               its workers, syncs, adoption, start and stop (uses
  *               core_commit's commit and seal, core_drain_queue.c's queue)
- *   core_ns.c   mkdir, rmdir, unlink, rename (uses core_commit's commit);
- *               the change of an object's user metadata
- *   core_xattr.c  xattrs: user metadata (uses core_ns's metadata change)
- *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses core_ns's
- *               metadata change, core_drain's truncate, core_io's create,
+ *   core_metadata.c  the change of an object's user metadata (a COPY onto
+ *               itself, or the staged copy's), the source of a copy
+ *   core_ns.c   mkdir, rmdir, unlink, rename (uses core_commit's commit,
+ *               core_metadata's copy source)
+ *   core_xattr.c  xattrs: user metadata (uses core_metadata's change)
+ *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses
+ *               core_metadata's change, core_drain's truncate, core_io's create,
  *               core_mend's mend of a name)
  *
  * Locks: c->ofile_lock protects the open-file table (ofiles_by_*) and the
@@ -124,7 +126,7 @@ struct mkdir_ent {                   /* a directory made with mkdir */
 /* The core's counters (common/stats.h, rows in core.c): requests by kind
  * (open_from_index: opens answered from the index without a HEAD;
  * open_direct_cold: opens of a cold stream given direct I/O); the
- * copies of metadata changes (core_ns.c) whose source was the index's
+ * copies of metadata changes (core_metadata.c) whose source was the index's
  * record (no HEAD), of which the object had moved on (-ESTALE: a HEAD and
  * a second COPY), and copies made in parts (shown under "s3"). */
 struct core_counters {
@@ -436,7 +438,7 @@ int  core_drain_reseal(struct core *c, struct ofile *of);
 int  core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *what,
 		      bool base_known);
 
-/* core_ns.c */
+/* core_metadata.c */
 /* Change the user metadata of an object inode (edit gets a copy of the
  * current pairs to change in place; ctx is its): on its staged copy if it
  * is open for writing here (published at its commit), else in S3 now by a
@@ -444,5 +446,11 @@ int  core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *wh
  * a read-only view; edit's negative errno stops it. */
 typedef int (*core_meta_edit_fn)(void *ctx, struct obj_meta *o, struct ofile *of);
 int  core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx);
+/* What a copy of bucket/key starts from: the index's record when it is
+ * complete (ETag, user metadata, content type) and use_index, with no
+ * request, else a HEAD; *from says which (true: the index). src is
+ * released by the caller. 0 or the HEAD's -errno. */
+int  core_copy_source(struct core *c, const char *bucket, const char *key,
+		      bool use_index, struct obj_meta *src, bool *from);
 
 #endif

@@ -1,10 +1,10 @@
 /* core_xattr.c — user metadata as xattrs (core.h): get and list read the
  * staged copy's metadata of a file open for writing here, else the
  * index's record (no request); set and remove of user.* change it through
- * core_meta_change (core_ns.c: the staged copy's metadata, or a COPY of
- * the object onto itself). The POSIX attribute names (common/posix.h) are
- * not user.* xattrs: chmod, chown and utimensat set them. Calls core_ns.c,
- * core_ofile.c and core.c.
+ * core_meta_change (core_metadata.c: the staged copy's metadata, or a
+ * COPY of the object onto itself). The POSIX attribute names
+ * (common/posix.h) are not user.* xattrs: chmod, chown and utimensat set
+ * them. Calls core_metadata.c, core_ofile.c and core.c.
  */
 #include "fuse/core_int.h"
 
