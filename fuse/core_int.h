@@ -23,8 +23,8 @@
  *               core_commit's commit and seal, core_drain_queue.c's queue)
  *   core_metadata.c  the change of an object's user metadata (a COPY onto
  *               itself, or the staged copy's), the source of a copy
- *   core_ns.c   mkdir, rmdir, unlink, rename (uses core_commit's commit,
- *               core_metadata's copy source)
+ *   core_namespace.c  mkdir, rmdir, unlink, rename (uses core_commit's
+ *               commit, core_metadata's copy source)
  *   core_xattr.c  xattrs: user metadata (uses core_metadata's change)
  *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses
  *               core_metadata's change, core_drain's truncate, core_io's create,

@@ -1,11 +1,11 @@
 /*
  * test_fscore_copy.c — server-side copies of the file-system core
- * (fuse/core_metadata.c and core_ns.c over sync/copy.h) on the fake store,
- * counted and broken through the fault wrapper: a chmod of a file the index
- * knows whole is one COPY and no HEAD, and keeps content type and user
- * metadata; an index without the content type (as RGW's events leave it)
- * costs one HEAD; an index older than the object gives -ESTALE at the COPY,
- * then a HEAD and a COPY of the new version. Objects above the copy
+ * (fuse/core_metadata.c, core_namespace.c over sync/copy.h) on the fake
+ * store, counted and broken through the fault wrapper: a chmod of a file
+ * the index knows whole is one COPY and no HEAD, and keeps content type and
+ * user metadata; an index without the content type (as RGW's events leave
+ * it) costs one HEAD; an index older than the object gives -ESTALE at the
+ * COPY, then a HEAD and a COPY of the new version. Objects above the copy
  * threshold are copied in parts (chmod, setxattr, rename), byte for byte
  * with their metadata and no upload left; a failing part copy aborts the
  * copy and leaves the object as it was; a source changed during a copy in

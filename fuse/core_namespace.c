@@ -1,5 +1,5 @@
-/* core_ns.c — changes to the namespace through the mount (unlink, rename,
- * mkdir, rmdir).
+/* core_namespace.c — changes to the namespace through the mount (unlink,
+ * rename, mkdir, rmdir).
  *
  * Every change is made in S3 first and then applied to the index at once,
  * so this mount sees it before the event arrives; other mounts follow the
