@@ -26,9 +26,11 @@
  *   core_namespace.c  mkdir, rmdir, unlink, rename (uses core_commit's
  *               commit, core_metadata's copy source)
  *   core_xattr.c  xattrs: user metadata (uses core_metadata's change)
- *   core_attr.c setattr (mode, owner, times kept in S3), mknod (uses
- *               core_metadata's change, core_drain's truncate, core_io's create,
- *               core_mend's mend of a name)
+ *   core_mknod.c  mknod, symlink (uses core_io's create, core_drain's
+ *               commit at close, core_mend's mend of a name)
+ *   core_attr.c setattr: mode, owner, times kept in S3 (uses
+ *               core_metadata's change, core_drain's truncate)
+ *   core_trace.c  the names the I/O trace records (uses core.c only)
  *
  * Locks: c->ofile_lock protects the open-file table (ofiles_by_*) and the
  * made-directories list (mkdirs); it is a leaf: nothing else is taken while

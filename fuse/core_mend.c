@@ -5,7 +5,7 @@
  * the next run: a create, a symlink or a rename in flight, a file whose
  * data recovery moved to recovered/. Each one not taken up by the drain
  * gets what S3 holds of its key now (a HEAD): that version, or a
- * tombstone when S3 has none. core_attr.c mends the name of a one-shot
+ * tombstone when S3 has none. core_mknod.c mends the name of a one-shot
  * node whose upload failed the same way. Uses core.c and core_ofile.c
  * only.
  */
