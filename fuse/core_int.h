@@ -14,7 +14,8 @@
  *   core_readdir.c  directory handles, readdir
  *   core_commit.c  an open file's commit (its upload), seal and publish
  *               (the commit checked against its base: conflicts)
- *   core_io.c   open, read, write, truncate, .facetfs files
+ *   core_io.c   open, read, write, truncate, fsync's sync of the staged
+ *               bytes, .facetfs files
  *   core_drain_queue.c  write-back's queue: its entries' states, heaps,
  *               the syncs' waiters, the gauges (calls no other file;
  *               core_drain_queue.h, for core_drain.c only)
@@ -26,8 +27,9 @@
  *   core_namespace.c  mkdir, rmdir, unlink, rename (uses core_commit's
  *               commit, core_metadata's copy source)
  *   core_xattr.c  xattrs: user metadata (uses core_metadata's change)
- *   core_mknod.c  mknod, symlink (uses core_io's create, core_drain's
- *               commit at close, core_mend's mend of a name)
+ *   core_mknod.c  mknod, symlink, readlink (uses core_io's create, open
+ *               and read, core_drain's commit at close, core_mend's mend
+ *               of a name)
  *   core_attr.c setattr: mode, owner, times kept in S3 (uses
  *               core_metadata's change, core_drain's truncate)
  *   core_trace.c  the names the I/O trace records (uses core.c only)
@@ -419,10 +421,6 @@ struct ofile *core_file_close(struct core *c, struct core_file *f);
 /* fsync of a descriptor where it publishes nothing: its staged bytes made
  * durable here (stage_file_sync). */
 int  core_file_sync(struct core *c, struct core_file *f);
-
-/* A symbolic link ino made here with target: the mount keeps the target
- * (links.h) of the version the index now holds. */
-void core_link_made(struct core *c, uint64_t ino, const char *target);
 
 /* core_drain.c */
 /* A file waiting in the write-back drain whose name changed (rename):

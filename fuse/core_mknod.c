@@ -1,22 +1,103 @@
-/* core_mknod.c — mknod and symlink (core.h): a FIFO, a socket, a device
- * node or a symbolic link is an object as s3fs makes it, the type in the
- * mode (common/posix.h), a link's target as its content, made whole at
- * once (created, written and committed before the reply). A node whose
- * upload failed leaves no name (core_mend_name). Calls core_drain.c (the
- * commit at close), core_io.c (create, write), core_lookup.c, core_mend.c
- * and core_ofile.c.
+/* core_mknod.c — mknod, symlink and readlink (core.h): a FIFO, a socket, a
+ * device node or a symbolic link is an object as s3fs makes it, the type
+ * in the mode (common/posix.h), a link's target as its content, made
+ * whole at once (created, written and committed before the reply). A node
+ * whose upload failed leaves no name (core_mend_name). A link's target is
+ * read like a file's bytes, unless the mount keeps it (links.h). Calls
+ * core_drain.c (the commit at close), core_io.c (create, open, read,
+ * write), core_lookup.c, core_mend.c, core_ofile.c and core.c.
  */
 #include "fuse/core_int.h"
 
 #include "common/lock.h"
 #include "common/log.h"
 #include "sync/stage.h"
+#include "views/index.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* ---------- symbolic links' targets ---------- */
+
+/* The ETag the index holds for ino's object now, if it is a name the
+ * index knows and (unless staged_too) no writer of this mount stages it:
+ * 0, else -ENOENT. */
+static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag[72],
+			uint64_t *size)
+{
+	struct inode_info info;
+	int rc = inode_get(c->d.it, ino, &info);
+	if (rc < 0)
+		return rc;
+	struct index_attr a;
+	struct ofile *of = info.gone || staged_too ? NULL : core_ofile_find(c, ino, false);
+	core_ofile_put(c, of);
+	rc = info.gone || of ? -ENOENT
+			     : index_lookup(c->d.ix, core_view(c, info.view), info.path, &a);
+	if (rc == 0 && (a.is_dir || !a.etag[0]))
+		rc = -ENOENT;
+	if (rc == 0) {
+		memcpy(etag, a.etag, 72);
+		*size = a.size;
+	}
+	free(info.path);
+	return rc;
+}
+
+/* A link's target is read like a file's bytes (open, read), unless the
+ * mount keeps the target of the version the index holds (links.h): then
+ * no request, as the kernel's own cache of it, which the event of a
+ * change invalidates. */
+int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
+{
+	if (size == 0)
+		return -ERANGE;
+	if (ino == INODE_META_RECOVERED) {
+		snprintf(buf, size, "%s", core_recovered(c));
+		return 0;
+	}
+	struct stat st;
+	int rc = ino < INODE_FIRST_DYNAMIC ? -EINVAL : core_attr_of(c, ino, &st);
+	if (rc == 0 && !S_ISLNK(st.st_mode))
+		rc = -EINVAL;
+	char etag[72];
+	uint64_t isize;
+	if (rc == 0 && indexed_etag(c, ino, false, etag, &isize) == 0 &&
+	    links_get(c->links, etag, (size_t)isize, buf, size))
+		return 0;
+	struct core_file *f = NULL;
+	struct core_open_cache cache;
+	if (rc == 0)
+		rc = core_open(c, ino, O_RDONLY, &f, &cache);
+	ssize_t n = rc == 0 ? core_read(c, f, buf, size - 1, 0) : rc;
+	if (n >= 0) {
+		buf[n] = '\0';
+		uint64_t vsize;
+		vis_version_etag(f->ver, etag, &vsize);
+		if (vsize == (uint64_t)n)    /* the whole target: keep it */
+			links_put(c->links, etag, buf);
+	}
+	core_ofile_put(c, core_file_close(c, f));
+	return n < 0 ? (int)n : 0;
+}
+
+/* So the first readlink of a link made here costs no request either (its
+ * committed copy may still be held a moment by a request that looked at
+ * it: the index has the version just uploaded all the same). */
+static void core_link_made(struct core *c, uint64_t ino, const char *target)
+{
+	char etag[72];
+	uint64_t isize;
+	if (indexed_etag(c, ino, true, etag, &isize) == 0 && isize == strlen(target))
+		links_put(c->links, etag, target);
+}
+
+/* ---------- nodes made whole at once ---------- */
 
 /* A one-shot node whose upload failed: its create listed the name (this
  * mount's version, no ETag) and nothing stands for it now: the name shows
