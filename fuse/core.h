@@ -284,7 +284,7 @@ int  core_fsync(struct core *c, struct core_file *f);
 void core_release(struct core *c, struct core_file *f);
 /* truncate(2) (f NULL: by path, its own commit point) or ftruncate(2). */
 int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size);
-/* setattr (fuse/core_attr.c): the size first (core_truncate), then mode,
+/* setattr (fuse/core_setattr.c): the size first (core_truncate), then mode,
  * owner and times, kept with the object as user metadata in s3fs's names
  * (common/posix.h): on a file open for writing here they ride on its next
  * upload (it becomes dirty), otherwise S3 copies the object onto itself

@@ -30,7 +30,7 @@
  *   core_mknod.c  mknod, symlink, readlink (uses core_io's create, open
  *               and read, core_drain's commit at close, core_mend's mend
  *               of a name)
- *   core_attr.c setattr: mode, owner, times kept in S3 (uses
+ *   core_setattr.c  setattr: mode, owner, times kept in S3 (uses
  *               core_metadata's change, core_drain's truncate)
  *   core_trace.c  the names the I/O trace records (uses core.c only)
  *

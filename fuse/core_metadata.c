@@ -1,5 +1,5 @@
 /* core_metadata.c — an object's user metadata changed through the mount
- * (core_meta_change): chmod, chown and utimensat (core_attr.c's setattr),
+ * (core_meta_change): chmod, chown and utimensat (core_setattr.c),
  * setxattr and removexattr (core_xattr.c). On the staged copy of a file
  * open here with changes not committed yet, which its commit uploads;
  * else in S3 at once by a COPY of the object onto itself with the new

@@ -1,4 +1,4 @@
-/* core_attr.c — setattr (core.h): mode, owner and times kept with each
+/* core_setattr.c — setattr (core.h): mode, owner and times kept with each
  * object in s3fs's user-metadata names (common/posix.h), so they outlive
  * a restart, reach other gateways through the copy's event, and read the
  * same in s3fs and rclone.
