@@ -29,6 +29,10 @@
  * of the core is held across an S3, index or staging call that blocks.
  * Ownership: a struct core_file / core_dir belongs to the caller from the
  * open that made it to its release; deps' pointers must outlive the core.
+ *
+ * Tests: test_fscore.c (model), test_fscore_cases.c, test_fscore_dir.c,
+ * test_fscore_copy.c, test_drain.c, test_drain_fds.c, test_wbmodel.c,
+ * test_wbcrash.c; t_mount.sh, t_write.sh, t_writeback.sh, t_posix.sh.
  */
 #ifndef FACETFS_FUSE_CORE_H
 #define FACETFS_FUSE_CORE_H

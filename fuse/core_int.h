@@ -42,6 +42,8 @@
  * change callbacks add to them (core_dir_removed); a leaf too, taken
  * under the index's write lock by those callbacks.
  * The inode table has its own lock (fuse/inode.h).
+ * Lock order (this module's; docs/design.md "Lock order" has the process's):
+ *   core drain lock -> core ofile_lock
  *
  * Open files: an object opened for writing gets one struct ofile holding
  * its staged version (sync/stage.h), shared by every descriptor of this
@@ -58,6 +60,9 @@
  * the index's membership (struct index_attr px) for what it shows, the
  * ofile's meta for a file staged here (times_set: its mtime was set by
  * utimensat after its last write, so the commit keeps it instead of now).
+ *
+ * Tests: the test_fscore*.c, test_drain*.c and test_wb*.c files (through
+ * core.h).
  */
 #ifndef FACETFS_FUSE_CORE_INT_H
 #define FACETFS_FUSE_CORE_INT_H

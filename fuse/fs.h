@@ -31,7 +31,11 @@
  * applied for the set installed by then, as an event would be. An open
  * descriptor keeps the bucket and key it opened; the view's properties
  * (visibility, writable) come from each request's set. The slot and the
- * providers in struct fs_deps must outlive the fs. Locks: gateway/gateway.h.
+ * providers in struct fs_deps must outlive the fs. Locks: docs/design.md
+ * "Lock order".
+ *
+ * Tests: no unit test (the libfuse adapter); t_mount.sh, t_write.sh,
+ * t_owner.sh, t_bigdir.sh, tests/posix (pjdfstest).
  */
 #ifndef FACETFS_FS_H
 #define FACETFS_FS_H

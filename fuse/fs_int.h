@@ -12,6 +12,9 @@
  * Locks: inval_lock protects the notifier's queue and its stop flag (a
  * leaf, never held while telling the kernel). The core and the inode table
  * have their own (fuse/core_int.h, fuse/inode.h).
+ *
+ * Tests: no unit test (the libfuse adapter); t_mount.sh, t_write.sh,
+ * t_owner.sh, t_bigdir.sh, tests/posix (pjdfstest).
  */
 #ifndef FACETFS_FS_INT_H
 #define FACETFS_FS_INT_H

@@ -25,6 +25,9 @@
  * and the path; attributes are read from the index on demand. A node the
  * kernel forgot is freed at once; about 80 bytes per inode held, more for
  * the few open with the page cache, unlinked or renamed (inode.c).
+ *
+ * Tests: test_inode.c (against a model), test_fscore.c; t_bigdir.sh,
+ * t_cache.sh.
  */
 #ifndef FACETFS_INODE_H
 #define FACETFS_INODE_H

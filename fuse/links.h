@@ -13,6 +13,8 @@
  * Bounded: LINKS_SLOTS slots, direct-mapped by a hash of the ETag, a new
  * target replacing the one in its slot. One mutex; nothing called out
  * while it is held.
+ *
+ * Tests: test_links.c; t_posix.sh.
  */
 #ifndef FACETFS_LINKS_H
 #define FACETFS_LINKS_H

@@ -175,7 +175,7 @@ static int members_update(struct index *ix, const struct ix_slot *s,
 /* An event that carries no content type (RGW's never do) of the version
  * the stored record describes (same ETag, times within the slack, as
  * index_same_version) keeps the record's: the gateway's own writes know
- * it, and a copy of the object's metadata needs it (fuse/core_ns.c). */
+ * it, and a copy of the object's metadata needs it (fuse/core_metadata.c). */
 static void keep_content_type(const struct ix_slot *s, struct obj_meta *nr)
 {
 	if ((nr->flags & OBJ_HAS_CTYPE) || !is_live(s) ||
