@@ -127,6 +127,15 @@ void stage_counters_get(struct stage *st, struct stage_counters *out)
 
 /* ---- one staged file -------------------------------------------------- */
 
+void stage_open_add_locked(struct stage *st, struct stage_file *f)
+{
+	f->next = st->open;
+	if (st->open)
+		st->open->prev = f;
+	st->open = f;
+	st->n_open++;
+}
+
 void stage_file_free(struct stage_file *f)
 {
 	stage_stream_free(f);
@@ -181,11 +190,7 @@ int stage_file_new(struct stage *st, const char *bucket, const char *key,
 	}
 	stage_data_set(f, fd);
 	mod_lock(&st->lock);
-	f->next = st->open;
-	if (st->open)
-		st->open->prev = f;
-	st->open = f;
-	st->n_open++;
+	stage_open_add_locked(st, f);
 	mod_unlock(&st->lock);
 	*out = f;
 	return 0;

@@ -514,11 +514,7 @@ int stage_file_adopt(struct stage *st, struct stage_file **out, struct obj_meta 
 	}
 	stage_jnl_release(&d.j);
 	mod_lock(&st->lock);
-	f->next = st->open;
-	if (st->open)
-		st->open->prev = f;
-	st->open = f;
-	st->n_open++;
+	stage_open_add_locked(st, f);
 	if (st->cnt.pending_files)       /* released with a journal no more */
 		st->cnt.pending_files--;
 	st->pending_bytes -= f->size < st->pending_bytes ? f->size : st->pending_bytes;

@@ -600,6 +600,8 @@ void stage_pool_stop(struct stage *st);
  * stage_sealed_set (f->lock not held): f's bytes counted in the stage's
  * sealed bytes (n) or no longer (0). */
 void stage_file_free(struct stage_file *f);
+/* f joins st->open (the files not released); st->lock held. */
+void stage_open_add_locked(struct stage *st, struct stage_file *f);
 bool stage_oneshot_locked(struct stage_file *f, uint64_t end);
 bool stage_sealed_locked(const struct stage_file *f);
 void stage_sealed_set(struct stage_file *f, uint64_t n);
