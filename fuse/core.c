@@ -62,6 +62,7 @@ static const struct stats_def core_stats[] = {
 	CORE_OP(open),
 	STATS_COUNTER(struct core_counters, open_from_index, "fuse", "open_from_index"),
 	STATS_COUNTER(struct core_counters, open_direct_cold, "fuse", "open_direct_cold"),
+	STATS_COUNTER(struct core_counters, open_direct_size, "fuse", "open_direct_size"),
 	CORE_OP(getxattr),
 	STATS_COUNTER(struct core_counters, copy_from_index, "s3", "copy_from_index"),
 	STATS_COUNTER(struct core_counters, copy_stale_index, "s3", "copy_stale_index"),

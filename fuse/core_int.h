@@ -134,13 +134,15 @@ struct mkdir_ent {                   /* a directory made with mkdir */
 
 /* The core's counters (common/stats.h, rows in core.c): requests by kind
  * (open_from_index: opens answered from the index without a HEAD;
- * open_direct_cold: opens of a cold stream given direct I/O); the
+ * open_direct_cold: opens of a cold stream given direct I/O;
+ * open_direct_size: opens of a version whose size the index does not
+ * have yet, given direct I/O, core_io.c); the
  * copies of metadata changes (core_metadata.c) whose source was the index's
  * record (no HEAD), of which the object had moved on (-ESTALE: a HEAD and
  * a second COPY), and copies made in parts (shown under "s3"). */
 struct core_counters {
 	stats_counter lookup, getattr, readdir, read, open, open_from_index,
-		      open_direct_cold, getxattr;
+		      open_direct_cold, open_direct_size, getxattr;
 	stats_counter copy_from_index, copy_stale_index, copy_in_parts;
 };
 

@@ -269,10 +269,11 @@ static void moved_index(void *ctx, const struct obj_meta *o)
 }
 
 /* The version a read-only descriptor reads: under `eventual` the index's
- * (no S3 request), otherwise validated now (one HEAD). */
+ * (no S3 request, *from_index), otherwise validated now (one HEAD). */
 static int open_version(struct core *c, struct core_file *f, size_t view,
-			const char *path)
+			const char *path, bool *from_index)
 {
+	*from_index = false;
 	enum vis_policy p = core_view_policy(c, view);
 	if (vis_open_trusts_index(p)) {
 		struct obj_meta o = { 0 };
@@ -287,6 +288,7 @@ static int open_version(struct core *c, struct core_file *f, size_t view,
 		if (rc == 0) {
 			stats_inc(&c->ctr.open_from_index);
 			vis_version_on_moved(f->ver, moved_index, c);
+			*from_index = true;
 			return 0;
 		}
 		if (rc != -ENOENT)
@@ -295,12 +297,29 @@ static int open_version(struct core *c, struct core_file *f, size_t view,
 	return vis_version_open(&c->src, f->bucket, f->key, &f->ver);
 }
 
+/* Might the kernel hold another size than `size` for (view, path)? It
+ * holds what a lookup or getattr answered from the index, for as long as
+ * the attribute timeout unless an event invalidates it. A HEAD can find a
+ * version whose event has not been applied here yet; through the page
+ * cache the kernel would end its reads at the index's size (a file grown
+ * by another client would read short, or empty). */
+static bool kernel_size_unsure(struct core *c, size_t view, const char *path,
+			       uint64_t size)
+{
+	struct obj_meta o = { 0 };
+	bool unsure = index_object(c->d.ix, core_view(c, view), path, &o) < 0 ||
+		      (o.flags & OBJ_DELETED) || o.size != size;
+	obj_meta_release(&o);
+	return unsure;
+}
+
 /* A read-only descriptor: the version it reads, and how the kernel may
  * cache its pages. */
 static int open_reader(struct core *c, uint64_t ino, const char *path,
 		       struct core_file *f, struct core_open_cache *cache)
 {
-	int rc = open_version(c, f, file_view(c, f), path);
+	bool from_index;
+	int rc = open_version(c, f, file_view(c, f), path, &from_index);
 	if (rc == -ENOENT) {
 		/* Not in S3 (yet): a file created here and still open. */
 		struct ofile *of = core_ofile_find(c, ino, false);
@@ -331,6 +350,15 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 		uint64_t size;
 		bool direct, keep;
 		vis_version_etag(f->ver, etag, &size);
+		if (!from_index && kernel_size_unsure(c, file_view(c, f), path, size)) {
+			/* Direct I/O: reads are not cut at the kernel's size.
+			 * The version's event (or the next HEAD that agrees
+			 * with the index) brings the page cache back. */
+			cache->direct_io = true;
+			cache->keep_cache = true;
+			stats_inc(&c->ctr.open_direct_size);
+			return 0;
+		}
 		inode_open_read(c->d.it, ino, etag, size, &direct, &keep);
 		cache->direct_io = direct;
 		cache->keep_cache = keep;

@@ -20,6 +20,12 @@ view_file "$V" comm "$B" '{ "prefix": "c/" }' \
 view_file "$V" black "$B" '{ "metadata": { "color": "black" } }' \
 	'"writable": true, "on_create": { "metadata": { "color": "black" } }'
 view_file "$V" ro "$B" '{ "prefix": "s/" }'
+# A bucket that sends no events: the index keeps what the start's scan saw.
+Q=$(new_bucket quiet)
+{ aws_s3 s3 mb "s3://$Q" >/dev/null &&
+	printf 'small' | aws_s3 s3 cp --quiet - "s3://$Q/grow.bin"; } ||
+	{ not_ok "an object in a bucket with no notification"; exit 1; }
+view_file "$V" quiet "$Q" '{ "prefix": "" }'
 view_file "$V" txt "$B" '{ "prefix": "t/", "suffix": ".txt" }' \
 	'"layout": { "strip_prefix": "t/" }, "writable": true'
 gw_config "$T/a.json" "$T/state-a" "$V" "facetfs-wa-$$"
@@ -109,6 +115,21 @@ for off in (0, 4096, 100000, 299000):
         assert e.errno == errno.ESTALE, e
 os.close(rb)
 PY
+
+# ---- session: an open after another client's close, its event not applied ----
+check_eq "quiet: the scan's size is what the kernel holds" 5 "$(stat -c %s "$MB/quiet/grow.bin")"
+python3 -c 'import sys; sys.stdout.buffer.write(b"G" * 300000)' |
+	aws_s3 s3 cp --quiet - "s3://$Q/grow.bin"
+before=$(stat_field "$MB" .fuse.open_direct_size)
+check "session: an open reads the whole of a grown version before its event" \
+	python3 - "$MB/quiet/grow.bin" <<'PY'
+import sys
+with open(sys.argv[1], "rb") as f:
+    got = f.read()
+assert got == b"G" * 300000, (len(got), got[:16])
+PY
+check_eq "… through direct I/O (fuse.open_direct_size)" 1 \
+	"$(( $(stat_field "$MB" .fuse.open_direct_size) - before ))"
 
 # ---- on_create metadata ----
 printf 'made in black\n' >"$A/black/made.txt"
