@@ -110,6 +110,7 @@ void core_ofile_free(struct ofile *of)
 {
 	if (of->sf)
 		stage_file_release(of->sf);
+	core_ofile_pub_put(of->pub);
 	obj_meta_release(&of->meta);
 	free(of->vname);
 	free(of->path);

@@ -115,8 +115,10 @@ void core_ofile_index(struct core *c, struct ofile *of, const char *etag,
 	mod_lock(&c->ofile_lock);
 	int rc = obj_kv_copy(&cur.meta, &cur.n_meta, of->meta.meta, of->meta.n_meta);
 	char *path = rc == 0 ? strdup(of->path) : NULL;   /* a rename moves it */
-	if (*etag)
+	if (*etag) {
 		snprintf(of->base_etag, sizeof of->base_etag, "%s", etag);
+		core_ofile_pub_set_locked(of, etag, o.size);
+	}
 	mod_unlock(&c->ofile_lock);
 	if (rc == 0 && !path)
 		rc = -ENOMEM;

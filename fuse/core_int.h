@@ -76,6 +76,7 @@
 #include "sync/visibility.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -86,6 +87,18 @@ struct drain_ent;
 struct core_views {
 	struct view *const *views;
 	size_t n;
+};
+
+/* The version of an ofile's last upload, shared with the read-only
+ * descriptors opened while it was staged: they read the staged copy while
+ * it lasts and this version after (core_io.c), never the version S3 had
+ * before. Fields under c->ofile_lock; refs atomic (the ofile, each such
+ * descriptor). */
+struct ofile_pub {
+	atomic_int refs;
+	char *bucket, *key;          /* NULL until an upload */
+	char etag[72];
+	uint64_t size;
 };
 
 struct ofile {
@@ -110,6 +123,7 @@ struct ofile {
 				      * "" for a new object; CORE_BASE_ANY
 				      * (lock) */
 	bool tabled;                 /* in the open-file table (lock) */
+	struct ofile_pub *pub;       /* NULL until a reader needs it (lock) */
 	struct drain_ent *drain;     /* its entry in write-back's queue, or
 				      * NULL (the drain's lock,
 				      * core_drain_queue.h) */
@@ -191,12 +205,15 @@ struct core_file {
 				      * core_view_follow() finds it again by vname */
 	char *vname;
 	char *bucket, *key;
-	struct vis_version *ver;     /* S3 version (read-only descriptors) */
+	struct vis_version *ver;     /* S3 version (read-only descriptors);
+				      * with pub, NULL until the first read
+				      * after the staged copy left (lock) */
+	struct ofile_pub *pub;       /* opened while staged here (set at open) */
 	struct ofile *of;            /* staged version (writable descriptors) */
 	bool writable;
 	bool cached;                 /* counted in the inode's cached_opens */
 	/* FILE_TEXT: snapshot; FILE_CONTROL: last answer */
-	pthread_mutex_t lock;        /* protects text */
+	pthread_mutex_t lock;        /* protects text, and ver when pub */
 	char *text;
 	size_t text_len;
 };
@@ -323,6 +340,12 @@ int  core_ofile_publish_begin(struct core *c, struct ofile *of, bool by_writer);
 bool core_ofile_commit_begin(struct core *c, struct ofile *of);
 void core_ofile_commit_end(struct core *c, struct ofile *of);
 void core_ofile_put(struct core *c, struct ofile *of);
+/* The record of's uploads are told to (ref taken; NULL: no memory). */
+struct ofile_pub *core_ofile_pub(struct core *c, struct ofile *of);
+void core_ofile_pub_set_locked(struct ofile *of, const char *etag, uint64_t size);
+/* Copy the version p names (0), or -ESTALE when none was uploaded. */
+int  core_ofile_pub_version(struct core *c, struct ofile_pub *p, struct obj_meta *o);
+void core_ofile_pub_put(struct ofile_pub *p);
 /* Put of into the table unless another (not unlinked) ofile of its key
  * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);

@@ -192,6 +192,7 @@ struct ofile *core_file_close(struct core *c, struct core_file *f)
 	if (f->cached)
 		inode_close_read(c->d.it, f->ino, false);
 	vis_version_close(f->ver);
+	core_ofile_pub_put(f->pub);
 	struct ofile *held = NULL;
 	if (f->of)   /* it may stay, waiting for the drain: no descriptor meanwhile */
 		stage_file_park(f->of->sf);
@@ -318,19 +319,26 @@ static bool kernel_size_unsure(struct core *c, size_t view, const char *path,
 static int open_reader(struct core *c, uint64_t ino, const char *path,
 		       struct core_file *f, struct core_open_cache *cache)
 {
+	cache->no_flush = true;          /* nothing to publish at close */
+	struct ofile *of = core_ofile_find(c, ino, false);
+	if (of) {
+		/* Staged here: reads take the staged copy, then the version
+		 * its upload makes (read_version), never what S3 held
+		 * before. Direct I/O: every read comes to the core, which
+		 * alone knows when the copy leaves; the inode's pages (our
+		 * own writes) stay. */
+		f->pub = core_ofile_pub(c, of);
+		core_ofile_put(c, of);
+		if (!f->pub)
+			return -ENOMEM;
+		cache->direct_io = true;
+		cache->keep_cache = true;
+		return 0;
+	}
 	bool from_index;
 	int rc = open_version(c, f, file_view(c, f), path, &from_index);
-	if (rc == -ENOENT) {
-		/* Not in S3 (yet): a file created here and still open. */
-		struct ofile *of = core_ofile_find(c, ino, false);
-		if (!of)
-			return -ENOENT;
-		core_ofile_put(c, of);
-		rc = vis_version_open_missing(&c->src, f->bucket, f->key, &f->ver);
-	}
 	if (rc < 0)
 		return rc;
-	cache->no_flush = true;          /* nothing to publish at close */
 	if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
 		cache->direct_io = true;     /* every read validates; no page cache */
 	} else if (c->d.cold_direct && vis_version_cold(f->ver)) {
@@ -524,6 +532,35 @@ static ssize_t read_text(struct core_file *f, void *buf, size_t len, off_t off)
 	return (ssize_t)n;
 }
 
+/* The S3 version f reads (*v). A descriptor opened while its file was
+ * staged here takes, at its first read after the staged copy left, the
+ * version of that copy's last upload (-ESTALE if none was made: the
+ * name was removed before); under `commit`, whose reads validate, what
+ * S3 has of its key. */
+static int read_version(struct core *c, struct core_file *f, enum vis_policy p,
+			struct vis_version **v)
+{
+	if (!f->pub) {
+		*v = f->ver;
+		return 0;
+	}
+	int rc = 0;
+	mod_lock(&f->lock);
+	if (!f->ver && vis_read_validates(p)) {
+		rc = vis_version_open(&c->src, f->bucket, f->key, &f->ver);
+	} else if (!f->ver) {
+		struct obj_meta o;
+		rc = core_ofile_pub_version(c, f->pub, &o);
+		if (rc == 0)
+			rc = vis_version_open_known(&c->src, o.bucket, o.key, o.etag,
+						    o.size, &f->ver);
+		obj_meta_release(&o);
+	}
+	*v = f->ver;
+	mod_unlock(&f->lock);
+	return rc;
+}
+
 ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		  off_t off)
 {
@@ -537,8 +574,12 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 		core_ofile_put(c, held);
 		return n;
 	}
-	return vis_version_read(f->ver, core_view_policy(c, file_view(c, f)), buf, len,
-				(uint64_t)off);
+	enum vis_policy p = core_view_policy(c, file_view(c, f));
+	struct vis_version *v;
+	int rc = read_version(c, f, p, &v);
+	if (rc < 0)
+		return rc;
+	return vis_version_read(v, p, buf, len, (uint64_t)off);
 }
 
 ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t off,
@@ -548,11 +589,14 @@ ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t of
 	struct ofile *held = NULL;
 	if (f->kind == FILE_OBJECT && !staged_copy(c, f, &held)) {
 		stats_inc(&c->ctr.read);
+		enum vis_policy p = core_view_policy(c, file_view(c, f));
+		struct vis_version *v;
+		int rc = read_version(c, f, p, &v);
+		if (rc < 0)
+			return rc;
 		struct reader_piece pc[READER_PIECES];
 		unsigned n = 0;
-		ssize_t got = vis_version_read_pieces(f->ver,
-						      core_view_policy(c, file_view(c, f)),
-						      len, (uint64_t)off, pc, &n);
+		ssize_t got = vis_version_read_pieces(v, p, len, (uint64_t)off, pc, &n);
 		_Static_assert(READER_PIECES <= CORE_READ_IOV, "room for the pieces");
 		for (unsigned i = 0; i < n; i++) {
 			d->iov[i].base = pc[i].p;

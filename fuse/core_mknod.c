@@ -78,9 +78,11 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 	if (n >= 0) {
 		buf[n] = '\0';
 		uint64_t vsize;
-		vis_version_etag(f->ver, etag, &vsize);
-		if (vsize == (uint64_t)n)    /* the whole target: keep it */
-			links_put(c->links, etag, buf);
+		if (f->ver) {                /* not a staged copy's bytes */
+			vis_version_etag(f->ver, etag, &vsize);
+			if (vsize == (uint64_t)n)    /* the whole target: keep it */
+				links_put(c->links, etag, buf);
+		}
 	}
 	core_ofile_put(c, core_file_close(c, f));
 	return n < 0 ? (int)n : 0;

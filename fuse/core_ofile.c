@@ -10,6 +10,8 @@
 #include "sync/stage.h"
 #include "views/filter.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,6 +300,77 @@ struct ofile *core_ofile_insert(struct core *c, struct ofile *of)
 	}
 	mod_unlock(&c->ofile_lock);
 	return other;
+}
+
+/* ---------- the last upload, for readers ---------- */
+
+/* of's upload of size bytes as etag (c->ofile_lock held): told to its
+ * readers, if it has any. */
+void core_ofile_pub_set_locked(struct ofile *of, const char *etag, uint64_t size)
+{
+	struct ofile_pub *p = of->pub;
+	if (!p)
+		return;
+	char *b = strdup(of->bucket), *k = strdup(of->key);
+	if (!b || !k) {
+		free(b);
+		free(k);
+		p->etag[0] = '\0';      /* no memory: ESTALE, never older bytes */
+		return;
+	}
+	free(p->bucket);
+	free(p->key);
+	p->bucket = b;
+	p->key = k;
+	snprintf(p->etag, sizeof p->etag, "%s", etag);
+	p->size = size;
+}
+
+struct ofile_pub *core_ofile_pub(struct core *c, struct ofile *of)
+{
+	/* Clean: its bytes are the version it is based on (S3's at its
+	 * open, or this mount's last upload), the one its readers take. */
+	bool clean = !stage_file_dirty(of->sf);
+	uint64_t size = stage_file_size(of->sf);
+	mod_lock(&c->ofile_lock);
+	if (!of->pub && (of->pub = calloc(1, sizeof *of->pub))) {
+		atomic_init(&of->pub->refs, 1);          /* of's */
+		if (clean && of->base_etag[0] && strcmp(of->base_etag, CORE_BASE_ANY))
+			core_ofile_pub_set_locked(of, of->base_etag, size);
+	}
+	struct ofile_pub *p = of->pub;
+	if (p)
+		atomic_fetch_add(&p->refs, 1);
+	mod_unlock(&c->ofile_lock);
+	return p;
+}
+
+int core_ofile_pub_version(struct core *c, struct ofile_pub *p, struct obj_meta *o)
+{
+	int err = 0;
+	*o = (struct obj_meta){ 0 };
+	mod_lock(&c->ofile_lock);
+	if (p->etag[0]) {
+		o->bucket = obj_strdup_opt(p->bucket, &err);
+		o->key = obj_strdup_opt(p->key, &err);
+		snprintf(o->etag, sizeof o->etag, "%s", p->etag);
+		o->size = p->size;
+	} else {
+		err = -ESTALE;           /* never uploaded: its bytes are gone */
+	}
+	mod_unlock(&c->ofile_lock);
+	if (err)
+		obj_meta_release(o);
+	return err;
+}
+
+void core_ofile_pub_put(struct ofile_pub *p)
+{
+	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+		return;
+	free(p->bucket);
+	free(p->key);
+	free(p);
 }
 
 /* ---------- what it shows ---------- */

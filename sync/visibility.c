@@ -84,12 +84,6 @@ int vis_version_open(const struct reader_src *src, const char *bucket,
 	return rc;
 }
 
-int vis_version_open_missing(const struct reader_src *src, const char *bucket,
-			     const char *key, struct vis_version **out)
-{
-	return vis_version_open_known(src, bucket, key, "", 0, out);
-}
-
 void vis_version_served(struct vis_version *v)
 {
 	atomic_store(&v->served, true);

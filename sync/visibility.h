@@ -74,10 +74,6 @@ int  vis_version_open(const struct reader_src *src, const char *bucket,
 int  vis_version_open_known(const struct reader_src *src, const char *bucket,
 			    const char *key, const char *etag, uint64_t size,
 			    struct vis_version **out);
-/* A version of an object S3 does not have yet (created here, still
- * staged): empty, reads give 0 bytes unless a commit read finds one. */
-int  vis_version_open_missing(const struct reader_src *src, const char *bucket,
-			      const char *key, struct vis_version **out);
 /* The descriptor's bytes may reach its reader without a read of this
  * module (the kernel's page cache, shared by the inode's descriptors):
  * eventual must not move it then (-ESTALE instead, as under session). */

@@ -20,14 +20,6 @@
 # recovered/.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
-# The restart rejoins its Kafka group, so start_gateway returns 5-11 s
-# after the mount. With a new group (3 s) the read of old.txt met its
-# publish in one of the two runs made so and failed with ESTALE: a descriptor opened
-# while the file was pending took S3's version of the key (the index held
-# none for it) with its page cache marked served, and its read after the
-# publish got 412 (docs/semantics.md "Write-back"). Until that is fixed
-# this script keeps the timing it was written with.
-GW_SAME_GROUP=1
 require_bed
 
 FACETFS=$FACETFS_BUILD/gateway/exe/facetfs

@@ -319,6 +319,34 @@ echo "rewritten, pending" >"$W/r5b"
 check_eq "5: then the second view reads the pending bytes" \
 	"rewritten, pending" "$(cat "$R/r5b" 2>&1)"
 check "5: facetfs sync" sync_s
+# A descriptor opened on a pending file and read after its publish: the
+# bytes it was opened on, never S3's older version (whose ETag no longer
+# matches: ESTALE) or none at all.
+put_other w/r5c "old in S3, old in S3"
+check "5: the old version of r5c reached the gateway" wait_for 20 \
+	sh -c "[ \"\$(cat '$W/r5c' 2>/dev/null)\" = 'old in S3, old in S3' ]"
+head -c 300000 /dev/urandom >"$T/r5c" && cp "$T/r5c" "$W/r5c" && cp "$T/r5c" "$W/n5c"
+check "5: descriptors opened on pending files read them whole after the publish" \
+	python3 - "$W" "$R" "$T/r5c" "$FACETFS" "$M" <<'PY'
+import os, subprocess, sys
+w, r, want_path, facetfs, mnt = sys.argv[1:]
+want = open(want_path, "rb").read()
+fds = {}
+for view in (w, r):
+    for name in ("r5c", "n5c"):
+        a = os.open(os.path.join(view, name), os.O_RDONLY)   # read before and after
+        b = os.open(os.path.join(view, name), os.O_RDONLY)   # first read after
+        assert os.pread(a, 4096, 0) == want[:4096], (view, name, "before")
+        fds[(view, name)] = (a, b)
+subprocess.run([facetfs, "sync", mnt], check=True, stdout=subprocess.DEVNULL)
+for (view, name), (a, b) in fds.items():
+    for fd in (a, b):
+        got = b"".join(os.pread(fd, 65536, off) for off in range(0, len(want), 65536))
+        assert got == want, (view, name, fd, len(got))
+        os.close(fd)
+PY
+check "5: S3 has r5c" s3_same w/r5c "$T/r5c"
+check "5: S3 has n5c" s3_same w/n5c "$T/r5c"
 
 # ==== (4) another client's newer version wins, ours is set aside ====
 section "(4) another client's newer version wins, ours is set aside"

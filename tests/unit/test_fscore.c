@@ -15,7 +15,10 @@
  *   - session: close publishes; an open reads the version S3 had at that
  *     open; a descriptor never mixes versions: it returns the bytes of its
  *     version while S3 has it, and afterwards those bytes or -ESTALE
- *     (-ENOENT once the key is deleted), never other bytes.
+ *     (-ENOENT once the key is deleted), never other bytes. A descriptor
+ *     opened while the file was staged in its gateway reads, once the
+ *     staged copy is gone, the version of that copy's last upload (with
+ *     the same rule), or -ESTALE if it made none.
  * Every other read goes the way of the mount (core_read_data: the bytes
  * left in the readers' buffers), the rest through core_read.
  * Namespace: each gateway sees its own changes at once; the other one sees
@@ -74,6 +77,11 @@ struct mstage {                  /* a staged copy in one gateway */
 	bool unlinked;               /* its name is gone: never published */
 	int refs;                    /* writable descriptors holding it */
 	int key;                     /* the key its next upload goes to */
+	bool published;              /* it was clean at its open, or an upload
+				      * of it was made: */
+	struct bytes pub;            /* the bytes of the last one, */
+	int pub_key;                 /* its key */
+	unsigned pub_version;        /* and the version it made */
 };
 
 struct mfile {                   /* what a name of one gateway stands for */
@@ -95,6 +103,7 @@ struct mdesc {
 	bool writable;
 	int key;                     /* key at open (read-only descriptors read it) */
 	bool missing;                /* opened while S3 had no object (staged here) */
+	struct mstage *seen;         /* read-only, opened while this was staged */
 	struct bytes ver;            /* session: the version's bytes */
 	unsigned ver_id;
 };
@@ -354,6 +363,7 @@ static void step_open(struct world *w, int g, int k, int mode)
 		if (rc < 0)
 			return;
 		d->missing = !w->obj[k].exists;
+		d->seen = mf->st;
 		d->ver = w->obj[k].data;
 		d->ver_id = w->obj[k].version;
 	} else {
@@ -368,6 +378,12 @@ static void step_open(struct world *w, int g, int k, int mode)
 				mf->st->data = w->obj[k].data;
 			/* filled from S3: clean; new, empty or truncated: dirty */
 			mf->st->dirty = mode == 2 || !w->obj[k].exists || !w->obj[k].data.len;
+			if (!mf->st->dirty) {    /* what its readers take once it goes */
+				mf->st->published = true;
+				mf->st->pub = mf->st->data;
+				mf->st->pub_key = k;
+				mf->st->pub_version = w->obj[k].version;
+			}
 		} else if (mode == 2) {
 			mf->st->data.len = 0;
 			mf->st->dirty = true;
@@ -463,14 +479,26 @@ static void step_read(struct world *w, int di, size_t off, size_t len)
 		return;
 	}
 	/* session: the version of the open, or ESTALE/ENOENT once it is gone */
-	if (d->missing) {
+	const struct bytes *ver = &d->ver;
+	unsigned ver_id = d->ver_id;
+	if (d->seen) {                       /* the staged copy's last upload */
+		if (!d->seen->published) {
+			if (n != -ESTALE)
+				fail(w, "session read after a staged copy left unpublished: "
+				     "%zd, want ESTALE", n);
+			return;
+		}
+		o = &w->obj[d->seen->pub_key];
+		ver = &d->seen->pub;
+		ver_id = d->seen->pub_version;
+	} else if (d->missing) {
 		if (n > 0)
 			fail(w, "session read of a version opened before S3 had one: %zd bytes", n);
 		return;
 	}
-	bool same = o->exists && o->version == d->ver_id;
+	bool same = o->exists && o->version == ver_id;
 	if (same) {
-		expect_bytes(w, "session read (its version, still in S3)", &d->ver, off, len,
+		expect_bytes(w, "session read (its version, still in S3)", ver, off, len,
 			     buf, n);
 		return;
 	}
@@ -478,7 +506,7 @@ static void step_read(struct world *w, int di, size_t off, size_t len)
 		w->stale++;
 		return;
 	}
-	if (bytes_eq(&d->ver, off, len, buf, n)) {
+	if (bytes_eq(ver, off, len, buf, n)) {
 		w->session_old++;
 		return;
 	}
@@ -538,6 +566,10 @@ static void model_commit(struct world *w, int g, struct mstage *st)
 	w->obj[st->key].data = st->data;
 	st->dirty = false;
 	s3_changed(w, g, st->key);
+	st->published = true;
+	st->pub = st->data;
+	st->pub_key = st->key;
+	st->pub_version = w->obj[st->key].version;
 }
 
 static void step_fsync(struct world *w, int di)
