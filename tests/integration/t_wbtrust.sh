@@ -20,11 +20,13 @@
 # another client: S3 keeps it, ours is in .facetfs/recovered, counted in
 # drain.conflicts; a rewrite whose base another client deleted is
 # published over the delete, no conflict; (5) the second view reads new
-# and rewritten pending files' pending bytes; (6) rename while a 64 MiB upload (8 parts) or a
+# and rewritten pending files' pending bytes, and descriptors opened on
+# them read them whole after their publish; (6) rename while a 64 MiB upload (8 parts) or a
 # 4 MiB one runs: only the new name in S3, with a write made after the
 # rename; (6c) rm while the upload runs: nothing left of the file;
 # (6d) a writer's append and fsync while it runs: S3 has the append at
-# the fsync's return; (7) 1,500 pending files under a limit of 512 descriptors;
+# the fsync's return; (6e) descriptors reading while the upload runs
+# read the file whole before, during and after it; (7) 1,500 pending files under a limit of 512 descriptors;
 # (9/10) a file published (fsync, drain) and written again, or a new link
 # renamed over a published file, counts no conflict when no other client
 # writes. Each section's start is printed with the seconds since the
@@ -50,7 +52,7 @@ stop_proxy() {
 # The gateway behind the relay stops first (its stop drains through it).
 on_exit() {
 	local rc=$?
-	[[ -n ${T:-} ]] && touch "$T/t2.go" "$T/t2q.go" "$T/c4a.go" 2>/dev/null   # waiting writers end
+	[[ -n ${T:-} ]] && touch "$T/t2.go" "$T/t2q.go" "$T/c4a.go" "$T/e6.go" 2>/dev/null   # waiting writers end
 	[[ -n ${GW_PID[Q]:-} ]] && stop_gateway Q >/dev/null 2>&1
 	stop_proxy
 	(exit $rc)
@@ -552,6 +554,42 @@ check "6d: facetfs sync" sync_q
 check "6d: S3 still has it with the append" s3_same q/f6 "$T/f6.want"
 check "6d: the mount reads it" cmp -s "$Q/f6" "$T/f6.want"
 rm -f "$T/u6" "$T/f6" "$T/f6.want"
+# Readers meet the upload: descriptors opened while it runs read the
+# file whole, again and again, until the publish is over, and once more
+# after: the staged bytes, then the published version's, never ESTALE.
+head -c $((4 << 20)) /dev/urandom >"$T/e6"
+echo 524288 >"$T/throttle"
+cp "$T/e6" "$Q/e6"
+check "6e: the drain uploads a 4 MiB file" wait_for 60 uploading
+python3 - "$Q/e6" "$T/e6" "$T/e6.go" "$T/e6.reading" >"$T/e6.out" 2>&1 <<'PY' &
+import os, sys
+path, want_path, go, reading = sys.argv[1:]
+want = open(want_path, "rb").read()
+def whole(fd):
+    return b"".join(os.pread(fd, 131072, off) for off in range(0, len(want), 131072))
+fds = [os.open(path, os.O_RDONLY) for _ in range(2)]
+rounds = 0
+while not os.path.exists(go):
+    for fd in fds:
+        assert whole(fd) == want, "round %d" % rounds
+    rounds += 1
+    open(reading, "w").close()
+for fd in fds + [os.open(path, os.O_RDONLY)]:
+    assert whole(fd) == want, "after the publish"
+    os.close(fd)
+print("rounds during the upload:", rounds)
+PY
+rpid=$!
+wait_for 30 test -e "$T/e6.reading"
+diag <<<"6e: readers started with drain.uploading $(stat_field "$MQ" .drain.uploading)"
+rm -f "$T/throttle"
+check "6e: facetfs sync" sync_q
+touch "$T/e6.go"
+wait "$rpid"
+check_eq "6e: readers during and after the upload read it whole" 0 $?
+diag <"$T/e6.out"
+check "6e: S3 has it" s3_same q/e6 "$T/e6"
+rm -f "$T/e6"
 
 check_eq "no conflict counted by the quick gateway (no other client wrote q/)" "$q0" "$(conflicts "$MQ")"
 check "gateway Q stops" stop_gateway Q
