@@ -8,12 +8,16 @@
  * charged. Spare files: under PROCESS a removed name's file is kept empty
  * and the next name made takes it (the same inode, none of the old bytes);
  * a spare a crash left with bytes is emptied at the next open; a removed
- * directory takes its spares with it; under POWER none is kept.
+ * directory takes its spares with it; under POWER none is kept. Threads
+ * that stage, commit and release files meet removals of the directory:
+ * every file commits its own bytes, and every spare left is empty.
  */
 #include "sync/stage_int.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,10 +255,148 @@ static void test_spares(void)
 	free(top);
 }
 
+/* ---- spares and removals of the directory, on several threads ---- */
+
+#define MEET_THREADS 4
+#define MEET_CYCLES 250
+#define MEET_REMOVALS 3          /* below STAGE_RENEW_MAX */
+
+struct meet {
+	struct stage *st;
+	struct store *fk;
+	const char *cache;
+	atomic_bool removed;         /* the remover is done */
+	atomic_bool hold;            /* workers wait between two cycles */
+	atomic_int cycles;           /* files cycled, by all workers */
+	atomic_int bad;              /* cycles that failed or lost bytes */
+	char first_bad[160];
+	pthread_mutex_t lock;
+};
+
+struct meet_worker {
+	struct meet *m;
+	int id;
+};
+
+static void *meet_work(void *arg)
+{
+	struct meet_worker *w = arg;
+	struct meet *m = w->m;
+	for (int i = 0; i < MEET_CYCLES || !atomic_load(&m->removed); i++) {
+		while (atomic_load(&m->hold))
+			sched_yield();
+		atomic_fetch_add(&m->cycles, 1);
+		char key[32], text[64];
+		snprintf(key, sizeof key, "t%d/%d", w->id, i % 16);
+		snprintf(text, sizeof text, "thread %d, cycle %d", w->id, i);
+		int rc = cycle(m->st, key, text);
+		if (rc == 0 && s3_has(m->fk, key, text))
+			continue;
+		atomic_fetch_add(&m->bad, 1);
+		pthread_mutex_lock(&m->lock);
+		if (!m->first_bad[0])
+			snprintf(m->first_bad, sizeof m->first_bad, "%s: %s", key,
+				 rc ? strerror(-rc) : "S3 has other bytes");
+		pthread_mutex_unlock(&m->lock);
+	}
+	return NULL;
+}
+
+/* Workers cycle files through spares until the directory was removed
+ * and made again MEET_REMOVALS times, each removal once spares are
+ * listed in it. */
+static void test_spares_meet_removals(void)
+{
+	struct store fk;
+	store_init(&fk, 0);
+	char *top = unit_tmpdir("stage-meet"), dir[480], cache[400];
+	snprintf(cache, sizeof cache, "%s/cache", top);
+	snprintf(dir, sizeof dir, "%s/staging", cache);
+	mkdir(cache, 0700);
+	struct stage_conf conf = { .dir = dir, .max_bytes = 8 << 20,
+				   .durability = STAGE_DURABLE_PROCESS,
+				   .up = { .part_size = 1ull << 30 } };
+	struct meet m = { .st = stage_open_or_exit(conf, &fk), .fk = &fk, .cache = cache };
+	pthread_mutex_init(&m.lock, NULL);
+	atomic_init(&m.removed, false);
+	atomic_init(&m.hold, false);
+	atomic_init(&m.cycles, 0);
+	atomic_init(&m.bad, 0);
+	pthread_t tid[MEET_THREADS];
+	struct meet_worker w[MEET_THREADS];
+	for (int i = 0; i < MEET_THREADS; i++) {
+		w[i] = (struct meet_worker){ &m, i };
+		pthread_create(&tid[i], NULL, meet_work, &w[i]);
+	}
+	int removals = 0;
+	struct stage_counters k;
+	while (removals < MEET_REMOVALS) {
+		/* Each removal of a directory the stage made again, with
+		 * spares listed in it. */
+		pthread_mutex_lock(&m.st->renew_lock);
+		unsigned renewed = m.st->n_renewed;
+		pthread_mutex_unlock(&m.st->renew_lock);
+		stage_counters_get(m.st, &k);
+		if (renewed != (unsigned)removals || k.spare_files == 0) {
+			sched_yield();
+			continue;
+		}
+		/* Moved away first, so that no new name lands in it; then
+		 * removed, again until rm wins against the files still
+		 * made through the stage's descriptor of it (after 200
+		 * tries the workers wait between two files until it has). */
+		char gone[420];
+		snprintf(gone, sizeof gone, "%s.gone", cache);
+		if (rename(cache, gone) != 0)
+			break;
+		struct stat sb;
+		for (int i = 0; stat(gone, &sb) == 0; i++) {
+			if (i == 200)
+				atomic_store(&m.hold, true);
+			unit_rmtree_quiet(gone);
+		}
+		atomic_store(&m.hold, false);
+		if (stat(gone, &sb) == 0 || (mkdir(cache, 0700) != 0 && errno != EEXIST))
+			break;
+		removals++;
+		usleep(2000);
+	}
+	atomic_store(&m.removed, true);
+	for (int i = 0; i < MEET_THREADS; i++)
+		pthread_join(tid[i], NULL);
+	CHECK(atomic_load(&m.bad) == 0,
+	      "spares meet removals: %d files committed through spares on %d threads "
+	      "while the directory was removed %d times, each with its own bytes "
+	      "(%d failed; first: %s)", atomic_load(&m.cycles), MEET_THREADS, removals,
+	      atomic_load(&m.bad), m.first_bad[0] ? m.first_bad : "none");
+	/* After: spares made and taken again in the last directory. */
+	int rc = 0;
+	for (int i = 0; i < 20 && !rc; i++)
+		rc = cycle(m.st, "after", "after the removals");
+	off_t bytes;
+	ino_t inos[64];
+	size_t n = spares_in(dir, &bytes, inos);
+	stage_counters_get(m.st, &k);
+	CHECK(rc == 0 && removals == MEET_REMOVALS && m.st->n_renewed == (unsigned)removals &&
+	      n > 0 && bytes == 0 && n <= k.spare_files,
+	      "spares meet removals: then 20 more files; the spares on disk are empty and "
+	      "listed (%zu on disk, %lld bytes, %llu listed; %d removals, %d renewals; rc %d)",
+	      n, (long long)bytes, (unsigned long long)k.spare_files, removals,
+	      (int)m.st->n_renewed, rc);
+	CHECK(k.used_bytes == 0, "spares meet removals: nothing charged after (%llu)",
+	      (unsigned long long)k.used_bytes);
+	stage_close(m.st);
+	pthread_mutex_destroy(&m.lock);
+	store_release(&fk);
+	unit_rmtree(top);
+	free(top);
+}
+
 int main(void)
 {
 	log_init("test_stage_dir", getenv("STAGE_DEBUG") ? 2 : 0);
 	test_dir_removed();
 	test_spares();
+	test_spares_meet_removals();
 	return unit_exit();
 }

@@ -86,6 +86,15 @@ static inline void unit_rmtree(const char *dir)
 		printf("# could not remove %s\n", dir);
 }
 
+/* unit_rmtree with no word when it cannot (the caller tries again). */
+static inline void unit_rmtree_quiet(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' 2>/dev/null", dir);
+	if (system(cmd) != 0)
+		return;
+}
+
 /* XOR the byte at offset at of the file path with mask (a disk fault made
  * by hand); exits 2 when it cannot. */
 static inline void unit_flip_byte(const char *path, off_t at, unsigned char mask)
