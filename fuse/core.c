@@ -3,7 +3,8 @@
  * and the mount's own changes into the index. What core_new and core_free
  * need of the tables above is here too: a made directory remembered
  * (core_mkdir_remember; core_mkdir.c keeps the list), an open file freed
- * (core_ofile_free; core_ofile.c keeps the table). Calls nothing else of
+ * (core_ofile_free, with its record of uploads for readers:
+ * core_ofile_pub_put; core_ofile.c keeps the table). Calls nothing else of
  * the core.
  */
 #include "fuse/core_int.h"
@@ -106,6 +107,15 @@ fail:
 
 /* An open file (core_ofile.c) and all it holds; core_free frees those
  * left in the table. */
+void core_ofile_pub_put(struct ofile_pub *p)
+{
+	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+		return;
+	free(p->bucket);
+	free(p->key);
+	free(p);
+}
+
 void core_ofile_free(struct ofile *of)
 {
 	if (of->sf)

@@ -247,6 +247,8 @@ int  core_mkdir_remember(struct core *c, const char *vname, const char *path,
 /* Free of and all it holds (its staged file released); core_free frees the
  * open files left in the table with it. */
 void core_ofile_free(struct ofile *of);
+/* Drop a reference to p (freed with the last). */
+void core_ofile_pub_put(struct ofile_pub *p);
 void core_attr_dir(struct core *c, uint64_t ino, struct stat *st);
 void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st);
 void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_ns,
@@ -345,7 +347,6 @@ struct ofile_pub *core_ofile_pub(struct core *c, struct ofile *of);
 void core_ofile_pub_set_locked(struct ofile *of, const char *etag, uint64_t size);
 /* Copy the version p names (0), or -ESTALE when none was uploaded. */
 int  core_ofile_pub_version(struct core *c, struct ofile_pub *p, struct obj_meta *o);
-void core_ofile_pub_put(struct ofile_pub *p);
 /* Put of into the table unless another (not unlinked) ofile of its key
  * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);

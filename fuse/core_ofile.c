@@ -364,15 +364,6 @@ int core_ofile_pub_version(struct core *c, struct ofile_pub *p, struct obj_meta 
 	return err;
 }
 
-void core_ofile_pub_put(struct ofile_pub *p)
-{
-	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
-		return;
-	free(p->bucket);
-	free(p->key);
-	free(p);
-}
-
 /* ---------- what it shows ---------- */
 
 void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,

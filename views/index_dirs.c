@@ -98,37 +98,22 @@ static void dir_value(const char *v, size_t vl, struct obj_posix *px)
 	}
 }
 
+struct dirs_walk {
+	index_madedir_fn fn;
+	void *ctx;
+};
+
+static int dirs_pair(void *ctx, const char *view, const char *path, const char *v,
+		     size_t vl)
+{
+	struct dirs_walk *w = ctx;
+	struct obj_posix px;
+	dir_value(v, vl, &px);
+	return w->fn(w->ctx, view, path, &px);
+}
+
 int index_dirs_each(struct index *ix, index_madedir_fn fn, void *ctx)
 {
-	leveldb_iterator_t *it = leveldb_create_iterator(ix->db, ix->ro);
-	int rc = 0;
-	for (leveldb_iter_seek(it, "D", 1); rc == 0 && leveldb_iter_valid(it);
-	     leveldb_iter_next(it)) {
-		size_t kl;
-		const char *k = leveldb_iter_key(it, &kl);
-		if (kl < 2 || k[0] != 'D')
-			break;
-		const char *nul = memchr(k + 1, '\0', kl - 1);
-		if (!nul)
-			continue;                /* not ours: skip */
-		size_t pl = kl - (size_t)(nul + 1 - k);
-		char *view = strndup(k + 1, (size_t)(nul - k - 1));
-		char *path = strndup(nul + 1, pl);
-		size_t vl;
-		const char *v = leveldb_iter_value(it, &vl);
-		struct obj_posix px;
-		dir_value(v, vl, &px);
-		rc = view && path ? fn(ctx, view, path, &px) : -ENOMEM;
-		free(view);
-		free(path);
-	}
-	char *err = NULL;
-	leveldb_iter_get_error(it, &err);
-	if (err) {
-		log_error("index: listing made directories: %s", err);
-		leveldb_free(err);
-		rc = -EIO;
-	}
-	leveldb_iter_destroy(it);
-	return rc < 0 ? rc : 0;
+	struct dirs_walk w = { fn, ctx };
+	return ix_each_pair(ix, 'D', "made directories", dirs_pair, &w);
 }

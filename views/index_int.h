@@ -11,7 +11,7 @@
  *   index_bloom.c      the key filter
  *   index_table.c      the table of views: freed, a key's path in a view
  *   index_db.c         LevelDB helpers: write the batch, get a value
- * index_dirs.c (made directories) calls none of them. Below them all:
+ * index_dirs.c (made directories) calls index_db.c only. Below them all:
  * index_own.c, index_codec.c, index_env.cc, route.c, viewset.c and the
  * filters (filter_int.h).
  *
@@ -170,6 +170,14 @@ int  ix_write(struct index *ix, const char *what);
 /* Get a value: 0 with *val (leveldb_free it), -ENOENT, or -EIO. */
 int  ix_get(struct index *ix, const leveldb_readoptions_t *ro,
 	    const char *k, size_t kl, char **val, size_t *vl);
+/* Each key tag "A\0B" in key order: fn(ctx, A, B, value) with copies of
+ * A and B, until it returns non-zero (a negative errno stops the walk and
+ * is returned). Keys of the tag without the NUL are skipped. 0, the
+ * error, or -EIO (logged as a listing of what). */
+typedef int (*ix_pair_fn)(void *ctx, const char *a, const char *b,
+			  const char *val, size_t vl);
+int  ix_each_pair(struct index *ix, char tag, const char *what, ix_pair_fn fn,
+		  void *ctx);
 
 /* The write path (index_write.c). */
 /* The scan page rule (index_scan_apply): keep the stored record rec instead

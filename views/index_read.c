@@ -272,33 +272,23 @@ int index_object(struct index *ix, const struct view *v, const char *path,
 	return rc;
 }
 
+struct unsent_walk {
+	index_unsent_fn fn;
+	void *ctx;
+};
+
+static int unsent_pair(void *ctx, const char *bucket, const char *key, const char *v,
+		       size_t vl)
+{
+	(void)v;
+	(void)vl;
+	struct unsent_walk *w = ctx;
+	return w->fn(w->ctx, bucket, key);
+}
+
 /* 'U' keys: the records a start must check (index.h). */
 int index_unsent_each(struct index *ix, index_unsent_fn fn, void *ctx)
 {
-	leveldb_iterator_t *it = leveldb_create_iterator(ix->db, ix->ro);
-	int rc = 0;
-	for (leveldb_iter_seek(it, "U", 1); rc == 0 && leveldb_iter_valid(it);
-	     leveldb_iter_next(it)) {
-		size_t kl;
-		const char *k = leveldb_iter_key(it, &kl);
-		if (kl < 2 || k[0] != 'U')
-			break;
-		const char *nul = memchr(k + 1, '\0', kl - 1);
-		if (!nul)
-			continue;                /* not ours: skip */
-		char *bucket = strndup(k + 1, (size_t)(nul - k - 1));
-		char *key = strndup(nul + 1, kl - (size_t)(nul + 1 - k));
-		rc = bucket && key ? fn(ctx, bucket, key) : -ENOMEM;
-		free(bucket);
-		free(key);
-	}
-	char *err = NULL;
-	leveldb_iter_get_error(it, &err);
-	if (err) {
-		log_error("index: listing unsent records: %s", err);
-		leveldb_free(err);
-		rc = -EIO;
-	}
-	leveldb_iter_destroy(it);
-	return rc < 0 ? rc : 0;
+	struct unsent_walk w = { fn, ctx };
+	return ix_each_pair(ix, 'U', "unsent records", unsent_pair, &w);
 }
