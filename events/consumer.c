@@ -20,9 +20,10 @@
  * nothing polled is lost or applied twice and no offset moves past an
  * unapplied batch; an assignment then asks cb->stored_offset() for each
  * partition and assigns with that offset. The thread drains before closing.
- * The fields under "consumer thread only" are never touched elsewhere; the
- * readiness flags and the last error are shared with consumer_wait_ready()
- * under c->lock.
+ * The fields under "consumer thread only" are never touched elsewhere,
+ * except parts, which this thread alone writes, under c->lock, and
+ * consumer_barrier() reads under it; the readiness flags and the last
+ * error are shared with consumer_wait_ready() under c->lock.
  */
 #include "events/consumer.h"
 
@@ -88,7 +89,7 @@ struct consumer {
 		struct decoder_job *job;  /* posted to the decoder, not yet released */
 	} b[2];
 	unsigned old;                 /* b[old] is applied before b[old ^ 1] */
-	struct part_pos *parts;
+	struct part_pos *parts;       /* written under lock (barriers read them) */
 	size_t n_parts, cap_parts;
 	int64_t lag_at_ns;
 
@@ -169,26 +170,49 @@ static struct part_pos *consumer_part_find(struct consumer *c, int32_t partition
 	return NULL;
 }
 
+/* The consumer thread is the only writer of parts, and writes under
+   c->lock for consumer_barrier(); it reads them without the lock. */
 static void consumer_part_set(struct consumer *c, int32_t partition, int64_t next)
 {
+	mod_lock(&c->lock);
 	struct part_pos *p = consumer_part_find(c, partition);
 
-	if (!p) {
-		if (ARRAY_GROW(&c->parts, &c->cap_parts, c->n_parts + 1) < 0)
-			return;       /* only lag reporting suffers */
+	if (!p && ARRAY_GROW(&c->parts, &c->cap_parts, c->n_parts + 1) == 0) {
 		p = &c->parts[c->n_parts++];
 		p->partition = partition;
 		p->since_ms = 0;
 	}
-	p->next = next;
+	if (p)                /* else only lag reporting and barriers suffer */
+		p->next = next;
+	pthread_cond_broadcast(&c->cond);     /* barriers waiting for it */
+	mod_unlock(&c->lock);
+}
+
+static void consumer_part_since(struct consumer *c, int32_t partition, int64_t since_ms)
+{
+	mod_lock(&c->lock);
+	struct part_pos *p = consumer_part_find(c, partition);
+
+	if (p)
+		p->since_ms = since_ms;
+	mod_unlock(&c->lock);
 }
 
 static void consumer_part_drop(struct consumer *c, int32_t partition)
 {
+	mod_lock(&c->lock);
 	struct part_pos *p = consumer_part_find(c, partition);
 
 	if (p)
 		*p = c->parts[--c->n_parts];
+	mod_unlock(&c->lock);
+}
+
+static void consumer_parts_clear(struct consumer *c)
+{
+	mod_lock(&c->lock);
+	c->n_parts = 0;
+	mod_unlock(&c->lock);
 }
 
 /* Per-partition lag from the cached high watermarks: no broker round trip. */
@@ -390,15 +414,12 @@ static void consumer_assign(struct consumer *c, rd_kafka_topic_partition_list_t 
 		return;
 	}
 	if (!coop)
-		c->n_parts = 0;
+		consumer_parts_clear(c);
 	int64_t since = consumer_wall_ms();
 	for (int i = 0; i < parts->cnt; i++) {
-		struct part_pos *p;
-
 		consumer_part_set(c, parts->elems[i].partition,
 		                  parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1);
-		if ((p = consumer_part_find(c, parts->elems[i].partition)))
-			p->since_ms = since;
+		consumer_part_since(c, parts->elems[i].partition, since);
 	}
 	c->lag_at_ns = 0;
 	stats_set(&c->ctr.partitions, (uint_fast64_t)c->n_parts);
@@ -425,7 +446,7 @@ static void consumer_revoke(struct consumer *c, rd_kafka_topic_partition_list_t 
 	} else {
 		KAFKA_GUARD("assign");
 		rd_kafka_assign(c->rk, NULL);
-		c->n_parts = 0;
+		consumer_parts_clear(c);
 	}
 	stats_set(&c->ctr.partitions, (uint_fast64_t)c->n_parts);
 }
@@ -711,4 +732,142 @@ void consumer_free(struct consumer *c)
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+/* ---- barriers (any thread) ---- */
+
+struct barrier_mark {
+	int32_t partition;
+	int64_t lo, hi;
+};
+
+/* Is every record below mark m applied (c->lock held)? *why says what is
+   missing when not. */
+static bool consumer_mark_reached(struct consumer *c, const struct barrier_mark *m,
+                                  char *why, size_t whylen)
+{
+	const struct part_pos *p = consumer_part_find(c, m->partition);
+
+	if (m->hi <= m->lo)
+		return true;                          /* nothing in it */
+	if (!p) {
+		snprintf(why, whylen, "%s/%" PRId32 " is no longer assigned to this gateway",
+		         c->topic, m->partition);
+		return false;
+	}
+	if (p->next >= m->hi)
+		return true;
+	snprintf(why, whylen, "%s/%" PRId32 " applied up to offset %" PRId64 " of %" PRId64,
+	         c->topic, m->partition, p->next < 0 ? m->lo : p->next, m->hi);
+	return false;
+}
+
+/* The offsets of the n partitions' first records (earliest, m->lo) or
+   ends (the high-water marks, m->hi), by ListOffsets with Kafka's
+   "timestamps" -2 and -1. */
+static int consumer_marks_query(struct consumer *c, struct barrier_mark *m, size_t n,
+                                int64_t deadline, char *why, size_t whylen)
+{
+	for (int end = 0; end < 2; end++) {
+		rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+		int64_t left = (deadline - consumer_now_ns()) / 1000000LL;
+		rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+
+		for (size_t i = 0; i < n; i++)
+			rd_kafka_topic_partition_list_add(l, c->topic, m[i].partition)->offset =
+				end ? -1 : -2;
+		if (left > 0) {
+			KAFKA_GUARD("offsets_for_times");
+			err = rd_kafka_offsets_for_times(c->rk, l, (int)left);
+		}
+		for (size_t i = 0; i < n && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
+			rd_kafka_topic_partition_t *tp = &l->elems[i];
+
+			if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+				err = tp->err;
+			else if (end)
+				m[i].hi = tp->offset;
+			else
+				m[i].lo = tp->offset;
+		}
+		rd_kafka_topic_partition_list_destroy(l);
+		if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+			snprintf(why, whylen, "the %s offsets of %s: %s", end ? "end" : "first",
+			         c->topic, rd_kafka_err2str(err));
+			return err == RD_KAFKA_RESP_ERR__TIMED_OUT ? -ETIMEDOUT : -EIO;
+		}
+	}
+	return 0;
+}
+
+int consumer_barrier(struct consumer *c, int timeout_ms, struct consumer_marks *out,
+                     char *why, size_t whylen)
+{
+	int64_t deadline = consumer_now_ns() + (int64_t)timeout_ms * 1000000LL;
+	struct barrier_mark *m = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	memset(out, 0, sizeof *out);
+	why[0] = '\0';
+	mod_lock(&c->lock);
+	while (!c->assigned && c->started) {          /* the group's first join */
+		struct timespec ts;
+		int64_t left = deadline - consumer_now_ns();
+
+		if (left <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		left += ts.tv_nsec;
+		ts.tv_sec += left / 1000000000LL;
+		ts.tv_nsec = left % 1000000000LL;
+		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+	}
+	if (!c->assigned) {
+		snprintf(why, whylen, "no partition of %s assigned yet (the group %s is joining)",
+		         c->topic, c->group);
+		rc = -ETIMEDOUT;
+	} else if (c->n_parts && !(m = calloc(c->n_parts, sizeof *m)))
+		rc = -ENOMEM;
+	for (size_t i = 0; m && i < c->n_parts; i++)
+		m[n++].partition = c->parts[i].partition;
+	mod_unlock(&c->lock);
+	if (rc == 0 && !n) {
+		snprintf(why, whylen, "no partition of %s is assigned to this gateway", c->topic);
+		rc = -ENOENT;
+	}
+	/* The low and high-water marks now, asked of the brokers (not the
+	   ones the last fetch cached): one request per leader for all. */
+	if (rc == 0)
+		rc = consumer_marks_query(c, m, n, deadline, why, whylen);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		out->partitions++;
+		out->records += m[i].hi > m[i].lo ? (uint64_t)(m[i].hi - m[i].lo) : 0;
+	}
+	/* Applied up to them: each apply() that returned moves a partition's
+	   next offset and wakes the waiters. */
+	mod_lock(&c->lock);
+	for (size_t i = 0; rc == 0 && i < n;) {
+		struct timespec ts;
+		int64_t left = deadline - consumer_now_ns();
+
+		if (consumer_mark_reached(c, &m[i], why, whylen)) {
+			i++;
+			continue;
+		}
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		left += ts.tv_nsec;
+		ts.tv_sec += left / 1000000000LL;
+		ts.tv_nsec = left % 1000000000LL;
+		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+	}
+	mod_unlock(&c->lock);
+	if (rc == 0)
+		why[0] = '\0';
+	free(m);
+	return rc;
 }

@@ -72,6 +72,21 @@ int  consumer_start(struct consumer *c);
    rebalance delay); -ETIMEDOUT (logged, naming the brokers and the last
    error) if not within timeout_ms. */
 int  consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned);
+/* What a barrier waited for: the partitions assigned at its call, and the
+   records their high-water marks then held (from their low marks). */
+struct consumer_marks {
+	unsigned partitions;
+	uint64_t records;
+};
+/* A barrier between producers and this consumer: waits for the group's
+   first assignment, asks the brokers for the high-water mark of every
+   partition assigned then, and waits until apply() has returned for every
+   record below them. 0; -ETIMEDOUT (also when a mark could not be read in
+   time), -ENOENT (the assignment gave this consumer no partition) or
+   -EIO, with what is missing in why. Any thread but the
+   consumer's; no lock of the caller held. */
+int  consumer_barrier(struct consumer *c, int timeout_ms, struct consumer_marks *out,
+                      char *why, size_t whylen);
 /* Stop polling, leave the group, join the thread. Idempotent. */
 void consumer_stop(struct consumer *c);
 /* Stops if needed and frees. NULL is fine. */

@@ -132,5 +132,9 @@ void fs_gauges(struct fs *fs);
 /* The membership of the view called view changed at path (what:
  * INDEX_ADDED, INDEX_REMOVED, INDEX_CHANGED from views/index.h). */
 void fs_notify_change(struct fs *fs, const char *view, const char *path, int what);
+/* Wait until the kernel was told every change queued before the call:
+ * 0, or -ETIMEDOUT after timeout_ms. From a request too (the notifier
+ * takes no lock a request holds). */
+int  fs_settle(struct fs *fs, int timeout_ms);
 
 #endif

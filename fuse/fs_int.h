@@ -59,6 +59,7 @@ struct fs {
 	pthread_mutex_t inval_lock;  /* protects the queue and stopping */
 	pthread_cond_t inval_cond;
 	struct inval_job *inval_head, *inval_tail;
+	uint64_t inval_queued, inval_done;   /* jobs so far (fs_settle) */
 	bool inval_stop;
 	bool inval_running;
 	pthread_t inval_thread;

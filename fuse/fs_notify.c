@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct inval {
 	uint64_t parent;         /* 0: invalidate inode `ino` instead */
@@ -158,8 +159,26 @@ void fs_notify_change(struct fs *fs, const char *view, const char *path, int wha
 	else
 		fs->inval_head = j;
 	fs->inval_tail = j;
-	pthread_cond_signal(&fs->inval_cond);
+	fs->inval_queued++;
+	pthread_cond_broadcast(&fs->inval_cond);
 	mod_unlock(&fs->inval_lock);
+}
+
+int fs_settle(struct fs *fs, int timeout_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t ns = ts.tv_nsec + (int64_t)timeout_ms * 1000000LL;
+	ts.tv_sec += ns / 1000000000LL;
+	ts.tv_nsec = ns % 1000000000LL;
+	int rc = 0;
+	mod_lock(&fs->inval_lock);
+	uint64_t target = fs->inval_queued;
+	while (fs->inval_done < target && fs->inval_running && rc == 0)
+		rc = pthread_cond_timedwait(&fs->inval_cond, &fs->inval_lock, &ts);
+	bool done = fs->inval_done >= target || !fs->inval_running;
+	mod_unlock(&fs->inval_lock);
+	return done ? 0 : -ETIMEDOUT;
 }
 
 static void *notifier_main(void *arg)
@@ -182,6 +201,8 @@ static void *notifier_main(void *arg)
 		free(j->path);
 		free(j);
 		mod_lock(&fs->inval_lock);
+		fs->inval_done++;
+		pthread_cond_broadcast(&fs->inval_cond);   /* fs_settle */
 	}
 	mod_unlock(&fs->inval_lock);
 	return NULL;

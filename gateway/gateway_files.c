@@ -5,6 +5,7 @@
 
 #include "common/lock.h"
 #include "common/stats.h"
+#include "events/consumer.h"
 #include "fuse/fs.h"
 #include "gateway/metrics_text.h"
 #include "gateway/trace_ctl.h"
@@ -18,9 +19,12 @@
 #include "views/viewset.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The "memory" section (gw_memory in gateway_int.h). */
@@ -105,6 +109,91 @@ char *gw_views_json(void *ctx)
 	return text;
 }
 
+/* Is view name in the set now (*found) and still scanning a bucket? */
+static bool view_scanning(struct gateway *gw, const char *name, bool *found)
+{
+	bool scanning = false;
+	*found = false;
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	for (size_t i = 0; i < viewset_count(vs) && !*found; i++) {
+		const struct view *v = viewset_view(vs, i);
+		if (strcmp(view_name(v), name) != 0)
+			continue;
+		*found = true;
+		for (size_t b = 0; b < view_n_buckets(v); b++) {
+			struct index_scan_state ss;
+			if (index_scan_state_get(gw->ix, view_bucket(v, b), &ss) < 0 || !ss.done)
+				scanning = true;
+		}
+	}
+	viewset_unpin(vs);
+	return scanning;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "wait TIMEOUT_MS [VIEW...]": a barrier between S3 clients and the
+ * mount (facetfs wait): every event Kafka held at the call applied, the
+ * kernel told of what changed, the views named done scanning. */
+static char *control_wait(struct gateway *gw, const char *args)
+{
+	char *answer = NULL, *dup = strdup(args), *save = NULL;
+	if (!dup)
+		return NULL;
+	char *tok = strtok_r(dup, " ", &save), *end = NULL;
+	long timeout = tok ? strtol(tok, &end, 10) : -1;
+	if (!tok || *end || timeout < 0 || timeout > 86400000) {
+		free(dup);
+		return strdup("error: wait: usage: wait TIMEOUT_MS [VIEW...]\n");
+	}
+	int64_t t0 = mono_ms(), deadline = t0 + timeout;
+	char why[512] = "";
+	int rc = gw->cons ? 0 : -ENOTCONN;
+	if (rc)
+		snprintf(why, sizeof why, "the gateway reads no event stream");
+	/* The views named, scanned. */
+	for (char *v = strtok_r(NULL, " ", &save); v && rc == 0; v = strtok_r(NULL, " ", &save)) {
+		bool found;
+		while (view_scanning(gw, v, &found) && found && mono_ms() < deadline)
+			usleep(20000);
+		if (!found) {
+			snprintf(why, sizeof why, "no view named \"%s\"", v);
+			rc = -ENOENT;
+		} else if (view_scanning(gw, v, &found)) {
+			snprintf(why, sizeof why, "view %s is still scanning", v);
+			rc = -ETIMEDOUT;
+		}
+	}
+	struct consumer_marks mk = { 0 };
+	if (rc == 0) {
+		int64_t left = deadline - mono_ms();
+		rc = consumer_barrier(gw->cons, left > 0 ? (int)left : 0, &mk, why, sizeof why);
+	}
+	if (rc == 0 && gw->fs) {
+		int64_t left = deadline - mono_ms();
+		rc = fs_settle(gw->fs, left > 0 ? (int)left : 0);
+		if (rc < 0)
+			snprintf(why, sizeof why, "the kernel's caches were not all updated");
+	}
+	free(dup);
+	int64_t took = mono_ms() - t0;
+	int n;
+	if (rc == 0)
+		n = asprintf(&answer, "ok: applied every event of %u partition(s) up to their "
+			     "high-water marks (%" PRIu64 " records) in %" PRId64 " ms\n",
+			     mk.partitions, mk.records, took);
+	else if (rc == -ETIMEDOUT)
+		n = asprintf(&answer, "error: wait: not within %ld ms: %s\n", timeout, why);
+	else
+		n = asprintf(&answer, "error: wait: %s\n", why[0] ? why : strerror(-rc));
+	return n < 0 ? NULL : answer;
+}
+
 char *gw_control(void *ctx, const char *command)
 {
 	struct gateway *gw = ctx;
@@ -124,9 +213,11 @@ char *gw_control(void *ctx, const char *command)
 	} else if (strcmp(command, "sync") == 0 || strncmp(command, "sync ", 5) == 0) {
 		answer = gw->fs ? fs_sync(gw->fs, command[4] ? command + 5 : NULL)
 				: strdup("error: not mounted\n");
+	} else if (strncmp(command, "wait ", 5) == 0) {
+		answer = control_wait(gw, command + 5);
 	} else if (strcmp(command, "ping") == 0) {
 		answer = strdup("ok\n");
-	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], sync [PATH], trace ...)\n",
+	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], sync [PATH], trace ..., wait TIMEOUT_MS [VIEW...])\n",
 			    command) < 0) {
 		answer = NULL;
 	}

@@ -73,6 +73,18 @@ static const char sync_help[] =
 	"  terminal, prints the files and bytes left while it waits.\n"
 	"  -h, --help            this text\n";
 
+static const char wait_help[] =
+	"usage: facetfs wait MOUNTPOINT [VIEW...] [--timeout SECONDS]\n"
+	"  A barrier between S3 clients and the mount: asks Kafka for the end of\n"
+	"  every partition the gateway mounted at MOUNTPOINT reads, and returns\n"
+	"  once the gateway has applied every event up to there and told the\n"
+	"  kernel, and each VIEW named has finished its scan. An object whose\n"
+	"  PUT returned before the call (and whose event reached Kafka by then)\n"
+	"  is then in the mount. Exit 0; exit 1 with what is missing when\n"
+	"  SECONDS pass (default 30).\n"
+	"  --timeout SECONDS     how long to wait (0 to 86400)\n"
+	"  -h, --help            this text\n";
+
 static const char trace_help[] =
 	"usage: facetfs trace MOUNTPOINT start [--view VIEW] [--max-bytes N] | stop | status\n"
 	"  Record every open, read, write, fsync, close, truncate, rename and unlink\n"
@@ -110,6 +122,8 @@ static const char usage_text[] =
 	"      List the bucket(s) again and reconcile the index.\n"
 	"  facetfs sync MOUNTPOINT [PATH...]\n"
 	"      Publish what write-back views hold pending; wait until S3 has it.\n"
+	"  facetfs wait MOUNTPOINT [VIEW...] [--timeout SECONDS]\n"
+	"      Wait until every event Kafka holds now is applied to the mount.\n"
 	"  facetfs trace MOUNTPOINT start [--view V] [--max-bytes N] | stop | status\n"
 	"      Record the mount's I/O into a trace.\n"
 	"  facetfs advise TRACE... [--json]\n"
@@ -589,6 +603,54 @@ static bool drain_left(const char *mountpoint, double *files, double *bytes)
 	return ok;
 }
 
+static int cmd_wait(int argc, char **argv)
+{
+	const char *mp = NULL;
+	double timeout = 30;
+	char views[4000] = "";
+	size_t at = 0;
+	for (int i = 1; i < argc; i++)
+		if (is_help(argv[i])) {
+			fputs(wait_help, stdout);
+			return 0;
+		}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--timeout") == 0) {
+			char *end = NULL;
+			if (i + 1 >= argc) {
+				fprintf(stderr, "facetfs wait: --timeout needs SECONDS\n");
+				return usage_of(wait_help);
+			}
+			timeout = strtod(argv[++i], &end);
+			if (!*argv[i] || *end || !(timeout >= 0 && timeout <= 86400)) {
+				fprintf(stderr, "facetfs wait: --timeout \"%s\": SECONDS from 0 "
+					"to 86400\n", argv[i]);
+				return usage_of(wait_help);
+			}
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "facetfs wait: unknown option \"%s\"\n", argv[i]);
+			return usage_of(wait_help);
+		} else if (!mp) {
+			mp = argv[i];
+		} else if (strchr(argv[i], ' ') || strchr(argv[i], '\n')) {
+			fprintf(stderr, "facetfs wait: \"%s\" is not a view name\n", argv[i]);
+			return usage_of(wait_help);
+		} else {
+			int n = snprintf(views + at, sizeof views - at, " %s", argv[i]);
+			if (n < 0 || (size_t)n >= sizeof views - at) {
+				fprintf(stderr, "facetfs wait: too many views\n");
+				return usage_of(wait_help);
+			}
+			at += (size_t)n;
+		}
+	}
+	if (!mp)
+		return usage_of(wait_help);
+	char cmd[4100];
+	snprintf(cmd, sizeof cmd, "wait %ld%s\n", (long)(timeout * 1000), views);
+	return control_call("facetfs wait", mp, cmd);
+}
+
 static int cmd_sync(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
@@ -673,6 +735,8 @@ int main(int argc, char **argv)
 		return cmd_rescan(argc - 1, argv + 1);
 	if (strcmp(cmd, "sync") == 0)
 		return cmd_sync(argc - 1, argv + 1);
+	if (strcmp(cmd, "wait") == 0)
+		return cmd_wait(argc - 1, argv + 1);
 	if (strcmp(cmd, "trace") == 0)
 		return cmd_trace(argc - 1, argv + 1);
 	if (strcmp(cmd, "advise") == 0)

@@ -13,8 +13,12 @@
  * 3. a new consumer in the same group, whose stored_offset() says "midpoint",
  *    resumes there (not at the group's committed offsets, which are at the
  *    end), and an apply() that fails once gets the same decoded batch again;
+ *    consumer_barrier(), called while a slowed apply() works through the
+ *    backlog, returns only once every record below the high-water marks
+ *    it read was applied;
  * 4. unreachable brokers: consumer_wait_ready() gives -ETIMEDOUT in time and
- *    consumer_stop() is quick.
+ *    consumer_stop() is quick; consumer_barrier() times out saying no
+ *    partition is assigned.
  * The decode-ahead itself (post/finish/release) is test_decoder.c's.
  */
 #include <errno.h>
@@ -94,6 +98,7 @@ struct fake {
 	int64_t t_first, t_last;
 	int64_t reset_ms;             /* wall clock at fake_reset: before the
 	                                 consumer starts, so before any assignment */
+	int slow_ms;                  /* each apply() sleeps this long first */
 };
 
 static void fake_bad(struct fake *f, const char *fmt, ...)
@@ -122,6 +127,11 @@ static int fake_apply(void *ctx, struct ev_batch *b)
 {
 	struct fake *f = ctx;
 
+	pthread_mutex_lock(&f->lock);
+	int slow = f->slow_ms;
+	pthread_mutex_unlock(&f->lock);
+	if (slow)
+		sleep_ms(slow);
 	pthread_mutex_lock(&f->lock);
 	f->calls++;
 	if (f->fail_once && b->n_ev > 0) {
@@ -209,6 +219,7 @@ static void fake_reset(struct fake *f, int64_t s0, int64_t s1)
 	f->fail_b = NULL;
 	f->retry_same = -1;
 	f->reset_ms = wall_ms();
+	f->slow_ms = 0;
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -354,8 +365,11 @@ int main(void)
 	CHECK(produce_all(brokers) == 0, "produced 2 x %d messages", NMSG);
 	printf("# produced %d messages in %.2f s\n", NPARTS * NMSG, (double)(now_ns() - t0) / 1e9);
 
-	/* 2. everything exactly once, in order */
+	/* 2. everything exactly once, in order; a barrier meets the backlog */
 	fake_reset(&f, -1, -1);
+	pthread_mutex_lock(&f.lock);
+	f.slow_ms = 20;               /* about 20 batches: 0.4 s of applying */
+	pthread_mutex_unlock(&f.lock);
 	c = consumer_make(brokers, &f, &st);
 	CHECK(c != NULL, "consumer_new");
 	if (!c)
@@ -365,6 +379,24 @@ int main(void)
 	CHECK(consumer_wait_ready(c, 15000, true) == 0, "consumer_wait_ready on the mock");
 	printf("# ready after %.2f s\n", (double)(now_ns() - t0) / 1e9);
 	want = NPARTS * good_between(0, NMSG);
+	{
+		struct consumer_marks mk;
+		char why[256];
+		size_t before, after;
+
+		pthread_mutex_lock(&f.lock);
+		before = f.total;
+		pthread_mutex_unlock(&f.lock);
+		int rc = consumer_barrier(c, 20000, &mk, why, sizeof why);
+		pthread_mutex_lock(&f.lock);
+		after = f.total;
+		pthread_mutex_unlock(&f.lock);
+		CHECK(rc == 0 && before < want && after == want && mk.partitions == NPARTS &&
+		      mk.records == (uint64_t)NPARTS * NMSG,
+		      "consumer_barrier called with %zu of %zu records applied returns with all "
+		      "of them (%zu; rc %d, %u partitions, %llu records%s%s)", before, want, after,
+		      rc, mk.partitions, (unsigned long long)mk.records, why[0] ? ": " : "", why);
+	}
 	got = fake_wait(&f, want, 20000);
 	sleep_ms(300);                /* nothing more may come */
 	pthread_mutex_lock(&f.lock);
@@ -425,6 +457,11 @@ int main(void)
 		rc = consumer_wait_ready(c, 1500, true);
 		CHECK(rc == -ETIMEDOUT && now_ns() - t0 < 2500000000LL,
 		      "unreachable brokers: consumer_wait_ready gives -ETIMEDOUT in time");
+		struct consumer_marks mk;
+		char why[256];
+		rc = consumer_barrier(c, 300, &mk, why, sizeof why);
+		CHECK(rc == -ETIMEDOUT && strstr(why, "no partition"),
+		      "unreachable brokers: consumer_barrier times out: %s", why);
 		t0 = now_ns();
 		consumer_stop(c);
 		printf("# consumer_stop (no brokers) took %.0f ms\n", (double)(now_ns() - t0) / 1e6);

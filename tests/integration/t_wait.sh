@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# t_wait.sh — `facetfs wait`, the barrier between S3 clients and the
+# mount: WAIT_ROUNDS rounds (default 400; WAIT_ROUNDS=1000 for the
+# issue's figure, about 60 s) of a stat of a new name (the
+# kernel caches the miss), a PUT through RGW by another client, `facetfs
+# wait`, and the stat again, with no miss; the views named must exist and
+# have scanned; a bad timeout is a usage error; the control interface
+# answers the same command.
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/gateway.sh"
+require_bed
+
+S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
+ROUNDS=${WAIT_ROUNDS:-400}
+B=$(new_bucket wait)
+aws_s3 s3 mb "s3://$B" >/dev/null || { not_ok "make bucket"; exit 1; }
+bed_cmd notify "$B" >/dev/null 2>&1 || { not_ok "bucket notifications"; exit 1; }
+T=$(test_tmp)
+view_file "$T/views" w "$B" '{ "prefix": "" }'
+gw_config "$T/a.json" "$T/state-a" "$T/views" "facetfs-wait-$$"
+M=$T/mnt
+start_gateway A "$T/a.json" "$M" || { not_ok "gateway starts"; exit 1; }
+
+out=$("$FACETFS" wait "$M" 2>&1); rc=$?
+diag <<<"$out"
+check_eq "facetfs wait on a quiet mount: exit 0" 0 "$rc"
+check "… and says what it waited for" grep -q '^ok: applied every event of [0-9]* partition' <<<"$out"
+out=$("$FACETFS" wait "$M" w --timeout 10 2>&1)
+check_eq "a view named: exit 0" 0 $?
+out=$("$FACETFS" wait "$M" nosuch --timeout 5 2>&1); rc=$?
+check_eq "a view that does not exist: exit 1" 1 "$rc"
+check "… naming it" grep -q 'no view named "nosuch"' <<<"$out"
+"$FACETFS" wait "$M" --timeout -1 >/dev/null 2>&1
+check_eq "a negative timeout is a usage error (exit 2)" 2 $?
+"$FACETFS" wait "$M" --bogus >/dev/null 2>&1
+check_eq "an unknown option is a usage error (exit 2)" 2 $?
+check "the control interface answers wait" python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, b"wait 5000\n")
+answer = os.pread(fd, 4096, 0).decode()
+os.close(fd)
+assert answer.startswith("ok: "), answer' "$M/.facetfs/control"
+
+# Read-after-write across clients: each name is looked up (and missed)
+# before its PUT, so the kernel holds a negative entry that only the
+# gateway's invalidation removes.
+check "$ROUNDS rounds of stat, PUT, facetfs wait, stat: no miss" \
+	python3 - "$M/w" "$S3TOOL" "$B" "$FACETFS" "$M" "$ROUNDS" "$T/body" "$T/rounds.out" <<'PY'
+import os, subprocess, sys, time
+view, s3tool, bucket, facetfs, mnt, rounds, body, report = sys.argv[1:]
+open(body, "w").write("x")
+misses, waits = [], []
+for i in range(int(rounds)):
+    name = "r%05d" % i
+    path = os.path.join(view, name)
+    assert not os.path.exists(path), "exists before its PUT: " + name
+    subprocess.run([s3tool, "put", bucket, name, body], check=True,
+                   stdout=subprocess.DEVNULL)
+    t = time.monotonic()
+    subprocess.run([facetfs, "wait", mnt, "--timeout", "10"], check=True,
+                   stdout=subprocess.DEVNULL)
+    waits.append(time.monotonic() - t)
+    if not os.path.exists(path):
+        misses.append(name)
+waits.sort()
+open(report, "w").write("rounds %s, misses %d%s; facetfs wait p50 %.1f ms, p99 %.1f ms\n" % (
+    rounds, len(misses), " (first: %s)" % misses[0] if misses else "",
+    1000 * waits[len(waits) // 2], 1000 * waits[int(len(waits) * 0.99)]))
+sys.exit(1 if misses else 0)
+PY
+diag <"$T/rounds.out"
+
+stop_gateway A; check_eq "gateway stops cleanly" 0 "$?"
