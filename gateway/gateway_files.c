@@ -7,9 +7,13 @@
 #include "common/stats.h"
 #include "events/consumer.h"
 #include "fuse/fs.h"
+#include "gateway/ingest.h"
 #include "gateway/metrics_text.h"
 #include "gateway/trace_ctl.h"
+#include "common/log.h"
+#include "common/s3.h"
 #include "sync/bcache.h"
+#include "sync/probe.h"
 #include "sync/reader.h"
 #include "sync/stage.h"
 #include "sync/warm.h"
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,9 +142,89 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* "wait TIMEOUT_MS [VIEW...]": a barrier between S3 clients and the
- * mount (facetfs wait): every event Kafka held at the call applied, the
- * kernel told of what changed, the views named done scanning. */
+/* The buckets of the views named in names[n] (all views when n is 0),
+ * each once, into out[max]: how many (at most max). */
+static size_t probe_buckets(struct gateway *gw, char *const *names, size_t n,
+			    char out[][256], size_t max)
+{
+	size_t k = 0;
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	for (size_t i = 0; i < viewset_count(vs); i++) {
+		const struct view *v = viewset_view(vs, i);
+		bool named = n == 0;
+		for (size_t j = 0; j < n && !named; j++)
+			named = strcmp(names[j], view_name(v)) == 0;
+		for (size_t b = 0; named && b < view_n_buckets(v); b++) {
+			bool have = false;
+			for (size_t j = 0; j < k && !have; j++)
+				have = strcmp(out[j], view_bucket(v, b)) == 0;
+			if (!have && k < max)
+				snprintf(out[k++], 256, "%s", view_bucket(v, b));
+		}
+	}
+	viewset_unpin(vs);
+	return k;
+}
+
+/* wait --probe: an empty object of the gateway's own (sync/probe.h's
+ * prefix, which views never show) PUT into each bucket, and its event
+ * awaited: the bucket's notification, the bridge and the topic work, and
+ * every PUT that returned before the call has its event in Kafka. The
+ * key is deleted after. */
+static int wait_probe(struct gateway *gw, char *const *names, size_t n, int64_t deadline,
+		      char *why, size_t whylen)
+{
+	char buckets[INGEST_PROBES][256], key[256], base[200];
+	size_t nb = probe_buckets(gw, names, n, buckets, INGEST_PROBES);
+	int slot[INGEST_PROBES], rc = 0;
+	size_t made = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	probe_key(base, sizeof base);
+	snprintf(key, sizeof key, "%s-wait-%lld%09ld", base, (long long)ts.tv_sec, ts.tv_nsec);
+	int fd = memfd_create("facetfs-wait", MFD_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, whylen, "probe: %s", strerror(errno));
+		return -errno;
+	}
+	for (; made < nb && rc == 0; made++) {
+		char etag[72];
+		rc = ingest_probe_expect(gw->ing, buckets[made], key, &slot[made]);
+		if (rc == 0 && (rc = s3_put_file(gw->s3, buckets[made], key, fd, 0, NULL, 0,
+						 NULL, etag)) < 0)
+			ingest_probe_wait(gw->ing, slot[made], 0);    /* frees the slot */
+		if (rc < 0)
+			snprintf(why, whylen, "probe: PUT %s/%s: %s", buckets[made], key,
+				 strerror(-rc));
+	}
+	close(fd);
+	if (rc < 0)
+		made--;                  /* the failed one's slot is free */
+	for (size_t i = 0; i < made; i++) {
+		int64_t left = deadline - mono_ms();
+		int w = ingest_probe_wait(gw->ing, slot[i], left > 0 ? (int)left : 0);
+		if (w < 0 && rc == 0) {
+			snprintf(why, whylen, "no event of the probe %s/%s came: look at the "
+				 "bucket's notification, the bridge and the topic", buckets[i], key);
+			rc = w;
+		}
+		int d = s3_delete(gw->s3, buckets[i], key);
+		if (d < 0)
+			log_warn("facetfs wait: DELETE of the probe %s/%s: %s", buckets[i], key,
+				 strerror(-d));
+	}
+	if (rc == 0 && nb == 0) {
+		snprintf(why, whylen, "probe: no bucket to probe");
+		rc = -ENOENT;
+	}
+	return rc;
+}
+
+/* "wait TIMEOUT_MS [--probe] [VIEW...]": a barrier between S3 clients and
+ * the mount (facetfs wait): with --probe, an event of the gateway's own
+ * through each bucket's notification first; every event Kafka held then
+ * applied, the kernel told of what changed, the views named done
+ * scanning. */
 static char *control_wait(struct gateway *gw, const char *args)
 {
 	char *answer = NULL, *dup = strdup(args), *save = NULL;
@@ -149,26 +234,40 @@ static char *control_wait(struct gateway *gw, const char *args)
 	long timeout = tok ? strtol(tok, &end, 10) : -1;
 	if (!tok || *end || timeout < 0 || timeout > 86400000) {
 		free(dup);
-		return strdup("error: wait: usage: wait TIMEOUT_MS [VIEW...]\n");
+		return strdup("error: wait: usage: wait TIMEOUT_MS [--probe] [VIEW...]\n");
 	}
 	int64_t t0 = mono_ms(), deadline = t0 + timeout;
-	char why[512] = "";
+	char why[512] = "", *names[64];
+	size_t n = 0;
+	bool probe = false;
 	int rc = gw->cons ? 0 : -ENOTCONN;
 	if (rc)
 		snprintf(why, sizeof why, "the gateway reads no event stream");
-	/* The views named, scanned. */
 	for (char *v = strtok_r(NULL, " ", &save); v && rc == 0; v = strtok_r(NULL, " ", &save)) {
+		if (strcmp(v, "--probe") == 0) {
+			probe = true;
+		} else if (n < sizeof names / sizeof names[0]) {
+			names[n++] = v;
+		} else {
+			snprintf(why, sizeof why, "more than %zu views named", n);
+			rc = -E2BIG;
+		}
+	}
+	/* The views named, scanned. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		bool found;
-		while (view_scanning(gw, v, &found) && found && mono_ms() < deadline)
+		while (view_scanning(gw, names[i], &found) && found && mono_ms() < deadline)
 			usleep(20000);
 		if (!found) {
-			snprintf(why, sizeof why, "no view named \"%s\"", v);
+			snprintf(why, sizeof why, "no view named \"%s\"", names[i]);
 			rc = -ENOENT;
-		} else if (view_scanning(gw, v, &found)) {
-			snprintf(why, sizeof why, "view %s is still scanning", v);
+		} else if (view_scanning(gw, names[i], &found)) {
+			snprintf(why, sizeof why, "view %s is still scanning", names[i]);
 			rc = -ETIMEDOUT;
 		}
 	}
+	if (rc == 0 && probe)
+		rc = wait_probe(gw, names, n, deadline, why, sizeof why);
 	struct consumer_marks mk = { 0 };
 	if (rc == 0) {
 		int64_t left = deadline - mono_ms();
@@ -182,16 +281,16 @@ static char *control_wait(struct gateway *gw, const char *args)
 	}
 	free(dup);
 	int64_t took = mono_ms() - t0;
-	int n;
+	int got;
 	if (rc == 0)
-		n = asprintf(&answer, "ok: applied every event of %u partition(s) up to their "
-			     "high-water marks (%" PRIu64 " records) in %" PRId64 " ms\n",
-			     mk.partitions, mk.records, took);
+		got = asprintf(&answer, "ok: applied every event of %u partition(s) up to their "
+			       "high-water marks (%" PRIu64 " records)%s in %" PRId64 " ms\n",
+			       mk.partitions, mk.records, probe ? ", the probes' too" : "", took);
 	else if (rc == -ETIMEDOUT)
-		n = asprintf(&answer, "error: wait: not within %ld ms: %s\n", timeout, why);
+		got = asprintf(&answer, "error: wait: not within %ld ms: %s\n", timeout, why);
 	else
-		n = asprintf(&answer, "error: wait: %s\n", why[0] ? why : strerror(-rc));
-	return n < 0 ? NULL : answer;
+		got = asprintf(&answer, "error: wait: %s\n", why[0] ? why : strerror(-rc));
+	return got < 0 ? NULL : answer;
 }
 
 char *gw_control(void *ctx, const char *command)
@@ -217,7 +316,7 @@ char *gw_control(void *ctx, const char *command)
 		answer = control_wait(gw, command + 5);
 	} else if (strcmp(command, "ping") == 0) {
 		answer = strdup("ok\n");
-	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], sync [PATH], trace ..., wait TIMEOUT_MS [VIEW...])\n",
+	} else if (asprintf(&answer, "error: unknown command \"%s\" (known: ping, rescan [VIEW], sync [PATH], trace ..., wait TIMEOUT_MS [--probe] [VIEW...])\n",
 			    command) < 0) {
 		answer = NULL;
 	}

@@ -26,18 +26,21 @@
 #include "events/decoder.h"
 #include "fuse/fs.h"
 #include "common/array.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "common/stats.h"
 #include "common/trace.h"
 #include "common/s3.h"
 #include "views/filter.h"
 #include "views/index.h"
+#include "sync/probe.h"
 #include "views/viewset.h"
 
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -63,6 +66,16 @@ struct ingest {
 	_Atomic(struct fs *) fs;
 	_Atomic(struct trace *) tr;  /* records applied changes while on */
 
+	/* The probes a barrier awaits (ingest_probe_*), under probe_lock;
+	 * n_probes lets a batch skip the lock when none is. */
+	pthread_mutex_t probe_lock;
+	pthread_cond_t probe_cond;
+	atomic_int n_probes;
+	struct ingest_probe {
+		bool used, seen;
+		char bucket[256], key[256];
+	} probes[INGEST_PROBES];
+
 	/* Consumer thread only: buffers reused from batch to batch. */
 	double *lat_ms;              /* visible latency per event */
 	size_t lat_cap;
@@ -82,6 +95,9 @@ int ingest_new(struct index *ix, struct s3 *s3, struct viewset_slot *views,
 	g->st = st;
 	atomic_init(&g->fs, NULL);
 	atomic_init(&g->tr, NULL);
+	atomic_init(&g->n_probes, 0);
+	pthread_mutex_init(&g->probe_lock, NULL);
+	pthread_cond_init(&g->probe_cond, NULL);
 	stats_group_add(st, &g->grp, ingest_stats,
 			sizeof ingest_stats / sizeof ingest_stats[0], &g->ctr);
 	*out = g;
@@ -93,6 +109,8 @@ void ingest_free(struct ingest *g)
 	if (!g)
 		return;
 	stats_group_remove(&g->grp);
+	pthread_mutex_destroy(&g->probe_lock);
+	pthread_cond_destroy(&g->probe_cond);
 	free(g->lat_ms);
 	free(g->pos);
 	free(g);
@@ -245,10 +263,71 @@ static int batch_apply(struct ingest *g, struct ev_batch *b)
 	return 0;
 }
 
+/* The awaited probes among b's records: seen. */
+static void probes_seen(struct ingest *g, const struct ev_batch *b)
+{
+	mod_lock(&g->probe_lock);
+	for (size_t i = 0; i < b->n_ev; i++) {
+		const struct obj_meta *o = &b->ev[i];
+		if (!o->key || strncmp(o->key, PROBE_PREFIX, strlen(PROBE_PREFIX)) != 0)
+			continue;
+		for (int p = 0; p < INGEST_PROBES; p++)
+			if (g->probes[p].used && !strcmp(g->probes[p].key, o->key) &&
+			    o->bucket && !strcmp(g->probes[p].bucket, o->bucket))
+				g->probes[p].seen = true;
+	}
+	pthread_cond_broadcast(&g->probe_cond);
+	mod_unlock(&g->probe_lock);
+}
+
 int ingest_batch_apply(struct ingest *g, struct ev_batch *b)
 {
 	int rc = batch_apply(g, b);
+	if (rc == 0 && atomic_load(&g->n_probes) > 0)
+		probes_seen(g, b);
 	return rc;
+}
+
+int ingest_probe_expect(struct ingest *g, const char *bucket, const char *key, int *slot)
+{
+	if (strlen(bucket) >= sizeof g->probes[0].bucket ||
+	    strlen(key) >= sizeof g->probes[0].key)
+		return -ENAMETOOLONG;
+	int rc = -EBUSY;
+	mod_lock(&g->probe_lock);
+	for (int p = 0; p < INGEST_PROBES && rc; p++) {
+		struct ingest_probe *pr = &g->probes[p];
+		if (pr->used)
+			continue;
+		pr->used = true;
+		pr->seen = false;
+		snprintf(pr->bucket, sizeof pr->bucket, "%s", bucket);
+		snprintf(pr->key, sizeof pr->key, "%s", key);
+		atomic_fetch_add(&g->n_probes, 1);
+		*slot = p;
+		rc = 0;
+	}
+	mod_unlock(&g->probe_lock);
+	return rc;
+}
+
+int ingest_probe_wait(struct ingest *g, int slot, int timeout_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t ns = ts.tv_nsec + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000LL;
+	ts.tv_sec += ns / 1000000000LL;
+	ts.tv_nsec = ns % 1000000000LL;
+	struct ingest_probe *pr = &g->probes[slot];
+	mod_lock(&g->probe_lock);
+	int w = 0;
+	while (!pr->seen && w == 0)
+		w = pthread_cond_timedwait(&g->probe_cond, &g->probe_lock, &ts);
+	bool seen = pr->seen;
+	pr->used = false;
+	atomic_fetch_sub(&g->n_probes, 1);
+	mod_unlock(&g->probe_lock);
+	return seen ? 0 : -ETIMEDOUT;
 }
 
 /* consumer_cb.apply */

@@ -55,6 +55,14 @@ void ingest_set_fs(struct ingest *g, struct fs *fs);
  * on (common/trace.h): `facetfs advise` needs when the gateway saw it.
  * Atomic like ingest_set_fs(); tr must outlive g or be unset first. */
 void ingest_set_trace(struct ingest *g, struct trace *tr);
+/* A barrier's probe (facetfs wait --probe): the event of bucket/key is
+ * awaited from now on, before the caller writes the key. 0 with *slot;
+ * -EBUSY when INGEST_PROBES are awaited already. Any thread. */
+#define INGEST_PROBES 16
+int ingest_probe_expect(struct ingest *g, const char *bucket, const char *key, int *slot);
+/* Wait until an event of the probe's key was applied: 0, or -ETIMEDOUT
+ * after timeout_ms. The slot is free again after either. */
+int ingest_probe_wait(struct ingest *g, int slot, int timeout_ms);
 /* An index_change_fn: forwards a membership change to the mount. */
 void ingest_change_fn(void *ctx, const char *view, const char *path, int what);
 

@@ -74,7 +74,7 @@ static const char sync_help[] =
 	"  -h, --help            this text\n";
 
 static const char wait_help[] =
-	"usage: facetfs wait MOUNTPOINT [VIEW...] [--timeout SECONDS]\n"
+	"usage: facetfs wait MOUNTPOINT [VIEW...] [--probe] [--timeout SECONDS]\n"
 	"  A barrier between S3 clients and the mount: asks Kafka for the end of\n"
 	"  every partition the gateway mounted at MOUNTPOINT reads, and returns\n"
 	"  once the gateway has applied every event up to there and told the\n"
@@ -82,6 +82,11 @@ static const char wait_help[] =
 	"  PUT returned before the call (and whose event reached Kafka by then)\n"
 	"  is then in the mount. Exit 0; exit 1 with what is missing when\n"
 	"  SECONDS pass (default 30).\n"
+	"  --probe               first PUT an empty object of the gateway's own\n"
+	"                        (.facetfs-probe/...) into each bucket of the views\n"
+	"                        (named, or all) and wait for its event, then DELETE\n"
+	"                        it: fails if the event path (notification, bridge,\n"
+	"                        topic) is broken. Needs write access to the buckets.\n"
 	"  --timeout SECONDS     how long to wait (0 to 86400)\n"
 	"  -h, --help            this text\n";
 
@@ -122,7 +127,7 @@ static const char usage_text[] =
 	"      List the bucket(s) again and reconcile the index.\n"
 	"  facetfs sync MOUNTPOINT [PATH...]\n"
 	"      Publish what write-back views hold pending; wait until S3 has it.\n"
-	"  facetfs wait MOUNTPOINT [VIEW...] [--timeout SECONDS]\n"
+	"  facetfs wait MOUNTPOINT [VIEW...] [--probe] [--timeout SECONDS]\n"
 	"      Wait until every event Kafka holds now is applied to the mount.\n"
 	"  facetfs trace MOUNTPOINT start [--view V] [--max-bytes N] | stop | status\n"
 	"      Record the mount's I/O into a trace.\n"
@@ -607,6 +612,7 @@ static int cmd_wait(int argc, char **argv)
 {
 	const char *mp = NULL;
 	double timeout = 30;
+	bool probe = false;
 	char views[4000] = "";
 	size_t at = 0;
 	for (int i = 1; i < argc; i++)
@@ -627,6 +633,8 @@ static int cmd_wait(int argc, char **argv)
 					"to 86400\n", argv[i]);
 				return usage_of(wait_help);
 			}
+		} else if (strcmp(argv[i], "--probe") == 0) {
+			probe = true;
 		} else if (argv[i][0] == '-') {
 			fprintf(stderr, "facetfs wait: unknown option \"%s\"\n", argv[i]);
 			return usage_of(wait_help);
@@ -647,7 +655,8 @@ static int cmd_wait(int argc, char **argv)
 	if (!mp)
 		return usage_of(wait_help);
 	char cmd[4100];
-	snprintf(cmd, sizeof cmd, "wait %ld%s\n", (long)(timeout * 1000), views);
+	snprintf(cmd, sizeof cmd, "wait %ld%s%s\n", (long)(timeout * 1000),
+		 probe ? " --probe" : "", views);
 	return control_call("facetfs wait", mp, cmd);
 }
 

@@ -5,7 +5,9 @@
 # kernel caches the miss), a PUT through RGW by another client, `facetfs
 # wait`, and the stat again, with no miss; the views named must exist and
 # have scanned; a bad timeout is a usage error; the control interface
-# answers the same command.
+# answers the same command. --probe: its object's event comes through
+# RGW, the bridge and Kafka, the object is gone after; with the bridge
+# stopped, wait --probe fails naming the bucket, plain wait cannot know.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -19,6 +21,14 @@ T=$(test_tmp)
 view_file "$T/views" w "$B" '{ "prefix": "" }'
 gw_config "$T/a.json" "$T/state-a" "$T/views" "facetfs-wait-$$"
 M=$T/mnt
+BRIDGE_DOWN=0
+on_exit() {
+	local rc=$?
+	((BRIDGE_DOWN)) && bed_cmd bridge-start >/dev/null 2>&1
+	(exit $rc)
+	test_cleanup
+}
+trap on_exit EXIT
 start_gateway A "$T/a.json" "$M" || { not_ok "gateway starts"; exit 1; }
 
 out=$("$FACETFS" wait "$M" 2>&1); rc=$?
@@ -70,5 +80,28 @@ open(report, "w").write("rounds %s, misses %d%s; facetfs wait p50 %.1f ms, p99 %
 sys.exit(1 if misses else 0)
 PY
 diag <"$T/rounds.out"
+
+# --probe: an event of the gateway's own through the whole path.
+out=$("$FACETFS" wait "$M" --probe --timeout 20 2>&1); rc=$?
+diag <<<"$out"
+check_eq "wait --probe: exit 0" 0 "$rc"
+check "… its probe's event came too" grep -q "the probes' too" <<<"$out"
+probes() { "$S3TOOL" list "$B" .facetfs-probe/ 2>/dev/null | grep -c .; }
+check_eq "… and its object is gone from the bucket" 0 "$(probes)"
+check "… and no view shows it" test -z "$(ls -A "$M/w" | grep -v '^r[0-9]*$')"
+bed_cmd bridge-stop >/dev/null && BRIDGE_DOWN=1 || not_ok "bridge-stop"
+"$S3TOOL" put "$B" lost "$T/body" >/dev/null
+out=$("$FACETFS" wait "$M" w --probe --timeout 5 2>&1); rc=$?
+diag <<<"$out"
+check_eq "bridge down: wait --probe fails (exit 1)" 1 "$rc"
+check "… saying the probe's event did not come, naming the bucket" \
+	grep -q "no event of the probe $B/.facetfs-probe/.* came" <<<"$out"
+"$FACETFS" wait "$M" --timeout 5 >/dev/null 2>&1
+check_eq "bridge down: plain wait cannot know, and returns 0" 0 $?
+check "… and the PUT made then is not in the mount" test ! -e "$M/w/lost"
+bed_cmd bridge-start >/dev/null && BRIDGE_DOWN=0 || not_ok "bridge-start"
+check_eq "the probe's object is gone with the bridge down too" 0 "$(probes)"
+"$FACETFS" wait "$M" --probe --timeout 20 >/dev/null 2>&1
+check_eq "bridge back: wait --probe passes again" 0 $?
 
 stop_gateway A; check_eq "gateway stops cleanly" 0 "$?"
