@@ -56,6 +56,8 @@ struct part_pos {
 	int32_t partition;
 	int64_t next;                 /* next offset to apply; < 0: not known yet */
 	int64_t since_ms;             /* wall clock of its assignment; 0: not known */
+	int64_t fresh_ms;             /* every record produced before it applied
+	                                 (consumer_fresh_update); 0: not known */
 };
 
 /* The consumer's counters (common/stats.h): messages polled, and the
@@ -96,6 +98,7 @@ struct consumer {
 	pthread_mutex_t lock;         /* protects the fields below */
 	pthread_cond_t cond;
 	bool assigned;                /* a rebalance assigned partitions (maybe none) */
+	int topic_parts;              /* the topic's partitions (metadata); 0: not known */
 	char last_err[256];           /* last error librdkafka reported */
 };
 
@@ -181,6 +184,7 @@ static void consumer_part_set(struct consumer *c, int32_t partition, int64_t nex
 		p = &c->parts[c->n_parts++];
 		p->partition = partition;
 		p->since_ms = 0;
+		p->fresh_ms = 0;
 	}
 	if (p)                /* else only lag reporting and barriers suffer */
 		p->next = next;
@@ -516,13 +520,47 @@ static void consumer_round(struct consumer *c)
 	c->old ^= 1;
 }
 
+/* How fresh each partition is after a round that began at round_ms
+   (wall clock): caught up to the high-water mark its last fetch cached,
+   with nothing polled and not applied, it is fresh as of the round's
+   start; with records polled and not applied, as of the produce time of
+   the first of them; otherwise as it was. */
+static void consumer_fresh_update(struct consumer *c, int64_t round_ms)
+{
+	const struct consumer_batch *pend = &c->b[c->old];   /* applied next round */
+
+	for (size_t i = 0; i < c->n_parts; i++) {
+		int32_t part = c->parts[i].partition;
+		int64_t lo = -1, hi = -1, fresh = c->parts[i].fresh_ms, first = -1;
+
+		for (size_t m = 0; m < pend->n && first < 0; m++)
+			if (pend->msgs[m].partition == part)
+				first = pend->msgs[m].timestamp_ms;
+		KAFKA_GUARD("get_watermark_offsets");
+		if (first >= 0)
+			fresh = first;
+		else if (rd_kafka_get_watermark_offsets(c->rk, c->topic, part, &lo, &hi) ==
+		                 RD_KAFKA_RESP_ERR_NO_ERROR && hi >= 0 &&
+		         (c->parts[i].next >= hi || (c->parts[i].next < 0 && hi <= lo)))
+			fresh = round_ms;
+		if (fresh > c->parts[i].fresh_ms) {
+			mod_lock(&c->lock);
+			c->parts[i].fresh_ms = fresh;
+			mod_unlock(&c->lock);
+		}
+	}
+}
+
 static void *consumer_main(void *arg)
 {
 	struct consumer *c = arg;
 	rd_kafka_resp_err_t err;
 
 	while (!atomic_load(&c->stop)) {
+		int64_t round_ms = consumer_wall_ms();
+
 		consumer_round(c);
+		consumer_fresh_update(c, round_ms);
 		consumer_lag_update(c);
 	}
 	consumer_drain(c);            /* stopped: what was polled, in order */
@@ -657,6 +695,11 @@ int consumer_wait_ready(struct consumer *c, int timeout_ms, bool assigned)
 		err = rd_kafka_metadata(c->rk, 0, rkt, &md, (int)left);
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 			err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+			if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+				mod_lock(&c->lock);
+				c->topic_parts = md->topics[0].partition_cnt;
+				mod_unlock(&c->lock);
+			}
 			rd_kafka_metadata_destroy(md);
 			if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 				break;
@@ -870,4 +913,19 @@ int consumer_barrier(struct consumer *c, int timeout_ms, struct consumer_marks *
 		why[0] = '\0';
 	free(m);
 	return rc;
+}
+
+void consumer_freshness(struct consumer *c, struct consumer_fresh *out)
+{
+	memset(out, 0, sizeof *out);
+	mod_lock(&c->lock);
+	out->partitions = c->topic_parts > 0 ? (unsigned)c->topic_parts : 0;
+	out->assigned = (unsigned)c->n_parts;
+	for (size_t i = 0; i < c->n_parts; i++) {
+		int64_t f = c->parts[i].fresh_ms;
+
+		if (i == 0 || f < out->fresh_ms)
+			out->fresh_ms = f;
+	}
+	mod_unlock(&c->lock);
 }

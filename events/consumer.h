@@ -87,6 +87,18 @@ struct consumer_marks {
    consumer's; no lock of the caller held. */
 int  consumer_barrier(struct consumer *c, int timeout_ms, struct consumer_marks *out,
                       char *why, size_t whylen);
+/* How fresh the consumer is: every record produced before fresh_ms (wall
+   clock, ms) on each partition assigned has been applied (0: not known
+   yet for some partition: none caught up since its assignment); how many
+   partitions are assigned of the topic's (0: not known). A partition
+   caught up with the high-water mark its last fetch cached is fresh as of
+   the poll round that saw it; one behind, as of the produce time of the
+   first record polled and not applied. Any thread. */
+struct consumer_fresh {
+	int64_t fresh_ms;
+	unsigned assigned, partitions;
+};
+void consumer_freshness(struct consumer *c, struct consumer_fresh *out);
 /* Stop polling, leave the group, join the thread. Idempotent. */
 void consumer_stop(struct consumer *c);
 /* Stops if needed and frees. NULL is fine. */

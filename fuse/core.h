@@ -37,6 +37,9 @@
 #ifndef FACETFS_FUSE_CORE_H
 #define FACETFS_FUSE_CORE_H
 
+/* The xattr of a view's directory saying how fresh it is (fresh_as_of). */
+#define CORE_XATTR_FRESH "user.facetfs.fresh_as_of"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -118,6 +121,9 @@ struct core_deps {
 	char *(*stats_json)(void *ctx);
 	char *(*views_json)(void *ctx);
 	char *(*control)(void *ctx, const char *command);
+	/* The xattr user.facetfs.fresh_as_of of view vname's directory: its
+	 * text into out[outlen] (0), or -ENODATA while not known. */
+	int (*fresh_as_of)(void *ctx, const char *vname, char *out, size_t outlen);
 	/* .facetfs/pending: write-back's pending files, one a line (the
 	 * adapter's: core_drain_list); NULL: the file is empty. */
 	char *(*pending_text)(void *ctx);

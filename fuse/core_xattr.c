@@ -29,6 +29,27 @@ static bool is_posix_xattr(const char *name)
 	return is_user_xattr(name) && posix_meta_reserved(name + 5);
 }
 
+/* user.facetfs.fresh_as_of of a view's directory (the gateway's answer);
+ * -ENODATA on anything else. */
+static ssize_t view_fresh(struct core *c, uint64_t ino, char *buf, size_t size)
+{
+	struct inode_info info;
+	if (ino < INODE_FIRST_DYNAMIC || !c->d.fresh_as_of || inode_get(c->d.it, ino, &info) < 0)
+		return -ENODATA;
+	const struct view *v = core_view(c, info.view);
+	bool top = info.is_dir && !info.path[0] && v;
+	free(info.path);
+	char text[64];
+	if (!top || c->d.fresh_as_of(c->d.ctx, view_name(v), text, sizeof text) < 0)
+		return -ENODATA;
+	size_t len = strlen(text);
+	if (size && size < len)
+		return -ERANGE;
+	if (size)
+		memcpy(buf, text, len);
+	return (ssize_t)len;
+}
+
 /* The metadata of an object inode: its staged copy's if open for writing
  * here, else the index's record. Released by the caller. */
 static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
@@ -61,6 +82,8 @@ ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
 		return -EOPNOTSUPP;
 	if (is_posix_xattr(name))
 		return -ENODATA;
+	if (strcmp(name, CORE_XATTR_FRESH) == 0)
+		return view_fresh(c, ino, buf, size);
 	struct obj_meta o = { 0 };
 	int rc = xattr_object(c, ino, &o);
 	const char *val = rc == 0 ? obj_meta_get(&o, name + 5) : NULL;
@@ -86,6 +109,9 @@ ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size)
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	size_t total = 0;
+	bool fresh = rc == -ENOENT && view_fresh(c, ino, NULL, 0) > 0;
+	if (fresh)
+		total += sizeof CORE_XATTR_FRESH;
 	for (size_t i = 0; i < o.n_meta; i++)
 		if (!posix_meta_reserved(o.meta[i].name))
 			total += 5 + strlen(o.meta[i].name) + 1;
@@ -94,6 +120,8 @@ ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size)
 		n = -ERANGE;
 	} else if (size) {
 		char *p = buf;
+		if (fresh)
+			p += sprintf(p, "%s", CORE_XATTR_FRESH) + 1;
 		for (size_t i = 0; i < o.n_meta; i++)
 			if (!posix_meta_reserved(o.meta[i].name))
 				p += sprintf(p, "user.%s", o.meta[i].name) + 1;

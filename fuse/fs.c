@@ -181,6 +181,7 @@ static int core_make(struct fs *fs, const struct core_owner *owner)
 		.changed = core_changed, .changed_ctx = fs,
 		.ctx = fs->d.ctx, .stats_json = fs->d.stats_json,
 		.views_json = fs->d.views_json, .control = fs->d.control,
+		.fresh_as_of = fs->d.fresh_as_of,
 		.pending_text = fs_pending_text, .pending_ctx = fs,
 	};
 	int rc = core_new(&cd, &fs->core);

@@ -77,6 +77,8 @@ struct fs_deps {
 	char *(*stats_json)(void *ctx);
 	char *(*views_json)(void *ctx);
 	char *(*control)(void *ctx, const char *command);
+	/* user.facetfs.fresh_as_of of a view's directory (core.h); NULL: none. */
+	int (*fresh_as_of)(void *ctx, const char *vname, char *out, size_t outlen);
 	/* The I/O recorder (common/trace.h), or NULL: each file request is
 	 * recorded while it is on; off, it costs one relaxed atomic load. */
 	struct trace *trace;

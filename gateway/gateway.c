@@ -591,6 +591,7 @@ int gateway_mount(const struct mount_opts *o)
 		.cold_direct = gw.cfg.cache_cold_direct,
 		.st = &gw.st, .ctx = &gw, .stats_json = gw_stats_text,
 		.views_json = gw_views_json, .control = gw_control,
+		.fresh_as_of = gw_fresh_as_of,
 		.cond = gw.cond,
 		.drain_streams = gw.cfg.cache_drain_streams,
 		.drain_delay_s = gw.cfg.cache_drain_delay_s,

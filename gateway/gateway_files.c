@@ -44,6 +44,63 @@ static const struct stats_def memory_stats[] = {
 	STATS_GAUGE(struct gw_memory, readahead_bytes, "memory", "readahead_bytes"),
 };
 
+int64_t gw_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void gw_freshness(struct gateway *gw, const struct view *v, struct gw_fresh *out)
+{
+	memset(out, 0, sizeof *out);
+	for (size_t b = 0; b < view_n_buckets(v); b++) {
+		struct index_scan_state ss;
+		if (index_scan_state_get(gw->ix, view_bucket(v, b), &ss) < 0 || !ss.done) {
+			snprintf(out->text, sizeof out->text, "scanning");
+			return;
+		}
+	}
+	struct consumer_fresh cf = { 0 };
+	if (gw->cons)
+		consumer_freshness(gw->cons, &cf);
+	if (!gw->cons || cf.assigned == 0) {
+		snprintf(out->text, sizeof out->text, "no partition assigned");
+	} else if (cf.partitions && cf.assigned < cf.partitions) {
+		snprintf(out->text, sizeof out->text, "partitions %u of %u assigned",
+			 cf.assigned, cf.partitions);
+	} else if (cf.fresh_ms <= 0) {
+		snprintf(out->text, sizeof out->text, "catching up");
+	} else {
+		out->known = true;
+		out->fresh_ms = cf.fresh_ms;
+		time_t s = (time_t)(cf.fresh_ms / 1000);
+		struct tm tm;
+		gmtime_r(&s, &tm);
+		char day[40];
+		strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(out->text, sizeof out->text, "%s.%03dZ", day, (int)(cf.fresh_ms % 1000));
+	}
+}
+
+int gw_fresh_as_of(void *ctx, const char *vname, char *out, size_t outlen)
+{
+	struct gateway *gw = ctx;
+	int rc = -ENODATA;
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	for (size_t i = 0; i < viewset_count(vs); i++) {
+		const struct view *v = viewset_view(vs, i);
+		if (strcmp(view_name(v), vname) != 0)
+			continue;
+		struct gw_fresh f;
+		gw_freshness(gw, v, &f);
+		snprintf(out, outlen, "%s", f.text);
+		rc = 0;
+	}
+	viewset_unpin(vs);
+	return rc;
+}
+
 char *gw_views_json(void *ctx)
 {
 	struct gateway *gw = ctx;
@@ -70,6 +127,15 @@ char *gw_views_json(void *ctx)
 			cJSON_AddItemToArray(buckets, bo);
 		}
 		cJSON_AddStringToObject(o, "state", state);
+		struct gw_fresh f;
+		gw_freshness(gw, v, &f);
+		if (f.known) {
+			cJSON_AddStringToObject(o, "fresh_as_of", f.text);
+			cJSON_AddNumberToObject(o, "staleness_ms", (double)(gw_wall_ms() - f.fresh_ms));
+		} else {
+			cJSON_AddNullToObject(o, "fresh_as_of");
+			cJSON_AddStringToObject(o, "freshness", f.text);
+		}
 		cJSON_AddNumberToObject(o, "objects", (double)index_members(gw->ix, v));
 		cJSON_AddStringToObject(o, "visibility", view_visibility(v));
 		cJSON_AddBoolToObject(o, "writable", view_writable(v));
@@ -447,7 +513,21 @@ char *gw_metrics_text(void *ctx)
 {
 	struct gateway *gw = ctx;
 	gw_gauges_read(gw);
-	return metrics_text(&gw->st, gw->stage, gw->bc);
+	struct viewset *vs = viewset_slot_pin(&gw->views);
+	size_t n = viewset_count(vs);
+	struct metrics_view *mv = calloc(n ? n : 1, sizeof *mv);
+	int64_t now = gw_wall_ms();
+	for (size_t i = 0; mv && i < n; i++) {
+		const struct view *v = viewset_view(vs, i);
+		struct gw_fresh f;
+		gw_freshness(gw, v, &f);
+		mv[i].name = view_name(v);
+		mv[i].staleness_s = f.known ? (double)(now - f.fresh_ms) / 1000.0 : -1;
+	}
+	char *text = metrics_text(&gw->st, gw->stage, gw->bc, mv, mv ? n : 0);
+	viewset_unpin(vs);
+	free(mv);
+	return text;
 }
 
 void gw_memory_add(struct gateway *gw)

@@ -91,6 +91,20 @@ void gw_memory_add(struct gateway *gw);
  * returns a malloc'ed text (NULL when memory is short); ctx is the
  * gateway. */
 char *gw_views_json(void *ctx);
+/* How fresh view v is (gateway_files.c): known, every event produced
+ * before fresh_ms (wall clock) applied, text its ISO 8601 time (UTC, ms);
+ * else text says why not ("scanning", "partitions 3 of 4 assigned", "no
+ * partition assigned", "catching up"). */
+struct gw_fresh {
+	bool known;
+	int64_t fresh_ms;
+	char text[48];
+};
+struct view;
+void gw_freshness(struct gateway *gw, const struct view *v, struct gw_fresh *out);
+/* core_deps.fresh_as_of: user.facetfs.fresh_as_of of a view's directory. */
+int  gw_fresh_as_of(void *ctx, const char *vname, char *out, size_t outlen);
+int64_t gw_wall_ms(void);
 char *gw_control(void *ctx, const char *command);
 char *gw_stats_text(void *ctx);
 char *gw_metrics_text(void *ctx);

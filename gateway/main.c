@@ -410,6 +410,15 @@ static int cmd_status(int argc, char **argv)
 			       num(b, "scanned_objects", NULL));
 		}
 		printf("\n");
+		/* How fresh: "fresh as of 12:00:01.234 (UTC), 3 ms behind", or why
+		 * not known ("scanning", "partitions 3 of 4 assigned"). */
+		const cJSON *fa = cJSON_GetObjectItemCaseSensitive(x, "fresh_as_of");
+		const cJSON *fr = cJSON_GetObjectItemCaseSensitive(x, "freshness");
+		if (cJSON_IsString(fa) && strlen(fa->valuestring) >= 23)
+			printf("     %-20s fresh as of %.12s (UTC), %.0f ms behind\n", "",
+			       fa->valuestring + 11, num(x, "staleness_ms", NULL));
+		else if (cJSON_IsString(fr))
+			printf("     %-20s fresh as of: not known (%s)\n", "", fr->valuestring);
 	}
 	cJSON_Delete(s);
 	cJSON_Delete(v);

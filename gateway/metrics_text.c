@@ -171,10 +171,21 @@ static void mt_samples(struct mtext *t, const struct mt_sample *s, size_t n)
 	}
 }
 
-char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc)
+char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc,
+		   const struct metrics_view *views, size_t n)
 {
 	struct mtext t = { 0 };
 	mt_counters(&t, st);
+
+	mt_family(&t, "facetfs_view_staleness_seconds", "gauge",
+		  "seconds since the time every event before which is applied to the view");
+	for (size_t i = 0; i < n; i++) {
+		if (views[i].staleness_s < 0)
+			continue;
+		mt_printf(&t, "facetfs_view_staleness_seconds{view=\"");
+		mt_label_value(&t, views[i].name);
+		mt_printf(&t, "\"} %.3f\n", views[i].staleness_s);
+	}
 
 	struct stats_lag *lg = calloc(STATS_MAX_PARTS, sizeof *lg);
 	int nl = lg ? stats_lag_get(st, lg, STATS_MAX_PARTS) : 0;

@@ -11,11 +11,22 @@
 #ifndef FACETFS_METRICS_TEXT_H
 #define FACETFS_METRICS_TEXT_H
 
+#include <stddef.h>
+
 struct stats;
 struct bcache;
 struct stage;
 
-/* stage and bc may be NULL (no staging / burst buffer families). */
-char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc);
+/* A view's staleness: seconds since the time it is fresh as of (< 0:
+ * not known: scanning, partitions unassigned or not caught up yet). */
+struct metrics_view {
+	const char *name;
+	double staleness_s;
+};
+
+/* stage and bc may be NULL (no staging / burst buffer families); views[n]
+ * give facetfs_view_staleness_seconds (known ones only). */
+char *metrics_text(struct stats *st, struct stage *stage, struct bcache *bc,
+		   const struct metrics_view *views, size_t n);
 
 #endif

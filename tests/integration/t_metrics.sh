@@ -67,6 +67,8 @@ check "staging gauges present" grep -q '^facetfs_staging_max_bytes ' "$T/m1"
 blocks=$(metric facetfs_cache_blocks)
 if [[ -n $blocks ]] && ((blocks >= 1)); then ok "burst buffer gauges: blocks cached by the reads ($blocks)"; else not_ok "burst buffer gauges" "'$blocks'"; fi
 check "a Kafka lag gauge per partition" grep -q '^facetfs_kafka_lag_messages{partition="' "$T/m1"
+check "a staleness gauge per view, once the view is fresh" wait_for 30 \
+	sh -c "curl -s '$URL/metrics' | grep -q '^facetfs_view_staleness_seconds{view=\"'"
 # Every .facetfs/stats member and /metrics sample name the docs and the
 # scripts rely on is still there (stats_keys.txt: recorded from the gateway
 # before counters moved into their modules; new ones may be added). The

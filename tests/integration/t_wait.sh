@@ -5,7 +5,9 @@
 # kernel caches the miss), a PUT through RGW by another client, `facetfs
 # wait`, and the stat again, with no miss; the views named must exist and
 # have scanned; a bad timeout is a usage error; the control interface
-# answers the same command. --probe: its object's event comes through
+# answers the same command. How fresh the view is (fresh as of a time
+# after a PUT that wait covered): the xattr user.facetfs.fresh_as_of,
+# facetfs status, .facetfs/views. --probe: its object's event comes through
 # RGW, the bridge and Kafka, the object is gone after; with the bridge
 # stopped, wait --probe fails naming the bucket, plain wait cannot know.
 . "$(dirname "$0")/../lib/common.sh"
@@ -81,6 +83,27 @@ sys.exit(1 if misses else 0)
 PY
 diag <"$T/rounds.out"
 
+# How fresh a view is: after a PUT and facetfs wait, at least as of the
+# moment before the PUT; in facetfs status, the xattr and .facetfs/views.
+check "fresh_as_of: after a PUT and wait, the view is fresh as of a time after the PUT began" \
+	python3 - "$M" "$S3TOOL" "$B" "$FACETFS" "$T/body" <<'PY'
+import datetime, os, re, subprocess, sys, time
+mnt, s3tool, bucket, facetfs, body = sys.argv[1:]
+before = time.time()
+subprocess.run([s3tool, "put", bucket, "fresh1", body], check=True, stdout=subprocess.DEVNULL)
+subprocess.run([facetfs, "wait", mnt], check=True, stdout=subprocess.DEVNULL)
+text = os.getxattr(os.path.join(mnt, "w"), "user.facetfs.fresh_as_of").decode()
+assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", text), text
+at = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+    tzinfo=datetime.timezone.utc).timestamp()
+assert at >= before - 0.001, (text, before)
+assert "user.facetfs.fresh_as_of" in os.listxattr(os.path.join(mnt, "w"))
+PY
+check "facetfs status: the view's line says how fresh it is" \
+	sh -c "'$FACETFS' status '$M' | grep -qE '^ +fresh as of [0-9:.]+ \(UTC\), [0-9]+ ms behind'"
+check "… and .facetfs/views has it" \
+	sh -c "jq -e '.w.fresh_as_of | test(\"Z\$\")' '$M/.facetfs/views' >/dev/null"
+
 # --probe: an event of the gateway's own through the whole path.
 out=$("$FACETFS" wait "$M" --probe --timeout 20 2>&1); rc=$?
 diag <<<"$out"
@@ -88,7 +111,7 @@ check_eq "wait --probe: exit 0" 0 "$rc"
 check "… its probe's event came too" grep -q "the probes' too" <<<"$out"
 probes() { "$S3TOOL" list "$B" .facetfs-probe/ 2>/dev/null | grep -c .; }
 check_eq "… and its object is gone from the bucket" 0 "$(probes)"
-check "… and no view shows it" test -z "$(ls -A "$M/w" | grep -v '^r[0-9]*$')"
+check "… and no view shows it" test -z "$(ls -A "$M/w" | grep -v '^r[0-9]*$\|^fresh1$')"
 bed_cmd bridge-stop >/dev/null && BRIDGE_DOWN=1 || not_ok "bridge-stop"
 "$S3TOOL" put "$B" lost "$T/body" >/dev/null
 out=$("$FACETFS" wait "$M" w --probe --timeout 5 2>&1); rc=$?

@@ -15,7 +15,8 @@
  *    end), and an apply() that fails once gets the same decoded batch again;
  *    consumer_barrier(), called while a slowed apply() works through the
  *    backlog, returns only once every record below the high-water marks
- *    it read was applied;
+ *    it read was applied; caught up, consumer_freshness() says so, as of a
+ *    poll after that;
  * 4. unreachable brokers: consumer_wait_ready() gives -ETIMEDOUT in time and
  *    consumer_stop() is quick; consumer_barrier() times out saying no
  *    partition is assigned.
@@ -408,6 +409,20 @@ int main(void)
 		printf("# consumer: %zu records in %zu batches, %.0f records/s\n", f.total,
 		       f.calls, (double)f.total * 1e9 / (double)(f.t_last - f.t_first));
 	pthread_mutex_unlock(&f.lock);
+	{
+		struct consumer_fresh cf;
+		int64_t before = wall_ms();
+
+		consumer_freshness(c, &cf);
+		for (int i = 0; i < 50 && cf.fresh_ms < before; i++) {
+			sleep_ms(20);     /* a poll round or two */
+			consumer_freshness(c, &cf);
+		}
+		CHECK(cf.assigned == NPARTS && cf.partitions == NPARTS && cf.fresh_ms >= before,
+		      "consumer_freshness: caught up, fresh as of a poll after everything "
+		      "was applied (%u of %u partitions, %" PRId64 " ms after)", cf.assigned,
+		      cf.partitions, cf.fresh_ms - before);
+	}
 	CHECK(stats_value(&st, "events", "consumed") == NPARTS * NMSG, "stats: ev_consumed counts each message");
 	CHECK(stats_value(&st, "events", "malformed") == NPARTS * NMSG - want,
 	      "stats: ev_malformed counts each malformed message once (%llu of %zu)",
