@@ -105,8 +105,7 @@ fail:
 	return rc;
 }
 
-/* An open file (core_ofile.c) and all it holds; core_free frees those
- * left in the table. */
+/* The record of an open file's uploads its readers share (core_int.h). */
 void core_ofile_pub_put(struct ofile_pub *p)
 {
 	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
@@ -116,6 +115,8 @@ void core_ofile_pub_put(struct ofile_pub *p)
 	free(p);
 }
 
+/* An open file (core_ofile.c) and all it holds; core_free frees those
+ * left in the table. */
 void core_ofile_free(struct ofile *of)
 {
 	if (of->sf)
