@@ -38,7 +38,7 @@ static const char mount_help[] =
 	"  -o OPTIONS            mount options: uid=N, gid=N, umask=OOO, file_mode=OOO,\n"
 	"                        dir_mode=OOO (owner and modes shown, checked by the\n"
 	"                        kernel), and FUSE's (allow_other, ro, ...)\n"
-	"  -v                    more log lines (twice: debug)\n"
+	"  -v                    debug lines too (default: errors, warnings, info)\n"
 	"  -q                    errors and warnings only\n"
 	"  -h, --help            this text\n";
 

@@ -124,6 +124,14 @@ else
 	not_ok "module headers follow docs/design.md \"Lock order\"" "$(grep -c . <<<"$out") problems"
 	diag <<<"$out"
 fi
+# The reference keeps up with the parser: every key gateway/config.c
+# accepts has an entry in facetfs(1)'s CONFIGURATION.
+if out=$(cd "$SRC" && python3 tests/lib/docs_check.py config 2>&1); then
+	ok "$out"
+else
+	not_ok "every config key has an entry in facetfs(1)" "$(grep -c . <<<"$out") missing"
+	diag <<<"$out"
+fi
 (cd "$SRC" && python3 tests/lib/docs_check.py blocks "$T/blocks" "${DOCS[@]}")
 unmarked=$(awk -F'\t' '$4 == "json" && $5 !~ /^(filter|config: merge|file: .*)$/ { print $2 ":" $3 }' "$T/blocks/index")
 check_eq "every JSON example in README.md and docs/ is marked for a test" "" "$unmarked"

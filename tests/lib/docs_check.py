@@ -39,6 +39,14 @@
         real design.md with each header's first pair reversed; exit 1 when
         any of them is not judged as it should be.
 
+    docs_check.py config [CONFIG.c MAN.1]
+        Check that every key the gateway's config parser accepts (the
+        "known" lists of CONFIG.c, default gateway/config.c, each named
+        by the section its check_known call gives: "s3.region") has an
+        entry in the CONFIGURATION section of MAN.1 (default
+        gateway/facetfs.1): a .TP tag line naming it. Prints one line per
+        key missing; exit 1 if any, else how many it checked.
+
 The source tree is the directory two levels above this file.
 """
 import os
@@ -403,12 +411,70 @@ def self_test():
     return 0
 
 
+KNOWN = re.compile(r"static const char \*const (\w+)\[\] = \{(.*?)\};", re.S)
+
+
+def config_keys(path):
+    """The dotted keys the parser accepts: each known list with the section
+    of the check_known call that uses it (objects: their own keys)."""
+    text = open(path, encoding="utf-8").read()
+    keys = []
+    for m in KNOWN.finditer(text):
+        name, body = m.group(1), m.group(2)
+        call = re.search(r"check_known\([^,]+,\s*[^,]+,\s*\"([^\"]*)\",\s*%s\)" % name,
+                         text[m.end():])
+        if not call:
+            continue
+        section = call.group(1)
+        for k in re.findall(r"\"([^\"]+)\"", body):
+            keys.append(f"{section}.{k}" if section else k)
+    objects = {k.split(".")[0] for k in keys if "." in k}
+    return [k for k in keys if k not in objects]
+
+
+def man_entries(path):
+    """The words of the .TP tag lines of the CONFIGURATION section."""
+    words = set()
+    section, tag = None, False
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line.startswith(".SH "):
+            section = line[4:].strip()
+            continue
+        if section != "CONFIGURATION":
+            continue
+        if line.startswith(".TP"):
+            tag = True
+            continue
+        if tag:
+            words.update(re.findall(r"[A-Za-z_][\w.]*", line.replace("\\-", "-")))
+            tag = False
+    return words
+
+
+def cmd_config(args):
+    conf = args[0] if args else os.path.join(SRC, "gateway", "config.c")
+    man = args[1] if len(args) > 1 else os.path.join(SRC, "gateway", "facetfs.1")
+    keys, words = config_keys(conf), man_entries(man)
+    missing = [k for k in keys if k not in words]
+    for k in missing:
+        print(f"{os.path.relpath(man, SRC)}: no entry for the config key {k}")
+    if not keys:
+        print(f"{conf}: no known keys found")
+        return 1
+    if not missing:
+        print(f"{len(keys)} config keys each have an entry in {os.path.relpath(man, SRC)}")
+    return 1 if missing else 0
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "blocks":
         return cmd_blocks(argv[2], argv[3:])
     if len(argv) >= 2 and argv[1] == "links":
         refs = "--refs" in argv[2:]
         return cmd_links([a for a in argv[2:] if a != "--refs"], refs)
+    if len(argv) >= 2 and argv[1] == "config":
+        return cmd_config(argv[2:])
     if len(argv) >= 2 and argv[1] == "locks":
         if "--self-test" in argv[2:]:
             return self_test()
