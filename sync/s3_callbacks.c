@@ -42,6 +42,7 @@ void req_answer_reset(struct s3_req *r)
 	r->has_clen = false;
 	r->mtime_ns = 0;
 	r->tag_count = -1;
+	r->region[0] = '\0';
 	req_meta_clear(r);
 }
 
@@ -187,6 +188,11 @@ size_t s3_cb_header(char *line, size_t sz, size_t nm, void *ud)
 			tmp[vn] = '\0';
 			r->clen = strtoull(tmp, NULL, 10);
 			r->has_clen = true;
+		}
+	} else if (hdr_is(line, nlen, "x-amz-bucket-region")) {
+		if (vn < sizeof r->region) {
+			memcpy(r->region, v, vn);
+			r->region[vn] = '\0';
 		}
 	} else if (hdr_is(line, nlen, "last-modified")) {
 		int64_t ns = s3_time_http(v, vn);

@@ -358,6 +358,12 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 		}
 		if (failed_200 && !r->s3code[0])   /* an <Error> with no code */
 			snprintf(r->s3code, sizeof r->s3code, "Error");
+		if (status >= 300 && !r->region[0] && r->body_len &&
+		    s3_xml_find(r->body, r->body_len, "Region", &t, &tl) &&
+		    tl > 0 && tl < sizeof r->region) {
+			memcpy(r->region, t, tl);
+			r->region[tl] = '\0';
+		}
 		err = s3_errno_map((int)cc, status, r->s3code);
 		if (err == -EACCES && !refreshed && s3_cred_renew(s, signed_gen)) {
 			refreshed = true;    /* new credentials: send it again now */
@@ -420,8 +426,15 @@ int s3_req_run(struct s3_http *s, struct s3_req *r)
 	else
 		snprintf(what, sizeof what, "HTTP %ld%s%s", r->status,
 			 r->s3code[0] ? " " : "", r->s3code);
-	log_error("s3: %s %s%s%s: %s (%s) after %d attempt%s", r->method,
+	/* A store that names the bucket's region (AWS: a 301, or a 400
+	 * AuthorizationHeaderMalformed) says why the request failed better
+	 * than its code does. */
+	char hint[128] = "";
+	if (r->region[0] && strcmp(r->region, s->region) != 0)
+		snprintf(hint, sizeof hint, "; the bucket is in region %s, not %s "
+			 "(s3.region)", r->region, s->region);
+	log_error("s3: %s %s%s%s: %s (%s) after %d attempt%s%s", r->method,
 		  r->bucket, r->key ? "/" : "", r->key ? r->key : "", what,
-		  strerror(-err), attempt + 1, attempt ? "s" : "");
+		  strerror(-err), attempt + 1, attempt ? "s" : "", hint);
 	return err;
 }

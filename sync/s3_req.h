@@ -158,6 +158,9 @@ struct s3_req {
 	uint64_t up_pos;
 	EVP_MD_CTX *md5;             /* upload digest, NULL unless upload */
 	char s3code[64];
+	char region[40];             /* the bucket's region the answer named
+				      * (x-amz-bucket-region, or <Region> of
+				      * an error), "" when none */
 	unsigned tries;              /* attempts sent so far (not cleared per
 				      * attempt): > 1, an earlier one may have
 				      * done what a later one's answer denies */

@@ -6,7 +6,9 @@
  * S3 store): retries on 503, a 200 to a ranged GET, 416, 412, 404,
  * refused connections, a streamed GET retried after a broken body, a
  * request cancelled by its thread's flag; a conditional PUT's headers and
- * answers (a 412 after a retry checked by a HEAD). Prints "ok - ..." /
+ * answers (a 412 after a retry checked by a HEAD); a store that names the
+ * bucket's region (a 301's x-amz-bucket-region, a 400's <Region>): the
+ * error line says it. Prints "ok - ..." /
  * "not ok - ..." lines.
  */
 #include "sync/s3_int.h"
@@ -953,6 +955,83 @@ static void test_cond_put(void)
 	      "cond PUT: 412 after a retry, the key holds other bytes: -ESTALE (rc %d)", rc);
 }
 
+/* What the client logs while fn runs (stderr read back from a file). */
+static void logged_during(void (*fn)(void *), void *arg, char *out, size_t outlen)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDERR_FILENO);
+	out[0] = '\0';
+	if (!tmp || saved < 0)
+		return;
+	fflush(stderr);
+	dup2(fileno(tmp), STDERR_FILENO);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(out, 1, outlen - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+}
+
+struct region_call {
+	struct s3 *s;
+	bool get;
+	int rc;
+};
+
+static void region_call_run(void *arg)
+{
+	struct region_call *c = arg;
+	char buf[8];
+	size_t got;
+	c->rc = c->get ? s3_get(c->s, "bkt", "k", 0, 4, NULL, buf, &got)
+		       : s3_bucket_check(c->s, "bkt");
+}
+
+static void test_region(void)
+{
+	static const char *const moved[] = {
+		"HTTP/1.1 301 Moved Permanently\r\n" CLOSE
+		"x-amz-bucket-region: eu-west-1\r\nContent-Length: 0\r\n\r\n",
+	};
+	static const char *const malformed[] = {
+		"HTTP/1.1 400 Bad Request\r\n" CLOSE "Content-Length: 83\r\n\r\n"
+		"<Error><Code>AuthorizationHeaderMalformed</Code><Region>ap-south-1</Region>"
+		"</Error>",
+	};
+	static const char *const same[] = {
+		"HTTP/1.1 403 Forbidden\r\n" CLOSE
+		"x-amz-bucket-region: default\r\nContent-Length: 0\r\n\r\n",
+	};
+	struct { const char *const *script; bool get; const char *want; const char *what; }
+	cases[] = {
+		{ moved, false, "the bucket is in region eu-west-1, not default (s3.region)",
+		  "a HEAD of the bucket answered 301 with x-amz-bucket-region" },
+		{ malformed, true, "the bucket is in region ap-south-1, not default (s3.region)",
+		  "a GET answered 400 AuthorizationHeaderMalformed with <Region>" },
+		{ same, false, NULL, "a refusal naming the configured region" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct stats st;
+		struct fake f;
+		char log[4096];
+		stats_init(&st);
+		fake_start(&f, cases[i].script, 1);
+		struct region_call c = { client_for(f.port, &st), cases[i].get, 0 };
+		logged_during(region_call_run, &c, log, sizeof log);
+		fake_stop(&f);
+		bool named = strstr(log, "the bucket is in region") != NULL;
+		CHECK(c.rc < 0 && (cases[i].want ? strstr(log, cases[i].want) != NULL : !named),
+		      "region: %s: the error line %s (rc %d): %.*s", cases[i].what,
+		      cases[i].want ? "names the bucket's region" : "names no other region",
+		      c.rc, (int)strcspn(log, "\n"), log);
+		s3_free(c.s);
+		stats_release(&st);
+	}
+}
+
 int main(void)
 {
 	log_init("test_s3", 0);
@@ -969,5 +1048,6 @@ int main(void)
 	test_cancel();
 	test_virtual_host();
 	test_cond_put();
+	test_region();
 	return unit_exit();
 }
