@@ -48,6 +48,8 @@
 #include "common/version.h"
 
 #define DEFAULT_MAX_BODY   (1024 * 1024)
+#define PEM_MAX            (1024 * 1024)   /* --tls-cert, --tls-key */
+#define CURL_WHY_MAX       512
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_LISTEN     "127.0.0.1:8099"
 #define DEFAULT_MAX_RATE   1000          /* requests per second */
@@ -63,6 +65,8 @@ struct request {
 
 static const char usage[] =
 	"usage: facetfs-bridge --brokers HOST:PORT[,...] --topic TOPIC [--listen HOST:PORT]\n"
+	"                      [--tls-cert FILE --tls-key FILE] [--sns-topic ARN]...\n"
+	"                      [--sns-url-prefix PREFIX]\n"
 	"                      [--token-file FILE] [--max-body BYTES] [--max-rate N]\n"
 	"                      [--max-pending N] [--timeout-ms MS] [-X PROP=VALUE]... [-v]...\n"
 	"       facetfs-bridge --help | --version\n"
@@ -71,18 +75,29 @@ static const char usage[] =
 	"AWS SNS HTTP subscriptions) as POSTs on any path, and produces each record of a\n"
 	"document as one Kafka message keyed \"bucket/key\". Answers:\n"
 	"  200  every record was acknowledged by Kafka (acks=all), or nothing to produce\n"
-	"       (AWS test event, empty Records, SNS subscription confirmation: logged)\n"
+	"       (AWS test event, empty Records, SNS unsubscription: logged), or an SNS\n"
+	"       subscription to a --sns-topic was confirmed\n"
 	"  400  the body is not an S3 event document\n"
-	"  403  --token-file is set and the request does not carry the token\n"
+	"  403  --token-file is set and the request does not carry the token; an SNS\n"
+	"       subscription to a topic not named by --sns-topic\n"
 	"  405  not a POST\n"
 	"  413  the body is larger than --max-body\n"
 	"  429  more than --max-rate requests in a second\n"
-	"  500  Kafka did not acknowledge every record within --timeout-ms (the sender\n"
+	"  500  confirming an SNS subscription failed (SNS sends it again), or\n"
+	"       Kafka did not acknowledge every record within --timeout-ms (the sender\n"
 	"       should retry: RGW persistent topics do)\n"
 	"  503  Kafka is slow: --max-pending records already wait for it (retry later)\n"
 	"\n"
 	"  --listen HOST:PORT   address to listen on (default 127.0.0.1:8099; port 0:\n"
 	"                       any free port; the address used is printed on stdout)\n"
+	"  --tls-cert FILE, --tls-key FILE\n"
+	"                       serve HTTPS with this PEM certificate (chain) and key\n"
+	"                       (AWS SNS subscriptions want an https endpoint)\n"
+	"  --sns-topic ARN      confirm SNS subscriptions to this topic by GETting\n"
+	"                       the SubscribeURL SNS sends (one of SNS's hosts);\n"
+	"                       repeatable (16); others are refused (403) and logged\n"
+	"  --sns-url-prefix P   confirmation URLs must start with P instead (an\n"
+	"                       SNS-compatible service)\n"
 	"  --token-file FILE    accept only POSTs whose path starts with /TOKEN/ (RGW\n"
 	"                       push endpoints can carry it) or that carry\n"
 	"                       Authorization: Bearer TOKEN; FILE holds the token\n"
@@ -207,6 +222,33 @@ static int bridge_read_token(struct bridge *b, const char *path)
 	return 0;
 }
 
+/* A PEM file whole (at most 1 MiB), NUL-terminated, into *out (free it);
+ * -EINVAL with the reason on stderr. */
+static int bridge_read_pem(const char *opt, const char *path, char **out)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = malloc(PEM_MAX + 1);
+	size_t n = 0;
+
+	*out = NULL;
+	if (f && buf)
+		n = fread(buf, 1, PEM_MAX + 1, f);
+	if (!f || !buf || ferror(f) || n == 0 || n > PEM_MAX || !strstr(buf, "-----BEGIN ")) {
+		int e = errno;
+		fprintf(stderr, "facetfs-bridge: --%s %s: %s\n", opt, path,
+		        !f ? strerror(e) : !buf ? "out of memory" :
+		        n > PEM_MAX ? "larger than 1 MiB" : "not a PEM file");
+		if (f)
+			fclose(f);
+		free(buf);
+		return -EINVAL;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}
+
 /* ---- HTTP ---- */
 
 static enum MHD_Result bridge_reply(struct MHD_Connection *conn, unsigned status, const char *text)
@@ -239,6 +281,46 @@ static void bridge_peer(struct MHD_Connection *conn, char *out, size_t outlen)
 	snprintf(out, outlen, "%s:%s", host, port);
 }
 
+/* An SNS (un)subscription confirmation: a subscription to a topic named
+ * by --sns-topic, whose URL is AWS's (or --sns-url-prefix's), is
+ * confirmed with one GET (200; 500 when that failed: SNS sends it
+ * again); any other is refused (403) and logged with its URL, so that an
+ * operator may confirm it by hand. An unsubscription is only logged. */
+static enum MHD_Result bridge_confirm(struct bridge *b, struct MHD_Connection *conn,
+                                      const char *who, const struct request *req)
+{
+	struct bridge_sns c;
+	char why[CURL_WHY_MAX] = "";
+	bool named = false;
+
+	if (bridge_sns_parse(req->body, req->len, &c) < 0) {
+		log_warn("%s: 400, an SNS confirmation without TopicArn or SubscribeURL", who);
+		return bridge_reply(conn, MHD_HTTP_BAD_REQUEST, "not an SNS confirmation\n");
+	}
+	if (!c.subscribe) {
+		log_info("%s: 200, SNS unsubscription of %s noted", who, c.topic);
+		return bridge_reply(conn, MHD_HTTP_OK, "unsubscription noted\n");
+	}
+	for (size_t i = 0; i < b->n_sns_topics && !named; i++)
+		named = strcmp(b->sns_topics[i], c.topic) == 0;
+	if (!named || !bridge_sns_url_ok(c.url, b->sns_url_prefix)) {
+		log_warn("%s: 403, SNS subscription to %s refused (%s); to confirm it by "
+		         "hand, GET %s", who, c.topic,
+		         named ? "its SubscribeURL is not one of SNS's" :
+		                 "not a topic of --sns-topic", c.url);
+		return bridge_reply(conn, MHD_HTTP_FORBIDDEN, "SNS subscription refused\n");
+	}
+	if (bridge_sns_confirm(&c, why, sizeof why) < 0) {
+		log_error("%s: 500, confirming the SNS subscription to %s failed: %s", who,
+		          c.topic, why);
+		return bridge_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		                    "confirmation failed; send it again\n");
+	}
+	/* Logged whatever -v says: a new source of events is worth a line. */
+	log_warn("%s: 200, SNS subscription to %s confirmed", who, c.topic);
+	return bridge_reply(conn, MHD_HTTP_OK, "subscription confirmed\n");
+}
+
 static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *conn,
                                      const char *url, struct request *req)
 {
@@ -257,10 +339,8 @@ static enum MHD_Result bridge_handle(struct bridge *b, struct MHD_Connection *co
 		log_info("%s: 200, ignored%s: %s", who, sns ? " (in an SNS notification)" : "", err);
 		return bridge_reply(conn, MHD_HTTP_OK, "test event ignored\n");
 	}
-	if (rc == BRIDGE_BODY_CONFIRM) {
-		log_warn("%s: %s", who, err);
-		return bridge_reply(conn, MHD_HTTP_OK, "confirmation noted\n");
-	}
+	if (rc == BRIDGE_BODY_CONFIRM)
+		return bridge_confirm(b, conn, who, req);
 	if (rc == BRIDGE_BODY_BAD) {
 		log_warn("%s: 400, not an S3 event document (%zu bytes): %s", who, req->len, err);
 		return bridge_reply(conn, MHD_HTTP_BAD_REQUEST, "not an S3 event document\n");
@@ -435,6 +515,10 @@ int main(int argc, char **argv)
 		{ "token-file", required_argument, NULL, 'k' },
 		{ "max-rate", required_argument, NULL, 'r' },
 		{ "max-pending", required_argument, NULL, 'p' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-key", required_argument, NULL, 'K' },
+		{ "sns-topic", required_argument, NULL, 'S' },
+		{ "sns-url-prefix", required_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -450,6 +534,8 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	char *end;
 	const union MHD_DaemonInfo *di;
+	const char *cert_path = NULL, *key_path = NULL;
+	char *cert = NULL, *key = NULL;
 
 	while ((opt = getopt_long(argc, argv, "hvX:", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -475,6 +561,19 @@ int main(int argc, char **argv)
 			if (bridge_read_token(&b, optarg) < 0)
 				return 2;
 			break;
+		case 'C': cert_path = optarg; break;
+		case 'S':
+			if (b.n_sns_topics == BRIDGE_SNS_TOPICS ||
+			    strncmp(optarg, "arn:", 4) != 0) {
+				fprintf(stderr, "facetfs-bridge: --sns-topic %s: %s\n", optarg,
+				        b.n_sns_topics == BRIDGE_SNS_TOPICS ?
+				        "more than 16 topics" : "not a topic ARN (arn:...)");
+				return 2;
+			}
+			b.sns_topics[b.n_sns_topics++] = optarg;
+			break;
+		case 'U': b.sns_url_prefix = optarg; break;
+		case 'K': key_path = optarg; break;
 		case 'r':
 		case 'p': {
 			unsigned long long v;
@@ -511,6 +610,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "facetfs-bridge: --brokers and --topic are required\n%s", usage);
 		return 2;
 	}
+	if (!cert_path != !key_path) {
+		fprintf(stderr, "facetfs-bridge: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	if (cert_path && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		fprintf(stderr, "facetfs-bridge: this libmicrohttpd has no TLS\n");
+		return 2;
+	}
+	if (b.n_sns_topics && bridge_sns_init() < 0) {
+		fprintf(stderr, "facetfs-bridge: libcurl's set-up failed\n");
+		return 2;
+	}
+	if (cert_path && (bridge_read_pem("tls-cert", cert_path, &cert) < 0 ||
+	                  bridge_read_pem("tls-key", key_path, &key) < 0)) {
+		free(cert);
+		return 2;
+	}
 	b.rate_tokens = b.max_rate;
 	clock_gettime(CLOCK_MONOTONIC, &b.rate_at);
 	log_init("facetfs-bridge", verbosity);
@@ -534,9 +650,16 @@ int main(int argc, char **argv)
 		log_error("starting the delivery-report thread failed");
 		goto out_rk;
 	}
+	struct MHD_OptionItem tls[] = {
+		{ cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, key },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 	b.httpd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	                           MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+	                           MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+	                           (cert ? MHD_USE_TLS : 0),
 	                           0, NULL, NULL, bridge_on_request, &b,
+	                           MHD_OPTION_ARRAY, tls,
 	                           MHD_OPTION_EXTERNAL_LOGGER, bridge_on_httpd_log, NULL,
 	                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 	                           MHD_OPTION_NOTIFY_COMPLETED, bridge_on_completed, NULL,
@@ -552,7 +675,8 @@ int main(int argc, char **argv)
 		char host[NI_MAXHOST] = "?";
 
 		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, NULL, 0, NI_NUMERICHOST);
-		printf("facetfs-bridge listening on %s%s%s:%u, producing to %s at %s\n",
+		printf("facetfs-bridge listening on %s%s%s%s:%u, producing to %s at %s\n",
+		       cert ? "https://" : "",
 		       ss.ss_family == AF_INET6 ? "[" : "", host, ss.ss_family == AF_INET6 ? "]" : "",
 		       di ? (unsigned)di->port : 0u, b.topic, b.brokers);
 		fflush(stdout);
@@ -578,5 +702,9 @@ out_rk:
 out:
 	pthread_cond_destroy(&b.cond);
 	pthread_mutex_destroy(&b.lock);
+	if (key)
+		memset(key, 0, strlen(key));
+	free(key);
+	free(cert);
 	return rc;
 }

@@ -76,3 +76,50 @@ int bridge_body_check(const char *body, size_t len, struct ev_part **parts,
 	free(inner);
 	return rc;
 }
+
+int bridge_sns_parse(const char *body, size_t len, struct bridge_sns *out)
+{
+	cJSON *root = cJSON_ParseWithLength(body, len);
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "Type");
+	const cJSON *topic = cJSON_GetObjectItemCaseSensitive(root, "TopicArn");
+	const cJSON *url = cJSON_GetObjectItemCaseSensitive(root, "SubscribeURL");
+	int rc = -EINVAL;
+
+	memset(out, 0, sizeof *out);
+	if (cJSON_IsString(type) && cJSON_IsString(topic) && cJSON_IsString(url) &&
+	    strlen(topic->valuestring) < sizeof out->topic &&
+	    strlen(url->valuestring) < sizeof out->url &&
+	    (strcmp(type->valuestring, "SubscriptionConfirmation") == 0 ||
+	     strcmp(type->valuestring, "UnsubscribeConfirmation") == 0)) {
+		out->subscribe = type->valuestring[0] == 'S';
+		snprintf(out->topic, sizeof out->topic, "%s", topic->valuestring);
+		snprintf(out->url, sizeof out->url, "%s", url->valuestring);
+		rc = 0;
+	}
+	cJSON_Delete(root);
+	return rc;
+}
+
+static bool ends_with(const char *s, size_t n, const char *tail)
+{
+	size_t t = strlen(tail);
+	return n >= t && memcmp(s + n - t, tail, t) == 0;
+}
+
+bool bridge_sns_url_ok(const char *url, const char *prefix)
+{
+	if (prefix)
+		return strncmp(url, prefix, strlen(prefix)) == 0;
+	static const char scheme[] = "https://sns.";
+	if (strncmp(url, scheme, sizeof scheme - 1) != 0)
+		return false;
+	const char *host = url + strlen("https://");
+	size_t n = strcspn(host, "/?#:@");
+	if (host[n] != '/' && host[n] != '\0')
+		return false;            /* no user@, no port */
+	for (size_t i = 0; i < n; i++)
+		if (!((host[i] >= 'a' && host[i] <= 'z') || (host[i] >= '0' && host[i] <= '9') ||
+		      host[i] == '-' || host[i] == '.'))
+			return false;
+	return ends_with(host, n, ".amazonaws.com") || ends_with(host, n, ".amazonaws.com.cn");
+}

@@ -32,4 +32,17 @@ enum bridge_body {
 int bridge_body_check(const char *body, size_t len, struct ev_part **parts,
 		      size_t *n, bool *sns, char *err, size_t errlen);
 
+/* An SNS (Un)SubscriptionConfirmation's fields (BRIDGE_BODY_CONFIRM). */
+struct bridge_sns {
+	bool subscribe;               /* SubscriptionConfirmation */
+	char topic[256];              /* TopicArn */
+	char url[2048];               /* SubscribeURL */
+};
+/* Parse body[0..len) as one: 0, or -EINVAL when it is not one or a field
+ * is missing or too long. */
+int bridge_sns_parse(const char *body, size_t len, struct bridge_sns *out);
+/* Is url a confirmation URL the bridge may GET: one starting with prefix,
+ * or with no prefix, https://sns.REGION.amazonaws.com[.cn]/...? */
+bool bridge_sns_url_ok(const char *url, const char *prefix);
+
 #endif

@@ -26,6 +26,7 @@
 #include "events/record.h"
 
 #define TOKEN_MAX          256
+#define BRIDGE_SNS_TOPICS  16         /* --sns-topic given at most */
 
 struct MHD_Daemon;
 
@@ -47,7 +48,18 @@ struct bridge {
 	pthread_mutex_t lock;         /* protects every struct delivery */
 	pthread_cond_t cond;          /* a delivery report arrived */
 	struct MHD_Daemon *httpd;
+	const char *sns_topics[BRIDGE_SNS_TOPICS];   /* --sns-topic ARNs */
+	size_t n_sns_topics;
+	const char *sns_url_prefix;   /* --sns-url-prefix, or NULL: AWS's hosts */
 };
+
+struct bridge_sns;
+/* Confirm an SNS subscription (bridge_sns.c): GET its SubscribeURL (no
+ * redirect, 10 s, the answer's first 64 KiB read). 0 on a 2xx, else -EIO
+ * with the reason in why. Any thread; no lock held. */
+int  bridge_sns_confirm(const struct bridge_sns *c, char *why, size_t whylen);
+/* libcurl's global set-up, once, before any thread starts: 0 or -EIO. */
+int  bridge_sns_init(void);
 
 /* The producer for b->brokers with the -X properties props (PROP=VALUE,
  * split in place) into b->rk. 0, or -EINVAL (logged). */

@@ -3,7 +3,9 @@
  * (events/bridge_body.h) on any bytes, as any HTTP client may send them:
  * the kind is one of the four or -ENOMEM, parts only come with RECORDS,
  * each part is a NUL-free JSON text of its stated length, and the reason
- * of a refusal or a confirmation is a terminated string.
+ * of a refusal or a confirmation is a terminated string. An SNS
+ * confirmation's parse gives terminated fields, and an URL the bridge
+ * accepts as SNS's begins with https://sns.
  */
 #include "events/bridge_body.h"
 #include "tests/fuzz/fuzz.h"
@@ -34,5 +36,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (rc == BRIDGE_BODY_RECORDS)
 		ev_parts_free(parts, n);
+	struct bridge_sns c;
+	if (bridge_sns_parse((const char *)data, size, &c) == 0) {
+		FUZZ_CHECK(memchr(c.topic, '\0', sizeof c.topic) && memchr(c.url, '\0', sizeof c.url),
+			   "confirmation fields not terminated");
+		FUZZ_CHECK(!bridge_sns_url_ok(c.url, NULL) || strncmp(c.url, "https://sns.", 12) == 0,
+			   "URL accepted as SNS's: '%s'", c.url);
+	}
 	return 0;
 }

@@ -4,7 +4,14 @@
 # Bearer header) and answers 403 otherwise, producing nothing and never
 # logging the token; --max-rate answers 429 past its rate; --max-pending
 # answers 503 at once instead of queueing when Kafka is slow; without
-# --listen it binds 127.0.0.1 only; bad options are refused.
+# --listen it binds 127.0.0.1 only; with --tls-cert and --tls-key it
+# serves HTTPS (a client trusting the certificate gets its 200 and the
+# record reaches Kafka; plain HTTP gets nothing); with --sns-topic it
+# confirms an SNS subscription to that topic by GETting its SubscribeURL
+# (a loopback server stands for SNS, allowed by --sns-url-prefix), refuses
+# one to another topic or URL (403, no GET), answers 500 when the GET
+# fails, and without the prefix refuses any URL but SNS's; bad options
+# are refused.
 . "$(dirname "$0")/../lib/common.sh"
 require_bed
 
@@ -84,6 +91,74 @@ if start_bridge slow --listen 127.0.0.1:0 --max-pending 1 --timeout-ms 4000 --br
 	check_eq "the waiting request: 500 after --timeout-ms" 500 "$(cat "$T/first.code")"
 fi
 stop_bridges
+
+# HTTPS: a self-signed certificate for 127.0.0.1.
+if openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+	-addext subjectAltName=IP:127.0.0.1 -keyout "$T/tls.key" -out "$T/tls.crt" \
+	>/dev/null 2>&1 && start_bridge tls --listen 127.0.0.1:0 --tls-cert "$T/tls.crt" --tls-key "$T/tls.key"; then
+	check "it says it serves https" grep -q "listening on https://127.0.0.1:" "$T/tls.out"
+	before=$(produced)
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary "@$DOC" \
+		--cacert "$T/tls.crt" "https://127.0.0.1:$PORT_tls/s3events")
+	check_eq "--tls-cert/--tls-key: a POST over HTTPS: 200" 200 "$code"
+	check_eq "… its record reached Kafka" $((before + 1)) "$(produced)"
+	check_eq "plain HTTP to the HTTPS port gets no answer" 000 "$(post "$PORT_tls" /s3events -m 5)"
+	check "the key never appears in the log" eval '! grep -q "PRIVATE KEY" "$T/tls.log" "$T/tls.out"'
+else
+	not_ok "a bridge with --tls-cert and --tls-key starts" "$(tail -n 2 "$T/tls.log" 2>/dev/null)"
+fi
+stop_bridges
+rc=0
+"$BRIDGE" --brokers "$KAFKA_BROKERS" --topic "$TOPIC" --tls-cert "$T/tls.crt" >/dev/null 2>"$T/half.err" || rc=$?
+check_eq "--tls-cert without --tls-key is refused (2)" 2 "$rc"
+check "… saying they go together" grep -q "go together" "$T/half.err"
+rc=0
+"$BRIDGE" --brokers "$KAFKA_BROKERS" --topic "$TOPIC" --tls-cert "$T/token" --tls-key "$T/tls.key" \
+	>/dev/null 2>"$T/notpem.err" || rc=$?
+check_eq "a certificate file that is not PEM is refused (2)" 2 "$rc"
+check "… naming it" grep -q "tls-cert .*not a PEM file" "$T/notpem.err"
+
+# SNS subscription confirmations: a loopback server stands for SNS.
+ARN=arn:aws:sns:eu-west-1:123456789012:s3events
+mkdir -p "$T/sns" && echo '<ConfirmSubscriptionResponse/>' >"$T/sns/confirm"
+python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/sns" >"$T/snsd.out" 2>"$T/snsd.log" &
+SNS_PID=$!
+PIDS+=($SNS_PID)
+wait_for 10 grep -q "port" "$T/snsd.out" || not_ok "the stand-in for SNS starts"
+SP=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$T/snsd.out")
+# confirm TOPIC URL: the status of a POSTed SubscriptionConfirmation.
+confirm() {
+	printf '{"Type":"SubscriptionConfirmation","TopicArn":"%s","SubscribeURL":"%s","Token":"t"}' "$2" "$3" |
+		curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @- "http://127.0.0.1:$1/"
+}
+gets() { grep -c '"GET /confirm' "$T/snsd.log"; }
+if start_bridge sns --listen 127.0.0.1:0 --sns-topic "$ARN" --sns-url-prefix "http://127.0.0.1:$SP/"; then
+	check_eq "--sns-topic: a subscription to it is confirmed (200)" 200 \
+		"$(confirm "$PORT_sns" "$ARN" "http://127.0.0.1:$SP/confirm?Action=ConfirmSubscription&Token=t1")"
+	check "… by a GET of its SubscribeURL" grep -q '"GET /confirm?Action=ConfirmSubscription&Token=t1 HTTP' "$T/snsd.log"
+	check "… and logged" grep -q "SNS subscription to $ARN confirmed" "$T/sns.log"
+	n=$(gets)
+	check_eq "a subscription to another topic: 403" 403 \
+		"$(confirm "$PORT_sns" "${ARN}-other" "http://127.0.0.1:$SP/confirm?Token=t2")"
+	check_eq "a SubscribeURL outside --sns-url-prefix: 403" 403 \
+		"$(confirm "$PORT_sns" "$ARN" "http://127.0.0.2:$SP/confirm?Token=t3")"
+	check_eq "… neither was fetched" "$n" "$(gets)"
+	check "… both are logged with their URL, to confirm by hand" \
+		sh -c "grep -q 'refused (not a topic of --sns-topic); to confirm it by hand, GET http://127.0.0.1:$SP/confirm?Token=t2' '$T/sns.log' &&
+		       grep -q \"refused (its SubscribeURL is not one of SNS's)\" '$T/sns.log'"
+	kill -TERM "$SNS_PID"; wait "$SNS_PID" 2>/dev/null
+	check_eq "SNS's URL unreachable: 500, so that SNS sends it again" 500 \
+		"$(confirm "$PORT_sns" "$ARN" "http://127.0.0.1:$SP/confirm?Token=t4")"
+fi
+stop_bridges
+if start_bridge snsaws --listen 127.0.0.1:0 --sns-topic "$ARN"; then
+	check_eq "without --sns-url-prefix only SNS's hosts: a loopback URL is refused (403)" 403 \
+		"$(confirm "$PORT_snsaws" "$ARN" "http://127.0.0.1:9/confirm")"
+fi
+stop_bridges
+rc=0
+"$BRIDGE" --brokers "$KAFKA_BROKERS" --topic "$TOPIC" --sns-topic s3events >/dev/null 2>&1 || rc=$?
+check_eq "--sns-topic that is not an ARN is refused (2)" 2 "$rc"
 
 # Default address: loopback only.
 "$BRIDGE" --brokers "$KAFKA_BROKERS" --topic "$TOPIC" >"$T/default.out" 2>"$T/default.log" &

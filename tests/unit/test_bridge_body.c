@@ -2,11 +2,13 @@
  * test_bridge_body.c — the bridge's body check (events/bridge_body.h):
  * a plain S3 event document, an AWS test event, SNS confirmations and
  * notifications (with a document, a test event, no Message), and bodies
- * that are neither. Prints "ok - ..." / "not ok - ..." lines.
+ * that are neither; an SNS confirmation's fields, and which confirmation
+ * URLs the bridge may GET. Prints "ok - ..." / "not ok - ..." lines.
  */
 #include "events/bridge_body.h"
 #include "tests/unit/unit.h"
 
+#include <errno.h>
 #include <string.h>
 
 #define REC "{\"Records\":[{\"eventName\":\"ObjectCreated:Put\",\"s3\":{\"bucket\":" \
@@ -29,6 +31,46 @@ static void body(const char *what, const char *b, int want, bool want_sns,
 	CHECK(ok, "%s (rc %d sns %d n %zu err '%s')", what, rc, sns, n, err);
 	if (rc == BRIDGE_BODY_RECORDS)
 		ev_parts_free(parts, n);
+}
+
+static void sns(void)
+{
+	struct bridge_sns c;
+	const char *conf = "{\"Type\":\"SubscriptionConfirmation\",\"TopicArn\":"
+			   "\"arn:aws:sns:eu-west-1:1:t\",\"SubscribeURL\":"
+			   "\"https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription\"}";
+	CHECK(bridge_sns_parse(conf, strlen(conf), &c) == 0 && c.subscribe &&
+	      !strcmp(c.topic, "arn:aws:sns:eu-west-1:1:t") &&
+	      !strcmp(c.url, "https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription"),
+	      "sns: a SubscriptionConfirmation's topic and URL");
+	const char *unsub = "{\"Type\":\"UnsubscribeConfirmation\",\"TopicArn\":\"arn:t\","
+			    "\"SubscribeURL\":\"https://x/\"}";
+	CHECK(bridge_sns_parse(unsub, strlen(unsub), &c) == 0 && !c.subscribe,
+	      "sns: an UnsubscribeConfirmation is no subscription");
+	const char *nourl = "{\"Type\":\"SubscriptionConfirmation\",\"TopicArn\":\"arn:t\"}";
+	CHECK(bridge_sns_parse(nourl, strlen(nourl), &c) == -EINVAL,
+	      "sns: a confirmation without SubscribeURL is refused");
+	const char *notif = "{\"Type\":\"Notification\",\"TopicArn\":\"arn:t\","
+			    "\"SubscribeURL\":\"https://x/\"}";
+	CHECK(bridge_sns_parse(notif, strlen(notif), &c) == -EINVAL,
+	      "sns: a Notification is no confirmation");
+	struct { const char *url, *prefix; bool ok; } u[] = {
+		{ "https://sns.eu-west-1.amazonaws.com/?Action=X", NULL, true },
+		{ "https://sns.cn-north-1.amazonaws.com.cn/?Action=X", NULL, true },
+		{ "https://sns.eu-west-1.amazonaws.com", NULL, true },
+		{ "http://sns.eu-west-1.amazonaws.com/", NULL, false },
+		{ "https://sns.eu-west-1.amazonaws.com.evil.example/", NULL, false },
+		{ "https://sns.eu-west-1.amazonaws.com:444/", NULL, false },
+		{ "https://user@sns.eu-west-1.amazonaws.com/", NULL, false },
+		{ "https://evil.example/sns.x.amazonaws.com/", NULL, false },
+		{ "https://sqs.eu-west-1.amazonaws.com/", NULL, false },
+		{ "http://127.0.0.1:9/confirm", "http://127.0.0.1:9/", true },
+		{ "http://127.0.0.2:9/confirm", "http://127.0.0.1:9/", false },
+	};
+	for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+		CHECK(bridge_sns_url_ok(u[i].url, u[i].prefix) == u[i].ok,
+		      "sns: %s %s%s%s", u[i].url, u[i].ok ? "may be confirmed" : "is refused",
+		      u[i].prefix ? " with the prefix " : "", u[i].prefix ? u[i].prefix : "");
 }
 
 int main(void)
@@ -56,5 +98,6 @@ int main(void)
 	     BRIDGE_BODY_BAD, false, 0, NULL);
 	body("not JSON", "<html>", BRIDGE_BODY_BAD, false, 0, NULL);
 	body("empty body", "", BRIDGE_BODY_BAD, false, 0, NULL);
+	sns();
 	return unit_exit();
 }
