@@ -784,6 +784,23 @@ struct barrier_mark {
 	int64_t lo, hi;
 };
 
+/* Wait on c->cond (c->lock held) until woken or the monotonic deadline
+   (ns); false once the deadline has passed. */
+static bool consumer_cond_wait(struct consumer *c, int64_t deadline)
+{
+	struct timespec ts;
+	int64_t left = deadline - consumer_now_ns();
+
+	if (left <= 0)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	left += ts.tv_nsec;
+	ts.tv_sec += left / 1000000000LL;
+	ts.tv_nsec = left % 1000000000LL;
+	pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+	return true;
+}
+
 /* Is every record below mark m applied (c->lock held)? *why says what is
    missing when not. */
 static bool consumer_mark_reached(struct consumer *c, const struct barrier_mark *m,
@@ -854,18 +871,8 @@ int consumer_barrier(struct consumer *c, int timeout_ms, struct consumer_marks *
 	memset(out, 0, sizeof *out);
 	why[0] = '\0';
 	mod_lock(&c->lock);
-	while (!c->assigned && c->started) {          /* the group's first join */
-		struct timespec ts;
-		int64_t left = deadline - consumer_now_ns();
-
-		if (left <= 0)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		left += ts.tv_nsec;
-		ts.tv_sec += left / 1000000000LL;
-		ts.tv_nsec = left % 1000000000LL;
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
-	}
+	while (!c->assigned && c->started && consumer_cond_wait(c, deadline))
+		;                                     /* the group's first join */
 	if (!c->assigned) {
 		snprintf(why, whylen, "no partition of %s assigned yet (the group %s is joining)",
 		         c->topic, c->group);
@@ -891,22 +898,10 @@ int consumer_barrier(struct consumer *c, int timeout_ms, struct consumer_marks *
 	   next offset and wakes the waiters. */
 	mod_lock(&c->lock);
 	for (size_t i = 0; rc == 0 && i < n;) {
-		struct timespec ts;
-		int64_t left = deadline - consumer_now_ns();
-
-		if (consumer_mark_reached(c, &m[i], why, whylen)) {
+		if (consumer_mark_reached(c, &m[i], why, whylen))
 			i++;
-			continue;
-		}
-		if (left <= 0) {
+		else if (!consumer_cond_wait(c, deadline))
 			rc = -ETIMEDOUT;
-			break;
-		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		left += ts.tv_nsec;
-		ts.tv_sec += left / 1000000000LL;
-		ts.tv_nsec = left % 1000000000LL;
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
 	mod_unlock(&c->lock);
 	if (rc == 0)
