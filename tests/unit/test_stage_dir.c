@@ -177,17 +177,29 @@ static ino_t data_ino(const char *dir)
 	return n == 1 ? ino : 0;
 }
 
+/* A new temporary directory (returned: free it) holding cache/ (made)
+ * and the path cache/staging of a PROCESS stage, whose config is *conf
+ * (pointing at dir). */
+static char *spare_dirs(const char *name, char cache[400], char dir[480],
+			struct stage_conf *conf)
+{
+	char *top = unit_tmpdir(name);
+	snprintf(cache, 400, "%s/cache", top);
+	snprintf(dir, 480, "%s/staging", cache);
+	mkdir(cache, 0700);
+	*conf = (struct stage_conf){ .dir = dir, .max_bytes = 8 << 20,
+				     .durability = STAGE_DURABLE_PROCESS,
+				     .up = { .part_size = 1ull << 30 } };
+	return top;
+}
+
 static void test_spares(void)
 {
 	struct store fk;
 	store_init(&fk, 0);
-	char *top = unit_tmpdir("stage-spares"), dir[700], cache[620];
-	snprintf(cache, sizeof cache, "%s/cache", top);
-	snprintf(dir, sizeof dir, "%s/staging", cache);
-	mkdir(cache, 0700);
-	struct stage_conf conf = { .dir = dir, .max_bytes = 8 << 20,
-				   .durability = STAGE_DURABLE_PROCESS,
-				   .up = { .part_size = 1ull << 30 } };
+	char dir[480], cache[400];
+	struct stage_conf conf;
+	char *top = spare_dirs("stage-spares", cache, dir, &conf);
 	struct stage *st = stage_open_or_exit(conf, &fk);
 	int rc = 0;
 	for (int i = 0; i < 3 && !rc; i++)
@@ -309,13 +321,9 @@ static void test_spares_meet_removals(void)
 {
 	struct store fk;
 	store_init(&fk, 0);
-	char *top = unit_tmpdir("stage-meet"), dir[480], cache[400];
-	snprintf(cache, sizeof cache, "%s/cache", top);
-	snprintf(dir, sizeof dir, "%s/staging", cache);
-	mkdir(cache, 0700);
-	struct stage_conf conf = { .dir = dir, .max_bytes = 8 << 20,
-				   .durability = STAGE_DURABLE_PROCESS,
-				   .up = { .part_size = 1ull << 30 } };
+	char dir[480], cache[400];
+	struct stage_conf conf;
+	char *top = spare_dirs("stage-meet", cache, dir, &conf);
 	struct meet m = { .st = stage_open_or_exit(conf, &fk), .fk = &fk, .cache = cache };
 	pthread_mutex_init(&m.lock, NULL);
 	atomic_init(&m.removed, false);
