@@ -1,9 +1,11 @@
 /*
- * gateway_int.h — the gateway's context, shared by its three files
+ * gateway_int.h — the gateway's context, shared by its four files
  * (gateway.h has the whole contract). Calls go one way: gateway.c (start-up,
  * shut-down, the mount) calls into gateway_files.c (what .facetfs/ and
- * /metrics show) and gateway_views.c (live view changes); neither calls
- * back into gateway.c, nor into the other.
+ * /metrics show) and gateway_views.c (live view changes); gateway.c and
+ * gateway_files.c call gateway_fresh.c (how current the views are,
+ * facetfs wait), which calls none of them; none calls back into
+ * gateway.c, and gateway_views.c and gateway_files.c not into each other.
  *
  * Tests: no unit test (the pieces have theirs); t_mount.sh, t_writeback.sh,
  * t_wbrestart.sh.
@@ -91,10 +93,18 @@ void gw_memory_add(struct gateway *gw);
  * returns a malloc'ed text (NULL when memory is short); ctx is the
  * gateway. */
 char *gw_views_json(void *ctx);
-/* How fresh view v is (gateway_files.c): known, every event produced
- * before fresh_ms (wall clock) applied, text its ISO 8601 time (UTC, ms);
- * else text says why not ("scanning", "partitions 3 of 4 assigned", "no
- * partition assigned", "catching up"). */
+char *gw_control(void *ctx, const char *command);
+char *gw_stats_text(void *ctx);
+char *gw_metrics_text(void *ctx);
+/* sync/copy.h's left_open hook: the stage records the upload. */
+void gw_copy_left_open(void *ctx, const char *bucket, const char *key, int64_t since_ns);
+
+/* ---- gateway_fresh.c: how current the views are; facetfs wait ---- */
+
+/* How fresh view v is: known, every event produced before fresh_ms (wall
+ * clock) applied, text its ISO 8601 time (UTC, ms); else text says why
+ * not ("scanning", "partitions 3 of 4 assigned", "no partition
+ * assigned", "catching up"). */
 struct gw_fresh {
 	bool known;
 	int64_t fresh_ms;
@@ -105,11 +115,9 @@ void gw_freshness(struct gateway *gw, const struct view *v, struct gw_fresh *out
 /* core_deps.fresh_as_of: user.facetfs.fresh_as_of of a view's directory. */
 int  gw_fresh_as_of(void *ctx, const char *vname, char *out, size_t outlen);
 int64_t gw_wall_ms(void);
-char *gw_control(void *ctx, const char *command);
-char *gw_stats_text(void *ctx);
-char *gw_metrics_text(void *ctx);
-/* sync/copy.h's left_open hook: the stage records the upload. */
-void gw_copy_left_open(void *ctx, const char *bucket, const char *key, int64_t since_ns);
+/* The control command "wait TIMEOUT_MS [--probe] [VIEW...]" (args: what
+ * follows "wait "): its answer, malloc'ed ("ok: ..." or "error: ..."). */
+char *gw_control_wait(struct gateway *gw, const char *args);
 
 /* ---- gateway_views.c: live view changes ---- */
 
