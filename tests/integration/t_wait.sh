@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # t_wait.sh — `facetfs wait`, the barrier between S3 clients and the
-# mount: WAIT_ROUNDS rounds (default 400; WAIT_ROUNDS=1000 for the
+# mount: WAIT_ROUNDS rounds (default 200; WAIT_ROUNDS=1000 for the
 # issue's figure, about 60 s) of a stat of a new name (the
 # kernel caches the miss), a PUT through RGW by another client, `facetfs
 # wait`, and the stat again, with no miss; the views named must exist and
@@ -15,7 +15,7 @@
 require_bed
 
 S3TOOL=$FACETFS_BUILD/tests/bed/s3tool
-ROUNDS=${WAIT_ROUNDS:-400}
+ROUNDS=${WAIT_ROUNDS:-200}
 B=$(new_bucket wait)
 aws_s3 s3 mb "s3://$B" >/dev/null || { not_ok "make bucket"; exit 1; }
 bed_cmd notify "$B" >/dev/null 2>&1 || { not_ok "bucket notifications"; exit 1; }
