@@ -27,6 +27,7 @@
  */
 #include "events/decoder.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -41,6 +42,8 @@
 
 #define DECODER_SLOTS (DECODER_JOBS + 1)
 
+/* A job's states; job_to() is the only function that changes one
+ * (docs/design.md "Events": the decoder's jobs). */
 enum job_state { JOB_FREE, JOB_POSTED, JOB_SPENT, JOB_CLEANING };
 
 struct decoder_job {
@@ -219,6 +222,19 @@ static void job_count(struct decoder *d, const struct decoder_job *j)
 	}
 }
 
+/* Move j from the state `from` to `to`, the one step the table allows
+ * after `from`; d->lock held. */
+static void job_to(struct decoder_job *j, enum job_state from, enum job_state to)
+{
+	static const enum job_state next[] = {
+		[JOB_FREE] = JOB_POSTED, [JOB_POSTED] = JOB_SPENT,
+		[JOB_SPENT] = JOB_CLEANING, [JOB_CLEANING] = JOB_FREE,
+	};
+	assert(j->state == from && next[from] == to);
+	(void)from;
+	j->state = to;
+}
+
 /* The oldest posted job with messages left to claim; lock held. */
 static struct decoder_job *decoder_next_posted(struct decoder *d)
 {
@@ -245,11 +261,11 @@ static struct decoder_job *decoder_find(struct decoder *d, enum job_state state)
 /* Clean a SPENT job on this thread; lock held on entry and on return. */
 static void decoder_clean(struct decoder *d, struct decoder_job *j)
 {
-	j->state = JOB_CLEANING;
+	job_to(j, JOB_SPENT, JOB_CLEANING);
 	mod_unlock(&d->lock);
 	job_clean(j);
 	mod_lock(&d->lock);
-	j->state = JOB_FREE;
+	job_to(j, JOB_CLEANING, JOB_FREE);
 	pthread_cond_broadcast(&d->done_cv);
 }
 
@@ -379,7 +395,7 @@ struct decoder_job *decoder_post(struct decoder *d, const struct decoder_msg *ms
 		j->counted = false;
 		atomic_store(&j->next, 0);
 		atomic_store(&j->done, 0);
-		j->state = JOB_POSTED;
+		job_to(j, JOB_FREE, JOB_POSTED);
 		pthread_cond_signal(&d->work_cv);
 	}
 	mod_unlock(&d->lock);
@@ -414,7 +430,7 @@ void decoder_release(struct decoder *d, struct decoder_job *j)
 {
 	decoder_wait(d, j);
 	mod_lock(&d->lock);
-	j->state = JOB_SPENT;
+	job_to(j, JOB_POSTED, JOB_SPENT);
 	if (d->running)
 		pthread_cond_signal(&d->work_cv);
 	else

@@ -47,7 +47,7 @@ static void hit_learn(struct bcache *bc, const struct bcache_hash *h,
 		return;
 	e->charge = bcache_charge(size);
 	e->seq = ++bc->seq;
-	e->state = ENT_READY;
+	bcache_ent_to(e, ENT_READY);
 	bcache_map_insert(bc, e);
 	bcache_lru_push(bc, e, SEG_PROTECTED);
 	bc->used += e->charge;
@@ -111,7 +111,7 @@ static ssize_t read_block(struct bcache *bc, const struct bcache_id *id, uint64_
 		/* A file the map did not know (read while listing): a dying
 		 * entry holds the name while it is removed, so that a put
 		 * meanwhile (-EBUSY) cannot lose its fresh file to the unlink. */
-		gone->state = ENT_DYING;
+		bcache_ent_to(gone, ENT_DYING);
 		bcache_map_insert(bc, gone);
 	}
 	mod_unlock(&bc->mu);
@@ -282,7 +282,7 @@ static bool put_reserve(struct bcache *bc, struct ent *e, bool fresh,
 		/* Replaced: the old block leaves (unread warm: wasted). */
 		bcache_ent_retire(bc, e);
 	}
-	e->state = ENT_WRITING;
+	bcache_ent_to(e, ENT_WRITING);
 	e->seq = ++bc->seq;
 	e->doomed = false;
 	if (!bcache_room_make(bc, budget, charge, victims)) {
@@ -290,7 +290,8 @@ static bool put_reserve(struct bcache *bc, struct ent *e, bool fresh,
 			bcache_map_remove(bc, e);
 			free(e);
 		} else {
-			/* DYING already: its old file goes with the victims. */
+			/* Its old file goes with the victims. */
+			bcache_ent_to(e, ENT_DYING);
 			e->vnext = *victims;
 			*victims = e;
 		}
@@ -360,7 +361,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		/* Failed (the old file of a replaced block must go too), or
 		 * dropped while written: the block leaves. */
 		bc->used -= e->charge;
-		e->state = ENT_DYING;
+		bcache_ent_to(e, ENT_DYING);
 		if (rc) {
 			bc->c.put_skipped++;
 			bc->c.write_errors++;
@@ -372,7 +373,7 @@ int bcache_put(struct bcache *bc, const struct bcache_id *id, uint64_t blk,
 		bcache_victims_reap(bc, e);
 		return rc;
 	}
-	e->state = ENT_READY;
+	bcache_ent_to(e, ENT_READY);
 	bcache_lru_push(bc, e, SEG_PROBATION);
 	bc->n_ready++;
 	if (flags & BCACHE_WARM) {

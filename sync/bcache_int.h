@@ -137,7 +137,11 @@ int bcache_dir_list(const char *dir, atomic_bool *stop,
 #define BUCKETS_FIRST 1024u
 #define DROP_QUEUE    4096u          /* drop requests waiting at most */
 
-enum ent_state { ENT_READY, ENT_WRITING, ENT_DYING };
+/* An entry's states (docs/design.md "Burst buffer": the table of its
+ * transitions); bcache_ent_to() is the only function that changes one. NEW:
+ * made, in no map yet; READY: its file is whole, on the LRU; WRITING: a put
+ * writes its file; DYING: its file is being removed, then the entry freed. */
+enum ent_state { ENT_NEW, ENT_READY, ENT_WRITING, ENT_DYING };
 enum { SEG_PROBATION, SEG_PROTECTED, SEG_N };
 
 struct ent {
@@ -216,8 +220,11 @@ struct ent *bcache_map_find(struct bcache *bc, const struct bcache_hash *h,
 /* Add e (grows the buckets when chains grow long); take e out. */
 void bcache_map_insert(struct bcache *bc, struct ent *e);
 void bcache_map_remove(struct bcache *bc, struct ent *e);
-/* A zeroed entry for block blk of h (in no map, no list); NULL: no memory. */
+/* A zeroed entry for block blk of h (NEW: in no map, no list); NULL: no
+ * memory. */
 struct ent *bcache_ent_new(const struct bcache_hash *h, uint64_t blk);
+/* e goes to state `to`, asserting the table allows it from e's state. */
+void bcache_ent_to(struct ent *e, enum ent_state to);
 /* The path of the file of block blk of h into path[size]. No lock. */
 void bcache_path_of(const struct bcache *bc, const struct bcache_hash *h,
 		    uint64_t blk, char *path, size_t size);

@@ -40,7 +40,7 @@ static int list_insert(struct bcache *bc, const struct bcache_found *f,
 			}
 			if (!bcache_room_make(bc, budget, charge, &victims)) {
 				/* Larger than the whole budget: remove it. */
-				e->state = ENT_DYING;
+				bcache_ent_to(e, ENT_DYING);
 				bcache_map_insert(bc, e);
 				e->vnext = victims;
 				victims = e;
@@ -48,7 +48,7 @@ static int list_insert(struct bcache *bc, const struct bcache_found *f,
 			}
 			e->charge = charge;
 			e->seq = ++bc->seq;
-			e->state = ENT_READY;
+			bcache_ent_to(e, ENT_READY);
 			bcache_map_insert(bc, e);
 			bcache_lru_push(bc, e, SEG_PROBATION);
 			bc->used += charge;

@@ -52,7 +52,7 @@ void bcache_ent_retire(struct bcache *bc, struct ent *e)
 	bcache_lru_unlink(bc, e);
 	bc->used -= e->charge;
 	bc->n_ready--;
-	e->state = ENT_DYING;
+	bcache_ent_to(e, ENT_DYING);
 	if (e->warm) {
 		e->warm = false;
 		bc->c.warm_bytes -= e->charge;

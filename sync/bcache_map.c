@@ -6,6 +6,7 @@
  */
 #include "sync/bcache_int.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -80,6 +81,19 @@ struct ent *bcache_ent_new(const struct bcache_hash *h, uint64_t blk)
 		e->blk = blk;
 	}
 	return e;
+}
+
+void bcache_ent_to(struct ent *e, enum ent_state to)
+{
+	/* The states each state may go to (docs/design.md "Burst buffer"). */
+	static const unsigned allowed[] = {
+		[ENT_NEW] = 1u << ENT_READY | 1u << ENT_WRITING | 1u << ENT_DYING,
+		[ENT_READY] = 1u << ENT_DYING,
+		[ENT_WRITING] = 1u << ENT_READY | 1u << ENT_DYING,
+		[ENT_DYING] = 1u << ENT_WRITING,
+	};
+	assert(allowed[e->state] & 1u << to);
+	e->state = to;
 }
 
 void bcache_path_of(const struct bcache *bc, const struct bcache_hash *h,

@@ -202,9 +202,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		c = tmp;
 		*c = (struct chunk){ 0 };
 	}
-	size_t skept = c->kept;
-	*c = (struct chunk){ .state = CH_FETCHING, .off = from, .len = want,
-			     .tick = ++r->tick, .kept = skept };
+	reader_chunk_start(r, c, from, want, false);
 	mod_unlock(&r->lock);
 	struct reader_buf *rb = NULL;
 	size_t got;
@@ -220,7 +218,7 @@ static int read_fetch(struct reader *r, uint64_t at, size_t need, bool sequentia
 		return rc < 0 ? rc : 0;
 	}
 	c->got = got;
-	c->state = CH_READY;
+	reader_chunk_to(c, CH_READY);
 	*out = c;
 	return 1;
 }

@@ -53,13 +53,13 @@ static void *ra_main(void *arg)
 	c->rb = rb;
 	if (c->orphan || r->closing) {
 		R_COUNT(r, ra_wasted, got);
-		c->state = CH_FAILED;   /* counted: reader_chunk_free counts nothing more */
+		reader_chunk_to(c, CH_FAILED);   /* counted: reader_chunk_free counts nothing more */
 		reader_chunk_free(r, c);
 	} else if (rc < 0) {
-		c->state = CH_FAILED;   /* the read that gets there fetches it again */
+		reader_chunk_to(c, CH_FAILED);   /* the read that gets there fetches it again */
 	} else {
 		c->got = got;
-		c->state = CH_READY;
+		reader_chunk_to(c, CH_READY);
 	}
 	r->helpers--;
 	pthread_cond_broadcast(&r->cv);
@@ -123,8 +123,7 @@ void reader_ra_fill(struct reader *r, uint64_t pos)
 			break;
 		}
 		struct ra_job *j = malloc(sizeof *j);
-		*c = (struct chunk){ .state = CH_FETCHING, .ahead = true, .off = from,
-				     .len = want, .tick = ++r->tick };
+		reader_chunk_start(r, c, from, want, true);
 		r->ra_held += want;
 		r->ra_flight++;
 		r->helpers++;
@@ -140,7 +139,7 @@ void reader_ra_fill(struct reader *r, uint64_t pos)
 			reader_pool_landed(r->pool);
 			r->ra_flight--;
 			r->helpers--;
-			c->state = CH_FAILED;
+			reader_chunk_to(c, CH_FAILED);
 			reader_chunk_free(r, c);
 			break;
 		}

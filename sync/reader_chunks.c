@@ -7,6 +7,31 @@
  */
 #include "sync/reader_int.h"
 
+#include <assert.h>
+
+void reader_chunk_to(struct chunk *c, enum ch_state to)
+{
+	/* The states each state may go to (docs/design.md "A reader's
+	 * chunks"). */
+	static const unsigned allowed[] = {
+		[CH_FREE] = 1u << CH_FETCHING,
+		[CH_FETCHING] = 1u << CH_READY | 1u << CH_FAILED | 1u << CH_FREE,
+		[CH_READY] = 1u << CH_FREE,
+		[CH_FAILED] = 1u << CH_FREE,
+	};
+	assert(allowed[c->state] & 1u << to);
+	c->state = to;
+}
+
+void reader_chunk_start(struct reader *r, struct chunk *c, uint64_t off,
+			size_t len, bool ahead)
+{
+	size_t kept = c->kept;
+	reader_chunk_to(c, CH_FETCHING);
+	*c = (struct chunk){ .state = CH_FETCHING, .ahead = ahead, .off = off,
+			     .len = len, .tick = ++r->tick, .kept = kept };
+}
+
 /* Free a chunk that no helper fetches (its slot becomes FREE). */
 void reader_chunk_free(struct reader *r, struct chunk *c)
 {
@@ -18,6 +43,7 @@ void reader_chunk_free(struct reader *r, struct chunk *c)
 	}
 	reader_pool_unkeep(r->pool, c->kept);
 	reader_rbuf_put(c->rb);
+	reader_chunk_to(c, CH_FREE);
 	*c = (struct chunk){ .state = CH_FREE };
 }
 

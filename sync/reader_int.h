@@ -102,6 +102,9 @@ struct reader_buf {
 #define SYNC_KEEP    4u
 #define RA_SLOTS     (READER_RA_STREAMS_MAX + SYNC_KEEP + 4u)
 
+/* A chunk's states (reader.c's DESIGN; docs/design.md "A reader's chunks"
+ * has the table of transitions); reader_chunk_to() is the only function
+ * that changes one. */
 enum ch_state { CH_FREE, CH_FETCHING, CH_READY, CH_FAILED };
 
 struct chunk {
@@ -174,6 +177,12 @@ void reader_ra_fill(struct reader *r, uint64_t pos);
 
 /* ---- reader_chunks.c: the chunk slots (the caller holds r->lock) -------- */
 
+/* c goes to state `to`, asserting the table allows it from c's state. */
+void reader_chunk_to(struct chunk *c, enum ch_state to);
+/* A FREE slot c starts the fetch of [off, off+len): FETCHING, its other
+ * fields but `kept` reset. */
+void reader_chunk_start(struct reader *r, struct chunk *c, uint64_t off,
+			size_t len, bool ahead);
 /* Free a chunk that no helper fetches (its slot becomes FREE). */
 void reader_chunk_free(struct reader *r, struct chunk *c);
 /* The chunk holding byte at: a READY one with it, else one FETCHING or
