@@ -458,14 +458,23 @@ static int dir_scan(struct stage *st)
 	return 0;
 }
 
-/* mkdir -p path, then open it. */
+/* mkdir -p path, then open it. A parent removed between two steps (the
+ * directory removed again while it is made again) makes the step fail with
+ * ENOENT: it starts over, a few times. */
 static int open_dir(const char *path, int *fd)
 {
-	int err = file_mkdir_p(path, 0700);
-	if (err)
-		return err;
-	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return *fd < 0 ? -errno : 0;
+	int err = 0;
+	for (int i = 0; i < 4; i++) {
+		*fd = -1;
+		err = file_mkdir_p(path, 0700);
+		if (!err) {
+			*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			err = *fd < 0 ? -errno : 0;
+		}
+		if (err != -ENOENT)
+			break;
+	}
+	return err;
 }
 
 /* Whether the directory st->dir_fd names was removed. renew_lock held. */
