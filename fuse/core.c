@@ -160,95 +160,62 @@ void core_free(struct core *c)
 	free(c);
 }
 
-/* The view sets this thread's requests pinned, one entry per core (a test
- * drives two cores from one thread). */
-#define CORE_PINS 4
-struct core_pin {
-	struct core *c;
-	struct viewset *vs;
-	unsigned depth;
-	struct core_views cv;
-};
-static _Thread_local struct core_pin core_pins[CORE_PINS];
-
-static struct core_pin *pin_of(struct core *c)
+void core_req_begin(struct core *c, struct core_req *rq)
 {
-	for (int i = 0; i < CORE_PINS; i++)
-		if (core_pins[i].c == c)
-			return &core_pins[i];
-	return NULL;
+	rq->c = c;
+	rq->vs = viewset_slot_pin(c->d.views);
+	rq->cv.views = rq->vs ? viewset_views(rq->vs) : NULL;
+	rq->cv.n = rq->vs ? viewset_count(rq->vs) : 0;
 }
 
-void core_req_begin(struct core *c)
+void core_req_end(struct core_req *rq)
 {
-	struct core_pin *p = pin_of(c);
-	if (p) {
-		p->depth++;
-		return;
-	}
-	p = pin_of(NULL);
-	assert(p);                   /* more cores than CORE_PINS on one thread */
-	p->c = c;
-	p->depth = 1;
-	p->vs = viewset_slot_pin(c->d.views);
-	p->cv.views = p->vs ? viewset_views(p->vs) : NULL;
-	p->cv.n = p->vs ? viewset_count(p->vs) : 0;
+	viewset_unpin(rq->vs);
+	rq->vs = NULL;
+	rq->cv.n = 0;
 }
 
-void core_req_end(struct core *c)
+const struct core_views *core_views(const struct core_req *rq)
 {
-	struct core_pin *p = pin_of(c);
-	assert(p && p->depth);
-	if (--p->depth)
-		return;
-	viewset_unpin(p->vs);
-	memset(p, 0, sizeof *p);
+	return &rq->cv;
 }
 
-const struct core_views *core_views(struct core *c)
+size_t core_view_find(const struct core_req *rq, const char *name)
 {
-	static const struct core_views none = { NULL, 0 };
-	struct core_pin *p = pin_of(c);
-	assert(p);                   /* views are read inside a request only */
-	return p ? &p->cv : &none;
+	return core_view_index(rq, name);
 }
 
-size_t core_view_find(struct core *c, const char *name)
+size_t core_view_index(const struct core_req *rq, const char *name)
 {
-	return core_view_index(c, name);
-}
-
-size_t core_view_index(struct core *c, const char *name)
-{
-	const struct core_views *vs = core_views(c);
+	const struct core_views *vs = core_views(rq);
 	for (size_t i = 0; i < vs->n; i++)
 		if (strcmp(view_name(vs->views[i]), name) == 0)
 			return i;
 	return INODE_NO_VIEW;
 }
 
-bool core_in_view(struct core *c, const char *vname, size_t view)
+bool core_in_view(const struct core_req *rq, const char *vname, size_t view)
 {
-	const struct core_views *vs = core_views(c);
+	const struct core_views *vs = core_views(rq);
 	return vname && view < vs->n && strcmp(view_name(vs->views[view]), vname) == 0;
 }
 
-size_t core_view_follow(struct core *c, size_t *view, const char *vname)
+size_t core_view_follow(const struct core_req *rq, size_t *view, const char *vname)
 {
 	if (vname)
-		*view = core_view_index(c, vname);
+		*view = core_view_index(rq, vname);
 	return *view;
 }
 
-bool core_view_writable(struct core *c, size_t view)
+bool core_view_writable(const struct core_req *rq, size_t view)
 {
-	return view < core_views(c)->n && view_writable(core_view(c, view));
+	return view < core_views(rq)->n && view_writable(core_view(rq, view));
 }
 
-enum vis_policy core_view_policy(struct core *c, size_t view)
+enum vis_policy core_view_policy(const struct core_req *rq, size_t view)
 {
-	return view < core_views(c)->n ? vis_policy_of(view_visibility(core_view(c, view)))
-				       : VIS_SESSION;
+	return view < core_views(rq)->n ? vis_policy_of(view_visibility(core_view(rq, view)))
+					: VIS_SESSION;
 }
 
 const char *core_recovered(struct core *c)
@@ -321,12 +288,12 @@ static void ts_of_ns(int64_t ns, struct timespec *ts)
 	ts->tv_nsec = (long)nsec;
 }
 
-void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
+void core_attr_posix(struct core_req *rq, size_t view, const struct obj_posix *px,
 		     struct stat *st)
 {
 	if (px->have & POSIX_MODE) {
 		mode_t m = px->mode & 07777, type = st->st_mode & S_IFMT;
-		if (!core_view_writable(c, view))
+		if (!core_view_writable(rq, view))
 			m &= ~(mode_t)0222;
 		/* an object may hold a symbolic link, a FIFO, a socket or a
 		 * device node (its type in the mode, as s3fs writes it) */
@@ -349,15 +316,17 @@ void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
 		ts_of_ns(px->ctime_ns, &st->st_ctim);
 }
 
-mode_t core_file_perm(struct core *c, size_t view)
+mode_t core_file_perm(struct core_req *rq, size_t view)
 {
-	return shown_mode(c, false, core_view_writable(c, view));
+	struct core *c = rq->c;
+	return shown_mode(c, false, core_view_writable(rq, view));
 }
 
-void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st)
+void core_attr_view_dir(struct core_req *rq, size_t view, uint64_t ino, struct stat *st)
 {
+	struct core *c = rq->c;
 	core_attr_dir(c, ino, st);
-	if (core_view_writable(c, view))
+	if (core_view_writable(rq, view))
 		st->st_mode = S_IFDIR | shown_mode(c, true, true);
 }
 
@@ -419,15 +388,16 @@ int core_path_join(const char *dir, const char *name, char *out, size_t outlen)
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
-int core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
+int core_child(struct core_req *rq, uint64_t parent, const char *name, size_t *view,
 	       char *path, size_t pathlen)
 {
+	struct core *c = rq->c;
 	if (strlen(name) > CORE_NAME_MAX)
 		return -ENAMETOOLONG;
 	if (parent < INODE_FIRST_DYNAMIC)
 		return parent == INODE_ROOT ? -EPERM : -EACCES;
 	struct inode_info info;
-	int rc = inode_get(c->d.it, parent, &info);
+	int rc = inode_get(c->d.it, parent, rq, &info);
 	if (rc < 0)
 		return rc;
 	if (!info.is_dir)
@@ -439,19 +409,19 @@ int core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
 	return rc;
 }
 
-int core_writable_child(struct core *c, uint64_t parent, const char *name,
+int core_writable_child(struct core_req *rq, uint64_t parent, const char *name,
 			size_t *view, char *path, size_t pathlen)
 {
-	int rc = core_child(c, parent, name, view, path, pathlen);
-	if (rc == 0 && !view_writable(core_view(c, *view)))
+	int rc = core_child(rq, parent, name, view, path, pathlen);
+	if (rc == 0 && !view_writable(core_view(rq, *view)))
 		rc = -EROFS;
 	return rc;
 }
 
-int core_path_object(struct core *c, size_t view, const char *path, char *bucket,
+int core_path_object(struct core_req *rq, size_t view, const char *path, char *bucket,
 		     size_t blen, char *key, size_t klen)
 {
-	const struct view *v = core_view(c, view);
+	const struct view *v = core_view(rq, view);
 	const char *p = path;
 	if (view_n_buckets(v) > 1) {
 		/* multi-bucket views show BUCKET/path */

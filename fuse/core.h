@@ -14,18 +14,19 @@
  * Lookup counts: every function that fills a struct core_entry (lookup,
  * create, mkdir) and every readdirplus entry adds one to its inode;
  * core_forget() subtracts. The caller hands each such entry to the kernel.
- * Views: every call runs inside a request: core_req_begin() pins the
- * current view set of the gateway's slot (views/viewset.h) for the calling
- * thread and core_req_end() unpins it (the adapter wraps each FUSE request
- * in them, fuse/fs_views.c; a test wraps what it calls). The core reads
- * the set only through core_views() (core_int.h), so one request sees one
+ * Views: every operation of a request takes the request's handle, a
+ * struct core_req on the caller's stack: core_req_begin() pins the
+ * current view set of the gateway's slot (views/viewset.h) into it and
+ * core_req_end() unpins it (the adapter makes one per FUSE request,
+ * fuse/fs_ops.c; a test makes its own). The core reads the set only
+ * through the handle (core_views(), core_int.h), so one request sees one
  * set, and a reload never waits for a request. View indexes live only
  * inside the request whose set they index; what outlives a request (open
  * files, made directories, descriptors, inodes, invalidations) keeps the
  * view's name and finds it again in the next request's set (a view that is
  * gone: ENOENT).
  * Threads: any thread may call any function at the same time, except
- * core_new/core_free. A thread pins at most 4 cores' sets at once. No lock
+ * core_new/core_free; a struct core_req belongs to one thread. No lock
  * of the core is held across an S3, index or staging call that blocks.
  * Ownership: a struct core_file / core_dir belongs to the caller from the
  * open that made it to its release; deps' pointers must outlive the core.
@@ -61,6 +62,7 @@ struct s3;
 struct stage;
 struct stats;
 struct view;
+struct viewset;
 struct viewset_slot;
 
 #define CORE_NAME_MAX 255
@@ -178,12 +180,24 @@ struct core_open_cache {
 /* Makes the core; loads the directories made with mkdir from the index. */
 int  core_new(const struct core_deps *deps, struct core **out);
 void core_free(struct core *c);
-/* A request begins / ends on this thread (nests: the outermost pins). */
-void core_req_begin(struct core *c);
-void core_req_end(struct core *c);
-/* The index of the view called name in this request's set, or
- * INODE_NO_VIEW (fuse/inode.h): the inode table's resolver. */
-size_t core_view_find(struct core *c, const char *name);
+/* A request's view set: the views of the set core_req_begin() pinned. */
+struct core_views {
+	struct view *const *views;
+	size_t n;
+};
+/* One request of the core: the core and the view set pinned for it. */
+struct core_req {
+	struct core *c;
+	struct viewset *vs;          /* NULL: no set installed yet (no views) */
+	struct core_views cv;
+};
+/* A request begins: rq (the caller's) gets c's current view set, pinned
+ * until core_req_end(rq). Every call of the request takes rq. */
+void core_req_begin(struct core *c, struct core_req *rq);
+void core_req_end(struct core_req *rq);
+/* The index of the view called name in rq's set, or INODE_NO_VIEW
+ * (fuse/inode.h): the inode table's resolver, rq its context. */
+size_t core_view_find(const struct core_req *rq, const char *name);
 /* Is (view called vname, path) a directory made with mkdir here? It then
  * exists whatever is added or removed below it (any thread; no view set
  * needed). */
@@ -200,18 +214,18 @@ bool core_retire_changed(struct core *c, const char *vname, const char *path,
 const char *core_recovered(struct core *c);
 
 /* ---- names and attributes ---- */
-int  core_lookup(struct core *c, uint64_t parent, const char *name,
+int  core_lookup(struct core_req *rq, uint64_t parent, const char *name,
 		 struct core_entry *e);            /* -ENOENT: cache a negative entry */
-void core_forget(struct core *c, uint64_t ino, uint64_t nlookup);
-int  core_getattr(struct core *c, uint64_t ino, struct stat *st);
+void core_forget(struct core_req *rq, uint64_t ino, uint64_t nlookup);
+int  core_getattr(struct core_req *rq, uint64_t ino, struct stat *st);
 /* Is ino one of the generated .facetfs files (attributes never cached)? */
 bool core_ino_generated(uint64_t ino);
 
 /* ---- directories ---- */
 /* A handle holds the directory's path and the names of its last reply,
  * never the listing (fuse/core_readdir.c). */
-int  core_opendir(struct core *c, uint64_t ino, struct core_dir **out);
-void core_releasedir(struct core *c, struct core_dir *d);
+int  core_opendir(struct core_req *rq, uint64_t ino, struct core_dir **out);
+void core_releasedir(struct core_req *rq, struct core_dir *d);
 /* One entry for the caller's buffer: next is the offset after it; ino is
  * the inode to hand to the kernel with readdirplus (one lookup added by
  * the core; 0: none, for "." and ".."). fill returns 0 when the entry was
@@ -229,7 +243,7 @@ typedef int (*core_fill_fn)(void *ctx, const struct core_dirent *e);
  * after that name whatever was added or removed meanwhile). 0, or a
  * negative errno (entries filled before it stand: a caller with some
  * replies with them); -EINVAL for an offset that stands for no name. */
-int  core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
+int  core_readdir(struct core_req *rq, struct core_dir *d, off_t off, bool plus,
 		  core_fill_fn fill, void *ctx);
 uint64_t core_dir_cookie(const char *name);
 /* The name path of the view called vname left the index: open handles of
@@ -243,20 +257,20 @@ void core_dir_mem(struct core *c, size_t *handles, size_t *bytes);
 
 /* ---- files ---- */
 /* flags: open(2)'s (O_ACCMODE, O_TRUNC). */
-int  core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
+int  core_open(struct core_req *rq, uint64_t ino, int flags, struct core_file **out,
 	       struct core_open_cache *cache);
-int  core_create(struct core *c, uint64_t parent, const char *name,
+int  core_create(struct core_req *rq, uint64_t parent, const char *name,
 		 const struct core_who *who, struct core_entry *e,
 		 struct core_file **out, struct core_open_cache *cache);
 /* mknod(2) (FIFO, socket, device, regular file) and symlink(2): an object
  * made at once, as s3fs makes them: empty, or holding the link's target,
  * with the type in its mode (common/posix.h); device numbers are not kept
  * (rdev 0). The kernel serves a FIFO's or a device's data itself. */
-int  core_mknod(struct core *c, uint64_t parent, const char *name,
+int  core_mknod(struct core_req *rq, uint64_t parent, const char *name,
 		const struct core_who *who, dev_t rdev, struct core_entry *e);
-int  core_symlink(struct core *c, uint64_t parent, const char *name,
+int  core_symlink(struct core_req *rq, uint64_t parent, const char *name,
 		  const char *target, const struct core_who *who, struct core_entry *e);
-ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
+ssize_t core_read(struct core_req *rq, struct core_file *f, void *buf, size_t len,
 		  off_t off);
 /* The bytes of one read where they lie (core_read_data): iov[0..n) in
  * order, held until core_read_done(). */
@@ -272,28 +286,28 @@ struct core_rdata {
  * reader's buffers (sync/reader.h reader_read_pieces) for the reply to be
  * written from; other files' bytes go into a buffer of the core's. The
  * count or a negative errno; call core_read_done() in every case. */
-ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t off,
+ssize_t core_read_data(struct core_req *rq, struct core_file *f, size_t len, off_t off,
 		       struct core_rdata *d);
 void core_read_done(struct core_rdata *d);
-ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
+ssize_t core_write(struct core_req *rq, struct core_file *f, const void *buf,
 		   size_t len, off_t off);
 /* core_write with the len bytes in the pipe pipe_fd (the adapter's
  * spliced WRITE), moved from it into the staged file by splice
  * (stage_file_pwrite_pipe: it says what an error leaves in the pipe). Only
  * for a file whose writes do not need their bytes in memory
  * (core_write_in_memory() false; else -EINVAL, the pipe untouched). */
-ssize_t core_write_pipe(struct core *c, struct core_file *f, int pipe_fd,
+ssize_t core_write_pipe(struct core_req *rq, struct core_file *f, int pipe_fd,
 			size_t len, off_t off);
 /* Whether f's writes need their bytes in memory (core_write), as
  * .facetfs/control's do: it reads them as a command. */
 bool core_write_in_memory(const struct core_file *f);
-int  core_flush(struct core *c, struct core_file *f);   /* close: a commit point */
+int  core_flush(struct core_req *rq, struct core_file *f);   /* close: a commit point */
 /* fsync: a commit point under `commit`; otherwise the staged bytes of the
  * inode (written through this or another descriptor) made durable. */
-int  core_fsync(struct core *c, struct core_file *f);
-void core_release(struct core *c, struct core_file *f);
+int  core_fsync(struct core_req *rq, struct core_file *f);
+void core_release(struct core_req *rq, struct core_file *f);
 /* truncate(2) (f NULL: by path, its own commit point) or ftruncate(2). */
-int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size);
+int  core_truncate(struct core_req *rq, uint64_t ino, struct core_file *f, uint64_t size);
 /* setattr (fuse/core_setattr.c): the size first (core_truncate), then mode,
  * owner and times, kept with the object as user metadata in s3fs's names
  * (common/posix.h): on a file open for writing here they ride on its next
@@ -302,19 +316,19 @@ int  core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t s
  * the index (S3 has none). Read-only view: -EROFS; a view's root: -EPERM.
  * The kernel checked the caller's rights (default_permissions). The
  * attributes after it in *st. */
-int  core_setattr(struct core *c, uint64_t ino, struct core_file *f,
+int  core_setattr(struct core_req *rq, uint64_t ino, struct core_file *f,
 		  const struct core_set *set, struct stat *st);
 /* readlink: .facetfs/recovered, or a symbolic link's object (its content,
  * at most size - 1 bytes, NUL-terminated in buf). 0 or a negative errno. */
-int  core_readlink(struct core *c, uint64_t ino, char *buf, size_t size);
+int  core_readlink(struct core_req *rq, uint64_t ino, char *buf, size_t size);
 
 /* ---- namespace ---- */
-int  core_mkdir(struct core *c, uint64_t parent, const char *name,
+int  core_mkdir(struct core_req *rq, uint64_t parent, const char *name,
 		const struct core_who *who, struct core_entry *e);
-int  core_rmdir(struct core *c, uint64_t parent, const char *name);
-int  core_unlink(struct core *c, uint64_t parent, const char *name);
+int  core_rmdir(struct core_req *rq, uint64_t parent, const char *name);
+int  core_unlink(struct core_req *rq, uint64_t parent, const char *name);
 /* flags: 0 or RENAME_NOREPLACE. */
-int  core_rename(struct core *c, uint64_t parent, const char *name,
+int  core_rename(struct core_req *rq, uint64_t parent, const char *name,
 		 uint64_t newparent, const char *newname, unsigned flags);
 
 /* ---- user metadata as xattrs ---- */
@@ -322,21 +336,21 @@ int  core_rename(struct core *c, uint64_t parent, const char *name,
  * answers -ENODATA, list leaves them out, set and remove -EPERM. */
 /* getxattr(2)/listxattr(2) conventions: size 0 asks for the length; the
  * value's length, -ERANGE if size is too small, -ENODATA, -EOPNOTSUPP. */
-ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
+ssize_t core_getxattr(struct core_req *rq, uint64_t ino, const char *name, char *buf,
 		      size_t size);
-ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size);
+ssize_t core_listxattr(struct core_req *rq, uint64_t ino, char *buf, size_t size);
 /* flags: XATTR_CREATE / XATTR_REPLACE. */
-int  core_setxattr(struct core *c, uint64_t ino, const char *name,
+int  core_setxattr(struct core_req *rq, uint64_t ino, const char *name,
 		   const char *value, size_t size, int flags);
-int  core_removexattr(struct core *c, uint64_t ino, const char *name);
+int  core_removexattr(struct core_req *rq, uint64_t ino, const char *name);
 
 /* ---- names for the I/O trace (fuse/core_trace.c) ---- */
 /* The view name and path of a file inode (0), -ENOENT for generated files
  * and inodes the kernel does not hold; -ENAMETOOLONG if they do not fit. */
-int  core_ino_name(struct core *c, uint64_t ino, char *view, size_t vlen,
+int  core_ino_name(struct core_req *rq, uint64_t ino, char *view, size_t vlen,
 		   char *path, size_t plen);
 /* The same for the entry name in directory parent (it need not exist). */
-int  core_child_name(struct core *c, uint64_t parent, const char *name, char *view,
+int  core_child_name(struct core_req *rq, uint64_t parent, const char *name, char *view,
 		     size_t vlen, char *path, size_t plen);
 /* Is f a descriptor of an object (not of a .facetfs/ file)? */
 bool core_file_is_object(const struct core_file *f);

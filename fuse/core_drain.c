@@ -203,16 +203,17 @@ static void enqueue(struct core_drain *d, struct ofile *of)
 	free(n);
 }
 
-int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t size)
+int core_truncate(struct core_req *rq, uint64_t ino, struct core_file *f, uint64_t size)
 {
+	struct core *c = rq->c;
 	struct ofile *of = NULL;
-	int rc = core_truncate_staged(c, ino, f, size, &of);
+	int rc = core_truncate_staged(rq, ino, f, size, &of);
 	if (!of)
 		return rc;
 	/* truncate(2) on a path is its own commit point: in a write-back
 	 * view a close (sealed and queued: the drain's checked upload) */
-	size_t v = core_view_index(c, of->vname);
-	bool wb = c->drain && v < core_views(c)->n && view_write_back(core_view(c, v));
+	size_t v = core_view_index(rq, of->vname);
+	bool wb = c->drain && v < core_views(rq)->n && view_write_back(core_view(rq, v));
 	if (rc == 0 && wb) {
 		rc = core_ofile_seal(c, of);
 		if (rc == 0 && stage_file_dirty(of->sf))
@@ -227,8 +228,9 @@ int core_truncate(struct core *c, uint64_t ino, struct core_file *f, uint64_t si
 	return rc;
 }
 
-void core_release(struct core *c, struct core_file *f)
+void core_release(struct core_req *rq, struct core_file *f)
 {
+	struct core *c = rq->c;
 	struct ofile *of = core_file_close(c, f);
 	if (of && c->drain)
 		enqueue(c->drain, of);       /* its last writer: published after */
@@ -236,17 +238,18 @@ void core_release(struct core *c, struct core_file *f)
 }
 
 /* The view of a descriptor now. */
-static bool file_write_back(struct core *c, struct core_file *f)
+static bool file_write_back(struct core_req *rq, struct core_file *f)
 {
-	size_t v = core_view_follow(c, &f->view, f->vname);
-	return v < core_views(c)->n && view_write_back(core_view(c, v));
+	size_t v = core_view_follow(rq, &f->view, f->vname);
+	return v < core_views(rq)->n && view_write_back(core_view(rq, v));
 }
 
-int core_flush(struct core *c, struct core_file *f)
+int core_flush(struct core_req *rq, struct core_file *f)
 {
+	struct core *c = rq->c;
 	if (!f->writable)
 		return 0;
-	if (!c->drain || !file_write_back(c, f))
+	if (!c->drain || !file_write_back(rq, f))
 		return core_ofile_commit(c, f->of);
 	int rc = core_ofile_seal(c, f->of);
 	if (rc == 0 && stage_file_dirty(f->of->sf))
@@ -298,14 +301,15 @@ static int publish_now(struct core *c, struct ofile *of)
 	return rc == PUB_CONFLICT ? -EIO : 0;   /* S3 keeps the other version */
 }
 
-int core_fsync(struct core *c, struct core_file *f)
+int core_fsync(struct core_req *rq, struct core_file *f)
 {
-	if (f->writable && c->drain && file_write_back(c, f))
+	struct core *c = rq->c;
+	if (f->writable && c->drain && file_write_back(rq, f))
 		return publish_now(c, f->of);
-	if (f->writable && vis_fsync_commits(core_view_policy(c, core_view_follow(
-							   c, &f->view, f->vname))))
+	if (f->writable && vis_fsync_commits(core_view_policy(rq, core_view_follow(
+							   rq, &f->view, f->vname))))
 		return core_ofile_commit(c, f->of);
-	return core_file_sync(c, f);
+	return core_file_sync(rq, f);
 }
 
 /* core_drain_sync; persist: keep retrying failures until timeout_s (a
@@ -360,10 +364,10 @@ int core_drain_sync(struct core *c, const char *vname, const char *path,
 /* The view that shows bucket/key for a file taken up: of the views whose
  * buckets and key conditions hold it, a write-back one first, then a
  * writable one, then any; its path there in path. INODE_NO_VIEW: none. */
-static size_t adopt_view(struct core *c, const char *bucket, const char *key,
+static size_t adopt_view(struct core_req *rq, const char *bucket, const char *key,
 			 char *path, size_t len)
 {
-	const struct core_views *vs = core_views(c);
+	const struct core_views *vs = core_views(rq);
 	size_t best = INODE_NO_VIEW;
 	int best_rank = 0;
 	char p[PATH_MAX];
@@ -425,9 +429,10 @@ int core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *wha
 {
 	struct core_drain *d = c->drain;
 	char path[PATH_MAX];
-	core_req_begin(c);
-	size_t v = adopt_view(c, what->bucket, what->key, path, sizeof path);
-	const char *vname = v == INODE_NO_VIEW ? "" : view_name(core_view(c, v));
+	struct core_req rq;
+	core_req_begin(c, &rq);
+	size_t v = adopt_view(&rq, what->bucket, what->key, path, sizeof path);
+	const char *vname = v == INODE_NO_VIEW ? "" : view_name(core_view(&rq, v));
 	struct ofile *of = calloc(1, sizeof *of);
 	int rc = of ? 0 : -ENOMEM;
 	if (of) {
@@ -436,7 +441,7 @@ int core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *wha
 		of->bucket = obj_strdup_opt(what->bucket, &rc);
 		of->key = obj_strdup_opt(what->key, &rc);
 	}
-	core_req_end(c);
+	core_req_end(&rq);
 	if (rc < 0 || !d) {
 		if (of)
 			core_ofile_free(of);     /* not of->sf yet */

@@ -83,12 +83,6 @@
 struct stage_file;
 struct drain_ent;
 
-/* The view set of the request being served (core_req_begin pinned it). */
-struct core_views {
-	struct view *const *views;
-	size_t n;
-};
-
 /* The version of an ofile's last upload, shared with the read-only
  * descriptors opened while it was staged: they read the staged copy while
  * it lasts and this version after (core_io.c), never the version S3 had
@@ -218,27 +212,27 @@ struct core_file {
 	size_t text_len;
 };
 
-/* The one accessor of the view set (see core.h "Views"): the set this
- * thread's request pinned (core_req_begin). */
-const struct core_views *core_views(struct core *c);
+/* The one accessor of the view set (see core.h "Views"): the set the
+ * request rq pinned (core_req_begin). */
+const struct core_views *core_views(const struct core_req *rq);
 
 /* View view of this request's set; NULL for INODE_NO_VIEW or beyond. */
-static inline const struct view *core_view(struct core *c, size_t view)
+static inline const struct view *core_view(const struct core_req *rq, size_t view)
 {
-	const struct core_views *vs = core_views(c);
+	const struct core_views *vs = core_views(rq);
 	return view < vs->n ? vs->views[view] : NULL;
 }
 
 /* core.c */
-size_t core_view_index(struct core *c, const char *name);  /* or INODE_NO_VIEW */
+size_t core_view_index(const struct core_req *rq, const char *name);  /* or INODE_NO_VIEW */
 /* The view index of a descriptor or directory handle in this request's
  * set, found again by its name (the view set may have changed). */
-size_t core_view_follow(struct core *c, size_t *view, const char *vname);
+size_t core_view_follow(const struct core_req *rq, size_t *view, const char *vname);
 /* Is view (an index in this request's set) the view called vname? Stored
  * entries (open files, made directories) know their view by name. */
-bool core_in_view(struct core *c, const char *vname, size_t view);
-bool core_view_writable(struct core *c, size_t view);
-enum vis_policy core_view_policy(struct core *c, size_t view);
+bool core_in_view(const struct core_req *rq, const char *vname, size_t view);
+bool core_view_writable(const struct core_req *rq, size_t view);
+enum vis_policy core_view_policy(const struct core_req *rq, size_t view);
 int64_t core_now_ns(void);
 /* A made directory into c->mkdirs (its view by name: INODE_NO_VIEW until a
  * view of that name exists); at core_new, for each the index stores. */
@@ -250,14 +244,14 @@ void core_ofile_free(struct ofile *of);
 /* Drop a reference to p (freed with the last). */
 void core_ofile_pub_put(struct ofile_pub *p);
 void core_attr_dir(struct core *c, uint64_t ino, struct stat *st);
-void core_attr_view_dir(struct core *c, size_t view, uint64_t ino, struct stat *st);
+void core_attr_view_dir(struct core_req *rq, size_t view, uint64_t ino, struct stat *st);
 void core_attr_file(struct core *c, uint64_t ino, uint64_t size, int64_t mtime_ns,
 		    mode_t perm, struct stat *st);
 /* Overlay what px holds (mode, owner, times) on st, filled for view; a
  * read-only view never shows write bits. */
-void core_attr_posix(struct core *c, size_t view, const struct obj_posix *px,
+void core_attr_posix(struct core_req *rq, size_t view, const struct obj_posix *px,
 		     struct stat *st);
-mode_t core_file_perm(struct core *c, size_t view);
+mode_t core_file_perm(struct core_req *rq, size_t view);
 int  core_path_join(const char *dir, const char *name, char *out, size_t outlen);
 /* The attributes a create, mknod or mkdir by who keeps (have 0 for who
  * NULL): its mode (with the file type), ids and, with_mtime, now. */
@@ -265,13 +259,13 @@ void core_who_posix(const struct core_who *who, bool with_mtime, struct obj_posi
 /* The attributes set changes into px, and ctime: now. */
 void core_set_posix(const struct core_set *set, struct obj_posix *px);
 /* The (view, path) of a directory inode and the path of its child name. */
-int  core_child(struct core *c, uint64_t parent, const char *name, size_t *view,
+int  core_child(struct core_req *rq, uint64_t parent, const char *name, size_t *view,
 		char *path, size_t pathlen);
 /* core_child() in a writable view (-EROFS otherwise). */
-int  core_writable_child(struct core *c, uint64_t parent, const char *name,
+int  core_writable_child(struct core_req *rq, uint64_t parent, const char *name,
 			 size_t *view, char *path, size_t pathlen);
 /* bucket + key of (view, path); -EINVAL if the path cannot be a key. */
-int  core_path_object(struct core *c, size_t view, const char *path, char *bucket,
+int  core_path_object(struct core_req *rq, size_t view, const char *path, char *bucket,
 		      size_t blen, char *key, size_t klen);
 /* Apply a change made through this mount to the index at once (own
  * changes visible to this mount before the event arrives; the index
@@ -298,9 +292,9 @@ int  core_index_newer(struct core *c, const struct obj_meta *o);
  * (an inode renamed over or unlinked is not the name's); with
  * unlinked_too, else the one whose name went while this inode's
  * descriptors held it. Called in a request (the view set pinned). */
-struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too);
+struct ofile *core_ofile_find(struct core_req *rq, uint64_t ino, bool unlinked_too);
 /* The staged file a name shows (never an unlinked one), in any view. */
-struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path);
+struct ofile *core_ofile_find_path(struct core_req *rq, size_t view, const char *path);
 struct ofile *core_ofile_find_key(struct core *c, const char *bucket, const char *key);
 /* of is known by a new path and key from now on (takes both strings). */
 void core_ofile_rename(struct core *c, struct ofile *of, char *path, char *key);
@@ -351,43 +345,43 @@ int  core_ofile_pub_version(struct core *c, struct ofile_pub *p, struct obj_meta
  * is there: then that one (ref taken) is returned and of is not inserted. */
 struct ofile *core_ofile_insert(struct core *c, struct ofile *of);
 /* What a file staged here shows (its size, mode, owner, times). */
-void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
+void core_ofile_attr(struct core_req *rq, size_t view, struct ofile *of, uint64_t ino,
 		     struct stat *st);
 
 /* core_mkdir.c */
-bool core_mkdir_exists(struct core *c, size_t view, const char *path);
+bool core_mkdir_exists(struct core_req *rq, size_t view, const char *path);
 /* The attributes kept for the made directory (view, path): false if none. */
-bool core_mkdir_attr(struct core *c, size_t view, const char *path, struct obj_posix *px);
+bool core_mkdir_attr(struct core_req *rq, size_t view, const char *path, struct obj_posix *px);
 /* Replace them (the entry must exist: false otherwise). */
-bool core_mkdir_set_attr(struct core *c, size_t view, const char *path,
+bool core_mkdir_set_attr(struct core_req *rq, size_t view, const char *path,
 			 const struct obj_posix *px);
-void core_mkdir_forget(struct core *c, size_t view, const char *path);
+void core_mkdir_forget(struct core_req *rq, size_t view, const char *path);
 /* The made directory (view, path) is now npath (an entry there already is
  * dropped: one per name). */
-void core_mkdir_move(struct core *c, size_t view, const char *path, const char *npath);
+void core_mkdir_move(struct core_req *rq, size_t view, const char *path, const char *npath);
 /* Names of the made directories directly under dir (malloc'ed array of
  * malloc'ed names; the caller frees both). */
-int  core_mkdir_children(struct core *c, size_t view, const char *dir,
+int  core_mkdir_children(struct core_req *rq, size_t view, const char *dir,
 			 char ***names, size_t *n);
 
 /* Does (view, path) hold something staged here, or a made directory, below
  * it? (for rmdir and rename) */
-bool core_tables_have_child(struct core *c, size_t view, const char *path);
+bool core_tables_have_child(struct core_req *rq, size_t view, const char *path);
 
 /* core_attr_view_dir for the directory at path, with the attributes kept
  * for it (made or chmod'ed here). */
-void core_attr_dir_at(struct core *c, size_t view, const char *path, uint64_t ino,
+void core_attr_dir_at(struct core_req *rq, size_t view, const char *path, uint64_t ino,
 		      struct stat *st);
 /* setattr of the directory at path (not a view's root: -EPERM; -EROFS in
  * a read-only view): the index keeps its attributes, and the made
  * directories list them. 0 or -errno. */
-int  core_dir_setattr(struct core *c, size_t view, const char *path,
+int  core_dir_setattr(struct core_req *rq, size_t view, const char *path,
 		      const struct core_set *set);
 /* An entry was made or removed at path: its parent directory's mtime and
  * ctime are now, when the index keeps that directory's attributes (made
  * with mkdir, or given attributes here); a directory known only from keys
  * (and a view's root) keeps none. Failures are logged, never returned. */
-void core_dir_touch(struct core *c, size_t view, const char *path);
+void core_dir_touch(struct core_req *rq, size_t view, const char *path);
 
 /* core_mend.c */
 /* What S3 holds of bucket/key (a HEAD: that version, or a tombstone when
@@ -403,10 +397,10 @@ extern const char *const core_meta_names[CORE_META_FILES];
 extern const uint64_t core_meta_inos[CORE_META_FILES];
 /* What (view, path) is for this mount: a file staged here (created or
  * being written), what the index shows, or a directory made here. */
-int  core_node_attr(struct core *c, size_t view, const char *path, uint64_t ino,
+int  core_node_attr(struct core_req *rq, size_t view, const char *path, uint64_t ino,
 		    struct stat *st, bool *is_dir);
 /* Attributes of an inode the kernel holds. */
-int  core_attr_of(struct core *c, uint64_t ino, struct stat *st);
+int  core_attr_of(struct core_req *rq, uint64_t ino, struct stat *st);
 
 /* core_commit.c */
 /* Commit point: upload the staged copy if it changed (its mtime metadata
@@ -442,7 +436,7 @@ int  core_ofile_publish(struct core *c, struct ofile *of, bool by_writer);
 /* truncate(2) (f NULL) or ftruncate(2) of the staged copy; for a path,
  * the file opened for it (a writer counted) in *own, which the caller
  * publishes (its commit point), ends the writer of and puts. */
-int  core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
+int  core_truncate_staged(struct core_req *rq, uint64_t ino, struct core_file *f,
 			 uint64_t size, struct ofile **own);
 /* Free a descriptor. A writable one's close may be the last writer of a
  * file the drain held back (core_ofile_writer_end): that ofile is
@@ -451,7 +445,7 @@ int  core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
 struct ofile *core_file_close(struct core *c, struct core_file *f);
 /* fsync of a descriptor where it publishes nothing: its staged bytes made
  * durable here (stage_file_sync). */
-int  core_file_sync(struct core *c, struct core_file *f);
+int  core_file_sync(struct core_req *rq, struct core_file *f);
 
 /* core_drain.c */
 /* A file waiting in the write-back drain whose name changed (rename):
@@ -476,7 +470,7 @@ int  core_drain_adopt(struct core *c, struct stage_file *sf, struct obj_meta *wh
  * COPY onto itself (one HEAD first). EOPNOTSUPP for a directory, EROFS in
  * a read-only view; edit's negative errno stops it. */
 typedef int (*core_meta_edit_fn)(void *ctx, struct obj_meta *o, struct ofile *of);
-int  core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx);
+int  core_meta_change(struct core_req *rq, uint64_t ino, core_meta_edit_fn edit, void *ctx);
 /* What a copy of bucket/key starts from: the index's record when it is
  * complete (ETag, user metadata, content type) and use_index, with no
  * request, else a HEAD; *from says which (true: the index). src is

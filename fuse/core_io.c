@@ -52,13 +52,14 @@
 /* Find the inode's staged copy or make one: empty when truncating or
  * creating, otherwise filled with the object's current bytes. A new object
  * gets the view's on_create metadata and the attributes in px (NULL: none). */
-static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path,
+static int ofile_get(struct core_req *rq, uint64_t ino, size_t view, const char *path,
 		     const char *bucket, const char *key, bool trunc, bool create,
 		     const struct obj_posix *px, struct ofile **out)
 {
+	struct core *c = rq->c;
 	struct ofile *of;
 	for (;;) {
-		of = core_ofile_find(c, ino, false);
+		of = core_ofile_find(rq, ino, false);
 		if (!of)     /* staged from another view */
 			of = core_ofile_find_key(c, bucket, key);
 		if (!of || core_ofile_writer_begin(c, of))
@@ -80,7 +81,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 	of = calloc(1, sizeof *of);
 	if (!of || !(of->path = strdup(path)) || !(of->bucket = strdup(bucket)) ||
 	    !(of->key = strdup(key)) ||
-	    !(of->vname = strdup(view_name(core_view(c, view))))) {
+	    !(of->vname = strdup(view_name(core_view(rq, view))))) {
 		if (of)
 			core_ofile_free(of);
 		return -ENOMEM;
@@ -122,7 +123,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 			snprintf(of->base_etag, sizeof of->base_etag, "%s", known.etag);
 		obj_meta_release(&known);
 		size_t n;
-		const struct obj_kv *kv = view_on_create(core_view(c, view), &n);
+		const struct obj_kv *kv = view_on_create(core_view(rq, view), &n);
 		for (size_t i = 0; rc == 0 && i < n; i++)
 			rc = obj_kv_add(&of->meta.meta, &of->meta.n_meta, kv[i].name,
 					kv[i].value);
@@ -141,7 +142,7 @@ static int ofile_get(struct core *c, uint64_t ino, size_t view, const char *path
 		rc = stage_file_new(c->d.stage, bucket, key, up, n_up,
 				    of->meta.content_type, &of->sf);
 	}
-	if (rc == 0 && view_write_back(core_view(c, view)))
+	if (rc == 0 && view_write_back(core_view(rq, view)))
 		stage_file_nostream(of->sf);     /* the drain uploads it after */
 	obj_kv_free(up, n_up);
 	if (rc == 0 && exists && !trunc && of->meta.size > 0) {
@@ -231,9 +232,9 @@ static int open_meta(struct core *c, uint64_t ino, int flags, struct core_file *
 }
 
 /* The descriptor's view index now (the view set may have changed). */
-static size_t file_view(struct core *c, struct core_file *f)
+static size_t file_view(struct core_req *rq, struct core_file *f)
 {
-	return core_view_follow(c, &f->view, f->vname);
+	return core_view_follow(rq, &f->view, f->vname);
 }
 
 /* `eventual`: S3 had another version than the index when a descriptor
@@ -271,14 +272,15 @@ static void moved_index(void *ctx, const struct obj_meta *o)
 
 /* The version a read-only descriptor reads: under `eventual` the index's
  * (no S3 request, *from_index), otherwise validated now (one HEAD). */
-static int open_version(struct core *c, struct core_file *f, size_t view,
+static int open_version(struct core_req *rq, struct core_file *f, size_t view,
 			const char *path, bool *from_index)
 {
+	struct core *c = rq->c;
 	*from_index = false;
-	enum vis_policy p = core_view_policy(c, view);
+	enum vis_policy p = core_view_policy(rq, view);
 	if (vis_open_trusts_index(p)) {
 		struct obj_meta o = { 0 };
-		int rc = index_object(c->d.ix, core_view(c, view), path, &o);
+		int rc = index_object(c->d.ix, core_view(rq, view), path, &o);
 		if (rc == 0 && o.bucket && o.key && !strcmp(o.bucket, f->bucket) &&
 		    !strcmp(o.key, f->key) && o.etag[0])
 			rc = vis_version_open_known(&c->src, f->bucket, f->key, o.etag,
@@ -304,11 +306,12 @@ static int open_version(struct core *c, struct core_file *f, size_t view,
  * version whose event has not been applied here yet; through the page
  * cache the kernel would end its reads at the index's size (a file grown
  * by another client would read short, or empty). */
-static bool kernel_size_unsure(struct core *c, size_t view, const char *path,
+static bool kernel_size_unsure(struct core_req *rq, size_t view, const char *path,
 			       uint64_t size)
 {
+	struct core *c = rq->c;
 	struct obj_meta o = { 0 };
-	bool unsure = index_object(c->d.ix, core_view(c, view), path, &o) < 0 ||
+	bool unsure = index_object(c->d.ix, core_view(rq, view), path, &o) < 0 ||
 		      (o.flags & OBJ_DELETED) || o.size != size;
 	obj_meta_release(&o);
 	return unsure;
@@ -316,11 +319,12 @@ static bool kernel_size_unsure(struct core *c, size_t view, const char *path,
 
 /* A read-only descriptor: the version it reads, and how the kernel may
  * cache its pages. */
-static int open_reader(struct core *c, uint64_t ino, const char *path,
+static int open_reader(struct core_req *rq, uint64_t ino, const char *path,
 		       struct core_file *f, struct core_open_cache *cache)
 {
+	struct core *c = rq->c;
 	cache->no_flush = true;          /* nothing to publish at close */
-	struct ofile *of = core_ofile_find(c, ino, false);
+	struct ofile *of = core_ofile_find(rq, ino, false);
 	if (of) {
 		/* Staged here: reads take the staged copy, then the version
 		 * its upload makes (read_version), never what S3 held
@@ -336,10 +340,10 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 		return 0;
 	}
 	bool from_index;
-	int rc = open_version(c, f, file_view(c, f), path, &from_index);
+	int rc = open_version(rq, f, file_view(rq, f), path, &from_index);
 	if (rc < 0)
 		return rc;
-	if (core_view_policy(c, file_view(c, f)) == VIS_COMMIT) {
+	if (core_view_policy(rq, file_view(rq, f)) == VIS_COMMIT) {
 		cache->direct_io = true;     /* every read validates; no page cache */
 	} else if (c->d.cold_direct && vis_version_cold(f->ver)) {
 		/* A cold stream: its bytes go from the reader's buffer to
@@ -358,7 +362,7 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 		uint64_t size;
 		bool direct, keep;
 		vis_version_etag(f->ver, etag, &size);
-		if (!from_index && kernel_size_unsure(c, file_view(c, f), path, size)) {
+		if (!from_index && kernel_size_unsure(rq, file_view(rq, f), path, size)) {
 			/* Direct I/O: reads are not cut at the kernel's size.
 			 * The version's event (or the next HEAD that agrees
 			 * with the index) brings the page cache back. */
@@ -380,11 +384,12 @@ static int open_reader(struct core *c, uint64_t ino, const char *path,
 	return 0;
 }
 
-static int open_object(struct core *c, uint64_t ino, int flags, struct core_file *f,
+static int open_object(struct core_req *rq, uint64_t ino, int flags, struct core_file *f,
 		       struct core_open_cache *cache)
 {
+	struct core *c = rq->c;
 	struct inode_info info;
-	int rc = inode_get(c->d.it, ino, &info);
+	int rc = inode_get(c->d.it, ino, rq, &info);
 	if (rc < 0)
 		return rc;
 	char bucket[256], key[4096];
@@ -392,33 +397,34 @@ static int open_object(struct core *c, uint64_t ino, int flags, struct core_file
 	f->kind = FILE_OBJECT;
 	f->ino = ino;
 	f->view = info.view;
-	f->vname = strdup(view_name(core_view(c, info.view)));
+	f->vname = strdup(view_name(core_view(rq, info.view)));
 	if (!f->vname)
 		rc = -ENOMEM;
 	else if (info.is_dir)
 		rc = -EISDIR;
-	else if (writing && !view_writable(core_view(c, info.view)))
+	else if (writing && !view_writable(core_view(rq, info.view)))
 		rc = -EROFS;
 	else
-		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
+		rc = core_path_object(rq, info.view, info.path, bucket, sizeof bucket,
 				      key, sizeof key);
 	if (rc == 0 && (!(f->bucket = strdup(bucket)) || !(f->key = strdup(key))))
 		rc = -ENOMEM;
 	if (rc == 0 && writing) {
-		rc = ofile_get(c, ino, info.view, info.path, bucket, key,
+		rc = ofile_get(rq, ino, info.view, info.path, bucket, key,
 			       flags & O_TRUNC, false, NULL, &f->of);
 		f->writable = rc == 0;
 		cache->keep_cache = true;    /* our own writes keep the page cache right */
 	} else if (rc == 0) {
-		rc = open_reader(c, ino, info.path, f, cache);
+		rc = open_reader(rq, ino, info.path, f, cache);
 	}
 	free(info.path);
 	return rc;
 }
 
-int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
+int core_open(struct core_req *rq, uint64_t ino, int flags, struct core_file **out,
 	      struct core_open_cache *cache)
 {
+	struct core *c = rq->c;
 	stats_inc(&c->ctr.open);
 	memset(cache, 0, sizeof *cache);
 	struct core_file *f = file_new();
@@ -430,7 +436,7 @@ int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 	else if (ino < INODE_FIRST_DYNAMIC)
 		rc = open_meta(c, ino, flags, f, cache);
 	else
-		rc = open_object(c, ino, flags, f, cache);
+		rc = open_object(rq, ino, flags, f, cache);
 	if (rc < 0) {
 		core_ofile_put(c, core_file_close(c, f));
 		return rc;
@@ -439,10 +445,11 @@ int core_open(struct core *c, uint64_t ino, int flags, struct core_file **out,
 	return 0;
 }
 
-int core_create(struct core *c, uint64_t parent, const char *name,
+int core_create(struct core_req *rq, uint64_t parent, const char *name,
 		const struct core_who *who, struct core_entry *e,
 		struct core_file **out, struct core_open_cache *cache)
 {
+	struct core *c = rq->c;
 	struct obj_posix px;
 	core_who_posix(who, true, &px);
 	size_t view;
@@ -450,17 +457,17 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 	struct core_file *f = NULL;
 	memset(e, 0, sizeof *e);
 	memset(cache, 0, sizeof *cache);
-	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	int rc = core_writable_child(rq, parent, name, &view, path, sizeof path);
 	if (rc == 0)
-		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
-	if (rc == 0 && !view_key_can_match(core_view(c, view), key))
+		rc = core_path_object(rq, view, path, bucket, sizeof bucket, key, sizeof key);
+	if (rc == 0 && !view_key_can_match(core_view(rq, view), key))
 		rc = -EINVAL;        /* the object could never be in this view */
 	if (rc == 0 && !(f = file_new()))
 		rc = -ENOMEM;
 	if (rc == 0 && (!(f->bucket = strdup(bucket)) || !(f->key = strdup(key))))
 		rc = -ENOMEM;
 	if (rc == 0) {
-		const char *vname = view_name(core_view(c, view));
+		const char *vname = view_name(core_view(rq, view));
 		e->ino = inode_ref(c->d.it, vname, path, false);
 		rc = e->ino ? 0 : -ENOMEM;
 	}
@@ -468,8 +475,8 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 		f->kind = FILE_OBJECT;
 		f->ino = e->ino;
 		f->view = view;
-			f->vname = strdup(view_name(core_view(c, view)));
-		rc = ofile_get(c, e->ino, view, path, bucket, key, true, true, &px, &f->of);
+			f->vname = strdup(view_name(core_view(rq, view)));
+		rc = ofile_get(rq, e->ino, view, path, bucket, key, true, true, &px, &f->of);
 		if (rc < 0)
 			inode_unref(c->d.it, e->ino, 1);
 	}
@@ -480,15 +487,15 @@ int core_create(struct core *c, uint64_t parent, const char *name,
 	if (rc < 0) {
 		if (rc == -EINVAL)
 			log_info("create %s in view %s refused: key %s cannot match the view",
-				 name, view < core_views(c)->n
-					       ? view_name(core_view(c, view)) : "?", key);
+				 name, view < core_views(rq)->n
+					       ? view_name(core_view(rq, view)) : "?", key);
 		core_ofile_put(c, core_file_close(c, f));
 		return rc;
 	}
 	f->writable = true;
-	core_dir_touch(c, view, path);
-	core_attr_file(c, e->ino, 0, core_now_ns(), core_file_perm(c, view), &e->attr);
-	core_attr_posix(c, view, &px, &e->attr);
+	core_dir_touch(rq, view, path);
+	core_attr_file(c, e->ino, 0, core_now_ns(), core_file_perm(rq, view), &e->attr);
+	core_attr_posix(rq, view, &px, &e->attr);
 	cache->keep_cache = true;
 	*out = f;
 	return 0;
@@ -498,23 +505,24 @@ int core_create(struct core *c, uint64_t parent, const char *name,
  * any other descriptor of an inode staged here reads it too (our own
  * writes), through a reference in *held that the caller puts (NULL when
  * none was taken). */
-static struct stage_file *staged_copy(struct core *c, struct core_file *f,
+static struct stage_file *staged_copy(struct core_req *rq, struct core_file *f,
 				      struct ofile **held)
 {
-	*held = f->of ? NULL : core_ofile_find(c, f->ino, true);
+	*held = f->of ? NULL : core_ofile_find(rq, f->ino, true);
 	struct ofile *of = f->of ? f->of : *held;
 	return of ? of->sf : NULL;
 }
 
-int core_file_sync(struct core *c, struct core_file *f)
+int core_file_sync(struct core_req *rq, struct core_file *f)
 {
+	struct core *c = rq->c;
 	/* Not a visibility point: the staged bytes made durable here (under
 	 * cache.durability "power"), also through a read-only descriptor of
 	 * an inode another one writes (`sync FILE` opens it read-only). */
 	if (f->kind != FILE_OBJECT)
 		return 0;
 	struct ofile *held;
-	struct stage_file *sf = staged_copy(c, f, &held);
+	struct stage_file *sf = staged_copy(rq, f, &held);
 	int rc = sf ? stage_file_sync(sf) : 0;
 	core_ofile_put(c, held);
 	return rc;
@@ -561,20 +569,21 @@ static int read_version(struct core *c, struct core_file *f, enum vis_policy p,
 	return rc;
 }
 
-ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
+ssize_t core_read(struct core_req *rq, struct core_file *f, void *buf, size_t len,
 		  off_t off)
 {
+	struct core *c = rq->c;
 	stats_inc(&c->ctr.read);
 	if (f->kind != FILE_OBJECT)
 		return read_text(f, buf, len, off);
 	struct ofile *held;
-	struct stage_file *sf = staged_copy(c, f, &held);
+	struct stage_file *sf = staged_copy(rq, f, &held);
 	if (sf) {
 		ssize_t n = stage_file_pread(sf, buf, len, (uint64_t)off);
 		core_ofile_put(c, held);
 		return n;
 	}
-	enum vis_policy p = core_view_policy(c, file_view(c, f));
+	enum vis_policy p = core_view_policy(rq, file_view(rq, f));
 	struct vis_version *v;
 	int rc = read_version(c, f, p, &v);
 	if (rc < 0)
@@ -582,14 +591,15 @@ ssize_t core_read(struct core *c, struct core_file *f, void *buf, size_t len,
 	return vis_version_read(v, p, buf, len, (uint64_t)off);
 }
 
-ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t off,
+ssize_t core_read_data(struct core_req *rq, struct core_file *f, size_t len, off_t off,
 		       struct core_rdata *d)
 {
+	struct core *c = rq->c;
 	memset(d, 0, sizeof *d);
 	struct ofile *held = NULL;
-	if (f->kind == FILE_OBJECT && !staged_copy(c, f, &held)) {
+	if (f->kind == FILE_OBJECT && !staged_copy(rq, f, &held)) {
 		stats_inc(&c->ctr.read);
-		enum vis_policy p = core_view_policy(c, file_view(c, f));
+		enum vis_policy p = core_view_policy(rq, file_view(rq, f));
 		struct vis_version *v;
 		int rc = read_version(c, f, p, &v);
 		if (rc < 0)
@@ -610,7 +620,7 @@ ssize_t core_read_data(struct core *c, struct core_file *f, size_t len, off_t of
 	/* A staged copy or a .facetfs file: copied, as core_read does. */
 	if (!(d->own = malloc(len ? len : 1)))
 		return -ENOMEM;
-	ssize_t got = core_read(c, f, d->own, len, off);
+	ssize_t got = core_read(rq, f, d->own, len, off);
 	if (got > 0) {
 		d->n = 1;
 		d->iov[0].base = d->own;
@@ -660,9 +670,10 @@ static int staged_write_begin(struct core *c, struct core_file *f)
 	return 0;
 }
 
-ssize_t core_write(struct core *c, struct core_file *f, const void *buf,
+ssize_t core_write(struct core_req *rq, struct core_file *f, const void *buf,
 		   size_t len, off_t off)
 {
+	struct core *c = rq->c;
 	if (f->kind == FILE_CONTROL)
 		return control_write(c, f, buf, len);
 	int rc = staged_write_begin(c, f);
@@ -674,18 +685,20 @@ bool core_write_in_memory(const struct core_file *f)
 	return f->kind == FILE_CONTROL;
 }
 
-ssize_t core_write_pipe(struct core *c, struct core_file *f, int pipe_fd,
+ssize_t core_write_pipe(struct core_req *rq, struct core_file *f, int pipe_fd,
 			size_t len, off_t off)
 {
+	struct core *c = rq->c;
 	if (core_write_in_memory(f))
 		return -EINVAL;
 	int rc = staged_write_begin(c, f);
 	return rc ? rc : stage_file_pwrite_pipe(f->of->sf, pipe_fd, len, (uint64_t)off);
 }
 
-int core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
+int core_truncate_staged(struct core_req *rq, uint64_t ino, struct core_file *f,
 			 uint64_t size, struct ofile **own_out)
 {
+	struct core *c = rq->c;
 	struct ofile *of = f && f->writable ? f->of : NULL;
 	bool own = false;
 	*own_out = NULL;
@@ -693,16 +706,16 @@ int core_truncate_staged(struct core *c, uint64_t ino, struct core_file *f,
 	int rc = 0;
 	if (!of) {
 		char bucket[256], key[4096];
-		rc = ino < INODE_FIRST_DYNAMIC ? -EACCES : inode_get(c->d.it, ino, &info);
+		rc = ino < INODE_FIRST_DYNAMIC ? -EACCES : inode_get(c->d.it, ino, rq, &info);
 		if (rc == 0 && info.is_dir)
 			rc = -EISDIR;
-		else if (rc == 0 && !view_writable(core_view(c, info.view)))
+		else if (rc == 0 && !view_writable(core_view(rq, info.view)))
 			rc = -EROFS;
 		if (rc == 0)
-			rc = core_path_object(c, info.view, info.path, bucket,
+			rc = core_path_object(rq, info.view, info.path, bucket,
 					      sizeof bucket, key, sizeof key);
 		if (rc == 0)
-			rc = ofile_get(c, ino, info.view, info.path, bucket, key,
+			rc = ofile_get(rq, ino, info.view, info.path, bucket, key,
 				       size == 0, false, NULL, &of);
 		own = rc == 0;
 	}

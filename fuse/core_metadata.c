@@ -127,12 +127,13 @@ static int meta_copy(struct core *c, uint64_t ino, const char *bucket, const cha
 	return rc;
 }
 
-int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void *ctx)
+int core_meta_change(struct core_req *rq, uint64_t ino, core_meta_edit_fn edit, void *ctx)
 {
+	struct core *c = rq->c;
 	if (ino < INODE_FIRST_DYNAMIC)
 		return -EOPNOTSUPP;
 	struct inode_info info;
-	int rc = inode_get(c->d.it, ino, &info);
+	int rc = inode_get(c->d.it, ino, rq, &info);
 	if (rc < 0)
 		return rc;
 	char bucket[256], key[4096];
@@ -140,12 +141,12 @@ int core_meta_change(struct core *c, uint64_t ino, core_meta_edit_fn edit, void 
 	struct ofile *of = NULL;
 	if (info.is_dir)
 		rc = -EOPNOTSUPP;           /* S3 has no directories to tag */
-	else if (!view_writable(core_view(c, info.view)))
+	else if (!view_writable(core_view(rq, info.view)))
 		rc = -EROFS;
 	if (rc == 0)
-		rc = core_path_object(c, info.view, info.path, bucket, sizeof bucket,
+		rc = core_path_object(rq, info.view, info.path, bucket, sizeof bucket,
 				      key, sizeof key);
-	if (rc == 0 && !(of = core_ofile_find(c, ino, true))) {
+	if (rc == 0 && !(of = core_ofile_find(rq, ino, true))) {
 		rc = meta_copy(c, ino, bucket, key, edit, ctx, NULL);
 		goto out;
 	}

@@ -27,18 +27,19 @@
 /* The ETag the index holds for ino's object now, if it is a name the
  * index knows and (unless staged_too) no writer of this mount stages it:
  * 0, else -ENOENT. */
-static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag[72],
+static int indexed_etag(struct core_req *rq, uint64_t ino, bool staged_too, char etag[72],
 			uint64_t *size)
 {
+	struct core *c = rq->c;
 	struct inode_info info;
-	int rc = inode_get(c->d.it, ino, &info);
+	int rc = inode_get(c->d.it, ino, rq, &info);
 	if (rc < 0)
 		return rc;
 	struct index_attr a;
-	struct ofile *of = info.gone || staged_too ? NULL : core_ofile_find(c, ino, false);
+	struct ofile *of = info.gone || staged_too ? NULL : core_ofile_find(rq, ino, false);
 	core_ofile_put(c, of);
 	rc = info.gone || of ? -ENOENT
-			     : index_lookup(c->d.ix, core_view(c, info.view), info.path, &a);
+			     : index_lookup(c->d.ix, core_view(rq, info.view), info.path, &a);
 	if (rc == 0 && (a.is_dir || !a.etag[0]))
 		rc = -ENOENT;
 	if (rc == 0) {
@@ -53,8 +54,9 @@ static int indexed_etag(struct core *c, uint64_t ino, bool staged_too, char etag
  * mount keeps the target of the version the index holds (links.h): then
  * no request, as the kernel's own cache of it, which the event of a
  * change invalidates. */
-int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
+int core_readlink(struct core_req *rq, uint64_t ino, char *buf, size_t size)
 {
+	struct core *c = rq->c;
 	if (size == 0)
 		return -ERANGE;
 	if (ino == INODE_META_RECOVERED) {
@@ -62,19 +64,19 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 		return 0;
 	}
 	struct stat st;
-	int rc = ino < INODE_FIRST_DYNAMIC ? -EINVAL : core_attr_of(c, ino, &st);
+	int rc = ino < INODE_FIRST_DYNAMIC ? -EINVAL : core_attr_of(rq, ino, &st);
 	if (rc == 0 && !S_ISLNK(st.st_mode))
 		rc = -EINVAL;
 	char etag[72];
 	uint64_t isize;
-	if (rc == 0 && indexed_etag(c, ino, false, etag, &isize) == 0 &&
+	if (rc == 0 && indexed_etag(rq, ino, false, etag, &isize) == 0 &&
 	    links_get(c->links, etag, (size_t)isize, buf, size))
 		return 0;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
 	if (rc == 0)
-		rc = core_open(c, ino, O_RDONLY, &f, &cache);
-	ssize_t n = rc == 0 ? core_read(c, f, buf, size - 1, 0) : rc;
+		rc = core_open(rq, ino, O_RDONLY, &f, &cache);
+	ssize_t n = rc == 0 ? core_read(rq, f, buf, size - 1, 0) : rc;
 	if (n >= 0) {
 		buf[n] = '\0';
 		uint64_t vsize;
@@ -91,11 +93,12 @@ int core_readlink(struct core *c, uint64_t ino, char *buf, size_t size)
 /* So the first readlink of a link made here costs no request either (its
  * committed copy may still be held a moment by a request that looked at
  * it: the index has the version just uploaded all the same). */
-static void core_link_made(struct core *c, uint64_t ino, const char *target)
+static void core_link_made(struct core_req *rq, uint64_t ino, const char *target)
 {
+	struct core *c = rq->c;
 	char etag[72];
 	uint64_t isize;
-	if (indexed_etag(c, ino, true, etag, &isize) == 0 && isize == strlen(target))
+	if (indexed_etag(rq, ino, true, etag, &isize) == 0 && isize == strlen(target))
 		links_put(c->links, etag, target);
 }
 
@@ -118,33 +121,34 @@ static void node_unmade(struct core *c, struct ofile *of)
 }
 
 /* An object made whole at once: data (len bytes), the type in who's mode. */
-static int node_make(struct core *c, uint64_t parent, const char *name,
+static int node_make(struct core_req *rq, uint64_t parent, const char *name,
 		     const struct core_who *who, const char *data, size_t len,
 		     struct core_entry *e)
 {
+	struct core *c = rq->c;
 	struct core_file *f;
 	struct core_open_cache cache;
-	int rc = core_create(c, parent, name, who, e, &f, &cache);
+	int rc = core_create(rq, parent, name, who, e, &f, &cache);
 	if (rc < 0)
 		return rc;
 	/* Written and committed before the reply: nothing to journal. */
 	if (f->of)
 		stage_file_oneshot(f->of->sf);
-	ssize_t n = len ? core_write(c, f, data, len, 0) : 0;
-	rc = n < 0 ? (int)n : core_flush(c, f);
+	ssize_t n = len ? core_write(rq, f, data, len, 0) : 0;
+	rc = n < 0 ? (int)n : core_flush(rq, f);
 	if (rc < 0 && f->of)
 		node_unmade(c, f->of);
-	core_release(c, f);
+	core_release(rq, f);
 	if (rc == 0)
-		rc = core_attr_of(c, e->ino, &e->attr);
+		rc = core_attr_of(rq, e->ino, &e->attr);
 	if (rc < 0) {
-		core_forget(c, e->ino, 1);
+		core_forget(rq, e->ino, 1);
 		memset(e, 0, sizeof *e);
 	}
 	return rc;
 }
 
-int core_mknod(struct core *c, uint64_t parent, const char *name,
+int core_mknod(struct core_req *rq, uint64_t parent, const char *name,
 	       const struct core_who *who, dev_t rdev, struct core_entry *e)
 {
 	(void)rdev;                      /* not kept (s3fs keeps none either) */
@@ -153,10 +157,10 @@ int core_mknod(struct core *c, uint64_t parent, const char *name,
 	if (!who || (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK &&
 		     type != S_IFCHR && type != S_IFBLK))
 		return -EINVAL;
-	return node_make(c, parent, name, who, NULL, 0, e);
+	return node_make(rq, parent, name, who, NULL, 0, e);
 }
 
-int core_symlink(struct core *c, uint64_t parent, const char *name,
+int core_symlink(struct core_req *rq, uint64_t parent, const char *name,
 		 const char *target, const struct core_who *who, struct core_entry *e)
 {
 	memset(e, 0, sizeof *e);
@@ -170,8 +174,8 @@ int core_symlink(struct core *c, uint64_t parent, const char *name,
 		w.uid = getuid();
 		w.gid = getgid();
 	}
-	int rc = node_make(c, parent, name, &w, target, len, e);
+	int rc = node_make(rq, parent, name, &w, target, len, e);
 	if (rc == 0)
-		core_link_made(c, e->ino, target);
+		core_link_made(rq, e->ino, target);
 	return rc;
 }

@@ -43,43 +43,46 @@ static int first_child(void *ctx, const char *name, const struct index_attr *a)
 }
 
 /* Does the directory hold anything (in the index or made here)? */
-static bool dir_has_children(struct core *c, size_t view, const char *path)
+static bool dir_has_children(struct core_req *rq, size_t view, const char *path)
 {
+	struct core *c = rq->c;
 	bool any = false;
-	index_readdir(c->d.ix, core_view(c, view), path, NULL, first_child, &any);
-	return any || core_tables_have_child(c, view, path);
+	index_readdir(c->d.ix, core_view(rq, view), path, NULL, first_child, &any);
+	return any || core_tables_have_child(rq, view, path);
 }
 
-static bool name_exists(struct core *c, size_t view, const char *path, bool *is_dir)
+static bool name_exists(struct core_req *rq, size_t view, const char *path, bool *is_dir)
 {
+	struct core *c = rq->c;
 	struct index_attr a;
 	*is_dir = false;
-	if (index_lookup(c->d.ix, core_view(c, view), path, &a) == 0) {
+	if (index_lookup(c->d.ix, core_view(rq, view), path, &a) == 0) {
 		*is_dir = a.is_dir;
 		return true;
 	}
-	if (core_mkdir_exists(c, view, path)) {
+	if (core_mkdir_exists(rq, view, path)) {
 		*is_dir = true;
 		return true;
 	}
-	struct ofile *of = core_ofile_find_path(c, view, path);
+	struct ofile *of = core_ofile_find_path(rq, view, path);
 	core_ofile_put(c, of);
 	return of != NULL;
 }
 
 /* ---------- mkdir, rmdir ---------- */
 
-int core_mkdir(struct core *c, uint64_t parent, const char *name,
+int core_mkdir(struct core_req *rq, uint64_t parent, const char *name,
 	       const struct core_who *who, struct core_entry *e)
 {
+	struct core *c = rq->c;
 	size_t view;
 	char path[PATH_MAX];
 	bool is_dir;
 	memset(e, 0, sizeof *e);
-	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
-	if (rc == 0 && name_exists(c, view, path, &is_dir))
+	int rc = core_writable_child(rq, parent, name, &view, path, sizeof path);
+	if (rc == 0 && name_exists(rq, view, path, &is_dir))
 		rc = -EEXIST;
-	const char *vname = rc == 0 ? view_name(core_view(c, view)) : NULL;
+	const char *vname = rc == 0 ? view_name(core_view(rq, view)) : NULL;
 	struct obj_posix px;
 	core_who_posix(who, true, &px);
 	if (px.have & POSIX_MTIME) {     /* a new directory: every time is now */
@@ -91,28 +94,29 @@ int core_mkdir(struct core *c, uint64_t parent, const char *name,
 		index_dir_remove(c->d.ix, vname, path);
 	if (rc < 0)
 		return rc;
-	core_dir_touch(c, view, path);
+	core_dir_touch(rq, view, path);
 	e->ino = inode_ref(c->d.it, vname, path, true);
-	return e->ino ? core_attr_of(c, e->ino, &e->attr) : -ENOMEM;
+	return e->ino ? core_attr_of(rq, e->ino, &e->attr) : -ENOMEM;
 }
 
-int core_rmdir(struct core *c, uint64_t parent, const char *name)
+int core_rmdir(struct core_req *rq, uint64_t parent, const char *name)
 {
+	struct core *c = rq->c;
 	size_t view;
 	char path[PATH_MAX];
 	bool is_dir;
-	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
-	if (rc == 0 && !name_exists(c, view, path, &is_dir))
+	int rc = core_writable_child(rq, parent, name, &view, path, sizeof path);
+	if (rc == 0 && !name_exists(rq, view, path, &is_dir))
 		rc = -ENOENT;
 	else if (rc == 0 && !is_dir)
 		rc = -ENOTDIR;
-	else if (rc == 0 && dir_has_children(c, view, path))
+	else if (rc == 0 && dir_has_children(rq, view, path))
 		rc = -ENOTEMPTY;
-	if (rc == 0 && core_mkdir_exists(c, view, path))
-		rc = index_dir_remove(c->d.ix, view_name(core_view(c, view)), path);
+	if (rc == 0 && core_mkdir_exists(rq, view, path))
+		rc = index_dir_remove(c->d.ix, view_name(core_view(rq, view)), path);
 	if (rc == 0) {
-		core_mkdir_forget(c, view, path);
-		core_dir_touch(c, view, path);
+		core_mkdir_forget(rq, view, path);
+		core_dir_touch(rq, view, path);
 	}
 	return rc;
 }
@@ -165,27 +169,28 @@ static int delete_if_base(struct core *c, const char *bucket, const char *key,
 	return rc;
 }
 
-int core_unlink(struct core *c, uint64_t parent, const char *name)
+int core_unlink(struct core_req *rq, uint64_t parent, const char *name)
 {
+	struct core *c = rq->c;
 	size_t view;
 	char path[PATH_MAX], bucket[256], key[4096];
 	bool is_dir;
-	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
-	if (rc == 0 && !name_exists(c, view, path, &is_dir))
+	int rc = core_writable_child(rq, parent, name, &view, path, sizeof path);
+	if (rc == 0 && !name_exists(rq, view, path, &is_dir))
 		rc = -ENOENT;
 	else if (rc == 0 && is_dir)
 		rc = -EISDIR;
 	if (rc == 0)
-		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
+		rc = core_path_object(rq, view, path, bucket, sizeof bucket, key, sizeof key);
 	/* What fstat of a descriptor still open shows after the unlink. */
-	const char *vname = rc == 0 ? view_name(core_view(c, view)) : NULL;
+	const char *vname = rc == 0 ? view_name(core_view(rq, view)) : NULL;
 	uint64_t held;
 	struct stat gst;
 	bool snap = rc == 0 && inode_find(c->d.it, vname, path, &held) &&
-		    core_attr_of(c, held, &gst) == 0;
+		    core_attr_of(rq, held, &gst) == 0;
 	if (rc == 0) {
 		/* Open descriptors keep their data but never publish it again. */
-		struct ofile *of = core_ofile_find_path(c, view, path);
+		struct ofile *of = core_ofile_find_path(rq, view, path);
 		core_ofile_unlink(c, of);
 		core_ofile_put(c, of);
 		rc = delete_object(c, bucket, key);
@@ -193,7 +198,7 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
 	/* The kernel's inode of the name stays with its open descriptors. */
 	if (rc == 0) {
 		inode_unname_gone(c->d.it, vname, path, snap ? &gst : NULL);
-		core_dir_touch(c, view, path);
+		core_dir_touch(rq, view, path);
 	}
 	return rc;
 }
@@ -202,11 +207,12 @@ int core_unlink(struct core *c, uint64_t parent, const char *name)
  * npath (and an inode that stood for npath no longer does). Files and
  * directories alike: without it a GETATTR of the moved node asks about
  * the old path, which is gone (ENOENT). */
-static void rename_inode(struct core *c, size_t view, const char *path, const char *npath,
+static void rename_inode(struct core_req *rq, size_t view, const char *path, const char *npath,
 			 const struct stat *dst_st)
 {
+	struct core *c = rq->c;
 	uint64_t ino;
-	const char *vname = view_name(core_view(c, view));
+	const char *vname = view_name(core_view(rq, view));
 	/* The inode that stood for npath keeps, for its open descriptors,
 	 * what it was (nlink 0), as after an unlink: the name is another
 	 * file's now. */
@@ -219,22 +225,23 @@ static void rename_inode(struct core *c, size_t view, const char *path, const ch
 }
 
 /* Only an empty directory made here can move (in memory and in the index). */
-static int rename_dir(struct core *c, size_t view, const char *path, const char *npath,
+static int rename_dir(struct core_req *rq, size_t view, const char *path, const char *npath,
 		      bool dst_exists, bool n_is_dir)
 {
+	struct core *c = rq->c;
 	int rc = 0;
-	if (dir_has_children(c, view, path) || !core_mkdir_exists(c, view, path))
+	if (dir_has_children(rq, view, path) || !core_mkdir_exists(rq, view, path))
 		rc = -EXDEV;
 	else if (dst_exists)
-		rc = n_is_dir && !dir_has_children(c, view, npath) ? 0 : -ENOTEMPTY;
-	const char *vname = view_name(core_view(c, view));
+		rc = n_is_dir && !dir_has_children(rq, view, npath) ? 0 : -ENOTEMPTY;
+	const char *vname = view_name(core_view(rq, view));
 	struct obj_posix px = { 0 };
-	core_mkdir_attr(c, view, path, &px);
+	core_mkdir_attr(rq, view, path, &px);
 	if (rc == 0 && (rc = index_dir_add(c->d.ix, vname, npath, &px)) == 0)
 		index_dir_remove(c->d.ix, vname, path);
 	if (rc == 0) {
-		core_mkdir_move(c, view, path, npath);
-		rename_inode(c, view, path, npath, NULL);
+		core_mkdir_move(rq, view, path, npath);
+		rename_inode(rq, view, path, npath, NULL);
 	}
 	return rc;
 }
@@ -365,29 +372,30 @@ static int rename_copy(struct core *c, const char *bucket, const char *key,
 	return rc;
 }
 
-int core_rename(struct core *c, uint64_t parent, const char *name,
+int core_rename(struct core_req *rq, uint64_t parent, const char *name,
 		uint64_t newparent, const char *newname, unsigned flags)
 {
+	struct core *c = rq->c;
 	size_t view, nview;
 	char path[PATH_MAX], npath[PATH_MAX], bucket[256], nbucket[256];
 	char key[4096], nkey[4096];
 	bool is_dir = false, n_is_dir = false;
-	int rc = core_writable_child(c, parent, name, &view, path, sizeof path);
+	int rc = core_writable_child(rq, parent, name, &view, path, sizeof path);
 	if (rc == 0)
-		rc = core_writable_child(c, newparent, newname, &nview, npath, sizeof npath);
+		rc = core_writable_child(rq, newparent, newname, &nview, npath, sizeof npath);
 	if (rc == 0 && (flags & ~RENAME_NOREPLACE))
 		rc = -EINVAL;                /* RENAME_EXCHANGE, WHITEOUT */
 	if (rc == 0 && nview != view)
 		rc = -EXDEV;
-	if (rc == 0 && !name_exists(c, view, path, &is_dir))
+	if (rc == 0 && !name_exists(rq, view, path, &is_dir))
 		rc = -ENOENT;
 	if (rc == 0 && strcmp(path, npath) == 0)
 		return 0;                    /* rename(2) of a name onto itself */
-	bool dst_exists = rc == 0 && name_exists(c, nview, npath, &n_is_dir);
+	bool dst_exists = rc == 0 && name_exists(rq, nview, npath, &n_is_dir);
 	if (rc == 0 && dst_exists && (flags & RENAME_NOREPLACE))
 		rc = -EEXIST;
 	if (rc == 0 && is_dir) {
-		rc = rename_dir(c, view, path, npath, dst_exists, n_is_dir);
+		rc = rename_dir(rq, view, path, npath, dst_exists, n_is_dir);
 		goto out;
 	}
 	if (rc == 0 && dst_exists && n_is_dir)
@@ -396,26 +404,26 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	uint64_t dheld;
 	struct stat dst_st;
 	bool dsnap = rc == 0 && dst_exists &&
-		     inode_find(c->d.it, view_name(core_view(c, nview)), npath, &dheld) &&
-		     core_attr_of(c, dheld, &dst_st) == 0;
+		     inode_find(c->d.it, view_name(core_view(rq, nview)), npath, &dheld) &&
+		     core_attr_of(rq, dheld, &dst_st) == 0;
 	if (rc == 0)
-		rc = core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key);
+		rc = core_path_object(rq, view, path, bucket, sizeof bucket, key, sizeof key);
 	if (rc == 0)
-		rc = core_path_object(c, nview, npath, nbucket, sizeof nbucket, nkey, sizeof nkey);
+		rc = core_path_object(rq, nview, npath, nbucket, sizeof nbucket, nkey, sizeof nkey);
 	if (rc == 0 && (strcmp(bucket, nbucket) != 0))
 		rc = -EXDEV;
-	if (rc == 0 && !view_key_can_match(core_view(c, view), nkey))
+	if (rc == 0 && !view_key_can_match(core_view(rq, view), nkey))
 		rc = -EINVAL;
 	/* A file open for writing here: publish it first, then move it. One
 	 * staged under the new name is replaced: its name is gone. */
-	struct ofile *of = rc == 0 ? core_ofile_find_path(c, view, path) : NULL;
-	struct ofile *dof = rc == 0 && dst_exists ? core_ofile_find_path(c, nview, npath) : NULL;
-	if (of && view_write_back(core_view(c, view))) {
+	struct ofile *of = rc == 0 ? core_ofile_find_path(rq, view, path) : NULL;
+	struct ofile *dof = rc == 0 && dst_exists ? core_ofile_find_path(rq, nview, npath) : NULL;
+	if (of && view_write_back(core_view(rq, view))) {
 		rc = rename_pending(c, of, dof, bucket, key, npath, nkey);
 		core_ofile_put(c, of);
 		core_ofile_put(c, dof);
 		if (rc == 0)
-			rename_inode(c, view, path, npath, dsnap ? &dst_st : NULL);
+			rename_inode(rq, view, path, npath, dsnap ? &dst_st : NULL);
 		goto out;
 	}
 	if (of)
@@ -443,11 +451,11 @@ int core_rename(struct core *c, uint64_t parent, const char *name,
 	core_ofile_put(c, of);
 	core_ofile_put(c, dof);
 	if (rc == 0)
-		rename_inode(c, view, path, npath, dsnap ? &dst_st : NULL);
+		rename_inode(rq, view, path, npath, dsnap ? &dst_st : NULL);
 out:
 	if (rc == 0) {
-		core_dir_touch(c, view, path);
-		core_dir_touch(c, nview, npath);
+		core_dir_touch(rq, view, path);
+		core_dir_touch(rq, nview, npath);
 	}
 	return rc;
 }

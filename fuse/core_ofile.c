@@ -75,11 +75,12 @@ struct ofile *core_ofile_find_key(struct core *c, const char *bucket, const char
 	return of;
 }
 
-struct ofile *core_ofile_find_path(struct core *c, size_t view, const char *path)
+struct ofile *core_ofile_find_path(struct core_req *rq, size_t view, const char *path)
 {
+	struct core *c = rq->c;
 	char bucket[256], key[4096];
 	if (!c->n_ofiles ||   /* racy read: a hint, the lock decides below */
-	    core_path_object(c, view, path, bucket, sizeof bucket, key, sizeof key) < 0)
+	    core_path_object(rq, view, path, bucket, sizeof bucket, key, sizeof key) < 0)
 		return NULL;
 	return core_ofile_find_key(c, bucket, key);
 }
@@ -97,22 +98,23 @@ static struct ofile *gone_find(struct core *c, uint64_t ino)
 	return of;
 }
 
-struct ofile *core_ofile_find(struct core *c, uint64_t ino, bool unlinked_too)
+struct ofile *core_ofile_find(struct core_req *rq, uint64_t ino, bool unlinked_too)
 {
+	struct core *c = rq->c;
 	if (!c->n_ofiles)
 		return NULL;
 	struct inode_info info;
-	if (inode_get(c->d.it, ino, &info) < 0)
+	if (inode_get(c->d.it, ino, rq, &info) < 0)
 		return NULL;
 	uint64_t now;
-	const struct view *v = core_view(c, info.view);
+	const struct view *v = core_view(rq, info.view);
 	/* Only the inode the kernel holds for the name now is the name's:
 	 * one renamed over or unlinked keeps its path, and only such an
 	 * inode can be the one an unlinked file's descriptors hold (the
 	 * number of a forgotten one is the next file's of that name). */
 	bool named = !info.gone && !info.is_dir && v &&
 		     inode_find(c->d.it, view_name(v), info.path, &now) && now == ino;
-	struct ofile *of = named ? core_ofile_find_path(c, info.view, info.path) : NULL;
+	struct ofile *of = named ? core_ofile_find_path(rq, info.view, info.path) : NULL;
 	free(info.path);
 	if (!named && !info.is_dir && unlinked_too)
 		of = gone_find(c, ino);
@@ -366,9 +368,10 @@ int core_ofile_pub_version(struct core *c, struct ofile_pub *p, struct obj_meta 
 
 /* ---------- what it shows ---------- */
 
-void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino,
+void core_ofile_attr(struct core_req *rq, size_t view, struct ofile *of, uint64_t ino,
 		     struct stat *st)
 {
+	struct core *c = rq->c;
 	struct obj_posix px;
 	mod_lock(&c->ofile_lock);
 	posix_meta_parse(of->meta.meta, of->meta.n_meta, &px);
@@ -386,6 +389,6 @@ void core_ofile_attr(struct core *c, size_t view, struct ofile *of, uint64_t ino
 	}
 	if (!times_set)
 		px.have &= ~(uint32_t)(POSIX_MTIME | POSIX_ATIME | POSIX_CTIME);
-	core_attr_file(c, ino, stage_file_size(of->sf), mtime, core_file_perm(c, view), st);
-	core_attr_posix(c, view, &px, st);
+	core_attr_file(c, ino, stage_file_size(of->sf), mtime, core_file_perm(rq, view), st);
+	core_attr_posix(rq, view, &px, st);
 }

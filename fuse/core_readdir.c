@@ -87,8 +87,9 @@ static size_t dir_bytes(const struct core_dir *d)
 	return b;
 }
 
-int core_opendir(struct core *c, uint64_t ino, struct core_dir **out)
+int core_opendir(struct core_req *rq, uint64_t ino, struct core_dir **out)
 {
+	struct core *c = rq->c;
 	struct core_dir *d = calloc(1, sizeof *d);
 	if (!d)
 		return -ENOMEM;
@@ -96,7 +97,7 @@ int core_opendir(struct core *c, uint64_t ino, struct core_dir **out)
 	d->view = INODE_NO_VIEW;
 	if (ino >= INODE_FIRST_DYNAMIC) {
 		struct inode_info info;
-		int rc = inode_get(c->d.it, ino, &info);
+		int rc = inode_get(c->d.it, ino, rq, &info);
 		if (rc == 0 && !info.is_dir) {
 			free(info.path);
 			rc = -ENOTDIR;
@@ -104,7 +105,7 @@ int core_opendir(struct core *c, uint64_t ino, struct core_dir **out)
 		if (rc == 0) {
 			d->view = info.view;
 			d->path = info.path;
-			if (!(d->vname = strdup(view_name(core_view(c, info.view)))))
+			if (!(d->vname = strdup(view_name(core_view(rq, info.view)))))
 				rc = -ENOMEM;
 		}
 		if (rc < 0) {
@@ -129,8 +130,9 @@ int core_opendir(struct core *c, uint64_t ino, struct core_dir **out)
 	return 0;
 }
 
-void core_releasedir(struct core *c, struct core_dir *d)
+void core_releasedir(struct core_req *rq, struct core_dir *d)
 {
+	struct core *c = rq->c;
 	if (!d)
 		return;
 	mod_lock(&c->dir_lock);
@@ -214,15 +216,15 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* The root's entries (.facetfs and the views) in name order. */
-static int root_each(struct core *c, const char *after, dir_name_fn fn, void *ctx)
+static int root_each(struct core_req *rq, const char *after, dir_name_fn fn, void *ctx)
 {
-	size_t n = core_views(c)->n;
+	size_t n = core_views(rq)->n;
 	const char **names = malloc((n + 1) * sizeof *names);
 	if (!names)
 		return -ENOMEM;
 	names[0] = ".facetfs";
 	for (size_t v = 0; v < n; v++)
-		names[v + 1] = view_name(core_view(c, v));
+		names[v + 1] = view_name(core_view(rq, v));
 	qsort(names, n + 1, sizeof *names, cmp_str);
 	for (size_t i = 0; i <= n; i++) {
 		if (after && strcmp(names[i], after) <= 0)
@@ -268,18 +270,19 @@ static int merge_index_entry(void *ctx, const char *name, const struct index_att
 
 /* A view directory's names after `after` (NULL: all): 0, or -ENOENT when
  * the directory has no entry at all (and none is made here). */
-static int view_dir_each(struct core *c, struct core_dir *d, const char *after,
+static int view_dir_each(struct core_req *rq, struct core_dir *d, const char *after,
 			 dir_name_fn fn, void *ctx)
 {
+	struct core *c = rq->c;
 	struct merge m = { .c = c, .d = d, .fn = fn, .ctx = ctx };
-	core_mkdir_children(c, d->view, d->path, &m.made, &m.n_made);
+	core_mkdir_children(rq, d->view, d->path, &m.made, &m.n_made);
 	if (m.n_made)
 		qsort(m.made, m.n_made, sizeof *m.made, cmp_str);
 	while (after && m.next < m.n_made && strcmp(m.made[m.next], after) <= 0)
 		m.next++;
-	int rc = index_readdir(c->d.ix, core_view(c, d->view), d->path, after,
+	int rc = index_readdir(c->d.ix, core_view(rq, d->view), d->path, after,
 			       merge_index_entry, &m);
-	if (rc == -ENOENT && (m.n_made || core_mkdir_exists(c, d->view, d->path)))
+	if (rc == -ENOENT && (m.n_made || core_mkdir_exists(rq, d->view, d->path)))
 		rc = 0;              /* an empty directory made here */
 	for (; rc == 0 && !m.stop && m.next < m.n_made; m.next++)
 		if (fn(ctx, m.made[m.next], NULL, true, 0)) {
@@ -293,11 +296,11 @@ static int view_dir_each(struct core *c, struct core_dir *d, const char *after,
 }
 
 /* Every name of d after `after`, in order, until fn stops. */
-static int dir_each(struct core *c, struct core_dir *d, const char *after,
+static int dir_each(struct core_req *rq, struct core_dir *d, const char *after,
 		    dir_name_fn fn, void *ctx)
 {
 	if (d->ino == INODE_ROOT)
-		return root_each(c, after, fn, ctx);
+		return root_each(rq, after, fn, ctx);
 	if (d->ino == INODE_META_DIR) {
 		for (size_t i = 0; i < CORE_META_FILES; i++)
 			if ((!after || strcmp(core_meta_names[i], after) > 0) &&
@@ -305,7 +308,7 @@ static int dir_each(struct core *c, struct core_dir *d, const char *after,
 				break;
 		return 0;
 	}
-	return view_dir_each(c, d, after, fn, ctx);
+	return view_dir_each(rq, d, after, fn, ctx);
 }
 
 /* ---- resuming from an offset ---- */
@@ -332,8 +335,9 @@ static int seek_name(void *ctx, const char *name, const struct index_attr *a,
 
 /* The name offset `off` stands for, into *name (malloc'ed): 0, -EINVAL
  * when it stands for none (see the top of this file). */
-static int dir_resolve(struct core *c, struct core_dir *d, uint64_t off, char **name)
+static int dir_resolve(struct core_req *rq, struct core_dir *d, uint64_t off, char **name)
 {
+	struct core *c = rq->c;
 	*name = NULL;
 	for (size_t p = 0; p + 9 <= d->marks_len; ) {
 		uint64_t ck;
@@ -356,7 +360,7 @@ static int dir_resolve(struct core *c, struct core_dir *d, uint64_t off, char **
 	if (*name)
 		return 0;
 	struct seek s = { .cookie = off };
-	int rc = dir_each(c, d, NULL, seek_name, &s);
+	int rc = dir_each(rq, d, NULL, seek_name, &s);
 	if (s.err || rc < 0) {
 		free(s.name);
 		return s.err ? s.err : rc;
@@ -369,6 +373,7 @@ static int dir_resolve(struct core *c, struct core_dir *d, uint64_t off, char **
 
 /* The state of one readdir being filled. */
 struct rd {
+	struct core_req *rq;
 	struct core *c;
 	struct core_dir *d;
 	bool plus;
@@ -421,7 +426,7 @@ static int rd_add(struct rd *r, const char *name, uint64_t ino, const struct sta
 	bool counted = false;
 	if (r->plus) {
 		if (child_path) {
-			e.ino = inode_ref(r->c->d.it, view_name(core_view(r->c, r->d->view)),
+			e.ino = inode_ref(r->c->d.it, view_name(core_view(r->rq, r->d->view)),
 					  child_path, is_dir);
 			e.attr.st_ino = e.ino;
 			counted = true;
@@ -449,6 +454,7 @@ static int rd_name(void *ctx, const char *name, const struct index_attr *a, bool
 		   uint64_t ino)
 {
 	struct rd *r = ctx;
+	struct core_req *rq = r->rq;
 	struct core *c = r->c;
 	off_t next = (off_t)core_dir_cookie(name);
 	struct stat st;
@@ -462,44 +468,45 @@ static int rd_name(void *ctx, const char *name, const struct index_attr *a, bool
 		return rd_add(r, name, vino, &st, NULL, true, next);
 	}
 	if (r->d->ino == INODE_META_DIR) {
-		if (core_attr_of(c, ino, &st) < 0)
+		if (core_attr_of(rq, ino, &st) < 0)
 			return 0;
 		return rd_add(r, name, ino, &st, NULL, false, next);
 	}
 	char child[PATH_MAX];
 	if (core_path_join(r->d->path, name, child, sizeof child) < 0)
 		return 0;
-	uint64_t cino = inode_number(view_name(core_view(c, r->d->view)), child);
+	uint64_t cino = inode_number(view_name(core_view(rq, r->d->view)), child);
 	/* readdirplus sets the kernel's attributes of each entry: a file
 	 * staged here shows its staged size and attributes, as getattr does
 	 * (the index's record is its last seal; a writer may have gone on) */
-	struct ofile *of = r->plus && !is_dir ? core_ofile_find_path(c, r->d->view, child)
+	struct ofile *of = r->plus && !is_dir ? core_ofile_find_path(rq, r->d->view, child)
 					      : NULL;
 	if (is_dir) {
-		core_attr_dir_at(c, r->d->view, child, cino, &st);
+		core_attr_dir_at(rq, r->d->view, child, cino, &st);
 	} else if (of) {
-		core_ofile_attr(c, r->d->view, of, cino, &st);
+		core_ofile_attr(rq, r->d->view, of, cino, &st);
 		core_ofile_put(c, of);
 	} else {
-		core_attr_file(c, cino, a->size, a->mtime_ns, core_file_perm(c, r->d->view), &st);
-		core_attr_posix(c, r->d->view, &a->px, &st);
+		core_attr_file(c, cino, a->size, a->mtime_ns, core_file_perm(rq, r->d->view), &st);
+		core_attr_posix(rq, r->d->view, &a->px, &st);
 	}
 	return rd_add(r, name, cino, &st, child, is_dir, next);
 }
 
-int core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
+int core_readdir(struct core_req *rq, struct core_dir *d, off_t off, bool plus,
 		 core_fill_fn fill, void *ctx)
 {
+	struct core *c = rq->c;
 	stats_inc(&c->ctr.readdir);
-	core_view_follow(c, &d->view, d->vname);
+	core_view_follow(rq, &d->view, d->vname);
 	if (d->vname && d->view == INODE_NO_VIEW)
 		return -ENOENT;
 	if (off < 0)
 		return -EINVAL;
-	struct rd r = { .c = c, .d = d, .plus = plus, .fill = fill, .ctx = ctx };
+	struct rd r = { .rq = rq, .c = c, .d = d, .plus = plus, .fill = fill, .ctx = ctx };
 	char *after = NULL;
 	int rc = 0;
-	if (off > 2 && (rc = dir_resolve(c, d, (uint64_t)off, &after)) < 0) {
+	if (off > 2 && (rc = dir_resolve(rq, d, (uint64_t)off, &after)) < 0) {
 		if (rc == -EINVAL)
 			log_debug("readdir of inode %llu: offset %lld stands for no name",
 				  (unsigned long long)d->ino, (long long)off);
@@ -519,7 +526,7 @@ int core_readdir(struct core *c, struct core_dir *d, off_t off, bool plus,
 		rd_add(&r, "..", INODE_ROOT, &st, NULL, true, 2);
 	}
 	if (!r.full)
-		rc = dir_each(c, d, after, rd_name, &r);
+		rc = dir_each(rq, d, after, rd_name, &r);
 	free(after);
 
 	mod_lock(&c->dir_lock);

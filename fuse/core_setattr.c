@@ -47,9 +47,10 @@ static int attr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 /* A directory's attributes: kept in the index; one listed from keys gets
  * a made-directory entry that holds them. An atime never set explicitly
  * is shown as the mtime: a new mtime keeps the atime shown so far. */
-int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
+int core_setattr(struct core_req *rq, uint64_t ino, struct core_file *f,
 		 const struct core_set *set, struct stat *st)
 {
+	struct core *c = rq->c;
 	const unsigned meta = CORE_SET_MODE | CORE_SET_UID | CORE_SET_GID |
 			      CORE_SET_ATIME | CORE_SET_MTIME | CORE_SET_ATIME_NOW |
 			      CORE_SET_MTIME_NOW;
@@ -57,7 +58,7 @@ int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 	if ((set->what & meta) && ino < INODE_FIRST_DYNAMIC)
 		return -EPERM;               /* the root, .facetfs: generated */
 	if (set->what & CORE_SET_SIZE) {
-		rc = core_truncate(c, ino, f, set->size);
+		rc = core_truncate(rq, ino, f, set->size);
 		struct ofile *of = f && f->writable ? f->of : NULL;
 		if (rc == 0 && of && !(set->what & (CORE_SET_MTIME | CORE_SET_MTIME_NOW))) {
 			mod_lock(&c->ofile_lock);
@@ -67,13 +68,13 @@ int core_setattr(struct core *c, uint64_t ino, struct core_file *f,
 	}
 	if (rc == 0 && (set->what & meta)) {
 		struct inode_info info;
-		rc = inode_get(c->d.it, ino, &info);
+		rc = inode_get(c->d.it, ino, rq, &info);
 		if (rc == 0) {
 			struct attr_edit a = { c, set };
-			rc = info.is_dir ? core_dir_setattr(c, info.view, info.path, set)
-					 : core_meta_change(c, ino, attr_apply, &a);
+			rc = info.is_dir ? core_dir_setattr(rq, info.view, info.path, set)
+					 : core_meta_change(rq, ino, attr_apply, &a);
 			free(info.path);
 		}
 	}
-	return rc < 0 ? rc : core_attr_of(c, ino, st);
+	return rc < 0 ? rc : core_attr_of(rq, ino, st);
 }

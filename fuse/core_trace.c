@@ -19,16 +19,17 @@ static int name_copy(const char *src, char *dst, size_t len)
 	return 0;
 }
 
-int core_ino_name(struct core *c, uint64_t ino, char *view, size_t vlen,
+int core_ino_name(struct core_req *rq, uint64_t ino, char *view, size_t vlen,
 		  char *path, size_t plen)
 {
+	struct core *c = rq->c;
 	if (ino < INODE_FIRST_DYNAMIC)
 		return -ENOENT;
 	struct inode_info info;
-	int rc = inode_get(c->d.it, ino, &info);
+	int rc = inode_get(c->d.it, ino, rq, &info);
 	if (rc < 0)
 		return rc;
-	const struct view *v = core_view(c, info.view);
+	const struct view *v = core_view(rq, info.view);
 	if (!v || info.is_dir)
 		rc = -ENOENT;
 	else if ((rc = name_copy(view_name(v), view, vlen)) == 0)
@@ -37,14 +38,14 @@ int core_ino_name(struct core *c, uint64_t ino, char *view, size_t vlen,
 	return rc;
 }
 
-int core_child_name(struct core *c, uint64_t parent, const char *name, char *view,
+int core_child_name(struct core_req *rq, uint64_t parent, const char *name, char *view,
 		    size_t vlen, char *path, size_t plen)
 {
 	size_t vi;
-	int rc = core_child(c, parent, name, &vi, path, plen);
+	int rc = core_child(rq, parent, name, &vi, path, plen);
 	if (rc < 0)
 		return rc;
-	const struct view *v = core_view(c, vi);
+	const struct view *v = core_view(rq, vi);
 	return v ? name_copy(view_name(v), view, vlen) : -ENOENT;
 }
 

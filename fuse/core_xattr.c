@@ -31,12 +31,13 @@ static bool is_posix_xattr(const char *name)
 
 /* user.facetfs.fresh_as_of of a view's directory (the gateway's answer);
  * -ENODATA on anything else. */
-static ssize_t view_fresh(struct core *c, uint64_t ino, char *buf, size_t size)
+static ssize_t view_fresh(struct core_req *rq, uint64_t ino, char *buf, size_t size)
 {
+	struct core *c = rq->c;
 	struct inode_info info;
-	if (ino < INODE_FIRST_DYNAMIC || !c->d.fresh_as_of || inode_get(c->d.it, ino, &info) < 0)
+	if (ino < INODE_FIRST_DYNAMIC || !c->d.fresh_as_of || inode_get(c->d.it, ino, rq, &info) < 0)
 		return -ENODATA;
-	const struct view *v = core_view(c, info.view);
+	const struct view *v = core_view(rq, info.view);
 	bool top = info.is_dir && !info.path[0] && v;
 	free(info.path);
 	char text[64];
@@ -52,28 +53,30 @@ static ssize_t view_fresh(struct core *c, uint64_t ino, char *buf, size_t size)
 
 /* The metadata of an object inode: its staged copy's if open for writing
  * here, else the index's record. Released by the caller. */
-static int xattr_object(struct core *c, uint64_t ino, struct obj_meta *o)
+static int xattr_object(struct core_req *rq, uint64_t ino, struct obj_meta *o)
 {
+	struct core *c = rq->c;
 	if (ino < INODE_FIRST_DYNAMIC)
 		return -ENOENT;
-	struct ofile *of = core_ofile_find(c, ino, true);
+	struct ofile *of = core_ofile_find(rq, ino, true);
 	if (of) {
 		int rc = obj_meta_copy(o, &of->meta);
 		core_ofile_put(c, of);
 		return rc;
 	}
 	struct inode_info info;
-	int rc = inode_get(c->d.it, ino, &info);
+	int rc = inode_get(c->d.it, ino, rq, &info);
 	if (rc < 0)
 		return rc;
-	rc = info.is_dir ? -ENOENT : index_object(c->d.ix, core_view(c, info.view), info.path, o);
+	rc = info.is_dir ? -ENOENT : index_object(c->d.ix, core_view(rq, info.view), info.path, o);
 	free(info.path);
 	return rc;
 }
 
-ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
+ssize_t core_getxattr(struct core_req *rq, uint64_t ino, const char *name, char *buf,
 		      size_t size)
 {
+	struct core *c = rq->c;
 	stats_inc(&c->ctr.getxattr);
 	/* security.*, system.*, trusted.*: not supported. ls -l asks for them
 	 * on every entry; EOPNOTSUPP is much cheaper for it than ENODATA
@@ -83,9 +86,9 @@ ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
 	if (is_posix_xattr(name))
 		return -ENODATA;
 	if (strcmp(name, CORE_XATTR_FRESH) == 0)
-		return view_fresh(c, ino, buf, size);
+		return view_fresh(rq, ino, buf, size);
 	struct obj_meta o = { 0 };
-	int rc = xattr_object(c, ino, &o);
+	int rc = xattr_object(rq, ino, &o);
 	const char *val = rc == 0 ? obj_meta_get(&o, name + 5) : NULL;
 	ssize_t n;
 	if (rc == -ENOENT || (rc == 0 && !val)) {
@@ -102,14 +105,14 @@ ssize_t core_getxattr(struct core *c, uint64_t ino, const char *name, char *buf,
 	return n;
 }
 
-ssize_t core_listxattr(struct core *c, uint64_t ino, char *buf, size_t size)
+ssize_t core_listxattr(struct core_req *rq, uint64_t ino, char *buf, size_t size)
 {
 	struct obj_meta o = { 0 };
-	int rc = xattr_object(c, ino, &o);
+	int rc = xattr_object(rq, ino, &o);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	size_t total = 0;
-	bool fresh = rc == -ENOENT && view_fresh(c, ino, NULL, 0) > 0;
+	bool fresh = rc == -ENOENT && view_fresh(rq, ino, NULL, 0) > 0;
 	if (fresh)
 		total += sizeof CORE_XATTR_FRESH;
 	for (size_t i = 0; i < o.n_meta; i++)
@@ -169,14 +172,14 @@ static int xattr_apply(void *ctx, struct obj_meta *o, struct ofile *of)
 	return 0;
 }
 
-static int set_metadata(struct core *c, uint64_t ino, const char *name,
+static int set_metadata(struct core_req *rq, uint64_t ino, const char *name,
 			const char *value, size_t vlen, int flags)
 {
 	struct xattr_edit x = { name + 5, value, vlen, flags };
-	return core_meta_change(c, ino, xattr_apply, &x);
+	return core_meta_change(rq, ino, xattr_apply, &x);
 }
 
-int core_setxattr(struct core *c, uint64_t ino, const char *name,
+int core_setxattr(struct core_req *rq, uint64_t ino, const char *name,
 		  const char *value, size_t size, int flags)
 {
 	if (!is_user_xattr(name) || !name[5])
@@ -186,12 +189,12 @@ int core_setxattr(struct core *c, uint64_t ino, const char *name,
 	if (memchr(value, '\0', size) || memchr(value, '\n', size) ||
 	    memchr(value, '\r', size))
 		return -EINVAL;             /* not representable in an HTTP header */
-	return set_metadata(c, ino, name, value, size, flags);
+	return set_metadata(rq, ino, name, value, size, flags);
 }
 
-int core_removexattr(struct core *c, uint64_t ino, const char *name)
+int core_removexattr(struct core_req *rq, uint64_t ino, const char *name)
 {
 	if (is_posix_xattr(name))
 		return -EPERM;
-	return is_user_xattr(name) ? set_metadata(c, ino, name, NULL, 0, 0) : -EOPNOTSUPP;
+	return is_user_xattr(name) ? set_metadata(rq, ino, name, NULL, 0, 0) : -EOPNOTSUPP;
 }

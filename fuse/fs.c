@@ -1,6 +1,7 @@
 /* fs.c — see fs.h. The top of the adapter: mount, the session loop,
- * unmount, and the operation table (fs_ops.c's handlers behind
- * fs_views.c's pinning wrappers). fs_int.h lists the layers below.
+ * unmount, the operation table (fs_ops.c's handlers, each making its
+ * request's handle) and live view changes. fs_int.h lists the layers
+ * below.
  */
 #include "fuse/fs_int.h"
 
@@ -90,11 +91,16 @@ static void core_changed(void *ctx, const char *view, const char *path, int what
 	fs_notify_change(ctx, view, path, what);
 }
 
-/* The inode table's resolver: a view name in the request's pinned set. */
-static size_t fs_resolve_view(void *ctx, const char *name)
+void fs_view_changed(struct fs *fs, const char *name)
 {
-	struct fs *fs = ctx;
-	return core_view_find(fs->core, name);
+	fs_notify_change(fs, NULL, name, 0);
+}
+
+/* The inode table's resolver: a view name in the set of the request
+ * (struct core_req) the core gives as its context. */
+static size_t fs_resolve_view(const void *ctx, const char *name)
+{
+	return core_view_find(ctx, name);
 }
 
 /* Split the -o string: uid=, gid=, umask=, file_mode=, dir_mode= go to the
@@ -264,7 +270,7 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 	pthread_mutex_init(&fs->inval_lock, NULL);
 	pthread_cond_init(&fs->inval_cond, NULL);
 	fs->mountpoint = strdup(mountpoint);
-	if (!fs->mountpoint || inode_table_new(fs_resolve_view, fs, &fs->it) < 0)
+	if (!fs->mountpoint || inode_table_new(fs_resolve_view, &fs->it) < 0)
 		goto fail;
 	if ((rc = opts_split(fuse_opts, &owner, &fopts)) < 0)
 		goto fail;
@@ -288,9 +294,8 @@ int fs_mount(const char *mountpoint, const char *fuse_opts,
 			 "fsname=facetfs,subtype=facetfs,default_permissions",
 			 fuse_opts ? "-o" : NULL, (char *)fuse_opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(fuse_opts ? 5 : 3, argv);
-	fs_ops_init(&fs->real);
-	struct fuse_lowlevel_ops ops = fs->real;
-	fs_wrap_ops(&ops);
+	struct fuse_lowlevel_ops ops;
+	fs_ops_init(&ops);
 	fs->se = fuse_session_new(&args, &ops, sizeof ops, fs);
 	fuse_opt_free_args(&args);
 	if (!fs->se) {

@@ -1,10 +1,11 @@
 /*
  * fs_int.h — internals shared by the files of the FUSE adapter (not for
  * other modules). Layers, each calling only those below it:
- *   fs.c         the top: mount, session loop, unmount, the operation table
- *   fs_views.c   the view set pinned around every request; live view changes
- *   fs_ops.c     one thin handler per request: decode, call the core
- *                (fuse/core.h), reply exactly once
+ *   fs.c         the top: mount, session loop, unmount, the operation table,
+ *                live view changes
+ *   fs_ops.c     one thin handler per request: decode, make the request's
+ *                handle (the view set pinned), call the core (fuse/core.h),
+ *                reply exactly once
  *   fs_notify.c  the notifier thread: kernel-cache invalidation
  * The logic is in the core. Around each core call the adapter holds
  * nothing: the request's pinned view set is a reference, not a lock.
@@ -54,8 +55,6 @@ struct fs {
 	stats_counter inval;         /* kernel cache invalidations sent */
 	struct stats_group grp;      /* inval, registered with d.st */
 
-	struct fuse_lowlevel_ops real; /* the operations the pinning wrappers call */
-
 	pthread_mutex_t inval_lock;  /* protects the queue and stopping */
 	pthread_cond_t inval_cond;
 	struct inval_job *inval_head, *inval_tail;
@@ -70,11 +69,8 @@ static inline struct fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* fs_views.c: replace every operation that reaches the core by a wrapper
- * that pins the view set around the real one (fs->real). */
-void fs_wrap_ops(struct fuse_lowlevel_ops *ops);
-
-/* fs_ops.c: the handlers. */
+/* fs_ops.c: the handlers; each that calls the core makes the request's
+ * handle (struct core_req: the view set pinned while it runs). */
 void fs_ops_init(struct fuse_lowlevel_ops *ops);
 
 /* fs_trace.c: record a request in the I/O trace (common/trace.h); call
@@ -84,9 +80,10 @@ void fs_ops_init(struct fuse_lowlevel_ops *ops);
 #define FS_TRACING(fs) trace_on((fs)->d.trace)
 void fs_trace_fh(fuse_req_t req, int op, struct core_file *f, uint64_t off,
 		 uint64_t len, int64_t result);
-void fs_trace_ino(fuse_req_t req, int op, uint64_t ino, struct core_file *f,
-		  uint64_t off, int result);
-void fs_trace_child(fuse_req_t req, int op, uint64_t parent, const char *name,
+void fs_trace_ino(fuse_req_t req, struct core_req *rq, int op, uint64_t ino,
+		  struct core_file *f, uint64_t off, int result);
+void fs_trace_child(fuse_req_t req, struct core_req *rq, int op, uint64_t parent,
+		    const char *name,
 		    uint64_t newparent, const char *newname, struct core_file *f,
 		    uint64_t off, int result);
 

@@ -14,6 +14,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* The request's handle for the core (fuse/core.h "Views"): the current
+ * view set, pinned from here to the handler's end, where the cleanup
+ * attribute unpins it (after the reply, as the handler's last act). */
+#define CORE_REQ(req, rq)                                                     \
+	struct core_req rq __attribute__((cleanup(core_req_end)));             \
+	core_req_begin(fs_of(req)->core, &rq)
+
 static struct core_file *file_of(struct fuse_file_info *fi)
 {
 	return (struct core_file *)(uintptr_t)fi->fh;
@@ -43,8 +50,9 @@ static void reply_entry(fuse_req_t req, int rc, const struct core_entry *ce)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	CORE_REQ(req, rq);
 	struct core_entry ce;
-	int rc = core_lookup(fs_of(req)->core, parent, name, &ce);
+	int rc = core_lookup(&rq, parent, name, &ce);
 	if (rc == -ENOENT) {
 		/* A negative entry, cached until an event adds the name (the
 		 * change notifier invalidates it). */
@@ -60,8 +68,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
+	CORE_REQ(req, rq);
 	struct stat st;
-	int rc = core_getattr(fs_of(req)->core, ino, &st);
+	int rc = core_getattr(&rq, ino, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -70,16 +79,17 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	core_forget(fs_of(req)->core, ino, nlookup);
+	CORE_REQ(req, rq);
+	core_forget(&rq, ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
-	struct core *c = fs_of(req)->core;
+	CORE_REQ(req, rq);
 	for (size_t i = 0; i < count; i++)
-		core_forget(c, forgets[i].ino, forgets[i].nlookup);
+		core_forget(&rq, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -88,6 +98,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
+	CORE_REQ(req, rq);
 	static const struct { int fuse; unsigned core; } map[] = {
 		{ FUSE_SET_ATTR_SIZE, CORE_SET_SIZE },
 		{ FUSE_SET_ATTR_MODE, CORE_SET_MODE },
@@ -108,9 +119,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			set.what |= map[i].core;
 	struct stat st;
 	struct fs *fs = fs_of(req);
-	int rc = core_setattr(fs->core, ino, fi ? file_of(fi) : NULL, &set, &st);
+	int rc = core_setattr(&rq, ino, fi ? file_of(fi) : NULL, &set, &st);
 	if ((to_set & FUSE_SET_ATTR_SIZE) && FS_TRACING(fs))
-		fs_trace_ino(req, TRACE_TRUNCATE, ino, fi ? file_of(fi) : NULL,
+		fs_trace_ino(req, &rq, TRACE_TRUNCATE, ino, fi ? file_of(fi) : NULL,
 			     (uint64_t)attr->st_size, rc);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -122,8 +133,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
  * was never committed is put after a crash (sync/stage.h). */
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	CORE_REQ(req, rq);
 	char target[PATH_MAX];
-	int rc = core_readlink(fs_of(req)->core, ino, target, sizeof target);
+	int rc = core_readlink(&rq, ino, target, sizeof target);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -149,8 +161,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	CORE_REQ(req, rq);
 	struct core_dir *d;
-	int rc = core_opendir(fs_of(req)->core, ino, &d);
+	int rc = core_opendir(&rq, ino, &d);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -163,7 +176,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	core_releasedir(fs_of(req)->core, (struct core_dir *)(uintptr_t)fi->fh);
+	CORE_REQ(req, rq);
+	core_releasedir(&rq, (struct core_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -201,12 +215,13 @@ static int dirbuf_fill(void *ctx, const struct core_dirent *ce)
 static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
+	CORE_REQ(req, rq);
 	struct dirbuf b = { .req = req, .plus = plus, .size = size };
 	if (!(b.buf = malloc(size ? size : 1))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = core_readdir(fs_of(req)->core, (struct core_dir *)(uintptr_t)fi->fh,
+	int rc = core_readdir(&rq, (struct core_dir *)(uintptr_t)fi->fh,
 			      off, plus, dirbuf_fill, &b);
 	if (rc < 0 && b.pos == 0)
 		fuse_reply_err(req, -rc);
@@ -240,12 +255,12 @@ static void open_flags(struct fuse_file_info *fi, const struct core_open_cache *
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct core *c = fs_of(req)->core;
+	CORE_REQ(req, rq);
 	struct core_file *f;
 	struct core_open_cache cache;
-	int rc = core_open(c, ino, fi->flags, &f, &cache);
+	int rc = core_open(&rq, ino, fi->flags, &f, &cache);
 	if (FS_TRACING(fs_of(req)))
-		fs_trace_ino(req, TRACE_OPEN, ino, rc < 0 ? NULL : f, (uint64_t)fi->flags, rc);
+		fs_trace_ino(req, &rq, TRACE_OPEN, ino, rc < 0 ? NULL : f, (uint64_t)fi->flags, rc);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -255,7 +270,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		if (FS_TRACING(fs_of(req)))
 			fs_trace_fh(req, TRACE_RELEASE, f, 0, 0, 0);
-		core_release(c, f);          /* the open was interrupted */
+		core_release(&rq, f);          /* the open was interrupted */
 	}
 }
 
@@ -270,14 +285,14 @@ static struct core_who who_of(fuse_req_t req, mode_t mode)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	struct core *c = fs_of(req)->core;
+	CORE_REQ(req, rq);
 	struct core_entry ce;
 	struct core_file *f;
 	struct core_open_cache cache;
 	struct core_who who = who_of(req, S_IFREG | (mode & 07777));
-	int rc = core_create(c, parent, name, &who, &ce, &f, &cache);
+	int rc = core_create(&rq, parent, name, &who, &ce, &f, &cache);
 	if (FS_TRACING(fs_of(req)))
-		fs_trace_child(req, TRACE_CREATE, parent, name, 0, NULL, rc < 0 ? NULL : f,
+		fs_trace_child(req, &rq, TRACE_CREATE, parent, name, 0, NULL, rc < 0 ? NULL : f,
 			       (uint64_t)fi->flags, rc);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
@@ -290,7 +305,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		if (FS_TRACING(fs_of(req)))
 			fs_trace_fh(req, TRACE_RELEASE, f, 0, 0, 0);
-		core_release(c, f);
+		core_release(&rq, f);
 	}
 }
 
@@ -320,9 +335,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
 	struct core_rdata d;
-	ssize_t n = core_read_data(fs->core, file_of(fi), size, off, &d);
+	ssize_t n = core_read_data(&rq, file_of(fi), size, off, &d);
 	if (FS_TRACING(fs))
 		fs_trace_fh(req, TRACE_READ, file_of(fi), (uint64_t)off, size, n);
 	if (n < 0)
@@ -364,6 +380,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 			 off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
 	struct core_file *f = file_of(fi);
 	const struct fuse_buf *b = &bufv->buf[bufv->idx];
@@ -371,9 +388,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	void *mem = NULL;
 	ssize_t n;
 	if (!(b->flags & FUSE_BUF_IS_FD) && bufv->count - bufv->idx == 1) {
-		n = core_write(fs->core, f, (const char *)b->mem + bufv->off, size, off);
+		n = core_write(&rq, f, (const char *)b->mem + bufv->off, size, off);
 	} else if ((b->flags & FUSE_BUF_IS_FD) && !core_write_in_memory(f)) {
-		n = core_write_pipe(fs->core, f, b->fd, size, off);
+		n = core_write_pipe(&rq, f, b->fd, size, off);
 		if (n == (ssize_t)size) {      /* all of it left the pipe */
 			bufv->idx = bufv->count;
 			bufv->off = 0;
@@ -381,7 +398,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	} else {
 		n = write_to_memory(bufv, size, &mem);
 		if (n == 0)
-			n = core_write(fs->core, f, mem, size, off);
+			n = core_write(&rq, f, mem, size, off);
 	}
 	free(mem);
 	if (FS_TRACING(fs))
@@ -395,8 +412,9 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
-	int rc = core_flush(fs->core, file_of(fi));
+	int rc = core_flush(&rq, file_of(fi));
 	if (FS_TRACING(fs))
 		fs_trace_fh(req, TRACE_FLUSH, file_of(fi), 0, 0, rc);
 	fuse_reply_err(req, -rc);
@@ -406,8 +424,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	(void)ino;
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
-	int rc = core_fsync(fs->core, file_of(fi));
+	int rc = core_fsync(&rq, file_of(fi));
 	if (FS_TRACING(fs))
 		fs_trace_fh(req, TRACE_FSYNC, file_of(fi), (uint64_t)datasync, 0, rc);
 	fuse_reply_err(req, -rc);
@@ -416,10 +435,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
 	if (FS_TRACING(fs))   /* before: the handle's address may be reused after */
 		fs_trace_fh(req, TRACE_RELEASE, file_of(fi), 0, 0, 0);
-	core_release(fs->core, file_of(fi));
+	core_release(&rq, file_of(fi));
 	fuse_reply_err(req, 0);
 }
 
@@ -427,17 +447,19 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+	CORE_REQ(req, rq);
 	struct core_entry ce;
 	struct core_who who = who_of(req, S_IFDIR | (mode & 07777));
-	reply_entry(req, core_mkdir(fs_of(req)->core, parent, name, &who, &ce), &ce);
+	reply_entry(req, core_mkdir(&rq, parent, name, &who, &ce), &ce);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		     dev_t rdev)
 {
+	CORE_REQ(req, rq);
 	struct core_entry ce;
 	struct core_who who = who_of(req, mode);
-	reply_entry(req, core_mknod(fs_of(req)->core, parent, name, &who, rdev, &ce), &ce);
+	reply_entry(req, core_mknod(&rq, parent, name, &who, rdev, &ce), &ce);
 }
 
 /* What S3 cannot hold (README, "POSIX behaviour"): a second name for one
@@ -454,32 +476,36 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
+	CORE_REQ(req, rq);
 	struct core_entry ce;
 	struct core_who who = who_of(req, S_IFLNK | 0777);
-	reply_entry(req, core_symlink(fs_of(req)->core, parent, name, link, &who, &ce), &ce);
+	reply_entry(req, core_symlink(&rq, parent, name, link, &who, &ce), &ce);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -core_rmdir(fs_of(req)->core, parent, name));
+	CORE_REQ(req, rq);
+	fuse_reply_err(req, -core_rmdir(&rq, parent, name));
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
-	int rc = core_unlink(fs->core, parent, name);
+	int rc = core_unlink(&rq, parent, name);
 	if (FS_TRACING(fs))
-		fs_trace_child(req, TRACE_UNLINK, parent, name, 0, NULL, NULL, 0, rc);
+		fs_trace_child(req, &rq, TRACE_UNLINK, parent, name, 0, NULL, NULL, 0, rc);
 	fuse_reply_err(req, -rc);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
+	CORE_REQ(req, rq);
 	struct fs *fs = fs_of(req);
-	int rc = core_rename(fs->core, parent, name, newparent, newname, flags);
+	int rc = core_rename(&rq, parent, name, newparent, newname, flags);
 	if (FS_TRACING(fs))
-		fs_trace_child(req, TRACE_RENAME, parent, name, newparent, newname, NULL,
+		fs_trace_child(req, &rq, TRACE_RENAME, parent, name, newparent, newname, NULL,
 			       flags, rc);
 	fuse_reply_err(req, -rc);
 }
@@ -499,35 +525,39 @@ static void reply_xattr(fuse_req_t req, ssize_t n, const char *buf, size_t size)
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	CORE_REQ(req, rq);
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, core_getxattr(fs_of(req)->core, ino, name, buf, size), buf, size);
+	reply_xattr(req, core_getxattr(&rq, ino, name, buf, size), buf, size);
 	free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	CORE_REQ(req, rq);
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, core_listxattr(fs_of(req)->core, ino, buf, size), buf, size);
+	reply_xattr(req, core_listxattr(&rq, ino, buf, size), buf, size);
 	free(buf);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	fuse_reply_err(req, -core_setxattr(fs_of(req)->core, ino, name, value, size, flags));
+	CORE_REQ(req, rq);
+	fuse_reply_err(req, -core_setxattr(&rq, ino, name, value, size, flags));
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, -core_removexattr(fs_of(req)->core, ino, name));
+	CORE_REQ(req, rq);
+	fuse_reply_err(req, -core_removexattr(&rq, ino, name));
 }
 
 /* libfuse reads a request into a buffer of max_write bytes and one page

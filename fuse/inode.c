@@ -81,8 +81,7 @@ struct vname {
 };
 
 struct inode_table {
-	size_t (*resolve)(void *ctx, const char *view_name);  /* set once */
-	void *resolve_ctx;
+	size_t (*resolve)(const void *ctx, const char *view_name);  /* set once */
 	pthread_mutex_t lock;           /* protects everything below */
 	struct inode_node **slots;      /* by inode number */
 	size_t n_slots;                 /* power of two */
@@ -124,14 +123,13 @@ uint64_t inode_number(const char *view_name, const char *path)
 	return h;
 }
 
-int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *ctx,
+int inode_table_new(size_t (*resolve)(const void *ctx, const char *view_name),
 		    struct inode_table **out)
 {
 	struct inode_table *t = calloc(1, sizeof *t);
 	if (!t)
 		return -ENOMEM;
 	t->resolve = resolve;
-	t->resolve_ctx = ctx;
 	t->n_slots = INODE_MIN_SLOTS;
 	t->slots = calloc(t->n_slots, sizeof *t->slots);
 	t->n_aslots = 64;
@@ -479,7 +477,8 @@ void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n)
 		trim();
 }
 
-int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
+int inode_get(struct inode_table *t, uint64_t ino, const void *resolve_ctx,
+	      struct inode_info *out)
 {
 	int rc = -ENOENT;
 	char *vname = NULL;
@@ -497,7 +496,7 @@ int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out)
 	}
 	mod_unlock(&t->lock);
 	/* Resolved outside the lock: the resolver is the caller's. */
-	out->view = rc == 0 ? t->resolve(t->resolve_ctx, vname) : INODE_NO_VIEW;
+	out->view = rc == 0 ? t->resolve(resolve_ctx, vname) : INODE_NO_VIEW;
 	if (rc == 0 && out->view == INODE_NO_VIEW)
 		rc = -ENOENT;            /* its view is gone */
 	free(vname);

@@ -17,8 +17,9 @@
  *
  * Views: a node keeps its view's NAME, never an index (indexes belong to a
  * view set, and the set changes while the kernel holds the inode);
- * inode_get() turns the name into an index with the table's resolver (the
- * mount's answers for the view set of the request being served).
+ * inode_get() turns the name into an index with the table's resolver,
+ * given the caller's context (the mount's: the request being served, whose
+ * view set it answers for).
  *
  * Memory: the table holds what the kernel holds and nothing else. A node
  * keeps the number, the lookup count, the view (a small number naming it)
@@ -62,8 +63,9 @@ struct inode_info {
 };
 
 /* resolve(ctx, view name): the view's index, or INODE_NO_VIEW when there
- * is no such view (any thread that calls inode_get; no table lock held). */
-int inode_table_new(size_t (*resolve)(void *ctx, const char *view_name), void *ctx,
+ * is no such view (any thread that calls inode_get, with the ctx given
+ * to it; no table lock held). */
+int inode_table_new(size_t (*resolve)(const void *ctx, const char *view_name),
 		    struct inode_table **out);
 void inode_table_free(struct inode_table *t);
 
@@ -78,9 +80,11 @@ uint64_t inode_ref(struct inode_table *t, const char *view_name,
 void inode_unref(struct inode_table *t, uint64_t ino, uint64_t n);
 
 /* Copy out what ino stands for: 0, or -ENOENT if the kernel holds no such
- * inode or the resolver knows no view of its name (gone). Fixed inodes are
+ * inode or the resolver (given resolve_ctx) knows no view of its name
+ * (gone). Fixed inodes are
  * not in the table. */
-int inode_get(struct inode_table *t, uint64_t ino, struct inode_info *out);
+int inode_get(struct inode_table *t, uint64_t ino, const void *resolve_ctx,
+	      struct inode_info *out);
 /* Is (view, path) currently known to the kernel? Sets *ino. */
 bool inode_find(struct inode_table *t, const char *view_name, const char *path,
 		uint64_t *ino);

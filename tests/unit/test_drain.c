@@ -54,36 +54,36 @@ static unsigned seen(struct store *t, enum s3_kind k)
 /* Create (or truncate) name in the write-back view with text, close it. */
 static int put_file(struct gw *gw, const char *name, const char *text)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	int rc = core_lookup(c, gw->view_ino[0], name, &e);
+	int rc = core_lookup(rq, gw->view_ino[0], name, &e);
 	if (rc == 0)
-		rc = core_open(c, e.ino, O_WRONLY | O_TRUNC, &f, &cache);
+		rc = core_open(rq, e.ino, O_WRONLY | O_TRUNC, &f, &cache);
 	else if (rc == -ENOENT)
-		rc = core_create(c, gw->view_ino[0], name, NULL, &e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
+		rc = core_create(rq, gw->view_ino[0], name, NULL, &e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, text, strlen(text), 0) : rc;
 	if (n >= 0 && (size_t)n != strlen(text))
 		n = -EIO;
-	rc = n < 0 ? (int)n : core_flush(c, f);
-	core_release(c, f);
+	rc = n < 0 ? (int)n : core_flush(rq, f);
+	core_release(rq, f);
 	return rc;
 }
 
 /* Read name through the core (from the staged copy while pending). */
 static bool reads(struct gw *gw, const char *name, const char *want)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
 	char buf[256] = "";
 	ssize_t n = -1;
-	if (core_lookup(c, gw->view_ino[0], name, &e) == 0 &&
-	    core_open(c, e.ino, O_RDONLY, &f, &cache) == 0)
-		n = core_read(c, f, buf, sizeof buf - 1, 0);
-	core_release(c, f);
+	if (core_lookup(rq, gw->view_ino[0], name, &e) == 0 &&
+	    core_open(rq, e.ino, O_RDONLY, &f, &cache) == 0)
+		n = core_read(rq, f, buf, sizeof buf - 1, 0);
+	core_release(rq, f);
 	return n == (ssize_t)strlen(want) && memcmp(buf, want, (size_t)n) == 0;
 }
 
@@ -212,18 +212,18 @@ static unsigned seen_all(struct store *t)
  * close's result. */
 static int put_in(struct gw *gw, int v, const char *name, const char *text)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	int rc = core_lookup(c, gw->view_ino[v], name, &e);
+	int rc = core_lookup(rq, gw->view_ino[v], name, &e);
 	if (rc == 0)
-		rc = core_open(c, e.ino, O_WRONLY | O_TRUNC, &f, &cache);
+		rc = core_open(rq, e.ino, O_WRONLY | O_TRUNC, &f, &cache);
 	else if (rc == -ENOENT)
-		rc = core_create(c, gw->view_ino[v], name, NULL, &e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
-	rc = n < 0 ? (int)n : core_flush(c, f);
-	core_release(c, f);
+		rc = core_create(rq, gw->view_ino[v], name, NULL, &e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, text, strlen(text), 0) : rc;
+	rc = n < 0 ? (int)n : core_flush(rq, f);
+	core_release(rq, f);
 	return rc;
 }
 
@@ -305,7 +305,7 @@ static void restart(struct view *const *views)
 	CHECK(reads(&b, "a", "alpha") && reads(&b, "b", "b v2"),
 	      "the core reads them, new file and rewrite, from the staged bytes");
 	struct core_entry e;
-	CHECK(core_lookup(b.core, b.view_ino[1], "f", &e) == 0 && e.attr.st_size == 3,
+	CHECK(core_lookup(&b.rq, b.view_ino[1], "f", &e) == 0 && e.attr.st_size == 3,
 	      "the session view's file is there too (size %lld)",
 	      (long long)e.attr.st_size);
 	double waited = wait_puts(&tb, 3);
@@ -342,23 +342,23 @@ static void restart(struct view *const *views)
  * start, close it. */
 static int rewrite_file(struct gw *gw, const char *name, const char *text)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	int rc = core_lookup(c, gw->view_ino[0], name, &e);
+	int rc = core_lookup(rq, gw->view_ino[0], name, &e);
 	if (rc == 0)
-		rc = core_open(c, e.ino, O_WRONLY, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
+		rc = core_open(rq, e.ino, O_WRONLY, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, text, strlen(text), 0) : rc;
 	if (n >= 0 && (size_t)n != strlen(text))
 		n = -EIO;
-	rc = n < 0 ? (int)n : core_flush(c, f);
-	core_release(c, f);
+	rc = n < 0 ? (int)n : core_flush(rq, f);
+	core_release(rq, f);
 	return rc;
 }
 
 /* Closes "hot" again and again until stop (a thread of its own, with
- * its own pin of the core's views); closes counts the ones done, each
+ * the test's request, gw->rq); closes counts the ones done, each
  * writing "v<its number>" in 8 digits over the last (no truncation: an
  * upload that meets a write still carries one whole number). */
 struct hot {
@@ -371,14 +371,12 @@ struct hot {
 static void *hot_main(void *arg)
 {
 	struct hot *h = arg;
-	core_req_begin(h->gw->core);
 	char text[32];
 	while (!atomic_load(&h->stop)) {
 		snprintf(text, sizeof text, "v%08u", atomic_load(&h->closes) + 1);
 		h->bad += rewrite_file(h->gw, "hot", text) != 0;
 		atomic_fetch_add(&h->closes, 1);
 	}
-	core_req_end(h->gw->core);
 	return NULL;
 }
 
@@ -560,7 +558,7 @@ int main(void)
 	/* Unlink of a pending file: no PUT, no object, before or after a crash. */
 	p0 = seen(&t, S3K_PUT);
 	CHECK(put_file(&gw, "gone", "x") == 0 &&
-	      core_unlink(gw.core, gw.view_ino[0], "gone") == 0,
+	      core_unlink(&gw.rq, gw.view_ino[0], "gone") == 0,
 	      "a pending file unlinked");
 	crash_image(&gw, keys, sizeof keys);
 	CHECK(!strstr(keys, "gone="), "crash image after the unlink: not "
@@ -572,7 +570,7 @@ int main(void)
 	p0 = seen(&t, S3K_PUT);
 	unsigned c0 = seen(&t, S3K_COPY);
 	CHECK(put_file(&gw, "old", "moved") == 0 &&
-	      core_rename(gw.core, gw.view_ino[0], "old", gw.view_ino[0], "new", 0) == 0,
+	      core_rename(&gw.rq, gw.view_ino[0], "old", gw.view_ino[0], "new", 0) == 0,
 	      "a pending file renamed");
 	crash_image(&gw, keys, sizeof keys);
 	CHECK(!strcmp(keys, "new=moved;"), "crash image after the rename: the new "

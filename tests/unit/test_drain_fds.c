@@ -59,32 +59,32 @@ static void body_of(int i, char *buf, size_t len)
 /* Create name in the write-back view with text and close it: 0 or -errno. */
 static int put_file(struct gw *gw, const char *name, const char *text)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	int rc = core_create(c, gw->view_ino[0], name, NULL, &e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
+	int rc = core_create(rq, gw->view_ino[0], name, NULL, &e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, text, strlen(text), 0) : rc;
 	if (n >= 0 && (size_t)n != strlen(text))
 		n = -EIO;
-	rc = n < 0 ? (int)n : core_flush(c, f);
-	core_release(c, f);
+	rc = n < 0 ? (int)n : core_flush(rq, f);
+	core_release(rq, f);
 	return rc;
 }
 
 /* Whether name reads text through the core (the staged copy). */
 static bool reads(struct gw *gw, const char *name, const char *text)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
 	char buf[128] = "";
 	ssize_t n = -1;
-	if (core_lookup(c, gw->view_ino[0], name, &e) == 0 &&
-	    core_open(c, e.ino, O_RDONLY, &f, &cache) == 0)
-		n = core_read(c, f, buf, sizeof buf - 1, 0);
-	core_release(c, f);
+	if (core_lookup(rq, gw->view_ino[0], name, &e) == 0 &&
+	    core_open(rq, e.ino, O_RDONLY, &f, &cache) == 0)
+		n = core_read(rq, f, buf, sizeof buf - 1, 0);
+	core_release(rq, f);
 	return n == (ssize_t)strlen(text) && memcmp(buf, text, (size_t)n) == 0;
 }
 

@@ -276,7 +276,7 @@ static int lookup(struct world *w, int g, int k, uint64_t *ino)
 	char name[64];
 	key_name(w, k, name, sizeof name);
 	struct core_entry e;
-	int rc = core_lookup(w->gw[g].core, w->gw[g].view_ino[w->vi], name, &e);
+	int rc = core_lookup(&w->gw[g].rq, w->gw[g].view_ino[w->vi], name, &e);
 	if (rc == 0)
 		*ino = e.ino;   /* the lookup stays held, as the kernel's would */
 	return rc;
@@ -342,7 +342,7 @@ static void step_open(struct world *w, int g, int k, int mode)
 		char name[64];
 		key_name(w, k, name, sizeof name);
 		struct core_entry e;
-		rc = core_create(gw->core, gw->view_ino[w->vi], name, NULL, &e, &f, &cache);
+		rc = core_create(&gw->rq, gw->view_ino[w->vi], name, NULL, &e, &f, &cache);
 		if (rc < 0) {
 			fail(w, "create: %s", strerror(-rc));
 			return;
@@ -350,7 +350,7 @@ static void step_open(struct world *w, int g, int k, int mode)
 		mf->st = stage_new(w, k);
 		mf->st->dirty = true;
 	} else if (mode == 0) {
-		rc = core_open(gw->core, ino, flags[mode], &f, &cache);
+		rc = core_open(&gw->rq, ino, flags[mode], &f, &cache);
 		bool want = w->obj[k].exists || mf->st;
 		if (rc == -ENOENT && !want)
 			w->opens_enoent++;
@@ -367,7 +367,7 @@ static void step_open(struct world *w, int g, int k, int mode)
 		d->ver = w->obj[k].data;
 		d->ver_id = w->obj[k].version;
 	} else {
-		rc = core_open(gw->core, ino, flags[mode], &f, &cache);
+		rc = core_open(&gw->rq, ino, flags[mode], &f, &cache);
 		if (rc < 0) {
 			fail(w, "open for writing: %s", strerror(-rc));
 			return;
@@ -425,13 +425,13 @@ static bool bytes_eq(const struct bytes *want, size_t off, size_t len,
 /* A read as the mount makes it (core_read_data: the bytes where they lie,
  * gathered here) or copied (core_read). The pieces must add up to the
  * count (else -EPROTO). */
-static ssize_t read_either(struct core *c, struct core_file *f, unsigned char *buf,
+static ssize_t read_either(struct core_req *rq, struct core_file *f, unsigned char *buf,
 			   size_t len, off_t off, bool pieces)
 {
 	if (!pieces)
-		return core_read(c, f, buf, len, off);
+		return core_read(rq, f, buf, len, off);
 	struct core_rdata d;
-	ssize_t n = core_read_data(c, f, len, off, &d);
+	ssize_t n = core_read_data(rq, f, len, off, &d);
 	size_t at = 0;
 	for (unsigned i = 0; n >= 0 && i < d.n; i++) {
 		if (at + d.iov[i].len > len) {
@@ -453,7 +453,7 @@ static void step_read(struct world *w, int di, size_t off, size_t len)
 	struct gw *gw = &w->gw[d->g];
 	logf_(w, "gw%d read d%d off %zu len %zu\n", d->g, di, off, len);
 	unsigned char buf[MAXLEN];
-	ssize_t n = read_either(gw->core, d->f, buf, len, (off_t)off, w->reads & 1);
+	ssize_t n = read_either(&gw->rq, d->f, buf, len, (off_t)off, w->reads & 1);
 	w->reads++;
 	if (d->writable) {
 		expect_bytes(w, "read-your-writes (own staged copy)", &d->st->data, off, len,
@@ -525,7 +525,7 @@ static void step_write(struct world *w, int di, size_t off, size_t len, unsigned
 	unsigned char buf[MAXLEN];
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (unsigned char)(fill + i);
-	ssize_t n = core_write(w->gw[d->g].core, d->f, buf, len, (off_t)off);
+	ssize_t n = core_write(&w->gw[d->g].rq, d->f, buf, len, (off_t)off);
 	if (n != (ssize_t)len) {
 		fail(w, "write: %zd", n);
 		return;
@@ -545,7 +545,7 @@ static void step_ftruncate(struct world *w, int di, size_t size)
 	if (!d->writable)
 		return;
 	logf_(w, "gw%d ftruncate d%d %zu\n", d->g, di, size);
-	int rc = core_truncate(w->gw[d->g].core, 0, d->f, size);
+	int rc = core_truncate(&w->gw[d->g].rq, 0, d->f, size);
 	if (rc < 0) {
 		fail(w, "ftruncate: %s", strerror(-rc));
 		return;
@@ -576,7 +576,7 @@ static void step_fsync(struct world *w, int di)
 {
 	struct mdesc *d = &w->d[di];
 	logf_(w, "gw%d fsync d%d\n", d->g, di);
-	int rc = core_fsync(w->gw[d->g].core, d->f);
+	int rc = core_fsync(&w->gw[d->g].rq, d->f);
 	if (rc < 0) {
 		fail(w, "fsync: %s", strerror(-rc));
 		return;
@@ -588,10 +588,10 @@ static void step_fsync(struct world *w, int di)
 static void step_close(struct world *w, int di)
 {
 	struct mdesc *d = &w->d[di];
-	struct core *c = w->gw[d->g].core;
+	struct core_req *rq = &w->gw[d->g].rq;
 	logf_(w, "gw%d close d%d\n", d->g, di);
-	int rc = core_flush(c, d->f);
-	core_release(c, d->f);
+	int rc = core_flush(rq, d->f);
+	core_release(rq, d->f);
 	d->used = false;
 	if (rc < 0) {
 		fail(w, "close: %s", strerror(-rc));
@@ -622,7 +622,7 @@ static void step_unlink(struct world *w, int g, int k)
 	uint64_t ino;
 	if (w->steps & 1)                /* the kernel looked the name up before */
 		lookup(w, g, k, &ino);
-	int rc = core_unlink(gw->core, gw->view_ino[w->vi], name);
+	int rc = core_unlink(&gw->rq, gw->view_ino[w->vi], name);
 	bool want = visible(w, g, k);
 	if (rc == 0 && !want)
 		fail(w, "unlink succeeded, the model does not list the name");
@@ -654,7 +654,7 @@ static void step_rename(struct world *w, int g, int k, int nk)
 		lookup(w, g, k, &ino);
 		lookup(w, g, nk, &ino);
 	}
-	int rc = core_rename(gw->core, vino, name, vino, nname, 0);
+	int rc = core_rename(&gw->rq, vino, name, vino, nname, 0);
 	bool vis = visible(w, g, k);
 	struct mstage *st = staged_at(w, g, k) ? w->file[g][k]->st : NULL;
 	struct mstage *dst = staged_at(w, g, nk) ? w->file[g][nk]->st : NULL;
@@ -792,7 +792,7 @@ static void sequence(struct world *w, unsigned seed, unsigned steps)
 	}
 	for (int i = 0; i < MAXD; i++)           /* after a failure */
 		if (w->d[i].used)
-			core_release(w->gw[w->d[i].g].core, w->d[i].f);
+			core_release(&w->gw[w->d[i].g].rq, w->d[i].f);
 }
 
 int main(int argc, char **argv)

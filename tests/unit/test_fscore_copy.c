@@ -62,11 +62,11 @@ static void foreign(struct gw *gw, struct s3 *fake, const char *key,
 	obj_meta_release(&o);
 }
 
-static int chmod_ino(struct core *c, uint64_t ino, mode_t mode)
+static int chmod_ino(struct core_req *rq, uint64_t ino, mode_t mode)
 {
 	struct core_set set = { .what = CORE_SET_MODE, .mode = mode };
 	struct stat st;
-	return core_setattr(c, ino, NULL, &set, &st);
+	return core_setattr(rq, ino, NULL, &set, &st);
 }
 
 /* Requests of kind the wrapper saw since the last call with reset. */
@@ -93,19 +93,19 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 		exit(2);
 	struct gw gw;
 	gw_open(views, w, &gw, "fscore-copy1");
-	struct core *c = gw.core;
+	struct core_req *rq = &gw.rq;
 	uint64_t sv = gw.view_ino[0], base[S3K_N];
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
 
 	/* a file made here: the index knows it whole */
-	int rc = core_create(c, sv, "made", NULL, &e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, "hello", 5, 0) : -1;
-	int frc = rc == 0 ? core_flush(c, f) : -1;
-	core_release(c, f);
+	int rc = core_create(rq, sv, "made", NULL, &e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, "hello", 5, 0) : -1;
+	int frc = rc == 0 ? core_flush(rq, f) : -1;
+	core_release(rq, f);
 	reset(w, base);
-	rc = chmod_ino(c, e.ino, 0640);
+	rc = chmod_ino(rq, e.ino, 0640);
 	uint64_t heads = seen(w, S3K_HEAD, base), copies = seen(w, S3K_COPY, base);
 	CHECK(n == 5 && frc == 0 && rc == 0 && heads == 0 && copies == 1,
 	      "chmod of a file made here: one COPY, no HEAD (rc %d, HEAD %llu, COPY %llu)",
@@ -129,18 +129,18 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	 * carries the new mode */
 	struct core_entry re;
 	f = NULL;
-	rc = core_create(c, sv, "raced", NULL, &re, &f, &cache);
-	n = rc == 0 ? core_write(c, f, "r1", 2, 0) : -1;
-	frc = rc == 0 ? core_flush(c, f) : -1;
+	rc = core_create(rq, sv, "raced", NULL, &re, &f, &cache);
+	n = rc == 0 ? core_write(rq, f, "r1", 2, 0) : -1;
+	frc = rc == 0 ? core_flush(rq, f) : -1;
 	reset(w, base);
-	int arc = rc == 0 ? chmod_ino(c, re.ino, 0604) : -1;
+	int arc = rc == 0 ? chmod_ino(rq, re.ino, 0604) : -1;
 	copies = seen(w, S3K_COPY, base);
 	uint64_t puts = seen(w, S3K_PUT, base);
 	struct stage_counters sc0, sc1;
 	stage_counters_get(gw.stage, &sc0);
-	n = rc == 0 ? core_write(c, f, "r2", 2, 2) : -1;
-	int frc2 = rc == 0 ? core_flush(c, f) : -1;
-	core_release(c, f);
+	n = rc == 0 ? core_write(rq, f, "r2", 2, 2) : -1;
+	int frc2 = rc == 0 ? core_flush(rq, f) : -1;
+	core_release(rq, f);
 	stage_counters_get(gw.stage, &sc1);
 	rc = s3_object(fake, "s/raced", &d, &len, &o);
 	posix_meta_parse(o.meta, o.n_meta, &px);
@@ -157,16 +157,16 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	 * one HEAD, then the index holds it whole */
 	foreign(&gw, fake, "s/typed", "abc", 3, "text/x-typed");
 	struct core_entry te;
-	rc = core_lookup(c, sv, "typed", &te);
+	rc = core_lookup(rq, sv, "typed", &te);
 	reset(w, base);
 	if (rc == 0)
-		rc = chmod_ino(c, te.ino, 0600);
+		rc = chmod_ino(rq, te.ino, 0600);
 	heads = seen(w, S3K_HEAD, base);
 	copies = seen(w, S3K_COPY, base);
 	CHECK(rc == 0 && heads == 1 && copies == 1,
 	      "chmod with no content type in the index: a HEAD and a COPY (rc %d, %llu, %llu)",
 	      rc, (unsigned long long)heads, (unsigned long long)copies);
-	rc = core_setxattr(c, te.ino, "user.shape", "round", 5, 0);
+	rc = core_setxattr(rq, te.ino, "user.shape", "round", 5, 0);
 	heads = seen(w, S3K_HEAD, base);
 	copies = seen(w, S3K_COPY, base);
 	CHECK(rc == 0 && heads == 0 && copies == 1,
@@ -189,7 +189,7 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	s3_fake_object_put(fake, BUCKET, "s/typed", "newer", 5, &kv, 1, "text/x-new");
 	uint64_t stale0 = stats_value(&gw.st, "s3", "copy_stale_index");
 	reset(w, base);
-	rc = chmod_ino(c, te.ino, 0604);
+	rc = chmod_ino(rq, te.ino, 0604);
 	heads = seen(w, S3K_HEAD, base);
 	copies = seen(w, S3K_COPY, base);
 	CHECK(rc == 0 && heads == 1 && copies == 2 && stats_value(&gw.st, "s3", "copy_stale_index") == stale0 + 1,
@@ -207,7 +207,7 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 
 	/* a rename of a small object: one COPY, no HEAD, as before */
 	reset(w, base);
-	rc = core_rename(c, sv, "typed", sv, "typed2", 0);
+	rc = core_rename(rq, sv, "typed", sv, "typed2", 0);
 	heads = seen(w, S3K_HEAD, base);
 	copies = seen(w, S3K_COPY, base);
 	CHECK(rc == 0 && heads == 0 && copies == 1 && seen(w, S3K_DELETE, base) == 1,
@@ -219,7 +219,7 @@ static void single_cases(struct view *const *views, struct s3 *fake)
 	 * record is that version's (its size), not the old record's */
 	s3_fake_object_put(fake, BUCKET, "s/typed2", "newest!", 7, NULL, 0, NULL);
 	reset(w, base);
-	rc = core_rename(c, sv, "typed2", sv, "typed3", 0);
+	rc = core_rename(rq, sv, "typed2", sv, "typed3", 0);
 	heads = seen(w, S3K_HEAD, base);
 	copies = seen(w, S3K_COPY, base);
 	struct obj_meta rec = { 0 };
@@ -268,7 +268,7 @@ static void change_source(void *ctx, enum s3_kind kind, const char *bucket,
 	ch->changes++;
 }
 
-static void big_file(struct core *c, uint64_t dir, const char *name, char fill,
+static void big_file(struct core_req *rq, uint64_t dir, const char *name, char fill,
 		     struct core_entry *e)
 {
 	char buf[BIG_LEN];
@@ -277,10 +277,10 @@ static void big_file(struct core *c, uint64_t dir, const char *name, char fill,
 		buf[i] = (char)('0' + i % 10);          /* not one repeated byte */
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	int rc = core_create(c, dir, name, NULL, e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, buf, sizeof buf, 0) : -1;
-	int frc = rc == 0 ? core_flush(c, f) : -1;
-	core_release(c, f);
+	int rc = core_create(rq, dir, name, NULL, e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, buf, sizeof buf, 0) : -1;
+	int frc = rc == 0 ? core_flush(rq, f) : -1;
+	core_release(rq, f);
 	CHECK(rc == 0 && n == BIG_LEN && frc == 0, "%s: %d bytes written and closed",
 	      name, BIG_LEN);
 }
@@ -305,7 +305,7 @@ static void parts_cases(struct view *const *views, struct s3 *fake)
 	struct copy_conf cc = { .threshold = 4096, .part_size = 1024, .threads = 3 };
 	struct gw gw;
 	gw_open_copy(views, w, &gw, "fscore-copy2", &cc);
-	struct core *c = gw.core;
+	struct core_req *rq = &gw.rq;
 	uint64_t sv = gw.view_ino[0], base[S3K_N];
 	struct core_entry e;
 	void *d;
@@ -313,14 +313,14 @@ static void parts_cases(struct view *const *views, struct s3 *fake)
 	struct obj_meta o;
 	struct obj_posix px;
 
-	big_file(c, sv, "big", 'x', &e);
+	big_file(rq, sv, "big", 'x', &e);
 	reset(w, base);
-	int rc = chmod_ino(c, e.ino, 0751);
+	int rc = chmod_ino(rq, e.ino, 0751);
 	uint64_t parts = seen(w, S3K_MPU_COPY, base), copies = seen(w, S3K_COPY, base);
 	CHECK(rc == 0 && parts == 5 && copies == 0 && seen(w, S3K_MPU_COMPLETE, base) == 1,
 	      "chmod above the threshold: 5 part copies, no single COPY (rc %d, %llu, %llu)",
 	      rc, (unsigned long long)parts, (unsigned long long)copies);
-	rc = core_setxattr(c, e.ino, "user.kind", "large", 5, 0);
+	rc = core_setxattr(rq, e.ino, "user.kind", "large", 5, 0);
 	CHECK(rc == 0 && seen(w, S3K_MPU_COPY, base) == 5, "setxattr: in parts too (%d)", rc);
 	rc = s3_object(fake, "s/big", &d, &len, &o);
 	posix_meta_parse(o.meta, o.n_meta, &px);
@@ -335,7 +335,7 @@ static void parts_cases(struct view *const *views, struct s3 *fake)
 
 	/* rename in parts: bytes and metadata at the new name */
 	reset(w, base);
-	rc = core_rename(c, sv, "big", sv, "big2", 0);
+	rc = core_rename(rq, sv, "big", sv, "big2", 0);
 	parts = seen(w, S3K_MPU_COPY, base);
 	int grc = s3_object(fake, "s/big", &d, &len, &o);
 	free(d);
@@ -355,9 +355,9 @@ static void parts_cases(struct view *const *views, struct s3 *fake)
 
 	/* a failing part copy: the copy is aborted, the object stays as it was */
 	struct core_entry e2;
-	rc = core_lookup(c, sv, "big2", &e2);
+	rc = core_lookup(rq, sv, "big2", &e2);
 	s3_fault_fail(w, S3K_MPU_COPY, 3, 1, -EIO);
-	rc = rc == 0 ? chmod_ino(c, e2.ino, 0700) : rc;
+	rc = rc == 0 ? chmod_ino(rq, e2.ino, 0700) : rc;
 	s3_fault_clear(w);
 	s3_object(fake, "s/big2", &d, &len, &o);
 	posix_meta_parse(o.meta, o.n_meta, &px);
@@ -372,7 +372,7 @@ static void parts_cases(struct view *const *views, struct s3 *fake)
 	 * version (a HEAD), whose bytes and metadata it keeps */
 	struct changer ch = { .fake = fake, .key = "s/big2", .once = true };
 	s3_fake_hook_set(fake, change_source, &ch);
-	rc = chmod_ino(c, e2.ino, 0710);
+	rc = chmod_ino(rq, e2.ino, 0710);
 	s3_fake_hook_set(fake, NULL, NULL);
 	s3_object(fake, "s/big2", &d, &len, &o);
 	posix_meta_parse(o.meta, o.n_meta, &px);
@@ -391,7 +391,7 @@ static void parts_cases(struct view *const *views, struct s3 *fake)
 	 * client's last version, whole, without the mode; no upload left */
 	ch = (struct changer){ .fake = fake, .key = "s/big2" };
 	s3_fake_hook_set(fake, change_source, &ch);
-	rc = chmod_ino(c, e2.ino, 0777);
+	rc = chmod_ino(rq, e2.ino, 0777);
 	s3_fake_hook_set(fake, NULL, NULL);
 	s3_object(fake, "s/big2", &d, &len, &o);
 	posix_meta_parse(o.meta, o.n_meta, &px);

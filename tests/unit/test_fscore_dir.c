@@ -83,7 +83,7 @@ static int reply(struct core_dir *d, off_t off, int max, struct reply *r)
 {
 	memset(r, 0, sizeof *r);
 	r->max = max;
-	return core_readdir(gw.core, d, off, false, take, r);
+	return core_readdir(&gw.rq, d, off, false, take, r);
 }
 
 /* ---- the names present, as a set over name numbers ---- */
@@ -122,7 +122,7 @@ static void del(int i)
 static uint64_t dir_ino(void)
 {
 	struct core_entry e;
-	int rc = core_lookup(gw.core, gw.view_ino[0], "d", &e);
+	int rc = core_lookup(&gw.rq, gw.view_ino[0], "d", &e);
 	if (rc < 0) {
 		printf("# lookup of d: %s\n", strerror(-rc));
 		exit(2);
@@ -133,7 +133,7 @@ static uint64_t dir_ino(void)
 static void whole_listing(uint64_t ino)
 {
 	struct core_dir *d;
-	if (core_opendir(gw.core, ino, &d) < 0)
+	if (core_opendir(&gw.rq, ino, &d) < 0)
 		exit(2);
 	off_t off = 0;
 	int total = 0, dots = 0, twice = 0, order = 0, made = 0, rc = 0;
@@ -173,14 +173,14 @@ static void whole_listing(uint64_t ino)
 	CHECK(handles == 1 && bytes < 16 * 1024,
 	      "the handle holds %zu bytes after listing %d names (its last reply only)", bytes,
 	      total);
-	core_releasedir(gw.core, d);
+	core_releasedir(&gw.rq, d);
 }
 
 /* The kernel asks again from an entry inside the last reply. */
 static void rerequest(uint64_t ino)
 {
 	struct core_dir *d;
-	if (core_opendir(gw.core, ino, &d) < 0)
+	if (core_opendir(&gw.rq, ino, &d) < 0)
 		exit(2);
 	struct reply r, r2;
 	reply(d, 0, 40, &r);
@@ -193,7 +193,7 @@ static void rerequest(uint64_t ino)
 	CHECK(rc == 0 && r2.n == 3 && strcmp(r2.name[0], r.name[39]) > 0,
 	      "from the offset of an entry of the reply before: after it (%s)",
 	      r2.n ? r2.name[0] : "-");
-	core_releasedir(gw.core, d);
+	core_releasedir(&gw.rq, d);
 }
 
 /* Names added and removed around the cursor between replies. */
@@ -204,7 +204,7 @@ static void churn(uint64_t ino, unsigned seed)
 		always[i] = present[i];
 	memset(seen, 0, sizeof seen);
 	struct core_dir *d;
-	if (core_opendir(gw.core, ino, &d) < 0)
+	if (core_opendir(&gw.rq, ino, &d) < 0)
 		exit(2);
 	off_t off = 0;
 	int twice = 0, never = 0, total = 0, rc = 0, replies = 0;
@@ -245,14 +245,14 @@ static void churn(uint64_t ino, unsigned seed)
 	      "seed %u: %d names in %d replies while 6 names changed and the cursor's name "
 	      "went after each: none twice (%d), none that never existed (%d), none present "
 	      "throughout missed (%d)", seed, total, replies, twice, never, missing);
-	core_releasedir(gw.core, d);
+	core_releasedir(&gw.rq, d);
 }
 
 /* telldir here, go on, then seekdir back. */
 static void seek_back(uint64_t ino)
 {
 	struct core_dir *d;
-	if (core_opendir(gw.core, ino, &d) < 0)
+	if (core_opendir(&gw.rq, ino, &d) < 0)
 		exit(2);
 	struct reply r, r2;
 	reply(d, 0, 30, &r);
@@ -286,7 +286,7 @@ static void seek_back(uint64_t ino)
 
 	/* another handle: an offset of a present name is read from the start */
 	struct core_dir *d2;
-	if (core_opendir(gw.core, ino, &d2) < 0)
+	if (core_opendir(&gw.rq, ino, &d2) < 0)
 		exit(2);
 	char pname[16];
 	int p = SPACE / 2;
@@ -308,8 +308,8 @@ static void seek_back(uint64_t ino)
 	rc = reply(d2, 12345, 1, &r2);
 	CHECK(rc == -EINVAL || (rc == 0 && r2.n == 0),
 	      "an offset of no name: -EINVAL (%d)", rc);
-	core_releasedir(gw.core, d2);
-	core_releasedir(gw.core, d);
+	core_releasedir(&gw.rq, d2);
+	core_releasedir(&gw.rq, d);
 }
 
 /* A directory that goes with its last child: a seekdir to its offset in
@@ -321,7 +321,7 @@ static void seek_gone_dir(void)
 	index_apply(gw.ix, &o, 1, NULL, 0, changed, NULL);
 	obj_meta_release(&o);
 	struct core_dir *d;
-	if (core_opendir(gw.core, gw.view_ino[0], &d) < 0)
+	if (core_opendir(&gw.rq, gw.view_ino[0], &d) < 0)
 		exit(2);
 	struct reply r;
 	reply(d, 0, 10, &r);
@@ -338,7 +338,7 @@ static void seek_gone_dir(void)
 	CHECK(e_off > 0 && rc == 0 && r.n == 0,
 	      "seekdir to a directory gone with its last child: after it, the end (%d, %d)",
 	      rc, r.n);
-	core_releasedir(gw.core, d);
+	core_releasedir(&gw.rq, d);
 }
 
 int main(int argc, char **argv)
@@ -357,7 +357,7 @@ int main(int argc, char **argv)
 		add(i);
 	uint64_t ino = dir_ino();
 	struct core_entry e;
-	int rc = core_mkdir(gw.core, ino, "made", NULL, &e);
+	int rc = core_mkdir(&gw.rq, ino, "made", NULL, &e);
 	CHECK(rc == 0, "a directory made in it (%d)", rc);
 	whole_listing(ino);
 	rerequest(ino);

@@ -19,7 +19,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-static size_t resolve(void *ctx, const char *name)
+static size_t resolve(const void *ctx, const char *name)
 {
 	(void)ctx;
 	if (!strcmp(name, "a"))
@@ -93,7 +93,7 @@ static bool agree(struct inode_table *t, struct model *m, const char *after)
 	for (size_t i = 0; i < m->count; i++) {
 		struct mnode *x = &m->n[i];
 		struct inode_info info;
-		int rc = inode_get(t, x->ino, &info);
+		int rc = inode_get(t, x->ino, NULL, &info);
 		if (rc != 0 || strcmp(info.path, x->path) || info.view != (size_t)x->view ||
 		    info.is_dir != x->is_dir) {
 			printf("# after %s: inode %" PRIu64 " (%s/%s, held %" PRIu64 "): rc %d, %s\n",
@@ -125,7 +125,7 @@ static bool agree(struct inode_table *t, struct model *m, const char *after)
 static bool run_sequence(unsigned seed, int steps, size_t empty_bytes)
 {
 	struct inode_table *t;
-	if (inode_table_new(resolve, NULL, &t) < 0)
+	if (inode_table_new(resolve, &t) < 0)
 		exit(2);
 	static struct model m;
 	memset(&m, 0, sizeof m);
@@ -213,7 +213,7 @@ static bool run_sequence(unsigned seed, int steps, size_t empty_bytes)
 static void test_renamed_home(size_t empty_bytes)
 {
 	struct inode_table *t;
-	if (inode_table_new(resolve, NULL, &t) < 0)
+	if (inode_table_new(resolve, &t) < 0)
 		exit(2);
 	uint64_t x = inode_ref(t, "a", "x", false);
 	CHECK(x == inode_number("a", "x"), "a new name gets its own number");
@@ -237,21 +237,21 @@ static void test_renamed_home(size_t empty_bytes)
 static void test_gone(void)
 {
 	struct inode_table *t;
-	if (inode_table_new(resolve, NULL, &t) < 0)
+	if (inode_table_new(resolve, &t) < 0)
 		exit(2);
 	uint64_t x = inode_ref(t, "b", "f", false), f;
 	struct stat st = { .st_size = 7, .st_nlink = 1, .st_mode = S_IFREG | 0644 };
 	inode_unname_gone(t, "b", "f", &st);
 	struct inode_info info;
 	CHECK(!inode_find(t, "b", "f", &f), "unlinked: no name leads to it");
-	CHECK(inode_get(t, x, &info) == 0 && info.gone && info.gone_st.st_size == 7 &&
+	CHECK(inode_get(t, x, NULL, &info) == 0 && info.gone && info.gone_st.st_size == 7 &&
 	      info.gone_st.st_nlink == 0, "but its number does, with what it was (nlink 0)");
 	free(info.path);
 	uint64_t y = inode_ref(t, "b", "f", false);
 	CHECK(y && y != x, "the name made again is another inode");
 	CHECK(inode_ref(t, "c", "f", false) != 0, "a view the resolver does not know: a node");
 	uint64_t z = 0;
-	CHECK(inode_find(t, "c", "f", &z) && inode_get(t, z, &info) == -ENOENT,
+	CHECK(inode_find(t, "c", "f", &z) && inode_get(t, z, NULL, &info) == -ENOENT,
 	      "which inode_get answers ENOENT (its view is gone)");
 	inode_table_free(t);
 }
@@ -260,7 +260,7 @@ static void test_gone(void)
 static void test_bytes(size_t empty_bytes)
 {
 	struct inode_table *t;
-	if (inode_table_new(resolve, NULL, &t) < 0)
+	if (inode_table_new(resolve, &t) < 0)
 		exit(2);
 	const size_t n = 100000;
 	for (size_t i = 0; i < n; i++) {
@@ -324,7 +324,7 @@ static void *thread_main(void *arg)
 static void test_threads(size_t empty_bytes)
 {
 	struct inode_table *t;
-	if (inode_table_new(resolve, NULL, &t) < 0)
+	if (inode_table_new(resolve, &t) < 0)
 		exit(2);
 	struct th h[4];
 	pthread_t th[4];
@@ -352,7 +352,7 @@ int main(int argc, char **argv)
 	int steps = argc > 3 ? atoi(argv[3]) : 400;
 
 	struct inode_table *t;
-	if (inode_table_new(resolve, NULL, &t) < 0)
+	if (inode_table_new(resolve, &t) < 0)
 		return 2;
 	struct inode_mem mem;
 	inode_mem(t, &mem);

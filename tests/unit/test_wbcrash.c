@@ -69,15 +69,15 @@ static void recover_image(char *dir, char *a, char *b, size_t len)
 
 static int put_file(struct gw *gw, const char *name, const char *text)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	struct core_entry e;
 	struct core_file *f = NULL;
 	struct core_open_cache cache;
-	int rc = core_create(c, gw->view_ino[0], name, NULL, &e, &f, &cache);
-	ssize_t n = rc == 0 ? core_write(c, f, text, strlen(text), 0) : rc;
-	rc = n < 0 ? (int)n : core_flush(c, f);
-	core_release(c, f);
-	core_forget(c, e.ino, 1);
+	int rc = core_create(rq, gw->view_ino[0], name, NULL, &e, &f, &cache);
+	ssize_t n = rc == 0 ? core_write(rq, f, text, strlen(text), 0) : rc;
+	rc = n < 0 ? (int)n : core_flush(rq, f);
+	core_release(rq, f);
+	core_forget(rq, e.ino, 1);
 	return rc;
 }
 
@@ -88,13 +88,13 @@ static const char *const op_names[] = { "rename", "rename onto a pending file",
 
 static int run_op(struct gw *gw, enum op op)
 {
-	struct core *c = gw->core;
+	struct core_req *rq = &gw->rq;
 	if (op == OP_RENAME || op == OP_RENAME_OVER)
-		return core_rename(c, gw->view_ino[0], "a", gw->view_ino[0], "b", 0);
+		return core_rename(rq, gw->view_ino[0], "a", gw->view_ino[0], "b", 0);
 	if (op == OP_UNLINK)
-		return core_unlink(c, gw->view_ino[0], "a");
+		return core_unlink(rq, gw->view_ino[0], "a");
 	struct core_entry e;
-	int rc = core_lookup(c, gw->view_ino[0], "a", &e);
+	int rc = core_lookup(rq, gw->view_ino[0], "a", &e);
 	if (rc < 0)
 		return rc;
 	struct core_set set = { 0 };
@@ -102,15 +102,15 @@ static int run_op(struct gw *gw, enum op op)
 	if (op == OP_CHMOD) {
 		set.what = CORE_SET_MODE;
 		set.mode = 0600;
-		rc = core_setattr(c, e.ino, NULL, &set, &st);
+		rc = core_setattr(rq, e.ino, NULL, &set, &st);
 	} else if (op == OP_UTIMENS) {
 		set.what = CORE_SET_MTIME | CORE_SET_ATIME;
 		set.mtime.tv_sec = set.atime.tv_sec = 1000000000;
-		rc = core_setattr(c, e.ino, NULL, &set, &st);
+		rc = core_setattr(rq, e.ino, NULL, &set, &st);
 	} else {
-		rc = core_setxattr(c, e.ino, "user.colour", "blue", 4, 0);
+		rc = core_setxattr(rq, e.ino, "user.colour", "blue", 4, 0);
 	}
-	core_forget(c, e.ino, 1);
+	core_forget(rq, e.ino, 1);
 	return rc;
 }
 

@@ -101,7 +101,7 @@ static unsigned n_looked;
 static int lookup(struct run *r, int v, const char *name, uint64_t *ino)
 {
 	struct core_entry e;
-	int rc = core_lookup(r->gw.core, r->gw.view_ino[v], name, &e);
+	int rc = core_lookup(&r->gw.rq, r->gw.view_ino[v], name, &e);
 	if (rc == 0) {
 		*ino = e.ino;
 		if (n_looked < 64)
@@ -113,7 +113,7 @@ static int lookup(struct run *r, int v, const char *name, uint64_t *ino)
 static void forget_all(struct run *r)
 {
 	for (unsigned i = 0; i < n_looked; i++)
-		core_forget(r->gw.core, looked[i], 1);
+		core_forget(&r->gw.rq, looked[i], 1);
 	n_looked = 0;
 }
 
@@ -124,11 +124,11 @@ static int open_trunc(struct run *r, const char *name, struct core_file **f)
 	uint64_t ino;
 	int rc = lookup(r, 0, name, &ino);
 	if (rc == 0)
-		return core_open(r->gw.core, ino, O_WRONLY | O_TRUNC, f, &cache);
+		return core_open(&r->gw.rq, ino, O_WRONLY | O_TRUNC, f, &cache);
 	if (rc != -ENOENT)
 		return rc;
 	struct core_entry e;
-	rc = core_create(r->gw.core, r->gw.view_ino[0], name, NULL, &e, f, &cache);
+	rc = core_create(&r->gw.rq, r->gw.view_ino[0], name, NULL, &e, f, &cache);
 	if (rc == 0 && n_looked < 64)
 		looked[n_looked++] = e.ino;
 	return rc;
@@ -136,7 +136,7 @@ static int open_trunc(struct run *r, const char *name, struct core_file **f)
 
 static int write_at(struct run *r, struct core_file *f, const char *text, off_t off)
 {
-	ssize_t n = core_write(r->gw.core, f, text, strlen(text), off);
+	ssize_t n = core_write(&r->gw.rq, f, text, strlen(text), off);
 	return n == (ssize_t)strlen(text) ? 0 : n < 0 ? (int)n : -EIO;
 }
 
@@ -179,8 +179,8 @@ static void op_write(struct run *r, unsigned i)
 	if (rc == 0)
 		rc = write_at(r, f, text, 0);
 	if (rc == 0)
-		rc = core_flush(r->gw.core, f);
-	core_release(r->gw.core, f);
+		rc = core_flush(&r->gw.rq, f);
+	core_release(&r->gw.rq, f);
 	if (rc < 0) {
 		differ(r, "write %s: %s", name, strerror(-rc));
 		return;
@@ -226,8 +226,8 @@ static void op_reopen(struct run *r, unsigned i)
 	if (rc == 0)
 		rc = write_at(r, f, text + half, (off_t)half);
 	if (rc == 0)
-		rc = core_flush(r->gw.core, f);
-	core_release(r->gw.core, f);
+		rc = core_flush(&r->gw.rq, f);
+	core_release(&r->gw.rq, f);
 	if (rc < 0) {
 		differ(r, "reopen %s: %s", name, strerror(-rc));
 		return;
@@ -249,12 +249,12 @@ static void op_fsync(struct run *r, unsigned i)
 	uint64_t ino;
 	int rc = lookup(r, 0, name, &ino);
 	if (rc == 0)
-		rc = core_open(r->gw.core, ino, O_RDWR, &f, &cache);
+		rc = core_open(&r->gw.rq, ino, O_RDWR, &f, &cache);
 	if (rc == 0)
-		rc = core_fsync(r->gw.core, f);
+		rc = core_fsync(&r->gw.rq, f);
 	if (rc == 0)
-		rc = core_flush(r->gw.core, f);
-	core_release(r->gw.core, f);
+		rc = core_flush(&r->gw.rq, f);
+	core_release(&r->gw.rq, f);
 	if (rc < 0) {
 		differ(r, "fsync %s: %s", name, strerror(-rc));
 		return;
@@ -274,7 +274,7 @@ static void op_rename(struct run *r, unsigned i, unsigned j)
 	if (!r->m[i].exists || i == j)
 		return;
 	note(r, " rename(%s,%s)", from, to);
-	int rc = core_rename(r->gw.core, r->gw.view_ino[0], from, r->gw.view_ino[0], to, 0);
+	int rc = core_rename(&r->gw.rq, r->gw.view_ino[0], from, r->gw.view_ino[0], to, 0);
 	if (rc < 0) {
 		differ(r, "rename %s %s: %s", from, to, strerror(-rc));
 		return;
@@ -301,7 +301,7 @@ static void op_unlink(struct run *r, unsigned i)
 	if (!r->m[i].exists)
 		return;
 	note(r, " unlink(%s)", name);
-	int rc = core_unlink(r->gw.core, r->gw.view_ino[0], name);
+	int rc = core_unlink(&r->gw.rq, r->gw.view_ino[0], name);
 	if (rc < 0) {
 		differ(r, "unlink %s: %s", name, strerror(-rc));
 		return;
@@ -380,10 +380,10 @@ static void check_read(struct run *r, int v, unsigned i)
 	struct core_file *f = NULL;
 	ssize_t n = rc;
 	if (rc == 0)
-		n = core_open(r->gw.core, ino, O_RDONLY, &f, &cache);
+		n = core_open(&r->gw.rq, ino, O_RDONLY, &f, &cache);
 	if (n == 0)
-		n = core_read(r->gw.core, f, buf, sizeof buf - 1, 0);
-	core_release(r->gw.core, f);
+		n = core_read(&r->gw.rq, f, buf, sizeof buf - 1, 0);
+	core_release(&r->gw.rq, f);
 	if (n < 0 || (size_t)n != strlen(m->text) || memcmp(buf, m->text, (size_t)n))
 		differ(r, "view %s: %s reads %s (%zd), the model has %s", v ? "r" : "w",
 		       name, n > 0 ? buf : "", n, m->text);

@@ -6,8 +6,8 @@
  * (the fake, or the fault wrapper around it), with two writable views on
  * one bucket: "s" (session, keys s/...) and "c" (commit, keys c/...), in
  * a view-set slot as the gateway keeps them. Each gateway's core runs one
- * long request on the test's thread: gw_open() pins its view set
- * (core_req_begin) until gw_close() (the tests change no view set).
+ * long request, gw->rq: gw_open() pins its view set (core_req_begin)
+ * until gw_close() (the tests change no view set).
  * gw_open_start() starts one on a copy of an earlier one's staging
  * directory, recovered as the gateway does (defer_commits). A set-up
  * that fails prints why and exits 2.
@@ -33,6 +33,7 @@ struct gw {                      /* one gateway */
 	struct inode_table *it;
 	struct viewset_slot slot;
 	struct core *core;
+	struct core_req rq;              /* the one long request (gw_open) */
 	uint64_t view_ino[2];            /* the views' directories, looked up */
 };
 
@@ -64,11 +65,11 @@ static struct s3_cond_caps unit_fscore_cond __attribute__((unused));
 static void (*unit_fscore_jnl_hook)(void *ctx) __attribute__((unused));
 static void *unit_fscore_jnl_ctx __attribute__((unused));
 
-/* The inode table's resolver: a view name in the core's pinned set. */
-static inline size_t gw_resolve(void *ctx, const char *name)
+/* The inode table's resolver: a view name in the set of the request the
+ * core gives as its context. */
+static inline size_t gw_resolve(const void *ctx, const char *name)
 {
-	struct gw *gw = ctx;
-	return core_view_find(gw->core, name);
+	return core_view_find(ctx, name);
 }
 
 /* A gateway started after another one stopped: its staging directory
@@ -115,7 +116,7 @@ static inline void gw_open_start(struct view *const *views, struct s3 *s3,
 	if (rc == 0 && start && start->from)
 		rc = stage_recover(gw->stage, start->rep);
 	if (rc == 0)
-		rc = inode_table_new(gw_resolve, gw, &gw->it);
+		rc = inode_table_new(gw_resolve, &gw->it);
 	struct core_deps deps = { .ix = gw->ix, .s3 = s3, .stage = gw->stage,
 				  .st = &gw->st, .views = &gw->slot, .it = gw->it,
 				  .cond = unit_fscore_cond };
@@ -124,10 +125,10 @@ static inline void gw_open_start(struct view *const *views, struct s3 *s3,
 	if (rc == 0)
 		rc = core_new(&deps, &gw->core);
 	if (rc == 0)
-		core_req_begin(gw->core);
+		core_req_begin(gw->core, &gw->rq);
 	struct core_entry e;
 	for (int v = 0; rc == 0 && v < 2; v++) {
-		rc = core_lookup(gw->core, INODE_ROOT, view_name(views[v]), &e);
+		rc = core_lookup(&gw->rq, INODE_ROOT, view_name(views[v]), &e);
 		gw->view_ino[v] = e.ino;
 	}
 	if (rc < 0) {
@@ -158,7 +159,7 @@ static inline void gw_open(struct view *const *views, struct s3 *s3, struct gw *
 
 static inline void gw_close(struct gw *gw)
 {
-	core_req_end(gw->core);
+	core_req_end(&gw->rq);
 	core_free(gw->core);
 	inode_table_free(gw->it);
 	stage_close(gw->stage);
