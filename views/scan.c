@@ -16,6 +16,7 @@
 #include "views/scan.h"
 #include "views/scan_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,6 +31,20 @@ static int64_t mono_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The job's state goes to `to`, asserting the table allows it (docs/
+ * design.md "Scans and events"); s->mu held. 0: never started. */
+static void job_to(struct scan_job *job, enum scan_state to)
+{
+	static const unsigned allowed[] = {
+		[0] = 1u << SCAN_RUNNING | 1u << SCAN_DONE,
+		[SCAN_RUNNING] = 1u << SCAN_DONE | 1u << SCAN_STOPPED,
+		[SCAN_DONE] = 0,
+		[SCAN_STOPPED] = 1u << SCAN_RUNNING | 1u << SCAN_DONE,
+	};
+	assert(allowed[job->info.state] & 1u << to);
+	job->info.state = to;
 }
 
 /* ---- the scan thread -------------------------------------------------- */
@@ -335,7 +350,7 @@ static void *job_main(void *arg)
 	pthread_mutex_destroy(&p.mu);
 	stats_sub(&s->ctr.running, 1);
 	mod_lock(&s->mu);
-	job->info.state = done ? SCAN_DONE : SCAN_STOPPED;
+	job_to(job, done ? SCAN_DONE : SCAN_STOPPED);
 	pthread_cond_broadcast(&s->cv);
 	mod_unlock(&s->mu);
 	return NULL;
@@ -453,17 +468,17 @@ int scan_start(struct scanner *s, const char *bucket, unsigned needs)
 	job->needs = needs;
 	job->info.objects = ss.objects;
 	if (ss.done) {
-		job->info.state = SCAN_DONE;   /* never listed again */
+		job_to(job, SCAN_DONE);        /* never listed again */
 		goto out;
 	}
 	if (job->has_thread) {   /* a stopped run: reap it first */
 		pthread_join(job->thread, NULL);
 		job->has_thread = false;
 	}
-	job->info.state = SCAN_RUNNING;
+	job_to(job, SCAN_RUNNING);
 	rc = -pthread_create(&job->thread, NULL, job_main, job);
 	if (rc < 0) {
-		job->info.state = SCAN_STOPPED;
+		job_to(job, SCAN_STOPPED);
 		log_error("scan: cannot start the scan of bucket %s: %s", bucket, strerror(-rc));
 	} else {
 		job->has_thread = true;

@@ -48,6 +48,8 @@ struct stats;
 #define SCAN_QUEUE_PAGES 4
 #define SCAN_BATCH_OBJECTS 4096
 
+/* A bucket's first scan (0: not started); docs/design.md "Scans and
+ * events" has the table of its transitions, done by scan.c's job_to. */
 enum scan_state { SCAN_RUNNING = 1, SCAN_DONE, SCAN_STOPPED };
 
 struct scan_info {
