@@ -1,9 +1,9 @@
 /*
  * consumer_int.h — the inside of struct consumer, shared by consumer.c
- * (the consumer thread, rebalances, start and stop) and consumer_marks.c
- * (barriers and freshness, read by other threads under c->lock), which
- * calls consumer.c's two helpers below and nothing else. Not for other
- * modules.
+ * (the consumer thread, rebalances, start and stop), consumer_marks.c
+ * (barriers and freshness, read by other threads under c->lock) and
+ * consumer_batch.c (batches and partition positions), the bottom: both
+ * others call it, it calls neither. Not for other modules.
  *
  * Tests: test_consumer.c (through consumer.h).
  */
@@ -64,10 +64,40 @@ struct consumer {
 	char last_err[256];           /* last error librdkafka reported */
 };
 
-/* Monotonic clock, ns. */
+#define BACKOFF_MIN_MS    100      /* retries of a batch, of a stored offset */
+#define BACKOFF_MAX_MS    5000
+
+/* ---- consumer_batch.c ---- */
+
+/* Monotonic clock, ns; wall clock, ms (comparable with event and produce
+ * times). */
 int64_t consumer_now_ns(void);
+int64_t consumer_wall_ms(void);
+/* Sleep ms in short slices; false if the consumer was stopped meanwhile. */
+bool consumer_sleep(struct consumer *c, unsigned ms);
 /* The position of partition (NULL: not assigned). The consumer thread
  * reads it without c->lock; any other thread holds the lock. */
 struct part_pos *consumer_part_find(struct consumer *c, int32_t partition);
+/* The consumer thread only, which writes the table under c->lock: the next
+ * offset of partition (added when new: waking barriers), the wall time of
+ * its assignment; one partition dropped, or all. */
+void consumer_part_set(struct consumer *c, int32_t partition, int64_t next);
+void consumer_part_since(struct consumer *c, int32_t partition, int64_t since_ms);
+void consumer_part_drop(struct consumer *c, int32_t partition);
+void consumer_parts_clear(struct consumer *c);
+/* Each partition's lag into the stats' lag table, at most once a second
+ * (from the cached high watermarks: no broker round trip). */
+void consumer_lag_update(struct consumer *c);
+/* A batch (consumer thread only): a polled message added; posted to the
+ * decoder; applied, retried until it succeeds or the consumer stops (0,
+ * or the last error: dropped, consumed again after a restart); released
+ * (its decoder job given back, its messages destroyed). consumer_drain:
+ * b[old], then b[old ^ 1] (dropped if old failed); both empty after. */
+void consumer_batch_add(struct consumer *c, struct consumer_batch *b,
+			rd_kafka_message_t *rkm);
+void consumer_batch_post(struct consumer *c, struct consumer_batch *b);
+int  consumer_batch_apply(struct consumer *c, struct consumer_batch *b);
+void consumer_batch_release(struct consumer *c, struct consumer_batch *b);
+int  consumer_drain(struct consumer *c);
 
 #endif
