@@ -323,7 +323,7 @@ uint64_t stage_file_size(struct stage_file *f)
 bool stage_file_streaming(struct stage_file *f)
 {
 	mod_lock(&f->lock);
-	bool on = f->sm.n_parts > 0 && !f->sm.broken && !f->sm.err;
+	bool on = f->sm.n_parts > 0 && stage_sm_live(&f->sm);
 	mod_unlock(&f->lock);
 	return on;
 }

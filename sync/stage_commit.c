@@ -191,8 +191,8 @@ static int file_commit(struct stage_file *f, const struct stage_cond *cond,
 		pthread_cond_wait(&f->cond, &f->lock);
 	uint64_t size = f->size;
 	const struct stage_stream *sm = &f->sm;
-	bool stream = sm->id && !sm->broken && !sm->err;
-	bool failed = sm->err && !sm->broken;
+	bool stream = sm->id && stage_sm_live(sm);
+	bool failed = sm->state == SM_FAILED;
 	bool drop = !stream && (sm->id || sm->n_parts);
 	if (cond && (stream || !cond_sendable(f, cond, size))) {
 		/* Not sendable: given back untouched, for a HEAD and a plain
@@ -262,8 +262,10 @@ static int file_commit(struct stage_file *f, const struct stage_cond *cond,
 		f->oneshot = false;
 		f->js = STAGE_JS_NONE;
 		f->jsealed = false;
-		if (!f->sm.id && !f->sm.n_parts)
-			f->sm.broken = false;    /* the next writes may stream */
+		if (!f->sm.id && !f->sm.n_parts && f->sm.state == SM_BROKEN) {
+			stage_sm_to(&f->sm, SM_OPEN);   /* the next writes may stream */
+			f->sm.err = 0;
+		}
 		snprintf(f->etag, sizeof f->etag, "%s", etag);
 		if (etag_out)
 			snprintf(etag_out, 72, "%s", etag);
@@ -454,7 +456,7 @@ static int adopt_file(struct stage *st, struct stage_deferred *d,
 		f->sm.key = obj_strdup_opt(j->upload_key ? j->upload_key : j->key, &err);
 		f->sm.id = j->upload_id;
 		j->upload_id = NULL;
-		f->sm.broken = true;
+		stage_sm_to(&f->sm, SM_BROKEN);
 	}
 	if (err) {
 		stage_file_free(f);

@@ -58,6 +58,7 @@
 #ifndef FACETFS_STAGE_INT_H
 #define FACETFS_STAGE_INT_H
 
+#include <assert.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -103,6 +104,13 @@ struct stage_pool {
 	pthread_t tid[16];
 };
 
+/* A stream's states (docs/design.md "Streamed uploads" has the table):
+ * OPEN: no upload yet, or parts going up; FINAL: a commit wants the tail
+ * sent too and waits for every part; FAILED: a part or the creation
+ * failed (err), the commit fails with it; BROKEN: given up, the commit
+ * aborts the upload and sends the file whole. */
+enum stage_sm_state { SM_OPEN, SM_FINAL, SM_FAILED, SM_BROKEN };
+
 /* The streamed multipart upload of one file (under f->lock). Parts cover
  * [0, queued_end) in order; bucket/key/meta/ctype/id are the upload's
  * (fixed when part 1 was queued) and stay unchanged while inflight > 0,
@@ -117,10 +125,39 @@ struct stage_stream {
 	unsigned n_parts;            /* parts numbered (queued or sent) */
 	unsigned inflight;           /* parts queued or being sent */
 	uint64_t queued_end;         /* bytes given to parts */
-	bool broken;                 /* give up: abort, upload whole */
-	bool final;                  /* a commit wants the tail sent too */
+	enum stage_sm_state state;   /* changed by stage_sm_to() only */
 	int err;                     /* first failure of a part or create */
 };
+
+/* The state change of a stream (f->lock held): asserts that the table of
+ * docs/design.md "Streamed uploads" allows it. */
+static inline void stage_sm_to(struct stage_stream *sm, enum stage_sm_state to)
+{
+	static const unsigned allowed[] = {
+		[SM_OPEN] = 1u << SM_FINAL | 1u << SM_FAILED | 1u << SM_BROKEN,
+		[SM_FINAL] = 1u << SM_OPEN | 1u << SM_FAILED | 1u << SM_BROKEN,
+		[SM_FAILED] = 1u << SM_BROKEN | 1u << SM_OPEN,
+		[SM_BROKEN] = 1u << SM_OPEN,
+	};
+	assert(allowed[sm->state] & 1u << to);
+	sm->state = to;
+}
+
+/* Parts may still go up: OPEN or FINAL. */
+static inline bool stage_sm_live(const struct stage_stream *sm)
+{
+	return sm->state == SM_OPEN || sm->state == SM_FINAL;
+}
+
+/* The stream's first failure err (f->lock held): FAILED, unless given up
+ * already (BROKEN keeps its state; err is kept either way). */
+static inline void stage_sm_fail(struct stage_stream *sm, int err)
+{
+	if (!sm->err)
+		sm->err = err;
+	if (stage_sm_live(sm))
+		stage_sm_to(sm, SM_FAILED);
+}
 
 #define STAGE_RENEW_MAX 8          /* times the directory is made again */
 

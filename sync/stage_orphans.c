@@ -478,7 +478,8 @@ void stage_jnl_abandoned(void *ctx, const char *upload_id)
 				  "aborted only at the next start", upload_id,
 				  js->j->bucket, js->j->key);
 		}
-		sm->broken = true;
+		if (sm->state != SM_BROKEN)
+			stage_sm_to(sm, SM_BROKEN);
 	}
 	mod_unlock(&f->lock);
 }

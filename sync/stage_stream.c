@@ -166,9 +166,9 @@ void stage_stream_free(struct stage_file *f)
 void stage_stream_break(struct stage_file *f, const char *why)
 {
 	struct stage_stream *sm = &f->sm;
-	if (sm->broken || !sm->n_parts)
+	if (sm->state == SM_BROKEN || !sm->n_parts)
 		return;
-	sm->broken = true;
+	stage_sm_to(sm, SM_BROKEN);
 	count(f->st, SC_FALLBACK, 0);
 	log_debug("stage: %s/%s: streamed upload given up (%s); the commit "
 		  "uploads the file whole", f->bucket, f->key, why);
@@ -191,15 +191,15 @@ void stage_stream_feed(struct stage_file *f)
 {
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
-	if (st->stream_off || f->nostream || sm->broken || sm->err || f->n_active ||
-	    (f->uploading && !sm->final))
+	if (st->stream_off || f->nostream || !stage_sm_live(sm) || f->n_active ||
+	    (f->uploading && sm->state != SM_FINAL))
 		return;
 	unsigned limit = st->up.threads ? st->up.threads : UPLOAD_THREADS_DEFAULT;
 	while (sm->inflight < limit && (sm->id || sm->n_parts == 0)) {
 		unsigned n = sm->n_parts + 1;
 		uint64_t want = upload_stream_part_size(&st->up, n);
 		uint64_t avail = f->size - sm->queued_end;
-		if (avail == 0 || (avail < want && !sm->final))
+		if (avail == 0 || (avail < want && sm->state != SM_FINAL))
 			return;
 		if (n > S3_MAX_PARTS) {
 			stage_stream_break(f, "too many parts");
@@ -222,7 +222,8 @@ void stage_stream_feed(struct stage_file *f)
 		struct stage_job *j = err ? NULL : calloc(1, sizeof *j);
 		if (j) {
 			*j = (struct stage_job){ .f = f, .number = n,
-				.off = sm->queued_end, .len = len, .tail = sm->final };
+				.off = sm->queued_end, .len = len,
+				.tail = sm->state == SM_FINAL };
 			err = pool_push(st, j);
 		}
 		if (!j || err) {
@@ -231,7 +232,7 @@ void stage_stream_feed(struct stage_file *f)
 				/* Nothing sent: no stream for this file until
 				 * its next commit. */
 				stream_reset_locked(sm);
-				sm->broken = true;
+				stage_sm_to(sm, SM_BROKEN);
 			} else {
 				stage_stream_break(f, "no memory or thread");
 			}
@@ -341,8 +342,8 @@ static int stream_create(struct stage_file *f)
 			sm->id = NULL;
 		}
 	}
-	if (err && !sm->err)
-		sm->err = err;
+	if (err)
+		stage_sm_fail(sm, err);
 	stage_jnl_disown(f);
 	mod_unlock(&f->lock);
 	if (err) {
@@ -370,7 +371,7 @@ static void part_run(struct stage_job *j)
 	struct stage *st = f->st;
 	struct stage_stream *sm = &f->sm;
 	mod_lock(&f->lock);
-	bool skip = sm->broken || sm->err;
+	bool skip = !stage_sm_live(sm);
 	bool create = !sm->id;
 	mod_unlock(&f->lock);
 	int err = 0;
@@ -387,8 +388,8 @@ static void part_run(struct stage_job *j)
 	}
 
 	mod_lock(&f->lock);
-	if (err && !sm->broken && !sm->err) {
-		sm->err = err;
+	if (err && stage_sm_live(sm)) {
+		stage_sm_fail(sm, err);
 		log_error("stage: %s/%s: streamed part %u (%" PRIu64 " bytes at %"
 			  PRIu64 ") failed: %s", sm->bucket, sm->key, j->number,
 			  j->len, j->off, strerror(-err));
@@ -413,7 +414,8 @@ int stage_stream_drop(struct stage_file *f)
 		mod_unlock(&f->lock);
 		return 0;
 	}
-	sm->broken = true;
+	if (sm->state != SM_BROKEN)
+		stage_sm_to(sm, SM_BROKEN);
 	while (sm->inflight)
 		pthread_cond_wait(&f->cond, &f->lock);
 	mod_unlock(&f->lock);
@@ -451,13 +453,14 @@ int stage_stream_commit(struct stage_file *f, uint64_t size, char etag[72])
 		stage_jnl_disown(f);
 	}
 	if (!err) {
-		sm->final = true;
+		if (stage_sm_live(sm))
+			stage_sm_to(sm, SM_FINAL);
 		stage_stream_feed(f);
-		while (sm->inflight || (!sm->err && !sm->broken &&
-					sm->queued_end < size))
+		while (sm->inflight || (stage_sm_live(sm) && sm->queued_end < size))
 			pthread_cond_wait(&f->cond, &f->lock);
-		sm->final = false;
-		err = sm->err ? sm->err : sm->broken ? -EIO : 0;
+		if (sm->state == SM_FINAL)
+			stage_sm_to(sm, SM_OPEN);
+		err = sm->err ? sm->err : sm->state == SM_BROKEN ? -EIO : 0;
 	}
 	mod_unlock(&f->lock);
 	/* Every part is in; nothing changes sm until this commit ends. */
