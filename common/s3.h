@@ -5,14 +5,14 @@
  * table of operations (struct s3_ops) and whatever its implementation
  * keeps behind it; the functions below call through the table. Three
  * implementations stand behind it (mountpoint-s3's shape):
- *   sync/s3_http.h   the real client (libcurl, SigV4), s3_http_new();
- *   sync/s3_fake.h   an in-memory store for unit tests, deterministic;
- *   sync/s3_fault.h  a wrapper around either that injects failures,
+ *   sync/s3/s3_http.h   the real client (libcurl, SigV4), s3_http_new();
+ *   sync/s3/s3_fake.h   an in-memory store for unit tests, deterministic;
+ *   sync/s3/s3_fault.h  a wrapper around either that injects failures,
  *                    latency, changed ETags and short bodies.
  * Callers hold a struct s3 * and never know which one they have.
  *
  * Contract of every implementation (the real client documents its own
- * retries and logging in sync/s3_http.h):
+ * retries and logging in sync/s3/s3_http.h):
  * Threads: any thread may call any function at the same time, except
  * s3_free(), which no call may overlap.
  * Errors: 0 or a negative errno, the same set everywhere: -ENOENT no such
@@ -185,7 +185,7 @@ int  s3_put_file(struct s3 *s, const char *bucket, const char *key, int fd,
  * holds another version, or none (or, for "", one). base NULL: -EINVAL.
  * A store that ignores the condition stores the object whatever the key
  * holds: which ones each store honours is asked once with
- * probe_cond_put() (sync/probe.h). The real client sends If-Match's ETag
+ * probe_cond_put() (sync/stage/probe.h). The real client sends If-Match's ETag
  * without quotes (RGW 16 refuses a quoted one even when it matches), and
  * when a 412 follows a retry (the first attempt may have stored the
  * object and its answer was lost), it HEADs the key: the key holding
@@ -196,7 +196,7 @@ int  s3_put_file_if(struct s3 *s, const char *bucket, const char *key, int fd,
 		    char etag_out[72]);
 
 /* Which conditions on a PUT a store honours (s3_put_file_if), as the
- * probe at mount found them (sync/probe.h); false: not sent, the caller
+ * probe at mount found them (sync/stage/probe.h); false: not sent, the caller
  * checks the key's version with a HEAD before an unconditional PUT. */
 struct s3_cond_caps {
 	bool if_none_match;          /* If-None-Match: * (a new key) */
@@ -217,7 +217,7 @@ int  s3_delete(struct s3 *s, const char *bucket, const char *key);
  * source is another version (a store that ignores the condition, as RGW
  * 16 does, has then copied that other version: the real client tells by
  * the answer's ETag for single-part sources and still says -ESTALE). etag_out: the new object's ETag. At most
- * S3_MAX_PART bytes (sync/copy.h copies larger objects in parts). */
+ * S3_MAX_PART bytes (sync/stage/copy.h copies larger objects in parts). */
 int  s3_copy(struct s3 *s, const char *bucket, const char *src_key,
 	     const char *dst_key, const struct obj_kv *meta, size_t n_meta,
 	     const struct obj_meta *src_head, char etag_out[72]);
@@ -241,7 +241,7 @@ int  s3_bucket_check(struct s3 *s, const char *bucket);
  * Never sent twice: when the request left and its answer was lost
  * (a stall, a dropped connection) the error comes back at once, and the
  * store may hold an upload the caller has no id of (the stage's intents,
- * sync/stage_orphans.c, find it). */
+ * sync/stage/stage_orphans.c, find it). */
 int  s3_mpu_create(struct s3 *s, const char *bucket, const char *key,
 		   const struct obj_kv *meta, size_t n_meta,
 		   const char *content_type, char *upload_id, size_t idlen);

@@ -11,7 +11,7 @@
 
 #include "common/lock.h"
 #include "common/posix.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/viewset.h"

@@ -9,7 +9,7 @@
  * It lives in fuse/ (it is the mount's namespace over the index: inodes,
  * lookup counts, open files, made directories) but builds as its own
  * library without libfuse; the per-view visibility rule it applies is
- * sync/visibility.h, the staging of writes sync/stage.h.
+ * sync/cache/visibility.h, the staging of writes sync/stage/stage.h.
  *
  * Lookup counts: every function that fills a struct core_entry (lookup,
  * create, mkdir) and every readdirplus entry adds one to its inode;
@@ -48,7 +48,7 @@
 #include <sys/types.h>
 
 #include "common/s3.h"
-#include "sync/copy.h"
+#include "sync/stage/copy.h"
 
 struct bcache;
 struct pins;
@@ -100,14 +100,14 @@ struct core_deps {
 	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
 	bool cold_direct;            /* a cold stream (the first open of a large
-				      * version, sync/reader.h) gets direct I/O */
-	struct stage *stage;         /* write staging (sync/stage.h) */
+				      * version, sync/cache/reader.h) gets direct I/O */
+	struct stage *stage;         /* write staging (sync/stage/stage.h) */
 	/* The conditions on a PUT the store honours (the probe at mount,
-	 * sync/probe.h): a commit sends them with stage_file_commit_if and
+	 * sync/stage/probe.h): a commit sends them with stage_file_commit_if and
 	 * checks with a HEAD what they cannot cover. All false: none. */
 	struct s3_cond_caps cond;
 	struct stats *st;
-	struct copy_conf copy;       /* server-side copies: when in parts (sync/copy.h) */
+	struct copy_conf copy;       /* server-side copies: when in parts (sync/stage/copy.h) */
 	struct viewset_slot *views;  /* the current view set (the gateway's) */
 	struct inode_table *it;      /* the inodes the kernel holds (fuse/inode.h) */
 	/* The membership of the view called view changed at path (own
@@ -283,7 +283,7 @@ struct core_rdata {
 	void *own;                   /* or a buffer of the core's */
 };
 /* As core_read, but an object's bytes are not copied: they stay in the
- * reader's buffers (sync/reader.h reader_read_pieces) for the reply to be
+ * reader's buffers (sync/cache/reader.h reader_read_pieces) for the reply to be
  * written from; other files' bytes go into a buffer of the core's. The
  * count or a negative errno; call core_read_done() in every case. */
 ssize_t core_read_data(struct core_req *rq, struct core_file *f, size_t len, off_t off,

@@ -24,7 +24,7 @@
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/s3.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -54,7 +54,7 @@
 #include "common/log.h"
 #include "common/s3.h"
 #include "common/stats.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/filter.h"
 
 #include <errno.h>

@@ -80,7 +80,7 @@
 #include <assert.h>
 
 #include "common/lock.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 
 #include <errno.h>
 #include <inttypes.h>

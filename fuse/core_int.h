@@ -46,7 +46,7 @@
  *   core drain lock -> core ofile_lock
  *
  * Open files: an object opened for writing gets one struct ofile holding
- * its staged version (sync/stage.h), shared by every descriptor of this
+ * its staged version (sync/stage/stage.h), shared by every descriptor of this
  * mount in any view (read-your-writes inside a mount). It is found by its
  * bucket and key while its name lasts, by inode after (ofiles_gone). It
  * lives while any descriptor or the drain holds it (refs) and is released
@@ -73,7 +73,7 @@
 #include "common/posix.h"
 #include "fuse/inode.h"
 #include "fuse/links.h"
-#include "sync/visibility.h"
+#include "sync/cache/visibility.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

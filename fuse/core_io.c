@@ -4,9 +4,9 @@
  * call it (close, fsync) are core_drain.c's.
  *
  * Visibility (docs/design.md "Visibility policies"; the read rule is
- * sync/visibility.h):
+ * sync/cache/visibility.h):
  *  - a descriptor opened for writing works on the inode's staged copy
- *    (sync/stage.h); close (flush) uploads it whole and returns only once S3
+ *    (sync/stage/stage.h); close (flush) uploads it whole and returns only once S3
  *    has it (EIO and the data kept otherwise); under `commit` fsync does too.
  *    The index is updated at once so this mount sees its own change.
  *  - `session`: open() validates the version with one HEAD; the descriptor
@@ -16,7 +16,7 @@
  *    descriptor of the inode reads an older one gets direct I/O, so the
  *    page cache never mixes two versions.
  *  - a cold stream (the first open of a large object's version, which the
- *    burst buffer does not store: sync/reader.h) gets direct I/O under
+ *    burst buffer does not store: sync/cache/reader.h) gets direct I/O under
  *    `session` and `eventual` when d.cold_direct is set; later opens use
  *    the page cache as below.
  *  - `commit`: descriptors use direct I/O and every read validates the
@@ -36,7 +36,7 @@
 #include "common/log.h"
 #include "common/s3.h"
 #include "common/stats.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
 

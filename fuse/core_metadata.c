@@ -13,7 +13,7 @@
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/stats.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/filter.h"
 #include "views/index.h"
 

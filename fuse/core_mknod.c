@@ -11,7 +11,7 @@
 
 #include "common/lock.h"
 #include "common/log.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/index.h"
 
 #include <errno.h>

@@ -7,7 +7,7 @@
 #include "fuse/core_int.h"
 
 #include "common/lock.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/filter.h"
 
 #include <errno.h>

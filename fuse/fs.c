@@ -6,7 +6,7 @@
 #include "fuse/fs_int.h"
 
 #include "common/log.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * The root holds one directory per view and .facetfs/ (stats, views,
  * control). A view's directory shows its index membership: listing and stat
  * are answered from the index alone (views/index.h), file data comes through
- * sync/visibility.h. Entry and attribute timeouts are long; correctness comes
+ * sync/cache/visibility.h. Entry and attribute timeouts are long; correctness comes
  * from fs_notify_change(), which the event pipeline calls after each durable
  * index change and which invalidates exactly the kernel cache entries that
  * the kernel can hold (inodes it looked up).
@@ -63,13 +63,13 @@ struct fs_deps {
 	struct index *ix;
 	struct viewset_slot *views;  /* the current view set, pinned per request */
 	struct s3 *s3;
-	struct stage *stage;         /* write staging (sync/stage.h) */
+	struct stage *stage;         /* write staging (sync/stage/stage.h) */
 	struct bcache *bc;           /* the burst buffer's blocks; NULL: none */
 	struct pins *pins;           /* versions open readers hold (with bc) */
 	struct reader_pool *rpool;   /* read-ahead bounds across readers; NULL: none */
 	bool cold_direct;            /* direct I/O for cold streams (fuse/core.h) */
 	struct stats *st;
-	struct copy_conf *copy;      /* server-side copies (sync/copy.h); NULL: defaults */
+	struct copy_conf *copy;      /* server-side copies (sync/stage/copy.h); NULL: defaults */
 	/* Providers of the .facetfs/ files: each returns malloc'ed text (the
 	 * caller frees) or NULL. control() runs one command written to
 	 * .facetfs/control and returns the answer. */
@@ -85,7 +85,7 @@ struct fs_deps {
 	/* Write-back views' drain: uploads in parallel (0: 8), seconds a
 	 * closed file waits, seconds a stop keeps draining. */
 	unsigned drain_streams, drain_delay_s, stop_drain_s;
-	/* What the store honours of a PUT's conditions (sync/probe.h). */
+	/* What the store honours of a PUT's conditions (sync/stage/probe.h). */
 	struct s3_cond_caps cond;
 };
 

@@ -130,7 +130,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 }
 
 /* .facetfs/recovered points at the local directory where staged data that
- * was never committed is put after a crash (sync/stage.h). */
+ * was never committed is put after a crash (sync/stage/stage.h). */
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	CORE_REQ(req, rq);

@@ -276,7 +276,7 @@ static void get_count(struct errs *e, const cJSON *obj, const char *name,
 		*out = (unsigned)j->valuedouble;
 }
 
-/* cache.readahead_*: the bounds of parallel ranged reads (sync/reader.h). */
+/* cache.readahead_*: the bounds of parallel ranged reads (sync/cache/reader.h). */
 static void parse_readahead(struct errs *e, const cJSON *cache, struct config *c)
 {
 	c->cache_ra_streams = 4;

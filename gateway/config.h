@@ -18,7 +18,7 @@
  * s3.insecure false (certificates are verified unless the config says
  * otherwise, explicitly),
  * cache.durability "power" (the staging journal fsyncs; "process" does not
- * and survives only the gateway's own death: README, sync/stage.h).
+ * and survives only the gateway's own death: README, sync/stage/stage.h).
  * The struct owns all its strings; config_release() frees them.
  *
  * Tests: test_config.c, tests/fuzz/fuzz_config.c; t_check.sh, t_tour.sh.
@@ -72,7 +72,7 @@ struct config {
 	unsigned cache_ra_total_streams; /* the same across all readers */
 	uint64_t cache_ra_total_bytes;
 	uint64_t cache_cold_min;     /* objects not stored at their first open
-				      * (sync/bcache.h bcache_admit); 0: none */
+				      * (sync/cache/bcache.h bcache_admit); 0: none */
 	bool cache_cold_direct;      /* such a first open gets direct I/O */
 	unsigned rescan_interval_s;  /* periodic reconcile, 0 = never */
 	char *metrics_listen;        /* "HOST:PORT" of /metrics, NULL = off */

@@ -4,7 +4,7 @@
 #include "common/lock.h"
 #include "common/log.h"
 
-#include "sync/s3_http.h"
+#include "sync/s3/s3_http.h"
 
 #include <errno.h>
 #include <pthread.h>

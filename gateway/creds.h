@@ -52,7 +52,7 @@ struct s3;
 /* initial: the credentials the client was made with (copied). */
 int  creds_renewer_new(const char *config_path, const struct creds *initial,
 		       struct creds_renewer **out);
-/* The S3 client's refresh callback (sync/s3_http.h s3_conf.refresh):
+/* The S3 client's refresh callback (sync/s3/s3_http.h s3_conf.refresh):
  * 1 if new credentials were installed, 0 if the sources give the same
  * ones, or a negative errno (logged). ctx is the renewer. */
 int  creds_renew(void *ctx, struct s3 *s);

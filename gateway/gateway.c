@@ -15,14 +15,14 @@
 #include "common/log.h"
 #include "common/stats.h"
 #include "gateway/viewwatch.h"
-#include "sync/bcache.h"
-#include "sync/copy.h"
-#include "sync/pins.h"
-#include "sync/probe.h"
-#include "sync/reader.h"
-#include "sync/s3_http.h"
-#include "sync/stage.h"
-#include "sync/warm.h"
+#include "sync/cache/bcache.h"
+#include "sync/stage/copy.h"
+#include "sync/cache/pins.h"
+#include "sync/stage/probe.h"
+#include "sync/cache/reader.h"
+#include "sync/s3/s3_http.h"
+#include "sync/stage/stage.h"
+#include "sync/cache/warm.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/scan.h"
@@ -191,7 +191,7 @@ static void gw_stage_grew(void *ctx);
 static void gw_stage_renewed(void *ctx);
 
 /* Write staging under cache.dir, and the crash rule for what a previous
- * run left staged (sync/stage.h). */
+ * run left staged (sync/stage/stage.h). */
 static int open_stage(struct gateway *gw)
 {
 	char dir[4096];
@@ -420,7 +420,7 @@ static void report_ready(struct gateway *gw, int status)
 /* The soft limit of descriptors raised to the hard one (systemd starts
  * services at 1,024 soft and 524,288 hard): LevelDB's tables, S3
  * connections, Kafka's sockets and the files being written each take
- * one (a file waiting for the write-back drain takes none: sync/stage.h,
+ * one (a file waiting for the write-back drain takes none: sync/stage/stage.h,
  * stage_file_park). Nothing in the process uses select(2), which the
  * raise would break past 1,024. Logged with the figure. */
 static void raise_nofile(void)

@@ -5,7 +5,7 @@
  *
  * Start-up (gateway_mount): config -> filter files -> index -> S3 reachable
  * (every bucket of every view) -> what the store honours of a PUT's
- * conditions (sync/probe.h: never fatal) -> staging recovery -> first scans of
+ * conditions (sync/stage/probe.h: never fatal) -> staging recovery -> first scans of
  * never-scanned buckets start -> Kafka brokers answer for the topic ->
  * mount -> serve (filter files watched; partitions are assigned meanwhile). Any failure before the mount is
  * reported on stderr and returns non-zero: nothing is mounted.

@@ -8,10 +8,10 @@
 #include "fuse/fs.h"
 #include "gateway/metrics_text.h"
 #include "gateway/trace_ctl.h"
-#include "sync/bcache.h"
-#include "sync/reader.h"
-#include "sync/stage.h"
-#include "sync/warm.h"
+#include "sync/cache/bcache.h"
+#include "sync/cache/reader.h"
+#include "sync/stage/stage.h"
+#include "sync/cache/warm.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/scan.h"
@@ -216,7 +216,7 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 }
 
 /* A server-side copy in parts may have left its upload open: the stage
- * records it for the next start (sync/copy.h). */
+ * records it for the next start (sync/stage/copy.h). */
 void gw_copy_left_open(void *ctx, const char *bucket, const char *key,
 			      int64_t since_ns)
 {

@@ -11,7 +11,7 @@
 #include "events/consumer.h"
 #include "fuse/fs.h"
 #include "gateway/ingest.h"
-#include "sync/probe.h"
+#include "sync/stage/probe.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/viewset.h"
@@ -138,7 +138,7 @@ static size_t probe_buckets(struct gateway *gw, char *const *names, size_t n,
 	return k;
 }
 
-/* wait --probe: an empty object of the gateway's own (sync/probe.h's
+/* wait --probe: an empty object of the gateway's own (sync/stage/probe.h's
  * prefix, which views never show) PUT into each bucket, and its event
  * awaited: the bucket's notification, the bridge and the topic work, and
  * every PUT that returned before the call has its event in Kafka. The

@@ -59,7 +59,7 @@ struct gateway {
 	struct viewwatch *watch;
 	struct index *ix;
 	struct s3 *s3;
-	/* What the store honours of a PUT's conditions (sync/probe.h), probed
+	/* What the store honours of a PUT's conditions (sync/stage/probe.h), probed
 	 * once at start on the first writable view's bucket; set before the
 	 * mount, read-only after. */
 	struct s3_cond_caps cond;
@@ -96,7 +96,7 @@ char *gw_views_json(void *ctx);
 char *gw_control(void *ctx, const char *command);
 char *gw_stats_text(void *ctx);
 char *gw_metrics_text(void *ctx);
-/* sync/copy.h's left_open hook: the stage records the upload. */
+/* sync/stage/copy.h's left_open hook: the stage records the upload. */
 void gw_copy_left_open(void *ctx, const char *bucket, const char *key, int64_t since_ns);
 
 /* ---- gateway_fresh.c: how current the views are; facetfs wait ---- */

@@ -33,7 +33,7 @@
 #include "common/s3.h"
 #include "views/filter.h"
 #include "views/index.h"
-#include "sync/probe.h"
+#include "sync/stage/probe.h"
 #include "views/viewset.h"
 
 #include <errno.h>

@@ -7,8 +7,8 @@
  * scans' state. */
 #include "gateway/metrics_text.h"
 #include "common/stats.h"
-#include "sync/bcache.h"
-#include "sync/stage.h"
+#include "sync/cache/bcache.h"
+#include "sync/stage/stage.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

@@ -66,7 +66,7 @@ const char *view_source(const struct view *v);     /* file it came from */
 size_t view_n_buckets(const struct view *v);
 const char *view_bucket(const struct view *v, size_t i);
 bool view_uses_bucket(const struct view *v, const char *bucket);
-/* "session", "commit" or "eventual" (sync/visibility.h says what each is). */
+/* "session", "commit" or "eventual" (sync/cache/visibility.h says what each is). */
 const char *view_visibility(const struct view *v);
 /* "warm": the largest object the view fetches ahead into the burst buffer
  * when an event brings it in (0: the view does not warm); *on_scan (may be

@@ -20,7 +20,7 @@
  *
  * S3: the S3 interface (common/s3.h): s3_list_page, s3_head and
  * s3_get_tagging, on a struct s3 the scanner borrows (unit tests give it
- * the in-memory store of sync/s3_fake.h, wrapped in sync/s3_fault.h to
+ * the in-memory store of sync/s3/s3_fake.h, wrapped in sync/s3/s3_fault.h to
  * fail). Threads: all functions may be called from any thread except
  * scan_free, which stops every scan and rescan and joins their threads.
  * Change callbacks run on scan and rescan threads (index.h says under which

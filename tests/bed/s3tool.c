@@ -1,5 +1,5 @@
 /*
- * s3tool — a command-line driver of the S3 client (sync/s3_http.h), for the
+ * s3tool — a command-line driver of the S3 client (sync/s3/s3_http.h), for the
  * integration tests (tests/integration/t_s3.sh) and measurements.
  *
  * Endpoint and credentials come from the environment: S3_ENDPOINT,
@@ -46,7 +46,7 @@
 
 #include "common/log.h"
 #include "common/stats.h"
-#include "sync/s3_http.h"
+#include "sync/s3/s3_http.h"
 
 #define MAX_META 64
 

@@ -1,5 +1,5 @@
 /*
- * bench_bcache.c — figures of the block cache (sync/bcache.h), printed,
+ * bench_bcache.c — figures of the block cache (sync/cache/bcache.h), printed,
  * never asserted:
  *   1. start-up: bcache_open + the background listing with N small block
  *      files (default 100,000), with the dentry/inode caches warm and
@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "common/file.h"
-#include "sync/bcache.h"
-#include "sync/bcache_int.h"
+#include "sync/cache/bcache.h"
+#include "sync/cache/bcache_int.h"
 
 #define MIB (1u << 20)
 

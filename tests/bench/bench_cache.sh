@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_cache.sh — issue 8's benchmarks: the burst buffer (sync/bcache.c),
+# bench_cache.sh — issue 8's benchmarks: the burst buffer (sync/cache/bcache.c),
 # the `eventual` policy and warm on arrival, side by side with s3fs
 # (`-o use_cache=DIR`) and rclone (`--vfs-cache-mode full`) on one bed.
 #

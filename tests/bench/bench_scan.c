@@ -16,8 +16,8 @@
  * usage: bench-scan [--pages N] [--page N] [--views N] [--dir DIR]
  *                   [--pipeline MS [--generate] [--every N]]
  *   --pipeline MS  instead: the whole first scan (views/scan.h) of a
- *                  bucket in the in-memory store (sync/s3_fake.h) whose
- *                  every LIST page takes MS ms more (sync/s3_fault.h) (11 = the raw
+ *                  bucket in the in-memory store (sync/s3/s3_fake.h) whose
+ *                  every LIST page takes MS ms more (sync/s3/s3_fault.h) (11 = the raw
  *                  LIST of bench_listing), from scan_start to scan_wait;
  *                  the ideal is PAGES x MS plus one page's apply
  *   --generate     the bucket's listing is generated as it is listed
@@ -49,8 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit_views.h"
@@ -168,9 +168,9 @@ static void change_count(void *ctx, const char *view, const char *path, int what
 struct cfg { long pages, page, n_views; const char *dir; long list_ms; bool generate;
 	     long every; const char *dir_used; };
 
-/* The bucket of --pipeline: the in-memory store (sync/s3_fake.h) holding
+/* The bucket of --pipeline: the in-memory store (sync/s3/s3_fake.h) holding
  * the same keys with 100 bytes each, behind the fault wrapper
- * (sync/s3_fault.h) that makes every LIST page take list_ms. */
+ * (sync/s3/s3_fault.h) that makes every LIST page take list_ms. */
 static int store_make(const struct cfg *c, struct s3 **out)
 {
 	struct s3 *fake, *s;

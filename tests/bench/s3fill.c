@@ -12,7 +12,7 @@
  * S3_ENDPOINT, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Prints progress
  * every second and the PUT rate at the end; exits non-zero if any PUT failed.
  */
-#include "sync/s3_http.h"
+#include "sync/s3/s3_http.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
  * fuzz_s3_answer.c — the small S3 answers on any bytes, the way the
- * request engine reads them (sync/s3_engine.c, s3_req.c, s3_mpu.c): an
+ * request engine reads them (sync/s3/s3_engine.c, s3_req.c, s3_mpu.c): an
  * error body's <Code> into the errno mapping and the retry decision
  * (also as an error document in a 200 answer: s3_body_is_error), the
  * <ETag> of a CopyObject or CompleteMultipartUpload answer
@@ -9,8 +9,8 @@
  * (s3_etag_copy) and Last-Modified (s3_time_http, refused past 2262), and
  * the ISO dates of listings (s3_time_iso).
  */
-#include "sync/s3_int.h"
-#include "sync/s3_req.h"
+#include "sync/s3/s3_int.h"
+#include "sync/s3/s3_req.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_s3_list.c — the ListObjectsV2 page parser (sync/s3_int.h,
+ * fuzz_s3_list.c — the ListObjectsV2 page parser (sync/s3/s3_int.h,
  * s3_xml_list_parse) on any bytes, as an S3 endpoint may answer: 0,
  * -EOVERFLOW, -EPROTO or -ENOMEM; a truncated page has a token; every
  * entry handed to the callback has the bucket asked for, a decoded key,
@@ -7,7 +7,7 @@
  * not fit in int64 ns are refused, not overflowed). Parsed twice: with the
  * engine's token buffer and with a tiny one.
  */
-#include "sync/s3_int.h"
+#include "sync/s3/s3_int.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <errno.h>

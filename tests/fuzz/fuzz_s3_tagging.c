@@ -1,9 +1,9 @@
 /*
- * fuzz_s3_tagging.c — the GetObjectTagging answer parser (sync/s3_int.h,
+ * fuzz_s3_tagging.c — the GetObjectTagging answer parser (sync/s3/s3_int.h,
  * s3_xml_tagging_parse) on any bytes: 0 with decoded, non-empty tag names
  * and present values, or -EPROTO / -ENOMEM with nothing returned.
  */
-#include "sync/s3_int.h"
+#include "sync/s3/s3_int.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <errno.h>

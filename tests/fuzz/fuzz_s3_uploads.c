@@ -1,5 +1,5 @@
 /*
- * fuzz_s3_uploads.c — the multipart answers (sync/s3_int.h): the
+ * fuzz_s3_uploads.c — the multipart answers (sync/s3/s3_int.h): the
  * ListMultipartUploads page parser (s3_xml_uploads_parse) on any bytes,
  * and the completed object's ETag (s3_mpu_etag) over part ETags taken
  * from the answer's UploadIds, as UploadPart answers would give them.
@@ -7,7 +7,7 @@
  * value, -EOVERFLOW, -EPROTO or -ENOMEM; every upload has a key and an
  * id; the ETag is "" or 32 hex digits, '-' and the part count.
  */
-#include "sync/s3_int.h"
+#include "sync/s3/s3_int.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <ctype.h>

@@ -1,5 +1,5 @@
 /*
- * stage_rgw.c — driver of sync/stage.h against a real S3 store for
+ * stage_rgw.c — driver of sync/stage/stage.h against a real S3 store for
  * tests/integration/t_stage.sh.
  *
  *   stage_rgw STAGEDIR BUCKET KEY MIB OUT
@@ -24,8 +24,8 @@
 
 #include "common/log.h"
 #include "common/stats.h"
-#include "sync/s3_http.h"
-#include "sync/stage.h"
+#include "sync/s3/s3_http.h"
+#include "sync/stage/stage.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
 

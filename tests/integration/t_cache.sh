@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_cache — the burst buffer (sync/bcache.h) on the real bed: blocks kept
+# t_cache — the burst buffer (sync/cache/bcache.h) on the real bed: blocks kept
 # across a restart and a kill -9 (no GET), a session descriptor reading
 # its version from the buffer after the object was replaced, the byte
 # budget shared with staging never exceeded, a corrupted block refetched,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_cond.sh — the probe of conditional PUTs at start (sync/probe.h) on
+# t_cond.sh — the probe of conditional PUTs at start (sync/stage/probe.h) on
 # RGW 16: a gateway with a writable view finds If-None-Match and an
 # unquoted If-Match honoured (`facetfs status` says yes, yes), its probe
 # key .facetfs-probe/HOST-PID is gone from the bucket after the mount,

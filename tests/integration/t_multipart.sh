@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # t_multipart — the multipart calls of the S3 client (common/s3.h s3_mpu_*,
-# sync/s3_mpu.c) against the bed's radosgw, through s3tool, with
+# sync/s3/s3_mpu.c) against the bed's radosgw, through s3tool, with
 # /usr/bin/aws as the independent client: files of 1 B, exactly one part,
 # one part + 1 byte and many parts (part size 64 KiB; the bed lowers RGW's
 # minimum part size) read back byte for byte by aws with the "-N" ETag and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_readahead — parallel ranged read-ahead (sync/reader.h) on the real bed:
+# t_readahead — parallel ranged read-ahead (sync/cache/reader.h) on the real bed:
 # a large cold object read through the mount byte for byte, each byte
 # fetched once by GETs that .facetfs/stats counts (several ranges ahead);
 # a descriptor closed while ranges are in flight (they are counted as

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_s3 — the S3 client (sync/s3_http.h, its layers in sync/s3_req.h)
+# t_s3 — the S3 client (sync/s3/s3_http.h, its layers in sync/s3/s3_req.h)
 # against the bed's radosgw, through its driver s3tool, with /usr/bin/aws
 # as the independent client: awkward keys
 # (space, '+', '%', '(', 'ü', '~', '*', '&', '<', '"', a 1,000-byte key),

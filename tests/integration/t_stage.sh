@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_stage — write staging (sync/stage.h) against the bed's radosgw through
+# t_stage — write staging (sync/stage/stage.h) against the bed's radosgw through
 # its driver stage_rgw, with /usr/bin/aws as the independent reader: a
 # 200 MiB staged file (sequential writes + random overwrites) whose first
 # commit fails (no such bucket: -EIO, data kept), then is committed to the
@@ -82,7 +82,7 @@ else
 	not_ok "aws reads back the filled and changed object" "$(tail -n 1 "$tmp/err")"
 fi
 check_eq "staging is empty after release" 0 "$(val used_bytes_after)"
-# (its "durability" file, the run's setting and boot, stays: sync/stage.h)
+# (its "durability" file, the run's setting and boot, stays: sync/stage/stage.h)
 check_eq "staging dir holds no data or journal" 0 \
 	"$(find "$tmp/staging" -maxdepth 1 -type f ! -name durability | wc -l)"
 printf '# commit %s MiB/s, fill %s MiB/s, staged writes %s MiB/s (%s MiB)\n' \

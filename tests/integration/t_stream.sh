@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # t_stream.sh — multipart uploads that stream while a file is written
-# through the mount (sync/stage.h "Streaming"), with s3.part_size = 64 KiB
+# through the mount (sync/stage/stage.h "Streaming"), with s3.part_size = 64 KiB
 # (the bed lowers RGW's minimum part size) and /usr/bin/aws and s3tool as
 # independent S3 clients:
 # - files of 0 B, 1 B, exactly one part, one part + 1 byte, many parts:

@@ -1,5 +1,5 @@
 /*
- * test_bcache.c — unit tests of the block cache (sync/bcache.h) in a
+ * test_bcache.c — unit tests of the block cache (sync/cache/bcache.h) in a
  * temporary directory: CRC-32C (tables and SSE4.2) against known vectors,
  * names, configuration errors, round trips (full, short last block,
  * partial reads), identity and checksum failures (flipped byte, truncated
@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "common/stats.h"
-#include "sync/bcache.h"
-#include "sync/bcache_int.h"
+#include "sync/cache/bcache.h"
+#include "sync/cache/bcache_int.h"
 
 #define BS (64u * 1024)              /* the block size of most tests */
 

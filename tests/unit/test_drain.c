@@ -24,8 +24,8 @@
 #include "unit_fscore.h"
 #include "unit_stage.h"
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /*
  * test_drain_fds.c — the files a write-back drain holds hold no
  * descriptor (the core parks a staged file when a writable descriptor of
- * it is released: fuse/core_io.c core_file_close, sync/stage.h
+ * it is released: fuse/core_io.c core_file_close, sync/stage/stage.h
  * stage_file_park), through the file-system core over the fake store:
  * files created, written and closed in a write-back view while the drain
  * waits an hour, under a soft limit of descriptors a hundred above what

@@ -1,7 +1,7 @@
 /*
  * test_fscore.c — a model-based test of the file-system core (fuse/core.h)
  * without a mount: two "gateways" (each its own LevelDB index, staging
- * directory, inode table and core) share one fake S3 (sync/s3_fake.h) and
+ * directory, inode table and core) share one fake S3 (sync/s3/s3_fake.h) and
  * run random sequences of lookup/create/open, write, read, ftruncate,
  * fsync, close, rename, unlink and event delivery. Every read, every open
  * and every name is checked against a small model of the rules of
@@ -43,8 +43,8 @@
 #include "common/stats.h"
 #include "fuse/core.h"
 #include "fuse/inode.h"
-#include "sync/s3_fake.h"
-#include "sync/stage.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/stage/stage.h"
 
 #include <errno.h>
 #include <fcntl.h>

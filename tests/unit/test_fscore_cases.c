@@ -3,7 +3,7 @@
  * beside the model-based test (test_fscore.c): the defects that test found
  * or the issue named, fixed (an empty made directory renamed onto another,
  * a renamed inode found by its new name), and each S3 error path of the
- * core through the fault wrapper (sync/s3_fault.h) around the fake store:
+ * core through the fault wrapper (sync/s3/s3_fault.h) around the fake store:
  * PUT at fsync and close, HEAD at open and at a commit read, GET at a read
  * and at the fill of an open for writing, COPY at rename and setxattr,
  * DELETE at unlink; and the POSIX attributes (issue 12): mode, owner and
@@ -22,8 +22,8 @@
 
 #include "common/posix.h"
 #include "common/s3.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "views/index.h"
 
 #include <errno.h>

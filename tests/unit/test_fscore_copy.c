@@ -1,6 +1,6 @@
 /*
  * test_fscore_copy.c — server-side copies of the file-system core
- * (fuse/core_metadata.c, core_namespace.c over sync/copy.h) on the fake
+ * (fuse/core_metadata.c, core_namespace.c over sync/stage/copy.h) on the fake
  * store, counted and broken through the fault wrapper: a chmod of a file
  * the index knows whole is one COPY and no HEAD, and keeps content type and
  * user metadata; an index without the content type (as RGW's events leave
@@ -18,9 +18,9 @@
 
 #include "common/posix.h"
 #include "common/s3.h"
-#include "sync/copy.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/stage/copy.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "views/index.h"
 
 #include <errno.h>

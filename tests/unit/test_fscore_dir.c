@@ -23,7 +23,7 @@
 #include "unit_fscore.h"
 #include "unit_index.h"
 
-#include "sync/s3_fake.h"
+#include "sync/s3/s3_fake.h"
 #include "views/index.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * test_ingest.c — gateway/ingest.c with hand-made decoded batches
  * (events/decoder.h's struct ev_batch), a temporary LevelDB index and the
- * fake S3 behind the fault wrapper (sync/s3_fake.h, sync/s3_fault.h): no
+ * fake S3 behind the fault wrapper (sync/s3/s3_fake.h, sync/s3/s3_fault.h): no
  * Kafka, no RGW.
  *
  * Views: "all" (bucket b), "black" (bucket m, metadata color=black: needs
@@ -35,8 +35,8 @@
 #include "events/consumer.h"
 #include "events/decoder.h"
 #include "gateway/ingest.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "views/viewset.h"

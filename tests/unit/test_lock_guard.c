@@ -10,7 +10,7 @@
 #include "unit_stage.h"
 
 #include "common/lock.h"
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -16,14 +16,14 @@
 #include "common/object.h"
 #include "common/s3.h"
 #include "common/stats.h"
-#include "sync/bcache.h"
-#include "sync/bcache_int.h"
-#include "sync/pins.h"
-#include "sync/reader.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
-#include "sync/visibility.h"
-#include "sync/warm.h"
+#include "sync/cache/bcache.h"
+#include "sync/cache/bcache_int.h"
+#include "sync/cache/pins.h"
+#include "sync/cache/reader.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
+#include "sync/cache/visibility.h"
+#include "sync/cache/warm.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
- * test_reader.c — unit tests of sync/reader.h on the in-memory store
- * (sync/s3_fake.h) behind the fault wrapper (sync/s3_fault.h): sequential
+ * test_reader.c — unit tests of sync/cache/reader.h on the in-memory store
+ * (sync/s3/s3_fake.h) behind the fault wrapper (sync/s3/s3_fault.h): sequential
  * reads served by growing read-ahead windows (each byte fetched once),
  * random reads (one GET of 64 KiB units each), EOF and objects shorter
  * than the index said, an object changed in S3 (-ESTALE once the reader
@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "common/stats.h"
-#include "sync/reader.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/cache/reader.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 
 #define MIB (1u << 20)
 #define KIB 1024u

@@ -1,6 +1,6 @@
 /* test_rescan.c — unit tests of rescans (views/scan.h: scan_rescan,
  * views/index_reconcile.h) and of tags in scans, on the in-memory store
- * (sync/s3_fake.h) behind the fault wrapper (sync/s3_fault.h), changed
+ * (sync/s3/s3_fake.h) behind the fault wrapper (sync/s3/s3_fault.h), changed
  * between and during listings by the test as another client would (no
  * services): objects added, removed and changed behind the index's back
  * are fixed; events newer than the listing are never undone; tags are
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "views/filter.h"
 #include "views/index.h"
 #include "tests/unit/unit.h"

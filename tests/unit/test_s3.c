@@ -1,5 +1,5 @@
 /*
- * test_s3.c — unit tests of the S3 client (sync/s3_http.h, sync/s3_int.h):
+ * test_s3.c — unit tests of the S3 client (sync/s3/s3_http.h, sync/s3/s3_int.h):
  * key encoding, XML decoding and ListObjectsV2 parsing, dates, ETags, the
  * errno mapping, retry classification and backoff; then the request engine
  * against a scripted HTTP server on a loopback socket in this process (no
@@ -11,7 +11,7 @@
  * error line says it. Prints "ok - ..." /
  * "not ok - ..." lines.
  */
-#include "sync/s3_int.h"
+#include "sync/s3/s3_int.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

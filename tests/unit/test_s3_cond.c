@@ -1,10 +1,10 @@
 /*
- * test_s3_cond.c — conditional PUTs, on the in-memory store (sync/s3_fake.h)
- * behind the fault wrapper (sync/s3_fault.h), at three layers:
+ * test_s3_cond.c — conditional PUTs, on the in-memory store (sync/s3/s3_fake.h)
+ * behind the fault wrapper (sync/s3/s3_fault.h), at three layers:
  *   - the S3 interface (s3_put_file_if): If-Match with the key's ETag or
  *     another, If-None-Match: * on a present or absent key; the fault
  *     wrapper passes the condition on;
- *   - the probe at mount (sync/probe.h): a store honouring both, either or
+ *   - the probe at mount (sync/stage/probe.h): a store honouring both, either or
  *     neither, one refusing If-None-Match even on an absent key, one that
  *     cannot be written; the probe's key never stays;
  *   - the stage (stage_file_commit_if): the condition goes with a single
@@ -14,10 +14,10 @@
  *     one or a condition the store does not honour is -EOPNOTSUPP with
  *     nothing sent and nothing changed.
  */
-#include "sync/probe.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
-#include "sync/stage.h"
+#include "sync/stage/probe.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
+#include "sync/stage/stage.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
- * test_s3_fake.c — the in-memory store (sync/s3_fake.h) answers as the S3
- * interface says, and the fault wrapper (sync/s3_fault.h) injects exactly
+ * test_s3_fake.c — the in-memory store (sync/s3/s3_fake.h) answers as the S3
+ * interface says, and the fault wrapper (sync/s3/s3_fault.h) injects exactly
  * what its rules say and nothing else, and ends its delays when the
  * calling thread's cancel flag is set; s3_get_stream over a store that
  * cannot stream.
@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 
 struct listed {
 	char keys[64][64];

@@ -1,16 +1,16 @@
 /* test_s3_mpu.c — unit tests of the multipart pieces of the S3 client that
- * need no server (sync/s3_int.h): the ListMultipartUploads parser, the
+ * need no server (sync/s3/s3_int.h): the ListMultipartUploads parser, the
  * CompleteMultipartUpload body and the "-N" ETag computed from the parts;
- * and the multipart calls of the fake store (sync/s3_fake.h) and the fault
+ * and the multipart calls of the fake store (sync/s3/s3_fake.h) and the fault
  * wrapper, which the staging tests build on. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
-#include "sync/s3_int.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
+#include "sync/s3/s3_int.h"
 #include "tests/unit/unit.h"
 
 #include <fcntl.h>

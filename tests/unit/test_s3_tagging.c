@@ -1,11 +1,11 @@
 /* test_s3_tagging.c — unit tests of the GetObjectTagging answer parser
- * (sync/s3_int.h: s3_xml_tagging_parse), no services. */
+ * (sync/s3/s3_int.h: s3_xml_tagging_parse), no services. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/s3_int.h"
+#include "sync/s3/s3_int.h"
 #include "tests/unit/unit.h"
 
 static int parse(const char *xml, struct obj_kv **t, size_t *n)

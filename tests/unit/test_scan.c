@@ -1,5 +1,5 @@
 /* test_scan.c — unit tests of views/scan.h on the in-memory store
- * (sync/s3_fake.h) behind the fault wrapper (sync/s3_fault.h), no
+ * (sync/s3/s3_fake.h) behind the fault wrapper (sync/s3/s3_fault.h), no
  * services: paging, events interleaved with a scan, resume after an
  * interruption, no re-listing of a completed bucket, HEAD for metadata,
  * tags, and every S3 failure of a scan (LIST, HEAD, tagging) retried. */
@@ -11,8 +11,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "common/stats.h"
 #include "views/filter.h"
 #include "views/index.h"

@@ -1,7 +1,7 @@
 /*
- * test_stage.c — unit tests of write staging (sync/stage.h) on the
- * in-memory store (sync/s3_fake.h) behind the fault wrapper
- * (sync/s3_fault.h), which fails, slows or cuts requests: write/read/
+ * test_stage.c — unit tests of write staging (sync/stage/stage.h) on the
+ * in-memory store (sync/s3/s3_fake.h) behind the fault wrapper
+ * (sync/s3/s3_fault.h), which fails, slows or cuts requests: write/read/
  * truncate/commit round trips against a model buffer, fill from an
  * existing object (and every way its GETs fail), failed uploads keeping
  * the data, concurrent writers and commits (no torn upload, coalesced
@@ -9,7 +9,7 @@
  * escaping; writes whose bytes come from a pipe (stage_file_pwrite_pipe):
  * taken whole, a pipe short of bytes, a write refused before any moved.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"

@@ -1,7 +1,7 @@
 /*
  * test_stage_adopt.c — recovery that leaves commit-begun files for the
  * drain (stage_conf.defer_commits) and stage_file_adopt, which opens them
- * again (sync/stage.h). Checked, over the fake store behind the fault
+ * again (sync/stage/stage.h). Checked, over the fake store behind the fault
  * wrapper: recovery sends no request for them, keeps them staged and
  * pending, and still moves what was never committed to recovered/; each
  * is adopted once, oldest first, sealed, with the bucket, key, size,
@@ -13,7 +13,7 @@
  * journal (no base line) is adopted with its base not known; without defer_commits
  * recovery uploads as before.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_stage_crash.c — crash recovery of write staging (sync/stage.h) on
+ * test_stage_crash.c — crash recovery of write staging (sync/stage/stage.h) on
  * the in-memory store behind the fault wrapper: a child process stages
  * files in every state (written and never committed, a failed commit,
  * committed, never written, written again after a commit, dying during
@@ -7,7 +7,7 @@
  * parent must re-upload, delete or move to recovered/ each as the crash
  * rule says, with its metadata; a malformed journal goes to recovered/.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"
 

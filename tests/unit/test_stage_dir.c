@@ -1,6 +1,6 @@
 /*
  * test_stage_dir.c — unit tests of the staging directory removed while in
- * use (stage_dir_renew, sync/stage_int.h), on the in-memory store behind
+ * use (stage_dir_renew, sync/stage/stage_int.h), on the in-memory store behind
  * the fault wrapper: the whole cache directory removed with files staged;
  * a new file makes it again; files open at that moment still commit from
  * their descriptors, and one whose commit fails, before or after the
@@ -12,7 +12,7 @@
  * that stage, commit and release files meet removals of the directory:
  * every file commits its own bytes, and every spare left is empty.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <dirent.h>
 #include <errno.h>

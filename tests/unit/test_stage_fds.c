@@ -1,6 +1,6 @@
 /*
  * test_stage_fds.c — a parked staged file holds no descriptor
- * (stage_file_park, sync/stage.h), on the in-memory store behind the fault
+ * (stage_file_park, sync/stage/stage.h), on the in-memory store behind the fault
  * wrapper: thousands of sealed files under a limit of 256 descriptors,
  * the process's count of open descriptors (/proc/self/fd) the same before
  * and after them, and their reads and commits giving the bytes written;
@@ -11,7 +11,7 @@
  * through a park (its only copy) and commits or is saved to recovered/,
  * a file parked before the removal fails with -EIO.
  */
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * test_stage_journal.c — the staging journal under both durability
- * settings (sync/stage.h, cache.durability): the fsyncs a small file costs
+ * settings (sync/stage/stage.h, cache.durability): the fsyncs a small file costs
  * (staging.syncs: 4 under POWER, 0 under PROCESS), an fsync that does not
  * commit (3 / 0: the data, the unsynced "dirty" journal and its
  * directory; then 1 / 0), what the journal holds
@@ -17,7 +17,7 @@
  * line of version 3, and version-2 texts without it. Store: the
  * in-memory fake behind the fault wrapper.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,8 +34,8 @@
 
 #include <openssl/evp.h>
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"
 

@@ -1,6 +1,6 @@
 /*
  * test_stage_kept.c — unit tests of staged files whose commit failed
- * (sync/stage_kept.c and the upload hooks' abandoned uploads) on the
+ * (sync/stage/stage_kept.c and the upload hooks' abandoned uploads) on the
  * in-memory store behind the fault wrapper: a multipart upload whose part
  * and abort failed is aborted by the next commit and never blocks one;
  * a file kept for the next start is uploaded there unless a newer
@@ -10,7 +10,7 @@
  * moment (its image), recovered by a second stage: while a later commit
  * of the key uploads, and while the failed file is still open.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <dirent.h>
 #include <errno.h>

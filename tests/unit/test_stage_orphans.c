@@ -1,7 +1,7 @@
 /*
  * test_stage_orphans.c — unit tests of the crash window between S3
  * creating a multipart upload and the staging journal naming it
- * (sync/stage_orphans.c, the "intent" of sync/stage_int.h), on the
+ * (sync/stage/stage_orphans.c, the "intent" of sync/stage/stage_int.h), on the
  * in-memory store behind the fault wrapper:
  * - the state such a crash leaves (a journal with an intent and no upload
  *   id, the upload open in the store), dirty and commit: recovery aborts
@@ -15,11 +15,11 @@
  *   defers, the next start aborts the upload and uploads the file (its
  *   close got EIO);
  * - the intent line of the journal read back;
- * - server-side copies in parts (sync/copy.h) whose abort failed or whose
+ * - server-side copies in parts (sync/stage/copy.h) whose abort failed or whose
  *   creation's answer was lost: reported, recorded by stage_upload_left,
  *   aborted by the next start.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "sync/copy.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/stage/copy.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"
 

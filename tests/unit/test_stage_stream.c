@@ -1,8 +1,8 @@
 /*
  * test_stage_stream.c — unit tests of streamed multipart uploads of staged
- * files (sync/stage.h "Streaming", sync/stage_stream.c) on the in-memory
- * store (sync/s3_fake.h, minimum part size lowered) behind the fault
- * wrapper (sync/s3_fault.h): parts go up before the commit and the object
+ * files (sync/stage/stage.h "Streaming", sync/stage/stage_stream.c) on the in-memory
+ * store (sync/s3/s3_fake.h, minimum part size lowered) behind the fault
+ * wrapper (sync/s3/s3_fault.h): parts go up before the commit and the object
  * is byte for byte what was written with the "-N" ETag; part k fails,
  * creation fails, completion fails (-EIO, aborted, data kept, the retry
  * uploads); non-sequential writes, truncates, metadata changes and renames
@@ -11,7 +11,7 @@
  * journal with the upload id, which recovery aborts (dirty: data to
  * recovered/; commit: uploaded again); the part-size schedule.
  */
-#include "sync/stage_int.h"
+#include "sync/stage/stage_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
 #define UNIT_WITH_MD5
 #include "tests/unit/unit.h"
 #include "tests/unit/unit_stage.h"

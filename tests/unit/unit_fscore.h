@@ -18,7 +18,7 @@
 #include "common/stats.h"
 #include "fuse/core.h"
 #include "fuse/inode.h"
-#include "sync/stage.h"
+#include "sync/stage/stage.h"
 #include "views/viewset.h"
 
 #include <stdint.h>
@@ -61,7 +61,7 @@ static inline char *unit_fscore_tmpdir(const char *tag)
 static struct s3_cond_caps unit_fscore_cond __attribute__((unused));
 
 /* Called after each journal write of the stages opened next (a crash
- * point, sync/stage.h jnl_changed): none unless a test says so. */
+ * point, sync/stage/stage.h jnl_changed): none unless a test says so. */
 static void (*unit_fscore_jnl_hook)(void *ctx) __attribute__((unused));
 static void *unit_fscore_jnl_ctx __attribute__((unused));
 
@@ -81,7 +81,7 @@ struct gw_start {
 };
 
 /* views: the two views of unit_fscore_view_json, loaded; cc: when copies
- * go in parts (sync/copy.h), NULL for the defaults; max_bytes: the
+ * go in parts (sync/stage/copy.h), NULL for the defaults; max_bytes: the
  * staging budget; start: NULL, or the staging of an earlier run. */
 static inline void gw_open_start(struct view *const *views, struct s3 *s3,
 				 struct gw *gw, const char *tag,

@@ -8,9 +8,9 @@
 #ifndef FACETFS_TEST_UNIT_STAGE_H
 #define FACETFS_TEST_UNIT_STAGE_H
 
-#include "sync/s3_fake.h"
-#include "sync/s3_fault.h"
-#include "sync/stage.h"
+#include "sync/s3/s3_fake.h"
+#include "sync/s3/s3_fault.h"
+#include "sync/stage/stage.h"
 
 #include <dirent.h>
 #include <stdbool.h>
