@@ -5,6 +5,7 @@
 #include "common/log.h"
 
 #include "sync/s3/s3_http.h"
+#include "sync/s3/s3_idp.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IDP_TIMEOUT_MS   1000      /* IMDS and container endpoints, as the SDKs */
+#define STS_TIMEOUT_MS   10000
+#define PROCESS_OUT_MAX  (64u * 1024)
 
 static void wipe_free(char *s)
 {
@@ -54,6 +63,15 @@ static int creds_set(struct creds *out, const char *ak, const char *sk,
 	return 0;
 }
 
+/* out takes what an identity endpoint or a process gave. */
+static int creds_from_idp(struct creds *out, struct s3_idp_creds *c)
+{
+	int rc = creds_set(out, c->access_key, c->secret_key, c->token);
+	out->expires = c->expires;
+	s3_idp_creds_release(c);
+	return rc;
+}
+
 /* A secret in a file others may read: say so once per resolve. */
 static void warn_if_readable(const char *path)
 {
@@ -75,8 +93,50 @@ static char *trim(char *s)
 	return s;
 }
 
-/* The profile of an INI-style shared credentials file. */
-static int creds_from_file(const char *path, const char *profile,
+/* Run a profile's credential_process (sh -c) and take the JSON it
+ * prints (Version 1: AccessKeyId, SecretAccessKey, SessionToken,
+ * Expiration), as the AWS SDKs do. */
+static int creds_from_process(const char *cmd, const char *what, struct creds *out,
+			      char *err, size_t errlen)
+{
+	FILE *f = popen(cmd, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s: credential_process cannot start: %s", what,
+			 strerror(errno));
+		return -EINVAL;
+	}
+	char *buf = malloc(PROCESS_OUT_MAX + 1);
+	size_t n = 0, got;
+	while (buf && n < PROCESS_OUT_MAX &&
+	       (got = fread(buf + n, 1, PROCESS_OUT_MAX - n, f)) > 0)
+		n += got;
+	int st = pclose(f);
+	int rc = 0;
+	struct s3_idp_creds c;
+	if (!buf) {
+		rc = -ENOMEM;
+	} else if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(err, errlen, "%s: credential_process failed (exit status %d)",
+			 what, st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		rc = -EINVAL;
+	} else if (s3_idp_parse_json(buf, n, &c) < 0) {
+		snprintf(err, errlen, "%s: credential_process printed no AccessKeyId "
+			 "and SecretAccessKey", what);
+		rc = -EINVAL;
+	} else {
+		rc = creds_from_idp(out, &c);
+		snprintf(out->source, sizeof out->source, "credential_process of %s", what);
+	}
+	if (buf)
+		memset(buf, 0, n);
+	free(buf);
+	return rc;
+}
+
+/* Section [section] of an INI-style shared file (credentials, or config
+ * with "profile NAME" sections): its keys, or (config) its
+ * credential_process. -ENOENT: no such section, or none of them in it. */
+static int creds_from_file(const char *path, const char *section, const char *profile,
 			   struct creds *out, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
@@ -84,7 +144,7 @@ static int creds_from_file(const char *path, const char *profile,
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -ENOENT;
 	}
-	char line[8192], *ak = NULL, *sk = NULL, *tok = NULL;
+	char line[8192], *ak = NULL, *sk = NULL, *tok = NULL, *proc = NULL;
 	bool in = false, found = false, bad = false;
 	unsigned lineno = 0;
 	while (fgets(line, sizeof line, f)) {
@@ -105,7 +165,7 @@ static int creds_from_file(const char *path, const char *profile,
 				break;
 			}
 			*end = '\0';
-			in = strcmp(trim(l + 1), profile) == 0;
+			in = strcmp(trim(l + 1), section) == 0;
 			found |= in;
 			continue;
 		}
@@ -118,7 +178,8 @@ static int creds_from_file(const char *path, const char *profile,
 		char *k = trim(l), *v = trim(eq + 1);
 		char **slot = strcmp(k, "aws_access_key_id") == 0 ? &ak :
 			      strcmp(k, "aws_secret_access_key") == 0 ? &sk :
-			      strcmp(k, "aws_session_token") == 0 ? &tok : NULL;
+			      strcmp(k, "aws_session_token") == 0 ? &tok :
+			      strcmp(k, "credential_process") == 0 ? &proc : NULL;
 		if (slot) {
 			wipe_free(*slot);
 			*slot = strdup(v);
@@ -126,24 +187,31 @@ static int creds_from_file(const char *path, const char *profile,
 	}
 	fclose(f);
 	int rc = 0;
+	char what[470];
+	snprintf(what, sizeof what, "%.380s [profile %.60s]", path, profile);
 	if (bad) {
 		rc = -EINVAL;
-	} else if (!found) {
-		snprintf(err, errlen, "%s: no profile [%s]", path, profile);
+	} else if (!found || (!ak && !sk && !proc)) {
+		snprintf(err, errlen, found ? "%s: profile [%s] holds no credentials" :
+			 "%s: no profile [%s]", path, profile);
 		rc = -ENOENT;
-	} else if (!ak || !sk || !*ak || !*sk) {
-		snprintf(err, errlen, "%s: profile [%s] lacks aws_access_key_id "
-			 "or aws_secret_access_key", path, profile);
-		rc = -EINVAL;
+	} else if (ak || sk) {
+		if (!ak || !sk || !*ak || !*sk) {
+			snprintf(err, errlen, "%s: profile [%s] lacks aws_access_key_id "
+				 "or aws_secret_access_key", path, profile);
+			rc = -EINVAL;
+		} else {
+			rc = creds_set(out, ak, sk, tok);
+			snprintf(out->source, sizeof out->source, "%s", what);
+			warn_if_readable(path);
+		}
 	} else {
-		rc = creds_set(out, ak, sk, tok);
-		snprintf(out->source, sizeof out->source, "%s [profile %s]", path,
-			 profile);
-		warn_if_readable(path);
+		rc = creds_from_process(proc, what, out, err, errlen);
 	}
 	wipe_free(ak);
 	wipe_free(sk);
 	wipe_free(tok);
+	wipe_free(proc);
 	return rc;
 }
 
@@ -153,16 +221,174 @@ static const char *env_nonempty(const char *name)
 	return v && *v ? v : NULL;
 }
 
-/* The shared credentials file: AWS_SHARED_CREDENTIALS_FILE, else
- * $HOME/.aws/credentials (into buf), else NULL. */
-static const char *shared_file(char *buf, size_t len)
+/* A shared file: the variable's value, else $HOME/NAME (into buf), else
+ * NULL. */
+static const char *shared_path(const char *var, const char *name, char *buf,
+			       size_t len)
 {
-	const char *path = env_nonempty("AWS_SHARED_CREDENTIALS_FILE");
+	const char *path = env_nonempty(var);
 	if (!path && env_nonempty("HOME")) {
-		snprintf(buf, len, "%s/.aws/credentials", getenv("HOME"));
+		snprintf(buf, len, "%s/%s", getenv("HOME"), name);
 		path = buf;
 	}
 	return path;
+}
+
+/* The shared files for profile: the credentials file's [profile], else
+ * the config file's [profile P] ([default] for default): keys or a
+ * credential_process. creds_file: the config's s3.credentials_file, or
+ * NULL for the environment's. -ENOENT when neither has the profile. */
+static int creds_from_shared(const char *creds_file, const char *profile,
+			     struct creds *out, char *err, size_t errlen)
+{
+	char home[4096], home2[4096], e1[1200] = "", e2[1200] = "";
+	const char *path = creds_file ? creds_file :
+			   shared_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials",
+				       home, sizeof home);
+	int rc = path ? creds_from_file(path, profile, profile, out, e1, sizeof e1) : -ENOENT;
+	if (rc != -ENOENT)
+		return rc < 0 ? (snprintf(err, errlen, "%s", e1), rc) : 0;
+	const char *cpath = shared_path("AWS_CONFIG_FILE", ".aws/config", home2,
+					sizeof home2);
+	char section[300];
+	snprintf(section, sizeof section, strcmp(profile, "default") == 0 ? "%s" :
+		 "profile %s", profile);
+	rc = cpath ? creds_from_file(cpath, section, profile, out, e2, sizeof e2) : -ENOENT;
+	if (rc != -ENOENT)
+		return rc < 0 ? (snprintf(err, errlen, "%s", e2), rc) : 0;
+	snprintf(err, errlen, "%s%s%s", path ? e1 : "no shared credentials file",
+		 cpath ? "; " : "", cpath ? e2 : "");
+	return -ENOENT;
+}
+
+/* Read a small file holding a token (web identity, container
+ * authorization) into a new string, trailing newline cut. */
+static char *token_file(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	char *buf = malloc(PROCESS_OUT_MAX + 1);
+	size_t n = buf ? fread(buf, 1, PROCESS_OUT_MAX, f) : 0;
+	fclose(f);
+	if (!buf)
+		return NULL;
+	buf[n] = '\0';
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	if (!n) {
+		snprintf(err, errlen, "%s: empty", path);
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* STS AssumeRoleWithWebIdentity with the token of
+ * AWS_WEB_IDENTITY_TOKEN_FILE (read again at each renewal). */
+static int creds_from_web_identity(const struct config *c, const char *token_path,
+				   const char *role, struct creds *out, char *err,
+				   size_t errlen)
+{
+	char ferr[600] = "";
+	char *token = token_file(token_path, ferr, sizeof ferr);
+	if (!token) {
+		snprintf(err, errlen, "web identity: %s", ferr[0] ? ferr : "no memory");
+		return -EINVAL;
+	}
+	char sts[600], session[300], host[200] = "";
+	const char *ep = env_nonempty("AWS_ENDPOINT_URL_STS");
+	if (ep)
+		snprintf(sts, sizeof sts, "%s", ep);
+	else if (c->s3_region && *c->s3_region && strcmp(c->s3_region, "default") != 0)
+		snprintf(sts, sizeof sts, "https://sts.%s.amazonaws.com", c->s3_region);
+	else
+		snprintf(sts, sizeof sts, "https://sts.amazonaws.com");
+	const char *name = env_nonempty("AWS_ROLE_SESSION_NAME");
+	if (!name) {
+		gethostname(host, sizeof host - 1);
+		snprintf(session, sizeof session, "facetfs-%.60s", host[0] ? host : "gateway");
+		for (char *q = session; *q; q++)   /* [\w+=,.@-] only */
+			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789+=,.@-_", *q))
+				*q = '-';
+		name = session;
+	}
+	struct s3_idp_creds ic;
+	int rc = s3_idp_web_identity(sts, role, name, token, STS_TIMEOUT_MS, &ic, err,
+				     errlen);
+	memset(token, 0, strlen(token));
+	free(token);
+	if (rc < 0)
+		return rc;
+	rc = creds_from_idp(out, &ic);
+	snprintf(out->source, sizeof out->source, "web identity (%s)", role);
+	return rc;
+}
+
+/* A container endpoint: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (on
+ * 169.254.170.2) or _FULL_URI, with the token of
+ * AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (read again at each renewal) or
+ * AWS_CONTAINER_AUTHORIZATION_TOKEN. */
+static int creds_from_container(const char *rel, const char *full, struct creds *out,
+				char *err, size_t errlen)
+{
+	char url[2048], ferr[600] = "";
+	if (rel)
+		snprintf(url, sizeof url, "http://169.254.170.2%s%s", *rel == '/' ? "" : "/",
+			 rel);
+	else
+		snprintf(url, sizeof url, "%s", full);
+	const char *tf = env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+	char *auth = NULL;
+	if (tf && !(auth = token_file(tf, ferr, sizeof ferr))) {
+		snprintf(err, errlen, "container credentials: %s", ferr[0] ? ferr : "no memory");
+		return -EINVAL;
+	}
+	struct s3_idp_creds ic;
+	int rc = s3_idp_container(url, auth ? auth : env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+				  IDP_TIMEOUT_MS, &ic, err, errlen);
+	if (auth) {
+		memset(auth, 0, strlen(auth));
+		free(auth);
+	}
+	if (rc < 0)
+		return rc;
+	rc = creds_from_idp(out, &ic);
+	snprintf(out->source, sizeof out->source, "container endpoint %.480s", url);
+	return rc;
+}
+
+/* The instance metadata service (IMDSv2), unless
+ * AWS_EC2_METADATA_DISABLED=true. */
+static int creds_from_imds(struct creds *out, char *err, size_t errlen)
+{
+	const char *off = env_nonempty("AWS_EC2_METADATA_DISABLED");
+	if (off && strcasecmp(off, "true") == 0) {
+		snprintf(err, errlen, "instance metadata: AWS_EC2_METADATA_DISABLED");
+		return -ENOENT;
+	}
+	const char *ep = env_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+	char base[1024];
+	snprintf(base, sizeof base, "%s", ep ? ep : "http://169.254.169.254");
+	size_t n = strlen(base);
+	while (n && base[n - 1] == '/')
+		base[--n] = '\0';
+	struct s3_idp_creds ic;
+	char ierr[1200];
+	int rc = s3_idp_imds(base, IDP_TIMEOUT_MS, &ic, ierr, sizeof ierr);
+	if (rc < 0) {
+		snprintf(err, errlen, "instance metadata: %s", ierr);
+		return rc;
+	}
+	char role[sizeof ic.role];
+	snprintf(role, sizeof role, "%s", ic.role);
+	rc = creds_from_idp(out, &ic);
+	snprintf(out->source, sizeof out->source, "instance metadata %s (role %s)", base,
+		 role);
+	return rc;
 }
 
 int creds_resolve(const struct config *c, const char *config_path,
@@ -182,33 +408,34 @@ int creds_resolve(const struct config *c, const char *config_path,
 			      env_nonempty("AWS_PROFILE");
 	if (!profile)
 		profile = "default";
-	if (c->s3_credentials_file || c->s3_profile) {
-		char home[4096];
-		const char *path = c->s3_credentials_file ? c->s3_credentials_file :
-				   shared_file(home, sizeof home);
-		if (!path) {
-			snprintf(err, errlen, "s3.profile: no credentials file (set "
-				 "s3.credentials_file, AWS_SHARED_CREDENTIALS_FILE or HOME)");
-			return -ENOENT;
-		}
-		return creds_from_file(path, profile, out, err, errlen);
-	}
+	if (c->s3_credentials_file || c->s3_profile)
+		return creds_from_shared(c->s3_credentials_file, profile, out, err, errlen);
 	const char *ak = env_nonempty("AWS_ACCESS_KEY_ID");
 	const char *sk = env_nonempty("AWS_SECRET_ACCESS_KEY");
 	if (ak && sk) {
 		snprintf(out->source, sizeof out->source, "environment");
 		return creds_set(out, ak, sk, env_nonempty("AWS_SESSION_TOKEN"));
 	}
-	char home[4096], ferr[1024] = "";
-	const char *path = shared_file(home, sizeof home);
-	if (path) {
-		int rc = creds_from_file(path, profile, out, ferr, sizeof ferr);
-		if (rc != -ENOENT)
-			return rc < 0 ? (snprintf(err, errlen, "%s", ferr), rc) : 0;
-	}
+	const char *wtf = env_nonempty("AWS_WEB_IDENTITY_TOKEN_FILE");
+	const char *role = env_nonempty("AWS_ROLE_ARN");
+	if (wtf && role)
+		return creds_from_web_identity(c, wtf, role, out, err, errlen);
+	char ferr[2500] = "";
+	int rc = creds_from_shared(NULL, profile, out, ferr, sizeof ferr);
+	if (rc != -ENOENT)
+		return rc < 0 ? (snprintf(err, errlen, "%s", ferr), rc) : 0;
+	const char *rel = env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	const char *full = env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	if (rel || full)
+		return creds_from_container(rel, full, out, err, errlen);
+	char ierr[1400] = "";
+	rc = creds_from_imds(out, ierr, sizeof ierr);
+	if (rc == 0)
+		return 0;
 	snprintf(err, errlen, "no credentials: none in the config (s3.access_key, "
-		 "s3.secret_key), none in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
-		 "%s%s", path ? ", and " : "", path ? ferr : "");
+		 "s3.secret_key), none in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
+		 "no AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, %s, no "
+		 "AWS_CONTAINER_CREDENTIALS_*_URI, and %s", ferr, ierr);
 	return -ENOENT;
 }
 
@@ -216,13 +443,22 @@ int creds_resolve(const struct config *c, const char *config_path,
 
 struct creds_renewer {
 	char *config_path;
-	pthread_mutex_t lock;        /* protects cur; a leaf */
+	pthread_mutex_t lock;        /* protects the fields below; a leaf */
 	struct creds cur;            /* what was installed last */
-	struct s3 *s3;               /* the SIGHUP thread's client */
+	int64_t installed_at;        /* when (Unix s) */
+	int64_t retry_at;            /* a failed or fruitless renewal: the next
+				      * try (0: none) */
+	bool expired_said;           /* the expiry was logged (once) */
+	struct s3 *s3;               /* the renewer thread's client */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
 };
+
+static int64_t now_s(void)
+{
+	return (int64_t)time(NULL);
+}
 
 int creds_renewer_new(const char *config_path, const struct creds *initial,
 		      struct creds_renewer **out)
@@ -238,9 +474,20 @@ int creds_renewer_new(const char *config_path, const struct creds *initial,
 		return -ENOMEM;
 	}
 	snprintf(r->cur.source, sizeof r->cur.source, "%s", initial->source);
+	r->cur.expires = initial->expires;
+	r->installed_at = now_s();
 	pthread_mutex_init(&r->lock, NULL);
 	*out = r;
 	return 0;
+}
+
+void creds_renewer_describe(struct creds_renewer *r, char *source, size_t len,
+			    int64_t *expires)
+{
+	mod_lock(&r->lock);
+	snprintf(source, len, "%s", r->cur.source);
+	*expires = r->cur.expires;
+	mod_unlock(&r->lock);
 }
 
 int creds_renew(void *ctx, struct s3 *s)
@@ -262,12 +509,18 @@ int creds_renew(void *ctx, struct s3 *s)
 	}
 	mod_lock(&r->lock);
 	bool same = creds_equal(&fresh, &r->cur);
-	if (!same) {
+	if (same) {
+		r->cur.expires = fresh.expires;
+		snprintf(r->cur.source, sizeof r->cur.source, "%s", fresh.source);
+	} else {
 		rc = s3_http_set_credentials(s, fresh.access_key, fresh.secret_key,
 					     fresh.token);
 		if (rc == 0) {
 			creds_release(&r->cur);
 			r->cur = fresh;
+			r->installed_at = now_s();
+			r->retry_at = 0;
+			r->expired_said = false;
 			fresh = (struct creds){ 0 };
 		}
 	}
@@ -286,26 +539,82 @@ int creds_renew(void *ctx, struct s3 *s)
 	return rc;
 }
 
-static void *sighup_main(void *arg)
+/* Seconds until the next renewal is due (0: now), -1: none (credentials
+ * that do not expire). Due a margin before the expiry: 5 minutes, or half
+ * the credentials' life when that is shorter; after a failed or fruitless
+ * try, at the retry time. */
+static int64_t renew_wait_s(struct creds_renewer *r, int64_t *expires)
+{
+	mod_lock(&r->lock);
+	int64_t exp = r->cur.expires, life = exp - r->installed_at, retry = r->retry_at;
+	mod_unlock(&r->lock);
+	*expires = exp;
+	if (!exp)
+		return -1;
+	int64_t margin = life / 2 < 300 ? life / 2 : 300;
+	int64_t due = exp - (margin < 1 ? 1 : margin);
+	if (retry && retry > due)
+		due = retry;
+	int64_t now = now_s();
+	return due > now ? due - now : 0;
+}
+
+/* The renewer thread: on SIGHUP, and before temporary credentials expire. */
+static void *renew_main(void *arg)
 {
 	struct creds_renewer *r = arg;
 	sigset_t hup;
 	sigemptyset(&hup);
 	sigaddset(&hup, SIGHUP);
 	while (!atomic_load(&r->stop)) {
-		int sig = 0;
-		if (sigwait(&hup, &sig) != 0 || atomic_load(&r->stop))
+		int64_t exp;
+		int64_t wait = renew_wait_s(r, &exp);
+		int sig;
+		if (wait < 0) {
+			if (sigwait(&hup, &sig) != 0)
+				continue;
+		} else {
+			struct timespec ts = { (time_t)(wait > 3600 ? 3600 : wait), 0 };
+			sig = sigtimedwait(&hup, NULL, &ts);
+			if (sig < 0 && errno != EAGAIN)
+				continue;
+		}
+		if (atomic_load(&r->stop))
+			break;
+		if (sig == SIGHUP) {
+			log_info("credentials: SIGHUP: re-reading them");
+			creds_renew(r, r->s3);
 			continue;
-		log_info("credentials: SIGHUP: re-reading them");
-		creds_renew(r, r->s3);
+		}
+		if (renew_wait_s(r, &exp) != 0)
+			continue;                /* an hour's wait, or renewed meanwhile */
+		int64_t left = exp - now_s();
+		log_info("credentials: they expire in %lld s: renewing", (long long)left);
+		int rc = creds_renew(r, r->s3);
+		if (rc <= 0) {
+			/* Failed, or the source gives the same ones still: again
+			 * in a quarter of what is left, 1 to 30 s. */
+			int64_t again = left / 4 < 1 ? 1 : left / 4 > 30 ? 30 : left / 4;
+			char src[sizeof r->cur.source];
+			mod_lock(&r->lock);
+			r->retry_at = now_s() + again;
+			bool say = left <= 0 && !r->expired_said;
+			r->expired_said |= say;
+			snprintf(src, sizeof src, "%s", r->cur.source);
+			mod_unlock(&r->lock);
+			if (say)
+				log_error("credentials: those of %s have expired and none "
+					  "could be renewed: S3 refuses requests until they "
+					  "are", src);
+		}
 	}
 	return NULL;
 }
 
-int creds_renewer_start_sighup(struct creds_renewer *r, struct s3 *s)
+int creds_renewer_start(struct creds_renewer *r, struct s3 *s)
 {
 	r->s3 = s;
-	int rc = pthread_create(&r->thread, NULL, sighup_main, r);
+	int rc = pthread_create(&r->thread, NULL, renew_main, r);
 	if (rc)
 		return -rc;
 	r->running = true;

@@ -135,7 +135,7 @@ static int check_s3(struct gateway *gw)
 		rc = s3_http_new(&sc, &gw->st, &gw->s3);
 	creds_release(&cr);
 	if (rc == 0)
-		rc = creds_renewer_start_sighup(gw->renew, gw->s3);
+		rc = creds_renewer_start(gw->renew, gw->s3);
 	if (rc < 0) {
 		log_error("S3 client: %s", strerror(-rc));
 		return rc;

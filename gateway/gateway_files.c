@@ -2,6 +2,7 @@
  * views, the control commands, the stats with the staging, cache and memory
  * sections (see gateway_int.h). */
 #include "gateway/gateway_int.h"
+#include "gateway/creds.h"
 
 #include "common/lock.h"
 #include "common/stats.h"
@@ -181,6 +182,16 @@ static void stats_staging(void *ctx, struct stats_writer *w)
 			gw->cond_probe > 0 ? "no writable view" : strerror(-gw->cond_probe));
 	stats_write_num(w, "if_none_match", gw->cond.if_none_match);
 	stats_write_num(w, "if_match", gw->cond.if_match);
+	/* "credentials": where they came from and when they expire (never a
+	 * secret). */
+	if (gw->renew) {
+		char src[512];
+		int64_t exp;
+		creds_renewer_describe(gw->renew, src, sizeof src, &exp);
+		stats_write_section(w, "credentials");
+		stats_write_str(w, "source", src);
+		stats_write_num(w, "expires", (double)exp);
+	}
 	if (!gw->bc)
 		return;
 	/* "cache": the burst buffer as a whole (hits and misses are counters

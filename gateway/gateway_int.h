@@ -77,7 +77,7 @@ struct gateway {
 	struct ingest *ing;
 	struct fs *fs;
 	const char *config_path;
-	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP) */
+	struct creds_renewer *renew; /* credentials renewal (refused requests, SIGHUP, expiry) */
 	struct metrics *metrics;     /* /metrics, when configured */
 	struct trace *trace;         /* `facetfs trace` recorder (off until started) */
 	int ready_fd;            /* pipe to the waiting parent, -1 in foreground */

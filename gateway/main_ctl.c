@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define META_FILE_MAX (16u << 20)   /* .facetfs/stats, views: a few KiB each */
@@ -199,6 +200,21 @@ int cmd_status(int argc, char **argv)
 	else if (cJSON_IsString(probe))
 		printf("store     conditional PUT: not probed (%s): none sent\n",
 		       probe->valuestring);
+	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(s, "credentials"), "source");
+	if (cJSON_IsString(cs)) {
+		double exp = num(s, "credentials", "expires");
+		char when[64] = "";
+		time_t t = (time_t)exp;
+		struct tm tm;
+		if (exp > 0 && gmtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		if (when[0])
+			printf("creds     from %s, expire %s (in %.0f s)\n", cs->valuestring,
+			       when, exp - (double)time(NULL));
+		else
+			printf("creds     from %s, do not expire\n", cs->valuestring);
+	}
 	printf("keys      not mappable to a path: %.0f\n", num(s, "keys", "not_a_path"));
 	const cJSON *rl = cJSON_GetObjectItemCaseSensitive(v, ".reloads");
 	if (rl)

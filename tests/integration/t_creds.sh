@@ -6,7 +6,8 @@
 # sent again with the renewed ones) and once on SIGHUP. No secret appears
 # in the gateway's log, `facetfs status` or .facetfs/. A config holding a
 # secret readable by others gets a warning; missing credentials a clear
-# error.
+# error. Then the instance metadata service (a fake IMDSv2 handing out STS
+# credentials that expire soon): renewed before they expire.
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/gateway.sh"
 require_bed
@@ -120,6 +121,52 @@ if ((rc != 0)) && grep -q "no credentials" "$T/none.out"; then
 else
 	not_ok "no credentials: a clear error" "exit $rc: $(tail -n 1 "$T/none.out")"
 fi
+# The instance metadata service (a fake IMDSv2 on the loopback handing out
+# RGW STS credentials that it says live 20 s): the mount takes them when
+# nothing else has any, and renews them before they expire; the renewed
+# ones are used; status names the source and the expiry, no secret.
+mkdir -p "$T/imds"
+assume "$R2" d && for k in ak sk tok; do cp "$T/d.$k" "$T/imds/$k"; done
+python3 "$FACETFS_SRC/tests/lib/fake_imds.py" "$T/imds" 20 "$T/imds.port" >"$T/imds.log" 2>&1 &
+IMDS_PID=$!
+wait_for 10 test -s "$T/imds.port" || not_ok "the fake IMDS starts" "$(tail -n 2 "$T/imds.log")"
+saved_env=$(export -p | grep -E ' (AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|AWS_SHARED_CREDENTIALS_FILE|HOME)=' || true)
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_SHARED_CREDENTIALS_FILE
+export HOME=$T/nohome AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$(cat "$T/imds.port")
+started=0
+start_gateway C "$T/none.json" "$T/mnt3" && started=1
+eval "$saved_env"
+unset AWS_EC2_METADATA_SERVICE_ENDPOINT
+if ((started)); then
+	ok "gateway mounts on the instance metadata service's credentials"
+	LOGC=$(gateway_log C)
+	check "log: credentials from instance metadata (role facetfs-test), temporary" \
+		grep -q "credentials from instance metadata .*(role facetfs-test) (temporary" "$LOGC"
+	"$FACETFS" status "$T/mnt3" >"$T/status3.txt" 2>&1
+	check "status names the source and the expiry" grep -q "^creds .*instance metadata.*expire 20" "$T/status3.txt"
+	# Rotate what the IMDS hands out; the renewer takes it before the 20 s run out.
+	assume "$R2" e && for k in ak sk tok; do cp "$T/e.$k" "$T/imds/$k.new"; mv "$T/imds/$k.new" "$T/imds/$k"; done
+	if wait_for 30 grep -q "credentials: renewed from instance metadata" "$LOGC"; then
+		ok "renewed from the instance metadata service before they expired"
+	else
+		not_ok "renewed from the instance metadata service before they expired" "$(grep credentials "$LOGC" | tail -n 3)"
+	fi
+	check "the IMDS served the rotated credentials" grep -qxF "$(cat "$T/e.ak")" "$T/imds/served"
+	check_eq "read after the renewal" "object 4" "$(cat "$T/mnt3/all/o4" 2>&1)"
+	"$FACETFS" status "$T/mnt3" --json >"$T/status3.json" 2>&1
+	leaks=0
+	for secret in "$(cat "$T/d.sk")" "$(cat "$T/d.tok")" "$(cat "$T/e.sk")" "$(cat "$T/e.tok")"; do
+		for f in "$LOGC" "$T/status3.txt" "$T/status3.json"; do
+			grep -qF -- "$secret" "$f" && { leaks=$((leaks + 1)); echo "# secret found in $f"; }
+		done
+	done
+	check_eq "no IMDS secret or token in the log or status" 0 "$leaks"
+	stop_gateway C
+else
+	not_ok "gateway mounts on the instance metadata service's credentials" "$(tail -n 3 "$(gateway_log C)")"
+fi
+kill "$IMDS_PID" 2>/dev/null
+wait "$IMDS_PID" 2>/dev/null
 for r in "$R1" "$R2"; do
 	aws_s3 iam delete-role-policy --role-name "$r" --policy-name all >/dev/null 2>&1
 	aws_s3 iam delete-role --role-name "$r" >/dev/null 2>&1
