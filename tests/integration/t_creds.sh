@@ -130,8 +130,8 @@ assume "$R2" d && for k in ak sk tok; do cp "$T/d.$k" "$T/imds/$k"; done
 python3 "$FACETFS_SRC/tests/lib/fake_imds.py" "$T/imds" 20 "$T/imds.port" >"$T/imds.log" 2>&1 &
 IMDS_PID=$!
 wait_for 10 test -s "$T/imds.port" || not_ok "the fake IMDS starts" "$(tail -n 2 "$T/imds.log")"
-saved_env=$(export -p | grep -E ' (AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|AWS_SHARED_CREDENTIALS_FILE|HOME)=' || true)
-unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_SHARED_CREDENTIALS_FILE
+saved_env=$(export -p | grep -E ' (AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|AWS_SHARED_CREDENTIALS_FILE|AWS_CONFIG_FILE|AWS_EC2_METADATA_DISABLED|HOME)=' || true)
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_SHARED_CREDENTIALS_FILE AWS_CONFIG_FILE AWS_EC2_METADATA_DISABLED
 export HOME=$T/nohome AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$(cat "$T/imds.port")
 started=0
 start_gateway C "$T/none.json" "$T/mnt3" && started=1
