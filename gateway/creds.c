@@ -8,8 +8,10 @@
 #include "sync/s3/s3_idp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define IDP_TIMEOUT_MS   1000      /* IMDS and container endpoints, as the SDKs */
 #define STS_TIMEOUT_MS   10000
@@ -93,31 +97,74 @@ static char *trim(char *s)
 	return s;
 }
 
+/* Run cmd with sh -c, its output into buf[cap] (*n bytes): its exit
+ * status (as waitpid gives it), or -1 with errno. The child gets an empty
+ * signal mask (the gateway blocks SIGHUP, SIGINT and SIGTERM in all its
+ * threads) and /dev/null as its input. */
+static int run_capture(const char *cmd, char *buf, size_t cap, size_t *n)
+{
+	int fds[2];
+	*n = 0;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none;
+	sigemptyset(&none);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
+	pid_t pid;
+	int rc = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close(fds[1]);
+	if (rc != 0) {
+		close(fds[0]);
+		errno = rc;
+		return -1;
+	}
+	ssize_t got;
+	while (*n < cap && (got = read(fds[0], buf + *n, cap - *n)) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		*n += (size_t)got;
+	}
+	close(fds[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return st;
+}
+
 /* Run a profile's credential_process (sh -c) and take the JSON it
  * prints (Version 1: AccessKeyId, SecretAccessKey, SessionToken,
  * Expiration), as the AWS SDKs do. */
 static int creds_from_process(const char *cmd, const char *what, struct creds *out,
 			      char *err, size_t errlen)
 {
-	FILE *f = popen(cmd, "r");
-	if (!f) {
-		snprintf(err, errlen, "%s: credential_process cannot start: %s", what,
-			 strerror(errno));
-		return -EINVAL;
-	}
 	char *buf = malloc(PROCESS_OUT_MAX + 1);
-	size_t n = 0, got;
-	while (buf && n < PROCESS_OUT_MAX &&
-	       (got = fread(buf + n, 1, PROCESS_OUT_MAX - n, f)) > 0)
-		n += got;
-	int st = pclose(f);
+	if (!buf)
+		return -ENOMEM;
+	size_t n = 0;
+	int st = run_capture(cmd, buf, PROCESS_OUT_MAX, &n);
 	int rc = 0;
 	struct s3_idp_creds c;
-	if (!buf) {
-		rc = -ENOMEM;
-	} else if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+	if (st == -1) {
+		snprintf(err, errlen, "%s: credential_process cannot start: %s", what,
+			 strerror(errno));
+		rc = -EINVAL;
+	} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		snprintf(err, errlen, "%s: credential_process failed (exit status %d)",
-			 what, st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+			 what, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 		rc = -EINVAL;
 	} else if (s3_idp_parse_json(buf, n, &c) < 0) {
 		snprintf(err, errlen, "%s: credential_process printed no AccessKeyId "
@@ -127,8 +174,7 @@ static int creds_from_process(const char *cmd, const char *what, struct creds *o
 		rc = creds_from_idp(out, &c);
 		snprintf(out->source, sizeof out->source, "credential_process of %s", what);
 	}
-	if (buf)
-		memset(buf, 0, n);
+	memset(buf, 0, n);
 	free(buf);
 	return rc;
 }

@@ -425,7 +425,10 @@ int main(void)
 	snprintf(path2, sizeof path2, "[profile proc]\ncredential_process = printf "
 		 "'{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": "
 		 "\"SECRET-PROC\", \"SessionToken\": \"TOKEN-PROC\", \"Expiration\": "
-		 "\"2099-01-01T00:00:00Z\"}'\n[profile bad]\ncredential_process = exit 3\n");
+		 "\"2099-01-01T00:00:00Z\"}'\n[profile bad]\ncredential_process = exit 3\n"
+		 "[profile mask]\ncredential_process = grep -q '^SigBlk:[[:space:]]*0*$' "
+		 "/proc/self/status && printf '{\"AccessKeyId\": \"AKMASK\", "
+		 "\"SecretAccessKey\": \"SECRET-MASK\"}' || exit 4\n");
 	write_file(path, path2);
 	setenv("AWS_CONFIG_FILE", path, 1);
 	setenv("AWS_PROFILE", "proc", 1);
@@ -439,6 +442,21 @@ int main(void)
 	rc = resolve(&c, err, sizeof err);
 	CHECK(rc == -EINVAL && has(err, "exit status 3"),
 	      "credential_process that fails: an error with its status (%d: %.200s)", rc, err);
+	/* The gateway blocks SIGHUP, SIGINT and SIGTERM in every thread: the
+	 * process must not inherit that. */
+	sigset_t term, old;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &term, &old);
+	setenv("AWS_PROFILE", "mask", 1);
+	rc = resolve(&c, err, sizeof err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	CHECK(rc == 0 && strcmp(c.access_key, "AKMASK") == 0 && c.token == NULL && c.expires == 0,
+	      "credential_process runs with no signal blocked, though the caller blocks "
+	      "SIGTERM and SIGINT (%d: %.200s)", rc, rc ? err : c.source);
+	if (rc == 0)
+		creds_release(&c);
 
 	/* Renewal before expiry: IMDS credentials that live 6 s are renewed
 	 * by the renewer thread before they expire, and installed. */
