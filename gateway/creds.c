@@ -76,6 +76,18 @@ static int creds_from_idp(struct creds *out, struct s3_idp_creds *c)
 	return rc;
 }
 
+/* An identity endpoint answered rc (c is set on 0): out takes c, its
+ * source named source. */
+static int creds_took(int rc, struct s3_idp_creds *c, struct creds *out,
+		      const char *source)
+{
+	if (rc < 0)
+		return rc;
+	rc = creds_from_idp(out, c);
+	snprintf(out->source, sizeof out->source, "%.500s", source);
+	return rc;
+}
+
 /* A secret in a file others may read: say so once per resolve. */
 static void warn_if_readable(const char *path)
 {
@@ -365,13 +377,10 @@ static int creds_from_web_identity(const struct config *c, const char *token_pat
 	struct s3_idp_creds ic;
 	int rc = s3_idp_web_identity(sts, role, name, token, STS_TIMEOUT_MS, &ic, err,
 				     errlen);
-	memset(token, 0, strlen(token));
-	free(token);
-	if (rc < 0)
-		return rc;
-	rc = creds_from_idp(out, &ic);
-	snprintf(out->source, sizeof out->source, "web identity (%s)", role);
-	return rc;
+	wipe_free(token);
+	char source[512];
+	snprintf(source, sizeof source, "web identity (%.480s)", role);
+	return creds_took(rc, &ic, out, source);
 }
 
 /* A container endpoint: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (on
@@ -396,15 +405,10 @@ static int creds_from_container(const char *rel, const char *full, struct creds 
 	struct s3_idp_creds ic;
 	int rc = s3_idp_container(url, auth ? auth : env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
 				  IDP_TIMEOUT_MS, &ic, err, errlen);
-	if (auth) {
-		memset(auth, 0, strlen(auth));
-		free(auth);
-	}
-	if (rc < 0)
-		return rc;
-	rc = creds_from_idp(out, &ic);
-	snprintf(out->source, sizeof out->source, "container endpoint %.480s", url);
-	return rc;
+	wipe_free(auth);
+	char source[512];
+	snprintf(source, sizeof source, "container endpoint %.480s", url);
+	return creds_took(rc, &ic, out, source);
 }
 
 /* The instance metadata service (IMDSv2), unless
@@ -429,12 +433,9 @@ static int creds_from_imds(struct creds *out, char *err, size_t errlen)
 		snprintf(err, errlen, "instance metadata: %s", ierr);
 		return rc;
 	}
-	char role[sizeof ic.role];
-	snprintf(role, sizeof role, "%s", ic.role);
-	rc = creds_from_idp(out, &ic);
-	snprintf(out->source, sizeof out->source, "instance metadata %s (role %s)", base,
-		 role);
-	return rc;
+	char source[512];
+	snprintf(source, sizeof source, "instance metadata %.300s (role %s)", base, ic.role);
+	return creds_took(rc, &ic, out, source);
 }
 
 int creds_resolve(const struct config *c, const char *config_path,
