@@ -99,7 +99,6 @@ for n in $(blocks README.md '^(run|run: background|run: stop|file: .*)$'); do
 	esac
 done
 CONF=$ROOT/etc/facetfs/gateway.json
-STATE=$ROOT/var/lib/facetfs
 MNT=$ROOT/mnt/s3
 
 tour_cleanup() {
@@ -120,7 +119,9 @@ else
 	not_ok "the README's tour runs" "$nrun run blocks; see below"
 	tail -n 25 "$T/tour.log" | diag
 fi
-GWPID=$(cat "$STATE/facetfs.pid" 2>/dev/null)
+# The tour's state_dir, as the config it wrote says: its pid file is there.
+STATE=$(jq -r '.state_dir // empty' "$CONF" 2>/dev/null)
+GWPID=$(cat "${STATE:-/nonexistent}/facetfs.pid" 2>/dev/null)
 check "the tour's mount is up ($MNT)" is_mounted "$MNT"
 check "the tour's gateway runs in the background (pid ${GWPID:-none})" pid_alive "${GWPID:-x}"
 check "the tour's bridge runs (pid $(cat "$T/background.pids" 2>/dev/null))" pid_alive "$(head -n 1 "$T/background.pids" 2>/dev/null || echo x)"
