@@ -5,7 +5,7 @@
  * this. Every function here is pure: no I/O, no locks, no curl handles, so
  * any thread may call them.
  *
- * Tests: test_s3.c, test_s3_mpu.c, test_s3_tagging.c,
+ * Tests: test_s3_wire.c, test_s3.c, test_s3_mpu.c, test_s3_tagging.c,
  * tests/fuzz/fuzz_s3_answer.c, fuzz_s3_list.c, fuzz_s3_tagging.c,
  * fuzz_s3_uploads.c.
  */
