@@ -26,8 +26,7 @@
  * stores and leave blocks nobody drops.
  * Ownership: warm_want() copies its strings.
  *
- * Tests: test_readcache.c (named after the read cache, not this file);
- * t_cache.sh.
+ * Tests: test_warm.c; t_cache.sh.
  */
 #ifndef FACETFS_SYNC_WARM_H
 #define FACETFS_SYNC_WARM_H
