@@ -182,11 +182,6 @@ const struct core_views *core_views(const struct core_req *rq)
 
 size_t core_view_find(const struct core_req *rq, const char *name)
 {
-	return core_view_index(rq, name);
-}
-
-size_t core_view_index(const struct core_req *rq, const char *name)
-{
 	const struct core_views *vs = core_views(rq);
 	for (size_t i = 0; i < vs->n; i++)
 		if (strcmp(view_name(vs->views[i]), name) == 0)
@@ -203,7 +198,7 @@ bool core_in_view(const struct core_req *rq, const char *vname, size_t view)
 size_t core_view_follow(const struct core_req *rq, size_t *view, const char *vname)
 {
 	if (vname)
-		*view = core_view_index(rq, vname);
+		*view = core_view_find(rq, vname);
 	return *view;
 }
 

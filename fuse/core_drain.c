@@ -212,7 +212,7 @@ int core_truncate(struct core_req *rq, uint64_t ino, struct core_file *f, uint64
 		return rc;
 	/* truncate(2) on a path is its own commit point: in a write-back
 	 * view a close (sealed and queued: the drain's checked upload) */
-	size_t v = core_view_index(rq, of->vname);
+	size_t v = core_view_find(rq, of->vname);
 	bool wb = c->drain && v < core_views(rq)->n && view_write_back(core_view(rq, v));
 	if (rc == 0 && wb) {
 		rc = core_ofile_seal(c, of);

@@ -224,7 +224,6 @@ static inline const struct view *core_view(const struct core_req *rq, size_t vie
 }
 
 /* core.c */
-size_t core_view_index(const struct core_req *rq, const char *name);  /* or INODE_NO_VIEW */
 /* The view index of a descriptor or directory handle in this request's
  * set, found again by its name (the view set may have changed). */
 size_t core_view_follow(const struct core_req *rq, size_t *view, const char *vname);

@@ -159,7 +159,7 @@ static int lookup(struct core_req *rq, uint64_t parent, const char *name,
 			e->ino = INODE_META_DIR;
 			return core_attr_of(rq, e->ino, &e->attr);
 		}
-		size_t v = core_view_index(rq, name);
+		size_t v = core_view_find(rq, name);
 		if (v == INODE_NO_VIEW)
 			return -ENOENT;
 		e->ino = inode_ref(c->d.it, name, "", true);
