@@ -371,8 +371,11 @@ int stage_create_at(struct stage *st, const char *name, int flags)
 	int fd = spare_use(st, name, flags);
 	if (fd != -ENOENT)
 		return fd;
+	/* A directory removed under it: made again, and tried again; a few
+	 * times, as it may be removed again meanwhile (renewals are bounded by
+	 * STAGE_RENEW_MAX). */
 	fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0)
+	for (int i = 0; i < 3 && fd < 0 && errno == ENOENT && stage_dir_renew(st) == 0; i++)
 		fd = openat(st->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
 	return fd < 0 ? -errno : fd;
 }
